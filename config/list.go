@@ -1,0 +1,14 @@
+package config
+
+import "strings"
+
+// splitList splits a comma-separated list, trimming blanks and dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+// Package config holds the rules.yaml schema, its strict decoding with file:line
+// errors, defaults, validation and file watching. It imports no other sluice package.
+package config
+
+import "time"
+
+// Config is one decoded, defaulted and validated rules.yaml. A Config is never
+// mutated after Load returns it; a reload produces a new one.
+type Config struct {
+	Listen         string              `yaml:"listen" json:"listen"`
+	Admin          Admin               `yaml:"admin" json:"admin"`
+	Log            Log                 `yaml:"log" json:"log"`
+	Origin         OriginConfig        `yaml:"origin" json:"origin"`
+	TrustedProxies []string            `yaml:"trustedProxies" json:"trustedProxies"`
+	Upstreams      map[string]Upstream `yaml:"upstreams" json:"upstreams"`
+	Routes         []Route             `yaml:"routes" json:"routes"`
+	FlowRules      []FlowRule          `yaml:"flowRules" json:"flowRules"`
+	ParamRules     []ParamRule         `yaml:"paramRules" json:"paramRules"`
+	DegradeRules   []DegradeRule       `yaml:"degradeRules" json:"degradeRules"`
+	System         System              `yaml:"system" json:"system"`
+	Cluster        Cluster             `yaml:"cluster" json:"cluster"`
+	BlockResponse  BlockResponse       `yaml:"blockResponse" json:"blockResponse"`
+
+	// Path is the file this Config was read from (not part of the YAML).
+	Path string `yaml:"-" json:"path"`
+}
+
+// Admin configures the operators' listener.
+type Admin struct {
+	// Listen is nil when the key is absent (default applies) and "" when the
+	// user turned the admin listener off.
+	Listen *string `yaml:"listen" json:"listen"`
+	Token  string  `yaml:"token" json:"-"`
+}
+
+// Log configures logging; command-line flags override it.
+type Log struct {
+	Level  string `yaml:"level" json:"level"`
+	Format string `yaml:"format" json:"format"`
+	Access bool   `yaml:"access" json:"access"`
+}
+
+// OriginConfig says where the caller's identity (Sentinel's origin) comes from.
+type OriginConfig struct {
+	From Source `yaml:"from" json:"from"`
+	// Strip removes the origin header (when From is a header) before forwarding.
+	Strip bool `yaml:"strip" json:"strip"`
+}
+
+// Upstream is a set of targets served round robin.
+type Upstream struct {
+	Targets []string `yaml:"targets" json:"targets"`
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Route maps a chi path pattern to an upstream and a resource.
+type Route struct {
+	Path         string   `yaml:"path" json:"path"`
+	Methods      []string `yaml:"methods" json:"methods"`
+	Upstream     string   `yaml:"upstream" json:"upstream"`
+	Resource     string   `yaml:"resource" json:"resource"`
+	Entrance     string   `yaml:"entrance" json:"entrance"`
+	StripPrefix  string   `yaml:"stripPrefix" json:"stripPrefix"`
+	AcquireCount int64    `yaml:"acquireCount" json:"acquireCount"`
+	Forwarder    string   `yaml:"forwarder" json:"forwarder"` // auto | standard | fast
+
+	Line int `yaml:"-" json:"line"` // line of the route in the file, for messages
+}
+
+// Grade is what a rule counts: passes per interval or requests in flight.
+type Grade string
+
+const (
+	GradeQPS         Grade = "qps"
+	GradeConcurrency Grade = "concurrency"
+)
+
+// Strategy selects the statistics node a flow rule is checked against.
+type Strategy string
+
+const (
+	StrategyDirect Strategy = "direct"
+	StrategyRelate Strategy = "relate"
+	StrategyChain  Strategy = "chain"
+)
+
+// ControlBehavior is what a qps rule does at its threshold.
+type ControlBehavior string
+
+const (
+	BehaviorReject         ControlBehavior = "reject"
+	BehaviorWarmUp         ControlBehavior = "warmUp"
+	BehaviorThrottle       ControlBehavior = "throttle"
+	BehaviorWarmUpThrottle ControlBehavior = "warmUpThrottle"
+)
+
+// Special limitApp values.
+const (
+	LimitAppDefault = "default"
+	LimitAppOther   = "other"
+)
+
+// FlowRule is Sentinel's FlowRule.
+type FlowRule struct {
+	Resource          string          `yaml:"resource" json:"resource"`
+	LimitApp          string          `yaml:"limitApp" json:"limitApp"`
+	Grade             Grade           `yaml:"grade" json:"grade"`
+	Count             float64         `yaml:"count" json:"count"`
+	Strategy          Strategy        `yaml:"strategy" json:"strategy"`
+	RefResource       string          `yaml:"refResource" json:"refResource"`
+	ControlBehavior   ControlBehavior `yaml:"controlBehavior" json:"controlBehavior"`
+	WarmUpPeriodSec   int64           `yaml:"warmUpPeriodSec" json:"warmUpPeriodSec"`
+	ColdFactor        float64         `yaml:"coldFactor" json:"coldFactor"`
+	MaxQueueingTimeMs int64           `yaml:"maxQueueingTimeMs" json:"maxQueueingTimeMs"`
+	StatIntervalMs    int64           `yaml:"statIntervalMs" json:"statIntervalMs"`
+	DryRun            bool            `yaml:"dryRun" json:"dryRun"`
+	ClusterMode       bool            `yaml:"clusterMode" json:"clusterMode"`
+	ClusterConfig     ClusterConfig   `yaml:"clusterConfig" json:"clusterConfig"`
+
+	Line int `yaml:"-" json:"line"`
+}
+
+// LimitApps splits LimitApp ("a, b") into its origins.
+func (r FlowRule) LimitApps() []string { return splitList(r.LimitApp) }
+
+// ThresholdType says whether a cluster rule's count is for the cluster or per gateway.
+type ThresholdType string
+
+const (
+	ThresholdGlobal   ThresholdType = "global"
+	ThresholdAvgLocal ThresholdType = "avgLocal"
+)
+
+// ClusterConfig is Sentinel's ClusterFlowConfig, reduced to what a Redis token
+// service needs.
+type ClusterConfig struct {
+	ThresholdType ThresholdType `yaml:"thresholdType" json:"thresholdType"`
+	// FallbackToLocalWhenFail is nil when unset; the default is true.
+	FallbackToLocalWhenFail *bool `yaml:"fallbackToLocalWhenFail" json:"fallbackToLocalWhenFail"`
+}
+
+// Fallback reports whether the rule falls back to local limiting when Redis fails.
+func (c ClusterConfig) Fallback() bool { return c.FallbackToLocalWhenFail == nil || *c.FallbackToLocalWhenFail }
+
+// ParamRule is Sentinel's ParamFlowRule.
+type ParamRule struct {
+	Resource          string          `yaml:"resource" json:"resource"`
+	Param             Source          `yaml:"param" json:"param"`
+	Grade             Grade           `yaml:"grade" json:"grade"`
+	Count             float64         `yaml:"count" json:"count"`
+	DurationSec       int64           `yaml:"durationSec" json:"durationSec"`
+	BurstCount        int64           `yaml:"burstCount" json:"burstCount"`
+	ControlBehavior   ControlBehavior `yaml:"controlBehavior" json:"controlBehavior"`
+	MaxQueueingTimeMs int64           `yaml:"maxQueueingTimeMs" json:"maxQueueingTimeMs"`
+	MaxTrackedValues  int             `yaml:"maxTrackedValues" json:"maxTrackedValues"`
+	DryRun            bool            `yaml:"dryRun" json:"dryRun"`
+	Items             []ParamItem     `yaml:"items" json:"items"`
+
+	Line int `yaml:"-" json:"line"`
+}
+
+// ParamItem is an exception value with its own threshold.
+type ParamItem struct {
+	Value string  `yaml:"value" json:"value"`
+	Count float64 `yaml:"count" json:"count"`
+}
+
+// DegradeStrategy is a circuit breaker's trip condition.
+type DegradeStrategy string
+
+const (
+	DegradeSlowRatio  DegradeStrategy = "slowRatio"
+	DegradeErrorRatio DegradeStrategy = "errorRatio"
+	DegradeErrorCount DegradeStrategy = "errorCount"
+)
+
+// DegradeRule is Sentinel's circuit-breaking rule.
+type DegradeRule struct {
+	Resource         string          `yaml:"resource" json:"resource"`
+	Strategy         DegradeStrategy `yaml:"strategy" json:"strategy"`
+	MaxAllowedRtMs   int64           `yaml:"maxAllowedRtMs" json:"maxAllowedRtMs"`
+	Threshold        float64         `yaml:"threshold" json:"threshold"`
+	StatIntervalMs   int64           `yaml:"statIntervalMs" json:"statIntervalMs"`
+	MinRequestAmount int64           `yaml:"minRequestAmount" json:"minRequestAmount"`
+	RetryTimeoutMs   int64           `yaml:"retryTimeoutMs" json:"retryTimeoutMs"`
+
+	Line int `yaml:"-" json:"line"`
+}
+
+// System is whole-gateway protection; a zero field is off.
+type System struct {
+	MaxQps         float64 `yaml:"maxQps" json:"maxQps"`
+	MaxConcurrency int64   `yaml:"maxConcurrency" json:"maxConcurrency"`
+	MaxAvgRtMs     int64   `yaml:"maxAvgRtMs" json:"maxAvgRtMs"`
+	MaxCpuUsage    float64 `yaml:"maxCpuUsage" json:"maxCpuUsage"`
+	Adaptive       bool    `yaml:"adaptive" json:"adaptive"`
+}
+
+// Cluster configures the Redis token service.
+type Cluster struct {
+	Redis     string `yaml:"redis" json:"redis"`
+	Namespace string `yaml:"namespace" json:"namespace"`
+}
+
+// BlockResponse is what a blocked request gets.
+type BlockResponse struct {
+	Status           int    `yaml:"status" json:"status"`
+	ContentType      string `yaml:"contentType" json:"contentType"`
+	Body             string `yaml:"body" json:"body"`
+	RateLimitHeaders *bool  `yaml:"rateLimitHeaders" json:"rateLimitHeaders"`
+}
+
+// Headers reports whether RateLimit headers are sent (default true).
+func (b BlockResponse) Headers() bool { return b.RateLimitHeaders == nil || *b.RateLimitHeaders }
+
+// SourceKind is where a Source takes its value from.
+type SourceKind string
+
+const (
+	SourceNone   SourceKind = ""
+	SourceHeader SourceKind = "header"
+	SourceQuery  SourceKind = "query"
+	SourcePath   SourceKind = "path"
+	SourceCookie SourceKind = "cookie"
+	SourceHost   SourceKind = "host"
+	SourceIP     SourceKind = "ip"
+)
+
+// Source names where a value comes from in a request, written "kind:NAME"
+// (header:X-Origin, query:id, path:orderId, cookie:sid) or "host" / "ip".
+type Source struct {
+	Kind SourceKind
+	Name string // canonical header name for header sources
+}
+
+// Duration is a time.Duration written as "30s", "500ms".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

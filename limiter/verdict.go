@@ -1,0 +1,53 @@
+package limiter
+
+import "time"
+
+// Reason says which guard blocked a call. Its String is the value of the
+// X-Sluice-Blocked header and of the metrics' reason label.
+type Reason uint8
+
+const (
+	ReasonNone Reason = iota
+	ReasonFlow
+	ReasonParam
+	ReasonDegrade
+	ReasonSystem
+	// ReasonDryRun marks a would-be block of a dryRun rule; the call passes.
+	ReasonDryRun
+)
+
+var reasonNames = [...]string{"", "flow", "param", "degrade", "system", "dryrun"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Quota describes the qps rule a call was counted against, for the RateLimit
+// headers (draft-ietf-httpapi-ratelimit-headers): policy q=Limit;w=Window and
+// r=Remaining;t=Reset.
+type Quota struct {
+	Policy    string        // policy name: the rule's resource
+	Limit     float64       // the rule's count
+	Window    time.Duration // the rule's statIntervalMs
+	Remaining float64       // passes left in the current window after this call
+	Reset     time.Duration // until at least one more pass is allowed
+}
+
+// Verdict is the outcome of one guard's check. The zero Verdict passes at once.
+type Verdict struct {
+	Blocked bool
+	Reason  Reason
+	// Wait is how long a passed call must wait before it is forwarded
+	// (throttle behaviours' virtual queue); 0 means go now.
+	Wait time.Duration
+	// RetryAfter is, for a blocked call, when a retry may pass (0: unknown).
+	RetryAfter time.Duration
+	// Quota is set when a qps rule counted the call (HasQuota).
+	Quota    Quota
+	HasQuota bool
+	// DryRun counts dryRun rules that would have blocked this call.
+	DryRun int
+}
