@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"text/template"
+	"time"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+const numReasons = int(limiter.ReasonDryRun) + 1
+
+// blockResponses are one route's block bodies, rendered once per reason at
+// build time so a block renders no template.
+type blockResponses struct {
+	status      int
+	contentType []string
+	body        [numReasons][]byte
+}
+
+// reasonHeader holds the X-Sluice-Blocked values, shared by every response.
+var reasonHeader = func() (h [numReasons][]string) {
+	for i := range h {
+		h[i] = []string{limiter.Reason(i).String()}
+	}
+	return h
+}()
+
+func renderBlock(b config.BlockResponse, resource string) (blockResponses, error) {
+	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}}
+	if out.status == 0 {
+		out.status = http.StatusTooManyRequests
+	}
+	tmpl, err := template.New("blockResponse.body").Parse(b.Body)
+	if err != nil {
+		return out, fmt.Errorf("proxy: blockResponse.body: %w", err)
+	}
+	for i := range out.body {
+		var buf bytes.Buffer
+		data := struct{ Resource, Reason string }{resource, limiter.Reason(i).String()}
+		if err := tmpl.Execute(&buf, data); err != nil {
+			return out, fmt.Errorf("proxy: blockResponse.body: %w", err)
+		}
+		out.body[i] = buf.Bytes()
+	}
+	return out, nil
+}
+
+// reject writes the block response for v.
+func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start int64) {
+	s := rt.snap
+	h := ex.Header()
+	h["Content-Type"] = rt.blocked.contentType
+	h["X-Sluice-Blocked"] = reasonHeader[v.Reason]
+	retry := v.RetryAfter
+	if v.HasQuota && s.rateLimitHeaders {
+		setRateLimit(h, &v.Quota)
+		retry = max(retry, v.Quota.Reset)
+	}
+	if retry > 0 {
+		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(retry), 10)}
+	}
+	ex.WriteHeader(rt.blocked.status)
+	_, _ = ex.Write(rt.blocked.body[v.Reason])
+	elapsed := time.Duration(s.clock() - start)
+	rt.obs.Block(v.Reason.String(), elapsed)
+	if e := s.log.Debug(); e.Enabled() {
+		e.Str("resource", rt.resource).Str("origin", origin).Str("reason", v.Reason.String()).
+			Dur("retryAfter", retry).Msg("blocked")
+	}
+	if s.accessLog {
+		s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", ex.req.Method).
+			Str("path", ex.req.URL.Path).Int("status", rt.blocked.status).Dur("latency", elapsed).
+			Str("decision", "block").Str("reason", v.Reason.String()).Msg("access")
+	}
+}
+
+// setRateLimit writes the draft-ietf-httpapi-ratelimit-headers-10 fields:
+// RateLimit-Policy: "<name>";q=<quota>;w=<window s> and
+// RateLimit: "<name>";r=<remaining>;t=<s until quota frees>.
+func setRateLimit(h http.Header, q *limiter.Quota) {
+	var buf [128]byte
+	b := append(buf[:0], '"')
+	b = append(b, q.Policy...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, int64(q.Limit), 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, ceilSeconds(q.Window), 10)
+	h["Ratelimit-Policy"] = []string{string(b)}
+
+	b = append(buf[:0], '"')
+	b = append(b, q.Policy...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, int64(max(q.Remaining, 0)), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, ceilSeconds(q.Reset), 10)
+	h["Ratelimit"] = []string{string(b)}
+}
+
+// ceilSeconds rounds d up to whole seconds (Retry-After may never promise
+// less than the limiter knows).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(d.Seconds()))
+}

@@ -1,0 +1,34 @@
+package proxy
+
+import (
+	"net/http"
+)
+
+// Short JSON bodies for answers the gateway gives itself (not the upstream's).
+var (
+	bodyNotFound    = []byte(`{"error":"no route"}` + "\n")
+	bodyNotAllowed  = []byte(`{"error":"method not allowed"}` + "\n")
+	bodyBadGateway  = []byte(`{"error":"upstream unreachable"}` + "\n")
+	bodyTimeout     = []byte(`{"error":"upstream timeout"}` + "\n")
+	bodyUnavailable = []byte(`{"error":"no rules loaded"}` + "\n")
+)
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["X-Content-Type-Options"] = nosniff
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Header values shared by every response: net/http only reads them.
+var (
+	contentTypeJSON = []string{"application/json"}
+	nosniff         = []string{"nosniff"}
+)
+
+func notFound(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusNotFound, bodyNotFound) }
+
+func notAllowed(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusMethodNotAllowed, bodyNotAllowed)
+}

@@ -1,0 +1,108 @@
+// Package proxy serves traffic: a chi router built from the routes turns each
+// request into (resource, origin, entrance, parameters), runs the guards in
+// SPEC order and forwards what passes. A reload builds a complete new
+// Snapshot and swaps it in with one atomic store.
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/limiter"
+	"sluice/limiter/circuit"
+	"sluice/limiter/system"
+)
+
+// Observer receives one resource's request outcomes (Prometheus in
+// production). Implementations must be safe for concurrent use and should
+// not allocate.
+type Observer interface {
+	Pass(elapsed time.Duration)
+	Block(reason string, elapsed time.Duration)
+	DryRun()
+	Error(elapsed time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Pass(time.Duration)          {}
+func (nopObserver) Block(string, time.Duration) {}
+func (nopObserver) DryRun()                     {}
+func (nopObserver) Error(time.Duration)         {}
+
+// Deps are what the gateway needs from outside; zero values are usable.
+type Deps struct {
+	Log zerolog.Logger
+	// Observer returns the observer of a resource; nil: nothing observed.
+	Observer func(resource string) Observer
+	// Cluster decides clusterMode rules; nil: they apply locally.
+	Cluster limiter.TokenService
+	// CPU feeds system.maxCpuUsage; nil: CPU is never over the limit.
+	CPU system.CPUUsage
+	// OnCircuit is told of every circuit breaker state change.
+	OnCircuit func(resource string, from, to circuit.State)
+	// Transport overrides the upstream transport (tests).
+	Transport http.RoundTripper
+}
+
+// Gateway is the http.Handler of the traffic listener. Safe for concurrent
+// use; its zero value is not usable, build it with New.
+type Gateway struct {
+	deps      Deps
+	cur       atomic.Pointer[Snapshot]
+	transport http.RoundTripper
+	pool      exchangePool
+	base      time.Time
+}
+
+// New returns a gateway with no rules loaded: it answers 503 until Load.
+func New(deps Deps) *Gateway {
+	g := &Gateway{deps: deps, base: time.Now()}
+	if g.deps.Observer == nil {
+		g.deps.Observer = func(string) Observer { return nopObserver{} }
+	}
+	g.transport = deps.Transport
+	if g.transport == nil {
+		g.transport = newTransport()
+	}
+	return g
+}
+
+// Now is the monotonic time every guard is given: ns since New. Callers
+// reading statistics (Flow.Stats) must use this clock.
+func (g *Gateway) Now() int64 { return int64(time.Since(g.base)) }
+
+// Current returns the snapshot in force (nil before the first Load).
+func (g *Gateway) Current() *Snapshot { return g.cur.Load() }
+
+// ServeHTTP serves one request with the snapshot in force when it arrived.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := g.cur.Load()
+	if s == nil {
+		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// newTransport is tuned for a gateway: many idle keep-alive connections per
+// upstream (the default of 2 makes every burst dial anew), bounded dials.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}

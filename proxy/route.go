@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"sluice/hotparam"
+	"sluice/limiter"
+	"sluice/limiter/circuit"
+	"sluice/limiter/system"
+)
+
+// route is one configured route of one snapshot: everything a request needs
+// is resolved here at build time, so serving does no lookups by name.
+type route struct {
+	snap        *Snapshot
+	resource    string
+	entrance    string
+	n           int64 // acquireCount
+	upstream    *upstream
+	stripPrefix string
+	stripOrigin string // origin header removed before forwarding ("" = keep)
+
+	flow     *limiter.Checker
+	params   *hotparam.Checker  // nil: no param rules
+	breakers *circuit.Breakers  // nil: no degrade rules
+	obs      Observer
+	fwd      forwarder
+	blocked  blockResponses
+}
+
+// tokens are what a passed request holds until its response is finished.
+type tokens struct {
+	sys   system.Token
+	flow  limiter.Token
+	param hotparam.Token
+	cb    circuit.Token
+	hasP  bool
+	hasCB bool
+}
+
+// cancel gives back everything a request took that was never forwarded;
+// reason is the guard that stopped it (None: the client went away).
+func (t *tokens) cancel(now int64, reason limiter.Reason) {
+	if t.hasCB {
+		t.cb.Cancel(now)
+	}
+	if t.hasP {
+		t.param.Cancel(now)
+	}
+	t.flow.Cancel(now, reason)
+	t.sys.Cancel(now)
+}
+
+func (t *tokens) exit(now int64, rt time.Duration, failed bool) {
+	if t.hasCB {
+		t.cb.Exit(now, rt, failed)
+	}
+	if t.hasP {
+		t.param.Exit(now)
+	}
+	t.flow.Exit(now, failed)
+	t.sys.Exit(now, failed)
+}
+
+// ServeHTTP is the hot path: origin, checks in SPEC order (system, flow,
+// param, degrade), an optional throttle wait, then forwarding.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := rt.snap
+	start := s.clock()
+	ex := s.pool.get(w, r, s.sources)
+	defer s.pool.put(ex)
+
+	var origin string
+	if s.originSrc.Kind != "" {
+		origin, _ = s.sources.value(r, s.originSrc)
+	}
+
+	var t tokens
+	var v limiter.Verdict
+	t.sys, v = s.system.Enter(start)
+	if v.Blocked {
+		rt.flow.Block(start, origin, rt.n)
+		rt.reject(ex, origin, v, start)
+		return
+	}
+	var fv limiter.Verdict
+	t.flow, fv = rt.flow.Enter(start, origin, rt.n)
+	if fv.Blocked {
+		t.sys.Cancel(start)
+		rt.reject(ex, origin, fv, start)
+		return
+	}
+	wait, dry := fv.Wait, fv.DryRun
+	if rt.params != nil {
+		t.param, v = rt.params.Enter(start, ex, rt.n)
+		if v.Blocked {
+			t.flow.Cancel(start, limiter.ReasonParam)
+			t.sys.Cancel(start)
+			rt.reject(ex, origin, v, start)
+			return
+		}
+		t.hasP = true
+		wait, dry = max(wait, v.Wait), dry+v.DryRun
+	}
+	if rt.breakers != nil {
+		t.cb, v = rt.breakers.Enter(start)
+		if v.Blocked {
+			t.hasCB = false
+			t.cancel(start, limiter.ReasonDegrade)
+			rt.reject(ex, origin, v, start)
+			return
+		}
+		t.hasCB = true
+	}
+	for ; dry > 0; dry-- {
+		rt.obs.DryRun()
+	}
+	if fv.HasQuota && s.rateLimitHeaders {
+		setRateLimit(ex.Header(), &fv.Quota)
+	}
+	if wait > 0 && !sleep(r.Context(), wait) {
+		// The client left while queued: it is not forwarded and counts nowhere.
+		t.cancel(s.clock(), limiter.ReasonNone)
+		return
+	}
+	rt.forward(ex, r, start, &t, origin)
+}
+
+// forward sends the request upstream and settles the tokens whatever
+// happens, including a panic (ReverseProxy aborts a broken response with
+// http.ErrAbortHandler), so in-flight counts are always released.
+func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, origin string) {
+	s := rt.snap
+	finished := false
+	defer func() {
+		end := s.clock()
+		elapsed := time.Duration(end - start)
+		gone := ex.clientCtx.Err() != nil
+		failed := !gone && (!finished || ex.failed || ex.status >= 500)
+		t.exit(end, elapsed, failed)
+		if failed {
+			rt.obs.Error(elapsed)
+		} else {
+			rt.obs.Pass(elapsed)
+		}
+		if s.accessLog {
+			s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
+				Str("path", r.URL.Path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
+				Dur("latency", elapsed).Str("decision", "pass").Msg("access")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(r.Context(), rt.upstream.timeout)
+	defer cancel()
+	rt.fwd.forward(ex, r.WithContext(ctx))
+	finished = true
+}
+
+// sleep waits d unless ctx ends first; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

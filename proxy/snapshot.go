@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/hotparam"
+	"sluice/limiter"
+	"sluice/limiter/circuit"
+	"sluice/limiter/system"
+)
+
+// Snapshot is one complete, immutable compilation of a rules file: the
+// router and every guard. A request uses the snapshot it started with.
+type Snapshot struct {
+	Config   *config.Config
+	Flow     *limiter.Flow
+	Params   *hotparam.Set
+	Breakers *circuit.Set
+	System   *system.Guard
+
+	router           http.Handler
+	sources          *sources
+	originSrc        config.Source
+	rateLimitHeaders bool
+	accessLog        bool
+	clock            func() int64
+	pool             *exchangePool
+	log              zerolog.Logger
+}
+
+// Load compiles cfg into a new snapshot, carrying over the state of every
+// unchanged rule from the snapshot in force, and swaps it in. On error the
+// snapshot in force stays.
+func (g *Gateway) Load(cfg *config.Config) error {
+	s, err := g.build(cfg, g.cur.Load())
+	if err != nil {
+		return err
+	}
+	g.cur.Store(s)
+	return nil
+}
+
+func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err error) {
+	var (
+		pFlow   *limiter.Flow
+		pParams *hotparam.Set
+		pCB     *circuit.Set
+		pSys    *system.Guard
+	)
+	if prev != nil {
+		pFlow, pParams, pCB, pSys = prev.Flow, prev.Params, prev.Breakers, prev.System
+	}
+	s = &Snapshot{
+		Config:           cfg,
+		originSrc:        cfg.Origin.From,
+		rateLimitHeaders: cfg.BlockResponse.Headers(),
+		accessLog:        cfg.Log.Access,
+		clock:            g.Now,
+		pool:             &g.pool,
+		log:              g.deps.Log,
+	}
+	if s.Flow, err = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster}); err != nil {
+		return nil, err
+	}
+	if s.Params, err = hotparam.Compile(cfg.ParamRules, pParams); err != nil {
+		return nil, err
+	}
+	if s.Breakers, err = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit); err != nil {
+		return nil, err
+	}
+	s.System = system.New(cfg.System, pSys, g.deps.CPU)
+	if s.sources, err = newSources(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("proxy: trustedProxies: %w", err)
+	}
+
+	ups := make(map[string]*upstream, len(cfg.Upstreams))
+	for name, u := range cfg.Upstreams {
+		if ups[name], err = newUpstream(name, u); err != nil {
+			return nil, err
+		}
+	}
+	mux := chi.NewRouter()
+	mux.NotFound(notFound)
+	mux.MethodNotAllowed(notAllowed)
+	// chi panics on a pattern it cannot take; config validation should have
+	// caught it, but a reload must never take the gateway down.
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("proxy: building routes: %v", p)
+		}
+	}()
+	for i := range cfg.Routes {
+		rc := &cfg.Routes[i]
+		rt, err := s.newRoute(g, rc, ups[rc.Upstream])
+		if err != nil {
+			return nil, err
+		}
+		if len(rc.Methods) == 0 {
+			mux.Handle(rc.Path, rt)
+			continue
+		}
+		for _, m := range rc.Methods {
+			mux.Method(strings.ToUpper(m), rc.Path, rt)
+		}
+	}
+	s.router = mux
+	return s, nil
+}
+
+func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route, error) {
+	if up == nil {
+		return nil, fmt.Errorf("proxy: route %s: unknown upstream %q", rc.Path, rc.Upstream)
+	}
+	res := rc.Resource
+	if res == "" {
+		res = rc.Path
+	}
+	entrance := rc.Entrance
+	if entrance == "" {
+		entrance = "default"
+	}
+	n := rc.AcquireCount
+	if n <= 0 {
+		n = 1
+	}
+	rt := &route{
+		snap:        s,
+		resource:    res,
+		entrance:    entrance,
+		n:           n,
+		upstream:    up,
+		stripPrefix: rc.StripPrefix,
+		flow:        s.Flow.Checker(res, entrance),
+		params:      s.Params.For(res),
+		breakers:    s.Breakers.For(res),
+		obs:         g.deps.Observer(res),
+	}
+	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
+		rt.stripOrigin = s.originSrc.Name
+	}
+	var err error
+	if rt.blocked, err = renderBlock(s.Config.BlockResponse, res); err != nil {
+		return nil, err
+	}
+	rt.fwd = standardForwarder{rp: newStandardProxy(rt, g.transport, g.deps.Log)}
+	return rt, nil
+}

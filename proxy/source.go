@@ -1,0 +1,191 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"sluice/config"
+)
+
+// sources reads config.Sources from requests. It is built once per snapshot;
+// reading a source allocates nothing unless the value must be unescaped.
+type sources struct {
+	trusted []netip.Prefix
+}
+
+func newSources(trusted []string) (*sources, error) {
+	s := &sources{}
+	for _, t := range trusted {
+		p, err := netip.ParsePrefix(t)
+		if err != nil {
+			a, aerr := netip.ParseAddr(t)
+			if aerr != nil {
+				return nil, err
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		s.trusted = append(s.trusted, p.Masked())
+	}
+	return s, nil
+}
+
+// value returns the request's value for src; ok is false when the request lacks it.
+func (s *sources) value(r *http.Request, src config.Source) (string, bool) {
+	switch src.Kind {
+	case config.SourceHeader:
+		// Names are stored canonical, so the map is read directly
+		// (Header.Get would canonicalize again on every request).
+		if v := r.Header[src.Name]; len(v) > 0 && v[0] != "" {
+			return v[0], true
+		}
+	case config.SourceQuery:
+		return queryValue(r.URL.RawQuery, src.Name)
+	case config.SourcePath:
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			if v := rc.URLParam(src.Name); v != "" {
+				return v, true
+			}
+		}
+	case config.SourceCookie:
+		return cookieValue(r.Header["Cookie"], src.Name)
+	case config.SourceHost:
+		if h := hostOnly(r.Host); h != "" {
+			return h, true
+		}
+	case config.SourceIP:
+		return s.clientIP(r)
+	}
+	return "", false
+}
+
+// clientIP is the TCP peer, unless the peer is a trusted proxy: then the
+// right-most X-Forwarded-For address that is not itself trusted. A header
+// sent by an untrusted peer is never read, so it cannot buy another key.
+func (s *sources) clientIP(r *http.Request) (string, bool) {
+	peer := hostOnly(r.RemoteAddr)
+	if peer == "" {
+		return "", false
+	}
+	if len(s.trusted) == 0 || !s.isTrusted(peer) {
+		return peer, true
+	}
+	xff := r.Header["X-Forwarded-For"]
+	for i := len(xff) - 1; i >= 0; i-- {
+		line := xff[i]
+		for line != "" {
+			var part string
+			if j := strings.LastIndexByte(line, ','); j >= 0 {
+				part, line = line[j+1:], line[:j]
+			} else {
+				part, line = line, ""
+			}
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if !s.isTrusted(part) {
+				if _, err := netip.ParseAddr(part); err != nil {
+					// Garbage in the header: stop at the last hop we can vouch for.
+					return peer, true
+				}
+				return part, true
+			}
+			peer = part
+		}
+	}
+	return peer, true
+}
+
+func (s *sources) isTrusted(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range s.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerTrusted reports whether the request came from a trusted proxy.
+func (s *sources) peerTrusted(r *http.Request) bool {
+	return len(s.trusted) > 0 && s.isTrusted(hostOnly(r.RemoteAddr))
+}
+
+// hostOnly strips a port and IPv6 brackets without allocating.
+func hostOnly(hostport string) string {
+	if strings.HasPrefix(hostport, "[") {
+		if i := strings.IndexByte(hostport, ']'); i > 0 {
+			return hostport[1:i]
+		}
+		return hostport
+	}
+	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport, ':') == i {
+		return hostport[:i]
+	}
+	return hostport
+}
+
+// queryValue finds the first value of key in a raw query without building
+// url.Values (which allocates a map per request).
+func queryValue(raw, key string) (string, bool) {
+	for raw != "" {
+		var kv string
+		if i := strings.IndexByte(raw, '&'); i >= 0 {
+			kv, raw = raw[:i], raw[i+1:]
+		} else {
+			kv, raw = raw, ""
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if k != key && !(strings.ContainsAny(k, "%+") && unescaped(k) == key) {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			v = unescaped(v)
+		}
+		if v == "" {
+			return "", false
+		}
+		return v, true
+	}
+	return "", false
+}
+
+func unescaped(s string) string {
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return s
+	}
+	return u
+}
+
+// cookieValue finds a cookie by name without parsing every cookie.
+func cookieValue(lines []string, name string) (string, bool) {
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			if i := strings.IndexByte(line, ';'); i >= 0 {
+				part, line = line[:i], line[i+1:]
+			} else {
+				part, line = line, ""
+			}
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || k != name {
+				continue
+			}
+			v = strings.Trim(v, `"`)
+			if v == "" {
+				return "", false
+			}
+			return v, true
+		}
+	}
+	return "", false
+}

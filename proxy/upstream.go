@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"sluice/config"
+)
+
+// upstream is a named set of targets served round robin. It lives in one
+// snapshot; connections live in the Transport, which outlives snapshots.
+type upstream struct {
+	name    string
+	targets []*url.URL
+	timeout time.Duration
+	next    atomic.Uint32
+}
+
+func newUpstream(name string, u config.Upstream) (*upstream, error) {
+	up := &upstream{name: name, timeout: u.Timeout.D()}
+	if up.timeout <= 0 {
+		up.timeout = 30 * time.Second
+	}
+	for _, t := range u.Targets {
+		p, err := url.Parse(t)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: upstream %s: target %q: %w", name, t, err)
+		}
+		up.targets = append(up.targets, p)
+	}
+	if len(up.targets) == 0 {
+		return nil, fmt.Errorf("proxy: upstream %s has no targets", name)
+	}
+	return up, nil
+}
+
+// pick returns the next target, round robin.
+func (u *upstream) pick() *url.URL {
+	if len(u.targets) == 1 {
+		return u.targets[0]
+	}
+	return u.targets[(u.next.Add(1)-1)%uint32(len(u.targets))]
+}

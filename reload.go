@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/admin"
+	"sluice/config"
+	"sluice/proxy"
+)
+
+// reloader turns rules.yaml changes (file watch, SIGHUP, admin writes) into
+// gateway snapshots, keeping the last good one when a new file is invalid.
+type reloader struct {
+	path    string
+	gw      *proxy.Gateway
+	log     zerolog.Logger
+	metrics *admin.Metrics
+
+	mu         sync.Mutex // serialises reloads and guards the fields below
+	loadedAt   time.Time
+	lastReload time.Time
+	lastError  string
+	now        chan struct{}
+}
+
+func newReloader(path string, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
+	return &reloader{path: path, gw: gw, log: log, metrics: m, now: make(chan struct{}, 1)}
+}
+
+// apply swaps in cfg; it reports whether the gateway took it.
+func (r *reloader) apply(cfg *config.Config) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applyLocked(cfg, nil)
+}
+
+func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
+	t := time.Now()
+	r.lastReload = t
+	if err == nil {
+		err = r.gw.Load(cfg)
+	}
+	if err != nil {
+		r.lastError = err.Error()
+		r.metrics.Reload(false, t)
+		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
+		return false
+	}
+	if prev := r.gw.Current(); prev != nil && prev.Config != cfg && prev.Config.Listen != cfg.Listen {
+		r.log.Warn().Str("listen", cfg.Listen).Msg("listen changed in the rules file: it takes effect at restart")
+	}
+	r.lastError, r.loadedAt = "", t
+	r.metrics.Reload(true, t)
+	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
+		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).Msg("rules loaded")
+	return true
+}
+
+// reload reads the file again and applies it.
+func (r *reloader) reload() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, err := config.Load(r.path)
+	r.applyLocked(cfg, err)
+}
+
+// request asks for a reload soon (admin writes); it never blocks.
+func (r *reloader) request() {
+	select {
+	case r.now <- struct{}{}:
+	default:
+	}
+}
+
+// watch reloads on file changes, SIGHUP and requests until ctx is done.
+func (r *reloader) watch(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		if err := config.Watch(ctx, r.path, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
+			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.log.Info().Msg("SIGHUP: reloading")
+			r.reload()
+		case <-r.now:
+			r.reload()
+		}
+	}
+}
+
+// state is what the admin API shows about the rules in force.
+func (r *reloader) state() admin.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := admin.State{Path: r.path, LoadedAt: r.loadedAt, LastError: r.lastError, LastReload: r.lastReload}
+	if s := r.gw.Current(); s != nil {
+		st.Ready, st.Config = true, s.Config
+	}
+	return st
+}
+
+// logConfigErrors logs one event per error so each carries its file:line.
+func logConfigErrors(log zerolog.Logger, err error, msg string) {
+	var es config.Errors
+	if errors.As(err, &es) {
+		lines := make([]string, len(es))
+		for i, e := range es {
+			lines[i] = e.String()
+		}
+		log.Error().Strs("errors", lines).Msg(msg)
+		return
+	}
+	log.Error().Str("errors", strings.TrimSpace(err.Error())).Msg(msg)
+}
