@@ -1,0 +1,204 @@
+package hotparam
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"sluice/config"
+)
+
+// Defaults applied to fields left zero (SPEC §3 paramRules).
+const (
+	DefaultDurationSec      = 1
+	DefaultMaxTrackedValues = 100000
+)
+
+// Set is the compiled param rules of one snapshot. It is immutable after
+// Compile and safe for concurrent use; the per-value state inside it is
+// shared with the next Set for every rule whose definition did not change.
+type Set struct {
+	rules    []config.ParamRule
+	compiled []*rule
+	byRes    map[string]*Checker
+}
+
+// Compile builds the param checkers of one snapshot, carrying over per-value
+// state of every rule whose definition (all fields but Line) is unchanged in
+// prev (nil at first). Zero fields take the defaults (grade qps, behaviour
+// reject, durationSec 1, maxTrackedValues 100000). Compile reports every
+// invalid rule at once and then returns a nil Set.
+func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
+	// Unchanged rules take over their state in order, so two identical rules
+	// keep two separate states.
+	old := map[string][]*rule{}
+	if prev != nil {
+		for i, pr := range prev.rules {
+			k := identity(pr)
+			old[k] = append(old[k], prev.compiled[i])
+		}
+	}
+	s := &Set{
+		rules:    append([]config.ParamRule(nil), rules...),
+		compiled: make([]*rule, len(rules)),
+		byRes:    map[string]*Checker{},
+	}
+	var errs []error
+	for i, pr := range rules {
+		k := identity(pr)
+		if q := old[k]; len(q) > 0 {
+			s.compiled[i], old[k] = q[0], q[1:]
+		} else {
+			r, err := compileRule(pr)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("hotparam: paramRules[%d] (line %d): %w", i, pr.Line, err))
+				continue
+			}
+			s.compiled[i] = r
+		}
+		c := s.byRes[pr.Resource]
+		if c == nil {
+			c = &Checker{}
+			s.byRes[pr.Resource] = c
+		}
+		c.rules = append(c.rules, s.compiled[i])
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// identity is a rule's definition without its Line: equal identities mean
+// the same limits, so per-value state may carry over.
+func identity(r config.ParamRule) string {
+	r.Line = 0
+	return fmt.Sprintf("%#v", r)
+}
+
+func compileRule(pr config.ParamRule) (*rule, error) {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if pr.Resource == "" {
+		bad("resource is empty")
+	}
+	if pr.Param.Kind == config.SourceNone {
+		bad("param is empty")
+	}
+	dur, maxTracked := pr.DurationSec, pr.MaxTrackedValues
+	if dur == 0 {
+		dur = DefaultDurationSec
+	}
+	if maxTracked == 0 {
+		maxTracked = DefaultMaxTrackedValues
+	}
+	r := &rule{
+		resource: pr.Resource,
+		src:      pr.Param,
+		dryRun:   pr.DryRun,
+		window:   time.Duration(dur) * time.Second,
+		maxQueue: pr.MaxQueueingTimeMs * int64(time.Millisecond),
+	}
+	switch pr.Grade {
+	case config.GradeQPS, "":
+		switch pr.ControlBehavior {
+		case config.BehaviorReject, "":
+			r.kind = kindBucket
+		case config.BehaviorThrottle:
+			r.kind = kindQueue
+		default:
+			bad("controlBehavior %q is not one of reject, throttle", pr.ControlBehavior)
+		}
+	case config.GradeConcurrency:
+		r.kind = kindInFlight
+	default:
+		bad("grade %q is not one of qps, concurrency", pr.Grade)
+	}
+	if dur < 0 {
+		bad("durationSec %d is negative", pr.DurationSec)
+	}
+	if pr.BurstCount < 0 {
+		bad("burstCount %d is negative", pr.BurstCount)
+	}
+	if pr.MaxQueueingTimeMs < 0 {
+		bad("maxQueueingTimeMs %d is negative", pr.MaxQueueingTimeMs)
+	}
+	if maxTracked < 0 {
+		bad("maxTrackedValues %d is negative", pr.MaxTrackedValues)
+	}
+	if !validCount(pr.Count) {
+		bad("count %v is not a finite number >= 0", pr.Count)
+	}
+	r.items = make(map[string]int32, len(pr.Items))
+	for j, it := range pr.Items {
+		if !validCount(it.Count) {
+			bad("items[%d]: count %v is not a finite number >= 0", j, it.Count)
+		}
+		if _, dup := r.items[it.Value]; dup {
+			bad("items[%d]: value %q is listed twice", j, it.Value)
+		}
+		r.items[it.Value] = int32(j + 1)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	window := float64(r.window)
+	burst := float64(pr.BurstCount)
+	r.params = append(r.params, newParam(pr.Count, window, burst))
+	for _, it := range pr.Items {
+		r.params = append(r.params, newParam(it.Count, window, burst))
+	}
+	r.table = newTable(maxTracked)
+	return r, nil
+}
+
+func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) }
+
+func newParam(count, window, burst float64) param {
+	if count == 0 {
+		return param{never: true}
+	}
+	emission := window / count
+	// A bucket holds at least one token, so that a count below 1 (0.5 per
+	// second) means one call every 1/count windows rather than none.
+	capacity := max(count+burst, 1)
+	return param{
+		count:    count,
+		emission: emission,
+		tau:      int64(math.Round(capacity * emission)),
+		inFlight: int64(count),
+	}
+}
+
+// For returns the checker for a resource's param rules (in file order), nil
+// if it has none. Call it once per route when building a snapshot.
+func (s *Set) For(resource string) *Checker {
+	if s == nil {
+		return nil
+	}
+	return s.byRes[resource]
+}
+
+// Rules returns the rules the Set was compiled from, as given (defaults are
+// not filled in). The caller must not modify the slice.
+func (s *Set) Rules() []config.ParamRule {
+	if s == nil {
+		return nil
+	}
+	return s.rules
+}
+
+// Tracked returns how many values the resource's rules track now, summed
+// over its rules (for tests and metrics). It takes every shard lock in turn.
+func (s *Set) Tracked(resource string) int {
+	c := s.For(resource)
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range c.rules {
+		n += r.table.len()
+	}
+	return n
+}

@@ -1,0 +1,17 @@
+// Package hotparam limits calls per distinct value of a request parameter
+// (Sentinel's ParamFlowRule): each order id, user or client IP gets its own
+// token bucket, virtual queue or in-flight counter, and exception values
+// (items) get their own thresholds.
+//
+// It knows nothing of HTTP: the caller turns a request into a Values and
+// passes the time as now, nanoseconds on a monotonic timeline of any origin.
+// The package never reads the clock.
+//
+// Memory is bounded: each rule tracks at most maxTrackedValues values in a
+// sharded LRU and evicts the least recently used value of a shard. A value
+// that has calls in flight (concurrency) or queued (throttle) is never
+// evicted. A value that returns after being evicted starts afresh, exactly as
+// a value never seen before: a full token bucket, an empty queue, no calls in
+// flight. A flood of distinct values therefore cannot grow memory, at the cost
+// that a value idle long enough to be pushed out forgets its past.
+package hotparam

@@ -1,0 +1,59 @@
+package hotparam_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/hotparam"
+)
+
+var (
+	orderID = config.Source{Kind: config.SourcePath, Name: "orderId"}
+	userHdr = config.Source{Kind: config.SourceHeader, Name: "X-User"}
+)
+
+// vals is a request's values by source.
+type vals map[config.Source]string
+
+func (v vals) Value(s config.Source) (string, bool) { x, ok := v[s]; return x, ok }
+
+// one is a request carrying a single value for every source; it allocates nothing.
+type one string
+
+func (o one) Value(config.Source) (string, bool) { return string(o), true }
+
+func order(id string) hotparam.Values {
+	if id == "" {
+		return vals{}
+	}
+	return vals{orderID: id}
+}
+
+func sec(f float64) int64 { return int64(f * float64(time.Second)) }
+
+func compile(t testing.TB, rules ...config.ParamRule) *hotparam.Set {
+	t.Helper()
+	for i := range rules {
+		if rules[i].Resource == "" {
+			rules[i].Resource = "get-order"
+		}
+		if rules[i].Param.Kind == "" {
+			rules[i].Param = orderID
+		}
+	}
+	s, err := hotparam.Compile(rules, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// seedRule is SPEC's example: 2 per second per order id, 102 -> 4, 103 -> 10.
+func seedRule() config.ParamRule {
+	return config.ParamRule{
+		Resource: "get-order", Param: orderID, Grade: config.GradeQPS, Count: 2,
+		DurationSec: 1, ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000,
+		Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 10}},
+	}
+}

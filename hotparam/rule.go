@@ -1,0 +1,175 @@
+package hotparam
+
+import (
+	"math"
+	"time"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// kind is what a rule does with a value's state word.
+type kind uint8
+
+const (
+	// kindBucket: grade qps, reject. state is the bucket's theoretical arrival
+	// time (GCRA): the bucket is full when state <= now, and a call of n
+	// tokens passes when max(state, now) + n*emission - now <= tau.
+	kindBucket kind = iota
+	// kindQueue: grade qps, throttle. state is the instant of the latest
+	// scheduled pass; the next one is due emission*n later.
+	kindQueue
+	// kindInFlight: grade concurrency. state is the number of calls in flight.
+	kindInFlight
+)
+
+// param is a threshold of a rule: its count or an item's.
+type param struct {
+	count    float64
+	emission float64 // nanoseconds per token: durationSec / count
+	tau      int64   // bucket: (count + burstCount) * emission, how far state may run ahead of now
+	inFlight int64   // concurrency: at most this many calls in flight
+	never    bool    // count is 0: every call is blocked
+}
+
+// rule is the compiled, stateful form of one config.ParamRule. Everything but
+// the table is immutable after compile; the table holds per-value state and is
+// shared with the next snapshot when the rule's definition is unchanged.
+type rule struct {
+	resource string
+	src      config.Source
+	kind     kind
+	dryRun   bool
+	window   time.Duration // durationSec, for Quota.Window
+	maxQueue int64         // throttle: maxQueueingTimeMs in nanoseconds
+	params   []param       // params[0] is the rule's count, params[i] is items[i-1]
+	items    map[string]int32
+	table    *table
+}
+
+func (r *rule) paramOf(value string) int32 {
+	return r.items[value] // 0 (the rule's count) when not an item
+}
+
+func (r *rule) initialState() int64 {
+	if r.kind == kindInFlight {
+		return 0
+	}
+	return idle
+}
+
+// evictable reports whether dropping e loses nothing a caller depends on: no
+// call in flight and none queued. A bucket may always go; it comes back full.
+func (r *rule) evictable(e *entry, now int64) bool {
+	switch r.kind {
+	case kindInFlight:
+		return e.state.Load() == 0
+	case kindQueue:
+		return e.state.Load() <= now
+	}
+	return true
+}
+
+// outcome is one rule's decision for one call.
+type outcome struct {
+	blocked  bool
+	took     bool  // state was taken and must be released by Exit or Cancel
+	wait     int64 // throttle: how long the call waits before it goes
+	retry    int64 // blocked: until a retry may pass (0 unknown)
+	undo     int64 // what Cancel gives back: bucket cost, queue's previous state
+	sched    int64 // queue: the pass instant this call took
+	hasQuota bool
+	quota    limiter.Quota
+}
+
+// enter decides one call of n tokens for value state e at now and, unless it
+// is blocked, takes what it needs. The caller holds e's shard lock, so enters
+// of one value are serialised; the CAS loops only race Exit and Cancel.
+func (r *rule) enter(e *entry, now, n int64) outcome {
+	p := &r.params[e.param]
+	switch r.kind {
+	case kindInFlight:
+		return r.enterInFlight(e, p)
+	case kindQueue:
+		return r.enterQueue(e, p, now, n)
+	}
+	return r.enterBucket(e, p, now, n)
+}
+
+func (r *rule) enterBucket(e *entry, p *param, now, n int64) outcome {
+	cost := costOf(p, n)
+	if p.never || cost > p.tau {
+		// More than the bucket ever holds: no retry can pass.
+		return outcome{blocked: true, hasQuota: true, quota: r.quotaOf(p, 0, 0)}
+	}
+	for {
+		tat := e.state.Load()
+		next := max(tat, now) + cost
+		if ahead := next - now; ahead > p.tau {
+			retry := ahead - p.tau
+			return outcome{blocked: true, retry: retry, hasQuota: true, quota: r.quotaOf(p, 0, retry)}
+		}
+		if e.state.CompareAndSwap(tat, next) {
+			room := p.tau - (next - now) // nanoseconds of tokens left
+			remaining := math.Floor(float64(room) / p.emission)
+			reset := int64(0)
+			if remaining < 1 {
+				reset = int64(math.Ceil(p.emission)) - room
+			}
+			return outcome{took: true, undo: cost, hasQuota: true, quota: r.quotaOf(p, remaining, reset)}
+		}
+	}
+}
+
+func (r *rule) quotaOf(p *param, remaining float64, reset int64) limiter.Quota {
+	return limiter.Quota{
+		Policy:    r.resource,
+		Limit:     p.count,
+		Window:    r.window,
+		Remaining: remaining,
+		Reset:     time.Duration(reset),
+	}
+}
+
+func (r *rule) enterQueue(e *entry, p *param, now, n int64) outcome {
+	if p.never {
+		return outcome{blocked: true}
+	}
+	cost := costOf(p, n)
+	for {
+		latest := e.state.Load()
+		// An idle queue lets the call go at once; spacing starts from it.
+		sched := max(latest+cost, now)
+		wait := sched - now
+		if wait > r.maxQueue {
+			return outcome{blocked: true, retry: wait - r.maxQueue}
+		}
+		if e.state.CompareAndSwap(latest, sched) {
+			return outcome{took: true, wait: wait, undo: latest, sched: sched}
+		}
+	}
+}
+
+func (r *rule) enterInFlight(e *entry, p *param) outcome {
+	for {
+		cur := e.state.Load()
+		if cur >= p.inFlight && !r.dryRun {
+			return outcome{blocked: true}
+		}
+		if e.state.CompareAndSwap(cur, cur+1) {
+			// A dryRun rule keeps counting real calls past its limit and
+			// reports the would-be block.
+			return outcome{blocked: cur >= p.inFlight, took: true}
+		}
+	}
+}
+
+// costOf is n tokens in nanoseconds of the value's rate, computed in floating
+// point from the exact rate so that sub-millisecond spacings stay exact
+// (Sentinel rounds them to whole milliseconds).
+func costOf(p *param, n int64) int64 {
+	if p.never {
+		return math.MaxInt64 / 4
+	}
+	return int64(math.Round(float64(n) * p.emission))
+}

@@ -1,0 +1,89 @@
+package hotparam
+
+// inlineSlots is how many rules' holdings a Token keeps without allocating;
+// a resource rarely has more param rules than this.
+const inlineSlots = 3
+
+// slot is what one rule of a passed call holds.
+type slot struct {
+	r     *rule
+	e     *entry
+	undo  int64
+	sched int64
+}
+
+// Token is what a passed call holds until it ends: per-value concurrency and
+// what Cancel can give back. The zero Token holds nothing; Exit and Cancel on
+// it do nothing. A Token is owned by one call: end it exactly once, with Exit
+// or Cancel, from one goroutine; later calls are no-ops.
+type Token struct {
+	inline [inlineSlots]slot
+	n      int
+	more   []slot
+	ended  bool
+}
+
+func (t *Token) add(s slot) {
+	if t.n < inlineSlots {
+		t.inline[t.n] = s
+	} else {
+		t.more = append(t.more, s)
+	}
+	t.n++
+}
+
+func (t *Token) each(f func(s *slot)) {
+	for i := 0; i < t.n && i < inlineSlots; i++ {
+		f(&t.inline[i])
+	}
+	for i := range t.more {
+		f(&t.more[i])
+	}
+}
+
+// Exit ends a call that was forwarded: it releases per-value concurrency. Rate
+// tokens stay spent.
+func (t *Token) Exit(now int64) {
+	if t == nil || t.ended {
+		return
+	}
+	t.ended = true
+	t.each(func(s *slot) {
+		if s.r.kind == kindInFlight {
+			s.e.state.Add(-1)
+		}
+	})
+}
+
+// Cancel ends a call that was not forwarded (a later guard blocked it, or the
+// client left while it was queued): it releases per-value concurrency, puts
+// the call's tokens back in each value's bucket (never above full), and takes
+// the call out of each value's virtual queue if it is still the last one in
+// it (a slot in the middle of the queue cannot be given back).
+func (t *Token) Cancel(now int64) {
+	if t == nil || t.ended {
+		return
+	}
+	t.ended = true
+	t.each(func(s *slot) { s.release(now) })
+}
+
+func (s *slot) release(now int64) {
+	switch s.r.kind {
+	case kindInFlight:
+		s.e.state.Add(-1)
+	case kindQueue:
+		s.e.state.CompareAndSwap(s.sched, s.undo)
+	case kindBucket:
+		for {
+			tat := s.e.state.Load()
+			if tat <= now {
+				return // already full
+			}
+			back := max(tat-s.undo, now)
+			if s.e.state.CompareAndSwap(tat, back) {
+				return
+			}
+		}
+	}
+}
