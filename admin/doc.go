@@ -1,0 +1,40 @@
+// Package admin serves sluice's operators' listener: health and readiness
+// probes, Prometheus metrics, a JSON API over the rules in force and the live
+// per-resource statistics, and an embedded dashboard with a rule editor that
+// saves to rules.yaml.
+//
+// # Endpoints
+//
+//	GET  /healthz                          200 "ok" while the process runs
+//	GET  /readyz                           200 once rules are loaded, else 503
+//	GET  /metrics                          Prometheus text exposition
+//	GET  /api/rules                        rules in force, source file, last reload result
+//	GET  /api/rules/raw                    rules.yaml as text, its rules as JSON, and its ETag
+//	GET  /api/resources                    per resource now: pass/block/success/error qps, avg rt, concurrency, per origin and entrance
+//	GET  /api/history                      per-second samples of the last 5 minutes per resource
+//	PUT  /api/rules/{section}/{index}      edit one rule of flowRules|paramRules|degradeRules (needs If-Match)
+//	POST /api/reload                       ask for a reload of rules.yaml now
+//	GET  /                                 the dashboard
+//
+// # Security
+//
+// The admin listener binds 127.0.0.1 by default, so only local processes reach
+// it. Reads are open to whoever can connect. When Options.Token is set (from
+// admin.token or SLUICE_ADMIN_TOKEN), every write (PUT, POST) needs the header
+// "Authorization: Bearer <token>"; without it, or with a wrong one, the answer
+// is 401. The token is compared in constant time. Writes that carry an Origin
+// header naming another host are refused with 403, so a web page open in the
+// operator's browser cannot post to the local listener. Expose the listener on
+// other interfaces only with a token set, and preferably behind TLS.
+//
+// # Rule editor
+//
+// An edit names one rule by section and index, and carries the ETag of the
+// rules.yaml it was based on in If-Match. The server re-reads the file; if it
+// changed since (its hash differs) the edit is refused with 409 and nothing is
+// written. Otherwise only the lines of that rule are replaced (the rest of the
+// file, comments included, stays byte for byte), the whole new file is checked
+// with Options.Validate (422 with the error lines and the file untouched if it
+// fails), written atomically (temporary file in the same directory, fsync,
+// rename, same file mode), and Options.Reload is asked to apply it.
+package admin

@@ -1,0 +1,228 @@
+package admin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"gopkg.in/yaml.v3"
+)
+
+// maxEditBody bounds a rule edit's body; a rule is a few hundred bytes.
+const maxEditBody = 1 << 20
+
+// editableSection reports whether name is a rules.yaml section the editor edits.
+func editableSection(name string) bool {
+	switch name {
+	case "flowRules", "paramRules", "degradeRules":
+		return true
+	}
+	return false
+}
+
+// etagOf is the entity tag of a version of rules.yaml: a hash of its bytes, so
+// any change on disk, by any writer, changes it.
+func etagOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// etagMatches compares an If-Match value with the current tag, accepting the
+// tag with or without quotes and a weak prefix.
+func etagMatches(ifMatch, current string) bool {
+	for _, v := range strings.Split(ifMatch, ",") {
+		v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
+		if v == "*" || strings.Trim(v, `"`) == strings.Trim(current, `"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// configFile is the file the editor reads and writes: ConfigPath with
+// symlinks resolved, so an atomic rename replaces the target, not the link.
+func (s *Server) configFile() string {
+	if p, err := filepath.EvalSymlinks(s.opts.ConfigPath); err == nil {
+		return p
+	}
+	return s.opts.ConfigPath
+}
+
+// rawJSON is the body of GET /api/rules/raw.
+type rawJSON struct {
+	Path string `json:"path"`
+	ETag string `json:"etag"`
+	Text string `json:"text"`
+	// Sections holds the editable sections' rules as written in the file,
+	// by index, so the editor addresses the file, not the rules in force.
+	Sections   map[string][]map[string]any `json:"sections"`
+	ParseError string                      `json:"parseError,omitempty"`
+}
+
+func (s *Server) rawRules(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.ConfigPath == "" {
+		writeError(w, http.StatusNotFound, "admin: no rules file configured")
+		return
+	}
+	data, err := os.ReadFile(s.configFile())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "admin: reading rules file: "+err.Error())
+		return
+	}
+	out := rawJSON{Path: s.opts.ConfigPath, ETag: etagOf(data), Text: string(data)}
+	var doc struct {
+		FlowRules    []map[string]any `yaml:"flowRules"`
+		ParamRules   []map[string]any `yaml:"paramRules"`
+		DegradeRules []map[string]any `yaml:"degradeRules"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		out.ParseError = err.Error()
+	} else {
+		out.Sections = map[string][]map[string]any{
+			"flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
+		}
+	}
+	w.Header().Set("ETag", out.ETag)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func nonNil(v []map[string]any) []map[string]any {
+	if v == nil {
+		return []map[string]any{}
+	}
+	return v
+}
+
+// editError carries the HTTP status an edit failure maps to.
+type editError struct {
+	code  int
+	msg   string
+	lines []string
+}
+
+func (e *editError) Error() string { return e.msg }
+
+func editErr(code int, format string, args ...any) *editError {
+	return &editError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
+	section := chi.URLParam(r, "section")
+	index, err := strconv.Atoi(chi.URLParam(r, "index"))
+	switch {
+	case s.opts.ConfigPath == "":
+		writeError(w, http.StatusNotFound, "admin: no rules file configured")
+		return
+	case !editableSection(section):
+		writeError(w, http.StatusNotFound, "admin: section must be flowRules, paramRules or degradeRules")
+		return
+	case err != nil || index < 0:
+		writeError(w, http.StatusNotFound, "admin: rule index must be a number from 0")
+		return
+	}
+	ifMatch := r.Header.Get("If-Match")
+	if ifMatch == "" {
+		writeError(w, http.StatusPreconditionRequired, "admin: an edit needs If-Match with the ETag of the rules file it is based on")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEditBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "admin: reading body: "+err.Error())
+		return
+	}
+	patch, err := parseEdit(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+
+	etag, err := s.applyEdit(section, index, ifMatch, patch)
+	if err != nil {
+		var ee *editError
+		if !errors.As(err, &ee) {
+			ee = &editError{code: http.StatusInternalServerError, msg: err.Error()}
+		}
+		s.opts.Log.Warn().Str("section", section).Int("index", index).Int("status", ee.code).Str("error", ee.msg).Msg("admin: rule edit refused")
+		if ee.code == http.StatusConflict {
+			w.Header().Set("ETag", etag)
+		}
+		writeError(w, ee.code, ee.msg, ee.lines...)
+		return
+	}
+	s.opts.Log.Info().Str("section", section).Int("index", index).Str("remote", r.RemoteAddr).Str("etag", etag).Msg("admin: rule edited, reload requested")
+	w.Header().Set("ETag", etag)
+	writeJSON(w, http.StatusOK, map[string]any{"etag": etag, "section": section, "index": index, "status": "saved; reload requested"})
+}
+
+// applyEdit does the read, compare, edit, validate, write and reload of one
+// edit under editMu. It returns the new ETag, or on a 409 the current one.
+func (s *Server) applyEdit(section string, index int, ifMatch string, patch func(*yaml.Node) (*yaml.Node, error)) (string, error) {
+	s.editMu.Lock()
+	defer s.editMu.Unlock()
+	path := s.configFile()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("admin: reading rules file: %w", err)
+	}
+	cur := etagOf(data)
+	if !etagMatches(ifMatch, cur) {
+		return cur, editErr(http.StatusConflict, "admin: rules file changed on disk since it was read (ETag %s, now %s); reload it and edit again", ifMatch, cur)
+	}
+	next, err := replaceRule(data, section, index, patch)
+	if err != nil {
+		return "", err
+	}
+	if err := s.validate(path, next); err != nil {
+		ee := editErr(http.StatusUnprocessableEntity, "admin: the edited rules file is invalid; nothing was written")
+		ee.lines = strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+		return "", ee
+	}
+	if err := writeFileAtomic(path, next); err != nil {
+		return "", err
+	}
+	s.opts.Reload()
+	return etagOf(next), nil
+}
+
+func (s *Server) validate(path string, data []byte) error {
+	if s.opts.Validate != nil {
+		return s.opts.Validate(path, data)
+	}
+	var v any
+	return yaml.Unmarshal(data, &v)
+}
+
+// parseEdit turns a request body into a function that edits a rule's node:
+// a JSON object is merged into the rule (RFC 7396: a key set to null is
+// removed, keys not named are kept with their comments); a YAML body
+// (application/yaml, text/yaml) replaces the rule.
+func parseEdit(contentType string, body []byte) (func(*yaml.Node) (*yaml.Node, error), error) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		var doc yaml.Node
+		if err := yaml.Unmarshal(body, &doc); err != nil {
+			return nil, fmt.Errorf("admin: rule YAML: %w", err)
+		}
+		if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+			return nil, errors.New("admin: rule YAML must be one mapping of rule fields")
+		}
+		return func(*yaml.Node) (*yaml.Node, error) { return doc.Content[0], nil }, nil
+	case "application/json", "":
+		fields, err := decodeJSONObject(body)
+		if err != nil {
+			return nil, err
+		}
+		return func(rule *yaml.Node) (*yaml.Node, error) { return rule, mergeFields(rule, fields) }, nil
+	}
+	return nil, fmt.Errorf("admin: unsupported Content-Type %q (use application/json or application/yaml)", mt)
+}

@@ -1,0 +1,168 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestEditValidRewritesOnlyThatRule(t *testing.T) {
+	f := newFixture(t, "")
+	before := string(f.file(t))
+	code, body, etag := f.do(t, "PUT", "/api/rules/flowRules/1",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": 35, "limitApp": "mobile"}`)
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	after := string(f.file(t))
+	// The edited rule is re-encoded by yaml.v3 (its line comment keeps its
+	// text, one space before it); every other byte stays.
+	want := strings.Replace(before, "  - resource: orders   # second rule, per origin\n    limitApp: mobile\n    count: 20\n",
+		"  - resource: orders # second rule, per origin\n    limitApp: mobile\n    count: 35\n", 1)
+	if after != want {
+		t.Fatalf("file after edit:\n%s\nwant:\n%s", after, want)
+	}
+	if f.reloads.Load() != 1 {
+		t.Errorf("Reload called %d times, want 1", f.reloads.Load())
+	}
+	if etag == "" || etag != f.etag(t) {
+		t.Errorf("returned ETag %q does not name the new file (%q)", etag, f.etag(t))
+	}
+}
+
+func TestEditKeepsCommentsInsideAndAroundTheRule(t *testing.T) {
+	f := newFixture(t, "")
+	before := string(f.file(t))
+	code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": 250}`)
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	after := string(f.file(t))
+	want := strings.Replace(before, "count: 100 # raised for the sale", "count: 250 # raised for the sale", 1)
+	if after != want {
+		t.Fatalf("file after edit:\n%s\nwant:\n%s", after, want)
+	}
+}
+
+func TestEditWithYAMLBodyReplacesTheRule(t *testing.T) {
+	f := newFixture(t, "")
+	before := string(f.file(t))
+	code, body, _ := f.do(t, "PUT", "/api/rules/degradeRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/yaml"},
+		"resource: orders\nstrategy: errorCount\nthreshold: 10\nretryTimeoutMs: 2000\n")
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	old := "  - resource: orders\n    strategy: errorRatio\n    threshold: 0.5 # half the calls failing trips it\n    retryTimeoutMs: 5000\n"
+	neu := "  - resource: orders\n    strategy: errorCount\n    threshold: 10\n    retryTimeoutMs: 2000\n"
+	if want := strings.Replace(before, old, neu, 1); string(f.file(t)) != want {
+		t.Fatalf("file after edit:\n%s\nwant:\n%s", f.file(t), want)
+	}
+}
+
+func TestInvalidEditLeavesFileUntouched(t *testing.T) {
+	f := newFixture(t, "")
+	before := f.file(t)
+	fi, _ := os.Stat(f.path)
+	code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": -1}`)
+	if code != http.StatusUnprocessableEntity {
+		t.Fatalf("PUT count -1: %d %s, want 422", code, body)
+	}
+	var e struct {
+		Error string
+		Lines []string
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || len(e.Lines) == 0 {
+		t.Fatalf("422 body %s: want error lines (%v)", body, err)
+	}
+	if !strings.Contains(e.Lines[0], f.path+":17: flowRules[0].count") {
+		t.Errorf("error line %q does not say file:line and the field", e.Lines[0])
+	}
+	if after := f.file(t); string(after) != string(before) {
+		t.Fatalf("rules.yaml changed by a rejected edit:\n%s", after)
+	}
+	if fi2, _ := os.Stat(f.path); !fi2.ModTime().Equal(fi.ModTime()) {
+		t.Errorf("rules.yaml was rewritten (mtime changed)")
+	}
+	if f.reloads.Load() != 0 {
+		t.Errorf("Reload called after a rejected edit")
+	}
+	entries, _ := os.ReadDir(strings.TrimSuffix(f.path, "rules.yaml"))
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only rules.yaml (temp file left behind?)", len(entries))
+	}
+}
+
+func TestStaleEditIsRefusedWith409(t *testing.T) {
+	f := newFixture(t, "")
+	etag := f.etag(t)
+	// Someone else edits the file after the editor read it.
+	changed := strings.Replace(string(f.file(t)), "count: 20", "count: 21", 1)
+	if err := os.WriteFile(f.path, []byte(changed), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, body, cur := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": etag, "Content-Type": "application/json"}, `{"count": 5}`)
+	if code != http.StatusConflict {
+		t.Fatalf("stale PUT: %d %s, want 409", code, body)
+	}
+	if string(f.file(t)) != changed {
+		t.Fatal("a stale edit changed the file")
+	}
+	if cur != f.etag(t) {
+		t.Errorf("409 ETag %q, want the current one %q", cur, f.etag(t))
+	}
+	// The same edit based on the current version goes through.
+	if code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": cur, "Content-Type": "application/json"}, `{"count": 5}`); code != 200 {
+		t.Fatalf("PUT with current ETag: %d %s", code, body)
+	}
+}
+
+func TestEditRequestErrors(t *testing.T) {
+	f := newFixture(t, "")
+	tag := f.etag(t)
+	json := map[string]string{"If-Match": tag, "Content-Type": "application/json"}
+	for _, tc := range []struct {
+		name, path string
+		hdr        map[string]string
+		body       string
+		want       int
+	}{
+		{"no If-Match", "/api/rules/flowRules/0", map[string]string{"Content-Type": "application/json"}, `{"count":1}`, 428},
+		{"unknown section", "/api/rules/routes/0", json, `{"count":1}`, 404},
+		{"index past the end", "/api/rules/flowRules/2", json, `{"count":1}`, 404},
+		{"section absent from file", "/api/rules/paramRules/0", json, `{"count":1}`, 404},
+		{"negative index", "/api/rules/flowRules/-1", json, `{"count":1}`, 404},
+		{"not an object", "/api/rules/flowRules/0", json, `[1]`, 400},
+		{"bad YAML body", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/yaml"}, "a: [", 400},
+		{"unknown field", "/api/rules/flowRules/0", json, `{"cuont":1}`, 422},
+		{"cross-origin", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/json", "Origin": "http://evil.example"}, `{"count":1}`, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := string(f.file(t))
+			if code, body, _ := f.do(t, "PUT", tc.path, tc.hdr, tc.body); code != tc.want {
+				t.Fatalf("%d %s, want %d", code, body, tc.want)
+			}
+			if string(f.file(t)) != before {
+				t.Fatal("file changed")
+			}
+		})
+	}
+}
+
+func TestEditKeepsFileMode(t *testing.T) {
+	f := newFixture(t, "")
+	if code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": 7}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	fi, err := os.Stat(f.path)
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode after edit: %v %v, want 0640", fi.Mode(), err)
+	}
+}

@@ -1,0 +1,202 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// Options wire a Server to the rest of sluice. Every func may be nil: State
+// then reports not ready, Stats no resources, Validate only checks that the
+// file is YAML, Reload does nothing and Now is time.Now.
+type Options struct {
+	Log      zerolog.Logger
+	Token    string               // bearer token for writes; "" = writes need none
+	Registry *prometheus.Registry // served on /metrics; nil = a new empty one
+	State    func() State         // rules in force and the last reload result
+	Stats    func() []ResourceStats
+	// ConfigPath is the rules.yaml the editor writes ("" = editor off).
+	ConfigPath string
+	// Validate checks a whole candidate rules.yaml (config.Parse); its error
+	// text is shown to the user as is, one problem per line.
+	Validate func(path string, data []byte) error
+	// Reload asks for the rules to be reloaded now, after the editor wrote.
+	Reload func()
+	Now    func() time.Time
+}
+
+// State is the rules in force and the last reload result, as main.go knows them.
+type State struct {
+	Ready      bool
+	Config     any // the *config.Config in force
+	Path       string
+	LoadedAt   time.Time
+	LastError  string // "" if the last reload succeeded; else every error line
+	LastReload time.Time
+}
+
+// Server is the admin listener's handler set plus the history sampler. Build
+// it with New; it is safe for concurrent use.
+type Server struct {
+	opts    Options
+	hist    *history
+	handler http.Handler
+	editMu  sync.Mutex // serialises read-check-write of rules.yaml
+}
+
+// New builds the Server. It registers the sluice_concurrency collector (fed by
+// opts.Stats) on opts.Registry.
+func New(opts Options) *Server {
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.State == nil {
+		opts.State = func() State { return State{} }
+	}
+	if opts.Stats == nil {
+		opts.Stats = func() []ResourceStats { return nil }
+	}
+	if opts.Reload == nil {
+		opts.Reload = func() {}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, hist: newHistory()}
+	if err := opts.Registry.Register(newConcurrencyCollector(opts.Stats)); err != nil {
+		opts.Log.Error().Err(err).Msg("admin: registering sluice_concurrency")
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the admin listener's router.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	r.Get("/api/rules", s.rules)
+	r.Get("/api/rules/raw", s.rawRules)
+	r.Get("/api/resources", s.resources)
+	r.Get("/api/history", s.history)
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireToken)
+		r.Put("/api/rules/{section}/{index}", s.editRule)
+		r.Post("/api/reload", s.reload)
+	})
+	r.Get("/", s.dashboard)
+	r.Get("/static/*", s.static)
+	return r
+}
+
+// Run samples Stats once a second into the per-resource 5-minute history
+// until ctx is done.
+func (s *Server) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		s.hist.record(s.opts.Now(), s.opts.Stats())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !s.opts.State().Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("rules not loaded"))
+		return
+	}
+	_, _ = w.Write([]byte("ready"))
+}
+
+// rulesJSON is the body of GET /api/rules.
+type rulesJSON struct {
+	Ready      bool       `json:"ready"`
+	Config     any        `json:"config"`
+	Path       string     `json:"path"`
+	LoadedAt   *time.Time `json:"loadedAt"`
+	LastReload *time.Time `json:"lastReload"`
+	LastError  string     `json:"lastError"`
+	// TokenRequired tells the dashboard to ask for the token before a write.
+	TokenRequired bool `json:"tokenRequired"`
+	// Editable is false when no ConfigPath was given.
+	Editable bool `json:"editable"`
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
+	st := s.opts.State()
+	writeJSON(w, http.StatusOK, rulesJSON{
+		Ready: st.Ready, Config: st.Config, Path: st.Path,
+		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
+		TokenRequired: s.opts.Token != "", Editable: s.opts.ConfigPath != "",
+	})
+}
+
+func (s *Server) resources(w http.ResponseWriter, _ *http.Request) {
+	stats := s.opts.Stats()
+	if stats == nil {
+		stats = []ResourceStats{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		At        int64           `json:"at"`
+		Resources []ResourceStats `json:"resources"`
+	}{s.opts.Now().UnixMilli(), stats})
+}
+
+func (s *Server) history(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		At        int64        `json:"at"`
+		StepMs    int64        `json:"stepMs"`
+		Resources []seriesJSON `json:"resources"`
+	}{s.opts.Now().UnixMilli(), 1000, s.hist.snapshot()})
+}
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	s.opts.Log.Info().Str("remote", r.RemoteAddr).Msg("admin: reload requested")
+	s.opts.Reload()
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "reload requested"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// errorJSON is every error body: a message and, for an invalid edit, the
+// validator's lines.
+type errorJSON struct {
+	Error string   `json:"error"`
+	Lines []string `json:"lines,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string, lines ...string) {
+	writeJSON(w, code, errorJSON{Error: msg, Lines: lines})
+}

@@ -1,0 +1,285 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// replaceRule returns data with rule index of section rewritten by edit. Only
+// the lines the rule's own content occupies are re-encoded; every other byte
+// of the file, comments between and after rules included, is kept as is.
+func replaceRule(data []byte, section string, index int, edit func(*yaml.Node) (*yaml.Node, error)) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &editError{code: http.StatusUnprocessableEntity, msg: "admin: the rules file on disk is not valid YAML", lines: []string{err.Error()}}
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, editErr(http.StatusUnprocessableEntity, "admin: the rules file is not a YAML mapping")
+	}
+	root := doc.Content[0]
+	var seq *yaml.Node
+	nextLine := 0 // first line after the section, 0 = end of file
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == section {
+			seq = root.Content[i+1]
+			if i+2 < len(root.Content) {
+				nextLine = root.Content[i+2].Line
+			}
+			break
+		}
+	}
+	if seq == nil || seq.Kind != yaml.SequenceNode || index >= len(seq.Content) {
+		return nil, editErr(http.StatusNotFound, "admin: the rules file has no %s[%d]", section, index)
+	}
+	item := seq.Content[index]
+	if item.Kind != yaml.MappingNode {
+		return nil, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is not a mapping", section, index)
+	}
+	if index+1 < len(seq.Content) {
+		nextLine = seq.Content[index+1].Line
+	}
+
+	lines := splitLines(data)
+	if nextLine == 0 {
+		nextLine = len(lines) + 1
+	}
+	start, end := item.Line, lastLine(item)
+	indent := item.Column - 1
+	// Multi-line scalars end below their node's line: take the following
+	// lines indented as deep as the rule, stopping at a blank or comment line
+	// (those stay untouched in the file).
+	for l := end + 1; l < nextLine && l <= len(lines); l++ {
+		t := strings.TrimSpace(string(lines[l-1]))
+		if t == "" || strings.HasPrefix(t, "#") || leadingSpaces(lines[l-1]) < indent {
+			break
+		}
+		end = l
+	}
+	prefix := lines[start-1]
+	if indent > len(prefix) || strings.Trim(string(prefix[:indent]), " -") != "" {
+		return nil, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is laid out in a way the editor cannot rewrite in place", section, index)
+	}
+
+	newItem, err := edit(item)
+	if err != nil {
+		return nil, err
+	}
+	// Comments above the rule and after its last line stay in the file where
+	// they are; encoding them again would duplicate them.
+	stripOuterComments(newItem)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(newItem); err != nil {
+		return nil, editErr(http.StatusBadRequest, "admin: encoding the rule: %v", err)
+	}
+	_ = enc.Close()
+
+	var out bytes.Buffer
+	for _, l := range lines[:start-1] {
+		out.Write(l)
+	}
+	pad := strings.Repeat(" ", indent)
+	for i, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		switch {
+		case i == 0:
+			out.Write(prefix[:indent])
+		case l != "":
+			out.WriteString(pad)
+		}
+		out.WriteString(l)
+		out.WriteByte('\n')
+	}
+	if last := lines[end-1]; !bytes.HasSuffix(last, []byte("\n")) {
+		out.Truncate(out.Len() - 1) // the file had no final newline; keep it so
+	}
+	for _, l := range lines[end:] {
+		out.Write(l)
+	}
+	return out.Bytes(), nil
+}
+
+// splitLines splits data after each '\n', keeping the terminators.
+func splitLines(data []byte) [][]byte {
+	var lines [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			lines = append(lines, data)
+			break
+		}
+		lines = append(lines, data[:i+1])
+		data = data[i+1:]
+	}
+	return lines
+}
+
+func leadingSpaces(l []byte) int {
+	n := 0
+	for n < len(l) && l[n] == ' ' {
+		n++
+	}
+	return n
+}
+
+// lastLine is the last line any node under n starts on.
+func lastLine(n *yaml.Node) int {
+	last := n.Line
+	for _, c := range n.Content {
+		if l := lastLine(c); l > last {
+			last = l
+		}
+	}
+	return last
+}
+
+// stripOuterComments drops the comments yaml.v3 attaches above a rule and
+// below its last value, which lie outside the lines being replaced.
+func stripOuterComments(n *yaml.Node) {
+	n.HeadComment = ""
+	if len(n.Content) > 0 {
+		n.Content[0].HeadComment = ""
+	}
+	// The trailing comment may hang on the last value or on its key.
+	for c := n; c != nil; {
+		c.FootComment = ""
+		k := len(c.Content)
+		if k == 0 {
+			break
+		}
+		if c.Kind == yaml.MappingNode && k >= 2 {
+			c.Content[k-2].FootComment = ""
+		}
+		c = c.Content[k-1]
+	}
+}
+
+// decodeJSONObject decodes a JSON object keeping numbers exact.
+func decodeJSONObject(body []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		return nil, fmt.Errorf("admin: rule JSON: %w", err)
+	}
+	if fields == nil {
+		return nil, errors.New("admin: rule JSON must be an object of rule fields")
+	}
+	if dec.More() {
+		return nil, errors.New("admin: rule JSON: trailing data after the object")
+	}
+	return fields, nil
+}
+
+// mergeFields sets each field on the rule mapping (null removes it). A value
+// equal to the one in the file keeps its node, so untouched fields keep their
+// spelling ("100.0", quotes) and comments.
+func mergeFields(rule *yaml.Node, fields map[string]any) error {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := plain(fields[k])
+		at := -1
+		for i := 0; i+1 < len(rule.Content); i += 2 {
+			if rule.Content[i].Value == k {
+				at = i
+				break
+			}
+		}
+		if v == nil {
+			if at >= 0 {
+				rule.Content = append(rule.Content[:at], rule.Content[at+2:]...)
+			}
+			continue
+		}
+		if at >= 0 {
+			var old any
+			if err := rule.Content[at+1].Decode(&old); err == nil && reflect.DeepEqual(canon(old), canon(v)) {
+				continue
+			}
+		}
+		var nv yaml.Node
+		if err := nv.Encode(v); err != nil {
+			return editErr(http.StatusBadRequest, "admin: field %s: %v", k, err)
+		}
+		if at < 0 {
+			rule.Content = append(rule.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, &nv)
+			continue
+		}
+		old := rule.Content[at+1]
+		nv.HeadComment, nv.LineComment, nv.FootComment = old.HeadComment, old.LineComment, old.FootComment
+		if old.Kind == yaml.MappingNode || old.Kind == yaml.SequenceNode {
+			nv.Style |= old.Style & yaml.FlowStyle
+		}
+		rule.Content[at+1] = &nv
+	}
+	return nil
+}
+
+// plain turns decoded JSON into values yaml.v3 encodes naturally: whole
+// numbers as integers, others as floats.
+func plain(v any) any {
+	switch t := v.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = plain(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = plain(e)
+		}
+		return s
+	}
+	return v
+}
+
+// canon makes numbers comparable across YAML's and JSON's decodings.
+func canon(v any) any {
+	switch t := v.(type) {
+	case int:
+		return float64(t)
+	case int64:
+		return float64(t)
+	case uint64:
+		return float64(t)
+	case float64:
+		if math.IsNaN(t) {
+			return "NaN"
+		}
+		return t
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = canon(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = canon(e)
+		}
+		return s
+	}
+	return v
+}
