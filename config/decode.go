@@ -1,0 +1,289 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds the work of decoding one document, so that aliases that
+// expand exponentially ("billion laughs") are refused instead of eating memory.
+const maxNodes = 1_000_000
+
+// decoder turns a yaml.Node tree into Config values strictly: every unknown
+// key, duplicate key and type mismatch becomes an Error with its line, and
+// decoding goes on so that all problems are reported at once.
+type decoder struct {
+	file  string
+	errs  Errors
+	lines map[string]int  // field path -> line of its key (or list item)
+	set   map[string]bool // paths given a non-null value
+	bad   map[string]bool // paths that failed to decode; validation skips them
+	nodes int
+}
+
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}}
+}
+
+func (d *decoder) fail(line int, path, msg string) {
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Field: path, Msg: msg})
+	d.bad[path] = true
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// decode stores n into v (addressable), recording the line of every path.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n = d.resolve(n, path); n == nil {
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // an explicit null leaves the zero value, as if absent
+	}
+	d.set[path] = true
+	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
+		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
+			d.fail(n.Line, path, strings.TrimPrefix(err.Error(), "config: "))
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.decode(n, p.Elem(), path)
+		v.Set(p)
+	case reflect.Struct:
+		d.decodeStruct(n, v, path)
+	case reflect.Map:
+		d.decodeMap(n, v, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n.Line, path, "expected a list, got "+describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			d.lines[p] = item.Line
+			d.decode(item, s.Index(i), p)
+		}
+		v.Set(s)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n.Line, path, "expected a string, got "+describe(n))
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Bool:
+		var b bool
+		if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+			d.fail(n.Line, path, "expected true or false, got "+describe(n))
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		var i int64
+		if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil || v.OverflowInt(i) {
+			d.fail(n.Line, path, "expected an integer, got "+describe(n))
+			return
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		var f float64
+		if n.Kind != yaml.ScalarNode || n.Decode(&f) != nil {
+			d.fail(n.Line, path, "expected a number, got "+describe(n))
+			return
+		}
+		v.SetFloat(f)
+	default:
+		panic("config: no decoder for " + v.Type().String()) // a schema bug, caught by tests
+	}
+}
+
+// resolve follows aliases and charges the node budget; nil means stop.
+func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil {
+		return nil
+	}
+	d.nodes++
+	if d.nodes == maxNodes {
+		d.fail(n.Line, path, fmt.Sprintf("document too large to decode (over %d nodes after expanding aliases)", maxNodes))
+	}
+	if d.nodes >= maxNodes {
+		return nil
+	}
+	return n
+}
+
+type pair struct{ key, value *yaml.Node }
+
+// pairs lists a mapping's entries with merge keys ("<<: *base") expanded;
+// explicit keys win over merged ones. Duplicate explicit keys are errors.
+func (d *decoder) pairs(n *yaml.Node, path string) []pair {
+	var out []pair
+	seen := map[string]int{}
+	var merged []pair
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k.Line, path, "expected a key name, got "+describe(k))
+			continue
+		}
+		if k.Tag == "!!merge" {
+			merged = append(merged, d.mergePairs(val, path, 0)...)
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.fail(k.Line, join(path, k.Value), fmt.Sprintf("duplicate key (first at line %d)", first))
+			continue
+		}
+		seen[k.Value] = k.Line
+		out = append(out, pair{k, val})
+	}
+	for _, p := range merged {
+		if _, ok := seen[p.key.Value]; !ok {
+			seen[p.key.Value] = p.key.Line
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (d *decoder) mergePairs(n *yaml.Node, path string, depth int) []pair {
+	if n = d.resolve(n, path); n == nil {
+		return nil
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && depth < 10:
+		return d.pairs(n, path)
+	case n.Kind == yaml.SequenceNode && depth == 0:
+		var out []pair
+		for _, m := range n.Content {
+			out = append(out, d.mergePairs(m, path, depth+1)...)
+		}
+		return out
+	}
+	d.fail(n.Line, path, "<< can only merge a mapping or a list of mappings")
+	return nil
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n.Line, path, "expected a mapping, got "+describe(n))
+		return
+	}
+	fields := yamlFields(v.Type())
+	for _, p := range d.pairs(n, path) {
+		fp := join(path, p.key.Value)
+		i, ok := fields[p.key.Value]
+		if !ok {
+			d.fail(p.key.Line, fp, "unknown field"+suggest(p.key.Value, fields))
+			continue
+		}
+		d.lines[fp] = p.key.Line
+		d.decode(p.value, v.Field(i), fp)
+	}
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n.Line, path, "expected a mapping, got "+describe(n))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	for _, p := range d.pairs(n, path) {
+		fp := join(path, p.key.Value)
+		d.lines[fp] = p.key.Line
+		e := reflect.New(v.Type().Elem()).Elem()
+		d.decode(p.value, e, fp)
+		v.SetMapIndex(reflect.ValueOf(p.key.Value).Convert(v.Type().Key()), e)
+	}
+}
+
+// yamlFields maps the yaml names of t's fields to their indexes.
+func yamlFields(t reflect.Type) map[string]int {
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			m[name] = i
+		}
+	}
+	return m
+}
+
+// suggest returns `; did you mean "count"?` for a near miss, else "".
+func suggest(key string, fields map[string]int) string {
+	best, bestD := "", 3
+	for f := range fields {
+		dist := editDistance(strings.ToLower(key), strings.ToLower(f))
+		if dist < bestD || (dist == bestD && f < best) {
+			best, bestD = f, dist
+		}
+	}
+	if best == "" || bestD > 2 || len(key) < 3 {
+		return ""
+	}
+	return "; did you mean " + quote(best) + "?"
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99 // no suggestion for long keys; keeps fuzzing cheap
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// join appends a key to a dotted field path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names what a node holds, for "expected X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return quote(n.Value)
+}
+
+// quote is strconv.Quote, shortened for long user input.
+func quote(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,138 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileSize is the largest rules file Load accepts (10 MiB); a larger file is
+// refused before it is read or parsed.
+const MaxFileSize = 10 << 20
+
+// Defaults used by main and the docs.
+const (
+	DefaultListen      = ":8080"
+	DefaultAdminListen = "127.0.0.1:9090"
+)
+
+// Load reads, decodes strictly, defaults and validates the file at path. On
+// failure it returns an Errors listing every problem found, each with its
+// file:line and field path. It is safe to call from any goroutine.
+func Load(path string) (*Config, error) {
+	fail := func(msg string) (*Config, error) {
+		return nil, Errors{{File: path, Msg: msg}}
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fail("file does not exist")
+	case err != nil:
+		return fail("cannot read file: " + unwrapPathError(err))
+	case st.IsDir():
+		return fail("is a directory, not a file")
+	case st.Size() > MaxFileSize:
+		return fail(tooLarge(st.Size()))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fail("cannot read file: " + unwrapPathError(err))
+	}
+	defer f.Close()
+	// The file may grow between Stat and Read: read at most one byte too many.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return fail("cannot read file: " + unwrapPathError(err))
+	}
+	return Parse(path, data)
+}
+
+func unwrapPathError(err error) string {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func tooLarge(n int64) string {
+	return fmt.Sprintf("file is %d bytes, over the %d MiB limit", n, MaxFileSize>>20)
+}
+
+// Parse is Load on bytes already read: path is used in messages and stored in
+// Config.Path. It never panics, whatever data holds.
+func Parse(path string, data []byte) (*Config, error) {
+	fail := func(line int, msg string) (*Config, error) {
+		return nil, Errors{{File: path, Line: line, Msg: msg}}
+	}
+	if len(data) > MaxFileSize {
+		return fail(0, tooLarge(int64(len(data))))
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fail(0, "file is empty")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return fail(0, "file is empty (it holds only comments)")
+		}
+		return fail(yamlError(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return fail(yamlError(err))
+		}
+		return fail(extra.Line, "invalid YAML: only one document is allowed (remove the second \"---\")")
+	}
+	if len(doc.Content) == 0 {
+		return fail(0, "file is empty")
+	}
+	root := doc.Content[0]
+
+	d := newDecoder(path)
+	cfg := &Config{Path: path}
+	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
+	if len(d.errs) > 0 && root.Kind != yaml.MappingNode {
+		return nil, d.errs // nothing was decoded; validating would only add noise
+	}
+	c := &checker{decoder: d, cfg: cfg}
+	c.applyDefaults()
+	c.validate()
+	if len(d.errs) > 0 {
+		slices.SortStableFunc(d.errs, func(a, b Error) int { return a.Line - b.Line })
+		return nil, d.errs
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns a yaml.v3 syntax error into a line and a message.
+func yamlError(err error) (int, string) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return line, "invalid YAML: " + m[2]
+	}
+	return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+}
+
+// AdminListen returns the admin listener's address with the default applied;
+// "" means the admin listener is off.
+func (c *Config) AdminListen() string {
+	if c.Admin.Listen == nil {
+		return DefaultAdminListen
+	}
+	return *c.Admin.Listen
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"regexp"
+	"strings"
+)
+
+// httpMethods are the methods a route may list, in the order a default route gets them.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+
+// checkPattern checks a chi routing pattern the way chi would read it, so that
+// building the router later cannot panic. It returns the URL parameter names,
+// the pattern with parameter names erased (two patterns chi cannot tell apart
+// have the same form), and a message when the pattern is invalid.
+func checkPattern(p string) (params []string, norm string, msg string) {
+	if p == "" {
+		return nil, "", "must not be empty"
+	}
+	if p[0] != '/' {
+		return nil, "", "must start with \"/\", got " + quote(p)
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '}':
+			return nil, "", "unbalanced braces: \"}\" at offset " + itoa(i) + " has no \"{\""
+		case '*':
+			if i != len(p)-1 {
+				return nil, "", "the wildcard \"*\" must be the last character (use a {param} in the middle)"
+			}
+			b.WriteByte(c)
+		case '{':
+			end, depth := -1, 0
+			for j := i; j < len(p); j++ {
+				if p[j] == '{' {
+					depth++
+				} else if p[j] == '}' {
+					if depth--; depth == 0 {
+						end = j
+						break
+					}
+				}
+			}
+			if end < 0 {
+				return nil, "", "unbalanced braces: \"{\" at offset " + itoa(i) + " is never closed"
+			}
+			if i > 0 && p[i-1] == '}' {
+				return nil, "", "parameters must be separated by text, got \"}{\" at offset " + itoa(i-1)
+			}
+			seg := p[i : end+1]
+			name, re, isRe := strings.Cut(p[i+1:end], ":")
+			switch {
+			case name == "":
+				return nil, "", "parameter " + seg + " has no name"
+			case strings.ContainsAny(name, "{}/*"):
+				return nil, "", "parameter name " + quote(name) + " must not contain { } / or *"
+			case isRe && re == "":
+				return nil, "", "parameter " + seg + " has an empty regexp"
+			}
+			if isRe {
+				if _, err := regexp.Compile(re); err != nil {
+					return nil, "", "parameter {" + name + "}: invalid regexp: " + strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+				}
+			}
+			for _, q := range params {
+				if q == name {
+					return nil, "", "duplicate parameter name " + quote(name)
+				}
+			}
+			params = append(params, name)
+			b.WriteString("{:" + re + "}")
+			i = end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return params, b.String(), ""
+}

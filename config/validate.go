@@ -1,0 +1,424 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// add records a validation problem at path, unless path (or a parent of it)
+// already failed to decode: a value that could not be read would otherwise
+// be reported twice.
+func (c *checker) add(path, format string, args ...any) {
+	for p := path; p != ""; p = parent(p) {
+		if c.bad[p] {
+			return
+		}
+	}
+	c.errs = append(c.errs, Error{File: c.file, Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// lineOf is the line of path, or of its nearest ancestor the file mentions
+// (a defaulted field is reported at its rule), or 1.
+func (c *checker) lineOf(path string) int {
+	for p := path; p != ""; p = parent(p) {
+		if l, ok := c.lines[p]; ok {
+			return l
+		}
+	}
+	return 1
+}
+
+// parent strips the last ".key" or "[i]" of a path.
+func parent(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// oneOf checks an enum value, naming the allowed values in the message.
+func (c *checker) oneOf(path, v string, allowed ...string) bool {
+	if slices.Contains(allowed, v) {
+		return true
+	}
+	c.add(path, "must be one of %s, got %s", strings.Join(allowed, ", "), quote(v))
+	return false
+}
+
+func (c *checker) positive(path string, v float64) {
+	if !(v > 0) || math.IsInf(v, 0) {
+		c.add(path, "must be > 0, got %s", num(v))
+	}
+}
+
+func (c *checker) nonNegative(path string, v float64) {
+	if !(v >= 0) || math.IsInf(v, 0) {
+		c.add(path, "must be >= 0, got %s", num(v))
+	}
+}
+
+func (c *checker) interval(path string, ms int64) {
+	if ms <= 0 || ms > maxStatIntervalMs {
+		c.add(path, "must be > 0 and <= %d (one hour), got %d", maxStatIntervalMs, ms)
+	}
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// routeIndex is what rules may refer to: resources, their entrances and path parameters.
+type routeIndex struct {
+	resources map[string]bool
+	entrances map[string]map[string]bool // resource -> entrances serving it
+	params    map[string]map[string]bool // resource -> path parameter names
+}
+
+func (c *checker) validate() {
+	cfg := c.cfg
+	c.listenAddr("listen", cfg.Listen, false)
+	c.listenAddr("admin.listen", *cfg.Admin.Listen, true)
+	c.oneOf("log.level", cfg.Log.Level, "trace", "debug", "info", "warn", "error")
+	c.oneOf("log.format", cfg.Log.Format, "json", "console")
+	for i, p := range cfg.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				c.add(idx("trustedProxies", i), "must be a CIDR (10.0.0.0/8) or an IP address, got %s", quote(p))
+			}
+		}
+	}
+	c.upstreams()
+	ix := c.routes()
+	c.flowRules(ix)
+	c.paramRules(ix)
+	c.degradeRules(ix)
+	s := cfg.System
+	c.nonNegative("system.maxQps", s.MaxQps)
+	c.nonNegative("system.maxConcurrency", float64(s.MaxConcurrency))
+	c.nonNegative("system.maxAvgRtMs", float64(s.MaxAvgRtMs))
+	if !(s.MaxCpuUsage >= 0 && s.MaxCpuUsage <= 1) {
+		c.add("system.maxCpuUsage", "must be between 0 and 1 (a fraction of all CPUs), got %s", num(s.MaxCpuUsage))
+	}
+	if cfg.Cluster.Redis != "" {
+		if msg := checkRedisURL(cfg.Cluster.Redis); msg != "" {
+			c.add("cluster.redis", "%s", msg)
+		}
+	}
+	if cfg.Cluster.Namespace == "" {
+		c.add("cluster.namespace", "must not be empty")
+	}
+	c.blockResponse()
+}
+
+func (c *checker) listenAddr(path, addr string, emptyOK bool) {
+	if addr == "" {
+		if !emptyOK {
+			c.add(path, "must not be empty (an address like \":8080\")")
+		}
+		return
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		c.add(path, "must be host:port or :port, got %s", quote(addr))
+	}
+}
+
+func (c *checker) upstreams() {
+	names := make([]string, 0, len(c.cfg.Upstreams))
+	for n := range c.cfg.Upstreams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		u, p := c.cfg.Upstreams[n], "upstreams."+n
+		if len(u.Targets) == 0 {
+			c.add(p+".targets", "at least one target is required")
+		}
+		for i, t := range u.Targets {
+			if msg := checkTarget(t); msg != "" {
+				c.add(idx(p+".targets", i), "%s", msg)
+			}
+		}
+		if u.Timeout <= 0 {
+			c.add(p+".timeout", "must be > 0, got %s", u.Timeout)
+		}
+	}
+}
+
+func checkTarget(t string) string {
+	u, err := url.Parse(t)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an absolute http:// or https:// URL with a host, got " + quote(t)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "must not have a query or fragment, got " + quote(t)
+	}
+	return ""
+}
+
+func checkRedisURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return "must be a redis://host:port/db URL, got " + quote(s)
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		if _, err := strconv.ParseUint(db, 10, 16); err != nil {
+			return "the database in " + quote(s) + " must be a number"
+		}
+	}
+	return ""
+}
+
+func (c *checker) routes() routeIndex {
+	ix := routeIndex{resources: map[string]bool{}, entrances: map[string]map[string]bool{}, params: map[string]map[string]bool{}}
+	routes := c.cfg.Routes
+	if len(routes) == 0 && !c.bad["routes"] {
+		c.add("routes", "at least one route is required")
+	}
+	norms := make([]string, len(routes))
+	for i, r := range routes {
+		p := idx("routes", i)
+		params, norm, msg := checkPattern(r.Path)
+		if msg != "" {
+			c.add(p+".path", "%s", msg)
+			norm = "\x00invalid" + itoa(i) // never a duplicate of anything
+		}
+		norms[i] = norm
+		seen := map[string]bool{}
+		for j, m := range r.Methods {
+			switch {
+			case !slices.Contains(httpMethods, m):
+				c.add(idx(p+".methods", j), "must be an HTTP method (%s), got %s", strings.Join(httpMethods, ", "), quote(m))
+			case seen[m]:
+				c.add(idx(p+".methods", j), "duplicate method %s", m)
+			}
+			seen[m] = true
+		}
+		if c.has(p+".methods") && len(r.Methods) == 0 {
+			c.add(p+".methods", "must not be empty (leave it out to allow every method)")
+		}
+		for j := range i {
+			if norms[j] != norm {
+				continue
+			}
+			if both := overlap(routes[j].Methods, r.Methods); len(both) > 0 {
+				c.add(p+".path", "duplicate route: %s %s is already served by routes[%d] (line %d)",
+					strings.Join(both, ","), r.Path, j, routes[j].Line)
+				break
+			}
+		}
+		if r.Upstream == "" {
+			c.add(p+".upstream", "is required")
+		} else if _, ok := c.cfg.Upstreams[r.Upstream]; !ok && !c.bad["upstreams"] {
+			c.add(p+".upstream", "unknown upstream %s (defined: %s)", quote(r.Upstream), list(c.cfg.Upstreams))
+		}
+		if r.Resource == "" {
+			c.add(p+".resource", "must not be empty (leave it out to use the path)")
+		}
+		if r.Entrance == "" {
+			c.add(p+".entrance", "must not be empty (leave it out to use %q)", DefaultEntrance)
+		}
+		if r.StripPrefix != "" && r.StripPrefix[0] != '/' {
+			c.add(p+".stripPrefix", "must start with \"/\", got %s", quote(r.StripPrefix))
+		}
+		if r.AcquireCount <= 0 {
+			c.add(p+".acquireCount", "must be > 0, got %d", r.AcquireCount)
+		}
+		c.oneOf(p+".forwarder", r.Forwarder, "auto", "standard", "fast")
+
+		ix.resources[r.Resource] = true
+		if ix.entrances[r.Resource] == nil {
+			ix.entrances[r.Resource] = map[string]bool{}
+			ix.params[r.Resource] = map[string]bool{}
+		}
+		ix.entrances[r.Resource][r.Entrance] = true
+		for _, name := range params {
+			ix.params[r.Resource][name] = true
+		}
+	}
+	return ix
+}
+
+func overlap(a, b []string) []string {
+	var out []string
+	for _, m := range a {
+		if slices.Contains(b, m) && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// list names a set's keys, sorted, for messages; at most ten.
+func list[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if len(keys) > 10 {
+		keys = append(keys[:10], "…")
+	}
+	return strings.Join(keys, ", ")
+}
+
+// resource checks that a rule's resource is served by some route.
+func (c *checker) resource(path, res string, ix routeIndex) bool {
+	if res == "" {
+		c.add(path, "is required (the resource of a route)")
+		return false
+	}
+	if !ix.resources[res] && !c.bad["routes"] {
+		c.add(path, "unknown resource %s: no route has it (resources: %s)", quote(res), list(ix.resources))
+		return false
+	}
+	return true
+}
+
+func (c *checker) flowRules(ix routeIndex) {
+	for i, r := range c.cfg.FlowRules {
+		p := idx("flowRules", i)
+		knownRes := c.resource(p+".resource", r.Resource, ix)
+		if len(r.LimitApps()) == 0 {
+			c.add(p+".limitApp", "must not be empty (default, other, or a comma-separated list of origins)")
+		}
+		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
+		c.positive(p+".count", r.Count)
+		if r.Grade == GradeConcurrency && r.Count > 0 && r.Count != math.Trunc(r.Count) {
+			c.add(p+".count", "must be a whole number for grade concurrency, got %s", num(r.Count))
+		}
+		c.oneOf(p+".strategy", string(r.Strategy), string(StrategyDirect), string(StrategyRelate), string(StrategyChain))
+		switch r.Strategy {
+		case StrategyDirect:
+			if r.RefResource != "" {
+				c.add(p+".refResource", "is only used with strategy relate or chain")
+			}
+		case StrategyRelate:
+			switch {
+			case r.RefResource == "":
+				c.add(p+".refResource", "is required with strategy relate (the related resource)")
+			case r.RefResource == r.Resource:
+				c.add(p+".refResource", "must differ from resource with strategy relate")
+			case !ix.resources[r.RefResource] && !c.bad["routes"]:
+				c.add(p+".refResource", "unknown resource %s: no route has it (resources: %s)", quote(r.RefResource), list(ix.resources))
+			}
+		case StrategyChain:
+			switch {
+			case r.RefResource == "":
+				c.add(p+".refResource", "is required with strategy chain (the entrance name)")
+			case knownRes && !ix.entrances[r.Resource][r.RefResource]:
+				c.add(p+".refResource", "no route of resource %s has entrance %s (entrances: %s)",
+					quote(r.Resource), quote(r.RefResource), list(ix.entrances[r.Resource]))
+			}
+		}
+		behaviorOK := c.oneOf(p+".controlBehavior", string(r.ControlBehavior),
+			string(BehaviorReject), string(BehaviorWarmUp), string(BehaviorThrottle), string(BehaviorWarmUpThrottle))
+		if gradeOK && behaviorOK && r.Grade == GradeConcurrency && r.ControlBehavior != BehaviorReject {
+			c.add(p+".controlBehavior", "must be reject with grade concurrency, got %s", quote(string(r.ControlBehavior)))
+		}
+		if r.ControlBehavior == BehaviorWarmUp || r.ControlBehavior == BehaviorWarmUpThrottle {
+			if r.WarmUpPeriodSec <= 0 {
+				c.add(p+".warmUpPeriodSec", "must be > 0 with controlBehavior %s, got %d", r.ControlBehavior, r.WarmUpPeriodSec)
+			}
+			if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
+				c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
+			}
+		}
+		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
+		c.interval(p+".statIntervalMs", r.StatIntervalMs)
+		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
+		if r.ClusterMode {
+			if c.cfg.Cluster.Redis == "" {
+				c.add(p+".clusterMode", "needs cluster.redis (a redis:// URL)")
+			}
+			if gradeOK && r.Grade != GradeQPS {
+				c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(r.Grade)))
+			}
+		}
+	}
+}
+
+func (c *checker) paramRules(ix routeIndex) {
+	for i, r := range c.cfg.ParamRules {
+		p := idx("paramRules", i)
+		knownRes := c.resource(p+".resource", r.Resource, ix)
+		switch {
+		case r.Param.IsZero():
+			c.add(p+".param", "is required (%s)", sourceForms)
+		case r.Param.Kind == SourcePath && knownRes && !ix.params[r.Resource][r.Param.Name]:
+			c.add(p+".param", "no route of resource %s has a path parameter {%s}", quote(r.Resource), r.Param.Name)
+		}
+		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
+		c.positive(p+".count", r.Count)
+		if r.DurationSec <= 0 {
+			c.add(p+".durationSec", "must be > 0, got %d", r.DurationSec)
+		}
+		c.nonNegative(p+".burstCount", float64(r.BurstCount))
+		behaviorOK := c.oneOf(p+".controlBehavior", string(r.ControlBehavior), string(BehaviorReject), string(BehaviorThrottle))
+		if gradeOK && behaviorOK && r.Grade == GradeConcurrency && r.ControlBehavior != BehaviorReject {
+			c.add(p+".controlBehavior", "must be reject with grade concurrency, got %s", quote(string(r.ControlBehavior)))
+		}
+		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
+		if r.MaxTrackedValues <= 0 {
+			c.add(p+".maxTrackedValues", "must be > 0, got %d", r.MaxTrackedValues)
+		}
+		seen := map[string]int{}
+		for j, it := range r.Items {
+			ip := idx(p+".items", j)
+			if first, dup := seen[it.Value]; dup {
+				c.add(ip+".value", "duplicate value %s (also items[%d])", quote(it.Value), first)
+			}
+			seen[it.Value] = j
+			c.nonNegative(ip+".count", it.Count)
+		}
+	}
+}
+
+func (c *checker) degradeRules(ix routeIndex) {
+	for i, r := range c.cfg.DegradeRules {
+		p := idx("degradeRules", i)
+		c.resource(p+".resource", r.Resource, ix)
+		c.oneOf(p+".strategy", string(r.Strategy), string(DegradeSlowRatio), string(DegradeErrorRatio), string(DegradeErrorCount))
+		switch r.Strategy {
+		case DegradeSlowRatio, DegradeErrorRatio:
+			if !(r.Threshold > 0 && r.Threshold <= 1) {
+				c.add(p+".threshold", "must be a ratio in (0, 1] with strategy %s, got %s", r.Strategy, num(r.Threshold))
+			}
+		case DegradeErrorCount:
+			if !(r.Threshold >= 1) || math.IsInf(r.Threshold, 0) {
+				c.add(p+".threshold", "must be an error count >= 1 with strategy errorCount, got %s", num(r.Threshold))
+			}
+		}
+		if r.Strategy == DegradeSlowRatio && r.MaxAllowedRtMs <= 0 {
+			c.add(p+".maxAllowedRtMs", "must be > 0 with strategy slowRatio, got %d", r.MaxAllowedRtMs)
+		} else {
+			c.nonNegative(p+".maxAllowedRtMs", float64(r.MaxAllowedRtMs))
+		}
+		c.interval(p+".statIntervalMs", r.StatIntervalMs)
+		if r.MinRequestAmount <= 0 {
+			c.add(p+".minRequestAmount", "must be > 0, got %d", r.MinRequestAmount)
+		}
+		if r.RetryTimeoutMs <= 0 {
+			c.add(p+".retryTimeoutMs", "must be > 0, got %d", r.RetryTimeoutMs)
+		}
+	}
+}
+
+func (c *checker) blockResponse() {
+	b := c.cfg.BlockResponse
+	if b.Status < 400 || b.Status > 599 {
+		c.add("blockResponse.status", "must be an HTTP error status in 400..599, got %d", b.Status)
+	}
+	if b.ContentType == "" {
+		c.add("blockResponse.contentType", "must not be empty")
+	}
+	if msg := checkBodyTemplate(b.Body); msg != "" {
+		c.add("blockResponse.body", "%s", msg)
+	}
+}
