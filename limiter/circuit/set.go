@@ -1,0 +1,229 @@
+// Package circuit implements degradeRules: Sentinel-style circuit breakers
+// that cut a resource off while its upstream is slow or failing, then let one
+// probe call decide when it has recovered.
+//
+// Each rule has a breaker with a sliding window of statIntervalMs (ten
+// buckets) counting completed calls and the bad ones among them (slow for
+// slowRatio, failed for errorRatio and errorCount). Closed trips to Open when
+// the window holds at least minRequestAmount calls and the strategy's
+// condition holds (see tripped). Open blocks everything for retryTimeoutMs,
+// then becomes HalfOpen: exactly one probe passes; its success closes the
+// breaker with an empty window, its failure opens it for retryTimeoutMs more.
+//
+// The package knows nothing of HTTP and never reads the clock: callers pass
+// now (ns on a monotonic timeline with any origin) and the response time.
+package circuit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// maxRulesPerResource bounds the rules of one resource so that a Token can
+// mark its probes in one word (and thus never allocate).
+const maxRulesPerResource = 64
+
+// Set is the compiled breakers of one rules snapshot. It is immutable after
+// Compile (the breakers inside carry mutable, goroutine-safe state) and safe
+// for concurrent use. A nil *Set has no rules.
+type Set struct {
+	byResource map[string]*Breakers
+	all        []*breaker // file order
+}
+
+// Breakers is the breakers of one resource, all of which must let a call
+// through. A nil *Breakers lets everything through at no cost. Safe for
+// concurrent use.
+type Breakers struct {
+	list []*breaker
+}
+
+// Compile builds the breakers of one snapshot; a rule whose definition (all
+// fields but Line) is unchanged keeps its breaker (state, window) from prev
+// (nil at first). onChange (may be nil) is called once per state transition,
+// in order, with the breaker's lock held: it must be quick and must not call
+// back into the breaker (logging and setting a metric are fine). Breakers kept
+// from prev report to the new onChange.
+//
+// Defaults: statIntervalMs 0 means 1000. Compile reports every invalid rule at
+// once; on error it returns no Set.
+func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
+	reuse := map[config.DegradeRule][]*breaker{}
+	if prev != nil {
+		for _, b := range prev.all {
+			reuse[b.key] = append(reuse[b.key], b)
+		}
+	}
+	var errs []error
+	s := &Set{byResource: map[string]*Breakers{}}
+	for i, r := range rules {
+		if err := validate(r); err != nil {
+			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
+			continue
+		}
+		key := r
+		key.Line = 0
+		var b *breaker
+		if old := reuse[key]; len(old) > 0 {
+			b, reuse[key] = old[0], old[1:]
+		} else {
+			interval := r.StatIntervalMs
+			if interval == 0 {
+				interval = 1000
+			}
+			b = newBreaker(key, interval)
+		}
+		bs := s.byResource[r.Resource]
+		if bs == nil {
+			bs = &Breakers{}
+			s.byResource[r.Resource] = bs
+		}
+		if len(bs.list) == maxRulesPerResource {
+			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): more than %d degrade rules for one resource", i, r.Line, r.Resource, maxRulesPerResource))
+			continue
+		}
+		bs.list = append(bs.list, b)
+		s.all = append(s.all, b)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, b := range s.all {
+		b.mu.Lock()
+		b.onChange = onChange
+		b.mu.Unlock()
+	}
+	return s, nil
+}
+
+func validate(r config.DegradeRule) error {
+	switch {
+	case r.Resource == "":
+		return errors.New("resource is empty")
+	case math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) || r.Threshold < 0:
+		return fmt.Errorf("threshold %v must be a number >= 0", r.Threshold)
+	case r.StatIntervalMs < 0:
+		return fmt.Errorf("statIntervalMs %d must be >= 0", r.StatIntervalMs)
+	case r.MinRequestAmount < 0:
+		return fmt.Errorf("minRequestAmount %d must be >= 0", r.MinRequestAmount)
+	case r.RetryTimeoutMs <= 0:
+		return fmt.Errorf("retryTimeoutMs %d must be > 0", r.RetryTimeoutMs)
+	}
+	switch r.Strategy {
+	case config.DegradeSlowRatio:
+		if r.MaxAllowedRtMs < 0 {
+			return fmt.Errorf("maxAllowedRtMs %d must be >= 0", r.MaxAllowedRtMs)
+		}
+		fallthrough
+	case config.DegradeErrorRatio:
+		if r.Threshold > 1 {
+			return fmt.Errorf("threshold %v is a ratio and must be in [0, 1]", r.Threshold)
+		}
+	case config.DegradeErrorCount:
+	default:
+		return fmt.Errorf("unknown strategy %q (want slowRatio, errorRatio or errorCount)", r.Strategy)
+	}
+	return nil
+}
+
+// For returns the breakers of resource, or nil if it has no degrade rules.
+// Resolve it once per route, not per request.
+func (s *Set) For(resource string) *Breakers {
+	if s == nil {
+		return nil
+	}
+	return s.byResource[resource]
+}
+
+// States returns the worst state (open > half-open > closed) of each
+// resource's breakers, for the sluice_circuit_state{resource} metric.
+func (s *Set) States() map[string]State {
+	if s == nil {
+		return map[string]State{}
+	}
+	m := make(map[string]State, len(s.byResource))
+	for res, bs := range s.byResource {
+		var worst State
+		for _, b := range bs.list {
+			if st := public(b.state.Load()); st.worse(worst) {
+				worst = st
+			}
+		}
+		m[res] = worst
+	}
+	return m
+}
+
+// Token is one call that passed Enter. Exactly one of Exit or Cancel must be
+// called on it (a second call, or either on the zero Token, does nothing):
+// a half-open probe that is never finished keeps its breaker half-open. A
+// Token is used by one goroutine.
+type Token struct {
+	bs     *Breakers
+	probes uint64 // bit i: this call is bs.list[i]'s half-open probe
+}
+
+// Enter checks a call against every breaker of the resource. A blocked call
+// gets Reason limiter.ReasonDegrade and RetryAfter = the time its breaker stays
+// open (at least 1 ms; 1 ms while a probe decides). A passed call must be
+// finished with the Token's Exit or Cancel. Enter allocates nothing.
+func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
+	if b == nil {
+		return Token{}, limiter.Verdict{}
+	}
+	var probes uint64
+	for i, br := range b.list {
+		pass, probe, left := br.enter(now)
+		if !pass {
+			// An earlier breaker's probe will not be forwarded: give it back.
+			Token{bs: b, probes: probes}.cancel()
+			return Token{}, limiter.Verdict{
+				Blocked:    true,
+				Reason:     limiter.ReasonDegrade,
+				RetryAfter: max(time.Duration(left), time.Millisecond),
+			}
+		}
+		if probe {
+			probes |= 1 << i
+		}
+	}
+	return Token{bs: b, probes: probes}, limiter.Verdict{}
+}
+
+// Exit finishes a forwarded call: rt is its response time, failed says the
+// upstream answered 5xx, failed to connect or timed out. It records the call
+// in every breaker's window and makes the transition that implies (a probe
+// closes or re-opens its breaker).
+func (t *Token) Exit(now int64, rt time.Duration, failed bool) {
+	if t.bs == nil {
+		return
+	}
+	for i, br := range t.bs.list {
+		br.exit(now, rt, failed, t.probes&(1<<i) != 0)
+	}
+	*t = Token{}
+}
+
+// Cancel finishes a call that was not forwarded after all (a later check
+// blocked it or the client left): nothing is recorded and a half-open probe
+// slot is given back, so the next call may probe.
+func (t *Token) Cancel(now int64) {
+	if t.bs == nil {
+		return
+	}
+	t.cancel()
+	*t = Token{}
+}
+
+func (t Token) cancel() {
+	for i, br := range t.bs.list {
+		if t.probes&(1<<i) != 0 {
+			br.cancelProbe()
+		}
+	}
+}
