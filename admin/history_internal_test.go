@@ -1,0 +1,40 @@
+package admin
+
+import (
+	"testing"
+	"time"
+)
+
+func TestHistoryKeepsFiveMinutesOldestFirst(t *testing.T) {
+	h := newHistory()
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := 0; i < historyLen+5; i++ {
+		h.record(t0.Add(time.Duration(i)*time.Second), []ResourceStats{{Resource: "a", NodeStats: NodeStats{PassQps: float64(i), BlockQps: 1}}})
+	}
+	s := h.snapshot()
+	if len(s) != 1 || len(s[0].T) != historyLen {
+		t.Fatalf("snapshot: %d resources, %d samples; want 1, %d", len(s), len(s[0].T), historyLen)
+	}
+	if s[0].PassQps[0] != 5 || s[0].PassQps[historyLen-1] != historyLen+4 {
+		t.Errorf("pass oldest %v newest %v, want 5 and %d", s[0].PassQps[0], s[0].PassQps[historyLen-1], historyLen+4)
+	}
+	if s[0].T[0] != t0.Add(5*time.Second).UnixMilli() {
+		t.Errorf("oldest t %d", s[0].T[0])
+	}
+}
+
+func TestHistoryDropsResourcesGoneForAWindow(t *testing.T) {
+	h := newHistory()
+	t0 := time.Unix(1_800_000_000, 0)
+	h.record(t0, []ResourceStats{{Resource: "old"}, {Resource: "b"}})
+	for i := 1; i < historyLen; i++ {
+		h.record(t0.Add(time.Duration(i)*time.Second), []ResourceStats{{Resource: "b"}})
+	}
+	if n := len(h.snapshot()); n != 2 {
+		t.Fatalf("%d resources after %d s, want 2 (old kept while in window)", n, historyLen-1)
+	}
+	h.record(t0.Add(historyLen*time.Second), []ResourceStats{{Resource: "b"}})
+	if s := h.snapshot(); len(s) != 1 || s[0].Resource != "b" {
+		t.Fatalf("resources %v, want only b", s)
+	}
+}

@@ -1,0 +1,305 @@
+// sluice dashboard: polls the admin API and draws everything by hand (SVG),
+// so it needs no network beyond this listener.
+"use strict";
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const WINDOW_MS = 5 * 60 * 1000;
+const SECTIONS = ["flowRules", "paramRules", "degradeRules"];
+const $ = (sel) => document.querySelector(sel);
+
+// el builds an element; strings become text nodes, never HTML.
+function el(tag, attrs, ...kids) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") n.className = v; else n.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) n.append(k instanceof Node ? k : String(k));
+  return n;
+}
+function svg(tag, attrs) {
+  const n = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, v);
+  return n;
+}
+function fmt(v) {
+  if (v == null || isNaN(v)) return "–";
+  return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+function when(t) { return t ? new Date(t).toLocaleString() : "never"; }
+async function getJSON(url) {
+  const r = await fetch(url, { cache: "no-store" });
+  if (!r.ok) throw new Error(url + ": " + r.status);
+  return r.json();
+}
+
+// ---- resources: cards with numbers and a pass/block chart ----
+
+const cards = new Map(); // resource -> {root, stats, chart, legend, detail}
+const STATS = [["passQps", "pass/s", "pass"], ["blockQps", "block/s", "block"], ["successQps", "success/s"],
+  ["errorQps", "error/s"], ["avgRtMs", "avg rt ms"], ["concurrency", "in flight"]];
+
+function card(name) {
+  let c = cards.get(name);
+  if (c) return c;
+  const stats = el("div", { class: "stats" });
+  const values = {};
+  for (const [k, label, cls] of STATS) {
+    values[k] = el("span", { class: "v" }, "–");
+    stats.append(el("div", { class: "stat " + (cls || ""), "data-k": k }, el("span", { class: "k" }, label), values[k]));
+  }
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 600 170", preserveAspectRatio: "none", role: "img",
+    "aria-label": "pass and block per second for " + name });
+  const legPass = el("b", { "data-series": "pass" }, "0"), legBlock = el("b", { "data-series": "block" }, "0");
+  const legend = el("div", { class: "chart-legend" },
+    el("span", { class: "pass" }, "pass/s ", legPass), el("span", { class: "block" }, "block/s ", legBlock),
+    el("span", { class: "span" }, "peak ", el("b", { "data-series": "peak" }, "0")));
+  const detail = el("div");
+  const root = el("section", { class: "card", "data-resource": name },
+    el("h3", null, name, el("span", { class: "hint" }, "")), stats, chart, legend,
+    el("details", null, el("summary", null, "per origin and entrance"), detail));
+  const grid = $("#resources");
+  grid.querySelector(".empty")?.remove();
+  // Keep cards sorted by name.
+  const after = [...grid.children].find((n) => n.dataset.resource > name);
+  grid.insertBefore(root, after || null);
+  c = { root, values, chart, legPass, legBlock, legend, detail };
+  cards.set(name, c);
+  return c;
+}
+
+function nodeTable(title, rows) {
+  if (!rows || !rows.length) return null;
+  const t = el("table", null, el("tr", null, ...[title, "pass/s", "block/s", "success/s", "error/s", "rt ms", "in flight"].map((h) => el("th", null, h))));
+  for (const r of rows) t.append(el("tr", null, el("td", null, r.name), el("td", null, fmt(r.passQps)), el("td", null, fmt(r.blockQps)),
+    el("td", null, fmt(r.successQps)), el("td", null, fmt(r.errorQps)), el("td", null, fmt(r.avgRtMs)), el("td", null, r.concurrency)));
+  return t;
+}
+
+function showResources(data) {
+  for (const r of data.resources) {
+    const c = card(r.resource);
+    for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
+    c.detail.replaceChildren(nodeTable("origin", r.origins) || "", nodeTable("entrance", r.entrances) || "");
+    if (!c.detail.children.length) c.detail.append(el("p", { class: "empty" }, "no origins or entrances recorded"));
+  }
+}
+
+function niceMax(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function drawChart(c, s, now) {
+  const W = 600, H = 170, L = 40, R = 8, T = 8, B = 20;
+  const peak = niceMax(Math.max(0, ...s.passQps, ...s.blockQps));
+  const x = (t) => L + (W - L - R) * (1 - (now - t) / WINDOW_MS);
+  const y = (v) => T + (H - T - B) * (1 - v / peak);
+  const g = svg("g", { class: "grid" });
+  const parts = [g];
+  for (let i = 0; i <= 4; i++) {
+    const v = (peak * i) / 4, yy = y(v);
+    g.append(svg("line", { x1: L, x2: W - R, y1: yy, y2: yy }));
+    const lbl = svg("text", { x: L - 6, y: yy + 3, "text-anchor": "end" });
+    lbl.textContent = fmt(v);
+    parts.push(lbl);
+  }
+  for (const [i, label] of [[0, "-5m"], [2, "-3m"], [4, "-1m"], [5, "now"]].map(([m, l]) => [m, l])) {
+    const t = svg("text", { x: x(now - WINDOW_MS + i * 60000), y: H - 5, "text-anchor": i === 5 ? "end" : "middle" });
+    t.textContent = label;
+    parts.push(t);
+  }
+  for (const [key, cls] of [["passQps", "pass"], ["blockQps", "block"]]) {
+    const pts = s.t.map((t, i) => x(t).toFixed(1) + "," + y(s[key][i]).toFixed(1));
+    if (pts.length > 1) {
+      const base = y(0).toFixed(1);
+      parts.push(svg("polygon", { class: cls + "-area", points: x(s.t[0]).toFixed(1) + "," + base + " " + pts.join(" ") + " " + x(s.t[s.t.length - 1]).toFixed(1) + "," + base }));
+    }
+    parts.push(svg("polyline", { class: cls, points: pts.join(" "), "data-points": pts.length }));
+  }
+  c.chart.replaceChildren(...parts);
+  const last = s.t.length - 1;
+  c.legPass.textContent = last >= 0 ? fmt(s.passQps[last]) : "0";
+  c.legBlock.textContent = last >= 0 ? fmt(s.blockQps[last]) : "0";
+  c.legend.querySelector('[data-series="peak"]').textContent = fmt(Math.max(0, ...s.passQps, ...s.blockQps));
+}
+
+function showHistory(data) {
+  for (const s of data.resources) drawChart(card(s.resource), s, data.at);
+}
+
+// ---- rules in force and the last reload ----
+
+const RULE_COLS = {
+  flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "statIntervalMs", "dryRun", "clusterMode"],
+  paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun"],
+  degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs"],
+};
+let rulesState = null;
+
+function cell(v) {
+  if (v == null || v === "") return "";
+  if (typeof v === "object") {
+    if ("Kind" in v) return v.Kind + (v.Name ? ":" + v.Name : "");
+    return JSON.stringify(v);
+  }
+  return String(v);
+}
+
+function showRules(st) {
+  rulesState = st;
+  const pill = $("#status");
+  pill.textContent = st.ready ? (st.lastError ? "serving last good rules" : "ready") : "not ready";
+  pill.className = "pill " + (st.ready && !st.lastError ? "ok" : "bad");
+  const banner = $("#reload");
+  if (st.lastError) {
+    banner.className = "banner bad";
+    banner.replaceChildren(el("strong", null, "Last reload failed"), " at " + when(st.lastReload) + "; rules loaded " + when(st.loadedAt) + " stay in force.",
+      el("pre", null, st.lastError));
+  } else {
+    banner.className = "banner ok";
+    banner.replaceChildren(el("strong", null, "Rules loaded"), " from ", el("code", null, st.path || "?"), " at " + when(st.loadedAt) + " · last reload " + when(st.lastReload) + " ok");
+  }
+  const box = $("#rules");
+  box.replaceChildren();
+  const cfg = st.config || {};
+  for (const sec of SECTIONS) {
+    const rules = cfg[sec] || [];
+    box.append(el("h3", null, sec + " (" + rules.length + ")"));
+    if (!rules.length) { box.append(el("p", { class: "empty" }, "none")); continue; }
+    const cols = RULE_COLS[sec];
+    const t = el("table", null, el("tr", null, ...cols.map((c) => el("th", null, c))));
+    for (const r of rules) t.append(el("tr", null, ...cols.map((c) => el("td", null, cell(r[c])))));
+    box.append(t);
+  }
+  $("#token-row").hidden = !st.tokenRequired;
+  $("#editor-off").hidden = st.editable;
+  $("#editor").hidden = !st.editable;
+}
+
+// ---- rule editor: edits the file's rules by index, with the file's ETag ----
+
+let raw = null; // {path, etag, text, sections}
+
+async function loadFile(keepSelection) {
+  const prev = $("#rule-select").value;
+  raw = await getJSON("/api/rules/raw");
+  $("#editor-path").textContent = raw.path;
+  $("#etag").textContent = "file version " + raw.etag.replaceAll('"', "").slice(0, 8);
+  const sel = $("#rule-select");
+  sel.replaceChildren();
+  for (const sec of SECTIONS) {
+    const rules = (raw.sections || {})[sec] || [];
+    if (!rules.length) continue;
+    const og = el("optgroup", { label: sec });
+    rules.forEach((r, i) => og.append(el("option", { value: sec + "/" + i },
+      sec + "[" + i + "] " + (r.resource || "?") + (r.limitApp ? " (" + r.limitApp + ")" : "") +
+      (r.count != null ? " · count " + r.count : r.threshold != null ? " · threshold " + r.threshold : ""))));
+    sel.append(og);
+  }
+  if (keepSelection && [...sel.options].some((o) => o.value === prev)) sel.value = prev;
+  showFields();
+}
+
+function currentRule() {
+  const [sec, i] = $("#rule-select").value.split("/");
+  return { sec, i: Number(i), rule: ((raw.sections || {})[sec] || [])[Number(i)] };
+}
+
+function showFields() {
+  const box = $("#editor-fields");
+  box.replaceChildren();
+  const { rule } = raw && $("#rule-select").value ? currentRule() : {};
+  if (!rule) { box.append(el("p", { class: "empty" }, raw && raw.parseError ? "rules file is not valid YAML: " + raw.parseError : "no rules in the file")); return; }
+  for (const [k, v] of Object.entries(rule)) {
+    let input;
+    if (typeof v === "boolean") input = el("input", { type: "checkbox", name: k, "data-type": "bool" });
+    else if (typeof v === "number") input = el("input", { type: "number", step: "any", name: k, "data-type": "number" });
+    else if (v !== null && typeof v === "object") input = el("textarea", { name: k, rows: "2", "data-type": "json" });
+    else input = el("input", { type: "text", name: k, "data-type": "string" });
+    if (input.dataset.type === "bool") input.checked = v; else input.value = input.dataset.type === "json" ? JSON.stringify(v) : v;
+    box.append(el("label", { class: "row" }, k, input));
+  }
+}
+
+// changedFields returns only the fields the user changed, so the server keeps
+// the rest of the rule exactly as written.
+function changedFields() {
+  const { rule } = currentRule();
+  const out = {};
+  for (const input of $("#editor-fields").querySelectorAll("[name]")) {
+    const k = input.name, t = input.dataset.type;
+    let v;
+    if (t === "bool") v = input.checked;
+    else if (t === "number") v = input.value === "" ? null : Number(input.value);
+    else if (t === "json") v = JSON.parse(input.value);
+    else v = input.value;
+    if (JSON.stringify(v) !== JSON.stringify(rule[k])) out[k] = v;
+  }
+  return out;
+}
+
+function showResult(ok, title, lines) {
+  const r = $("#result");
+  r.hidden = false;
+  r.className = ok ? "ok" : "err";
+  r.replaceChildren(el("strong", null, title), lines && lines.length ? el("pre", null, lines.join("\n")) : "");
+}
+
+async function save(ev) {
+  ev.preventDefault();
+  const { sec, i } = currentRule();
+  let fields;
+  try { fields = changedFields(); } catch (e) { showResult(false, "A field is not valid JSON: " + e.message); return; }
+  if (!Object.keys(fields).length) { showResult(true, "Nothing changed."); return; }
+  const headers = { "Content-Type": "application/json", "If-Match": raw.etag };
+  const tok = $("#token").value.trim();
+  if (tok) headers.Authorization = "Bearer " + tok;
+  let resp, body;
+  try {
+    resp = await fetch("/api/rules/" + sec + "/" + i, { method: "PUT", headers, body: JSON.stringify(fields) });
+    body = await resp.json().catch(() => ({}));
+  } catch (e) { showResult(false, "Request failed: " + e.message); return; }
+  const msg = { 401: "401 · the admin token is missing or wrong.", 409: "409 · rules.yaml changed on disk since you loaded it. Re-read the file and edit again.",
+    422: "422 · the edit makes rules.yaml invalid; nothing was written." }[resp.status];
+  if (resp.ok) {
+    showResult(true, resp.status + " · saved " + sec + "[" + i + "] (" + Object.keys(fields).join(", ") + "); reload requested. New version " + String(body.etag).replaceAll('"', "").slice(0, 8));
+    await loadFile(true);
+    setTimeout(refreshRules, 300);
+  } else {
+    showResult(false, msg || resp.status + " · " + (body.error || "error"), body.lines || (msg ? [body.error] : []));
+  }
+}
+
+// ---- polling ----
+
+async function refreshRules() {
+  try { showRules(await getJSON("/api/rules")); } catch (e) { /* shown by tick */ }
+}
+
+async function tick() {
+  try {
+    const [res, hist] = await Promise.all([getJSON("/api/resources"), getJSON("/api/history")]);
+    showResources(res);
+    showHistory(hist);
+  } catch (e) {
+    const pill = $("#status");
+    pill.textContent = "admin API unreachable";
+    pill.className = "pill bad";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  $("#editor").addEventListener("submit", save);
+  $("#rule-select").addEventListener("change", showFields);
+  $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read rules.yaml.")));
+  const tok = sessionStorage.getItem("sluiceToken");
+  if (tok) $("#token").value = tok;
+  $("#token").addEventListener("change", () => sessionStorage.setItem("sluiceToken", $("#token").value));
+  await refreshRules();
+  if (rulesState && rulesState.editable) loadFile(false).catch((e) => showResult(false, "Cannot read the rules file: " + e.message));
+  tick();
+  setInterval(tick, 1000);
+  setInterval(refreshRules, 5000);
+});
