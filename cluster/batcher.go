@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// call is one Acquire waiting for its batch. The batcher fills ok and then
+// sends on done (buffered, so it never blocks on a caller that timed out).
+type call struct {
+	key      string
+	spec     *ruleSpec
+	n        int64
+	deadline time.Time
+	timer    *time.Timer
+	ok       bool
+	done     chan error
+}
+
+// batcher takes the first waiting call, then every call already queued behind
+// it (up to maxBatch), and decides them all in one script run: one round trip.
+// It never waits to fill a batch, so a lone call pays no extra latency; under
+// load, calls arriving during a round trip form the next batch.
+func (s *Service) batcher() {
+	defer s.wg.Done()
+	batch := make([]*call, 0, maxBatch)
+	keys := make([]string, 0, maxBatch+1)
+	args := make([]any, 0, 1+5*maxBatch)
+	for {
+		select {
+		case <-s.quit:
+			s.drain()
+			return
+		case c := <-s.calls:
+			batch = append(batch[:0], c)
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-s.calls:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		s.decide(batch, keys, args)
+		clear(batch) // let finished calls go
+	}
+}
+
+// drain answers calls still queued at Close.
+func (s *Service) drain() {
+	for {
+		select {
+		case c := <-s.calls:
+			c.done <- ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+func (s *Service) decide(batch []*call, keys []string, args []any) {
+	if !s.up.Load() {
+		for _, c := range batch {
+			c.done <- ErrUnavailable
+		}
+		return
+	}
+	now := time.Now()
+	deadline := batch[0].deadline
+	keys = append(keys[:0], s.gwKey)
+	args = append(args[:0], s.expiry)
+	live := batch[:0]
+	for _, c := range batch {
+		if !now.Before(c.deadline) { // its caller has given up
+			c.done <- ErrTimeout
+			continue
+		}
+		if c.deadline.Before(deadline) {
+			deadline = c.deadline
+		}
+		keys = append(keys, c.key)
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.spec.argv[3])
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	res, err := s.scripts.acquire.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	cancel()
+	if err == nil && len(res) != len(live) {
+		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
+	}
+	s.report(err)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = ErrTimeout
+		} else {
+			err = errors.Join(ErrUnavailable, err)
+		}
+		for _, c := range live {
+			c.done <- err
+		}
+		return
+	}
+	for i, c := range live {
+		c.ok = res[i] == 1
+		c.done <- nil
+	}
+	clear(args) // drop references to keys and specs
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

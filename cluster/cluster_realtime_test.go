@@ -1,0 +1,222 @@
+package cluster_test
+
+// These tests run in real time on Redis's clock: a few seconds each, with
+// generous pacing and tolerances.
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"sluice/cluster"
+	"sluice/config"
+)
+
+// offer calls Acquire on each service at perSecond for d and returns the
+// local times of the passes.
+func offer(t *testing.T, svcs []*cluster.Service, rule *config.FlowRule, perSecond int, d time.Duration) []time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	var passes []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	errs := 0
+	for _, s := range svcs {
+		wg.Go(func() {
+			tick := time.NewTicker(time.Second / time.Duration(perSecond))
+			defer tick.Stop()
+			for range tick.C {
+				now := time.Since(start)
+				if now >= d {
+					return
+				}
+				ok, err := s.Acquire(rule, "", 1)
+				mu.Lock()
+				if err != nil {
+					errs++
+				} else if ok {
+					passes = append(passes, now)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if errs > 0 {
+		t.Logf("%d calls had no decision (timeouts under load)", errs)
+	}
+	sort.Slice(passes, func(i, j int) bool { return passes[i] < passes[j] })
+	return passes
+}
+
+// maxInAnyInterval is the most passes in any real interval of length w.
+func maxInAnyInterval(passes []time.Duration, w time.Duration) int {
+	best, j := 0, 0
+	for i := range passes {
+		for passes[i]-passes[j] >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func TestGlobalCountAcrossThreeGateways(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	var svcs []*cluster.Service
+	for range 3 {
+		svcs = append(svcs, newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: 200 * time.Millisecond}))
+	}
+	rule := qpsRule(100, config.ThresholdGlobal)
+	const d = 3 * time.Second
+	passes := offer(t, svcs, rule, 150, d) // 450/s offered against 100/s
+	rate := float64(len(passes)) / d.Seconds()
+	peak := maxInAnyInterval(passes, time.Second)
+	t.Logf("global count 100/s, 3 gateways x 150/s for %v: %d passes = %.1f/s; most in any 1s: %d", d, len(passes), rate, peak)
+	if rate < 90 || rate > 110 {
+		t.Errorf("cluster total %.1f/s, want 100 ±10%%", rate)
+	}
+	if peak > 110 {
+		t.Errorf("%d passes in one real second, want <= 110", peak)
+	}
+}
+
+func TestAvgLocalCountsLiveGateways(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	const beat = 200 * time.Millisecond
+	var svcs []*cluster.Service
+	var stops []context.CancelFunc
+	for range 3 {
+		s, err := cluster.New(cluster.Options{URL: url, Namespace: ns, Timeout: 200 * time.Millisecond, Heartbeat: beat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		stop := func() { cancel(); <-done }
+		t.Cleanup(func() { stop(); s.Close() })
+		svcs = append(svcs, s)
+		stops = append(stops, stop)
+	}
+	// How many gateways the cluster counts: a count-1 avgLocal rule lets
+	// exactly that many calls through for a fresh key.
+	probe := qpsRule(1, config.ThresholdAvgLocal)
+	probe.StatIntervalMs = 60000
+	probes := 0
+	live := func() int {
+		probes++
+		key := "probe-" + time.Now().String()
+		n := 0
+		for range 5 {
+			ok, err := svcs[0].Acquire(probe, key, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 3*time.Second, "three gateways announced", func() bool { return live() == 3 })
+
+	rule := qpsRule(50, config.ThresholdAvgLocal)
+	const d = 3 * time.Second
+	passes := offer(t, svcs, rule, 150, d)
+	rate := float64(len(passes)) / d.Seconds()
+	t.Logf("avgLocal count 50/s, 3 live gateways x 150/s for %v: %d passes = %.1f/s", d, len(passes), rate)
+	if rate < 135 || rate > 165 {
+		t.Errorf("avgLocal total %.1f/s with 3 gateways, want 150 ±10%%", rate)
+	}
+
+	stops[2]() // gateway 3 stops beating (crashed: no Close, no goodbye)
+	took := waitFor(t, 5*time.Second, "stopped gateway dropped out", func() bool { return live() == 2 })
+	t.Logf("a gateway that stopped beating (heartbeat %v, expiry 3x) dropped out after %v", beat, took)
+
+	svcs[1].Close() // a clean shutdown leaves at once
+	if n := live(); n != 1 {
+		t.Errorf("after a gateway's Close the cluster counts %d gateways, want 1", n)
+	}
+}
+
+func TestRedisDeathAndReturn(t *testing.T) {
+	srv := startPrivateRedis(t)
+	var states stateLog
+	const timeout = 50 * time.Millisecond
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: timeout,
+		Heartbeat: 100 * time.Millisecond, OnState: states.on})
+	rule := qpsRule(1000, config.ThresholdGlobal)
+	if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
+		t.Fatalf("redis up: Acquire = %v, %v", ok, err)
+	}
+
+	srv.kill()
+	var slowest time.Duration
+	for i := range 50 {
+		start := time.Now()
+		ok, err := s.Acquire(rule, "", 1)
+		slowest = max(slowest, time.Since(start))
+		if err == nil {
+			t.Fatalf("call %d after redis died = %v, nil error", i, ok)
+		}
+	}
+	t.Logf("redis killed: slowest of 50 Acquire calls took %v (timeout %v)", slowest, timeout)
+	if slowest > timeout+200*time.Millisecond {
+		t.Errorf("Acquire took %v with redis dead, want about the timeout %v", slowest, timeout)
+	}
+	if s.Up() {
+		t.Error("Up() = true with redis dead")
+	}
+	if _, err := s.Acquire(rule, "", 1); !errors.Is(err, cluster.ErrUnavailable) {
+		t.Errorf("breaker open: err = %v, want ErrUnavailable", err)
+	}
+	if n := states.downs.Load(); n != 1 {
+		t.Errorf("OnState(false) called %d times, want once", n)
+	}
+
+	restart := time.Now()
+	srv.start() // same port, empty: the script cache is gone too (NOSCRIPT path)
+	waitFor(t, 5*time.Second, "Up() after redis restarted", s.Up)
+	took := time.Since(restart)
+	t.Logf("redis restarted: Up() again after %v", took)
+	if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
+		t.Errorf("redis back: Acquire = %v, %v; want a pass", ok, err)
+	}
+	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 1 {
+		t.Errorf("OnState calls: %d down, %d up; want 1 and 1", d, u)
+	}
+}
+
+func TestSlowRedisTimesOut(t *testing.T) {
+	srv := startPrivateRedis(t)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: 30 * time.Millisecond})
+	rule := qpsRule(1000, config.ThresholdGlobal)
+	opt, _ := redis.ParseURL(srv.url())
+	admin := redis.NewClient(opt)
+	defer admin.Close()
+	if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
+		t.Fatalf("redis up: Acquire = %v, %v", ok, err)
+	}
+	// CLIENT PAUSE holds every other client's commands: Redis is "slow".
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	start := time.Now()
+	_, err := s.Acquire(rule, "", 1)
+	took := time.Since(start)
+	if !errors.Is(err, cluster.ErrTimeout) {
+		t.Fatalf("Acquire against a paused redis: err = %v, want ErrTimeout", err)
+	}
+	t.Logf("blocked redis: Acquire gave up after %v with %v", took, err)
+	if took > 250*time.Millisecond {
+		t.Errorf("Acquire waited %v for a blocked redis, want about 30ms", took)
+	}
+}

@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Defaults for Options' zero fields.
+const (
+	// DefaultTimeout bounds one Acquire, queueing and the Redis round trip
+	// included. 20ms is Envoy ratelimit's default: a token server slower than
+	// that costs more latency than local limiting saves.
+	DefaultTimeout = 20 * time.Millisecond
+	// DefaultHeartbeat is how often a gateway announces itself for avgLocal
+	// rules; it counts as dead after 3 missed beats.
+	DefaultHeartbeat = time.Second
+	// DefaultNamespace is the key prefix when Options.Namespace is empty.
+	DefaultNamespace = "sluice"
+)
+
+// Options configures a Service. The zero value of every field but URL has a
+// default (see the field comments).
+type Options struct {
+	URL       string        // cluster.redis, e.g. redis://127.0.0.1:6379/0 (required)
+	Namespace string        // key prefix; gateways sharing limits share a namespace (default "sluice")
+	Timeout   time.Duration // per-call timeout (default DefaultTimeout, 20ms)
+	Heartbeat time.Duration // avgLocal liveness heartbeat period (default 1s); a gateway expires after 3 periods
+	GatewayID string        // unique per process (default: hostname-pid-random)
+	Log       zerolog.Logger
+	// OnState, if set, is called once per state change (Redis reachable <->
+	// failing), for metrics; never with the same value twice in a row. It runs
+	// on the goroutine that saw the change and must not block.
+	OnState func(up bool)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.URL == "" {
+		return o, errors.New("cluster: no redis URL")
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.GatewayID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "gateway"
+		}
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.GatewayID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	return o, nil
+}

@@ -1,0 +1,170 @@
+package cluster_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"sluice/cluster"
+	"sluice/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const sharedRedis = "redis://127.0.0.1:6379/0"
+
+// needRedis fails under CI=true and skips elsewhere, loudly, when Redis is missing.
+func needRedis(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("REDIS NEEDED (CI=true): %s", why)
+	}
+	t.Skipf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why)
+}
+
+// redisURL returns the shared local Redis, checked with a PING.
+func redisURL(t testing.TB) string {
+	t.Helper()
+	opt, _ := redis.ParseURL(sharedRedis)
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		needRedis(t, "no redis at 127.0.0.1:6379: "+err.Error())
+	}
+	return sharedRedis
+}
+
+// namespace is unique per test run so tests never share windows.
+func namespace(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])
+}
+
+// privateRedis is a redis-server of this test's own, on a free port, that a
+// test may kill and restart.
+type privateRedis struct {
+	t    testing.TB
+	port int
+	cmd  *exec.Cmd
+}
+
+func startPrivateRedis(t testing.TB) *privateRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		needRedis(t, "redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &privateRedis{t: t, port: port}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *privateRedis) url() string { return "redis://127.0.0.1:" + strconv.Itoa(r.port) + "/0" }
+
+func (r *privateRedis) start() {
+	r.t.Helper()
+	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	opt, _ := redis.ParseURL(r.url())
+	c := redis.NewClient(opt)
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("private redis-server on port %d did not answer: %v", r.port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill stops the server by its PID and reaps it.
+func (r *privateRedis) kill() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// stateLog counts OnState calls.
+type stateLog struct{ downs, ups atomic.Int32 }
+
+func (s *stateLog) on(up bool) {
+	if up {
+		s.ups.Add(1)
+	} else {
+		s.downs.Add(1)
+	}
+}
+
+// newService builds a Service for the test, running Run until the test ends.
+func newService(t testing.TB, opts cluster.Options) *cluster.Service {
+	t.Helper()
+	opts.Log = zerolog.New(zerolog.NewTestWriter(t))
+	s, err := cluster.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return s
+}
+
+func qpsRule(count float64, tt config.ThresholdType) *config.FlowRule {
+	return &config.FlowRule{
+		Resource: "orders", LimitApp: config.LimitAppDefault, Grade: config.GradeQPS,
+		Count: count, Strategy: config.StrategyDirect, ControlBehavior: config.BehaviorReject,
+		StatIntervalMs: 1000, ClusterMode: true,
+		ClusterConfig: config.ClusterConfig{ThresholdType: tt},
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}

@@ -1,0 +1,98 @@
+package cluster
+
+import "github.com/redis/go-redis/v9"
+
+// acquireSrc decides a batch of calls atomically, on Redis's clock.
+//
+// KEYS[1] is the namespace's gateway set (member: gateway id, score: last
+// beat in Redis ms); KEYS[2..] are the calls' window hashes. ARGV[1] is the
+// gateway expiry in ms; then 5 per call: count, n, bucket ms, bucket count,
+// avgLocal flag. Returns one 1 (pass) or 0 (block) per call.
+//
+// A window hash holds one field per bucket (Redis ms / bucket ms -> passes),
+// 'l' (newest bucket seen) and 't' (passes in buckets l-nb..l). Expired
+// buckets are subtracted and deleted as time moves on, so a call costs O(1)
+// amortised. If Redis's clock steps back (failover to a replica), calls count
+// into the newest bucket rather than reopening old ones.
+const acquireSrc = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live = -1
+local out = {}
+for i = 2, #KEYS do
+  local a = (i - 2) * 5 + 2
+  local limit = tonumber(ARGV[a])
+  local n = tonumber(ARGV[a + 1])
+  local bms = tonumber(ARGV[a + 2])
+  local nb = tonumber(ARGV[a + 3])
+  if ARGV[a + 4] == '1' then
+    if live < 0 then
+      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
+      live = redis.call('ZCARD', KEYS[1])
+      if live < 1 then live = 1 end
+    end
+    limit = limit * live
+  end
+  local k = KEYS[i]
+  local b = math.floor(now / bms)
+  local st = redis.call('HMGET', k, 'l', 't')
+  local last = tonumber(st[1])
+  local total = tonumber(st[2]) or 0
+  local changed = false
+  if last == nil then
+    last = b
+  elseif b - last > nb then
+    redis.call('DEL', k)
+    total = 0
+    last = b
+    changed = true
+  elseif b > last then
+    for j = last - nb, b - nb - 1 do
+      local c = redis.call('HGET', k, tostring(j))
+      if c then
+        total = total - tonumber(c)
+        redis.call('HDEL', k, tostring(j))
+      end
+    end
+    last = b
+    changed = true
+  else
+    b = last
+  end
+  if total + n <= limit then
+    redis.call('HINCRBY', k, tostring(b), n)
+    total = total + n
+    out[#out + 1] = 1
+    changed = true
+  else
+    out[#out + 1] = 0
+  end
+  if changed then
+    redis.call('HSET', k, 'l', tostring(last), 't', tostring(total))
+    redis.call('PEXPIRE', k, (nb + 2) * bms)
+  end
+end
+return out
+`
+
+// beatSrc announces a gateway: KEYS[1] gateway set, ARGV[1] gateway id,
+// ARGV[2] expiry ms. The set itself expires when every gateway is gone.
+const beatSrc = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - exp)
+redis.call('PEXPIRE', KEYS[1], exp * 2)
+return redis.call('ZCARD', KEYS[1])
+`
+
+// scripts are immutable once built; Service holds its own so that no
+// package state exists.
+type scripts struct {
+	acquire, beat *redis.Script
+}
+
+func newScripts() scripts {
+	return scripts{acquire: redis.NewScript(acquireSrc), beat: redis.NewScript(beatSrc)}
+}

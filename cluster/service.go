@@ -1,0 +1,258 @@
+// Package cluster is sluice's cluster flow control: a token service on Redis
+// that counts a flow rule across every gateway sharing a namespace (SPEC §7).
+//
+// Each decision is one Lua script run atomically in Redis on Redis's clock, so
+// gateways' clocks do not matter. A rule's window is a bucketed sliding window
+// keyed by namespace + a stable hash of the rule's definition + the origin.
+// Concurrent Acquire calls are batched into one script call per round trip,
+// so a request pays at most one round trip and, under load, a share of one.
+// A breaker stops calling a failing Redis; Run probes it and resumes by itself.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+)
+
+// Errors returned by Acquire when it has no decision; the caller then applies
+// the rule locally or lets the call pass (clusterConfig.fallbackToLocalWhenFail).
+var (
+	// ErrUnavailable: the breaker is open because Redis recently failed.
+	ErrUnavailable = errors.New("cluster: redis unavailable")
+	// ErrTimeout: no answer within Options.Timeout.
+	ErrTimeout = errors.New("cluster: redis timeout")
+	// ErrClosed: the Service was closed.
+	ErrClosed = errors.New("cluster: service closed")
+	// ErrUnsupported: the rule cannot be counted in the cluster (grade
+	// concurrency: the interface has no release, so in-flight counts stay local).
+	ErrUnsupported = errors.New("cluster: only qps rules can be counted in the cluster")
+)
+
+const (
+	// failThreshold consecutive failed round trips open the breaker.
+	failThreshold = 3
+	// Probe backoff while Redis is down: doubles from minProbe up to maxProbe,
+	// so a returning Redis is noticed within about a second.
+	minProbe = 50 * time.Millisecond
+	maxProbe = time.Second
+	// maxBatch caps calls per script run so one run stays short on Redis.
+	maxBatch = 128
+	// workers is how many batches can be in flight at once; more overlap
+	// round trips, fewer make bigger batches.
+	workers = 2
+)
+
+// Service is a cluster token service on Redis. It is safe for concurrent use.
+// Build it with New, run Run in a goroutine for heartbeats and recovery
+// probing, and Close it when done. The zero value is not usable.
+type Service struct {
+	opts    Options
+	rdb     *redis.Client
+	scripts scripts
+	specs   specCache
+	gwKey   string // namespace's gateway set
+	expiry  string // gateway expiry in ms, as a script argument
+
+	calls chan *call
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	pool  sync.Pool // *call; a call whose caller timed out is never returned
+
+	up     atomic.Bool
+	mu     sync.Mutex // serialises state changes so OnState sees each once
+	fails  int        // consecutive failures; guarded by mu
+	closed atomic.Bool
+	once   sync.Once
+}
+
+// New builds a Service. It does not contact Redis, so a gateway starts while
+// Redis is down; the Service starts in the up state and finds out on first use.
+func New(opts Options) (*Service, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ro, err := redis.ParseURL(opts.URL)
+	if err != nil {
+		return nil, errors.New("cluster: parsing redis URL: " + err.Error())
+	}
+	// Fail fast: the breaker and Run's probes do the retrying, and a request
+	// must not wait for go-redis's own retries and dial backoff.
+	ro.MaxRetries = -1
+	ro.DialerRetries = 1
+	ro.DialTimeout = max(opts.Timeout, 250*time.Millisecond)
+	ro.ContextTimeoutEnabled = true
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	ns := "{" + opts.Namespace + "}:" // hash tag: one slot, so a batch may span rules on Redis Cluster too
+	s := &Service{
+		opts:    opts,
+		rdb:     redis.NewClient(ro),
+		scripts: newScripts(),
+		specs:   specCache{ns: ns},
+		gwKey:   ns + "gw",
+		expiry:  itoa(3 * opts.Heartbeat.Milliseconds()),
+		calls:   make(chan *call, 4096),
+		quit:    make(chan struct{}),
+	}
+	s.pool.New = func() any { return &call{done: make(chan error, 1)} }
+	s.up.Store(true)
+	s.wg.Add(workers)
+	for range workers {
+		go s.batcher()
+	}
+	return s, nil
+}
+
+// Up reports whether Redis is believed reachable (the breaker is closed).
+func (s *Service) Up() bool { return s.up.Load() }
+
+// GatewayID is this process's id in the namespace's gateway set.
+func (s *Service) GatewayID() string { return s.opts.GatewayID }
+
+// Acquire takes n tokens of rule for key ("" for a resource-wide rule, else
+// the origin) from the cluster. ok=false means the cluster blocks the call.
+// err != nil means no decision (Redis down, slow, or the rule unsupported);
+// then ok is false and the caller decides. It returns within Options.Timeout.
+func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error) {
+	switch {
+	case s.closed.Load():
+		return false, ErrClosed
+	case rule.Grade == config.GradeConcurrency:
+		return false, ErrUnsupported
+	case n <= 0:
+		return true, nil
+	case !s.up.Load():
+		return false, ErrUnavailable
+	}
+	spec := s.specs.get(rule)
+	c := s.pool.Get().(*call)
+	c.key = spec.prefix + key
+	c.spec = spec
+	c.n = n
+	c.deadline = time.Now().Add(s.opts.Timeout)
+	if c.timer == nil {
+		c.timer = time.NewTimer(s.opts.Timeout)
+	} else {
+		c.timer.Reset(s.opts.Timeout)
+	}
+	select {
+	case s.calls <- c:
+	default: // queue full: Redis cannot keep up, which is a kind of slow
+		c.timer.Stop()
+		s.pool.Put(c)
+		return false, ErrTimeout
+	}
+	select {
+	case err = <-c.done:
+		c.timer.Stop()
+		ok = c.ok
+		c.spec, c.key = nil, ""
+		s.pool.Put(c)
+		return ok, err
+	case <-c.timer.C:
+		// The batcher may still answer into c.done; c is left to the GC.
+		return false, ErrTimeout
+	}
+}
+
+// Close stops the batchers, removes this gateway from the gateway set (so
+// avgLocal rules stop counting it at once) and closes the Redis client.
+// Acquire after Close returns ErrClosed. Close is idempotent.
+func (s *Service) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.closed.Store(true)
+		close(s.quit)
+		s.wg.Wait()
+		if s.up.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.Timeout, 100*time.Millisecond))
+			s.rdb.ZRem(ctx, s.gwKey, s.opts.GatewayID)
+			cancel()
+		}
+		err = s.rdb.Close()
+	})
+	return err
+}
+
+// Run sends heartbeats every Options.Heartbeat and, while Redis is failing,
+// probes it with backoff until it answers. It returns when ctx is done or the
+// Service is closed, leaving no goroutine behind.
+func (s *Service) Run(ctx context.Context) {
+	probe := minProbe
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		s.beat(ctx)
+		if s.up.Load() {
+			probe = minProbe
+			t.Reset(s.opts.Heartbeat)
+		} else {
+			t.Reset(probe)
+			probe = min(2*probe, maxProbe)
+		}
+	}
+}
+
+// beat announces this gateway; it doubles as the probe while Redis is down.
+func (s *Service) beat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey}, s.opts.GatewayID, s.expiry).Err()
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // shutting down, not a Redis failure
+	}
+	s.report(err)
+}
+
+// report feeds one round trip's outcome to the breaker.
+func (s *Service) report(err error) {
+	if err == nil && s.up.Load() {
+		s.mu.Lock()
+		s.fails = 0
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.fails = 0
+		if !s.up.Load() {
+			s.up.Store(true)
+			s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable again; cluster limiting resumed")
+			s.notify(true)
+		}
+		return
+	}
+	s.fails++
+	if s.fails >= failThreshold && s.up.Load() {
+		s.up.Store(false)
+		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).
+			Msg("cluster: redis failing; cluster rules fall back until it answers again")
+		s.notify(false)
+	}
+}
+
+func (s *Service) notify(up bool) {
+	if s.opts.OnState != nil {
+		s.opts.OnState(up)
+	}
+}
+
+var _ zerolog.Logger // Options.Log

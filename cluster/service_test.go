@@ -1,0 +1,143 @@
+package cluster_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"sluice/cluster"
+	"sluice/config"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, url := range []string{"", "http://nope", "redis://127.0.0.1:6379/notadb"} {
+		if s, err := cluster.New(cluster.Options{URL: url}); err == nil {
+			s.Close()
+			t.Errorf("New(URL %q) = nil error, want one", url)
+		}
+	}
+}
+
+func TestWindowShapeNeverUndercountsTheInterval(t *testing.T) {
+	for _, ms := range []int64{0, 1, 7, 100, 999, 1000, 1001, 60000} {
+		bms, nb := cluster.WindowShape(ms)
+		w := ms
+		if w == 0 {
+			w = 1000
+		}
+		if bms < 1 || nb < 1 || bms*nb < w || bms*(nb-1) >= w {
+			t.Errorf("WindowShape(%d) = %dms x %d: a pass must be remembered for the interval and not a bucket more", ms, bms, nb)
+		}
+	}
+}
+
+func TestAcquireWithoutDecision(t *testing.T) {
+	// A port with nothing behind it: Redis "down" from the start.
+	s, err := cluster.New(cluster.Options{URL: "redis://127.0.0.1:1/0", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := qpsRule(10, config.ThresholdGlobal)
+
+	conc := *rule
+	conc.Grade = config.GradeConcurrency
+	if _, err := s.Acquire(&conc, "", 1); !errors.Is(err, cluster.ErrUnsupported) {
+		t.Errorf("concurrency rule: err = %v, want ErrUnsupported", err)
+	}
+	for i := range 5 {
+		ok, err := s.Acquire(rule, "", 1)
+		if err == nil || ok {
+			t.Fatalf("call %d with redis down = %v, %v; want no decision", i, ok, err)
+		}
+	}
+	if s.Up() {
+		t.Error("Up() after repeated failures = true")
+	}
+	if _, err := s.Acquire(rule, "", 1); !errors.Is(err, cluster.ErrUnavailable) {
+		t.Errorf("breaker open: err = %v, want ErrUnavailable", err)
+	}
+	s.Close()
+	if _, err := s.Acquire(rule, "", 1); !errors.Is(err, cluster.ErrClosed) {
+		t.Errorf("after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+func TestWindowCountsExactly(t *testing.T) {
+	url := redisURL(t)
+	s := newService(t, cluster.Options{URL: url, Namespace: namespace(t), Timeout: time.Second})
+	rule := qpsRule(10, config.ThresholdGlobal)
+	rule.StatIntervalMs = 60000 // a minute: no pass expires during the test
+
+	passes := func(r *config.FlowRule, key string, n int64, calls int) int {
+		p := 0
+		for range calls {
+			ok, err := s.Acquire(r, key, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				p++
+			}
+		}
+		return p
+	}
+	if got := passes(rule, "", 1, 25); got != 10 {
+		t.Errorf("count 10: %d of 25 calls passed, want 10", got)
+	}
+	if got := passes(rule, "app-a", 4, 5); got != 2 {
+		t.Errorf("count 10, 4 tokens a call: %d passed, want 2", got)
+	}
+	if got := passes(rule, "app-b", 1, 12); got != 10 {
+		t.Errorf("another origin has its own window: %d passed, want 10", got)
+	}
+	moved := *rule
+	moved.Line = 99
+	moved.DryRun = true
+	if got := passes(&moved, "", 1, 3); got != 0 {
+		t.Errorf("same rule at another line shares the window: %d passed, want 0", got)
+	}
+	changed := *rule
+	changed.Count = 3
+	if got := passes(&changed, "", 1, 5); got != 3 {
+		t.Errorf("a changed count is a new rule with a new window: %d passed, want 3", got)
+	}
+	frac := *rule
+	frac.Count = 2.5
+	if got := passes(&frac, "", 1, 5); got != 2 {
+		t.Errorf("count 2.5: %d passed, want 2", got)
+	}
+}
+
+func TestConcurrentCallsShareTheCount(t *testing.T) {
+	url := redisURL(t)
+	s := newService(t, cluster.Options{URL: url, Namespace: namespace(t), Timeout: time.Second})
+	rule := qpsRule(100, config.ThresholdGlobal)
+	rule.StatIntervalMs = 60000
+	results := make(chan bool, 400)
+	errs := make(chan error, 400)
+	for g := range 8 {
+		go func() {
+			for range 50 {
+				ok, err := s.Acquire(rule, fmt.Sprint("k", g%2), 1)
+				if err != nil {
+					errs <- err
+				}
+				results <- ok
+			}
+		}()
+	}
+	passed := 0
+	for range 400 {
+		if <-results {
+			passed++
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if passed != 200 { // two keys, 100 each
+		t.Errorf("%d of 400 concurrent calls over two keys passed, want 200", passed)
+	}
+}
