@@ -69,7 +69,7 @@ func windowShape(statIntervalMs int64) (bucketMs, buckets int64) {
 		w = 1000
 	}
 	buckets = min(maxBuckets, w)
-	bucketMs = (w + buckets - 1) / buckets // ceil: buckets*bucketMs >= w keeps the bound
+	bucketMs = (w + buckets - 1) / buckets  // ceil: buckets*bucketMs >= w keeps the bound
 	buckets = (w + bucketMs - 1) / bucketMs // and no bucket more than that needs
 	return bucketMs, buckets
 }
