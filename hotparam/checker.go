@@ -47,11 +47,11 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		}
 		sh := r.table.shard(val)
 		sh.mu.Lock()
-		e := sh.lookup(r, val, now)
+		e := r.table.lookup(sh, r, val, now)
 		var o outcome
 		if e == nil {
-			// Every value the shard looked at is in flight or queued: the rule
-			// cannot track one more, so it fails closed.
+			// Every value looked at is in flight or queued: the rule cannot
+			// track one more without passing its cap, so it fails closed.
 			o = outcome{blocked: true}
 		} else {
 			o = r.enter(e, now, n)
@@ -66,14 +66,16 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 				continue
 			}
 			t.Cancel(now)
-			return Token{}, limiter.Verdict{
+			vd = limiter.Verdict{
 				Blocked:    true,
 				Reason:     limiter.ReasonParam,
 				RetryAfter: time.Duration(o.retry),
-				Quota:      o.quota,
-				HasQuota:   o.hasQuota,
 				DryRun:     vd.DryRun,
 			}
+			if o.p != nil {
+				vd.Quota, vd.HasQuota = r.quota(&o), true
+			}
+			return Token{}, vd
 		}
 		if r.dryRun {
 			continue
@@ -81,8 +83,8 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		if w := time.Duration(o.wait); w > vd.Wait {
 			vd.Wait = w
 		}
-		if o.hasQuota && (!vd.HasQuota || o.quota.Remaining < vd.Quota.Remaining) {
-			vd.Quota, vd.HasQuota = o.quota, true
+		if o.p != nil && (!vd.HasQuota || o.remaining < vd.Quota.Remaining) {
+			vd.Quota, vd.HasQuota = r.quota(&o), true
 		}
 	}
 	return t, vd

@@ -26,21 +26,19 @@ type entry struct {
 	param      int32 // index into rule.params: 0 is the rule's count, i>0 is items[i-1]
 }
 
-// shard is one independently locked part of a rule's LRU. Invariants under
-// mu: len(m) <= cap; every entry of m is on the list rooted at root, most
-// recently used first.
+// shard is one independently locked part of a rule's LRU. Invariant under
+// mu: every entry of m is on the list rooted at root, most recently used
+// first.
 type shard struct {
 	mu   sync.Mutex
 	m    map[string]*entry
-	root entry // sentinel: root.next is the most recent, root.prev the least
-	cap  int
-	_    [32]byte // keep neighbouring shards' mutexes off one cache line
+	root entry    // sentinel: root.next is the most recent, root.prev the least
+	_    [40]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-func (s *shard) init(capacity int) {
+func (s *shard) init() {
 	s.m = make(map[string]*entry)
 	s.root.next, s.root.prev = &s.root, &s.root
-	s.cap = capacity
 }
 
 func (s *shard) unlink(e *entry) {
@@ -68,16 +66,17 @@ func (s *shard) moveToFront(e *entry) {
 // to the front so that the next insert looks at others.
 const maxEvictScan = 16
 
-// lookup returns key's entry, creating it (and evicting the least recently
-// used evictable entry when the shard is full) if it is not tracked. It
-// returns nil when the shard is full and the entries scanned are all active.
-// The caller holds s.mu. Looking up a tracked key does not allocate.
-func (s *shard) lookup(r *rule, key string, now int64) *entry {
+// lookup returns key's entry in s, creating it if it is not tracked. When
+// the table is full it first evicts the least recently used evictable entry
+// of s, or failing that of another shard. It returns nil when no entry it
+// looked at may be evicted. The caller holds s.mu. Looking up a tracked key
+// does not allocate.
+func (t *table) lookup(s *shard, r *rule, key string, now int64) *entry {
 	if e, ok := s.m[key]; ok {
 		s.moveToFront(e)
 		return e
 	}
-	if len(s.m) >= s.cap && !s.evict(r, now) {
+	if !t.reserve() && !s.evict(r, now) && !t.evictElsewhere(s, r, now) {
 		return nil
 	}
 	// Clone: the caller's string may alias a request buffer that is reused.
@@ -104,16 +103,53 @@ func (s *shard) evict(r *rule, now int64) bool {
 	return false
 }
 
+// evictElsewhere evicts from another shard than own (whose lock the caller
+// holds). It only tries locks, so two inserts doing this cannot deadlock.
+func (t *table) evictElsewhere(own *shard, r *rule, now int64) bool {
+	for i := range t.shards {
+		s := &t.shards[i]
+		if s == own || !s.mu.TryLock() {
+			continue
+		}
+		ok := s.evict(r, now)
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// reserve counts one more tracked entry if the table is below its cap.
+// Evictions leave the count alone: the evicted entry's place is reused.
+func (t *table) reserve() bool {
+	for {
+		n := t.count.Load()
+		if n >= t.cap {
+			return false
+		}
+		if t.count.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 func (s *shard) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)
 }
 
-// table is a rule's bounded map from value to entry.
+// table is a rule's bounded map from value to entry. Values are spread over
+// shards by hash; the cap is for the whole table (count), so that an uneven
+// spread does not evict values while the table has room. Eviction takes the
+// least recently used entry of the inserting value's shard: an LRU exact per
+// shard and approximate across shards.
 type table struct {
 	seed   maphash.Seed
 	mask   uint64
+	cap    int64
+	count  atomic.Int64 // entries in all shards; <= cap
 	shards []shard
 }
 
@@ -129,14 +165,9 @@ func shardsFor(capacity int) int {
 
 func newTable(capacity int) *table {
 	n := shardsFor(capacity)
-	t := &table{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	t := &table{seed: maphash.MakeSeed(), mask: uint64(n - 1), cap: int64(capacity), shards: make([]shard, n)}
 	for i := range t.shards {
-		// Spread the cap exactly so that the shards together never exceed it.
-		c := capacity / n
-		if i < capacity%n {
-			c++
-		}
-		t.shards[i].init(c)
+		t.shards[i].init()
 	}
 	return t
 }

@@ -78,8 +78,11 @@ type outcome struct {
 	retry    int64 // blocked: until a retry may pass (0 unknown)
 	undo     int64 // what Cancel gives back: bucket cost, queue's previous state
 	sched    int64 // queue: the pass instant this call took
-	hasQuota bool
-	quota    limiter.Quota
+	// A bucket's quota for RateLimit headers: tokens left after the call and
+	// until one more is there (Reset). p is nil for other kinds.
+	p         *param
+	remaining float64
+	reset     int64
 }
 
 // enter decides one call of n tokens for value state e at now and, unless it
@@ -100,14 +103,14 @@ func (r *rule) enterBucket(e *entry, p *param, now, n int64) outcome {
 	cost := costOf(p, n)
 	if p.never || cost > p.tau {
 		// More than the bucket ever holds: no retry can pass.
-		return outcome{blocked: true, hasQuota: true, quota: r.quotaOf(p, 0, 0)}
+		return outcome{blocked: true, p: p}
 	}
 	for {
 		tat := e.state.Load()
 		next := max(tat, now) + cost
 		if ahead := next - now; ahead > p.tau {
 			retry := ahead - p.tau
-			return outcome{blocked: true, retry: retry, hasQuota: true, quota: r.quotaOf(p, 0, retry)}
+			return outcome{blocked: true, retry: retry, p: p, reset: retry}
 		}
 		if e.state.CompareAndSwap(tat, next) {
 			room := p.tau - (next - now) // nanoseconds of tokens left
@@ -116,18 +119,18 @@ func (r *rule) enterBucket(e *entry, p *param, now, n int64) outcome {
 			if remaining < 1 {
 				reset = int64(math.Ceil(p.emission)) - room
 			}
-			return outcome{took: true, undo: cost, hasQuota: true, quota: r.quotaOf(p, remaining, reset)}
+			return outcome{took: true, undo: cost, p: p, remaining: remaining, reset: reset}
 		}
 	}
 }
 
-func (r *rule) quotaOf(p *param, remaining float64, reset int64) limiter.Quota {
+func (r *rule) quota(o *outcome) limiter.Quota {
 	return limiter.Quota{
 		Policy:    r.resource,
-		Limit:     p.count,
+		Limit:     o.p.count,
 		Window:    r.window,
-		Remaining: remaining,
-		Reset:     time.Duration(reset),
+		Remaining: o.remaining,
+		Reset:     time.Duration(o.reset),
 	}
 }
 
