@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,21 +18,49 @@ const maxNodes = 1_000_000
 // key, duplicate key and type mismatch becomes an Error with its line, and
 // decoding goes on so that all problems are reported at once.
 type decoder struct {
-	file  string
-	errs  Errors
-	lines map[string]int  // field path -> line of its key (or list item)
-	set   map[string]bool // paths given a non-null value
-	bad   map[string]bool // paths that failed to decode; validation skips them
-	nodes int
+	file    string
+	errs    Errors
+	lines   map[string]int  // field path -> line of its key (or list item)
+	set     map[string]bool // paths given a non-null value
+	bad     map[string]bool // paths that failed to decode; validation skips them
+	nodes   int
+	dropped int // errors not kept, past the bound
 }
 
 func newDecoder(file string) *decoder {
 	return &decoder{file: file, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}}
 }
 
+// maxErrors bounds the problems kept for one file; a file with more is
+// reported with the first ones and a count.
+const maxErrors = 100
+
 func (d *decoder) fail(line int, path, msg string) {
-	d.errs = append(d.errs, Error{File: d.file, Line: line, Field: path, Msg: msg})
+	d.push(Error{File: d.file, Line: line, Field: path, Msg: msg})
 	d.bad[path] = true
+}
+
+// push keeps a bounded number of errors (a generous multiple of what is
+// shown, so that sorting by line still shows the first ones).
+func (d *decoder) push(e Error) {
+	if len(d.errs) >= 10*maxErrors {
+		d.dropped++
+		return
+	}
+	d.errs = append(d.errs, e)
+}
+
+// exhausted reports whether the node budget ran out; the partial Config is
+// then not validated (it would only add noise and cost).
+func (d *decoder) exhausted() bool { return d.nodes >= maxNodes }
+
+// result sorts the errors by line and trims them to maxErrors.
+func (d *decoder) result() Errors {
+	slices.SortStableFunc(d.errs, func(a, b Error) int { return a.Line - b.Line })
+	if n := len(d.errs) + d.dropped; n > maxErrors {
+		d.errs = append(d.errs[:maxErrors], Error{File: d.file, Msg: fmt.Sprintf("too many errors (%d); showing the first %d", n, maxErrors)})
+	}
+	return d.errs
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()

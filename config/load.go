@@ -9,7 +9,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -99,19 +98,20 @@ func Parse(path string, data []byte) (*Config, error) {
 		return fail(0, "file is empty")
 	}
 	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode && !(root.Kind == yaml.AliasNode && root.Alias != nil && root.Alias.Kind == yaml.MappingNode) {
+		return fail(root.Line, "the file must be a mapping of settings (listen, upstreams, routes, ...), got "+describe(root))
+	}
 
 	d := newDecoder(path)
 	cfg := &Config{Path: path}
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
-	if len(d.errs) > 0 && root.Kind != yaml.MappingNode {
-		return nil, d.errs // nothing was decoded; validating would only add noise
+	if !d.exhausted() {
+		c := &checker{decoder: d, cfg: cfg}
+		c.applyDefaults()
+		c.validate()
 	}
-	c := &checker{decoder: d, cfg: cfg}
-	c.applyDefaults()
-	c.validate()
 	if len(d.errs) > 0 {
-		slices.SortStableFunc(d.errs, func(a, b Error) int { return a.Line - b.Line })
-		return nil, d.errs
+		return nil, d.result()
 	}
 	return cfg, nil
 }

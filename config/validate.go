@@ -20,7 +20,7 @@ func (c *checker) add(path, format string, args ...any) {
 			return
 		}
 	}
-	c.errs = append(c.errs, Error{File: c.file, Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+	c.push(Error{File: c.file, Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 // lineOf is the line of path, or of its nearest ancestor the file mentions
@@ -52,6 +52,10 @@ func (c *checker) oneOf(path, v string, allowed ...string) bool {
 }
 
 func (c *checker) positive(path string, v float64) {
+	if !c.has(path) {
+		c.add(path, "is required (a number > 0)")
+		return
+	}
 	if !(v > 0) || math.IsInf(v, 0) {
 		c.add(path, "must be > 0, got %s", num(v))
 	}
@@ -178,15 +182,13 @@ func (c *checker) routes() routeIndex {
 	if len(routes) == 0 && !c.bad["routes"] {
 		c.add("routes", "at least one route is required")
 	}
-	norms := make([]string, len(routes))
+	served := map[string]int{} // normalised pattern + " " + method -> first route
 	for i, r := range routes {
 		p := idx("routes", i)
 		params, norm, msg := checkPattern(r.Path)
 		if msg != "" {
 			c.add(p+".path", "%s", msg)
-			norm = "\x00invalid" + itoa(i) // never a duplicate of anything
 		}
-		norms[i] = norm
 		seen := map[string]bool{}
 		for j, m := range r.Methods {
 			switch {
@@ -200,15 +202,8 @@ func (c *checker) routes() routeIndex {
 		if c.has(p+".methods") && len(r.Methods) == 0 {
 			c.add(p+".methods", "must not be empty (leave it out to allow every method)")
 		}
-		for j := range i {
-			if norms[j] != norm {
-				continue
-			}
-			if both := overlap(routes[j].Methods, r.Methods); len(both) > 0 {
-				c.add(p+".path", "duplicate route: %s %s is already served by routes[%d] (line %d)",
-					strings.Join(both, ","), r.Path, j, routes[j].Line)
-				break
-			}
+		if msg == "" {
+			c.duplicateRoute(served, i, norm)
 		}
 		if r.Upstream == "" {
 			c.add(p+".upstream", "is required")
@@ -242,14 +237,32 @@ func (c *checker) routes() routeIndex {
 	return ix
 }
 
-func overlap(a, b []string) []string {
-	var out []string
-	for _, m := range a {
-		if slices.Contains(b, m) && !slices.Contains(out, m) {
-			out = append(out, m)
+// duplicateRoute reports route i if an earlier route serves one of its
+// methods on a pattern chi cannot tell apart from its own.
+func (c *checker) duplicateRoute(served map[string]int, i int, norm string) {
+	r := c.cfg.Routes[i]
+	first, both := -1, []string(nil)
+	for _, m := range r.Methods {
+		k := norm + " " + m
+		if j, ok := served[k]; ok {
+			if first < 0 {
+				first = j
+			}
+			if j == first && !slices.Contains(both, m) {
+				both = append(both, m)
+			}
+			continue
 		}
+		served[k] = i
 	}
-	return out
+	if first < 0 {
+		return
+	}
+	what := r.Path
+	if len(both) < len(httpMethods) {
+		what = strings.Join(both, ",") + " " + r.Path
+	}
+	c.add(idx("routes", i)+".path", "duplicate route: %s is already served by routes[%d] (line %d)", what, first, c.cfg.Routes[first].Line)
 }
 
 // list names a set's keys, sorted, for messages; at most ten.

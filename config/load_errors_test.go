@@ -1,0 +1,284 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sluice/config"
+)
+
+// TestLoadErrors loads one file per mistake and asserts every message exactly,
+// file:line and field path included.
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		file string
+		want []string
+	}{
+	{"alias_bomb.yaml", []string{
+		"testdata/alias_bomb.yaml:2: m: unknown field",
+		"testdata/alias_bomb.yaml:2: routes[996].methods[9]: document too large to decode (over 1000000 nodes after expanding aliases)",
+		"testdata/alias_bomb.yaml:3: r: unknown field",
+	}},
+	{"bad_block_response.yaml", []string{
+		"testdata/bad_block_response.yaml:8: blockResponse.status: must be an HTTP error status in 400..599, got 200",
+		"testdata/bad_block_response.yaml:9: blockResponse.body: template uses {{.Error}}; only {{.Resource}} and {{.Reason}} are available",
+	}},
+	{"bad_enum.yaml", []string{
+		"testdata/bad_enum.yaml:2: log.level: must be one of trace, debug, info, warn, error, got \"verbose\"",
+		"testdata/bad_enum.yaml:9: routes[0].forwarder: must be one of auto, standard, fast, got \"turbo\"",
+		"testdata/bad_enum.yaml:13: flowRules[0].grade: must be one of qps, concurrency, got \"qpss\"",
+		"testdata/bad_enum.yaml:14: flowRules[0].strategy: must be one of direct, relate, chain, got \"Direct\"",
+		"testdata/bad_enum.yaml:15: flowRules[0].controlBehavior: must be one of reject, warmUp, throttle, warmUpThrottle, got \"warmup\"",
+	}},
+	{"bad_listen.yaml", []string{
+		"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
+		"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",
+	}},
+	{"bad_method.yaml", []string{
+		"testdata/bad_method.yaml:5: routes[0].path: duplicate route: GET /api is already served by routes[0] (line 5)",
+		"testdata/bad_method.yaml:6: routes[0].methods[1]: must be an HTTP method (GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE), got \"FETCH\"",
+		"testdata/bad_method.yaml:6: routes[0].methods[2]: duplicate method GET",
+	}},
+	{"bad_pattern.yaml", []string{
+		"testdata/bad_pattern.yaml:5: routes[0].path: unbalanced braces: \"{\" at offset 7 is never closed",
+		"testdata/bad_pattern.yaml:7: routes[1].path: must start with \"/\", got \"order\"",
+		"testdata/bad_pattern.yaml:9: routes[2].path: the wildcard \"*\" must be the last character (use a {param} in the middle)",
+		"testdata/bad_pattern.yaml:11: routes[3].path: duplicate parameter name \"x\"",
+	}},
+	{"bad_redis.yaml", []string{
+		"testdata/bad_redis.yaml:8: cluster.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
+	}},
+	{"bad_regexp.yaml", []string{
+		"testdata/bad_regexp.yaml:5: routes[0].path: parameter {id}: invalid regexp: missing closing ]: `[0-9+`",
+	}},
+	{"bad_source.yaml", []string{
+		"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+		"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+		"testdata/bad_source.yaml:14: paramRules[1].param: invalid source \"ip:x\": ip takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+	}},
+	{"bad_system.yaml", []string{
+		"testdata/bad_system.yaml:8: system.maxQps: must be >= 0, got -1",
+		"testdata/bad_system.yaml:9: system.maxCpuUsage: must be between 0 and 1 (a fraction of all CPUs), got 80",
+	}},
+	{"bad_target.yaml", []string{
+		"testdata/bad_target.yaml:3: upstreams.app.targets[0]: must be an absolute http:// or https:// URL with a host, got \"127.0.0.1:9001\"",
+		"testdata/bad_target.yaml:3: upstreams.app.targets[1]: must be an absolute http:// or https:// URL with a host, got \"ftp://files\"",
+		"testdata/bad_target.yaml:3: upstreams.app.targets[2]: must be an absolute http:// or https:// URL with a host, got \"http://\"",
+		"testdata/bad_target.yaml:5: upstreams.empty.targets: at least one target is required",
+		"testdata/bad_target.yaml:6: upstreams.empty.timeout: must be > 0, got 0s",
+	}},
+	{"bad_template.yaml", []string{
+		"testdata/bad_template.yaml:8: blockResponse.body: invalid template: body:1: bad character U+007D '}'",
+	}},
+	{"bad_trusted_proxies.yaml", []string{
+		"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
+		"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
+	}},
+	{"bad_yaml.yaml", []string{
+		"testdata/bad_yaml.yaml:4: invalid YAML: did not find expected '-' indicator",
+	}},
+	{"chain_unknown_entrance.yaml", []string{
+		"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
+	}},
+	{"cluster_no_redis.yaml", []string{
+		"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs cluster.redis (a redis:// URL)",
+		"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs grade qps, got \"concurrency\"",
+		"testdata/cluster_no_redis.yaml:13: flowRules[0].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
+	}},
+	{"comments_only.yaml", []string{
+		"testdata/comments_only.yaml: file is empty (it holds only comments)",
+	}},
+	{"concurrency_throttle.yaml", []string{
+		"testdata/concurrency_throttle.yaml:10: flowRules[0].count: must be a whole number for grade concurrency, got 2.5",
+		"testdata/concurrency_throttle.yaml:11: flowRules[0].controlBehavior: must be reject with grade concurrency, got \"throttle\"",
+	}},
+	{"degrade_threshold.yaml", []string{
+		"testdata/degrade_threshold.yaml:8: degradeRules[0].maxAllowedRtMs: must be > 0 with strategy slowRatio, got 0",
+		"testdata/degrade_threshold.yaml:10: degradeRules[0].threshold: must be a ratio in (0, 1] with strategy slowRatio, got 1.5",
+		"testdata/degrade_threshold.yaml:13: degradeRules[1].threshold: must be an error count >= 1 with strategy errorCount, got 0.5",
+		"testdata/degrade_threshold.yaml:15: degradeRules[2].strategy: must be one of slowRatio, errorRatio, errorCount, got \"timeout\"",
+	}},
+	{"duplicate_key.yaml", []string{
+		"testdata/duplicate_key.yaml:10: flowRules[0].count: duplicate key (first at line 9)",
+	}},
+	{"duplicate_route.yaml", []string{
+		"testdata/duplicate_route.yaml:8: routes[1].path: duplicate route: POST /order/{orderId} is already served by routes[0] (line 5)",
+	}},
+	{"empty.yaml", []string{
+		"testdata/empty.yaml: file is empty",
+	}},
+	{"many_errors.yaml", []string{
+		"testdata/many_errors.yaml:7: routes[0].upstream: unknown upstream \"missing\" (defined: app)",
+		"testdata/many_errors.yaml:8: routes[1].path: duplicate route: /api is already served by routes[0] (line 6)",
+		"testdata/many_errors.yaml:12: flowRules[0].count: must be > 0, got -1",
+		"testdata/many_errors.yaml:13: flowRules[0].colour: unknown field",
+		"testdata/many_errors.yaml:14: flowRules[1].resource: unknown resource \"/nope\": no route has it (resources: /api)",
+		"testdata/many_errors.yaml:17: blockResponse.status: must be an HTTP error status in 400..599, got 302",
+	}},
+	{"missing_count.yaml", []string{
+		"testdata/missing_count.yaml:8: flowRules[0].count: is required (a number > 0)",
+	}},
+	{"negative_count.yaml", []string{
+		"testdata/negative_count.yaml:9: flowRules[0].count: must be > 0, got -5",
+	}},
+	{"no_routes.yaml", []string{
+		"testdata/no_routes.yaml:1: routes: at least one route is required",
+	}},
+	{"not_a_mapping.yaml", []string{
+		"testdata/not_a_mapping.yaml:1: the file must be a mapping of settings (listen, upstreams, routes, ...), got a list",
+	}},
+	{"param_items.yaml", []string{
+		"testdata/param_items.yaml:9: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {orderId}",
+		"testdata/param_items.yaml:11: paramRules[0].controlBehavior: must be one of reject, throttle, got \"warmUp\"",
+		"testdata/param_items.yaml:14: paramRules[0].items[1].value: duplicate value \"7\" (also items[0])",
+		"testdata/param_items.yaml:14: paramRules[0].items[1].count: must be >= 0, got -1",
+	}},
+	{"relate_unknown.yaml", []string{
+		"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",
+	}},
+	{"two_documents.yaml", []string{
+		"testdata/two_documents.yaml:7: invalid YAML: only one document is allowed (remove the second \"---\")",
+	}},
+	{"unknown_field.yaml", []string{
+		"testdata/unknown_field.yaml:8: flowRules[0].count: is required (a number > 0)",
+		"testdata/unknown_field.yaml:9: flowRules[0].cuont: unknown field; did you mean \"count\"?",
+	}},
+	{"unknown_resource.yaml", []string{
+		"testdata/unknown_resource.yaml:9: flowRules[0].resource: unknown resource \"get-ordr\": no route has it (resources: get-order)",
+		"testdata/unknown_resource.yaml:12: degradeRules[0].resource: unknown resource \"/order/{id}\": no route has it (resources: get-order)",
+	}},
+	{"unknown_upstream.yaml", []string{
+		"testdata/unknown_upstream.yaml:6: routes[0].upstream: unknown upstream \"ap\" (defined: app)",
+	}},
+	{"warmup_params.yaml", []string{
+		"testdata/warmup_params.yaml:11: flowRules[0].warmUpPeriodSec: must be > 0 with controlBehavior warmUp, got 0",
+		"testdata/warmup_params.yaml:12: flowRules[0].coldFactor: must be > 1, got 1",
+		"testdata/warmup_params.yaml:13: flowRules[0].maxQueueingTimeMs: must be >= 0, got -1",
+		"testdata/warmup_params.yaml:14: flowRules[0].statIntervalMs: must be > 0 and <= 3600000 (one hour), got 7200000",
+	}},
+	{"wrong_type.yaml", []string{
+		"testdata/wrong_type.yaml:3: upstreams.app.targets: expected a list, got \"http://127.0.0.1:9001\"",
+		"testdata/wrong_type.yaml:4: upstreams.app.timeout: expected a duration like \"30s\" or \"500ms\", got \"30\"",
+		"testdata/wrong_type.yaml:8: routes[0].acquireCount: expected an integer, got \"many\"",
+		"testdata/wrong_type.yaml:11: flowRules[0].count: expected a number, got \"ten\"",
+		"testdata/wrong_type.yaml:12: flowRules[0].dryRun: expected true or false, got \"maybe\"",
+	}},
+	{"zero_count.yaml", []string{
+		"testdata/zero_count.yaml:9: flowRules[0].count: must be > 0, got 0",
+	}},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		seen[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			cfg, err := config.Load(filepath.Join("testdata", tt.file))
+			if cfg != nil {
+				t.Errorf("Load returned a Config along with errors")
+			}
+			assertErrors(t, err, tt.want)
+		})
+	}
+	// Every testdata file is either valid or listed above.
+	files, _ := filepath.Glob("testdata/*.yaml")
+	for _, f := range files {
+		if _, err := config.Load(f); err != nil && !seen[filepath.Base(f)] {
+			t.Errorf("%s fails but has no expected messages:\n%v", f, err)
+		}
+	}
+}
+
+// assertErrors checks that err is a config.Errors whose messages are exactly want.
+func assertErrors(t *testing.T, err error, want []string) {
+	t.Helper()
+	var es config.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error = %v (%T), want config.Errors", err, err)
+	}
+	got := strings.Split(es.Error(), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+	}
+	if len(es) != len(want) {
+		t.Errorf("len(Errors) = %d, want %d", len(es), len(want))
+	}
+}
+
+func TestLoadFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, config.MaxFileSize+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := filepath.Join(dir, "secret.yaml")
+	if err := os.WriteFile(unreadable, []byte("listen: :1\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"directory", dir, dir + ": is a directory, not a file"},
+		{"missing", filepath.Join(dir, "nope.yaml"), filepath.Join(dir, "nope.yaml") + ": file does not exist"},
+		{"oversize", big, big + ": file is 10485761 bytes, over the 10 MiB limit"},
+	}
+	if os.Geteuid() != 0 { // root reads anything
+		tests = append(tests, struct{ name, path, want string }{"unreadable", unreadable, unreadable + ": cannot read file: permission denied"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Load(tt.path)
+			assertErrors(t, err, []string{tt.want})
+		})
+	}
+}
+
+func TestParseOversizeRefusedBeforeParsing(t *testing.T) {
+	// Invalid YAML past the limit: the size, not the syntax, is reported.
+	data := []byte(strings.Repeat("{", config.MaxFileSize+1))
+	_, err := config.Parse("big.yaml", data)
+	assertErrors(t, err, []string{"big.yaml: file is 10485761 bytes, over the 10 MiB limit"})
+}
+
+func TestErrorString(t *testing.T) {
+	tests := []struct {
+		e    config.Error
+		want string
+	}{
+		{config.Error{File: "rules.yaml", Line: 12, Field: "flowRules[0].count", Msg: "must be > 0"}, "rules.yaml:12: flowRules[0].count: must be > 0"},
+		{config.Error{File: "rules.yaml", Line: 3, Msg: "invalid YAML: x"}, "rules.yaml:3: invalid YAML: x"},
+		{config.Error{File: "rules.yaml", Msg: "file is empty"}, "rules.yaml: file is empty"},
+	}
+	for _, tt := range tests {
+		if got := tt.e.String(); got != tt.want {
+			t.Errorf("String() = %q, want %q", got, tt.want)
+		}
+	}
+	es := config.Errors{tests[0].e, tests[2].e}
+	if got, want := es.Error(), tests[0].want+"\n"+tests[2].want; got != want {
+		t.Errorf("Errors.Error() = %q, want %q", got, want)
+	}
+}
+
+func TestTooManyErrorsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("upstreams: {app: {targets: [\"http://a\"]}}\nroutes:\n")
+	for range 150 {
+		b.WriteString("  - {path: /a, upstream: nope}\n")
+	}
+	_, err := config.Parse("r.yaml", []byte(b.String()))
+	var es config.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error = %v", err)
+	}
+	if len(es) != 101 {
+		t.Fatalf("len = %d, want 100 errors and a summary", len(es))
+	}
+	if got, want := es[100].String(), "r.yaml: too many errors (299); showing the first 100"; got != want {
+		t.Errorf("last = %q, want %q", got, want)
+	}
+	if got, want := es[0].String(), `r.yaml:3: routes[0].upstream: unknown upstream "nope" (defined: app)`; got != want {
+		t.Errorf("first = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,249 @@
+package config_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"sluice/config"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+var allMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+
+// TestLoadFull loads a file that sets every field of SPEC §3 and checks each
+// value, and the defaults of the fields a few entries leave out.
+func TestLoadFull(t *testing.T) {
+	cfg, err := config.Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.Config{
+		Listen: ":8081",
+		Admin:  config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret"},
+		Log:    config.Log{Level: "debug", Format: "console", Access: true},
+		Origin: config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
+		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
+		Upstreams: map[string]config.Upstream{
+			"orders": {Targets: []string{"http://127.0.0.1:9001", "https://orders.internal:9002"}, Timeout: config.Duration(5 * time.Second)},
+			"users":  {Targets: []string{"http://127.0.0.1:9003"}, Timeout: config.Duration(30 * time.Second)},
+		},
+		Routes: []config.Route{
+			{Path: "/order/{orderId}", Methods: []string{"GET", "POST"}, Upstream: "orders", Resource: "get-order", Entrance: "web",
+				StripPrefix: "/order", AcquireCount: 2, Forwarder: "fast", Line: 24},
+			{Path: "/users/{id:[0-9]+}", Methods: allMethods, Upstream: "users", Resource: "/users/{id:[0-9]+}", Entrance: "default",
+				AcquireCount: 1, Forwarder: "auto", Line: 32},
+			{Path: "/admin/*", Methods: []string{"GET"}, Upstream: "users", Resource: "get-order", Entrance: "admin",
+				AcquireCount: 1, Forwarder: "auto", Line: 34},
+		},
+		FlowRules: []config.FlowRule{
+			{Resource: "get-order", LimitApp: "a, b", Grade: config.GradeQPS, Count: 100.5, Strategy: config.StrategyChain, RefResource: "web",
+				ControlBehavior: config.BehaviorWarmUpThrottle, WarmUpPeriodSec: 20, ColdFactor: 4, MaxQueueingTimeMs: 500, StatIntervalMs: 60000,
+				DryRun: true, ClusterMode: true, ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdAvgLocal, FallbackToLocalWhenFail: ptr(false)}, Line: 41},
+			{Resource: "/users/{id:[0-9]+}", LimitApp: "default", Grade: config.GradeQPS, Count: 10, Strategy: config.StrategyDirect,
+				ControlBehavior: config.BehaviorReject, WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
+				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}, Line: 57},
+		},
+		ParamRules: []config.ParamRule{
+			{Resource: "get-order", Param: config.Source{Kind: config.SourcePath, Name: "orderId"}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
+				BurstCount: 3, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
+				Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 61},
+			{Resource: "get-order", Param: config.Source{Kind: config.SourceQuery, Name: "id"}, Grade: config.GradeQPS, Count: 5, DurationSec: 1,
+				ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000, Line: 74},
+		},
+		DegradeRules: []config.DegradeRule{
+			{Resource: "get-order", Strategy: config.DegradeSlowRatio, MaxAllowedRtMs: 200, Threshold: 0.5, StatIntervalMs: 2000,
+				MinRequestAmount: 10, RetryTimeoutMs: 3000, Line: 79},
+			{Resource: "get-order", Strategy: config.DegradeErrorCount, Threshold: 3, StatIntervalMs: 1000, MinRequestAmount: 5,
+				RetryTimeoutMs: 5000, Line: 86},
+		},
+		System:        config.System{MaxQps: 1000, MaxConcurrency: 200, MaxAvgRtMs: 300, MaxCpuUsage: 0.8, Adaptive: true},
+		Cluster:       config.Cluster{Redis: "redis://127.0.0.1:6379/0", Namespace: "shop"},
+		BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain", Body: "blocked {{.Resource}} ({{.Reason}})", RateLimitHeaders: ptr(false)},
+		Path:          "testdata/full.yaml",
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		g, _ := json.MarshalIndent(cfg, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("Load:\n got %s\nwant %s", g, w)
+	}
+	if cfg.AdminListen() != "127.0.0.1:9191" || cfg.BlockResponse.Headers() || cfg.FlowRules[0].ClusterConfig.Fallback() {
+		t.Errorf("AdminListen/Headers/Fallback = %q/%v/%v", cfg.AdminListen(), cfg.BlockResponse.Headers(), cfg.FlowRules[0].ClusterConfig.Fallback())
+	}
+	if got := cfg.FlowRules[0].LimitApps(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("LimitApps = %q", got)
+	}
+}
+
+// TestLoadDefaults checks every default of SPEC §3 on a minimal file.
+func TestLoadDefaults(t *testing.T) {
+	cfg, err := config.Load("testdata/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.Config{
+		Listen:    config.DefaultListen,
+		Admin:     config.Admin{Listen: ptr(config.DefaultAdminListen)},
+		Log:       config.Log{Level: "info", Format: "json"},
+		Upstreams: map[string]config.Upstream{"app": {Targets: []string{"http://127.0.0.1:9001"}, Timeout: config.Duration(30 * time.Second)}},
+		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
+			AcquireCount: 1, Forwarder: "auto", Line: 5}},
+		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",
+			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
+			ClusterConfig: config.ClusterConfig{ThresholdType: "global"}, Line: 8}},
+		ParamRules: []config.ParamRule{{Resource: "/api/{id}", Param: config.Source{Kind: config.SourceIP}, Grade: "qps", Count: 1,
+			DurationSec: 1, ControlBehavior: "reject", MaxTrackedValues: 100000, Line: 11}},
+		DegradeRules: []config.DegradeRule{{Resource: "/api/{id}", Strategy: "errorRatio", Threshold: 0.5, StatIntervalMs: 1000,
+			MinRequestAmount: 5, RetryTimeoutMs: 5000, Line: 15}},
+		Cluster: config.Cluster{Namespace: "sluice"},
+		BlockResponse: config.BlockResponse{Status: 429, ContentType: "application/json",
+			Body: `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`, RateLimitHeaders: ptr(true)},
+		Path: "testdata/minimal.yaml",
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		g, _ := json.MarshalIndent(cfg, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("Load:\n got %s\nwant %s", g, w)
+	}
+	if !cfg.FlowRules[0].ClusterConfig.Fallback() || !cfg.BlockResponse.Headers() {
+		t.Error("fallbackToLocalWhenFail and rateLimitHeaders must default to true")
+	}
+}
+
+func TestAdminListen(t *testing.T) {
+	base := "upstreams: {app: {targets: [\"http://a\"]}}\nroutes: [{path: /, upstream: app}]\n"
+	tests := []struct{ yaml, want string }{
+		{"", config.DefaultAdminListen},
+		{"admin: {token: x}\n", config.DefaultAdminListen},
+		{"admin: {listen: \"\"}\n", ""},
+		{"admin: {listen: \":7000\"}\n", ":7000"},
+	}
+	for _, tt := range tests {
+		cfg, err := config.Parse("r.yaml", []byte(base+tt.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.yaml, err)
+		}
+		if got := cfg.AdminListen(); got != tt.want {
+			t.Errorf("%q: AdminListen() = %q, want %q", tt.yaml, got, tt.want)
+		}
+	}
+	if got := (&config.Config{}).AdminListen(); got != config.DefaultAdminListen {
+		t.Errorf("zero Config: AdminListen() = %q", got)
+	}
+}
+
+// TestMergeKeys: YAML anchors and merge keys work; explicit keys win.
+func TestMergeKeys(t *testing.T) {
+	cfg, err := config.Load("testdata/merge_keys.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Routes[1]; r.Path != "/api2" || r.Upstream != "app" || r.Resource != "/api2" {
+		t.Errorf("merged route = %+v", r)
+	}
+	if r := cfg.FlowRules[1]; r.Resource != "/api2" || r.Count != 10 {
+		t.Errorf("merged rule = %+v", r)
+	}
+}
+
+func TestParseSource(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    config.Source
+		str     string
+		wantErr string
+	}{
+		{"header:x-origin", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "header:X-Origin", ""},
+		{"query:id", config.Source{Kind: config.SourceQuery, Name: "id"}, "query:id", ""},
+		{"path:orderId", config.Source{Kind: config.SourcePath, Name: "orderId"}, "path:orderId", ""},
+		{"cookie:sid", config.Source{Kind: config.SourceCookie, Name: "sid"}, "cookie:sid", ""},
+		{"host", config.Source{Kind: config.SourceHost}, "host", ""},
+		{"ip", config.Source{Kind: config.SourceIP}, "ip", ""},
+		{"", config.Source{}, "", `config: invalid source "": empty (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"header:", config.Source{}, "", `config: invalid source "header:": missing name after "header:" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"header:a b", config.Source{}, "", `config: invalid source "header:a b": header name "a b" has characters not allowed in an HTTP token (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"host:x", config.Source{}, "", `config: invalid source "host:x": host takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"path:{id}", config.Source{}, "", `config: invalid source "path:{id}": path parameter name "{id}" must not contain { } : / or * (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"Header:X", config.Source{}, "", `config: invalid source "Header:X": unknown kind "Header" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+	}
+	for _, tt := range tests {
+		got, err := config.ParseSource(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("ParseSource(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || got.String() != tt.str {
+			t.Errorf("ParseSource(%q) = %+v (%q), %v; want %+v (%q)", tt.in, got, got.String(), err, tt.want, tt.str)
+		}
+	}
+}
+
+func TestSourceAndDurationMarshalling(t *testing.T) {
+	type doc struct {
+		From    config.Source   `yaml:"from" json:"from"`
+		Timeout config.Duration `yaml:"timeout" json:"timeout"`
+	}
+	in := doc{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Timeout: config.Duration(1500 * time.Millisecond)}
+
+	j, err := json.Marshal(in)
+	if err != nil || string(j) != `{"from":"header:X-Origin","timeout":"1.5s"}` {
+		t.Fatalf("json.Marshal = %s, %v", j, err)
+	}
+	var fromJSON doc
+	if err := json.Unmarshal(j, &fromJSON); err != nil || fromJSON != in {
+		t.Errorf("json round trip = %+v, %v", fromJSON, err)
+	}
+	y, err := yaml.Marshal(in)
+	if err != nil || string(y) != "from: header:X-Origin\ntimeout: 1.5s\n" {
+		t.Fatalf("yaml.Marshal = %q, %v", y, err)
+	}
+	var fromYAML doc
+	if err := yaml.Unmarshal(y, &fromYAML); err != nil || fromYAML != in {
+		t.Errorf("yaml round trip = %+v, %v", fromYAML, err)
+	}
+
+	bad := []struct{ json, want string }{
+		{`{"from":"bogus"}`, `config: invalid source "bogus": unknown kind "bogus" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{`{"timeout":"30"}`, `config: expected a duration like "30s" or "500ms", got "30"`},
+		{`{"timeout":30}`, `config: a duration must be a JSON string like "30s"`},
+	}
+	for _, b := range bad {
+		var d doc
+		if err := json.Unmarshal([]byte(b.json), &d); err == nil || err.Error() != b.want {
+			t.Errorf("json.Unmarshal(%s) error = %v, want %q", b.json, err, b.want)
+		}
+	}
+	var zero doc
+	if err := json.Unmarshal([]byte(`{"from":""}`), &zero); err != nil || !zero.From.IsZero() {
+		t.Errorf(`"" source = %+v, %v; want the zero Source`, zero.From, err)
+	}
+}
+
+func TestBodyTemplate(t *testing.T) {
+	cfg, err := config.Load("testdata/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := cfg.BlockResponse.BodyTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	w := &sliceWriter{&b}
+	if err := tmpl.Execute(w, config.BlockData{Resource: "r", Reason: "flow"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != `{"error":"blocked","resource":"r","reason":"flow"}` {
+		t.Errorf("body = %s", got)
+	}
+}
+
+type sliceWriter struct{ b *[]byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
