@@ -27,6 +27,8 @@ func TestQPSRejectPerValue(t *testing.T) {
 	zero.Items = []config.ParamItem{{Value: "banned", Count: 0}}
 	fraction := seedRule()
 	fraction.Items, fraction.Count = nil, 0.5
+	tiny := seedRule()
+	tiny.Items, tiny.Count = nil, 1e-15
 
 	tests := []struct {
 		name  string
@@ -69,6 +71,10 @@ func TestQPSRejectPerValue(t *testing.T) {
 			{at: 0, value: "1", calls: 5, pass: 1},
 			{at: sec(1.9), value: "1", calls: 5, pass: 0},
 			{at: sec(2), value: "1", calls: 5, pass: 1},
+		}},
+		{"a tiny count neither overflows nor passes twice", tiny, []burst{
+			{at: 0, value: "1", calls: 5, pass: 1},
+			{at: sec(1e6), value: "1", calls: 5, pass: 0},
 		}},
 		{"item with count 0 blocks that value only", zero, []burst{
 			{at: 0, value: "banned", calls: 5, pass: 0},
@@ -143,5 +149,34 @@ func TestDryRunCountsButPasses(t *testing.T) {
 			t.Errorf("call %d: blocked=%v dryRun=%d, want pass with dryRun=%d", i, v.Blocked, v.DryRun, want)
 		}
 		tok.Exit(0)
+	}
+}
+
+func TestQPSCancelGivesTokensBackExitDoesNot(t *testing.T) {
+	r := seedRule()
+	r.Items, r.Count = nil, 1
+	c := compile(t, r).For("get-order")
+	tok, _ := c.Enter(0, order("1"), 1)
+	tok.Cancel(sec(0.2))
+	tok.Cancel(sec(0.2)) // a second end gives nothing more back
+	tok, v := c.Enter(sec(0.2), order("1"), 1)
+	if v.Blocked {
+		t.Fatal("a cancelled call's token was not given back")
+	}
+	tok.Exit(sec(0.2))
+	if _, v = c.Enter(sec(0.2), order("1"), 1); !v.Blocked {
+		t.Fatal("an exited call's token came back")
+	}
+	// Giving back never fills a bucket past full.
+	tok, _ = c.Enter(sec(10), order("2"), 1)
+	tok.Cancel(sec(20))
+	passed := 0
+	for range 5 {
+		if _, v := c.Enter(sec(20), order("2"), 1); !v.Blocked {
+			passed++
+		}
+	}
+	if passed != 1 {
+		t.Fatalf("after a late Cancel %d passed at once, want the bucket's 1", passed)
 	}
 }

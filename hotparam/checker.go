@@ -23,7 +23,8 @@ type Checker struct {
 }
 
 // Enter checks every rule of the checker against the call's values at now,
-// for n tokens (concurrency rules count the call once, whatever n). Looking up
+// for n tokens (n < 1 counts as 1; concurrency rules count the call once,
+// whatever n). Looking up
 // a value already tracked does not allocate.
 //
 // If the call passes, the returned Token must be ended exactly once with Exit
@@ -39,6 +40,9 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 	var vd limiter.Verdict
 	if c == nil {
 		return t, vd
+	}
+	if n < 1 {
+		n = 1
 	}
 	for _, r := range c.rules {
 		val, ok := v.Value(r.src)

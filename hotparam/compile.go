@@ -166,7 +166,7 @@ func newParam(count, window, burst float64) param {
 	return param{
 		count:    count,
 		emission: emission,
-		tau:      int64(math.Round(capacity * emission)),
+		tau:      nanos(capacity * emission),
 		inFlight: int64(count),
 	}
 }

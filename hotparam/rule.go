@@ -72,12 +72,12 @@ func (r *rule) evictable(e *entry, now int64) bool {
 
 // outcome is one rule's decision for one call.
 type outcome struct {
-	blocked  bool
-	took     bool  // state was taken and must be released by Exit or Cancel
-	wait     int64 // throttle: how long the call waits before it goes
-	retry    int64 // blocked: until a retry may pass (0 unknown)
-	undo     int64 // what Cancel gives back: bucket cost, queue's previous state
-	sched    int64 // queue: the pass instant this call took
+	blocked bool
+	took    bool  // state was taken and must be released by Exit or Cancel
+	wait    int64 // throttle: how long the call waits before it goes
+	retry   int64 // blocked: until a retry may pass (0 unknown)
+	undo    int64 // what Cancel gives back: bucket cost, queue's previous state
+	sched   int64 // queue: the pass instant this call took
 	// A bucket's quota for RateLimit headers: tokens left after the call and
 	// until one more is there (Reset). p is nil for other kinds.
 	p         *param
@@ -172,7 +172,20 @@ func (r *rule) enterInFlight(e *entry, p *param) outcome {
 // (Sentinel rounds them to whole milliseconds).
 func costOf(p *param, n int64) int64 {
 	if p.never {
-		return math.MaxInt64 / 4
+		return forever
 	}
-	return int64(math.Round(float64(n) * p.emission))
+	return nanos(float64(n) * p.emission)
+}
+
+// forever is a span no call waits for, small enough that adding it to any
+// instant or state word cannot overflow.
+const forever = math.MaxInt64 / 4
+
+// nanos rounds ns to an int64, saturating at forever (a count of 1e-12 per
+// second must not overflow the conversion).
+func nanos(ns float64) int64 {
+	if ns >= forever {
+		return forever
+	}
+	return int64(math.Round(ns))
 }
