@@ -2,8 +2,6 @@ package admin_test
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,45 +10,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
 	"sluice/admin"
+	"sluice/config"
 )
 
-// fakeValidate stands in for config.Parse, which is being written at the same
-// time: it checks what these tests need (known flow-rule fields, count >= 0)
-// and reports problems as config does, one "file:line: path: message" a line.
-func fakeValidate(path string, data []byte) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	known := map[string]bool{"resource": true, "limitApp": true, "grade": true, "count": true, "strategy": true,
-		"refResource": true, "controlBehavior": true, "warmUpPeriodSec": true, "coldFactor": true,
-		"maxQueueingTimeMs": true, "statIntervalMs": true, "dryRun": true, "clusterMode": true, "clusterConfig": true}
-	var errs []string
-	root := doc.Content[0]
-	for k := 0; k+1 < len(root.Content); k += 2 {
-		if root.Content[k].Value != "flowRules" {
-			continue
-		}
-		for i, rule := range root.Content[k+1].Content {
-			for j := 0; j+1 < len(rule.Content); j += 2 {
-				key, val := rule.Content[j], rule.Content[j+1]
-				if !known[key.Value] {
-					errs = append(errs, fmt.Sprintf("%s:%d: flowRules[%d].%s: unknown field", path, key.Line, i, key.Value))
-				}
-				var n float64
-				if key.Value == "count" && (val.Decode(&n) != nil || n < 0) {
-					errs = append(errs, fmt.Sprintf("%s:%d: flowRules[%d].count: must be a number >= 0, got %s", path, val.Line, i, val.Value))
-				}
-			}
-		}
-	}
-	if errs != nil {
-		return errors.New(strings.Join(errs, "\n"))
-	}
-	return nil
+// validate is what main.go passes as Options.Validate: config.Parse.
+func validate(path string, data []byte) error {
+	_, err := config.Parse(path, data)
+	return err
 }
 
 // fixture is an admin Server over a copy of testdata/rules.yaml.
@@ -74,7 +41,7 @@ func newFixture(t *testing.T, token string) *fixture {
 	f.srv = admin.New(admin.Options{
 		Token:      token,
 		ConfigPath: f.path,
-		Validate:   fakeValidate,
+		Validate:   validate,
 		Reload:     func() { f.reloads.Add(1) },
 		State:      func() admin.State { return admin.State{Ready: true, Path: f.path} },
 	})

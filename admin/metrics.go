@@ -48,8 +48,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Blocked requests per resource by reason (flow, param, degrade, system); dryrun counts would-be blocks that passed.",
 		}, []string{"resource", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sluice_request_duration_seconds",
-			Help:    "Time from the request reaching sluice to its answer, per resource and result.",
+			Name: "sluice_request_duration_seconds",
+			Help: "Time from the request reaching sluice to its answer, per resource and result.",
 			// From a fast local block (sub-millisecond) to a slow upstream.
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"resource", "result"}),

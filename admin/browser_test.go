@@ -1,0 +1,225 @@
+package admin
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"sluice/config"
+)
+
+// chromiumPath finds Debian's chromium. Under CI=true a missing browser fails
+// the test; elsewhere the test is skipped, loudly.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium not found and CI=true: install the Debian package chromium (apt-get install -y chromium)")
+	}
+	t.Skip("SKIPPING the real-browser dashboard test: chromium not found (apt-get install -y chromium, or set CHROMIUM=/path)")
+	return ""
+}
+
+// liveStats are fake limiter numbers that move with time, like a load run
+// that passes about 120/s and blocks about 30/s of orders.
+func liveStats(now time.Time) []ResourceStats {
+	s := float64(now.UnixMilli()) / 1000
+	wave := func(base, amp, period float64) float64 { return base + amp*math.Sin(2*math.Pi*s/period) }
+	return []ResourceStats{
+		{
+			Resource:  "orders",
+			NodeStats: NodeStats{PassQps: wave(120, 15, 40), BlockQps: wave(30, 12, 25), SuccessQps: wave(118, 15, 40), ErrorQps: 2, AvgRtMs: wave(24, 4, 30), Concurrency: 9},
+			Origins: []NamedStats{
+				{Name: "mobile", NodeStats: NodeStats{PassQps: 20, BlockQps: wave(30, 12, 25), SuccessQps: 20, AvgRtMs: 22, Concurrency: 2}},
+				{Name: "web", NodeStats: NodeStats{PassQps: wave(100, 15, 40), SuccessQps: wave(98, 15, 40), ErrorQps: 2, AvgRtMs: 25, Concurrency: 7}},
+			},
+			Entrances: []NamedStats{{Name: "/orders/*", NodeStats: NodeStats{PassQps: wave(120, 15, 40), BlockQps: wave(30, 12, 25), AvgRtMs: 24, Concurrency: 9}}},
+		},
+		{
+			Resource:  "users",
+			NodeStats: NodeStats{PassQps: wave(45, 10, 60), SuccessQps: wave(45, 10, 60), AvgRtMs: 8, Concurrency: 1},
+		},
+	}
+}
+
+func TestDashboardInRealBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	orig, err := os.ReadFile("testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(path, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reloads atomic.Int32
+	loaded := time.Now()
+	srv := New(Options{
+		Token:      "letmein",
+		ConfigPath: path,
+		Validate:   func(p string, d []byte) error { _, err := config.Parse(p, d); return err },
+		Reload:     func() { reloads.Add(1) },
+		State: func() State {
+			return State{Ready: true, Config: cfg, Path: path, LoadedAt: loaded, LastReload: loaded}
+		},
+		Stats: func() []ResourceStats { return liveStats(time.Now()) },
+	})
+	// Five minutes of history as the sampler would have recorded them, so the
+	// chart (and the screenshot) shows a full window.
+	now := time.Now()
+	for i := historyLen - 1; i >= 1; i-- {
+		at := now.Add(-time.Duration(i) * time.Second)
+		srv.hist.record(at, liveStats(at))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go srv.Run(ctx)
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1200),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelTimeout()
+
+	const card = `document.querySelector('[data-resource="orders"]')`
+	// The chart's legend shows the newest sample; wait until both rates are non-zero.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.Poll[chromedp.Void](card+` && parseFloat(`+card+`.querySelector('.chart-legend [data-series="pass"]').textContent) > 0 && parseFloat(`+card+`.querySelector('.chart-legend [data-series="block"]').textContent) > 0`,
+			chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)),
+	); err != nil {
+		t.Fatalf("dashboard never showed non-zero pass and block for orders: %v", err)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("reading %s: %v", sel, err)
+		}
+		return s
+	}
+	pass := text(`[data-resource="orders"] .chart-legend [data-series="pass"]`)
+	block := text(`[data-resource="orders"] .chart-legend [data-series="block"]`)
+	points, err := chromedp.Run(bctx, chromedp.Evaluate[int](card+`.querySelector('polyline.block').getAttribute('data-points') | 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tilePass := text(`[data-resource="orders"] .stat[data-k="passQps"] .v`)
+	tileBlock := text(`[data-resource="orders"] .stat[data-k="blockQps"] .v`)
+	t.Logf("chart for orders: pass/s %s, block/s %s, %d points; tiles pass/s %s, block/s %s", pass, block, points, tilePass, tileBlock)
+	if points < historyLen-1 {
+		t.Errorf("block line has %d points, want the 5-minute history (>= %d)", points, historyLen-1)
+	}
+	for _, v := range []string{tilePass, tileBlock} {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 {
+			t.Errorf("resource tile shows %q, want a positive rate", v)
+		}
+	}
+
+	// An invalid edit is refused and shown; the file stays as it was.
+	count := chromedp.CSS(`#editor-fields input[name="count"]`)
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(count),
+		chromedp.SetValue(chromedp.CSS(`#rule-select`), "flowRules/0"),
+		chromedp.SetValue(count, "-1"),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "letmein"),
+		chromedp.Click(chromedp.CSS(`#save`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result.err`)),
+	); err != nil {
+		t.Fatalf("invalid edit: %v", err)
+	}
+	result := text(`#result`)
+	t.Logf("editor says: %s", result)
+	if !strings.Contains(result, "422") || !strings.Contains(result, "count") {
+		t.Errorf("invalid edit showed %q, want the 422 and the error line", result)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(orig) {
+		t.Fatal("an invalid edit changed rules.yaml")
+	}
+
+	// A valid edit is saved to disk and a reload is requested.
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(count, "250"),
+		chromedp.Click(chromedp.CSS(`#save`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result.ok`)),
+	); err != nil {
+		t.Fatalf("valid edit: %v", err)
+	}
+	t.Logf("editor says: %s", text(`#result`))
+	got, _ := os.ReadFile(path)
+	if want := strings.Replace(string(orig), "count: 100 # raised for the sale", "count: 250 # raised for the sale", 1); string(got) != want {
+		t.Fatalf("rules.yaml after the edit:\n%s", got)
+	}
+	if reloads.Load() != 1 {
+		t.Fatalf("Reload called %d times, want 1", reloads.Load())
+	}
+
+	// Someone edits the file behind the dashboard's back: the next save is a 409.
+	if err := os.WriteFile(path, []byte(strings.Replace(string(got), "count: 20", "count: 21", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(count, "300"),
+		chromedp.Click(chromedp.CSS(`#save`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result.err`)),
+	); err != nil {
+		t.Fatalf("stale edit: %v", err)
+	}
+	if result := text(`#result`); !strings.Contains(result, "409") {
+		t.Errorf("stale edit showed %q, want 409", result)
+	}
+	t.Logf("editor says: %s", text(`#result`))
+
+	// Re-read the file, as the 409 asks, for the README's screenshot.
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#refresh-file`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result.ok`)),
+	); err != nil {
+		t.Fatalf("re-read: %v", err)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote testdata/dashboard.png (%d bytes)", len(png))
+}
