@@ -1,0 +1,48 @@
+package hotparam_test
+
+import (
+	"fmt"
+	"time"
+
+	"sluice/config"
+	"sluice/hotparam"
+)
+
+// The seed example of SPEC §3: /order/{orderId} limited to 2 calls per second
+// per order id, except 102 (4) and 103 (10).
+func Example() {
+	orderID := config.Source{Kind: config.SourcePath, Name: "orderId"}
+	set, err := hotparam.Compile([]config.ParamRule{{
+		Resource: "get-order", Param: orderID, Grade: config.GradeQPS, Count: 2, DurationSec: 1,
+		Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 10}},
+	}}, nil)
+	if err != nil {
+		panic(err)
+	}
+	check := set.For("get-order") // once per route, when the snapshot is built
+
+	start := int64(0) // nanoseconds on the caller's monotonic clock
+	for _, id := range []string{"1", "102", "103", "7"} {
+		passed := 0
+		var last time.Duration
+		for range 20 {
+			tok, v := check.Enter(start, vals{orderID: id}, 1)
+			if v.Blocked {
+				last = v.RetryAfter
+				continue
+			}
+			passed++
+			tok.Exit(start) // the call finished
+		}
+		fmt.Printf("order %s: %d of 20 passed, retry after %v\n", id, passed, last)
+	}
+	// A request without the parameter is not limited by the rule.
+	_, v := check.Enter(start, vals{}, 1)
+	fmt.Println("no orderId, blocked:", v.Blocked)
+	// Output:
+	// order 1: 2 of 20 passed, retry after 500ms
+	// order 102: 4 of 20 passed, retry after 250ms
+	// order 103: 10 of 20 passed, retry after 100ms
+	// order 7: 2 of 20 passed, retry after 500ms
+	// no orderId, blocked: false
+}
