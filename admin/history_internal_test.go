@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -36,5 +37,20 @@ func TestHistoryDropsResourcesGoneForAWindow(t *testing.T) {
 	h.record(t0.Add(historyLen*time.Second), []ResourceStats{{Resource: "b"}})
 	if s := h.snapshot(); len(s) != 1 || s[0].Resource != "b" {
 		t.Fatalf("resources %v, want only b", s)
+	}
+}
+
+func TestRunSamplesAtOnceAndStopsWithContext(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	s := New(Options{
+		Now:   func() time.Time { return at },
+		Stats: func() []ResourceStats { return []ResourceStats{{Resource: "orders", NodeStats: NodeStats{PassQps: 3, BlockQps: 1}}} },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Run(ctx) // returns: ctx is done
+	h := s.hist.snapshot()
+	if len(h) != 1 || len(h[0].T) != 1 || h[0].T[0] != at.UnixMilli() || h[0].PassQps[0] != 3 || h[0].BlockQps[0] != 1 {
+		t.Fatalf("history after Run = %+v, want one sample of orders at %d", h, at.UnixMilli())
 	}
 }

@@ -105,7 +105,7 @@ function drawChart(c, s, now) {
     lbl.textContent = fmt(v);
     parts.push(lbl);
   }
-  for (const [i, label] of [[0, "-5m"], [2, "-3m"], [4, "-1m"], [5, "now"]].map(([m, l]) => [m, l])) {
+  for (const [i, label] of [[0, "-5m"], [1, "-4m"], [2, "-3m"], [3, "-2m"], [4, "-1m"], [5, "now"]]) {
     const t = svg("text", { x: x(now - WINDOW_MS + i * 60000), y: H - 5, "text-anchor": i === 5 ? "end" : "middle" });
     t.textContent = label;
     parts.push(t);
@@ -212,7 +212,12 @@ function showFields() {
   box.replaceChildren();
   const { rule } = raw && $("#rule-select").value ? currentRule() : {};
   if (!rule) { box.append(el("p", { class: "empty" }, raw && raw.parseError ? "rules file is not valid YAML: " + raw.parseError : "no rules in the file")); return; }
-  for (const [k, v] of Object.entries(rule)) {
+  // The fields users change most come first; the rest in name order.
+  const first = ["resource", "limitApp", "param", "count", "threshold", "grade", "strategy", "controlBehavior"];
+  const rank = (k) => (first.includes(k) ? first.indexOf(k) : first.length);
+  const keys = Object.keys(rule).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  for (const k of keys) {
+    const v = rule[k];
     let input;
     if (typeof v === "boolean") input = el("input", { type: "checkbox", name: k, "data-type": "bool" });
     else if (typeof v === "number") input = el("input", { type: "number", step: "any", name: k, "data-type": "number" });
