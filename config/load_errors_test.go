@@ -17,158 +17,158 @@ func TestLoadErrors(t *testing.T) {
 		file string
 		want []string
 	}{
-	{"alias_bomb.yaml", []string{
-		"testdata/alias_bomb.yaml:2: m: unknown field",
-		"testdata/alias_bomb.yaml:2: routes[996].methods[9]: document too large to decode (over 1000000 nodes after expanding aliases)",
-		"testdata/alias_bomb.yaml:3: r: unknown field",
-	}},
-	{"bad_block_response.yaml", []string{
-		"testdata/bad_block_response.yaml:8: blockResponse.status: must be an HTTP error status in 400..599, got 200",
-		"testdata/bad_block_response.yaml:9: blockResponse.body: template uses {{.Error}}; only {{.Resource}} and {{.Reason}} are available",
-	}},
-	{"bad_enum.yaml", []string{
-		"testdata/bad_enum.yaml:2: log.level: must be one of trace, debug, info, warn, error, got \"verbose\"",
-		"testdata/bad_enum.yaml:9: routes[0].forwarder: must be one of auto, standard, fast, got \"turbo\"",
-		"testdata/bad_enum.yaml:13: flowRules[0].grade: must be one of qps, concurrency, got \"qpss\"",
-		"testdata/bad_enum.yaml:14: flowRules[0].strategy: must be one of direct, relate, chain, got \"Direct\"",
-		"testdata/bad_enum.yaml:15: flowRules[0].controlBehavior: must be one of reject, warmUp, throttle, warmUpThrottle, got \"warmup\"",
-	}},
-	{"bad_listen.yaml", []string{
-		"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
-		"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",
-	}},
-	{"bad_method.yaml", []string{
-		"testdata/bad_method.yaml:5: routes[0].path: duplicate route: GET /api is already served by routes[0] (line 5)",
-		"testdata/bad_method.yaml:6: routes[0].methods[1]: must be an HTTP method (GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE), got \"FETCH\"",
-		"testdata/bad_method.yaml:6: routes[0].methods[2]: duplicate method GET",
-	}},
-	{"bad_pattern.yaml", []string{
-		"testdata/bad_pattern.yaml:5: routes[0].path: unbalanced braces: \"{\" at offset 7 is never closed",
-		"testdata/bad_pattern.yaml:7: routes[1].path: must start with \"/\", got \"order\"",
-		"testdata/bad_pattern.yaml:9: routes[2].path: the wildcard \"*\" must be the last character (use a {param} in the middle)",
-		"testdata/bad_pattern.yaml:11: routes[3].path: duplicate parameter name \"x\"",
-	}},
-	{"bad_redis.yaml", []string{
-		"testdata/bad_redis.yaml:8: cluster.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
-	}},
-	{"bad_regexp.yaml", []string{
-		"testdata/bad_regexp.yaml:5: routes[0].path: parameter {id}: invalid regexp: missing closing ]: `[0-9+`",
-	}},
-	{"bad_source.yaml", []string{
-		"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
-		"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
-		"testdata/bad_source.yaml:14: paramRules[1].param: invalid source \"ip:x\": ip takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
-	}},
-	{"bad_system.yaml", []string{
-		"testdata/bad_system.yaml:8: system.maxQps: must be >= 0, got -1",
-		"testdata/bad_system.yaml:9: system.maxCpuUsage: must be between 0 and 1 (a fraction of all CPUs), got 80",
-	}},
-	{"bad_target.yaml", []string{
-		"testdata/bad_target.yaml:3: upstreams.app.targets[0]: must be an absolute http:// or https:// URL with a host, got \"127.0.0.1:9001\"",
-		"testdata/bad_target.yaml:3: upstreams.app.targets[1]: must be an absolute http:// or https:// URL with a host, got \"ftp://files\"",
-		"testdata/bad_target.yaml:3: upstreams.app.targets[2]: must be an absolute http:// or https:// URL with a host, got \"http://\"",
-		"testdata/bad_target.yaml:5: upstreams.empty.targets: at least one target is required",
-		"testdata/bad_target.yaml:6: upstreams.empty.timeout: must be > 0, got 0s",
-	}},
-	{"bad_template.yaml", []string{
-		"testdata/bad_template.yaml:8: blockResponse.body: invalid template: body:1: bad character U+007D '}'",
-	}},
-	{"bad_trusted_proxies.yaml", []string{
-		"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
-		"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
-	}},
-	{"bad_yaml.yaml", []string{
-		"testdata/bad_yaml.yaml:4: invalid YAML: did not find expected '-' indicator",
-	}},
-	{"chain_unknown_entrance.yaml", []string{
-		"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
-	}},
-	{"cluster_no_redis.yaml", []string{
-		"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs cluster.redis (a redis:// URL)",
-		"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs grade qps, got \"concurrency\"",
-		"testdata/cluster_no_redis.yaml:13: flowRules[0].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
-	}},
-	{"comments_only.yaml", []string{
-		"testdata/comments_only.yaml: file is empty (it holds only comments)",
-	}},
-	{"concurrency_throttle.yaml", []string{
-		"testdata/concurrency_throttle.yaml:10: flowRules[0].count: must be a whole number for grade concurrency, got 2.5",
-		"testdata/concurrency_throttle.yaml:11: flowRules[0].controlBehavior: must be reject with grade concurrency, got \"throttle\"",
-	}},
-	{"degrade_threshold.yaml", []string{
-		"testdata/degrade_threshold.yaml:8: degradeRules[0].maxAllowedRtMs: must be > 0 with strategy slowRatio, got 0",
-		"testdata/degrade_threshold.yaml:10: degradeRules[0].threshold: must be a ratio in (0, 1] with strategy slowRatio, got 1.5",
-		"testdata/degrade_threshold.yaml:13: degradeRules[1].threshold: must be an error count >= 1 with strategy errorCount, got 0.5",
-		"testdata/degrade_threshold.yaml:15: degradeRules[2].strategy: must be one of slowRatio, errorRatio, errorCount, got \"timeout\"",
-	}},
-	{"duplicate_key.yaml", []string{
-		"testdata/duplicate_key.yaml:10: flowRules[0].count: duplicate key (first at line 9)",
-	}},
-	{"duplicate_route.yaml", []string{
-		"testdata/duplicate_route.yaml:8: routes[1].path: duplicate route: POST /order/{orderId} is already served by routes[0] (line 5)",
-	}},
-	{"empty.yaml", []string{
-		"testdata/empty.yaml: file is empty",
-	}},
-	{"many_errors.yaml", []string{
-		"testdata/many_errors.yaml:7: routes[0].upstream: unknown upstream \"missing\" (defined: app)",
-		"testdata/many_errors.yaml:8: routes[1].path: duplicate route: /api is already served by routes[0] (line 6)",
-		"testdata/many_errors.yaml:12: flowRules[0].count: must be > 0, got -1",
-		"testdata/many_errors.yaml:13: flowRules[0].colour: unknown field",
-		"testdata/many_errors.yaml:14: flowRules[1].resource: unknown resource \"/nope\": no route has it (resources: /api)",
-		"testdata/many_errors.yaml:17: blockResponse.status: must be an HTTP error status in 400..599, got 302",
-	}},
-	{"missing_count.yaml", []string{
-		"testdata/missing_count.yaml:8: flowRules[0].count: is required (a number > 0)",
-	}},
-	{"negative_count.yaml", []string{
-		"testdata/negative_count.yaml:9: flowRules[0].count: must be > 0, got -5",
-	}},
-	{"no_routes.yaml", []string{
-		"testdata/no_routes.yaml:1: routes: at least one route is required",
-	}},
-	{"not_a_mapping.yaml", []string{
-		"testdata/not_a_mapping.yaml:1: the file must be a mapping of settings (listen, upstreams, routes, ...), got a list",
-	}},
-	{"param_items.yaml", []string{
-		"testdata/param_items.yaml:9: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {orderId}",
-		"testdata/param_items.yaml:11: paramRules[0].controlBehavior: must be one of reject, throttle, got \"warmUp\"",
-		"testdata/param_items.yaml:14: paramRules[0].items[1].value: duplicate value \"7\" (also items[0])",
-		"testdata/param_items.yaml:14: paramRules[0].items[1].count: must be >= 0, got -1",
-	}},
-	{"relate_unknown.yaml", []string{
-		"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",
-	}},
-	{"two_documents.yaml", []string{
-		"testdata/two_documents.yaml:7: invalid YAML: only one document is allowed (remove the second \"---\")",
-	}},
-	{"unknown_field.yaml", []string{
-		"testdata/unknown_field.yaml:8: flowRules[0].count: is required (a number > 0)",
-		"testdata/unknown_field.yaml:9: flowRules[0].cuont: unknown field; did you mean \"count\"?",
-	}},
-	{"unknown_resource.yaml", []string{
-		"testdata/unknown_resource.yaml:9: flowRules[0].resource: unknown resource \"get-ordr\": no route has it (resources: get-order)",
-		"testdata/unknown_resource.yaml:12: degradeRules[0].resource: unknown resource \"/order/{id}\": no route has it (resources: get-order)",
-	}},
-	{"unknown_upstream.yaml", []string{
-		"testdata/unknown_upstream.yaml:6: routes[0].upstream: unknown upstream \"ap\" (defined: app)",
-	}},
-	{"warmup_params.yaml", []string{
-		"testdata/warmup_params.yaml:11: flowRules[0].warmUpPeriodSec: must be > 0 with controlBehavior warmUp, got 0",
-		"testdata/warmup_params.yaml:12: flowRules[0].coldFactor: must be > 1, got 1",
-		"testdata/warmup_params.yaml:13: flowRules[0].maxQueueingTimeMs: must be >= 0, got -1",
-		"testdata/warmup_params.yaml:14: flowRules[0].statIntervalMs: must be > 0 and <= 3600000 (one hour), got 7200000",
-	}},
-	{"wrong_type.yaml", []string{
-		"testdata/wrong_type.yaml:3: upstreams.app.targets: expected a list, got \"http://127.0.0.1:9001\"",
-		"testdata/wrong_type.yaml:4: upstreams.app.timeout: expected a duration like \"30s\" or \"500ms\", got \"30\"",
-		"testdata/wrong_type.yaml:8: routes[0].acquireCount: expected an integer, got \"many\"",
-		"testdata/wrong_type.yaml:11: flowRules[0].count: expected a number, got \"ten\"",
-		"testdata/wrong_type.yaml:12: flowRules[0].dryRun: expected true or false, got \"maybe\"",
-	}},
-	{"zero_count.yaml", []string{
-		"testdata/zero_count.yaml:9: flowRules[0].count: must be > 0, got 0",
-	}},
+		{"alias_bomb.yaml", []string{
+			"testdata/alias_bomb.yaml:2: m: unknown field",
+			"testdata/alias_bomb.yaml:2: routes[996].methods[9]: document too large to decode (over 1000000 nodes after expanding aliases)",
+			"testdata/alias_bomb.yaml:3: r: unknown field",
+		}},
+		{"bad_block_response.yaml", []string{
+			"testdata/bad_block_response.yaml:8: blockResponse.status: must be an HTTP error status in 400..599, got 200",
+			"testdata/bad_block_response.yaml:9: blockResponse.body: template uses {{.Error}}; only {{.Resource}} and {{.Reason}} are available",
+		}},
+		{"bad_enum.yaml", []string{
+			"testdata/bad_enum.yaml:2: log.level: must be one of trace, debug, info, warn, error, got \"verbose\"",
+			"testdata/bad_enum.yaml:9: routes[0].forwarder: must be one of auto, standard, fast, got \"turbo\"",
+			"testdata/bad_enum.yaml:13: flowRules[0].grade: must be one of qps, concurrency, got \"qpss\"",
+			"testdata/bad_enum.yaml:14: flowRules[0].strategy: must be one of direct, relate, chain, got \"Direct\"",
+			"testdata/bad_enum.yaml:15: flowRules[0].controlBehavior: must be one of reject, warmUp, throttle, warmUpThrottle, got \"warmup\"",
+		}},
+		{"bad_listen.yaml", []string{
+			"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
+			"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",
+		}},
+		{"bad_method.yaml", []string{
+			"testdata/bad_method.yaml:5: routes[0].path: duplicate route: GET /api is already served by routes[0] (line 5)",
+			"testdata/bad_method.yaml:6: routes[0].methods[1]: must be an HTTP method (GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE), got \"FETCH\"",
+			"testdata/bad_method.yaml:6: routes[0].methods[2]: duplicate method GET",
+		}},
+		{"bad_pattern.yaml", []string{
+			"testdata/bad_pattern.yaml:5: routes[0].path: unbalanced braces: \"{\" at offset 7 is never closed",
+			"testdata/bad_pattern.yaml:7: routes[1].path: must start with \"/\", got \"order\"",
+			"testdata/bad_pattern.yaml:9: routes[2].path: the wildcard \"*\" must be the last character (use a {param} in the middle)",
+			"testdata/bad_pattern.yaml:11: routes[3].path: duplicate parameter name \"x\"",
+		}},
+		{"bad_redis.yaml", []string{
+			"testdata/bad_redis.yaml:8: cluster.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
+		}},
+		{"bad_regexp.yaml", []string{
+			"testdata/bad_regexp.yaml:5: routes[0].path: parameter {id}: invalid regexp: missing closing ]: `[0-9+`",
+		}},
+		{"bad_source.yaml", []string{
+			"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+			"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+			"testdata/bad_source.yaml:14: paramRules[1].param: invalid source \"ip:x\": ip takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
+		}},
+		{"bad_system.yaml", []string{
+			"testdata/bad_system.yaml:8: system.maxQps: must be >= 0, got -1",
+			"testdata/bad_system.yaml:9: system.maxCpuUsage: must be between 0 and 1 (a fraction of all CPUs), got 80",
+		}},
+		{"bad_target.yaml", []string{
+			"testdata/bad_target.yaml:3: upstreams.app.targets[0]: must be an absolute http:// or https:// URL with a host, got \"127.0.0.1:9001\"",
+			"testdata/bad_target.yaml:3: upstreams.app.targets[1]: must be an absolute http:// or https:// URL with a host, got \"ftp://files\"",
+			"testdata/bad_target.yaml:3: upstreams.app.targets[2]: must be an absolute http:// or https:// URL with a host, got \"http://\"",
+			"testdata/bad_target.yaml:5: upstreams.empty.targets: at least one target is required",
+			"testdata/bad_target.yaml:6: upstreams.empty.timeout: must be > 0, got 0s",
+		}},
+		{"bad_template.yaml", []string{
+			"testdata/bad_template.yaml:8: blockResponse.body: invalid template: body:1: bad character U+007D '}'",
+		}},
+		{"bad_trusted_proxies.yaml", []string{
+			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
+			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
+		}},
+		{"bad_yaml.yaml", []string{
+			"testdata/bad_yaml.yaml:4: invalid YAML: did not find expected '-' indicator",
+		}},
+		{"chain_unknown_entrance.yaml", []string{
+			"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
+		}},
+		{"cluster_no_redis.yaml", []string{
+			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs cluster.redis (a redis:// URL)",
+			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs grade qps, got \"concurrency\"",
+			"testdata/cluster_no_redis.yaml:13: flowRules[0].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
+		}},
+		{"comments_only.yaml", []string{
+			"testdata/comments_only.yaml: file is empty (it holds only comments)",
+		}},
+		{"concurrency_throttle.yaml", []string{
+			"testdata/concurrency_throttle.yaml:10: flowRules[0].count: must be a whole number for grade concurrency, got 2.5",
+			"testdata/concurrency_throttle.yaml:11: flowRules[0].controlBehavior: must be reject with grade concurrency, got \"throttle\"",
+		}},
+		{"degrade_threshold.yaml", []string{
+			"testdata/degrade_threshold.yaml:8: degradeRules[0].maxAllowedRtMs: must be > 0 with strategy slowRatio, got 0",
+			"testdata/degrade_threshold.yaml:10: degradeRules[0].threshold: must be a ratio in (0, 1] with strategy slowRatio, got 1.5",
+			"testdata/degrade_threshold.yaml:13: degradeRules[1].threshold: must be an error count >= 1 with strategy errorCount, got 0.5",
+			"testdata/degrade_threshold.yaml:15: degradeRules[2].strategy: must be one of slowRatio, errorRatio, errorCount, got \"timeout\"",
+		}},
+		{"duplicate_key.yaml", []string{
+			"testdata/duplicate_key.yaml:10: flowRules[0].count: duplicate key (first at line 9)",
+		}},
+		{"duplicate_route.yaml", []string{
+			"testdata/duplicate_route.yaml:8: routes[1].path: duplicate route: POST /order/{orderId} is already served by routes[0] (line 5)",
+		}},
+		{"empty.yaml", []string{
+			"testdata/empty.yaml: file is empty",
+		}},
+		{"many_errors.yaml", []string{
+			"testdata/many_errors.yaml:7: routes[0].upstream: unknown upstream \"missing\" (defined: app)",
+			"testdata/many_errors.yaml:8: routes[1].path: duplicate route: /api is already served by routes[0] (line 6)",
+			"testdata/many_errors.yaml:12: flowRules[0].count: must be > 0, got -1",
+			"testdata/many_errors.yaml:13: flowRules[0].colour: unknown field",
+			"testdata/many_errors.yaml:14: flowRules[1].resource: unknown resource \"/nope\": no route has it (resources: /api)",
+			"testdata/many_errors.yaml:17: blockResponse.status: must be an HTTP error status in 400..599, got 302",
+		}},
+		{"missing_count.yaml", []string{
+			"testdata/missing_count.yaml:8: flowRules[0].count: is required (a number > 0)",
+		}},
+		{"negative_count.yaml", []string{
+			"testdata/negative_count.yaml:9: flowRules[0].count: must be > 0, got -5",
+		}},
+		{"no_routes.yaml", []string{
+			"testdata/no_routes.yaml:1: routes: at least one route is required",
+		}},
+		{"not_a_mapping.yaml", []string{
+			"testdata/not_a_mapping.yaml:1: the file must be a mapping of settings (listen, upstreams, routes, ...), got a list",
+		}},
+		{"param_items.yaml", []string{
+			"testdata/param_items.yaml:9: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {orderId}",
+			"testdata/param_items.yaml:11: paramRules[0].controlBehavior: must be one of reject, throttle, got \"warmUp\"",
+			"testdata/param_items.yaml:14: paramRules[0].items[1].value: duplicate value \"7\" (also items[0])",
+			"testdata/param_items.yaml:14: paramRules[0].items[1].count: must be >= 0, got -1",
+		}},
+		{"relate_unknown.yaml", []string{
+			"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",
+		}},
+		{"two_documents.yaml", []string{
+			"testdata/two_documents.yaml:7: invalid YAML: only one document is allowed (remove the second \"---\")",
+		}},
+		{"unknown_field.yaml", []string{
+			"testdata/unknown_field.yaml:8: flowRules[0].count: is required (a number > 0)",
+			"testdata/unknown_field.yaml:9: flowRules[0].cuont: unknown field; did you mean \"count\"?",
+		}},
+		{"unknown_resource.yaml", []string{
+			"testdata/unknown_resource.yaml:9: flowRules[0].resource: unknown resource \"get-ordr\": no route has it (resources: get-order)",
+			"testdata/unknown_resource.yaml:12: degradeRules[0].resource: unknown resource \"/order/{id}\": no route has it (resources: get-order)",
+		}},
+		{"unknown_upstream.yaml", []string{
+			"testdata/unknown_upstream.yaml:6: routes[0].upstream: unknown upstream \"ap\" (defined: app)",
+		}},
+		{"warmup_params.yaml", []string{
+			"testdata/warmup_params.yaml:11: flowRules[0].warmUpPeriodSec: must be > 0 with controlBehavior warmUp, got 0",
+			"testdata/warmup_params.yaml:12: flowRules[0].coldFactor: must be > 1, got 1",
+			"testdata/warmup_params.yaml:13: flowRules[0].maxQueueingTimeMs: must be >= 0, got -1",
+			"testdata/warmup_params.yaml:14: flowRules[0].statIntervalMs: must be > 0 and <= 3600000 (one hour), got 7200000",
+		}},
+		{"wrong_type.yaml", []string{
+			"testdata/wrong_type.yaml:3: upstreams.app.targets: expected a list, got \"http://127.0.0.1:9001\"",
+			"testdata/wrong_type.yaml:4: upstreams.app.timeout: expected a duration like \"30s\" or \"500ms\", got \"30\"",
+			"testdata/wrong_type.yaml:8: routes[0].acquireCount: expected an integer, got \"many\"",
+			"testdata/wrong_type.yaml:11: flowRules[0].count: expected a number, got \"ten\"",
+			"testdata/wrong_type.yaml:12: flowRules[0].dryRun: expected true or false, got \"maybe\"",
+		}},
+		{"zero_count.yaml", []string{
+			"testdata/zero_count.yaml:9: flowRules[0].count: must be > 0, got 0",
+		}},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {

@@ -23,10 +23,10 @@ func TestLoadFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen: ":8081",
-		Admin:  config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret"},
-		Log:    config.Log{Level: "debug", Format: "console", Access: true},
-		Origin: config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
+		Listen:         ":8081",
+		Admin:          config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret"},
+		Log:            config.Log{Level: "debug", Format: "console", Access: true},
+		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
 		Upstreams: map[string]config.Upstream{
 			"orders": {Targets: []string{"http://127.0.0.1:9001", "https://orders.internal:9002"}, Timeout: config.Duration(5 * time.Second)},

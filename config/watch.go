@@ -29,6 +29,12 @@ import (
 // it). onChange runs on Watch's goroutine, never concurrently with itself.
 // Changes made before Watch starts are not reported: Load first, then Watch.
 func Watch(ctx context.Context, path string, debounce time.Duration, log zerolog.Logger, onChange func()) error {
+	return watch(ctx, path, debounce, log, onChange, nil)
+}
+
+// watch is Watch, closing ready (if not nil) once the watch is in place, so
+// that tests know when a change will be seen.
+func watch(ctx context.Context, path string, debounce time.Duration, log zerolog.Logger, onChange func(), ready chan<- struct{}) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("config: watch %s: %w", path, err)
@@ -44,6 +50,9 @@ func Watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 	}
 	fw.follow()
 	last := fileHash(abs)
+	if ready != nil {
+		close(ready)
+	}
 
 	timer := time.NewTimer(debounce)
 	timer.Stop()
