@@ -59,7 +59,7 @@ func TestEvictionForgetsOnlyLeastRecentlyUsed(t *testing.T) {
 func TestActiveValuesAreNotEvicted(t *testing.T) {
 	busy := inFlightRule()
 	busy.Items, busy.Count, busy.MaxTrackedValues = nil, 1, 10
-	queued := throttleRule(1, 2000)
+	queued := throttleRule(1000, 2000) // 1ms apart
 	queued.MaxTrackedValues = 10
 
 	tests := []struct {
@@ -73,19 +73,22 @@ func TestActiveValuesAreNotEvicted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := compile(t, tc.rule).For("get-order")
 			// Make "v" active: one call in flight, or one waiting a second.
-			tok, _ := c.Enter(0, order("v"), 1)
+			tok, _ := c.Enter(0, order("v"), 1000)
 			if tc.rule.Grade == config.GradeQPS {
-				tok, _ = c.Enter(0, order("v"), 1)
+				tok, _ = c.Enter(0, order("v"), 1000)
 			}
+			// Thirty other values, each idle 2ms after its call.
+			now := sec(0.1)
 			for i := range 30 {
-				tk, v := c.Enter(0, order(strconv.Itoa(i)), 1)
+				tk, v := c.Enter(now, order(strconv.Itoa(i)), 1)
 				if v.Blocked {
 					t.Fatalf("value %d blocked while idle values could be evicted", i)
 				}
-				tk.Exit(0)
+				tk.Exit(now)
+				now += sec(0.002)
 			}
 			// Still tracked: "v" is at its limit (a fresh value would pass at once).
-			if _, v := c.Enter(0, order("v"), 1); !v.Blocked && v.Wait == 0 {
+			if _, v := c.Enter(now, order("v"), 1); !v.Blocked && v.Wait == 0 {
 				t.Error("an active value was evicted and came back fresh")
 			}
 			tok.Exit(0)

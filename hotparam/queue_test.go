@@ -87,3 +87,22 @@ func TestThrottleCancelLeavesQueue(t *testing.T) {
 		t.Errorf("after the queued call left, the next waits %v, want 90ms (its slot)", v.Wait)
 	}
 }
+
+// A value that passed less than one spacing ago is not evicted: a fresh queue
+// would let its next call through early.
+func TestThrottleRecentValueKeepsItsSpacing(t *testing.T) {
+	r := throttleRule(10, 0) // one call per 100ms, no queueing
+	r.MaxTrackedValues = 2
+	c := compile(t, r).For("get-order")
+	c.Enter(0, order("a"), 1)
+	c.Enter(0, order("b"), 1)
+	if _, v := c.Enter(sec(0.05), order("c"), 1); !v.Blocked {
+		t.Error("a third value was tracked while both tracked values are inside their spacing")
+	}
+	if _, v := c.Enter(sec(0.05), order("a"), 1); !v.Blocked {
+		t.Error("value a passed twice within 50ms at 10 QPS")
+	}
+	if _, v := c.Enter(sec(0.1), order("c"), 1); v.Blocked {
+		t.Error("a new value was blocked once a tracked value's spacing had passed")
+	}
+}

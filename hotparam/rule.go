@@ -59,13 +59,16 @@ func (r *rule) initialState() int64 {
 }
 
 // evictable reports whether dropping e loses nothing a caller depends on: no
-// call in flight and none queued. A bucket may always go; it comes back full.
+// call in flight, none queued, no spacing still running. A bucket may always
+// go; it comes back full, as documented.
 func (r *rule) evictable(e *entry, now int64) bool {
 	switch r.kind {
 	case kindInFlight:
 		return e.state.Load() == 0
 	case kindQueue:
-		return e.state.Load() <= now
+		// Queued calls, or a pass so recent that the next call must still
+		// wait, would be lost: a fresh queue lets the next call go at once.
+		return e.state.Load()+costOf(&r.params[e.param], 1) <= now
 	}
 	return true
 }
