@@ -1,0 +1,88 @@
+package limiter_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// One qps reject rule that never blocks: the cost every request pays.
+func BenchmarkEnterExitOneQPSRule(b *testing.B) {
+	c := compile(b, qps("r", 1e9)).Checker("r", "default")
+	b.ReportAllocs()
+	now := t0
+	for b.Loop() {
+		now += 1000
+		tok, v := c.Enter(now, "", 1)
+		if v.Blocked {
+			b.Fatal("blocked")
+		}
+		tok.Exit(now, false)
+	}
+}
+
+func fiveMixed() []config.FlowRule {
+	r := []config.FlowRule{
+		qps("r", 1e9),
+		{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1e6},
+		{Resource: "r", LimitApp: "default", Grade: config.GradeQPS, Count: 1e9, ControlBehavior: config.BehaviorWarmUp, WarmUpPeriodSec: 10, ColdFactor: 3},
+		{Resource: "r", LimitApp: "a,b", Grade: config.GradeQPS, Count: 1e9},
+		{Resource: "r", LimitApp: "default", Grade: config.GradeQPS, Count: 1e9, Strategy: config.StrategyChain, RefResource: "web"},
+	}
+	return r
+}
+
+// Five mixed rules (reject, concurrency, warmUp, a per-origin list, chain).
+func BenchmarkEnterExitFiveMixedRules(b *testing.B) {
+	c := compile(b, fiveMixed()...).Checker("r", "web")
+	b.ReportAllocs()
+	now := t0
+	for b.Loop() {
+		now += 1000
+		tok, v := c.Enter(now, "a", 1)
+		if v.Blocked {
+			b.Fatal("blocked")
+		}
+		tok.Exit(now, false)
+	}
+}
+
+// The throttle check under parallel callers (the virtual queue's one CAS word).
+func BenchmarkThrottleParallel(b *testing.B) {
+	r := qps("r", 1e6)
+	r.ControlBehavior = config.BehaviorThrottle
+	r.MaxQueueingTimeMs = 500
+	c := compile(b, r).Checker("r", "default")
+	var clock atomic.Int64
+	clock.Store(t0)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			now := clock.Add(1000)
+			tok, v := c.Enter(now, "", 1)
+			if !v.Blocked {
+				tok.Exit(now, false)
+			}
+		}
+	})
+}
+
+func TestEnterAllocatesNothing(t *testing.T) {
+	for name, c := range map[string]*limiter.Checker{
+		"one":   compile(t, qps("r", 1e9)).Checker("r", "default"),
+		"mixed": compile(t, fiveMixed()...).Checker("r", "web"),
+	} {
+		now := t0
+		c.Enter(now, "a", 1) // first sight of origin a allocates its node
+		allocs := testing.AllocsPerRun(1000, func() {
+			now += 1000
+			tok, _ := c.Enter(now, "a", 1)
+			tok.Exit(now, false)
+		})
+		if allocs > 0 {
+			t.Errorf("%s: Enter+Exit allocates %v per call", name, allocs)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package limiter
+
+import "math"
+
+// outcome is one rule's decision on one call.
+type outcome struct {
+	pass     bool
+	wait     int64 // ns to wait before forwarding (throttle)
+	at       int64 // throttle: the slot this call took
+	retry    int64 // blocked: ns until a retry may pass, 0 unknown
+	hasQuota bool
+	remain   float64
+	reset    int64
+}
+
+// try checks one call of n tokens against s. force (dryRun) counts the call
+// even when it would be blocked; the outcome still says it would be.
+// quota asks for the Quota fields even when the call passes.
+func (s *keyState) try(now, n int64, force, quota bool) (o outcome) {
+	d := s.def
+	switch d.behavior {
+	case bReject:
+		return s.tryWindow(now, n, d.count, force, quota)
+	case bWarmUp:
+		return s.tryWindow(now, n, d.warm.rate(s.syncWarm(now)), force, quota)
+	case bThrottle:
+		return s.tryThrottle(now, n, d.perToken, force)
+	case bWarmUpThrottle:
+		r := d.warm.rate(s.syncWarm(now))
+		per := math.Inf(1)
+		if r > 0 {
+			per = float64(d.intervalNs) / r
+		}
+		o = s.tryThrottle(now, n, per, force)
+		if o.pass || force {
+			s.win.add(now, n) // the passes feed the next interval's token sync
+		}
+		return o
+	case bConcurrency:
+		for {
+			v := s.inflight.Load()
+			if float64(v+n) > d.count {
+				if force {
+					s.inflight.Add(n)
+				}
+				return o
+			}
+			if s.inflight.CompareAndSwap(v, v+n) {
+				o.pass = true
+				return o
+			}
+		}
+	}
+	return o
+}
+
+// tryWindow adds first and then checks, so concurrent calls can never pass more
+// than limit together; a call over the limit takes its count back.
+func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o outcome) {
+	total := s.win.add(now, n)
+	o.hasQuota = true
+	if float64(total) <= limit {
+		o.pass = true
+		if quota {
+			o.remain = max(math.Floor(limit)-float64(total), 0)
+			o.reset = s.win.reset(now)
+		}
+		return o
+	}
+	if !force {
+		s.win.sub(now, n)
+		total -= n
+		if d, ok := s.win.freeAfter(now, int64(math.Floor(limit))-n); ok {
+			o.retry = d
+		}
+	}
+	o.remain = max(math.Floor(limit)-float64(total), 0)
+	o.reset = s.win.reset(now)
+	return o
+}
+
+// tryThrottle takes the next slot of the virtual queue: one atomic word holds
+// when the latest passed call goes, and each call moves it on by its spacing.
+func (s *keyState) tryThrottle(now, n int64, perToken float64, force bool) (o outcome) {
+	o.hasQuota = true
+	sp := perToken * float64(n)
+	if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
+		return o // count 0: nothing passes
+	}
+	spacing := int64(sp + 0.5)
+	maxQ := s.def.maxQueueNs
+	for {
+		last := s.latest.Load()
+		next := last + spacing
+		if next <= now {
+			if s.latest.CompareAndSwap(last, now) {
+				o.pass, o.at = true, now
+				o.reset = int64(perToken)
+				o.remain = throttleRemain(maxQ, perToken)
+				return o
+			}
+			continue
+		}
+		wait := next - now
+		if wait > maxQ {
+			o.retry = wait - maxQ
+			o.reset = o.retry
+			return o
+		}
+		if s.latest.CompareAndSwap(last, next) {
+			o.pass, o.at, o.wait = true, next, wait
+			o.reset = int64(perToken)
+			o.remain = throttleRemain(maxQ-wait, perToken)
+			return o
+		}
+	}
+}
+
+// throttleRemain is how many more one-token calls the queue still takes now.
+func throttleRemain(room int64, perToken float64) float64 {
+	if room < 0 || perToken <= 0 {
+		return 0
+	}
+	return math.Floor(float64(room) / perToken)
+}
+
+// undo takes back what try counted for a call entered at enter (the throttle
+// slot only if no later call has queued behind it).
+func (s *keyState) undo(enter, at, n int64) {
+	switch s.def.behavior {
+	case bReject, bWarmUp:
+		s.win.sub(enter, n)
+	case bThrottle, bWarmUpThrottle:
+		if s.def.behavior == bWarmUpThrottle {
+			s.win.sub(enter, n)
+		}
+		per := s.def.perToken
+		if s.def.behavior == bWarmUpThrottle {
+			if r := s.def.warm.rate(math.Float64frombits(s.warm.tokens.Load())); r > 0 {
+				per = float64(s.def.intervalNs) / r
+			}
+		}
+		s.latest.CompareAndSwap(at, at-int64(per*float64(n)+0.5))
+	case bConcurrency:
+		s.inflight.Add(-n)
+	}
+}
+
+// release ends a passed call: only concurrency holds anything to the end.
+func (s *keyState) release(n int64) {
+	if s.def.behavior == bConcurrency {
+		s.inflight.Add(-n)
+	}
+}

@@ -1,0 +1,289 @@
+package limiter
+
+import (
+	"time"
+)
+
+// Checker checks calls to one resource entering through one entrance. Build
+// it with Flow.Checker once per route (not on the hot path); Enter and Block
+// are safe for concurrent use and allocate nothing.
+type Checker struct {
+	resource  string
+	res       *resNode
+	ent       *statNode
+	rules     []checkRule // the rules that can apply through this entrance, in file order
+	named     map[string]bool
+	cluster   TokenService
+	anyOrigin bool // some rule is not limitApp default
+}
+
+type checkRule struct {
+	*rule
+	refNode *statNode // relate: the related resource's node
+}
+
+// Checker returns the checker of calls to resource through entrance. An
+// unknown resource gets a Checker with no rules that still keeps statistics.
+func (f *Flow) Checker(resource, entrance string) *Checker {
+	c := &Checker{resource: resource, res: f.resNode(resource), named: f.named[resource], cluster: f.opts.Cluster}
+	f.mu.Lock()
+	k := entKey{entrance, resource}
+	if c.ent = f.ents[k]; c.ent == nil {
+		c.ent = newStatNode()
+		f.ents[k] = c.ent
+	}
+	f.mu.Unlock()
+	for _, r := range f.byRes[resource] {
+		if r.chain != "" && r.chain != entrance {
+			continue
+		}
+		cr := checkRule{rule: r}
+		if r.ref != "" {
+			cr.refNode = f.resNode(r.ref).all
+		}
+		if r.limit != limitDefault {
+			c.anyOrigin = true
+		}
+		c.rules = append(c.rules, cr)
+	}
+	return c
+}
+
+// maxInline is how many rule states a Token holds without allocating.
+const maxInline = 5
+
+// Token is a passed call. It must be ended exactly once, with Exit or Cancel;
+// the zero Token (a blocked call's) ends as a no-op. A Token is a value owned
+// by one request; it is not safe for concurrent use.
+type Token struct {
+	c      *Checker
+	origin *statNode // (resource, origin) node, pinned; nil for origin ""
+	enter  int64
+	n      int64
+	nheld  int
+	held   [maxInline]held
+	more   []held
+}
+
+// held is a rule state a passed call counted on.
+type held struct {
+	s  *keyState
+	at int64 // throttle slot
+}
+
+func (t *Token) hold(h held) {
+	if t.nheld < maxInline {
+		t.held[t.nheld] = h
+	} else {
+		t.more = append(t.more, h)
+	}
+	t.nheld++
+}
+
+func (t *Token) heldAt(i int) held {
+	if i < maxInline {
+		return t.held[i]
+	}
+	return t.more[i-maxInline]
+}
+
+// Enter checks a call of n tokens (n < 1 counts as 1) from origin ("" = none)
+// at now. Every applicable rule must pass, in file order; the first block
+// decides and rolls back what earlier rules counted. A passed call is counted
+// on every node and rule and its Token must be ended with Exit or Cancel.
+// Verdict.Wait > 0 (throttle behaviours): the caller waits that long, then
+// forwards.
+func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
+	if n < 1 {
+		n = 1
+	}
+	t := Token{c: c, enter: now, n: n}
+	var v Verdict
+	if origin != "" {
+		t.origin = c.res.origins.acquire(origin)
+	}
+	other := origin != "" && !c.named[origin]
+	for i := range c.rules {
+		r := &c.rules[i]
+		var ks *keyState
+		switch r.limit {
+		case limitSpecific:
+			if origin == "" {
+				continue
+			}
+			if !r.apps[origin] {
+				continue
+			}
+			ks = r.st.byOrigin[origin]
+		case limitOther:
+			if !other {
+				continue
+			}
+			if r.ref == "" {
+				ks = r.st.others.acquire(origin)
+			}
+		default:
+			ks = r.st.shared
+		}
+		d := r.st.def
+		if r.ref != "" {
+			if !c.relatePasses(r, now) {
+				if d.dryRun {
+					v.DryRun++
+					continue
+				}
+				return t.block(now, &v, 0)
+			}
+			continue
+		}
+		if r.cluster {
+			key := ""
+			if r.limit != limitDefault {
+				key = origin
+			}
+			ok, err := c.cluster.Acquire(r.cfg, key, n)
+			if err == nil || !r.cfg.ClusterConfig.Fallback() {
+				ks.unpin()
+				if err == nil && !ok {
+					if d.dryRun {
+						v.DryRun++
+						continue
+					}
+					return t.block(now, &v, 0)
+				}
+				continue
+			}
+		}
+		o := ks.try(now, n, d.dryRun, !v.HasQuota)
+		if o.hasQuota && !v.HasQuota && !d.dryRun {
+			v.HasQuota = true
+			v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+		}
+		if !o.pass {
+			if d.dryRun {
+				v.DryRun++
+				t.hold(held{s: ks, at: o.at})
+				continue
+			}
+			ks.unpin()
+			if o.hasQuota {
+				v.HasQuota = true
+				v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+			}
+			return t.block(now, &v, o.retry)
+		}
+		if !d.dryRun && o.wait > int64(v.Wait) {
+			v.Wait = time.Duration(o.wait)
+		}
+		t.hold(held{s: ks, at: o.at})
+	}
+	c.res.all.addPass(now, n)
+	c.ent.addPass(now, n)
+	if t.origin != nil {
+		t.origin.addPass(now, n)
+	}
+	return t, v
+}
+
+// relatePasses checks a relate rule: it blocks while the related resource's
+// pass count over the last second (scaled to the rule's interval) or its
+// concurrency reaches count.
+func (c *Checker) relatePasses(r *checkRule, now int64) bool {
+	d := r.st.def
+	if d.behavior == bConcurrency {
+		return float64(r.refNode.conc.Load()) < d.count
+	}
+	return float64(r.refNode.passes(now))*float64(d.intervalNs)/1e9 < d.count
+}
+
+// block rolls back what t counted, counts the block and returns the verdict.
+func (t *Token) block(now int64, v *Verdict, retry int64) (Token, Verdict) {
+	t.undoHeld()
+	c := t.c
+	c.res.all.addBlock(now, t.n)
+	c.ent.addBlock(now, t.n)
+	if t.origin != nil {
+		t.origin.addBlock(now, t.n)
+		t.origin.unpin()
+	}
+	v.Blocked = true
+	v.Reason = ReasonFlow
+	v.Wait = 0
+	v.RetryAfter = time.Duration(retry)
+	return Token{}, *v
+}
+
+func (t *Token) undoHeld() {
+	for i := t.nheld - 1; i >= 0; i-- {
+		h := t.heldAt(i)
+		h.s.undo(t.enter, h.at, t.n)
+		h.s.unpin()
+	}
+}
+
+// Block counts a call blocked by an earlier guard (system) as a block on this
+// checker's nodes.
+func (c *Checker) Block(now int64, origin string, n int64) {
+	if n < 1 {
+		n = 1
+	}
+	c.res.all.addBlock(now, n)
+	c.ent.addBlock(now, n)
+	if origin != "" {
+		o := c.res.origins.acquire(origin)
+		o.addBlock(now, n)
+		o.unpin()
+	}
+}
+
+// Exit ends a passed call whose response finished (failed: upstream 5xx,
+// transport error or timeout): it releases in-flight counts and records
+// success or error and the response time now - enter.
+func (t *Token) Exit(now int64, failed bool) {
+	c := t.c
+	if c == nil {
+		return
+	}
+	for i := 0; i < t.nheld; i++ {
+		h := t.heldAt(i)
+		h.s.release(t.n)
+		h.s.unpin()
+	}
+	rt := now - t.enter
+	c.res.all.complete(now, t.n, rt, failed)
+	c.ent.complete(now, t.n, rt, failed)
+	if t.origin != nil {
+		t.origin.complete(now, t.n, rt, failed)
+		t.origin.unpin()
+	}
+	t.c = nil
+}
+
+// Cancel ends a passed call that was stopped before forwarding: by a later
+// guard (reason param, degrade, …: counted as a block) or by the client
+// leaving (ReasonNone: counted as nothing). Its qps counts are rolled back
+// where the window still holds them, its in-flight counts released and a
+// queued throttle slot given back if no later call queued behind it.
+func (t *Token) Cancel(now int64, reason Reason) {
+	c := t.c
+	if c == nil {
+		return
+	}
+	t.undoHeld()
+	c.res.all.undoPass(t.enter, t.n)
+	c.ent.undoPass(t.enter, t.n)
+	if t.origin != nil {
+		t.origin.undoPass(t.enter, t.n)
+	}
+	if reason != ReasonNone {
+		c.res.all.addBlock(now, t.n)
+		c.ent.addBlock(now, t.n)
+		if t.origin != nil {
+			t.origin.addBlock(now, t.n)
+		}
+	}
+	if t.origin != nil {
+		t.origin.unpin()
+	}
+	t.c = nil
+}

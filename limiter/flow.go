@@ -1,0 +1,139 @@
+package limiter
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"sluice/config"
+)
+
+// Options tune a Flow. The zero Options are the defaults.
+type Options struct {
+	// MaxOrigins caps the distinct origins tracked per resource node and per
+	// "other" rule (default 10000); past it the least recently used origin with
+	// no call in flight is forgotten.
+	MaxOrigins int
+	// Cluster decides clusterMode rules; nil checks them as local rules.
+	Cluster TokenService
+}
+
+// TokenService decides clusterMode rules across gateways (sluice/cluster on
+// Redis). key is "" for a resource-wide rule, else the origin. A non-nil err
+// means no decision (Redis down or slow): the rule then applies locally if
+// rule.ClusterConfig.Fallback(), else the call passes that rule. Cluster mode
+// is qps-only. Implementations must be safe for concurrent use.
+type TokenService interface {
+	Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error)
+}
+
+// Flow is the flow checker of one config snapshot: compiled rules, their
+// state and the statistics nodes. Build it with Compile; all methods are safe
+// for concurrent use. State outlives a Flow when the next Compile keeps it.
+type Flow struct {
+	rules  []config.FlowRule
+	byRes  map[string][]*rule // in file order
+	named  map[string]map[string]bool
+	states map[defKey][]*ruleState // for the next Compile
+	opts   Options
+
+	mu    sync.Mutex // guards nodes and ents
+	nodes map[string]*resNode
+	ents  map[entKey]*statNode
+}
+
+// resNode is a resource's statistics: all callers, and per origin.
+type resNode struct {
+	all     *statNode
+	origins *lru[*statNode]
+}
+
+type entKey struct{ entrance, resource string }
+
+// Compile builds the flow checker of one config snapshot. It carries over
+// from prev (nil at first) the state (windows, warm-up tokens, throttle queue
+// position, in-flight counts, per-origin state) of every rule whose definition
+// (all fields but Line) is unchanged, matched by definition and occurrence
+// index for identical duplicates, and each resource's statistics node by
+// resource name. It returns an error only for rules it cannot compile.
+func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
+	if opts.MaxOrigins <= 0 {
+		opts.MaxOrigins = 10000
+	}
+	f := &Flow{
+		rules:  slices.Clone(rules),
+		byRes:  make(map[string][]*rule),
+		named:  make(map[string]map[string]bool),
+		states: make(map[defKey][]*ruleState),
+		opts:   opts,
+		nodes:  make(map[string]*resNode),
+		ents:   make(map[entKey]*statNode),
+	}
+	if prev != nil {
+		prev.mu.Lock()
+		for k, v := range prev.nodes {
+			f.nodes[k] = v
+		}
+		for k, v := range prev.ents {
+			f.ents[k] = v
+		}
+		prev.mu.Unlock()
+	}
+	var errs []error
+	for i := range f.rules {
+		r := &f.rules[i]
+		d, err := compileDef(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("limiter: flowRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
+			continue
+		}
+		k := keyOf(*r)
+		occ := len(f.states[k])
+		var st *ruleState
+		if prev != nil && occ < len(prev.states[k]) {
+			st = prev.states[k][occ]
+		} else {
+			st = newRuleState(d, r, opts.MaxOrigins)
+		}
+		f.states[k] = append(f.states[k], st)
+		cr := &rule{cfg: r, st: st, limit: limitOf(r), cluster: r.ClusterMode && opts.Cluster != nil && d.behavior != bConcurrency}
+		switch r.Strategy {
+		case config.StrategyChain:
+			cr.chain = r.RefResource
+		case config.StrategyRelate:
+			cr.ref = r.RefResource
+			f.resNode(r.RefResource)
+		}
+		if cr.limit == limitSpecific {
+			cr.apps = make(map[string]bool)
+			if f.named[r.Resource] == nil {
+				f.named[r.Resource] = make(map[string]bool)
+			}
+			for _, o := range r.LimitApps() {
+				f.named[r.Resource][o] = true
+				cr.apps[o] = true
+			}
+		}
+		f.byRes[r.Resource] = append(f.byRes[r.Resource], cr)
+		f.resNode(r.Resource)
+	}
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return f, nil
+}
+
+// resNode returns the statistics of resource, creating them.
+func (f *Flow) resNode(resource string) *resNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[resource]
+	if n == nil {
+		n = &resNode{all: newStatNode(), origins: newLRU(f.opts.MaxOrigins, newStatNode)}
+		f.nodes[resource] = n
+	}
+	return n
+}
+
+// Rules returns a copy of the rules compiled in.
+func (f *Flow) Rules() []config.FlowRule { return slices.Clone(f.rules) }

@@ -1,0 +1,60 @@
+package limiter_test
+
+import (
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+const (
+	ms  = int64(1e6)
+	sec = int64(1e9)
+	// t0 is an arbitrary instant not aligned to any bucket.
+	t0 = int64(1_000_000_000_000) + 123_456_789
+)
+
+func compile(t testing.TB, rules ...config.FlowRule) *limiter.Flow {
+	t.Helper()
+	f, err := limiter.Compile(rules, nil, limiter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func qps(resource string, count float64) config.FlowRule {
+	return config.FlowRule{Resource: resource, LimitApp: "default", Grade: config.GradeQPS, Count: count,
+		Strategy: config.StrategyDirect, ControlBehavior: config.BehaviorReject, StatIntervalMs: 1000}
+}
+
+// drive offers calls evenly at rate per second from start for dur and returns
+// the instants of the calls that passed (their forward time: enter + wait).
+func drive(c *limiter.Checker, start, dur int64, rate float64, origin string, n int64) []int64 {
+	var passed []int64
+	step := float64(sec) / rate
+	for i := 0; ; i++ {
+		now := start + int64(float64(i)*step)
+		if now >= start+dur {
+			return passed
+		}
+		tok, v := c.Enter(now, origin, n)
+		if !v.Blocked {
+			passed = append(passed, now+int64(v.Wait))
+			tok.Exit(now, false)
+		}
+	}
+}
+
+// maxInInterval is the most passes in any real interval [s, s+length): the
+// maximum is reached with s at a pass, so it slides s over every pass.
+func maxInInterval(passes []int64, length int64) int {
+	best, j := 0, 0
+	for i := range passes {
+		for j < len(passes) && passes[j] < passes[i]+length {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}

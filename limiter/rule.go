@@ -1,0 +1,226 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"sluice/config"
+)
+
+// behavior is a rule's compiled grade and control behaviour.
+type behavior uint8
+
+const (
+	bReject behavior = iota
+	bWarmUp
+	bThrottle
+	bWarmUpThrottle
+	bConcurrency
+)
+
+type limitKind uint8
+
+const (
+	limitDefault limitKind = iota
+	limitSpecific
+	limitOther
+)
+
+// ruleDef is the immutable compiled form of one rule definition. Key states
+// point to it, so it outlives the Flow that compiled it when a reload keeps it.
+type ruleDef struct {
+	behavior   behavior
+	relate     bool
+	count      float64
+	intervalNs int64
+	maxQueueNs int64
+	perToken   float64 // throttle spacing of one token at count, ns
+	dryRun     bool
+	warm       warmParams
+}
+
+// keyState is the limiting state of one rule for one key (all callers, or one
+// origin). Only the parts its behaviour uses are allocated.
+type keyState struct {
+	def      *ruleDef
+	win      *window      // reject, warmUp, warmUpThrottle: passes
+	warm     *warmState   // warmUp, warmUpThrottle
+	latest   atomic.Int64 // throttle: when the last passed call goes (ns)
+	inflight atomic.Int64 // concurrency
+	pins     atomic.Int64 // calls in flight holding it (other-rule LRU)
+	pooled   bool         // lives in an other-rule LRU: pinned while in use
+}
+
+func (s *keyState) pin() { s.pins.Add(1) }
+
+// unpin releases a pin taken by the LRU (a no-op for states not pooled).
+func (s *keyState) unpin() {
+	if s != nil && s.pooled {
+		s.pins.Add(-1)
+	}
+}
+
+func (s *keyState) busy() bool { return s.pins.Load() > 0 || s.inflight.Load() > 0 }
+
+func newKeyState(d *ruleDef) *keyState {
+	s := &keyState{def: d}
+	switch d.behavior {
+	case bReject:
+		s.win = newWindow(d.intervalNs, false)
+	case bWarmUp, bWarmUpThrottle:
+		// the previous interval's passes feed the token sync
+		s.win = newWindow(d.intervalNs, true)
+		s.warm = newWarmState(d.warm)
+	}
+	s.latest.Store(math.MinInt64 / 2)
+	return s
+}
+
+// ruleState is everything one rule keeps across reloads.
+type ruleState struct {
+	def      *ruleDef
+	shared   *keyState            // limitApp default
+	byOrigin map[string]*keyState // specific origins
+	others   *lru[*keyState]      // limitApp other: one per origin
+}
+
+// rule is one rule compiled into a Flow.
+type rule struct {
+	cfg     *config.FlowRule
+	st      *ruleState
+	limit   limitKind
+	chain   string          // entrance it applies to (chain strategy), else ""
+	ref     string          // related resource (relate strategy)
+	apps    map[string]bool // limitApp's origins (specific)
+	cluster bool
+}
+
+// defKey identifies a rule definition: every field but Line, with the
+// fallback pointer replaced by its value so that equal files give equal keys.
+type defKey struct {
+	r        config.FlowRule
+	fallback bool
+}
+
+func keyOf(r config.FlowRule) defKey {
+	fb := r.ClusterConfig.Fallback()
+	r.Line = 0
+	r.ClusterConfig.FallbackToLocalWhenFail = nil
+	return defKey{r: r, fallback: fb}
+}
+
+// maxCount bounds a window-counted rule's count: a bucket counts in 32 bits.
+const maxCount = 1 << 31
+
+func compileDef(r *config.FlowRule) (*ruleDef, error) {
+	d := &ruleDef{count: r.Count, dryRun: r.DryRun}
+	if math.IsNaN(r.Count) || r.Count < 0 {
+		return nil, fmt.Errorf("count %v must be >= 0", r.Count)
+	}
+	iv := r.StatIntervalMs
+	if iv == 0 {
+		iv = 1000
+	}
+	if iv < 0 {
+		return nil, fmt.Errorf("statIntervalMs %d must be > 0", r.StatIntervalMs)
+	}
+	d.intervalNs = iv * int64(time.Millisecond)
+	if r.MaxQueueingTimeMs < 0 {
+		return nil, fmt.Errorf("maxQueueingTimeMs %d must be >= 0", r.MaxQueueingTimeMs)
+	}
+	d.maxQueueNs = r.MaxQueueingTimeMs * int64(time.Millisecond)
+	switch r.Strategy {
+	case "", config.StrategyDirect:
+	case config.StrategyRelate:
+		d.relate = true
+		if r.RefResource == "" {
+			return nil, errors.New("strategy relate needs refResource")
+		}
+	case config.StrategyChain:
+		if r.RefResource == "" {
+			return nil, errors.New("strategy chain needs refResource (the entrance)")
+		}
+	default:
+		return nil, fmt.Errorf("unknown strategy %q", r.Strategy)
+	}
+	switch r.Grade {
+	case config.GradeConcurrency:
+		d.behavior = bConcurrency
+		return d, nil
+	case "", config.GradeQPS:
+	default:
+		return nil, fmt.Errorf("unknown grade %q", r.Grade)
+	}
+	if r.Count > maxCount {
+		return nil, fmt.Errorf("count %v exceeds %d", r.Count, maxCount)
+	}
+	if d.relate {
+		return d, nil // checked against the related node; behaviour does not apply
+	}
+	switch r.ControlBehavior {
+	case "", config.BehaviorReject:
+		d.behavior = bReject
+	case config.BehaviorWarmUp:
+		d.behavior = bWarmUp
+	case config.BehaviorThrottle:
+		d.behavior = bThrottle
+	case config.BehaviorWarmUpThrottle:
+		d.behavior = bWarmUpThrottle
+	default:
+		return nil, fmt.Errorf("unknown controlBehavior %q", r.ControlBehavior)
+	}
+	if d.behavior == bWarmUp || d.behavior == bWarmUpThrottle {
+		cf := r.ColdFactor
+		if cf == 0 {
+			cf = 3
+		}
+		if !(cf > 1) {
+			return nil, fmt.Errorf("coldFactor %v must be > 1", r.ColdFactor)
+		}
+		if r.WarmUpPeriodSec <= 0 {
+			return nil, fmt.Errorf("warmUpPeriodSec %d must be > 0", r.WarmUpPeriodSec)
+		}
+		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), cf)
+	}
+	if r.Count > 0 {
+		d.perToken = float64(d.intervalNs) / r.Count
+	}
+	return d, nil
+}
+
+func newRuleState(d *ruleDef, r *config.FlowRule, maxOrigins int) *ruleState {
+	st := &ruleState{def: d}
+	if d.relate {
+		return st // no own counters
+	}
+	switch limitOf(r) {
+	case limitDefault:
+		st.shared = newKeyState(d)
+	case limitSpecific:
+		st.byOrigin = make(map[string]*keyState)
+		for _, o := range r.LimitApps() {
+			st.byOrigin[o] = newKeyState(d)
+		}
+	case limitOther:
+		st.others = newLRU(maxOrigins, func() *keyState {
+			s := newKeyState(d)
+			s.pooled = true
+			return s
+		})
+	}
+	return st
+}
+
+func limitOf(r *config.FlowRule) limitKind {
+	switch strings.TrimSpace(r.LimitApp) {
+	case "", config.LimitAppDefault:
+		return limitDefault
+	case config.LimitAppOther:
+		return limitOther
+	}
+	return limitSpecific
+}

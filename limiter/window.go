@@ -1,0 +1,222 @@
+package limiter
+
+import "sync/atomic"
+
+// windowBuckets is how many buckets a rule's sliding window is cut into. Under a
+// steady overload a real interval can pass more than count only by the passes
+// of the part of the oldest bucket that has already left the window; with 50
+// buckets that stays within count*1.1 up to a 5x overload (Sentinel's 2 buckets
+// let up to 2x through). See TestRejectRealIntervalsBound.
+const windowBuckets = 50
+
+// window is an exact sliding-window counter: a ring of buckets, each one atomic
+// word holding the bucket's epoch (low 32 bits of now/width) and its count, so a
+// bucket is reset and counted in a single CAS and no count is lost or carried
+// into the wrong bucket. total mirrors the sum of the ring's counts: every CAS
+// that changes a bucket by d is followed by total.Add(d), and buckets that leave
+// the window are swept out of it once per bucket width, so a check costs a few
+// atomics instead of a scan. A sweep or rollback not yet applied to total only
+// makes it larger, so concurrent checks err on the side of blocking.
+// It is lock-free and safe for concurrent use; concurrent callers' now are
+// assumed to be close (within a bucket width).
+//
+// Epochs are compared modulo 2^32: a bucket left untouched for exactly a
+// multiple of 2^32 bucket widths (days at the finest widths) could be counted
+// once more; that is accepted.
+type window struct {
+	width int64           // bucket width, ns
+	span  int64           // buckets in the window (the ring's length)
+	ring  []atomic.Uint64 // epoch<<32 | count
+	total atomic.Int64    // sum of the ring's counts
+	swept atomic.Int64    // latest epoch whose expired buckets were swept
+	// coarse counts passes per whole interval (two slots, same packing): the
+	// warm-up behaviours sync their tokens from the previous interval's passes.
+	coarse []atomic.Uint64
+}
+
+func newWindow(intervalNs int64, coarse bool) *window {
+	w := &window{width: max(intervalNs/windowBuckets, 1), span: windowBuckets, ring: make([]atomic.Uint64, windowBuckets)}
+	w.swept.Store(-1 << 62)
+	if coarse {
+		w.coarse = make([]atomic.Uint64, 2)
+	}
+	return w
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func mod(a, b int64) int64 { return ((a % b) + b) % b }
+
+func (w *window) epoch(now int64) int64 { return floorDiv(now, w.width) }
+
+func (w *window) slot(e int64) *atomic.Uint64 { return &w.ring[mod(e, w.span)] }
+
+// sweep takes the buckets that left the window by epoch e out of total.
+func (w *window) sweep(e int64) {
+	s := w.swept.Load()
+	if s >= e || !w.swept.CompareAndSwap(s, e) {
+		return
+	}
+	for y := max(s+1, e-w.span+1); y <= e; y++ {
+		sl, cur := w.slot(y), uint32(y)
+		for {
+			old := sl.Load()
+			if oe := uint32(old >> 32); oe == cur || int32(cur-oe) < 0 {
+				break // current or newer: nothing expired here
+			}
+			if sl.CompareAndSwap(old, uint64(cur)<<32) {
+				if c := int64(uint32(old)); c != 0 {
+					w.total.Add(-c)
+				}
+				break
+			}
+		}
+	}
+}
+
+// add counts n in the bucket of now and returns the window's total after it.
+// A caller whose now is older than its slot's bucket (it was delayed a whole
+// ring) adds nothing.
+func (w *window) add(now, n int64) int64 {
+	e := w.epoch(now)
+	w.sweep(e)
+	sl, cur := w.slot(e), uint32(e)
+	if w.coarse != nil {
+		w.coarseAdd(now, n)
+	}
+	for {
+		old := sl.Load()
+		oe := uint32(old >> 32)
+		switch {
+		case oe == cur:
+			if sl.CompareAndSwap(old, old+uint64(n)) {
+				return w.total.Add(n)
+			}
+		case int32(cur-oe) > 0:
+			if sl.CompareAndSwap(old, uint64(cur)<<32|uint64(uint32(n))) {
+				return w.total.Add(n - int64(uint32(old)))
+			}
+		default:
+			return w.total.Load()
+		}
+	}
+}
+
+// sub takes back n counted by add(at, n) if that bucket is still in the ring.
+func (w *window) sub(at, n int64) {
+	if w.coarse != nil {
+		subPacked(w.coarseSlot(at), uint32(floorDiv(at, w.width*w.span)), n)
+	}
+	e := w.epoch(at)
+	if d := subPacked(w.slot(e), uint32(e), n); d != 0 {
+		w.total.Add(-d)
+	}
+}
+
+// subPacked takes up to n from a packed slot if it still holds epoch cur and
+// returns how much it took.
+func subPacked(sl *atomic.Uint64, cur uint32, n int64) int64 {
+	for {
+		old := sl.Load()
+		if uint32(old>>32) != cur {
+			return 0
+		}
+		c := int64(uint32(old))
+		d := min(c, n)
+		if sl.CompareAndSwap(old, old-uint64(d)) {
+			return d
+		}
+	}
+}
+
+func (w *window) coarseSlot(now int64) *atomic.Uint64 {
+	return &w.coarse[mod(floorDiv(now, w.width*w.span), 2)]
+}
+
+func (w *window) coarseAdd(now, n int64) {
+	sl, cur := w.coarseSlot(now), uint32(floorDiv(now, w.width*w.span))
+	for {
+		old := sl.Load()
+		oe := uint32(old >> 32)
+		var nw uint64
+		switch {
+		case oe == cur:
+			nw = old + uint64(n)
+		case int32(cur-oe) > 0:
+			nw = uint64(cur)<<32 | uint64(uint32(n))
+		default:
+			return
+		}
+		if sl.CompareAndSwap(old, nw) {
+			return
+		}
+	}
+}
+
+// previous returns the passes of the whole interval before the one of now.
+func (w *window) previous(now int64) int64 {
+	idx := floorDiv(now, w.width*w.span) - 1
+	v := w.coarse[mod(idx, 2)].Load()
+	if uint32(v>>32) != uint32(idx) {
+		return 0
+	}
+	return int64(uint32(v))
+}
+
+// reset returns how long after now the oldest non-empty bucket leaves the
+// window (0 if the window is empty). Under steady traffic the oldest bucket
+// is the first one looked at.
+func (w *window) reset(now int64) int64 {
+	e := w.epoch(now)
+	x := e - w.span + 1
+	i := mod(x, w.span)
+	for ; x <= e; x++ {
+		v := w.ring[i].Load()
+		if uint32(v>>32) == uint32(x) && uint32(v) != 0 {
+			return (x+w.span)*w.width - now
+		}
+		if i++; i == w.span {
+			i = 0
+		}
+	}
+	return 0
+}
+
+// sum returns the window's total at now, by scanning (tests, slow paths).
+func (w *window) sum(now int64) int64 {
+	e := w.epoch(now)
+	var total int64
+	for x := e - w.span + 1; x <= e; x++ {
+		if v := w.slot(x).Load(); uint32(v>>32) == uint32(x) {
+			total += int64(uint32(v))
+		}
+	}
+	return total
+}
+
+// freeAfter returns how long after now the window's total drops to at most
+// target as its oldest buckets leave it; ok is false if it never does so.
+func (w *window) freeAfter(now, target int64) (d int64, ok bool) {
+	if target < 0 {
+		return 0, false
+	}
+	e := w.epoch(now)
+	total := w.sum(now)
+	for x := e - w.span + 1; x <= e && total > target; x++ {
+		v := w.slot(x).Load()
+		if uint32(v>>32) != uint32(x) || uint32(v) == 0 {
+			continue
+		}
+		total -= int64(uint32(v))
+		if total <= target {
+			return (x+w.span)*w.width - now, true
+		}
+	}
+	return 0, total <= target
+}
