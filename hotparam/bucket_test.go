@@ -180,3 +180,27 @@ func TestQPSCancelGivesTokensBackExitDoesNot(t *testing.T) {
 		t.Fatalf("after a late Cancel %d passed at once, want the bucket's 1", passed)
 	}
 }
+
+// A clock that steps back (callers on other cores read it a moment earlier)
+// neither refills a bucket nor lets a queue pass early.
+func TestClockGoingBackwards(t *testing.T) {
+	c := compile(t, seedRule()).For("get-order")
+	for range 2 {
+		c.Enter(sec(1), order("1"), 1)
+	}
+	if _, v := c.Enter(sec(0.5), order("1"), 1); !v.Blocked || v.RetryAfter != time.Second {
+		t.Errorf("bucket, 0.5s back: %+v, want blocked until 1.5s (retry 1s)", v)
+	}
+	if _, v := c.Enter(sec(1.5), order("1"), 1); v.Blocked {
+		t.Error("bucket: blocked once the clock caught up")
+	}
+
+	q := compile(t, throttleRule(10, 150)).For("get-order")
+	q.Enter(sec(1), order("1"), 1)
+	if _, v := q.Enter(sec(0.95), order("1"), 1); v.Blocked || v.Wait != 150*time.Millisecond {
+		t.Errorf("queue, 50ms back: %+v, want a wait of 150ms", v)
+	}
+	if _, v := q.Enter(sec(0.9), order("1"), 1); !v.Blocked {
+		t.Error("queue: a call 100ms back passed a full queue")
+	}
+}
