@@ -165,7 +165,7 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 
 // applyEdit does the read, compare, edit, validate, write and reload of one
 // edit under editMu. It returns the new ETag, or on a 409 the current one.
-func (s *Server) applyEdit(section string, index int, ifMatch string, patch func(*yaml.Node) (*yaml.Node, error)) (string, error) {
+func (s *Server) applyEdit(section string, index int, ifMatch string, patch ruleEdit) (string, error) {
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
 	path := s.configFile()
@@ -201,28 +201,37 @@ func (s *Server) validate(path string, data []byte) error {
 	return yaml.Unmarshal(data, &v)
 }
 
-// parseEdit turns a request body into a function that edits a rule's node:
-// a JSON object is merged into the rule (RFC 7396: a key set to null is
-// removed, keys not named are kept with their comments); a YAML body
-// (application/yaml, text/yaml) replaces the rule.
-func parseEdit(contentType string, body []byte) (func(*yaml.Node) (*yaml.Node, error), error) {
+// ruleEdit is one requested change of a rule: either fields merged into it
+// (RFC 7396: a key set to null is removed, keys not named are kept with their
+// comments) or a whole new rule.
+type ruleEdit struct {
+	fields  map[string]any
+	replace *yaml.Node
+}
+
+// parseEdit reads an edit's body: a JSON object of fields to merge, or a YAML
+// mapping (application/yaml, text/yaml) that replaces the rule.
+func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
 	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
 		var doc yaml.Node
 		if err := yaml.Unmarshal(body, &doc); err != nil {
-			return nil, fmt.Errorf("admin: rule YAML: %w", err)
+			return ruleEdit{}, fmt.Errorf("admin: rule YAML: %w", err)
 		}
 		if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-			return nil, errors.New("admin: rule YAML must be one mapping of rule fields")
+			return ruleEdit{}, errors.New("admin: rule YAML must be one mapping of rule fields")
 		}
-		return func(*yaml.Node) (*yaml.Node, error) { return doc.Content[0], nil }, nil
+		return ruleEdit{replace: doc.Content[0]}, nil
 	case "application/json", "":
 		fields, err := decodeJSONObject(body)
 		if err != nil {
-			return nil, err
+			return ruleEdit{}, err
 		}
-		return func(rule *yaml.Node) (*yaml.Node, error) { return rule, mergeFields(rule, fields) }, nil
+		for k, v := range fields {
+			fields[k] = plain(v)
+		}
+		return ruleEdit{fields: fields}, nil
 	}
-	return nil, fmt.Errorf("admin: unsupported Content-Type %q (use application/json or application/yaml)", mt)
+	return ruleEdit{}, fmt.Errorf("admin: unsupported Content-Type %q (use application/json or application/yaml)", mt)
 }

@@ -17,10 +17,8 @@ func TestEditValidRewritesOnlyThatRule(t *testing.T) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	after := string(f.file(t))
-	// The edited rule is re-encoded by yaml.v3 (its line comment keeps its
-	// text, one space before it); every other byte stays.
-	want := strings.Replace(before, "  - resource: orders   # second rule, per origin\n    limitApp: mobile\n    count: 20\n",
-		"  - resource: orders # second rule, per origin\n    limitApp: mobile\n    count: 35\n", 1)
+	// Only the changed value's bytes change; limitApp was sent unchanged.
+	want := strings.Replace(before, "    limitApp: mobile\n    count: 20\n", "    limitApp: mobile\n    count: 35\n", 1)
 	if after != want {
 		t.Fatalf("file after edit:\n%s\nwant:\n%s", after, want)
 	}
@@ -44,6 +42,44 @@ func TestEditKeepsCommentsInsideAndAroundTheRule(t *testing.T) {
 	want := strings.Replace(before, "count: 100 # raised for the sale", "count: 250 # raised for the sale", 1)
 	if after != want {
 		t.Fatalf("file after edit:\n%s\nwant:\n%s", after, want)
+	}
+}
+
+// Edits that change a rule's shape (a new or removed field, a nested value)
+// re-encode that rule's lines with yaml.v3; the rest of the file stays byte
+// for byte. Edits of existing one-line values change only those values.
+func TestEditShapes(t *testing.T) {
+	rule1 := "  - resource: orders   # second rule, per origin\n    limitApp: mobile\n    count: 20\n"
+	for _, tc := range []struct {
+		name, patch, old, new string
+	}{
+		{"two values in place", `{"count": 0.5, "limitApp": "mobile, web"}`, rule1,
+			"  - resource: orders   # second rule, per origin\n    limitApp: mobile, web\n    count: 0.5\n"},
+		{"value needing quotes", `{"limitApp": "a: b"}`, rule1,
+			"  - resource: orders   # second rule, per origin\n    limitApp: 'a: b'\n    count: 20\n"},
+		{"new field", `{"dryRun": true}`, rule1,
+			"  - resource: orders # second rule, per origin\n    limitApp: mobile\n    count: 20\n    dryRun: true\n"},
+		{"removed field", `{"limitApp": null}`, rule1,
+			"  - resource: orders # second rule, per origin\n    count: 20\n"},
+		{"nested value", `{"clusterConfig": {"thresholdType": "global"}}`, rule1,
+			"  - resource: orders # second rule, per origin\n    limitApp: mobile\n    count: 20\n    clusterConfig:\n      thresholdType: global\n"},
+		{"nothing changed", `{"count": 20.0}`, rule1, rule1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			before := string(f.file(t))
+			code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/1",
+				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
+			if code != http.StatusOK {
+				t.Fatalf("PUT %s: %d %s", tc.patch, code, body)
+			}
+			if !strings.Contains(before, tc.old) {
+				t.Fatalf("fixture lacks %q", tc.old)
+			}
+			if want := strings.Replace(before, tc.old, tc.new, 1); string(f.file(t)) != want {
+				t.Fatalf("file after %s:\n%s\nwant:\n%s", tc.patch, f.file(t), want)
+			}
+		})
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// replaceRule returns data with rule index of section rewritten by edit. Only
-// the lines the rule's own content occupies are re-encoded; every other byte
-// of the file, comments between and after rules included, is kept as is.
-func replaceRule(data []byte, section string, index int, edit func(*yaml.Node) (*yaml.Node, error)) ([]byte, error) {
+// replaceRule returns data with rule index of section changed by edit. When
+// the edit only changes existing one-line scalar values (a new count), just
+// those values' bytes are replaced. Otherwise only the lines the rule's own
+// content occupies are re-encoded by yaml.v3. Either way every other byte of
+// the file, comments between and after rules included, is kept as is.
+func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &editError{code: http.StatusUnprocessableEntity, msg: "admin: the rules file on disk is not valid YAML", lines: []string{err.Error()}}
@@ -69,9 +71,17 @@ func replaceRule(data []byte, section string, index int, edit func(*yaml.Node) (
 		return nil, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is laid out in a way the editor cannot rewrite in place", section, index)
 	}
 
-	newItem, err := edit(item)
-	if err != nil {
-		return nil, err
+	if edit.fields != nil {
+		if out, ok := patchScalarsInPlace(lines, item, edit.fields); ok {
+			return out, nil
+		}
+	}
+	newItem := edit.replace
+	if newItem == nil {
+		newItem = item
+		if err := mergeFields(item, edit.fields); err != nil {
+			return nil, err
+		}
 	}
 	// Comments above the rule and after its last line stay in the file where
 	// they are; encoding them again would duplicate them.
@@ -106,6 +116,117 @@ func replaceRule(data []byte, section string, index int, edit func(*yaml.Node) (
 		out.Write(l)
 	}
 	return out.Bytes(), nil
+}
+
+// patchScalarsInPlace applies fields to a block-style rule by rewriting only
+// the text of the values that change, so spacing, quoting of untouched values
+// and every comment stay. It reports false, leaving the work to the general
+// path, unless every changed field is an existing one-line scalar whose source
+// text it can find exactly and whose new value is a scalar too.
+func patchScalarsInPlace(lines [][]byte, rule *yaml.Node, fields map[string]any) ([]byte, bool) {
+	if rule.Style&yaml.FlowStyle != 0 {
+		return nil, false
+	}
+	type splice struct {
+		line, from, to int // 1-based line, byte range in it
+		text           string
+	}
+	var splices []splice
+	for k, v := range fields {
+		at := -1
+		for i := 0; i+1 < len(rule.Content); i += 2 {
+			if rule.Content[i].Value == k {
+				at = i
+				break
+			}
+		}
+		if at < 0 || v == nil {
+			return nil, false // a new or removed field changes the rule's shape
+		}
+		old := rule.Content[at+1]
+		var oldV any
+		if old.Kind != yaml.ScalarNode || old.Decode(&oldV) != nil {
+			return nil, false
+		}
+		if reflect.DeepEqual(canon(oldV), canon(v)) {
+			continue
+		}
+		switch v.(type) {
+		case string, bool, int64, float64:
+		default:
+			return nil, false
+		}
+		from, to, ok := scalarSpan(lines, old)
+		if !ok {
+			return nil, false
+		}
+		enc, err := yaml.Marshal(v)
+		if err != nil || bytes.Count(enc, []byte("\n")) != 1 {
+			return nil, false // a value yaml.v3 writes on several lines
+		}
+		splices = append(splices, splice{old.Line, from, to, strings.TrimSuffix(string(enc), "\n")})
+	}
+	sort.Slice(splices, func(i, j int) bool { // back to front keeps offsets valid
+		if splices[i].line != splices[j].line {
+			return splices[i].line > splices[j].line
+		}
+		return splices[i].from > splices[j].from
+	})
+	out := make([][]byte, len(lines))
+	copy(out, lines)
+	for _, s := range splices {
+		l := out[s.line-1]
+		nl := make([]byte, 0, len(l)+len(s.text))
+		nl = append(append(append(nl, l[:s.from]...), s.text...), l[s.to:]...)
+		out[s.line-1] = nl
+	}
+	return bytes.Join(out, nil), true
+}
+
+// scalarSpan finds the bytes of a one-line scalar's source text on its line
+// and checks that they decode to the node's value.
+func scalarSpan(lines [][]byte, n *yaml.Node) (int, int, bool) {
+	if n.Line < 1 || n.Line > len(lines) || n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return 0, 0, false
+	}
+	line := bytes.TrimRight(lines[n.Line-1], "\r\n")
+	from := n.Column - 1
+	if from < 0 || from >= len(line) {
+		return 0, 0, false
+	}
+	to := len(line)
+	switch line[from] {
+	case '"', '\'':
+		q := line[from]
+		to = -1
+		for i := from + 1; i < len(line); i++ {
+			if q == '"' && line[i] == '\\' {
+				i++
+				continue
+			}
+			if line[i] == q {
+				if q == '\'' && i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				to = i + 1
+				break
+			}
+		}
+		if to < 0 {
+			return 0, 0, false
+		}
+	default:
+		if i := bytes.Index(line[from:], []byte(" #")); i >= 0 {
+			to = from + i
+		}
+		to = from + len(bytes.TrimRight(line[from:to], " \t"))
+	}
+	var got string
+	if err := yaml.Unmarshal(line[from:to], &got); err != nil || got != n.Value {
+		return 0, 0, false
+	}
+	return from, to, true
 }
 
 // splitLines splits data after each '\n', keeping the terminators.
@@ -190,7 +311,7 @@ func mergeFields(rule *yaml.Node, fields map[string]any) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := plain(fields[k])
+		v := fields[k]
 		at := -1
 		for i := 0; i+1 < len(rule.Content); i += 2 {
 			if rule.Content[i].Value == k {
