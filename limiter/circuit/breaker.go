@@ -108,7 +108,7 @@ func (b *breaker) exit(now int64, rt time.Duration, failed, probe bool) {
 	b.mu.Lock()
 	b.win.add(now, bad)
 	switch {
-	case probe:
+	case probe && b.state.Load() == sProbing:
 		// A slowRatio probe that failed fast (connection refused, 5xx) is no
 		// evidence of recovery either, so any probe that was slow or failed
 		// re-opens, whatever the strategy counts in its window.

@@ -50,8 +50,9 @@ type Breakers struct {
 // back into the breaker (logging and setting a metric are fine). Breakers kept
 // from prev report to the new onChange.
 //
-// Defaults: statIntervalMs 0 means 1000. Compile reports every invalid rule at
-// once; on error it returns no Set.
+// Defaults: statIntervalMs 0 means 1000. A resource may have at most 64
+// degrade rules. Compile reports every invalid rule at once; on error it
+// returns no Set (and prev stays in force).
 func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
 	reuse := map[config.DegradeRule][]*breaker{}
 	if prev != nil {

@@ -41,7 +41,7 @@ func TestMaxQps(t *testing.T) {
 		want bool  // blocked
 	}{
 		{0, false}, {10, false}, {20, false}, {30, false}, {40, false},
-		{50, true},   // 6th in the second
+		{50, true},    // 6th in the second
 		{999, true},   // the first five are still in the window
 		{1000, false}, // their 0-50 ms bucket has left the window
 		{1001, false},
