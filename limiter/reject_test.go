@@ -2,6 +2,9 @@ package limiter_test
 
 import (
 	"testing"
+	"time"
+
+	"sluice/limiter"
 )
 
 // A steady 3x overload must never let a real interval pass more than
@@ -23,5 +26,106 @@ func TestRejectRealIntervalsBound(t *testing.T) {
 				t.Errorf("count %v phase %d: passed %d in 20 s, want about %d", count, phase, total, want)
 			}
 		}
+	}
+}
+
+// A burst at one instant passes exactly floor(count/n) calls, and the window
+// frees them one interval later, to the nanosecond.
+func TestRejectExactAtOneInstant(t *testing.T) {
+	tests := []struct {
+		count float64
+		n     int64
+		want  int
+	}{
+		{10, 1, 10}, {100, 1, 100}, {1000, 1, 1000}, {10, 3, 3}, {10.5, 1, 10}, {1, 2, 0}, {0, 1, 0},
+	}
+	for _, tt := range tests {
+		c := compile(t, qps("r", tt.count)).Checker("r", "default")
+		burst := func(now int64) int {
+			passed := 0
+			for range int(tt.count)*2 + 5 {
+				tok, v := c.Enter(now, "", tt.n)
+				if !v.Blocked {
+					passed++
+					tok.Exit(now, false)
+				} else if v.Reason != limiter.ReasonFlow {
+					t.Fatalf("blocked with reason %v", v.Reason)
+				}
+			}
+			return passed
+		}
+		if got := burst(t0); got != tt.want {
+			t.Errorf("count %v n %d: burst passed %d, want %d", tt.count, tt.n, got, tt.want)
+		}
+		// the burst is counted in the 20 ms bucket holding t0, which leaves the
+		// window 1 s after the bucket's start
+		free := t0 - t0%(20*ms) + sec
+		if got := burst(free - 1); got != 0 {
+			t.Errorf("count %v n %d: 1 ns before the window ends passed %d more", tt.count, tt.n, got)
+		}
+		if got := burst(free); got != tt.want {
+			t.Errorf("count %v n %d: next window passed %d, want %d", tt.count, tt.n, got, tt.want)
+		}
+	}
+}
+
+// statIntervalMs 60000 with count 100 is 100 a minute, in every real minute.
+func TestRejectPerMinute(t *testing.T) {
+	r := qps("r", 100)
+	r.StatIntervalMs = 60000
+	c := compile(t, r).Checker("r", "default")
+	passes := drive(c, t0, 10*60*sec, 300.0/60, "", 1)
+	if got := maxInInterval(passes, 60*sec); got > 110 {
+		t.Errorf("a real minute passed %d > 110", got)
+	}
+	if got := len(passes); got < 950 || got > 1010 {
+		t.Errorf("10 minutes passed %d, want about 1000", got)
+	}
+}
+
+// The Quota says what a RateLimit header needs: count, window, what is left
+// and when the oldest pass leaves the window; a block says when to retry.
+func TestRejectQuotaAndRetryAfter(t *testing.T) {
+	c := compile(t, qps("r", 3)).Checker("r", "default")
+	var last limiter.Verdict
+	for i, at := range []int64{t0, t0 + 100*ms, t0 + 200*ms} {
+		tok, v := c.Enter(at, "", 1)
+		if v.Blocked || !v.HasQuota {
+			t.Fatalf("call %d: %+v", i, v)
+		}
+		tok.Exit(at, false)
+		if v.Quota.Remaining != float64(2-i) || v.Quota.Limit != 3 || v.Quota.Window != time.Second || v.Quota.Policy != "r" {
+			t.Errorf("call %d: quota %+v", i, v.Quota)
+		}
+		last = v
+	}
+	// t0 lies in the bucket starting at bucketStart; it leaves 1 s later.
+	bucketStart := t0 - t0%(20*ms)
+	if want := time.Duration(bucketStart + sec - (t0 + 200*ms)); last.Quota.Reset != want {
+		t.Errorf("Reset %v, want %v", last.Quota.Reset, want)
+	}
+	_, v := c.Enter(t0+300*ms, "", 1)
+	if !v.Blocked || v.Quota.Remaining != 0 {
+		t.Fatalf("4th call: %+v", v)
+	}
+	if want := time.Duration(bucketStart + sec - (t0 + 300*ms)); v.RetryAfter != want {
+		t.Errorf("RetryAfter %v, want %v", v.RetryAfter, want)
+	}
+	if _, v := c.Enter(t0+300*ms+int64(v.RetryAfter), "", 1); v.Blocked {
+		t.Errorf("blocked at RetryAfter")
+	}
+}
+
+// acquireCount n takes n tokens of the window.
+func TestAcquireCount(t *testing.T) {
+	c := compile(t, qps("r", 10)).Checker("r", "default")
+	for i, want := range []bool{true, true, true, false} {
+		_, v := c.Enter(t0, "", 3)
+		if v.Blocked == want {
+			t.Errorf("call %d of 3 tokens: blocked %v", i, v.Blocked)
+		}
+	}
+	if _, v := c.Enter(t0, "", 1); v.Blocked || v.Quota.Remaining != 0 {
+		t.Errorf("the 10th token: %+v", v)
 	}
 }

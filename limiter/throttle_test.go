@@ -1,0 +1,105 @@
+package limiter_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+func throttleRule(count float64, maxQueueMs int64) config.FlowRule {
+	r := qps("r", count)
+	r.ControlBehavior = config.BehaviorThrottle
+	r.MaxQueueingTimeMs = maxQueueMs
+	return r
+}
+
+// Java Sentinel's throttle computes its spacing in whole milliseconds, so from
+// about 1000 QPS on it stops limiting. Here the spacing is in nanoseconds: at
+// 2x the offered load, pacing (maxQueueingTimeMs 0) passes exactly count per
+// second, evenly spaced, and a queue forwards calls exactly one spacing apart.
+func TestThrottleExactAbove1000QPS(t *testing.T) {
+	for _, count := range []float64{0.1, 10, 1000, 5000, 100000} {
+		spacing := int64(float64(sec) / count)
+		dur := 20 * sec
+		switch {
+		case count < 1:
+			dur = 200 * sec
+		case count >= 1000:
+			dur = 2 * sec
+		}
+		// pacing, no queue
+		c := compile(t, throttleRule(count, 0)).Checker("r", "default")
+		passes := drive(c, t0, dur, 2*count, "", 1)
+		if want := int(count * float64(dur/sec)); len(passes) != want {
+			t.Errorf("%v QPS pacing: passed %d in %d s, want %d", count, len(passes), dur/sec, want)
+		}
+		for i := 1; i < len(passes); i++ {
+			if d := passes[i] - passes[i-1]; d != spacing {
+				t.Fatalf("%v QPS pacing: passes %d ns apart, want %d", count, d, spacing)
+			}
+		}
+		// a queue of 1 s: every call within it goes, each one spacing later
+		c = compile(t, throttleRule(count, 1000)).Checker("r", "default")
+		var fwd []int64
+		for i := range int(2 * count) {
+			now := t0 + int64(i)*int64(float64(sec)/(4*count))
+			tok, v := c.Enter(now, "", 1)
+			if v.Blocked {
+				if int64(v.RetryAfter) <= 0 {
+					t.Errorf("%v QPS: blocked with RetryAfter %v", count, v.RetryAfter)
+				}
+				continue
+			}
+			fwd = append(fwd, now+int64(v.Wait))
+			tok.Exit(now, false)
+		}
+		for i := 1; i < len(fwd); i++ {
+			if d := fwd[i] - fwd[i-1]; d != spacing {
+				t.Fatalf("%v QPS queue: forwarded %d ns apart, want %d", count, d, spacing)
+			}
+		}
+		if count >= 10 && len(fwd) < int(count) {
+			t.Errorf("%v QPS queue: forwarded %d, want at least %v", count, len(fwd), count)
+		}
+	}
+}
+
+// A call that would wait longer than maxQueueingTimeMs is blocked, and told
+// when it would fit; acquireCount scales the spacing.
+func TestThrottleQueueBound(t *testing.T) {
+	c := compile(t, throttleRule(10, 250)).Checker("r", "default") // 100 ms apart
+	steps := []struct {
+		n       int64
+		wait    time.Duration
+		blocked bool
+		retry   time.Duration
+	}{
+		{1, 0, false, 0},
+		{1, 100 * time.Millisecond, false, 0},
+		{1, 200 * time.Millisecond, false, 0},
+		{1, 0, true, 50 * time.Millisecond},
+		{2, 0, true, 150 * time.Millisecond},
+	}
+	for i, s := range steps {
+		_, v := c.Enter(t0, "", s.n)
+		if v.Blocked != s.blocked || v.Wait != s.wait || v.RetryAfter != s.retry {
+			t.Errorf("step %d: %+v, want blocked %v wait %v retry %v", i, v, s.blocked, s.wait, s.retry)
+		}
+	}
+}
+
+// A queued call whose client leaves gives its slot back to the next caller.
+func TestThrottleCancelLeavesQueue(t *testing.T) {
+	c := compile(t, throttleRule(10, 1000)).Checker("r", "default")
+	c.Enter(t0, "", 1)
+	tok, v := c.Enter(t0, "", 1)
+	if v.Wait != 100*time.Millisecond {
+		t.Fatalf("second call waits %v", v.Wait)
+	}
+	tok.Cancel(t0+10*ms, limiter.ReasonNone)
+	if _, v := c.Enter(t0+10*ms, "", 1); v.Wait != 90*time.Millisecond {
+		t.Errorf("after the cancel the next call waits %v, want 90ms", v.Wait)
+	}
+}

@@ -1,0 +1,108 @@
+package limiter_test
+
+import (
+	"math"
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+func warmRule(count float64, period int64, behavior config.ControlBehavior) config.FlowRule {
+	r := qps("r", count)
+	r.ControlBehavior = behavior
+	r.WarmUpPeriodSec = period
+	r.ColdFactor = 3
+	return r
+}
+
+// perSecond counts passes per aligned second from start.
+func perSecond(passes []int64, start int64, secs int) []int {
+	out := make([]int, secs)
+	for _, p := range passes {
+		if i := (p - start) / sec; i >= 0 && i < int64(secs) {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// From cold, under a steady 3x overload, the passes of second s follow
+// Guava/Sentinel's formula: count=100, warmUpPeriodSec=10, coldFactor=3 gives
+// warningToken=500, maxToken=1000, slope=4e-5; the stored tokens start at
+// maxToken and fall by each second's passes, and the allowed rate is
+// 1/((tokens-warning)*slope + 1/count) above the warning line, count below.
+func TestWarmUpCurve(t *testing.T) {
+	want := []float64{33.33, 34.87, 36.60, 38.64, 41.05, 44.01, 47.71, 52.41, 58.82, 68.12, 83.61, 100, 100, 100, 100, 100}
+	start := (t0/sec + 1) * sec // aligned: tokens sync per second
+	c := compile(t, warmRule(100, 10, config.BehaviorWarmUp)).Checker("r", "default")
+	got := perSecond(drive(c, start, int64(len(want))*sec, 300, "", 1), start, len(want))
+	for s, w := range want {
+		if d := math.Abs(float64(got[s])-w) / w; d > 0.05 {
+			t.Errorf("second %d: passed %d, formula %.2f (off %.1f%%)", s, got[s], w, 100*d)
+		}
+	}
+	// Warm and under steady load it stays warm.
+	got = perSecond(drive(c, start+16*sec, 20*sec, 300, "", 1), start+16*sec, 20)
+	for s, g := range got {
+		if g != 100 {
+			t.Errorf("warm second %d: passed %d, want 100", s, g)
+		}
+	}
+	// After an idle spell it is cold again.
+	idle := start + 36*sec + 60*sec
+	if got := perSecond(drive(c, idle, sec, 300, "", 1), idle, 1)[0]; got != 33 {
+		t.Errorf("after idle: first second passed %d, want 33", got)
+	}
+}
+
+// Regression: a cold limiter passes exactly floor(count/coldFactor) a second
+// (3 for count 10); if the refill test compared that with the unrounded cold
+// rate (3 < 3.33) the tokens would refill every second and it would never warm
+// up. It must reach count within a few warm-up periods.
+func TestWarmUpFinishesAtExactColdRate(t *testing.T) {
+	start := (t0/sec + 1) * sec
+	c := compile(t, warmRule(10, 5, config.BehaviorWarmUp)).Checker("r", "default")
+	got := perSecond(drive(c, start, 20*sec, 30, "", 1), start, 20)
+	if got[0] != 3 {
+		t.Errorf("first second passed %d, want 3", got[0])
+	}
+	if got[19] != 10 {
+		t.Errorf("still cold after 20 s: passes per second %v", got)
+	}
+	for s := 1; s < 20; s++ {
+		if got[s] < got[s-1] {
+			t.Errorf("rate fell from %d to %d at second %d: %v", got[s-1], got[s], s, got)
+		}
+	}
+}
+
+// warmUpThrottle spaces passes at the current warm-up rate, exactly, far above
+// 1000 QPS (Java Sentinel rounds its spacing to whole ms there).
+func TestWarmUpThrottleExactAbove1000QPS(t *testing.T) {
+	start := (t0/sec + 1) * sec
+	r := warmRule(5000, 10, config.BehaviorWarmUpThrottle)
+	c := compile(t, r).Checker("r", "default")
+	passes := drive(c, start, 30*sec, 10000, "", 1)
+	got := perSecond(passes, start, 30)
+	if cold := 5000.0 / 3; math.Abs(float64(got[0])-cold)/cold > 0.05 {
+		t.Errorf("first second passed %d, want about %.0f", got[0], cold)
+	}
+	for s := 1; s < 30; s++ {
+		if got[s]+1 < got[s-1] {
+			t.Errorf("rate fell from %d to %d at second %d", got[s-1], got[s], s)
+		}
+	}
+	if got[29] < 4999 || got[29] > 5001 {
+		t.Errorf("warm second passed %d, want 5000", got[29])
+	}
+	// warm: consecutive passes exactly 200 µs apart
+	tail := passes[len(passes)-1000:]
+	for i := 1; i < len(tail); i++ {
+		if d := tail[i] - tail[i-1]; d != 200_000 {
+			t.Fatalf("warm spacing %d ns, want 200000", d)
+		}
+	}
+}
+
+var _ = limiter.ReasonFlow
