@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"time"
 )
@@ -17,6 +18,9 @@ type call struct {
 	timer    *time.Timer
 	ok       bool
 	done     chan error
+	// scratch for deciding this call alone, without allocating
+	keys [2]string
+	args [6]any
 }
 
 // batcher takes the first waiting call, then every call already queued behind
@@ -70,7 +74,6 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		return
 	}
 	now := time.Now()
-	deadline := batch[0].deadline
 	keys = append(keys[:0], s.gwKey)
 	args = append(args[:0], s.expiry)
 	live := batch[:0]
@@ -79,9 +82,6 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 			c.done <- ErrTimeout
 			continue
 		}
-		if c.deadline.Before(deadline) {
-			deadline = c.deadline
-		}
 		keys = append(keys, c.key)
 		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.spec.argv[3])
 		live = append(live, c)
@@ -89,15 +89,15 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	res, err := s.scripts.acquire.Run(ctx, s.rdb, keys, args...).Int64Slice()
-	cancel()
+	// The socket deadlines (Options.Timeout) bound the round trip; callers
+	// queued longer than that have their own timers.
+	res, err := s.scripts.acquire.Run(context.Background(), s.rdb, keys, args...).Int64Slice()
 	if err == nil && len(res) != len(live) {
 		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
 	}
 	s.report(err)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		if isTimeout(err) {
 			err = ErrTimeout
 		} else {
 			err = errors.Join(ErrUnavailable, err)
@@ -112,6 +112,12 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		c.done <- nil
 	}
 	clear(args) // drop references to keys and specs
+	clear(keys)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

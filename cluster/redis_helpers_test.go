@@ -21,7 +21,16 @@ import (
 	"sluice/config"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial through its process-wide logger; the
+	// tests kill Redis on purpose, so keep that out of the output.
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 const sharedRedis = "redis://127.0.0.1:6379/0"
 

@@ -12,13 +12,16 @@ import "github.com/redis/go-redis/v9"
 // A window hash holds one field per bucket (Redis ms / bucket ms -> passes),
 // 'l' (newest bucket seen) and 't' (passes in buckets l-nb..l). Expired
 // buckets are subtracted and deleted as time moves on, so a call costs O(1)
-// amortised. If Redis's clock steps back (failover to a replica), calls count
+// amortised; a window is read and written once per batch, so many calls on
+// one hot rule cost little more than one. If Redis's clock steps back (failover to a replica), calls count
 // into the newest bucket rather than reopening old ones.
 const acquireSrc = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local live = -1
 local out = {}
+local st = {}
+local order = {}
 for i = 2, #KEYS do
   local a = (i - 2) * 5 + 2
   local limit = tonumber(ARGV[a])
@@ -34,42 +37,55 @@ for i = 2, #KEYS do
     limit = limit * live
   end
   local k = KEYS[i]
-  local b = math.floor(now / bms)
-  local st = redis.call('HMGET', k, 'l', 't')
-  local last = tonumber(st[1])
-  local total = tonumber(st[2]) or 0
-  local changed = false
-  if last == nil then
-    last = b
-  elseif b - last > nb then
-    redis.call('DEL', k)
-    total = 0
-    last = b
-    changed = true
-  elseif b > last then
-    for j = last - nb, b - nb - 1 do
-      local c = redis.call('HGET', k, tostring(j))
-      if c then
-        total = total - tonumber(c)
-        redis.call('HDEL', k, tostring(j))
+  local s = st[k]
+  if not s then
+    -- first call on this window in the batch: load it and drop expired buckets
+    local b = math.floor(now / bms)
+    local h = redis.call('HMGET', k, 'l', 't')
+    local last = tonumber(h[1])
+    s = {b = b, total = tonumber(h[2]) or 0, add = 0, changed = false, ttl = (nb + 2) * bms}
+    if last == nil then
+      s.last = b
+    elseif b - last > nb then
+      redis.call('DEL', k)
+      s.total = 0
+      s.last = b
+      s.changed = true
+    elseif b > last then
+      for j = last - nb, b - nb - 1 do
+        local c = redis.call('HGET', k, tostring(j))
+        if c then
+          s.total = s.total - tonumber(c)
+          redis.call('HDEL', k, tostring(j))
+        end
       end
+      s.last = b
+      s.changed = true
+    else
+      s.last = last
+      s.b = last
     end
-    last = b
-    changed = true
-  else
-    b = last
+    st[k] = s
+    order[#order + 1] = k
   end
-  if total + n <= limit then
-    redis.call('HINCRBY', k, tostring(b), n)
-    total = total + n
+  if s.total + n <= limit then
+    s.total = s.total + n
+    s.add = s.add + n
     out[#out + 1] = 1
-    changed = true
   else
     out[#out + 1] = 0
   end
-  if changed then
-    redis.call('HSET', k, 'l', tostring(last), 't', tostring(total))
-    redis.call('PEXPIRE', k, (nb + 2) * bms)
+end
+-- write each window back once, however many calls of the batch it took
+for _, k in ipairs(order) do
+  local s = st[k]
+  if s.add > 0 then
+    redis.call('HINCRBY', k, tostring(s.b), s.add)
+    s.changed = true
+  end
+  if s.changed then
+    redis.call('HSET', k, 'l', tostring(s.last), 't', tostring(s.total))
+    redis.call('PEXPIRE', k, s.ttl)
   end
 end
 return out

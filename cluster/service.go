@@ -62,10 +62,11 @@ type Service struct {
 	gwKey   string // namespace's gateway set
 	expiry  string // gateway expiry in ms, as a script argument
 
-	calls chan *call
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	pool  sync.Pool // *call; a call whose caller timed out is never returned
+	calls  chan *call
+	active atomic.Int64 // Acquire calls in progress
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	pool   sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
 	mu     sync.Mutex // serialises state changes so OnState sees each once
@@ -87,9 +88,15 @@ func New(opts Options) (*Service, error) {
 	}
 	// Fail fast: the breaker and Run's probes do the retrying, and a request
 	// must not wait for go-redis's own retries and dial backoff.
+	// Socket deadlines rather than a context deadline per batch bound each
+	// round trip: they cost no allocation. A call that has to dial a fresh
+	// connection may take up to DialTimeout instead.
 	ro.MaxRetries = -1
 	ro.DialerRetries = 1
-	ro.DialTimeout = max(opts.Timeout, 250*time.Millisecond)
+	ro.DialTimeout = max(opts.Timeout, 50*time.Millisecond)
+	ro.ReadTimeout = opts.Timeout
+	ro.WriteTimeout = opts.Timeout
+	ro.PoolTimeout = opts.Timeout
 	ro.ContextTimeoutEnabled = true
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
@@ -140,6 +147,19 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	c.spec = spec
 	c.n = n
 	c.deadline = time.Now().Add(s.opts.Timeout)
+	if s.active.Add(1) == 1 {
+		// No other call in flight: decide this one here, saving the hand-off
+		// to a batcher and back (two goroutine wake-ups) on an idle gateway.
+		one := [1]*call{c}
+		s.decide(one[:], c.keys[:0], c.args[:0])
+		s.active.Add(-1)
+		err = <-c.done
+		ok = c.ok
+		c.spec, c.key = nil, ""
+		s.pool.Put(c)
+		return ok, err
+	}
+	defer s.active.Add(-1)
 	if c.timer == nil {
 		c.timer = time.NewTimer(s.opts.Timeout)
 	} else {
@@ -223,6 +243,9 @@ func (s *Service) beat(ctx context.Context) {
 
 // report feeds one round trip's outcome to the breaker.
 func (s *Service) report(err error) {
+	if s.closed.Load() {
+		return // a closed client's errors say nothing about Redis
+	}
 	if err == nil && s.up.Load() {
 		s.mu.Lock()
 		s.fails = 0
