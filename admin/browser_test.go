@@ -65,23 +65,45 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(path, orig, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(path, orig)
+	shot, err := filepath.Abs(filepath.Join("testdata", "dashboard.png"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A relative rules path, as `sluice -rules rules.yaml` gives, also keeps
+	// temporary directories out of the screenshot.
+	t.Chdir(t.TempDir())
+	const path = "rules.yaml"
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type loadedRules struct {
+		cfg *config.Config
+		at  time.Time
+	}
+	var inForce atomic.Pointer[loadedRules]
+	load := func() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		cfg, err := config.Parse(path, data)
+		if err != nil {
+			t.Errorf("reload after a save: %v", err)
+			return
+		}
+		inForce.Store(&loadedRules{cfg, time.Now()})
+	}
+	load()
 	var reloads atomic.Int32
-	loaded := time.Now()
 	srv := New(Options{
 		Token:      "letmein",
 		ConfigPath: path,
 		Validate:   func(p string, d []byte) error { _, err := config.Parse(p, d); return err },
-		Reload:     func() { reloads.Add(1) },
+		Reload:     func() { reloads.Add(1); load() },
 		State: func() State {
-			return State{Ready: true, Config: cfg, Path: path, LoadedAt: loaded, LastReload: loaded}
+			r := inForce.Load()
+			return State{Ready: true, Config: r.cfg, Path: path, LoadedAt: r.at, LastReload: r.at}
 		},
 		Stats: func() []ResourceStats { return liveStats(time.Now()) },
 	})
@@ -190,6 +212,20 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	if reloads.Load() != 1 {
 		t.Fatalf("Reload called %d times, want 1", reloads.Load())
 	}
+	// The page shows the reloaded rules (it re-reads /api/rules after a save).
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](
+		`[...document.querySelectorAll('#rules td')].some((td) => td.textContent === "250")`,
+		chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("rules in force never showed count 250: %v", err)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", shot, len(png))
 
 	// Someone edits the file behind the dashboard's back: the next save is a 409.
 	if err := os.WriteFile(path, []byte(strings.Replace(string(got), "count: 20", "count: 21", 1)), 0o644); err != nil {
@@ -207,19 +243,18 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	}
 	t.Logf("editor says: %s", text(`#result`))
 
-	// Re-read the file, as the 409 asks, for the README's screenshot.
+	// Re-read the file, as the 409 asks; the editor shows the other writer's value.
 	if err := chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(`#refresh-file`)),
 		chromedp.WaitVisible(chromedp.CSS(`#result.ok`)),
 	); err != nil {
 		t.Fatalf("re-read: %v", err)
 	}
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	opt, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#rule-select option[value="flowRules/1"]`)))
 	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", "dashboard.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote testdata/dashboard.png (%d bytes)", len(png))
+	if !strings.Contains(opt, "count 21") {
+		t.Errorf("after re-reading, the editor lists %q, want the other writer's count 21", opt)
+	}
 }

@@ -16,6 +16,20 @@
 //	POST /api/reload                       ask for a reload of rules.yaml now
 //	GET  /                                 the dashboard
 //
+// # Metrics
+//
+//	sluice_requests_total{resource,result}            counter; result is pass, block or error
+//	sluice_blocked_total{resource,reason}             counter; reason is flow, param, degrade, system or dryrun
+//	sluice_request_duration_seconds{resource,result}  histogram, 0.5 ms to 10 s
+//	sluice_concurrency{resource}                      gauge, read from the limiter at scrape time
+//	sluice_rules_reloads_total{result}                counter; result is ok or failed
+//	sluice_rules_last_reload_success_timestamp_seconds gauge
+//	sluice_circuit_state{resource}                    gauge; 0 closed, 1 open, 2 half-open
+//	sluice_cluster_redis_up                           gauge; 1 when Redis answers
+//
+// The resource label only takes names from the configuration (Metrics.Resource
+// is called when a rules snapshot is built), so requests cannot add series.
+//
 // # Security
 //
 // The admin listener binds 127.0.0.1 by default, so only local processes reach

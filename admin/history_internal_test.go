@@ -43,8 +43,10 @@ func TestHistoryDropsResourcesGoneForAWindow(t *testing.T) {
 func TestRunSamplesAtOnceAndStopsWithContext(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	s := New(Options{
-		Now:   func() time.Time { return at },
-		Stats: func() []ResourceStats { return []ResourceStats{{Resource: "orders", NodeStats: NodeStats{PassQps: 3, BlockQps: 1}}} },
+		Now: func() time.Time { return at },
+		Stats: func() []ResourceStats {
+			return []ResourceStats{{Resource: "orders", NodeStats: NodeStats{PassQps: 3, BlockQps: 1}}}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -76,6 +76,9 @@ function nodeTable(title, rows) {
 }
 
 function showResources(data) {
+  // A resource dropped from the configuration disappears from the page.
+  const live = new Set(data.resources.map((r) => r.resource));
+  for (const [name, c] of cards) if (!live.has(name)) { c.root.remove(); cards.delete(name); }
   for (const r of data.resources) {
     const c = card(r.resource);
     for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
@@ -126,7 +129,7 @@ function drawChart(c, s, now) {
 }
 
 function showHistory(data) {
-  for (const s of data.resources) drawChart(card(s.resource), s, data.at);
+  for (const s of data.resources) if (cards.has(s.resource)) drawChart(cards.get(s.resource), s, data.at);
 }
 
 // ---- rules in force and the last reload ----
