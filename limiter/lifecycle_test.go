@@ -1,0 +1,273 @@
+package limiter_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// A dryRun rule is evaluated and counted but never blocks; the rules after it
+// still apply.
+func TestDryRun(t *testing.T) {
+	dry := qps("r", 2)
+	dry.DryRun = true
+	c := compile(t, dry, qps("r", 4)).Checker("r", "default")
+	for i, want := range []struct {
+		blocked bool
+		dry     int
+	}{{false, 0}, {false, 0}, {false, 1}, {false, 1}, {true, 1}} {
+		_, v := c.Enter(t0, "", 1)
+		if v.Blocked != want.blocked || v.DryRun != want.dry {
+			t.Errorf("call %d: blocked %v dryRun %d, want %v %d", i, v.Blocked, v.DryRun, want.blocked, want.dry)
+		}
+		if v.HasQuota && v.Quota.Limit != 4 {
+			t.Errorf("call %d: quota of the dryRun rule: %+v", i, v.Quota)
+		}
+	}
+}
+
+// Cancel takes the call's counts back: by a later guard it counts as a block,
+// by a departed client as nothing.
+func TestCancelRollsBack(t *testing.T) {
+	f := compile(t, qps("r", 2))
+	c := f.Checker("r", "default")
+	a, _ := c.Enter(t0, "x", 1)
+	b, _ := c.Enter(t0, "x", 1)
+	if _, v := c.Enter(t0, "x", 1); !v.Blocked {
+		t.Fatal("third call passed")
+	}
+	a.Cancel(t0+ms, limiter.ReasonParam)
+	b.Cancel(t0+ms, limiter.ReasonNone)
+	for i := range 2 {
+		tok, v := c.Enter(t0+2*ms, "x", 1)
+		if v.Blocked {
+			t.Errorf("call %d after two cancels blocked", i)
+		}
+		tok.Exit(t0+2*ms, false)
+	}
+	st := f.Stats(t0 + 3*ms)[0]
+	want := limiter.NodeStats{PassQps: 2, BlockQps: 2, SuccessQps: 2}
+	if st.Node != want || len(st.Origins) != 1 || st.Origins[0].NodeStats != want {
+		t.Errorf("stats %+v, want node and origin %+v", st, want)
+	}
+}
+
+// A call blocked by a later rule gives back what earlier rules counted.
+func TestLaterBlockRollsBackEarlierRules(t *testing.T) {
+	conc := config.FlowRule{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1}
+	c := compile(t, qps("r", 3), conc).Checker("r", "default")
+	first, _ := c.Enter(t0, "", 1)
+	for range 10 {
+		if _, v := c.Enter(t0, "", 1); !v.Blocked {
+			t.Fatal("passed with one in flight")
+		}
+	}
+	first.Exit(t0, false)
+	for i, want := range []bool{false, false, true} {
+		tok, v := c.Enter(t0, "", 1)
+		if v.Blocked != want {
+			t.Errorf("call %d: blocked %v, want %v", i, v.Blocked, want)
+		}
+		tok.Exit(t0, false)
+	}
+}
+
+// Compile keeps the state of a rule whose definition is unchanged (a moved
+// line does not count) and resets a changed one; in-flight calls of the old
+// Flow release into the new one.
+func TestCompileCarriesState(t *testing.T) {
+	r := qps("r", 2)
+	r.Line = 10
+	conc := config.FlowRule{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1, Line: 11}
+	f1 := compile(t, r, conc)
+	c1 := f1.Checker("r", "default")
+	held, _ := c1.Enter(t0, "", 1)
+
+	r.Line, conc.Line = 20, 21
+	f2, err := limiter.Compile([]config.FlowRule{r, conc}, f1, limiter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := f2.Checker("r", "default")
+	if _, v := c2.Enter(t0, "", 1); !v.Blocked {
+		t.Errorf("unchanged concurrency rule forgot its call in flight")
+	}
+	held.Exit(t0, false) // ends in the old Flow, releases the shared state
+	tok, v := c2.Enter(t0, "", 1)
+	if v.Blocked {
+		t.Fatalf("blocked after the old call ended")
+	}
+	tok.Exit(t0, false)
+	if _, v := c2.Enter(t0, "", 1); !v.Blocked {
+		t.Errorf("unchanged qps rule forgot its window (3rd pass of 2)")
+	}
+	if st := f2.Stats(t0)[0].Node; st.PassQps != 2 {
+		t.Errorf("resource stats not carried: %+v", st)
+	}
+
+	r.Count = 3
+	f3, err := limiter.Compile([]config.FlowRule{r, conc}, f2, limiter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c3 := f3.Checker("r", "default")
+	for i := range 3 {
+		tok, v := c3.Enter(t0, "", 1)
+		if v.Blocked {
+			t.Errorf("changed rule kept old state: call %d blocked", i)
+		}
+		tok.Exit(t0, false)
+	}
+}
+
+// Identical duplicates are matched by occurrence.
+func TestCompileDuplicates(t *testing.T) {
+	f1 := compile(t, qps("r", 1), qps("r", 1))
+	f1.Checker("r", "default").Enter(t0, "", 1)
+	f2, err := limiter.Compile([]config.FlowRule{qps("r", 1)}, f1, limiter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, v := f2.Checker("r", "default").Enter(t0, "", 1); !v.Blocked {
+		t.Errorf("the kept duplicate forgot its pass")
+	}
+	if got := f2.Rules(); len(got) != 1 {
+		t.Errorf("Rules() = %v", got)
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	bad := []config.FlowRule{
+		{Resource: "a", Grade: "bogus", Count: 1, Line: 3},
+		{Resource: "b", Count: -1, Line: 4},
+		{Resource: "c", Count: 1, ControlBehavior: config.BehaviorWarmUp, ColdFactor: 1, WarmUpPeriodSec: 1, Line: 5},
+		{Resource: "d", Count: 1, Strategy: config.StrategyRelate, Line: 6},
+		qps("ok", 1),
+	}
+	_, err := limiter.Compile(bad, nil, limiter.Options{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"line 3", "line 4", "line 5", "line 6", "limiter: "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// 64 goroutines against a concurrency rule of 5 never see more than 5 in flight.
+func TestConcurrencyNeverExceeded(t *testing.T) {
+	r := config.FlowRule{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 5}
+	c := compile(t, r).Checker("r", "default")
+	var inFlight, peak, passed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				now := t0 + int64(g*2000+i)
+				tok, v := c.Enter(now, "", 1)
+				if v.Blocked {
+					continue
+				}
+				n := inFlight.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				passed.Add(1)
+				inFlight.Add(-1)
+				if i%2 == 0 {
+					tok.Exit(now, i%4 == 0)
+				} else {
+					tok.Cancel(now, limiter.ReasonDegrade)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 5 {
+		t.Errorf("%d in flight, limit 5", p)
+	}
+	if passed.Load() == 0 {
+		t.Error("nothing passed")
+	}
+	if tok, v := c.Enter(t0, "", 5); v.Blocked {
+		t.Errorf("in-flight count leaked: 5 no longer fit")
+	} else {
+		tok.Exit(t0, false)
+	}
+}
+
+type fakeCluster struct {
+	ok   bool
+	err  error
+	keys []string
+}
+
+func (f *fakeCluster) Acquire(r *config.FlowRule, key string, n int64) (bool, error) {
+	f.keys = append(f.keys, key)
+	return f.ok, f.err
+}
+
+func TestClusterMode(t *testing.T) {
+	no := false
+	tests := []struct {
+		name     string
+		ok       bool
+		err      error
+		fallback *bool
+		passes   int // of 10 calls against a cluster rule of count 2
+	}{
+		{"token service allows", true, nil, nil, 10},
+		{"token service denies", false, nil, nil, 0},
+		{"redis down, fallback to local", false, errors.New("down"), nil, 2},
+		{"redis down, no fallback: pass", false, errors.New("down"), &no, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := app(qps("r", 2), "a")
+			r.ClusterMode = true
+			r.ClusterConfig.FallbackToLocalWhenFail = tt.fallback
+			svc := &fakeCluster{ok: tt.ok, err: tt.err}
+			f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{Cluster: svc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := passedOf(f.Checker("r", "default"), t0, "a")["a"]; got != tt.passes {
+				t.Errorf("passed %d, want %d", got, tt.passes)
+			}
+			if len(svc.keys) == 0 || svc.keys[0] != "a" {
+				t.Errorf("keys %v, want origin a", svc.keys)
+			}
+		})
+	}
+}
+
+// Block counts a call stopped by an earlier guard on the checker's nodes.
+func TestBlockAndStats(t *testing.T) {
+	f := compile(t)
+	c := f.Checker("unknown", "web")
+	c.Block(t0, "a", 2)
+	tok, v := c.Enter(t0, "a", 1)
+	if v.Blocked || v.HasQuota {
+		t.Fatalf("no rules: %+v", v)
+	}
+	tok.Exit(t0+50*ms, true)
+	st := f.Stats(t0 + 100*ms)
+	want := limiter.NodeStats{PassQps: 1, BlockQps: 2, ErrorQps: 1, AvgRtMs: 50}
+	if len(st) != 1 || st[0].Resource != "unknown" || st[0].Node != want || st[0].Origins[0].NodeStats != want || st[0].Entrances[0].Name != "web" || st[0].Entrances[0].NodeStats != want {
+		t.Errorf("stats %+v, want %+v everywhere", st, want)
+	}
+	if st := f.Stats(t0 + 2*sec); st[0].Node != (limiter.NodeStats{}) {
+		t.Errorf("stats 2 s later %+v, want zero", st[0].Node)
+	}
+}

@@ -1,0 +1,106 @@
+package limiter_test
+
+import (
+	"fmt"
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+func app(r config.FlowRule, limitApp string) config.FlowRule {
+	r.LimitApp = limitApp
+	return r
+}
+
+// passedOf counts how many of 10 calls at one instant pass, per origin.
+func passedOf(c *limiter.Checker, now int64, origins ...string) map[string]int {
+	got := make(map[string]int)
+	for _, o := range origins {
+		for range 10 {
+			tok, v := c.Enter(now, o, 1)
+			if !v.Blocked {
+				got[o]++
+				tok.Exit(now, false)
+			}
+		}
+	}
+	return got
+}
+
+func TestLimitApp(t *testing.T) {
+	tests := []struct {
+		name  string
+		rules []config.FlowRule
+		want  map[string]int // passes of 10 calls each, origins in order a, b, c, d, ""
+	}{
+		{"default counts all callers together", []config.FlowRule{app(qps("r", 12), "default")},
+			map[string]int{"a": 10, "b": 2}},
+		{"specific limits only that origin", []config.FlowRule{app(qps("r", 2), "a")},
+			map[string]int{"a": 2, "b": 10, "c": 10, "d": 10, "": 10}},
+		{"a list gives each origin its own count", []config.FlowRule{app(qps("r", 2), "a, b")},
+			map[string]int{"a": 2, "b": 2, "c": 10, "d": 10, "": 10}},
+		{"other: each origin not named elsewhere, on its own", []config.FlowRule{app(qps("r", 5), "a"), app(qps("r", 1), "other")},
+			map[string]int{"a": 5, "b": 1, "c": 1, "d": 1, "": 10}},
+		{"no origin: only default rules", []config.FlowRule{app(qps("r", 1), "other"), app(qps("r", 1), "x"), app(qps("r", 25), "default")},
+			map[string]int{"a": 1, "b": 1, "c": 1, "d": 1, "": 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compile(t, tt.rules...).Checker("r", "default")
+			got := passedOf(c, t0, "a", "b", "c", "d", "")
+			for o, w := range tt.want {
+				if got[o] != w {
+					t.Errorf("origin %q passed %d, want %d (all: %v)", o, got[o], w, got)
+				}
+			}
+		})
+	}
+}
+
+// Random origins cannot grow memory past MaxOrigins, per resource node and per
+// other rule; the per-origin stats show the most recent ones.
+func TestOriginsBounded(t *testing.T) {
+	f, err := limiter.Compile([]config.FlowRule{app(qps("r", 1), "other")}, nil, limiter.Options{MaxOrigins: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Checker("r", "default")
+	for i := range 10000 {
+		o := fmt.Sprintf("o%d", i)
+		tok, v := c.Enter(t0+int64(i), o, 1)
+		if v.Blocked {
+			t.Fatalf("new origin %s blocked", o)
+		}
+		tok.Exit(t0+int64(i), false)
+	}
+	st := f.Stats(t0 + 10000)
+	if n := len(st[0].Origins); n != 100 || st[0].Origins[0].Name != "o9999" {
+		t.Errorf("%d origins tracked (first %q), want 100 with o9999 first", n, st[0].Origins[0].Name)
+	}
+}
+
+// An origin with a call in flight is never evicted: its concurrency limit holds.
+func TestOriginInFlightNotEvicted(t *testing.T) {
+	r := config.FlowRule{Resource: "r", LimitApp: "other", Grade: config.GradeConcurrency, Count: 1}
+	f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{MaxOrigins: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Checker("r", "default")
+	held, v := c.Enter(t0, "a", 1)
+	if v.Blocked {
+		t.Fatal("first call blocked")
+	}
+	for i := range 10 {
+		tok, _ := c.Enter(t0, fmt.Sprint(i), 1)
+		tok.Exit(t0, false)
+	}
+	if _, v := c.Enter(t0, "a", 1); !v.Blocked {
+		t.Errorf("origin a's in-flight call was forgotten: a second one passed")
+	}
+	held.Exit(t0, false)
+	if _, v := c.Enter(t0, "a", 1); v.Blocked {
+		t.Errorf("blocked after the call ended")
+	}
+}
