@@ -10,9 +10,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// maxNodes bounds the work of decoding one document, so that aliases that
-// expand exponentially ("billion laughs") are refused instead of eating memory.
-const maxNodes = 1_000_000
+// maxAliasNodes bounds the nodes decoded through aliases, so that aliases
+// that expand exponentially ("billion laughs") are refused instead of eating
+// time and memory. Nodes written out in the file are bounded by MaxFileSize.
+const maxAliasNodes = 100_000
 
 // decoder turns a yaml.Node tree into Config values strictly: every unknown
 // key, duplicate key and type mismatch becomes an Error with its line, and
@@ -23,7 +24,8 @@ type decoder struct {
 	lines   map[string]int  // field path -> line of its key (or list item)
 	set     map[string]bool // paths given a non-null value
 	bad     map[string]bool // paths that failed to decode; validation skips them
-	nodes   int
+	nodes   int // nodes decoded through aliases
+	aliased int // > 0 while decoding the target of an alias
 	dropped int // errors not kept, past the bound
 }
 
@@ -52,7 +54,7 @@ func (d *decoder) push(e Error) {
 
 // exhausted reports whether the node budget ran out; the partial Config is
 // then not validated (it would only add noise and cost).
-func (d *decoder) exhausted() bool { return d.nodes >= maxNodes }
+func (d *decoder) exhausted() bool { return d.nodes >= maxAliasNodes }
 
 // result sorts the errors by line and trims them to maxErrors.
 func (d *decoder) result() Errors {
@@ -67,6 +69,10 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // decode stores n into v (addressable), recording the line of every path.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliased++
+		defer func() { d.aliased-- }()
+	}
 	if n = d.resolve(n, path); n == nil {
 		return
 	}
@@ -141,11 +147,14 @@ func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
 	if n == nil {
 		return nil
 	}
-	d.nodes++
-	if d.nodes == maxNodes {
-		d.fail(n.Line, path, fmt.Sprintf("document too large to decode (over %d nodes after expanding aliases)", maxNodes))
+	if d.aliased == 0 {
+		return n
 	}
-	if d.nodes >= maxNodes {
+	d.nodes++
+	if d.nodes == maxAliasNodes {
+		d.fail(n.Line, path, fmt.Sprintf("aliases expand to over %d values; write the settings out instead", maxAliasNodes))
+	}
+	if d.nodes >= maxAliasNodes {
 		return nil
 	}
 	return n
@@ -186,6 +195,10 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 }
 
 func (d *decoder) mergePairs(n *yaml.Node, path string, depth int) []pair {
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliased++
+		defer func() { d.aliased-- }()
+	}
 	if n = d.resolve(n, path); n == nil {
 		return nil
 	}
