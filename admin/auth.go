@@ -3,6 +3,7 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,8 +11,10 @@ import (
 
 // requireToken guards writes: a request whose Origin names another host is
 // refused (403) so a web page cannot drive the local listener through the
-// operator's browser, and when a token is configured a request without the
-// right bearer token is refused (401).
+// operator's browser; when a token is configured a request without the right
+// bearer token is refused (401); without a token, writes must name a loopback
+// Host (403 otherwise), which defeats DNS rebinding and makes a listener
+// opened to the network without a token read-only.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -21,6 +24,10 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 				writeError(w, http.StatusForbidden, "admin: cross-origin write refused")
 				return
 			}
+		}
+		if s.opts.Token == "" && !loopbackHost(r.Host) {
+			writeError(w, http.StatusForbidden, "admin: writes without an admin token are accepted only on localhost; set admin.token (or SLUICE_ADMIN_TOKEN)")
+			return
 		}
 		if s.opts.Token != "" {
 			got, ok := bearer(r.Header.Get("Authorization"))
@@ -34,6 +41,20 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func bearer(h string) (string, bool) {

@@ -36,9 +36,14 @@
 // it. Reads are open to whoever can connect. When Options.Token is set (from
 // admin.token or SLUICE_ADMIN_TOKEN), every write (PUT, POST) needs the header
 // "Authorization: Bearer <token>"; without it, or with a wrong one, the answer
-// is 401. The token is compared in constant time. Writes that carry an Origin
-// header naming another host are refused with 403, so a web page open in the
-// operator's browser cannot post to the local listener. Expose the listener on
+// is 401. The token is compared in constant time. Without a token, writes are
+// accepted only when the request's Host is a loopback name or address
+// (localhost, 127.0.0.1, [::1]); anything else is 403, which defeats DNS
+// rebinding and makes a listener opened to the network without a token
+// read-only. Writes that carry an Origin header naming another host are
+// refused with 403, so a web page open in the operator's browser cannot post
+// to the local listener. Secrets in rules.yaml (admin.token, a password in
+// cluster.redis) are masked in GET /api/rules/raw. Expose the listener on
 // other interfaces only with a token set, and preferably behind TLS.
 //
 // # Rule editor

@@ -60,8 +60,8 @@ func (s *Server) configFile() string {
 // rawJSON is the body of GET /api/rules/raw.
 type rawJSON struct {
 	Path string `json:"path"`
-	ETag string `json:"etag"`
-	Text string `json:"text"`
+	ETag string `json:"etag"` // of the file's real bytes
+	Text string `json:"text"` // with secrets masked
 	// Sections holds the editable sections' rules as written in the file,
 	// by index, so the editor addresses the file, not the rules in force.
 	Sections   map[string][]map[string]any `json:"sections"`
@@ -78,7 +78,11 @@ func (s *Server) rawRules(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusInternalServerError, "admin: reading rules file: "+err.Error())
 		return
 	}
-	out := rawJSON{Path: s.opts.ConfigPath, ETag: etagOf(data), Text: string(data)}
+	text, ok := redactSecrets(data)
+	if !ok {
+		text = "# The file's text is withheld: it holds a secret that could not be masked.\n"
+	}
+	out := rawJSON{Path: s.opts.ConfigPath, ETag: etagOf(data), Text: text}
 	var doc struct {
 		FlowRules    []map[string]any `yaml:"flowRules"`
 		ParamRules   []map[string]any `yaml:"paramRules"`

@@ -1,0 +1,132 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"sluice/admin"
+)
+
+func TestRawRulesMaskSecrets(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	file := "admin:\n  listen: 127.0.0.1:9090\n  token: hunter2 # rotate monthly\ncluster:\n  redis: \"redis://:p4ss@redis:6379/0\"\nflowRules:\n  - resource: a\n    count: 1\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := admin.New(admin.Options{ConfigPath: path})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+	var raw struct {
+		Text     string
+		ETag     string
+		Sections map[string][]map[string]any
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || rec.Code != 200 {
+		t.Fatalf("GET /api/rules/raw: %d %v", rec.Code, err)
+	}
+	if strings.Contains(raw.Text, "hunter2") || strings.Contains(raw.Text, "p4ss") {
+		t.Fatalf("secret served on an open endpoint:\n%s", raw.Text)
+	}
+	want := "admin:\n  listen: 127.0.0.1:9090\n  token: \"********\" # rotate monthly\ncluster:\n  redis: \"redis://:xxxxx@redis:6379/0\"\nflowRules:\n  - resource: a\n    count: 1\n"
+	if raw.Text != want {
+		t.Errorf("masked text:\n%s\nwant:\n%s", raw.Text, want)
+	}
+	if raw.Sections["flowRules"][0]["count"] != 1.0 {
+		t.Errorf("sections = %v", raw.Sections)
+	}
+	if rec.Header().Get("ETag") != raw.ETag || raw.ETag == "" {
+		t.Errorf("ETag header %q, body %q", rec.Header().Get("ETag"), raw.ETag)
+	}
+}
+
+func TestTokenlessWritesOnlyOnLoopback(t *testing.T) {
+	reloads := 0
+	srv := admin.New(admin.Options{Reload: func() { reloads++ }})
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:9090", 202},
+		{"localhost:9090", 202},
+		{"[::1]:9090", 202},
+		{"attacker.example:9090", 403}, // DNS rebinding onto 127.0.0.1
+		{"10.0.0.5:9090", 403},
+	} {
+		req := httptest.NewRequest("POST", "/api/reload", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("POST /api/reload with Host %s: %d, want %d", tc.host, rec.Code, tc.want)
+		}
+	}
+	if reloads != 3 {
+		t.Errorf("Reload called %d times, want 3", reloads)
+	}
+	// With a token, the token decides, whatever the Host.
+	srv = admin.New(admin.Options{Token: "t"})
+	req := httptest.NewRequest("POST", "/api/reload", nil)
+	req.Host = "gateway.internal:9090"
+	req.Header.Set("Authorization", "Bearer t")
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != 202 {
+		t.Errorf("POST with token from a network Host: %d, want 202", rec.Code)
+	}
+}
+
+func TestConcurrentEditsBasedOnOneVersion(t *testing.T) {
+	f := newFixture(t, "")
+	etag := f.etag(t)
+	const n = 8
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			code, _, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+				map[string]string{"If-Match": etag, "Content-Type": "application/json"}, `{"count": `+string(rune('1'+i))+`}`)
+			codes <- code
+		}(i)
+	}
+	wg.Wait()
+	close(codes)
+	got := map[int]int{}
+	for c := range codes {
+		got[c]++
+	}
+	if got[http.StatusOK] != 1 || got[http.StatusConflict] != n-1 {
+		t.Fatalf("status counts %v: want exactly one 200 and %d 409s (no lost update)", got, n-1)
+	}
+}
+
+func TestEditThroughSymlinkReplacesTarget(t *testing.T) {
+	f := newFixture(t, "")
+	// Kubernetes mounts a ConfigMap as a symlink to a versioned file.
+	dir := filepath.Dir(f.path)
+	target := filepath.Join(dir, "v1-rules.yaml")
+	if err := os.Rename(f.path, target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("v1-rules.yaml", f.path); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": 9}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	if fi, err := os.Lstat(f.path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("rules.yaml is no longer a symlink: %v %v", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(target); !strings.Contains(string(b), "count: 9 # raised for the sale") {
+		t.Fatalf("target not edited:\n%s", b)
+	}
+}
