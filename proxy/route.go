@@ -79,7 +79,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var t tokens
 	var v limiter.Verdict
-	t.sys, v = s.system.Enter(start)
+	t.sys, v = s.System.Enter(start)
 	if v.Blocked {
 		rt.flow.Block(start, origin, rt.n)
 		rt.reject(ex, origin, v, start)

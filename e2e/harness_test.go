@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the sluice binary and loadgenBinary the paced sender, built
+// once by TestMain from the checkout.
+var binary, loadgenBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	loadgenBinary = filepath.Join(dir, "loadgen")
+	// Built without -race even when the tests run with it: the gateway's
+	// speed, and the sender's pace, are part of what e2e tests measure.
+	for _, b := range [][2]string{{binary, "."}, {loadgenBinary, "./e2e/loadgen"}} {
+		build := exec.Command("go", "build", "-o", b[0], b[1])
+		build.Dir = ".."
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building", b[1], err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// gateway is a running sluice process on loopback ports.
+type gateway struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	URL      string // traffic listener, http://127.0.0.1:port
+	AdminURL string
+	Rules    string // path of the rules file
+	logs     *logBuffer
+	done     chan struct{}
+	exitErr  error
+}
+
+// startGateway writes rules to a temp dir and starts sluice on free loopback
+// ports; it returns once /readyz answers 200.
+func startGateway(t *testing.T, rules string, args ...string) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startGatewayFile(t, path, args...)
+}
+
+func startGatewayFile(t *testing.T, path string, args ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, Rules: path, logs: &logBuffer{}, done: make(chan struct{})}
+	all := append([]string{"-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, args...)
+	g.cmd = exec.Command(binary, all...)
+	g.cmd.Stderr = g.logs
+	g.cmd.Stdout = g.logs
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.exitErr = g.cmd.Wait(); close(g.done) }()
+	t.Cleanup(g.stop)
+
+	started := g.waitLog("sluice started", 15*time.Second)
+	g.URL = "http://" + started["listen"].(string)
+	admin := g.waitLog("admin listening", 5*time.Second)
+	g.AdminURL = "http://" + admin["admin"].(string)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(g.AdminURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return g
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice not ready: %v\nlogs:\n%s", err, g.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits; it kills only the process it started.
+func (g *gateway) stop() {
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(20 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+	if g.t.Failed() {
+		g.t.Logf("sluice logs:\n%s", g.logs)
+	}
+}
+
+// waitLog waits for a JSON log event whose message contains msg and returns it.
+func (g *gateway) waitLog(msg string, timeout time.Duration) map[string]any {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if ev := g.logs.find(msg, 0); ev != nil {
+			return ev
+		}
+		select {
+		case <-g.done:
+			g.t.Fatalf("sluice exited (%v) before logging %q:\n%s", g.exitErr, msg, g.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("no log %q within %v:\n%s", msg, timeout, g.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// writeRules replaces the rules file the way editors do: a temp file renamed over it.
+func (g *gateway) writeRules(rules string) {
+	g.t.Helper()
+	tmp := g.Rules + ".tmp"
+	if err := os.WriteFile(tmp, []byte(rules), 0o644); err != nil {
+		g.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, g.Rules); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// logBuffer collects the process's JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// events returns the log events whose message contains msg.
+func (l *logBuffer) events(msg string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if m, _ := ev["message"].(string); strings.Contains(m, msg) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// find returns the (skip+1)-th event whose message contains msg, or nil.
+func (l *logBuffer) find(msg string, skip int) map[string]any {
+	evs := l.events(msg)
+	if len(evs) > skip {
+		return evs[skip]
+	}
+	return nil
+}
+
+// upstream is an in-test HTTP server on loopback with adjustable behaviour.
+type upstream struct {
+	*http.Server
+	URL      string
+	mu       sync.Mutex
+	handler  http.HandlerFunc
+	inFlight int64
+	maxSeen  int64
+	requests int64
+}
+
+func startUpstream(t *testing.T, h http.HandlerFunc) *upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{URL: "http://" + ln.Addr().String(), handler: h}
+	u.Server = &http.Server{Handler: http.HandlerFunc(u.serve), ReadHeaderTimeout: 5 * time.Second}
+	go u.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = u.Shutdown(ctx)
+		u.Close()
+	})
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.inFlight++
+	u.requests++
+	u.maxSeen = max(u.maxSeen, u.inFlight)
+	h := u.handler
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		u.inFlight--
+		u.mu.Unlock()
+	}()
+	if h == nil {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "hello from upstream "+r.URL.Path)
+		return
+	}
+	h(w, r)
+}
+
+func (u *upstream) set(h http.HandlerFunc) {
+	u.mu.Lock()
+	u.handler = h
+	u.mu.Unlock()
+}
+
+// stats returns requests served and the most seen in flight at once.
+func (u *upstream) stats() (requests, maxInFlight int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.requests, u.maxSeen
+}
+
+func (u *upstream) resetStats() {
+	u.mu.Lock()
+	u.requests, u.maxSeen = 0, u.inFlight
+	u.mu.Unlock()
+}
+
+// freeAddr returns a loopback address nobody listens on (for 502 tests).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// get does one GET with headers given as "Name: value" pairs.
+func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}

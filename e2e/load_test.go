@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// load describes one paced open-loop run of the loadgen process: request i
+// goes to Targets[i % len(Targets)] at start + i/Rate.
+type load struct {
+	Rate     float64
+	Duration time.Duration
+	Workers  int
+	Targets  []target
+	// MaxLag is the send lag beyond which the run says the machine, not the
+	// gateway, was too busy to measure (default 50ms).
+	MaxLag time.Duration
+}
+
+type target struct {
+	Method string            `json:"method"`
+	URL    string            `json:"url"`
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// to is a GET target with headers given as "Name: value".
+func to(url string, headers ...string) target {
+	t := target{Method: "GET", URL: url}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		if t.Header == nil {
+			t.Header = map[string]string{}
+		}
+		t.Header[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return t
+}
+
+// hit is one request's outcome, times relative to the run's start.
+type hit struct {
+	target          int
+	due, sent, done time.Duration
+	status          int // 0: transport error
+}
+
+type result struct {
+	hits   []hit
+	maxLag time.Duration
+	late   int // sends later than limit
+	limit  time.Duration
+}
+
+// run drives the load and returns every request's outcome.
+func run(t *testing.T, l load) *result {
+	t.Helper()
+	if l.MaxLag == 0 {
+		l.MaxLag = 50 * time.Millisecond
+	}
+	in, _ := json.Marshal(map[string]any{"rate": l.Rate, "durationMs": l.Duration.Milliseconds(),
+		"workers": l.Workers, "targets": l.Targets})
+	cmd := exec.Command(loadgenBinary)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("loadgen: %v: %s", err, stderr.String())
+	}
+	res := &result{limit: l.MaxLag}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var v [5]int64
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("loadgen output %q: %v", sc.Text(), err)
+		}
+		h := hit{target: int(v[0]), due: time.Duration(v[1]) * time.Microsecond, sent: time.Duration(v[2]) * time.Microsecond,
+			done: time.Duration(v[3]) * time.Microsecond, status: int(v[4])}
+		res.hits = append(res.hits, h)
+		lag := h.sent - h.due
+		res.maxLag = max(res.maxLag, lag)
+		if lag > l.MaxLag {
+			res.late++
+		}
+	}
+	return res
+}
+
+// checkLag fails the test when the sender itself fell behind: then the
+// numbers say the machine was busy, not that the gateway is wrong.
+func (r *result) checkLag(t *testing.T) {
+	t.Helper()
+	if r.late > len(r.hits)/100 {
+		t.Fatalf("load generator lagged: %d of %d sends were more than %v late (max %v); the machine is too busy to measure",
+			r.late, len(r.hits), r.limit, r.maxLag)
+	}
+}
+
+// only keeps the hits of one target.
+func (r *result) only(target int) *result {
+	out := &result{limit: r.limit}
+	for _, h := range r.hits {
+		if h.target == target {
+			out.hits = append(out.hits, h)
+		}
+	}
+	return out
+}
+
+func (r *result) count(status int) int {
+	c := 0
+	for _, h := range r.hits {
+		if h.status == status {
+			c++
+		}
+	}
+	return c
+}
+
+// statuses counts every status seen (0 = transport error).
+func (r *result) statuses() map[int]int {
+	m := map[int]int{}
+	for _, h := range r.hits {
+		m[h.status]++
+	}
+	return m
+}
+
+// perSecond counts status by whole second of sending.
+func (r *result) perSecond(status int) []int {
+	var out []int
+	for _, h := range r.hits {
+		s := int(h.sent / time.Second)
+		for len(out) <= s {
+			out = append(out, 0)
+		}
+		if h.status == status {
+			out[s]++
+		}
+	}
+	return out
+}
+
+// maxInWindow is the most answers with status sent within any real interval
+// of length w (every interval, not only aligned ones).
+func (r *result) maxInWindow(status int, w time.Duration) int {
+	var ts []time.Duration
+	for _, h := range r.hits {
+		if h.status == status {
+			ts = append(ts, h.sent)
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i]-ts[j] >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}

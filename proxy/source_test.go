@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"sluice/config"
+)
+
+func TestSourceValues(t *testing.T) {
+	src, err := newSources([]string{"10.0.0.0/8", "192.168.1.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tc struct {
+		name    string
+		source  config.Source
+		remote  string
+		url     string
+		headers map[string]string
+		want    string
+		wantOK  bool
+	}
+	h := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	ip := config.Source{Kind: config.SourceIP}
+	cases := []tc{
+		{"header", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", h("X-Origin", "app-a"), "app-a", true},
+		{"header missing", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", nil, "", false},
+		{"query", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?a=1&id=42&id=43", nil, "42", true},
+		{"query escaped", config.Source{Kind: config.SourceQuery, Name: "q"}, "1.2.3.4:5", "/?q=a%20b+c", nil, "a b c", true},
+		{"query empty", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?id=", nil, "", false},
+		{"query prefix name", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?idx=1", nil, "", false},
+		{"cookie", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "a=1; sid=xyz; b=2"), "xyz", true},
+		{"cookie missing", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "sidx=1"), "", false},
+		{"host", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://shop.example:8080/", nil, "shop.example", true},
+		{"path", config.Source{Kind: config.SourcePath, Name: "orderId"}, "1.2.3.4:5", "/order/102", nil, "102", true},
+		{"ip untrusted peer ignores XFF", ip, "1.2.3.4:5", "/", h("X-Forwarded-For", "9.9.9.9"), "1.2.3.4", true},
+		{"ip trusted peer uses XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9"), "9.9.9.9", true},
+		{"ip right-most untrusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "6.6.6.6, 9.9.9.9, 10.0.0.7, 192.168.1.1"), "9.9.9.9", true},
+		{"ip all trusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "10.0.0.9"), "10.0.0.9", true},
+		{"ip garbage XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "not-an-ip"), "10.1.2.3", true},
+		{"ipv6 peer", ip, "[::1]:5", "/", nil, "::1", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", c.url, nil)
+			r.RemoteAddr = c.remote
+			for k, v := range c.headers {
+				r.Header.Set(k, v)
+			}
+			rc := chi.NewRouteContext()
+			rc.URLParams.Add("orderId", "102")
+			r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rc))
+			got, ok := src.value(r, c.source)
+			if got != c.want || ok != c.wantOK {
+				t.Errorf("value = %q, %v; want %q, %v", got, ok, c.want, c.wantOK)
+			}
+		})
+	}
+}
+
+func TestSourceValueAllocatesNothing(t *testing.T) {
+	src, _ := newSources([]string{"10.0.0.0/8"})
+	r := httptest.NewRequest("GET", "/?a=1&id=42", nil)
+	r.RemoteAddr = "10.1.2.3:5"
+	r.Header.Set("X-Forwarded-For", "9.9.9.9")
+	r.Header.Set("X-Origin", "app")
+	r.Header.Set("Cookie", "a=1; sid=x")
+	for _, s := range []config.Source{
+		{Kind: config.SourceHeader, Name: "X-Origin"}, {Kind: config.SourceQuery, Name: "id"},
+		{Kind: config.SourceCookie, Name: "sid"}, {Kind: config.SourceIP}, {Kind: config.SourceHost},
+	} {
+		if n := testing.AllocsPerRun(100, func() { src.value(r, s) }); n != 0 {
+			t.Errorf("%s: %v allocs per read, want 0", s.Kind, n)
+		}
+	}
+}
+
+var _ http.Handler = (*route)(nil)
