@@ -27,7 +27,9 @@ var (
 	nosniff         = []string{"nosniff"}
 )
 
-func notFound(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusNotFound, bodyNotFound) }
+func notFound(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusNotFound, bodyNotFound)
+}
 
 func notAllowed(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusMethodNotAllowed, bodyNotAllowed)

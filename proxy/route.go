@@ -23,8 +23,8 @@ type route struct {
 	stripOrigin string // origin header removed before forwarding ("" = keep)
 
 	flow     *limiter.Checker
-	params   *hotparam.Checker  // nil: no param rules
-	breakers *circuit.Breakers  // nil: no degrade rules
+	params   *hotparam.Checker // nil: no param rules
+	breakers *circuit.Breakers // nil: no degrade rules
 	obs      Observer
 	fwd      forwarder
 	blocked  blockResponses
