@@ -54,6 +54,16 @@ func TestLoadErrors(t *testing.T) {
 		{"bad_regexp.yaml", []string{
 			"testdata/bad_regexp.yaml:5: routes[0].path: parameter {id}: invalid regexp: missing closing ]: `[0-9+`",
 		}},
+		{"bad_route_fields.yaml", []string{
+			"testdata/bad_route_fields.yaml:7: routes[0].resource: must not be empty (leave it out to use the path)",
+			"testdata/bad_route_fields.yaml:8: routes[0].entrance: must not be empty (leave it out to use \"default\")",
+			"testdata/bad_route_fields.yaml:9: routes[0].stripPrefix: must start with \"/\", got \"api\"",
+			"testdata/bad_route_fields.yaml:10: routes[0].acquireCount: must be > 0, got 0",
+			"testdata/bad_route_fields.yaml:11: routes[1].upstream: is required",
+			"testdata/bad_route_fields.yaml:12: routes[1].methods: must not be empty (leave it out to allow every method)",
+			"testdata/bad_route_fields.yaml:13: routes[2].path: parameters must be separated by text, got \"}{\" at offset 5",
+			"testdata/bad_route_fields.yaml:15: routes[3].path: parameter {:[0-9]+} has no name",
+		}},
 		{"bad_source.yaml", []string{
 			"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
 			"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
@@ -110,6 +120,13 @@ func TestLoadErrors(t *testing.T) {
 		{"empty.yaml", []string{
 			"testdata/empty.yaml: file is empty",
 		}},
+		{"limit_app_empty.yaml", []string{
+			"testdata/limit_app_empty.yaml:10: flowRules[0].limitApp: must not be empty (default, other, or a comma-separated list of origins)",
+			"testdata/limit_app_empty.yaml:12: flowRules[0].refResource: is only used with strategy relate or chain",
+			"testdata/limit_app_empty.yaml:13: flowRules[0].coldFactor: must be > 1, got 0.5",
+			"testdata/limit_app_empty.yaml:17: flowRules[1].refResource: must differ from resource with strategy relate",
+			"testdata/limit_app_empty.yaml:18: flowRules[2].refResource: is required with strategy chain (the entrance name)",
+		}},
 		{"many_errors.yaml", []string{
 			"testdata/many_errors.yaml:7: routes[0].upstream: unknown upstream \"missing\" (defined: app)",
 			"testdata/many_errors.yaml:8: routes[1].path: duplicate route: /api is already served by routes[0] (line 6)",
@@ -149,6 +166,11 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown_resource.yaml", []string{
 			"testdata/unknown_resource.yaml:9: flowRules[0].resource: unknown resource \"get-ordr\": no route has it (resources: get-order)",
 			"testdata/unknown_resource.yaml:12: degradeRules[0].resource: unknown resource \"/order/{id}\": no route has it (resources: get-order)",
+		}},
+		{"unknown_top_level.yaml", []string{
+			"testdata/unknown_top_level.yaml:1: upstream: unknown field; did you mean \"upstreams\"?",
+			"testdata/unknown_top_level.yaml:6: routes[0].upstream: unknown upstream \"app\" (defined: none)",
+			"testdata/unknown_top_level.yaml:7: rateLimits: unknown field",
 		}},
 		{"unknown_upstream.yaml", []string{
 			"testdata/unknown_upstream.yaml:6: routes[0].upstream: unknown upstream \"ap\" (defined: app)",

@@ -339,9 +339,9 @@ func (c *checker) flowRules(ix routeIndex) {
 			if r.WarmUpPeriodSec <= 0 {
 				c.add(p+".warmUpPeriodSec", "must be > 0 with controlBehavior %s, got %d", r.ControlBehavior, r.WarmUpPeriodSec)
 			}
-			if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
-				c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
-			}
+		}
+		if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
+			c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
 		}
 		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)

@@ -223,8 +223,8 @@ func TestWatchIgnoresUnrelatedEvents(t *testing.T) {
 
 	write(t, filepath.Join(dir, "other.yaml"), "x")
 	write(t, filepath.Join(dir, "..hidden"), "x") // passes the name filter, but rules.yaml is unchanged
-	write(t, path, "v1")                           // same content
-	time.Sleep(200 * time.Millisecond)             // ten debounce periods: time for a wrong callback to fire
+	write(t, path, "v1")                          // same content
+	time.Sleep(200 * time.Millisecond)            // ten debounce periods: time for a wrong callback to fire
 	write(t, path, "v2")
 	if seen := w.waitFor("v2"); len(seen) != 1 {
 		t.Errorf("callbacks saw %q, want only the real change", seen)
