@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -185,7 +186,11 @@ func (s *Server) applyEdit(section string, index int, ifMatch string, patch rule
 	if err != nil {
 		return "", err
 	}
-	if err := s.validate(path, next); err != nil {
+	if bytes.Equal(next, data) {
+		return cur, nil // nothing changed: no write, no reload
+	}
+	// Messages name the file as configured, not a symlink's target.
+	if err := s.validate(s.opts.ConfigPath, next); err != nil {
 		ee := editErr(http.StatusUnprocessableEntity, "admin: the edited rules file is invalid; nothing was written")
 		ee.lines = strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
 		return "", ee

@@ -79,6 +79,9 @@ func TestEditShapes(t *testing.T) {
 			if want := strings.Replace(before, tc.old, tc.new, 1); string(f.file(t)) != want {
 				t.Fatalf("file after %s:\n%s\nwant:\n%s", tc.patch, f.file(t), want)
 			}
+			if wantReloads := int32(map[bool]int{true: 0, false: 1}[tc.old == tc.new]); f.reloads.Load() != wantReloads {
+				t.Errorf("Reload called %d times, want %d", f.reloads.Load(), wantReloads)
+			}
 		})
 	}
 }

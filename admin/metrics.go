@@ -209,7 +209,14 @@ func newConcurrencyCollector(stats func() []ResourceStats) *concurrencyCollector
 func (c *concurrencyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *concurrencyCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c.stats() {
+	stats := c.stats()
+	seen := make(map[string]bool, len(stats))
+	for _, s := range stats {
+		// A repeated name would make the whole scrape fail.
+		if seen[s.Resource] {
+			continue
+		}
+		seen[s.Resource] = true
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s.Concurrency), s.Resource)
 	}
 }

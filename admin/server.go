@@ -87,7 +87,10 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte("ok"))
 	})
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
+		// A failing collector costs its own series, not the whole scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
 	r.Get("/api/rules", s.rules)
 	r.Get("/api/rules/raw", s.rawRules)
 	r.Get("/api/resources", s.resources)
