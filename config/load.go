@@ -40,6 +40,9 @@ func Load(path string) (*Config, error) {
 		return fail("cannot read file: " + unwrapPathError(err))
 	case st.IsDir():
 		return fail("is a directory, not a file")
+	case !st.Mode().IsRegular():
+		// A FIFO or device could block or never end.
+		return fail("is not a regular file (" + fileKind(st.Mode()) + ")")
 	case st.Size() > MaxFileSize:
 		return fail(tooLarge(st.Size()))
 	}
@@ -54,6 +57,18 @@ func Load(path string) (*Config, error) {
 		return fail("cannot read file: " + unwrapPathError(err))
 	}
 	return Parse(path, data)
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 func unwrapPathError(err error) string {

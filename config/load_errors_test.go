@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"sluice/config"
@@ -238,9 +239,14 @@ func TestLoadFileProblems(t *testing.T) {
 	if err := os.WriteFile(unreadable, []byte("listen: :1\n"), 0o000); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, path, want string
 	}{
+		{"fifo", fifo, fifo + ": is not a regular file (a named pipe)"},
 		{"directory", dir, dir + ": is a directory, not a file"},
 		{"missing", filepath.Join(dir, "nope.yaml"), filepath.Join(dir, "nope.yaml") + ": file does not exist"},
 		{"oversize", big, big + ": file is 10485761 bytes, over the 10 MiB limit"},
