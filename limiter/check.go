@@ -57,13 +57,13 @@ func (s *keyState) try(now, n int64, force, quota bool) (o outcome) {
 // tryWindow adds first and then checks, so concurrent calls can never pass more
 // than limit together; a call over the limit takes its count back.
 func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o outcome) {
-	total := s.win.add(now, n)
+	total, e := s.win.add(now, n)
 	o.hasQuota = true
 	if float64(total) <= limit {
 		o.pass = true
 		if quota {
 			o.remain = max(math.Floor(limit)-float64(total), 0)
-			o.reset = s.win.reset(now)
+			o.reset = s.win.reset(now, e)
 		}
 		return o
 	}
@@ -75,7 +75,7 @@ func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o 
 		}
 	}
 	o.remain = max(math.Floor(limit)-float64(total), 0)
-	o.reset = s.win.reset(now)
+	o.reset = s.win.reset(now, e)
 	return o
 }
 
@@ -83,6 +83,7 @@ func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o 
 // when the latest passed call goes, and each call moves it on by its spacing.
 func (s *keyState) tryThrottle(now, n int64, perToken float64, force bool) (o outcome) {
 	o.hasQuota = true
+	o.at = math.MinInt64 // no slot taken
 	sp := perToken * float64(n)
 	if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
 		return o // count 0: nothing passes
@@ -140,7 +141,9 @@ func (s *keyState) undo(enter, at, n int64) {
 				per = float64(s.def.intervalNs) / r
 			}
 		}
-		s.latest.CompareAndSwap(at, at-int64(per*float64(n)+0.5))
+		if at != math.MinInt64 {
+			s.latest.CompareAndSwap(at, at-int64(per*float64(n)+0.5))
+		}
 	case bConcurrency:
 		s.inflight.Add(-n)
 	}

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"time"
 )
 
@@ -60,27 +61,28 @@ type Token struct {
 	origin *statNode // (resource, origin) node, pinned; nil for origin ""
 	enter  int64
 	n      int64
+	// slot is the virtual-queue slot taken in slotOf (the first throttle rule
+	// held), given back by Cancel if nobody queued behind it.
+	slot   int64
+	slotOf *keyState
 	nheld  int
-	held   [maxInline]held
-	more   []held
+	held   [maxInline]*keyState
+	more   []*keyState
 }
 
-// held is a rule state a passed call counted on.
-type held struct {
-	s  *keyState
-	at int64 // throttle slot
-}
-
-func (t *Token) hold(h held) {
+func (t *Token) hold(s *keyState, o *outcome) {
+	if t.slotOf == nil && o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
+		t.slot, t.slotOf = o.at, s
+	}
 	if t.nheld < maxInline {
-		t.held[t.nheld] = h
+		t.held[t.nheld] = s
 	} else {
-		t.more = append(t.more, h)
+		t.more = append(t.more, s)
 	}
 	t.nheld++
 }
 
-func (t *Token) heldAt(i int) held {
+func (t *Token) heldAt(i int) *keyState {
 	if i < maxInline {
 		return t.held[i]
 	}
@@ -93,30 +95,25 @@ func (t *Token) heldAt(i int) held {
 // on every node and rule and its Token must be ended with Exit or Cancel.
 // Verdict.Wait > 0 (throttle behaviours): the caller waits that long, then
 // forwards.
-func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
+func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) {
 	if n < 1 {
 		n = 1
 	}
-	t := Token{c: c, enter: now, n: n}
-	var v Verdict
+	t.c, t.enter, t.n = c, now, n
 	if origin != "" {
 		t.origin = c.res.origins.acquire(origin)
 	}
-	other := origin != "" && !c.named[origin]
 	for i := range c.rules {
 		r := &c.rules[i]
 		var ks *keyState
 		switch r.limit {
 		case limitSpecific:
-			if origin == "" {
-				continue
-			}
-			if !r.apps[origin] {
+			if origin == "" || !r.apps[origin] {
 				continue
 			}
 			ks = r.st.byOrigin[origin]
 		case limitOther:
-			if !other {
+			if origin == "" || c.named[origin] {
 				continue
 			}
 			if r.ref == "" {
@@ -132,7 +129,8 @@ func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
 					v.DryRun++
 					continue
 				}
-				return t.block(now, &v, 0)
+				t.block(now, &v, 0)
+				return Token{}, v
 			}
 			continue
 		}
@@ -149,7 +147,8 @@ func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
 						v.DryRun++
 						continue
 					}
-					return t.block(now, &v, 0)
+					t.block(now, &v, 0)
+					return Token{}, v
 				}
 				continue
 			}
@@ -162,7 +161,7 @@ func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
 		if !o.pass {
 			if d.dryRun {
 				v.DryRun++
-				t.hold(held{s: ks, at: o.at})
+				t.hold(ks, &o)
 				continue
 			}
 			ks.unpin()
@@ -170,12 +169,13 @@ func (c *Checker) Enter(now int64, origin string, n int64) (Token, Verdict) {
 				v.HasQuota = true
 				v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
 			}
-			return t.block(now, &v, o.retry)
+			t.block(now, &v, o.retry)
+			return Token{}, v
 		}
 		if !d.dryRun && o.wait > int64(v.Wait) {
 			v.Wait = time.Duration(o.wait)
 		}
-		t.hold(held{s: ks, at: o.at})
+		t.hold(ks, &o)
 	}
 	c.res.all.addPass(now, n)
 	c.ent.addPass(now, n)
@@ -196,8 +196,8 @@ func (c *Checker) relatePasses(r *checkRule, now int64) bool {
 	return float64(r.refNode.passes(now))*float64(d.intervalNs)/1e9 < d.count
 }
 
-// block rolls back what t counted, counts the block and returns the verdict.
-func (t *Token) block(now int64, v *Verdict, retry int64) (Token, Verdict) {
+// block rolls back what t counted, counts the block and fills in the verdict.
+func (t *Token) block(now int64, v *Verdict, retry int64) {
 	t.undoHeld()
 	c := t.c
 	c.res.all.addBlock(now, t.n)
@@ -210,14 +210,17 @@ func (t *Token) block(now int64, v *Verdict, retry int64) (Token, Verdict) {
 	v.Reason = ReasonFlow
 	v.Wait = 0
 	v.RetryAfter = time.Duration(retry)
-	return Token{}, *v
 }
 
 func (t *Token) undoHeld() {
 	for i := t.nheld - 1; i >= 0; i-- {
-		h := t.heldAt(i)
-		h.s.undo(t.enter, h.at, t.n)
-		h.s.unpin()
+		s := t.heldAt(i)
+		at := int64(math.MinInt64)
+		if s == t.slotOf {
+			at = t.slot
+		}
+		s.undo(t.enter, at, t.n)
+		s.unpin()
 	}
 }
 
@@ -245,9 +248,9 @@ func (t *Token) Exit(now int64, failed bool) {
 		return
 	}
 	for i := 0; i < t.nheld; i++ {
-		h := t.heldAt(i)
-		h.s.release(t.n)
-		h.s.unpin()
+		s := t.heldAt(i)
+		s.release(t.n)
+		s.unpin()
 	}
 	rt := now - t.enter
 	c.res.all.complete(now, t.n, rt, failed)

@@ -24,7 +24,7 @@ type statNode struct {
 
 type statBucket struct {
 	epoch                                   atomic.Int64
-	pass, block, success, errs, done, rtSum atomic.Int64
+	pass, block, success, errs, rtSum atomic.Int64 // rtSum: response time x tokens
 }
 
 func newStatNode() *statNode {
@@ -41,15 +41,22 @@ func (n *statNode) busy() bool { return n.pins.Load() > 0 }
 
 func (n *statNode) bucket(now int64) *statBucket {
 	e := floorDiv(now, nodeBucketWidth)
-	b := &n.buckets[((e%nodeBuckets)+nodeBuckets)%nodeBuckets]
+	b := &n.buckets[mod(e, nodeBuckets)]
 	if b.epoch.Load() != e {
+		return n.rotate(b, e)
+	}
+	return b
+}
+
+// rotate resets b for epoch e, unless it already holds a newer one.
+func (n *statNode) rotate(b *statBucket, e int64) *statBucket {
+	{
 		n.mu.Lock()
 		if old := b.epoch.Load(); old < e {
 			b.pass.Store(0)
 			b.block.Store(0)
 			b.success.Store(0)
 			b.errs.Store(0)
-			b.done.Store(0)
 			b.rtSum.Store(0)
 			b.epoch.Store(e)
 		} else if old > e {
@@ -95,8 +102,7 @@ func (n *statNode) complete(now, k, rt int64, failed bool) {
 	} else {
 		b.success.Add(k)
 	}
-	b.done.Add(1)
-	b.rtSum.Add(rt)
+	b.rtSum.Add(rt * k)
 }
 
 // passes returns the tokens passed in the last second.
@@ -114,7 +120,7 @@ func (n *statNode) passes(now int64) int64 {
 
 func (n *statNode) stats(now int64) NodeStats {
 	e := floorDiv(now, nodeBucketWidth)
-	var pass, block, succ, errs, done, rt int64
+	var pass, block, succ, errs, rt int64
 	for i := range n.buckets {
 		b := &n.buckets[i]
 		if d := e - b.epoch.Load(); d >= 0 && d < nodeBuckets {
@@ -122,12 +128,11 @@ func (n *statNode) stats(now int64) NodeStats {
 			block += b.block.Load()
 			succ += b.success.Load()
 			errs += b.errs.Load()
-			done += b.done.Load()
 			rt += b.rtSum.Load()
 		}
 	}
 	s := NodeStats{PassQps: float64(pass), BlockQps: float64(block), SuccessQps: float64(succ), ErrorQps: float64(errs), Concurrency: n.conc.Load()}
-	if done > 0 {
+	if done := succ + errs; done > 0 {
 		s.AvgRtMs = float64(rt) / float64(done) / 1e6
 	}
 	return s

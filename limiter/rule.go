@@ -186,6 +186,7 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 		}
 		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), cf)
 	}
+	d.perToken = math.Inf(1) // count 0: nothing passes
 	if r.Count > 0 {
 		d.perToken = float64(d.intervalNs) / r.Count
 	}

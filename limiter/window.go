@@ -25,8 +25,7 @@ const windowBuckets = 50
 // once more; that is accepted.
 type window struct {
 	width int64           // bucket width, ns
-	span  int64           // buckets in the window (the ring's length)
-	ring  []atomic.Uint64 // epoch<<32 | count
+	ring  [windowBuckets]atomic.Uint64 // epoch<<32 | count
 	total atomic.Int64    // sum of the ring's counts
 	swept atomic.Int64    // latest epoch whose expired buckets were swept
 	// coarse counts passes per whole interval (two slots, same packing): the
@@ -35,7 +34,7 @@ type window struct {
 }
 
 func newWindow(intervalNs int64, coarse bool) *window {
-	w := &window{width: max(intervalNs/windowBuckets, 1), span: windowBuckets, ring: make([]atomic.Uint64, windowBuckets)}
+	w := &window{width: max(intervalNs/windowBuckets, 1)}
 	w.swept.Store(-1 << 62)
 	if coarse {
 		w.coarse = make([]atomic.Uint64, 2)
@@ -55,15 +54,20 @@ func mod(a, b int64) int64 { return ((a % b) + b) % b }
 
 func (w *window) epoch(now int64) int64 { return floorDiv(now, w.width) }
 
-func (w *window) slot(e int64) *atomic.Uint64 { return &w.ring[mod(e, w.span)] }
+func (w *window) slot(e int64) *atomic.Uint64 { return &w.ring[mod(e, windowBuckets)] }
 
 // sweep takes the buckets that left the window by epoch e out of total.
 func (w *window) sweep(e int64) {
-	s := w.swept.Load()
-	if s >= e || !w.swept.CompareAndSwap(s, e) {
+	if s := w.swept.Load(); s < e {
+		w.sweepFrom(s, e)
+	}
+}
+
+func (w *window) sweepFrom(s, e int64) {
+	if !w.swept.CompareAndSwap(s, e) {
 		return
 	}
-	for y := max(s+1, e-w.span+1); y <= e; y++ {
+	for y := max(s+1, e-windowBuckets+1); y <= e; y++ {
 		sl, cur := w.slot(y), uint32(y)
 		for {
 			old := sl.Load()
@@ -83,8 +87,8 @@ func (w *window) sweep(e int64) {
 // add counts n in the bucket of now and returns the window's total after it.
 // A caller whose now is older than its slot's bucket (it was delayed a whole
 // ring) adds nothing.
-func (w *window) add(now, n int64) int64 {
-	e := w.epoch(now)
+func (w *window) add(now, n int64) (total, e int64) {
+	e = w.epoch(now)
 	w.sweep(e)
 	sl, cur := w.slot(e), uint32(e)
 	if w.coarse != nil {
@@ -96,14 +100,14 @@ func (w *window) add(now, n int64) int64 {
 		switch {
 		case oe == cur:
 			if sl.CompareAndSwap(old, old+uint64(n)) {
-				return w.total.Add(n)
+				return w.total.Add(n), e
 			}
 		case int32(cur-oe) > 0:
 			if sl.CompareAndSwap(old, uint64(cur)<<32|uint64(uint32(n))) {
-				return w.total.Add(n - int64(uint32(old)))
+				return w.total.Add(n - int64(uint32(old))), e
 			}
 		default:
-			return w.total.Load()
+			return w.total.Load(), e
 		}
 	}
 }
@@ -111,7 +115,7 @@ func (w *window) add(now, n int64) int64 {
 // sub takes back n counted by add(at, n) if that bucket is still in the ring.
 func (w *window) sub(at, n int64) {
 	if w.coarse != nil {
-		subPacked(w.coarseSlot(at), uint32(floorDiv(at, w.width*w.span)), n)
+		subPacked(w.coarseSlot(at), uint32(floorDiv(at, w.width*windowBuckets)), n)
 	}
 	e := w.epoch(at)
 	if d := subPacked(w.slot(e), uint32(e), n); d != 0 {
@@ -136,11 +140,11 @@ func subPacked(sl *atomic.Uint64, cur uint32, n int64) int64 {
 }
 
 func (w *window) coarseSlot(now int64) *atomic.Uint64 {
-	return &w.coarse[mod(floorDiv(now, w.width*w.span), 2)]
+	return &w.coarse[mod(floorDiv(now, w.width*windowBuckets), 2)]
 }
 
 func (w *window) coarseAdd(now, n int64) {
-	sl, cur := w.coarseSlot(now), uint32(floorDiv(now, w.width*w.span))
+	sl, cur := w.coarseSlot(now), uint32(floorDiv(now, w.width*windowBuckets))
 	for {
 		old := sl.Load()
 		oe := uint32(old >> 32)
@@ -161,7 +165,7 @@ func (w *window) coarseAdd(now, n int64) {
 
 // previous returns the passes of the whole interval before the one of now.
 func (w *window) previous(now int64) int64 {
-	idx := floorDiv(now, w.width*w.span) - 1
+	idx := floorDiv(now, w.width*windowBuckets) - 1
 	v := w.coarse[mod(idx, 2)].Load()
 	if uint32(v>>32) != uint32(idx) {
 		return 0
@@ -172,16 +176,15 @@ func (w *window) previous(now int64) int64 {
 // reset returns how long after now the oldest non-empty bucket leaves the
 // window (0 if the window is empty). Under steady traffic the oldest bucket
 // is the first one looked at.
-func (w *window) reset(now int64) int64 {
-	e := w.epoch(now)
-	x := e - w.span + 1
-	i := mod(x, w.span)
+func (w *window) reset(now, e int64) int64 {
+	x := e - windowBuckets + 1
+	i := mod(x, windowBuckets)
 	for ; x <= e; x++ {
 		v := w.ring[i].Load()
 		if uint32(v>>32) == uint32(x) && uint32(v) != 0 {
-			return (x+w.span)*w.width - now
+			return (x+windowBuckets)*w.width - now
 		}
-		if i++; i == w.span {
+		if i++; i == windowBuckets {
 			i = 0
 		}
 	}
@@ -192,7 +195,7 @@ func (w *window) reset(now int64) int64 {
 func (w *window) sum(now int64) int64 {
 	e := w.epoch(now)
 	var total int64
-	for x := e - w.span + 1; x <= e; x++ {
+	for x := e - windowBuckets + 1; x <= e; x++ {
 		if v := w.slot(x).Load(); uint32(v>>32) == uint32(x) {
 			total += int64(uint32(v))
 		}
@@ -208,14 +211,14 @@ func (w *window) freeAfter(now, target int64) (d int64, ok bool) {
 	}
 	e := w.epoch(now)
 	total := w.sum(now)
-	for x := e - w.span + 1; x <= e && total > target; x++ {
+	for x := e - windowBuckets + 1; x <= e && total > target; x++ {
 		v := w.slot(x).Load()
 		if uint32(v>>32) != uint32(x) || uint32(v) == 0 {
 			continue
 		}
 		total -= int64(uint32(v))
 		if total <= target {
-			return (x+w.span)*w.width - now, true
+			return (x+windowBuckets)*w.width - now, true
 		}
 	}
 	return 0, total <= target
