@@ -88,21 +88,22 @@ func TestThrottleCancelLeavesQueue(t *testing.T) {
 	}
 }
 
-// A value that passed less than one spacing ago is not evicted: a fresh queue
-// would let its next call through early.
-func TestThrottleRecentValueKeepsItsSpacing(t *testing.T) {
-	r := throttleRule(10, 0) // one call per 100ms, no queueing
+// Eviction of a throttled value: one with a call queued stays; one whose
+// queue is empty may go and comes back with an empty queue, like a new value.
+func TestThrottleEvictionKeepsQueuedValues(t *testing.T) {
+	r := throttleRule(10, 500) // one call per 100ms
 	r.MaxTrackedValues = 2
 	c := compile(t, r).For("get-order")
 	c.Enter(0, order("a"), 1)
+	c.Enter(0, order("a"), 1) // queued until 100ms
 	c.Enter(0, order("b"), 1)
-	if _, v := c.Enter(sec(0.05), order("c"), 1); !v.Blocked {
-		t.Error("a third value was tracked while both tracked values are inside their spacing")
+	if _, v := c.Enter(sec(0.05), order("c"), 1); v.Blocked || v.Wait != 0 {
+		t.Fatalf("value c: %+v, want it tracked in place of b (queue empty)", v)
 	}
-	if _, v := c.Enter(sec(0.05), order("a"), 1); !v.Blocked {
-		t.Error("value a passed twice within 50ms at 10 QPS")
+	if _, v := c.Enter(sec(0.05), order("b"), 1); v.Blocked {
+		t.Fatal("value b: blocked")
 	}
-	if _, v := c.Enter(sec(0.1), order("c"), 1); v.Blocked {
-		t.Error("a new value was blocked once a tracked value's spacing had passed")
+	if _, v := c.Enter(sec(0.05), order("a"), 1); v.Blocked || v.Wait != 150*time.Millisecond {
+		t.Errorf("value a: %+v, want its queue kept (wait 150ms)", v)
 	}
 }

@@ -58,17 +58,19 @@ func (r *rule) initialState() int64 {
 	return idle
 }
 
-// evictable reports whether dropping e loses nothing a caller depends on: no
-// call in flight, none queued, no spacing still running. A bucket may always
-// go; it comes back full, as documented.
+// evictable reports whether dropping e loses nothing a caller holds: no call
+// in flight, none queued. A bucket may always go; it comes back full, as
+// documented.
 func (r *rule) evictable(e *entry, now int64) bool {
 	switch r.kind {
 	case kindInFlight:
 		return e.state.Load() == 0
 	case kindQueue:
-		// Queued calls, or a pass so recent that the next call must still
-		// wait, would be lost: a fresh queue lets the next call go at once.
-		return e.state.Load()+costOf(&r.params[e.param], 1) <= now
+		// Only calls still queued pin a value. A value whose last pass was
+		// under one spacing ago may go, like a bucket that is not full: its
+		// next call then passes at once. Pinning it too would let a flood of
+		// more than maxTrackedValues values per spacing block every new value.
+		return e.state.Load() <= now
 	}
 	return true
 }
