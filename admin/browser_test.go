@@ -163,6 +163,10 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	firstT, err := chromedp.Run(bctx, chromedp.Evaluate[int64](card+`.querySelector('svg.chart').getAttribute('data-last-t') | 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tilePass := text(`[data-resource="orders"] .stat[data-k="passQps"] .v`)
 	tileBlock := text(`[data-resource="orders"] .stat[data-k="blockQps"] .v`)
 	t.Logf("chart for orders: pass/s %s, block/s %s, %d points; tiles pass/s %s, block/s %s", pass, block, points, tilePass, tileBlock)
@@ -256,5 +260,20 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	}
 	if !strings.Contains(opt, "count 21") {
 		t.Errorf("after re-reading, the editor lists %q, want the other writer's count 21", opt)
+	}
+
+	// The chart kept moving during all this, fetching only new samples: a
+	// newer last sample and still one point per second of the window.
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](
+		`Number(`+card+`.querySelector('svg.chart').getAttribute('data-last-t')) > `+strconv.FormatInt(firstT, 10),
+		chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("chart stopped at sample %d: %v", firstT, err)
+	}
+	points, err = chromedp.Run(bctx, chromedp.Evaluate[int](card+`.querySelector('polyline.pass').getAttribute('data-points') | 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if points < historyLen-1 || points > historyLen+1 {
+		t.Errorf("pass line has %d points after incremental updates, want %d±1 (one per second of 5 minutes)", points, historyLen)
 	}
 }

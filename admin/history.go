@@ -79,20 +79,27 @@ type seriesJSON struct {
 	AvgRtMs    []float64 `json:"avgRtMs"`
 }
 
-// snapshot returns every resource's samples oldest first, sorted by resource.
-func (h *history) snapshot() []seriesJSON {
+// snapshot returns every resource's samples taken after since (Unix ms; 0 =
+// all), oldest first, sorted by resource. A resource with no newer sample is
+// listed with empty series, so a client polling with since still sees it.
+func (h *history) snapshot(since int64) []seriesJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]seriesJSON, 0, len(h.rings))
 	for name, r := range h.rings {
-		s := seriesJSON{
-			Resource: name, T: make([]int64, r.n),
-			PassQps: make([]float64, r.n), BlockQps: make([]float64, r.n),
-			SuccessQps: make([]float64, r.n), ErrorQps: make([]float64, r.n), AvgRtMs: make([]float64, r.n),
-		}
 		start := (r.next - r.n + historyLen) % historyLen
-		for i := 0; i < r.n; i++ {
-			p := r.buf[(start+i)%historyLen]
+		skip := 0
+		for skip < r.n && r.buf[(start+skip)%historyLen].at <= since {
+			skip++
+		}
+		n := r.n - skip
+		s := seriesJSON{
+			Resource: name, T: make([]int64, n),
+			PassQps: make([]float64, n), BlockQps: make([]float64, n),
+			SuccessQps: make([]float64, n), ErrorQps: make([]float64, n), AvgRtMs: make([]float64, n),
+		}
+		for i := 0; i < n; i++ {
+			p := r.buf[(start+skip+i)%historyLen]
 			s.T[i], s.PassQps[i], s.BlockQps[i], s.SuccessQps[i], s.ErrorQps[i], s.AvgRtMs[i] =
 				p.at, p.pass, p.block, p.success, p.fail, p.rtMs
 		}

@@ -12,7 +12,7 @@ func TestHistoryKeepsFiveMinutesOldestFirst(t *testing.T) {
 	for i := 0; i < historyLen+5; i++ {
 		h.record(t0.Add(time.Duration(i)*time.Second), []ResourceStats{{Resource: "a", NodeStats: NodeStats{PassQps: float64(i), BlockQps: 1}}})
 	}
-	s := h.snapshot()
+	s := h.snapshot(0)
 	if len(s) != 1 || len(s[0].T) != historyLen {
 		t.Fatalf("snapshot: %d resources, %d samples; want 1, %d", len(s), len(s[0].T), historyLen)
 	}
@@ -31,11 +31,11 @@ func TestHistoryDropsResourcesGoneForAWindow(t *testing.T) {
 	for i := 1; i < historyLen; i++ {
 		h.record(t0.Add(time.Duration(i)*time.Second), []ResourceStats{{Resource: "b"}})
 	}
-	if n := len(h.snapshot()); n != 2 {
+	if n := len(h.snapshot(0)); n != 2 {
 		t.Fatalf("%d resources after %d s, want 2 (old kept while in window)", n, historyLen-1)
 	}
 	h.record(t0.Add(historyLen*time.Second), []ResourceStats{{Resource: "b"}})
-	if s := h.snapshot(); len(s) != 1 || s[0].Resource != "b" {
+	if s := h.snapshot(0); len(s) != 1 || s[0].Resource != "b" {
 		t.Fatalf("resources %v, want only b", s)
 	}
 }
@@ -51,8 +51,28 @@ func TestRunSamplesAtOnceAndStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	s.Run(ctx) // returns: ctx is done
-	h := s.hist.snapshot()
+	h := s.hist.snapshot(0)
 	if len(h) != 1 || len(h[0].T) != 1 || h[0].T[0] != at.UnixMilli() || h[0].PassQps[0] != 3 || h[0].BlockQps[0] != 1 {
 		t.Fatalf("history after Run = %+v, want one sample of orders at %d", h, at.UnixMilli())
+	}
+}
+
+func TestHistorySinceReturnsOnlyNewerSamples(t *testing.T) {
+	h := newHistory()
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := 0; i < historyLen+10; i++ {
+		h.record(t0.Add(time.Duration(i)*time.Second), []ResourceStats{{Resource: "a", NodeStats: NodeStats{PassQps: float64(i)}}})
+	}
+	h.record(t0.Add(time.Duration(historyLen+10)*time.Second), []ResourceStats{{Resource: "b"}})
+	last := t0.Add(time.Duration(historyLen+7) * time.Second).UnixMilli()
+	s := h.snapshot(last)
+	if len(s) != 2 || len(s[0].T) != 2 || s[0].PassQps[0] != historyLen+8 || s[0].PassQps[1] != historyLen+9 {
+		t.Fatalf("since %d: %+v, want a's last two samples", last, s[0])
+	}
+	if len(s[1].T) != 1 {
+		t.Fatalf("b: %+v, want its one sample", s[1])
+	}
+	if s := h.snapshot(t0.Add(time.Hour).UnixMilli()); len(s) != 2 || len(s[0].T) != 0 {
+		t.Fatalf("since the future: %+v, want both resources with no samples", s)
 	}
 }

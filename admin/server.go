@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -171,12 +172,15 @@ func (s *Server) resources(w http.ResponseWriter, _ *http.Request) {
 	}{s.opts.Now().UnixMilli(), stats})
 }
 
-func (s *Server) history(w http.ResponseWriter, _ *http.Request) {
+// history serves the per-second samples; ?since=<Unix ms> returns only newer
+// ones, so a page polling every second fetches one sample per resource.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
 	writeJSON(w, http.StatusOK, struct {
 		At        int64        `json:"at"`
 		StepMs    int64        `json:"stepMs"`
 		Resources []seriesJSON `json:"resources"`
-	}{s.opts.Now().UnixMilli(), 1000, s.hist.snapshot()})
+	}{s.opts.Now().UnixMilli(), 1000, s.hist.snapshot(since)})
 }
 
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {

@@ -123,13 +123,32 @@ function drawChart(c, s, now) {
   }
   c.chart.replaceChildren(...parts);
   const last = s.t.length - 1;
+  c.chart.setAttribute("data-last-t", last >= 0 ? s.t[last] : 0);
   c.legPass.textContent = last >= 0 ? fmt(s.passQps[last]) : "0";
   c.legBlock.textContent = last >= 0 ? fmt(s.blockQps[last]) : "0";
   c.legend.querySelector('[data-series="peak"]').textContent = fmt(Math.max(0, ...s.passQps, ...s.blockQps));
 }
 
+// history holds the last 5 minutes per resource; after the first fetch only
+// newer samples are asked for (?since=).
+const history = new Map();
+let lastSample = 0;
+const SERIES = ["t", "passQps", "blockQps", "successQps", "errorQps", "avgRtMs"];
+
 function showHistory(data) {
-  for (const s of data.resources) if (cards.has(s.resource)) drawChart(cards.get(s.resource), s, data.at);
+  if (data.at < lastSample) { history.clear(); lastSample = 0; } // server clock went back
+  const listed = new Set();
+  for (const s of data.resources) {
+    listed.add(s.resource);
+    let h = history.get(s.resource);
+    if (!h) { h = Object.fromEntries(SERIES.map((k) => [k, []])); history.set(s.resource, h); }
+    for (const k of SERIES) h[k].push(...s[k]);
+    if (s.t.length) lastSample = Math.max(lastSample, s.t[s.t.length - 1]);
+    const old = h.t.findIndex((t) => t > data.at - WINDOW_MS);
+    if (old > 0) for (const k of SERIES) h[k].splice(0, old);
+  }
+  for (const name of [...history.keys()]) if (!listed.has(name)) history.delete(name);
+  for (const [name, h] of history) if (cards.has(name)) drawChart(cards.get(name), h, data.at);
 }
 
 // ---- rules in force and the last reload ----
@@ -288,7 +307,7 @@ async function refreshRules() {
 
 async function tick() {
   try {
-    const [res, hist] = await Promise.all([getJSON("/api/resources"), getJSON("/api/history")]);
+    const [res, hist] = await Promise.all([getJSON("/api/resources"), getJSON("/api/history" + (lastSample ? "?since=" + lastSample : ""))]);
     showResources(res);
     showHistory(hist);
   } catch (e) {
