@@ -1,0 +1,15 @@
+# sluice gateway image: a static binary on a small base.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/sluice .
+
+FROM alpine:3.20
+RUN adduser -D -H -u 10001 sluice
+COPY --from=build /out/sluice /usr/local/bin/sluice
+USER sluice
+EXPOSE 8080 9090
+ENTRYPOINT ["/usr/local/bin/sluice"]
+CMD ["-config", "/etc/sluice/rules.yaml"]

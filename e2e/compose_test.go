@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Docker cannot run on our machines, so this test checks what it can of
+// docker-compose.yml: every sluice service's rules file passes `sluice
+// validate`, and the services refer to each other consistently.
+func TestDockerComposeIsConsistent(t *testing.T) {
+	raw, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Build     string   `yaml:"build"`
+			Image     string   `yaml:"image"`
+			Command   []string `yaml:"command"`
+			Volumes   []string `yaml:"volumes"`
+			Ports     []string `yaml:"ports"`
+			DependsOn []string `yaml:"depends_on"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("../Dockerfile"); err != nil {
+		t.Errorf("docker-compose.yml builds '.', but: %v", err)
+	}
+	hostPorts := map[string]string{}
+	gateways := 0
+	for name, svc := range compose.Services {
+		for _, d := range svc.DependsOn {
+			if _, ok := compose.Services[d]; !ok {
+				t.Errorf("service %s depends on unknown service %s", name, d)
+			}
+		}
+		for _, p := range svc.Ports {
+			parts := strings.Split(p, ":")
+			host := strings.Join(parts[:len(parts)-1], ":")
+			if other, dup := hostPorts[host]; dup {
+				t.Errorf("services %s and %s both publish %s", name, other, host)
+			}
+			hostPorts[host] = name
+		}
+		if svc.Build != "." {
+			continue
+		}
+		gateways++
+		// The rules file is the volume mounted where -config points.
+		cfgPath := ""
+		for i, a := range svc.Command {
+			if a == "-config" && i+1 < len(svc.Command) {
+				cfgPath = svc.Command[i+1]
+			}
+		}
+		local := ""
+		for _, v := range svc.Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && parts[1] == cfgPath {
+				local = filepath.Join("..", parts[0])
+			}
+		}
+		if local == "" {
+			t.Fatalf("service %s: no volume provides its -config %q", name, cfgPath)
+		}
+		out, err := exec.Command(binary, "validate", local).CombinedOutput()
+		if err != nil {
+			t.Errorf("service %s: sluice validate %s: %v\n%s", name, local, err, out)
+			continue
+		}
+		// Every host the rules name (upstream targets, Redis) is a service.
+		var rules struct {
+			Upstreams map[string]struct{ Targets []string } `yaml:"upstreams"`
+			Cluster   struct{ Redis string }                `yaml:"cluster"`
+		}
+		b, _ := os.ReadFile(local)
+		if err := yaml.Unmarshal(b, &rules); err != nil {
+			t.Fatal(err)
+		}
+		var urls []string
+		for _, u := range rules.Upstreams {
+			urls = append(urls, u.Targets...)
+		}
+		if rules.Cluster.Redis != "" {
+			urls = append(urls, rules.Cluster.Redis)
+		}
+		for _, raw := range urls {
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Errorf("service %s: %q: %v", name, raw, err)
+				continue
+			}
+			if _, ok := compose.Services[u.Hostname()]; !ok {
+				t.Errorf("service %s: rules name host %q, which is no compose service", name, u.Hostname())
+			}
+			if !contains(svc.DependsOn, u.Hostname()) {
+				t.Errorf("service %s: uses %s but does not depend on it", name, u.Hostname())
+			}
+		}
+	}
+	if gateways < 2 {
+		t.Errorf("%d sluice gateways in docker-compose.yml, want at least 2 sharing a cluster rule", gateways)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
