@@ -271,3 +271,28 @@ func TestBlockAndStats(t *testing.T) {
 		t.Errorf("stats 2 s later %+v, want zero", st[0].Node)
 	}
 }
+
+// Add-then-check: 64 goroutines racing at one instant pass exactly count.
+func TestRejectExactUnderConcurrency(t *testing.T) {
+	for _, count := range []float64{1, 100, 1000} {
+		c := compile(t, qps("r", count)).Checker("r", "default")
+		var passed atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					if tok, v := c.Enter(t0, "", 1); !v.Blocked {
+						passed.Add(1)
+						tok.Exit(t0, false)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := passed.Load(); got != int64(count) {
+			t.Errorf("count %v: %d passed", count, got)
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package limiter_test
+
+import (
+	"fmt"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// A route's checker limits a resource to 2 calls a second; the third call at
+// the same instant is blocked and told when to retry.
+func Example() {
+	rules := []config.FlowRule{{Resource: "get-order", LimitApp: "default", Grade: config.GradeQPS, Count: 2, StatIntervalMs: 1000}}
+	flow, err := limiter.Compile(rules, nil, limiter.Options{})
+	if err != nil {
+		panic(err)
+	}
+	c := flow.Checker("get-order", "web") // once per route, when the snapshot is built
+
+	now := int64(0) // the proxy passes nanoseconds since process start
+	for i := 0; i < 3; i++ {
+		tok, v := c.Enter(now, "", 1)
+		if v.Blocked {
+			fmt.Printf("call %d: blocked (%s), retry after %v\n", i, v.Reason, v.RetryAfter)
+			continue
+		}
+		fmt.Printf("call %d: passed, %v of %v left\n", i, v.Quota.Remaining, v.Quota.Limit)
+		tok.Exit(now+5_000_000, false) // the response finished 5 ms later
+	}
+	// Output:
+	// call 0: passed, 1 of 2 left
+	// call 1: passed, 0 of 2 left
+	// call 2: blocked (flow), retry after 1s
+}
