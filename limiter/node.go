@@ -23,7 +23,7 @@ type statNode struct {
 }
 
 type statBucket struct {
-	epoch                                   atomic.Int64
+	epoch                             atomic.Int64
 	pass, block, success, errs, rtSum atomic.Int64 // rtSum: response time x tokens
 }
 

@@ -24,10 +24,10 @@ const windowBuckets = 50
 // multiple of 2^32 bucket widths (days at the finest widths) could be counted
 // once more; that is accepted.
 type window struct {
-	width int64           // bucket width, ns
+	width int64                        // bucket width, ns
 	ring  [windowBuckets]atomic.Uint64 // epoch<<32 | count
-	total atomic.Int64    // sum of the ring's counts
-	swept atomic.Int64    // latest epoch whose expired buckets were swept
+	total atomic.Int64                 // sum of the ring's counts
+	swept atomic.Int64                 // latest epoch whose expired buckets were swept
 	// coarse counts passes per whole interval (two slots, same packing): the
 	// warm-up behaviours sync their tokens from the previous interval's passes.
 	coarse []atomic.Uint64
