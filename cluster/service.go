@@ -18,7 +18,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-	"github.com/rs/zerolog"
 
 	"sluice/config"
 )
@@ -277,5 +276,3 @@ func (s *Service) notify(up bool) {
 		s.opts.OnState(up)
 	}
 }
-
-var _ zerolog.Logger // Options.Log

@@ -1,10 +1,13 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"sluice/cluster"
 	"sluice/config"
@@ -140,4 +143,44 @@ func TestConcurrentCallsShareTheCount(t *testing.T) {
 	if passed != 200 { // two keys, 100 each
 		t.Errorf("%d of 400 concurrent calls over two keys passed, want 200", passed)
 	}
+}
+
+func TestKeysExpire(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	s := newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second})
+	for _, ms := range []int64{1000, 60000} {
+		rule := qpsRule(10, config.ThresholdAvgLocal)
+		rule.StatIntervalMs = ms
+		if ok, err := s.Acquire(rule, "origin-a", 1); !ok || err != nil {
+			t.Fatalf("Acquire = %v, %v", ok, err)
+		}
+	}
+	rdb := redis.NewClient(must(redis.ParseURL(url)))
+	defer rdb.Close()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "{"+ns+"}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 { // two windows and the gateway set
+		t.Fatalf("keys in the namespace: %q, want two windows and the gateway set", keys)
+	}
+	for _, k := range keys {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// a window lives its interval plus two buckets (63s for a minute); the gateway set 2 x expiry (6s)
+		if ttl <= 0 || ttl > 63*time.Second {
+			t.Errorf("key %s has TTL %v, want it to expire soon after its window", k, ttl)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
