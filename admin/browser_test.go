@@ -59,13 +59,26 @@ func liveStats(now time.Time) []ResourceStats {
 	}
 }
 
+// screenshotPath is where the test writes its screenshot: committed in the
+// repository (rel, made absolute) only when SLUICE_UPDATE_SCREENSHOT=1, else a
+// temporary file, so an ordinary run leaves the git tree clean. Refresh the
+// committed image with:
+//
+//	SLUICE_UPDATE_SCREENSHOT=1 go test -count=1 -run TestDashboardInRealBrowser ./admin/
+func screenshotPath(t *testing.T, rel string) (string, error) {
+	if os.Getenv("SLUICE_UPDATE_SCREENSHOT") == "1" {
+		return filepath.Abs(rel)
+	}
+	return filepath.Join(t.TempDir(), filepath.Base(rel)), nil
+}
+
 func TestDashboardInRealBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	orig, err := os.ReadFile("testdata/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot, err := filepath.Abs(filepath.Join("testdata", "dashboard.png"))
+	shot, err := screenshotPath(t, filepath.Join("testdata", "dashboard.png"))
 	if err != nil {
 		t.Fatal(err)
 	}
