@@ -25,6 +25,7 @@ const windowBuckets = 50
 // once more; that is accepted.
 type window struct {
 	width int64                        // bucket width, ns
+	inv   float64                      // 1/width: epoch by a multiply, corrected to exact
 	ring  [windowBuckets]atomic.Uint64 // epoch<<32 | count
 	total atomic.Int64                 // sum of the ring's counts
 	swept atomic.Int64                 // latest epoch whose expired buckets were swept
@@ -35,6 +36,7 @@ type window struct {
 
 func newWindow(intervalNs int64, coarse bool) *window {
 	w := &window{width: max(intervalNs/windowBuckets, 1)}
+	w.inv = 1 / float64(w.width)
 	w.swept.Store(-1 << 62)
 	if coarse {
 		w.coarse = make([]atomic.Uint64, 2)
@@ -52,7 +54,18 @@ func floorDiv(a, b int64) int64 {
 
 func mod(a, b int64) int64 { return ((a % b) + b) % b }
 
-func (w *window) epoch(now int64) int64 { return floorDiv(now, w.width) }
+// epoch is floor(now/width). A float multiply is far cheaper than an integer
+// division; its result is off by at most a few epochs and corrected exactly.
+func (w *window) epoch(now int64) int64 {
+	e := int64(float64(now) * w.inv)
+	for e*w.width > now {
+		e--
+	}
+	for (e+1)*w.width <= now {
+		e++
+	}
+	return e
+}
 
 func (w *window) slot(e int64) *atomic.Uint64 { return &w.ring[mod(e, windowBuckets)] }
 
