@@ -50,20 +50,19 @@ func (n *statNode) bucket(now int64) *statBucket {
 
 // rotate resets b for epoch e, unless it already holds a newer one.
 func (n *statNode) rotate(b *statBucket, e int64) *statBucket {
-	{
-		n.mu.Lock()
-		if old := b.epoch.Load(); old < e {
-			b.pass.Store(0)
-			b.block.Store(0)
-			b.success.Store(0)
-			b.errs.Store(0)
-			b.rtSum.Store(0)
-			b.epoch.Store(e)
-		} else if old > e {
-			n.mu.Unlock()
-			return nil // now is older than the ring: drop the count
-		}
-		n.mu.Unlock()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := b.epoch.Load()
+	if old > e {
+		return nil // now is older than the ring: drop the count
+	}
+	if old < e {
+		b.pass.Store(0)
+		b.block.Store(0)
+		b.success.Store(0)
+		b.errs.Store(0)
+		b.rtSum.Store(0)
+		b.epoch.Store(e) // last: writers that see e find the bucket zeroed
 	}
 	return b
 }
