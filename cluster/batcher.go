@@ -95,7 +95,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 	if err == nil && len(res) != len(live) {
 		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
 	}
-	s.report(err)
+	s.report(err, false)
 	if err != nil {
 		if isTimeout(err) {
 			err = ErrTimeout

@@ -43,6 +43,8 @@ const (
 	// so a returning Redis is noticed within about a second.
 	minProbe = 50 * time.Millisecond
 	maxProbe = time.Second
+	// stableUp is how long Redis must stay up before the backoff restarts.
+	stableUp = 10 * time.Second
 	// maxBatch caps calls per script run so one run stays short on Redis.
 	maxBatch = 128
 	// workers is how many batches can be in flight at once; more overlap
@@ -68,8 +70,8 @@ type Service struct {
 	pool   sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
-	mu     sync.Mutex // serialises state changes so OnState sees each once
-	fails  int        // consecutive failures; guarded by mu
+	mu     sync.Mutex   // serialises state changes so OnState sees each once
+	fails  atomic.Int32 // consecutive failed round trips
 	closed atomic.Bool
 	once   sync.Once
 }
@@ -208,6 +210,7 @@ func (s *Service) Close() error {
 // Service is closed, leaving no goroutine behind.
 func (s *Service) Run(ctx context.Context) {
 	probe := minProbe
+	var upSince time.Time
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -218,9 +221,17 @@ func (s *Service) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		wasUp := s.up.Load()
 		s.beat(ctx)
 		if s.up.Load() {
-			probe = minProbe
+			if !wasUp {
+				upSince = time.Now()
+			}
+			// The backoff restarts only once Redis has stayed up a while, so
+			// a flapping Redis is probed ever less often, not every 50ms.
+			if time.Since(upSince) > stableUp {
+				probe = minProbe
+			}
 			t.Reset(s.opts.Heartbeat)
 		} else {
 			t.Reset(probe)
@@ -237,41 +248,45 @@ func (s *Service) beat(ctx context.Context) {
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down, not a Redis failure
 	}
-	s.report(err)
+	s.report(err, true)
 }
 
-// report feeds one round trip's outcome to the breaker.
-func (s *Service) report(err error) {
+// report feeds one round trip's outcome to the breaker. Only a probe (a
+// heartbeat from Run) closes an open breaker: a decision that happened to
+// succeed on a flaky Redis must not flip the state back and forth.
+func (s *Service) report(err error, probe bool) {
 	if s.closed.Load() {
 		return // a closed client's errors say nothing about Redis
 	}
-	if err == nil && s.up.Load() {
-		s.mu.Lock()
-		s.fails = 0
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err == nil {
-		s.fails = 0
-		if !s.up.Load() {
-			s.up.Store(true)
-			s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable again; cluster limiting resumed")
-			s.notify(true)
+		if s.fails.Load() != 0 {
+			s.fails.Store(0)
+		}
+		if probe && !s.up.Load() {
+			s.setState(true, nil)
 		}
 		return
 	}
-	s.fails++
-	if s.fails >= failThreshold && s.up.Load() {
-		s.up.Store(false)
-		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).
-			Msg("cluster: redis failing; cluster rules fall back until it answers again")
-		s.notify(false)
+	if s.fails.Add(1) >= failThreshold && s.up.Load() {
+		s.setState(false, err)
 	}
 }
 
-func (s *Service) notify(up bool) {
+// setState changes the state once, logs it once and tells OnState once.
+func (s *Service) setState(up bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up.Load() == up {
+		return
+	}
+	s.fails.Store(0)
+	s.up.Store(up)
+	if up {
+		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable again; cluster limiting resumed")
+	} else {
+		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).
+			Msg("cluster: redis failing; cluster rules fall back until it answers again")
+	}
 	if s.opts.OnState != nil {
 		s.opts.OnState(up)
 	}
