@@ -24,9 +24,9 @@ type decoder struct {
 	lines   map[string]int  // field path -> line of its key (or list item)
 	set     map[string]bool // paths given a non-null value
 	bad     map[string]bool // paths that failed to decode; validation skips them
-	nodes   int // nodes decoded through aliases
-	aliased int // > 0 while decoding the target of an alias
-	dropped int // errors not kept, past the bound
+	nodes   int             // nodes decoded through aliases
+	aliased int             // > 0 while decoding the target of an alias
+	dropped int             // errors not kept, past the bound
 }
 
 func newDecoder(file string) *decoder {
