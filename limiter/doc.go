@@ -8,5 +8,24 @@
 // now, nanoseconds on a monotonic timeline with any origin. A Flow is built by
 // Compile from one config snapshot and is immutable except for its counters;
 // a reload compiles a new Flow from the previous one, which carries over the
-// state of unchanged rules.
+// state of unchanged rules. There is no package-level state.
+//
+// Where it differs from Sentinel, on purpose:
+//   - A qps window has 50 buckets and is checked add-then-roll-back, so no real
+//     interval passes more than count*1.1 and concurrent calls never pass more
+//     than count (Sentinel: 2 buckets, check-then-add).
+//   - A concurrency rule counts the calls it let through itself (per origin for
+//     limitApp origins and other, per entrance for chain), acquired by CAS, not
+//     the node's thread count read before an increment.
+//   - Warm-up refills above the warning line only while the previous interval
+//     passed fewer than floor(count/coldFactor), so a limiter passing exactly
+//     its cold rate still warms up. Warm-up works per statIntervalMs (1 s by
+//     default, as in Sentinel).
+//   - Throttle spacing is in nanoseconds (exact at any rate); a queued call
+//     whose client leaves gives its slot back if nobody queued behind it.
+//   - relate rules compare the related resource's last-second pass count
+//     (scaled to statIntervalMs) or concurrency with count; controlBehavior
+//     does not apply to them.
+//   - acquireCount (n tokens a call) and dryRun rules; dryRun rules never set
+//     the Verdict's Quota.
 package limiter
