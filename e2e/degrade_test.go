@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// cbPhase is one stretch of load against the breaker-guarded route, with what
+// the upstream served meanwhile.
+type cbPhase struct {
+	name     string
+	res      *result
+	upstream int64 // requests the upstream received during the run
+}
+
+// forwarded are the hits the gateway did not block (anything but 429).
+func (p cbPhase) forwarded() []hit {
+	var out []hit
+	for _, h := range p.res.hits {
+		if h.status != http.StatusTooManyRequests {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// firstBlock is the index (in send order) of the first 429, or -1.
+func (p cbPhase) firstBlock() int {
+	for i, h := range p.res.hits {
+		if h.status == http.StatusTooManyRequests {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestDegradeTripsIsolatesAndRecovers drives one route guarded by an
+// errorRatio and a slowRatio breaker through the life of a bad upstream:
+// healthy, failing with 500s (the errorRatio breaker trips), recovered (the
+// probe closes it), slow (the slowRatio breaker trips), recovered again.
+// While a breaker is open the upstream must see nothing but the probes, one
+// per retryTimeoutMs; once the upstream is healthy the breaker closes and
+// every request flows.
+func TestDegradeTripsIsolatesAndRecovers(t *testing.T) {
+	const (
+		rate    = 100.0
+		window  = time.Second            // statIntervalMs
+		retry   = 500 * time.Millisecond // retryTimeoutMs
+		maxRt   = 200 * time.Millisecond // maxAllowedRtMs
+		slowFor = 400 * time.Millisecond // how slow the slow upstream is
+	)
+	var mode atomic.Int32 // 0 healthy, 1 500s, 2 slow
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case 1:
+			http.Error(w, "broken", http.StatusInternalServerError)
+		case 2:
+			time.Sleep(slowFor)
+			fmt.Fprint(w, "slow")
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	})
+	g := startGateway(t, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /cb
+    upstream: up
+    resource: cb
+degradeRules:
+  - resource: cb
+    strategy: errorRatio
+    threshold: 0.5
+    statIntervalMs: %d
+    minRequestAmount: 5
+    retryTimeoutMs: %d
+  - resource: cb
+    strategy: slowRatio
+    maxAllowedRtMs: %d
+    threshold: 0.5
+    statIntervalMs: %d
+    minRequestAmount: 5
+    retryTimeoutMs: %d
+`, window.Milliseconds(), retry.Milliseconds(), maxRt.Milliseconds(), window.Milliseconds(), retry.Milliseconds())))
+
+	runPhase := func(name string, m int32, d time.Duration) cbPhase {
+		t.Helper()
+		mode.Store(m)
+		up.resetStats()
+		// The checks below use send times, not due times, so a sender that
+		// falls somewhat behind does not change what they judge.
+		res := run(t, load{Rate: rate, Duration: d, Targets: []target{to(g.URL + "/cb")}, MaxLag: 200 * time.Millisecond})
+		res.checkLag(t)
+		n, _ := up.stats()
+		p := cbPhase{name: name, res: res, upstream: n}
+		t.Logf("%-9s statuses %v, upstream received %d", name, res.statuses(), n)
+		return p
+	}
+
+	// checkOpen: the breaker tripped within one window of the trouble
+	// starting (plus, for slow calls, the time they take to be known slow),
+	// and from then on the upstream saw only probes, spaced by the retry
+	// timeout (plus, for slow probes, their own duration).
+	checkOpen := func(p cbPhase, badStatus int, tripBy, probeGap time.Duration) {
+		t.Helper()
+		fb := p.firstBlock()
+		if fb < 0 {
+			t.Fatalf("%s: the breaker never opened: %v", p.name, p.res.statuses())
+		}
+		if at := p.res.hits[fb].sent; at > tripBy {
+			t.Errorf("%s: first degrade block sent at %v, want within %v of the upstream going bad", p.name, at, tripBy)
+		}
+		if got := int64(len(p.forwarded())); got != p.upstream {
+			t.Errorf("%s: %d requests were forwarded but the upstream received %d", p.name, got, p.upstream)
+		}
+		var probes []hit
+		for _, h := range p.res.hits[fb:] {
+			if h.status != http.StatusTooManyRequests {
+				probes = append(probes, h)
+			}
+		}
+		open := p.res.hits[len(p.res.hits)-1].sent - p.res.hits[fb].sent
+		if maxProbes := int(open/probeGap) + 1; len(probes) > maxProbes {
+			t.Errorf("%s: the upstream received %d requests in %v while open, want only probes (<= %d)", p.name, len(probes), open, maxProbes)
+		}
+		if len(probes) == 0 {
+			t.Errorf("%s: no probe in %v open with retryTimeoutMs %v", p.name, open, retry)
+		}
+		// Sent times are the load generator's; a probe reaches the gateway
+		// a little after it is sent, hence the slack.
+		const slack = 50 * time.Millisecond
+		for i := 1; i < len(probes); i++ {
+			if gap := probes[i].sent - probes[i-1].sent; gap < probeGap-slack {
+				t.Errorf("%s: probes %d and %d sent %v apart, want >= %v", p.name, i-1, i, gap, probeGap)
+			}
+		}
+		for i, h := range probes {
+			if h.status != badStatus {
+				t.Errorf("%s: probe %d got %d, want %d (the upstream is still bad)", p.name, i, h.status, badStatus)
+			}
+		}
+		t.Logf("%s: tripped after %d forwarded requests (first block sent at %v); %d probes in %v open",
+			p.name, fb, p.res.hits[fb].sent, len(probes), open)
+	}
+
+	// checkRecovered: the first probe (within one retry timeout) closes the
+	// breaker and everything after it flows.
+	checkRecovered := func(p cbPhase) {
+		t.Helper()
+		first := -1
+		for i, h := range p.res.hits {
+			if h.status == http.StatusOK {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			t.Fatalf("%s: nothing passed after the upstream recovered: %v", p.name, p.res.statuses())
+		}
+		if at := p.res.hits[first].sent; at > retry+100*time.Millisecond {
+			t.Errorf("%s: first pass sent at %v, want within retryTimeoutMs %v", p.name, at, retry)
+		}
+		for i, h := range p.res.hits[first:] {
+			if h.status != http.StatusOK {
+				t.Errorf("%s: request %d after the breaker closed got %d, want 200", p.name, first+i, h.status)
+				break
+			}
+		}
+		if got := int64(len(p.forwarded())); got != p.upstream {
+			t.Errorf("%s: %d requests were forwarded but the upstream received %d", p.name, got, p.upstream)
+		}
+	}
+
+	healthy := runPhase("healthy", 0, time.Second)
+	if got := healthy.res.count(200); got != len(healthy.res.hits) {
+		t.Fatalf("healthy upstream: %v, want all 200", healthy.res.statuses())
+	}
+
+	// 500s: the good calls of the healthy cbPhase leave the window as the
+	// errors come in; the ratio passes 0.5 about half a window in.
+	failing := runPhase("500s", 1, 2500*time.Millisecond)
+	checkOpen(failing, http.StatusInternalServerError, window, retry)
+	cbBlockedHeaders(t, g.URL+"/cb", retry)
+	checkRecovered(runPhase("recovered", 0, 1500*time.Millisecond))
+
+	// Slow: a call is known slow only when it completes, slowFor after it
+	// was sent; a slow probe holds the half-open state for slowFor too.
+	slow := runPhase("slow", 2, 2500*time.Millisecond)
+	checkOpen(slow, http.StatusOK, window+slowFor, retry+slowFor)
+	checkRecovered(runPhase("recovered2", 0, 1500*time.Millisecond))
+
+	cbTransitions(t, g)
+}
+
+// cbBlockedHeaders asks an open breaker directly: the block says degrade
+// and Retry-After is the time left open, rounded up to whole seconds.
+func cbBlockedHeaders(t *testing.T, url string, retry time.Duration) {
+	t.Helper()
+	// Right after a run the retry timeout may just have run out, making this
+	// request the probe (it fails and re-opens): then the next one is blocked.
+	for try := 0; try < 2; try++ {
+		resp, body := get(t, url)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			continue
+		}
+		if got := resp.Header.Get("X-Sluice-Blocked"); got != "degrade" {
+			t.Errorf("X-Sluice-Blocked = %q, want degrade", got)
+		}
+		want := fmt.Sprint(int64((retry + time.Second - 1) / time.Second))
+		if got := resp.Header.Get("Retry-After"); got != want {
+			t.Errorf("Retry-After = %q, want %s (retryTimeoutMs rounded up)", got, want)
+		}
+		if !strings.Contains(body, `"reason":"degrade"`) {
+			t.Errorf("block body %q does not name the degrade reason", body)
+		}
+		return
+	}
+	t.Errorf("an open breaker let two requests in a row through")
+}
+
+// cbTransitions reads the "circuit breaker" log events: each transition
+// is logged once, they chain (from = the previous to), both bad spells
+// opened and closed, and the metric ends closed.
+func cbTransitions(t *testing.T, g *gateway) {
+	t.Helper()
+	evs := g.logs.events("circuit breaker")
+	var seq []string
+	opened, closed := 0, 0
+	last := map[string]string{}
+	for _, ev := range evs {
+		res, _ := ev["resource"].(string)
+		from, _ := ev["from"].(string)
+		to, _ := ev["to"].(string)
+		seq = append(seq, from+">"+to)
+		if res != "cb" {
+			t.Errorf("circuit breaker event for resource %q, want cb", res)
+		}
+		if l, ok := last[res]; ok && l != from {
+			t.Errorf("transition %s>%s does not follow the previous state %s", from, to, l)
+		}
+		last[res] = to
+		if from == "closed" && to == "open" {
+			opened++
+		}
+		if to == "closed" {
+			closed++
+		}
+	}
+	t.Logf("transitions: %s", strings.Join(seq, " "))
+	if opened != 2 || closed != 2 {
+		t.Errorf("closed>open %d times and >closed %d times, want 2 and 2", opened, closed)
+	}
+	resp, body := get(t, g.AdminURL+"/metrics")
+	if resp.StatusCode != 200 || !strings.Contains(body, `sluice_circuit_state{resource="cb"} 0`) {
+		var lines []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "sluice_circuit_state") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("metrics: want sluice_circuit_state{resource=\"cb\"} 0 after recovery, got %q", lines)
+	}
+}
