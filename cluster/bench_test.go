@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -72,6 +74,81 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 					return
 				}
 			}
+		})
+	})
+}
+
+// latencyHist is a per-goroutine histogram in 1µs steps up to 20ms, so that
+// measuring adds no allocation per call.
+type latencyHist [20001]int64
+
+func (h *latencyHist) add(d time.Duration) { h[min(int(d/time.Microsecond), len(h)-1)]++ }
+
+func (h *latencyHist) merge(o *latencyHist) {
+	for i, v := range o {
+		h[i] += v
+	}
+}
+
+// quantile returns the q-quantile in µs.
+func (h *latencyHist) quantile(q float64) float64 {
+	var total int64
+	for _, v := range h {
+		total += v
+	}
+	want := int64(q * float64(total))
+	var seen int64
+	for i, v := range h {
+		seen += v
+		if seen > want {
+			return float64(i)
+		}
+	}
+	return float64(len(h) - 1)
+}
+
+// runLatency runs call from 16 goroutines per CPU and reports p50/p99 per call.
+func runLatency(b *testing.B, call func() error) {
+	var mu sync.Mutex
+	var all latencyHist
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		h := new(latencyHist)
+		for pb.Next() {
+			t0 := time.Now()
+			if err := call(); err != nil {
+				b.Error(err)
+				return
+			}
+			h.add(time.Since(t0))
+		}
+		mu.Lock()
+		all.merge(h)
+		mu.Unlock()
+	})
+	b.ReportMetric(all.quantile(0.5), "µs-p50")
+	b.ReportMetric(all.quantile(0.99), "µs-p99")
+}
+
+// BenchmarkLatency compares per-call latency under 32 concurrent callers:
+// batched Service vs one EVALSHA per call.
+func BenchmarkLatency(b *testing.B) {
+	url := redisURL(b)
+	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
+	rule := qpsRule(1e12, config.ThresholdGlobal)
+	b.Run("service", func(b *testing.B) {
+		runLatency(b, func() error { _, err := s.Acquire(rule, "", 1); return err })
+	})
+	opt, _ := redis.ParseURL(url)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	script := redis.NewScript(cluster.AcquireSrc)
+	ns := "{" + namespace(b) + "}:"
+	keys := []string{ns + "gw", ns + "f:baseline:"}
+	b.Run("baseline", func(b *testing.B) {
+		runLatency(b, func() error {
+			return script.Run(context.Background(), rdb, keys, "3000", "1e12", 1, "25", "40", "0").Err()
 		})
 	})
 }
