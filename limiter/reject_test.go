@@ -128,3 +128,31 @@ func TestAcquireCount(t *testing.T) {
 		t.Errorf("the 10th token: %+v", v)
 	}
 }
+
+// A caller whose now is behind others' (another goroutine read the clock a
+// little earlier, or a long-delayed call) never gets past the limit.
+func TestRejectClockBehind(t *testing.T) {
+	c := compile(t, qps("r", 5)).Checker("r", "default")
+	steps := []struct {
+		at   int64
+		pass int
+	}{
+		{t0 + 900*ms, 5},
+		{t0 + 899*ms, 0}, // a hair behind
+		{t0, 0},          // most of a window behind
+		{t0 - 5*sec, 0},  // so far behind its bucket was recycled
+		{t0 + 2*sec, 5},
+	}
+	for i, s := range steps {
+		got := 0
+		for range 10 {
+			if tok, v := c.Enter(s.at, "", 1); !v.Blocked {
+				got++
+				tok.Exit(s.at, false)
+			}
+		}
+		if got != s.pass {
+			t.Errorf("step %d: %d passed, want %d", i, got, s.pass)
+		}
+	}
+}

@@ -53,7 +53,13 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func mod(a, b int64) int64 { return ((a % b) + b) % b }
+func mod(a, b int64) int64 {
+	r := a % b
+	if r < 0 {
+		r += b
+	}
+	return r
+}
 
 // epoch is floor(now/width). A float multiply is far cheaper than an integer
 // division; its result is off by at most a few epochs and corrected exactly.
@@ -120,8 +126,8 @@ func (w *window) add(now, n int64) (total, e int64) {
 			if sl.CompareAndSwap(old, uint64(cur)<<32|uint64(uint32(n))) {
 				return w.total.Add(n - int64(uint32(old))), e
 			}
-		default:
-			return w.total.Load(), e
+		default: // counted as if added, so the check still holds it to the limit
+			return w.total.Load() + n, e
 		}
 	}
 }
