@@ -247,3 +247,67 @@ func TestSlowRedisTimesOut(t *testing.T) {
 		t.Errorf("Acquire waited %v for a blocked redis, want about 30ms", took)
 	}
 }
+
+func TestRedisDeathUnderLoad(t *testing.T) {
+	srv := startPrivateRedis(t)
+	var states stateLog
+	const timeout = 50 * time.Millisecond
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: timeout,
+		Heartbeat: 100 * time.Millisecond, OnState: states.on})
+	rule := qpsRule(1e9, config.ThresholdGlobal)
+
+	var mu sync.Mutex
+	var slowest time.Duration
+	var passed, failed int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				ok, err := s.Acquire(rule, "", 1)
+				took := time.Since(t0)
+				mu.Lock()
+				slowest = max(slowest, took)
+				if err != nil {
+					failed++
+				} else if ok {
+					passed++
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	srv.kill()
+	waitFor(t, 5*time.Second, "breaker open after redis died", func() bool { return !s.Up() })
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	passedBefore := passed
+	mu.Unlock()
+	srv.start()
+	waitFor(t, 5*time.Second, "Up() after redis restarted", s.Up)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("8 callers through kill and restart: %d passed, %d without a decision, slowest call %v (timeout %v)",
+		passed, failed, slowest, timeout)
+	if slowest > timeout+200*time.Millisecond {
+		t.Errorf("a call took %v, want about the timeout %v at most", slowest, timeout)
+	}
+	if failed == 0 {
+		t.Error("no call reported Redis's death")
+	}
+	if passed == passedBefore {
+		t.Error("no call passed after redis came back")
+	}
+	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 1 {
+		t.Errorf("OnState calls: %d down, %d up; want 1 and 1", d, u)
+	}
+}
