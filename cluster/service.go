@@ -1,12 +1,3 @@
-// Package cluster is sluice's cluster flow control: a token service on Redis
-// that counts a flow rule across every gateway sharing a namespace (SPEC §7).
-//
-// Each decision is one Lua script run atomically in Redis on Redis's clock, so
-// gateways' clocks do not matter. A rule's window is a bucketed sliding window
-// keyed by namespace + a stable hash of the rule's definition + the origin.
-// Concurrent Acquire calls are batched into one script call per round trip,
-// so a request pays at most one round trip and, under load, a share of one.
-// A breaker stops calling a failing Redis; Run probes it and resumes by itself.
 package cluster
 
 import (
@@ -130,7 +121,8 @@ func (s *Service) GatewayID() string { return s.opts.GatewayID }
 // Acquire takes n tokens of rule for key ("" for a resource-wide rule, else
 // the origin) from the cluster. ok=false means the cluster blocks the call.
 // err != nil means no decision (Redis down, slow, or the rule unsupported);
-// then ok is false and the caller decides. It returns within Options.Timeout.
+// then ok is false and the caller decides. It returns within Options.Timeout,
+// or max(Timeout, 50ms) when it has to dial a new connection itself.
 func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error) {
 	switch {
 	case s.closed.Load():
