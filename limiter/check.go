@@ -16,26 +16,26 @@ type outcome struct {
 // try checks one call of n tokens against s. force (dryRun) counts the call
 // even when it would be blocked; the outcome still says it would be.
 // quota asks for the Quota fields even when the call passes.
-func (s *keyState) try(now, n int64, force, quota bool) (o outcome) {
+// o must be zero on entry; try fills it in place (the hot path copies nothing).
+func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
 	case bReject:
-		return s.tryWindow(now, n, d.count, force, quota)
+		s.tryWindow(o, now, n, d.count, force, quota)
 	case bWarmUp:
-		return s.tryWindow(now, n, d.warm.rate(s.syncWarm(now)), force, quota)
+		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), force, quota)
 	case bThrottle:
-		return s.tryThrottle(now, n, d.perToken, force)
+		s.tryThrottle(o, now, n, d.perToken)
 	case bWarmUpThrottle:
 		r := d.warm.rate(s.syncWarm(now))
 		per := math.Inf(1)
 		if r > 0 {
 			per = float64(d.intervalNs) / r
 		}
-		o = s.tryThrottle(now, n, per, force)
+		s.tryThrottle(o, now, n, per)
 		if o.pass || force {
 			s.win.add(now, n) // the passes feed the next interval's token sync
 		}
-		return o
 	case bConcurrency:
 		for {
 			v := s.inflight.Load()
@@ -43,20 +43,19 @@ func (s *keyState) try(now, n int64, force, quota bool) (o outcome) {
 				if force {
 					s.inflight.Add(n)
 				}
-				return o
+				return
 			}
 			if s.inflight.CompareAndSwap(v, v+n) {
 				o.pass = true
-				return o
+				return
 			}
 		}
 	}
-	return o
 }
 
 // tryWindow adds first and then checks, so concurrent calls can never pass more
 // than limit together; a call over the limit takes its count back.
-func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o outcome) {
+func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, force, quota bool) {
 	total, e := s.win.add(now, n)
 	o.hasQuota = true
 	if float64(total) <= limit {
@@ -65,7 +64,7 @@ func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o 
 			o.remain = max(math.Floor(limit)-float64(total), 0)
 			o.reset = s.win.reset(now, e)
 		}
-		return o
+		return
 	}
 	if !force {
 		s.win.sub(now, n)
@@ -76,17 +75,16 @@ func (s *keyState) tryWindow(now, n int64, limit float64, force, quota bool) (o 
 	}
 	o.remain = max(math.Floor(limit)-float64(total), 0)
 	o.reset = s.win.reset(now, e)
-	return o
 }
 
 // tryThrottle takes the next slot of the virtual queue: one atomic word holds
 // when the latest passed call goes, and each call moves it on by its spacing.
-func (s *keyState) tryThrottle(now, n int64, perToken float64, force bool) (o outcome) {
+func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	o.hasQuota = true
 	o.at = math.MinInt64 // no slot taken
 	sp := perToken * float64(n)
 	if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
-		return o // count 0: nothing passes
+		return // count 0: nothing passes
 	}
 	spacing := int64(sp + 0.5)
 	maxQ := s.def.maxQueueNs
@@ -98,7 +96,7 @@ func (s *keyState) tryThrottle(now, n int64, perToken float64, force bool) (o ou
 				o.pass, o.at = true, now
 				o.reset = int64(perToken)
 				o.remain = throttleRemain(maxQ, perToken)
-				return o
+				return
 			}
 			continue
 		}
@@ -106,13 +104,13 @@ func (s *keyState) tryThrottle(now, n int64, perToken float64, force bool) (o ou
 		if wait > maxQ {
 			o.retry = wait - maxQ
 			o.reset = o.retry
-			return o
+			return
 		}
 		if s.latest.CompareAndSwap(last, next) {
 			o.pass, o.at, o.wait = true, next, wait
 			o.reset = int64(perToken)
 			o.remain = throttleRemain(maxQ-wait, perToken)
-			return o
+			return
 		}
 	}
 }

@@ -153,7 +153,8 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 				continue
 			}
 		}
-		o := ks.try(now, n, d.dryRun, !v.HasQuota)
+		var o outcome
+		ks.try(&o, now, n, d.dryRun, !v.HasQuota)
 		if o.hasQuota && !v.HasQuota && !d.dryRun {
 			v.HasQuota = true
 			v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
