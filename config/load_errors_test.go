@@ -148,6 +148,12 @@ func TestLoadErrors(t *testing.T) {
 		{"not_a_mapping.yaml", []string{
 			"testdata/not_a_mapping.yaml:1: the file must be a mapping of settings (listen, upstreams, routes, ...), got a list",
 		}},
+		{"origin_strip.yaml", []string{
+			"testdata/origin_strip.yaml:3: origin.strip: needs origin.from to be a header:NAME source (only a header can be removed before forwarding), got \"ip\"",
+		}},
+		{"origin_strip_unset.yaml", []string{
+			"testdata/origin_strip_unset.yaml:2: origin.strip: needs origin.from to be a header:NAME source, but origin.from is not set",
+		}},
 		{"param_items.yaml", []string{
 			"testdata/param_items.yaml:9: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {orderId}",
 			"testdata/param_items.yaml:11: paramRules[0].controlBehavior: must be one of reject, throttle, got \"warmUp\"",
@@ -235,6 +241,15 @@ func TestLoadFileProblems(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, config.MaxFileSize+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// 50 MB, sparse: refused from its size alone, never read into memory.
+	huge := filepath.Join(dir, "huge.yaml")
+	if f, err := os.Create(huge); err != nil {
+		t.Fatal(err)
+	} else if err := f.Truncate(50 << 20); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
 	unreadable := filepath.Join(dir, "secret.yaml")
 	if err := os.WriteFile(unreadable, []byte("listen: :1\n"), 0o000); err != nil {
 		t.Fatal(err)
@@ -250,6 +265,7 @@ func TestLoadFileProblems(t *testing.T) {
 		{"directory", dir, dir + ": is a directory, not a file"},
 		{"missing", filepath.Join(dir, "nope.yaml"), filepath.Join(dir, "nope.yaml") + ": file does not exist"},
 		{"oversize", big, big + ": file is 10485761 bytes, over the 10 MiB limit"},
+		{"50 MB", huge, huge + ": file is 52428800 bytes, over the 10 MiB limit"},
 	}
 	if os.Geteuid() != 0 { // root reads anything
 		tests = append(tests, struct{ name, path, want string }{"unreadable", unreadable, unreadable + ": cannot read file: permission denied"})

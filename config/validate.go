@@ -95,6 +95,7 @@ func (c *checker) validate() {
 			}
 		}
 	}
+	c.originStrip()
 	c.upstreams()
 	ix := c.routes()
 	c.flowRules(ix)
@@ -116,6 +117,22 @@ func (c *checker) validate() {
 		c.add("cluster.namespace", "must not be empty")
 	}
 	c.blockResponse()
+}
+
+// originStrip: only a header can be removed before forwarding; strip with
+// any other source would silently do nothing, so it is refused.
+func (c *checker) originStrip() {
+	o := c.cfg.Origin
+	if !o.Strip || c.bad["origin.from"] {
+		return
+	}
+	switch o.From.Kind {
+	case SourceHeader:
+	case SourceNone:
+		c.add("origin.strip", "needs origin.from to be a header:NAME source, but origin.from is not set")
+	default:
+		c.add("origin.strip", "needs origin.from to be a header:NAME source (only a header can be removed before forwarding), got %s", quote(o.From.String()))
+	}
 }
 
 func (c *checker) listenAddr(path, addr string, emptyOK bool) {
