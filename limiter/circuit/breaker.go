@@ -38,8 +38,9 @@ func public(s uint32) State {
 //     how exactly one call wins the probe; Probing->HalfOpen by the probe's
 //     Cancel.
 //   - retryAt is written (under mu) before state is stored as Open.
-//   - onChange is only ever called with mu held, so transitions are reported
-//     once each and in the order they happened.
+//   - every transition but Probing->HalfOpen (invisible outside: both are
+//     HalfOpen) is followed, mu still held, by res.changed, so the resource's
+//     summary never misses one.
 type breaker struct {
 	key      config.DegradeRule // the rule as written, Line cleared: its identity across reloads
 	resource string
@@ -52,13 +53,14 @@ type breaker struct {
 	state   atomic.Uint32
 	retryAt atomic.Int64
 
-	mu       sync.Mutex
-	win      *window
-	onChange func(resource string, from, to State)
+	mu  sync.Mutex
+	win *window
+	res *resource // shared by every breaker of this resource, across reloads
 }
 
-func newBreaker(key config.DegradeRule, interval int64) *breaker {
+func newBreaker(key config.DegradeRule, interval int64, res *resource) *breaker {
 	return &breaker{
+		res:      res,
 		key:      key,
 		resource: key.Resource,
 		strategy: key.Strategy,
@@ -84,7 +86,7 @@ func (b *breaker) enter(now int64) (pass, probe bool, left int64) {
 			}
 			if b.state.CompareAndSwap(sOpen, sProbing) {
 				b.mu.Lock()
-				b.notify(Open, HalfOpen)
+				b.res.changed()
 				b.mu.Unlock()
 				return true, true, 0
 			}
@@ -115,16 +117,16 @@ func (b *breaker) exit(now int64, rt time.Duration, failed, probe bool) {
 		if bad || failed {
 			b.retryAt.Store(now + b.retry)
 			b.state.Store(sOpen)
-			b.notify(HalfOpen, Open)
+			b.res.changed()
 		} else {
 			b.win.clear()
 			b.state.Store(sClosed)
-			b.notify(HalfOpen, Closed)
+			b.res.changed()
 		}
 	case b.state.Load() == sClosed && b.tripped():
 		b.retryAt.Store(now + b.retry)
 		b.state.Store(sOpen)
-		b.notify(Closed, Open)
+		b.res.changed()
 	}
 	b.mu.Unlock()
 }
@@ -151,10 +153,4 @@ func (b *breaker) tripped() bool {
 	}
 	ratio := float64(w.bad) / float64(w.total)
 	return ratio > b.thresh || (b.thresh >= 1 && w.bad == w.total)
-}
-
-func (b *breaker) notify(from, to State) {
-	if b.onChange != nil {
-		b.onChange(b.resource, from, to)
-	}
 }

@@ -45,19 +45,29 @@ type Breakers struct {
 
 // Compile builds the breakers of one snapshot; a rule whose definition (all
 // fields but Line) is unchanged keeps its breaker (state, window) from prev
-// (nil at first). onChange (may be nil) is called once per state transition,
-// in order, with the breaker's lock held: it must be quick and must not call
-// back into the breaker (logging and setting a metric are fine). Breakers kept
-// from prev report to the new onChange.
+// (nil at first).
+//
+// onChange (may be nil) is told each change of a resource's state, which is
+// the worst state of its breakers (open > half-open > closed; with one rule,
+// simply the breaker's state): once per change, in order, from and to never
+// equal, with locks held, so it must be quick and must not call back into
+// the Set (logging and setting a metric are fine). A resource starts Closed
+// without a report. Breakers kept from prev report to the new onChange, and
+// Compile itself reports the resources whose state the reload changes: a rule
+// edited while open gets a new, closed breaker; a resource whose rules are
+// all removed reports Closed (and nothing after). Compile thus updates state
+// shared with prev's Set: compile a Set only to install it.
 //
 // Defaults: statIntervalMs 0 means 1000. A resource may have at most 64
 // degrade rules. Compile reports every invalid rule at once; on error it
 // returns no Set (and prev stays in force).
 func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
 	reuse := map[config.DegradeRule][]*breaker{}
+	resources := map[string]*resource{}
 	if prev != nil {
 		for _, b := range prev.all {
 			reuse[b.key] = append(reuse[b.key], b)
+			resources[b.resource] = b.res
 		}
 	}
 	var errs []error
@@ -77,7 +87,12 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 			if interval == 0 {
 				interval = 1000
 			}
-			b = newBreaker(key, interval)
+			res := resources[r.Resource]
+			if res == nil {
+				res = &resource{name: r.Resource}
+				resources[r.Resource] = res
+			}
+			b = newBreaker(key, interval, res)
 		}
 		bs := s.byResource[r.Resource]
 		if bs == nil {
@@ -94,10 +109,14 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	for _, b := range s.all {
-		b.mu.Lock()
-		b.onChange = onChange
-		b.mu.Unlock()
+	// Every resource of prev or s (a reused breaker's resource is in
+	// resources: it came from prev).
+	for name, res := range resources {
+		var list []*breaker
+		if bs := s.byResource[name]; bs != nil {
+			list = bs.list
+		}
+		res.attach(list, onChange)
 	}
 	return s, nil
 }
@@ -149,13 +168,7 @@ func (s *Set) States() map[string]State {
 	}
 	m := make(map[string]State, len(s.byResource))
 	for res, bs := range s.byResource {
-		var worst State
-		for _, b := range bs.list {
-			if st := public(b.state.Load()); st.worse(worst) {
-				worst = st
-			}
-		}
-		m[res] = worst
+		m[res] = summary(bs.list)
 	}
 	return m
 }
