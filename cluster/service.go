@@ -122,7 +122,7 @@ func (s *Service) GatewayID() string { return s.opts.GatewayID }
 // the origin) from the cluster. ok=false means the cluster blocks the call.
 // err != nil means no decision (Redis down, slow, or the rule unsupported);
 // then ok is false and the caller decides. It returns within Options.Timeout,
-// or max(Timeout, 50ms) when it has to dial a new connection itself.
+// plus up to max(Timeout, 50ms) when it has to dial a new connection itself.
 func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error) {
 	switch {
 	case s.closed.Load():
