@@ -108,10 +108,12 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 		var ks *keyState
 		switch r.limit {
 		case limitSpecific:
-			if origin == "" || !r.apps[origin] {
+			if origin == "" {
 				continue
 			}
-			ks = r.st.byOrigin[origin]
+			if ks = r.st.byOrigin[origin]; ks == nil && (r.ref == "" || !r.apps[origin]) {
+				continue // not one of the rule's origins (relate rules hold no state)
+			}
 		case limitOther:
 			if origin == "" || c.named[origin] {
 				continue

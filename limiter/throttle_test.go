@@ -103,3 +103,14 @@ func TestThrottleCancelLeavesQueue(t *testing.T) {
 		t.Errorf("after the cancel the next call waits %v, want 90ms", v.Wait)
 	}
 }
+
+// A throttle rule's Quota: the calls the queue still takes now, and the spacing.
+func TestThrottleQuota(t *testing.T) {
+	c := compile(t, throttleRule(10, 250)).Checker("r", "default")
+	for i, want := range []float64{2, 1, 0} {
+		_, v := c.Enter(t0, "", 1)
+		if !v.HasQuota || v.Quota.Remaining != want || v.Quota.Reset != 100*time.Millisecond || v.Quota.Limit != 10 || v.Quota.Window != time.Second {
+			t.Errorf("call %d: %+v, want remaining %v", i, v.Quota, want)
+		}
+	}
+}
