@@ -6,16 +6,16 @@ import (
 )
 
 // Checker checks calls to one resource entering through one entrance. Build
-// it with Flow.Checker once per route (not on the hot path); Enter and Block
-// are safe for concurrent use and allocate nothing.
+// it with Flow.Checker once per route (not on the hot path); the zero Checker
+// is not usable. Enter and Block are safe for concurrent use and allocate
+// nothing once an origin has been seen (a new origin allocates its entry).
 type Checker struct {
-	resource  string
-	res       *resNode
-	ent       *statNode
-	rules     []checkRule // the rules that can apply through this entrance, in file order
-	named     map[string]bool
-	cluster   TokenService
-	anyOrigin bool // some rule is not limitApp default
+	resource string
+	res      *resNode
+	ent      *statNode
+	rules    []checkRule // the rules that can apply through this entrance, in file order
+	named    map[string]bool
+	cluster  TokenService
 }
 
 type checkRule struct {
@@ -41,9 +41,6 @@ func (f *Flow) Checker(resource, entrance string) *Checker {
 		cr := checkRule{rule: r}
 		if r.ref != "" {
 			cr.refNode = f.resNode(r.ref).all
-		}
-		if r.limit != limitDefault {
-			c.anyOrigin = true
 		}
 		c.rules = append(c.rules, cr)
 	}

@@ -28,8 +28,10 @@ type TokenService interface {
 }
 
 // Flow is the flow checker of one config snapshot: compiled rules, their
-// state and the statistics nodes. Build it with Compile; all methods are safe
-// for concurrent use. State outlives a Flow when the next Compile keeps it.
+// state and the statistics nodes. Build it with Compile (the zero Flow is not
+// usable); all methods are safe for concurrent use. State outlives a Flow when
+// the next Compile keeps it, so calls entered through an old Flow's Checker
+// end correctly after a reload.
 type Flow struct {
 	rules  []config.FlowRule
 	byRes  map[string][]*rule // in file order
