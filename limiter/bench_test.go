@@ -71,8 +71,11 @@ func BenchmarkThrottleParallel(b *testing.B) {
 
 func TestEnterAllocatesNothing(t *testing.T) {
 	for name, c := range map[string]*limiter.Checker{
-		"one":   compile(t, qps("r", 1e9)).Checker("r", "default"),
-		"mixed": compile(t, fiveMixed()...).Checker("r", "web"),
+		"one":     compile(t, qps("r", 1e9)).Checker("r", "default"),
+		"mixed":   compile(t, fiveMixed()...).Checker("r", "web"),
+		"blocked": compile(t, qps("r", 1e9), qps("r", 0)).Checker("r", "default"),
+		"throttle+other": compile(t, throttleRule(1e9, 0), app(qps("r", 1e9), "other"),
+			warmRule(1e9, 10, config.BehaviorWarmUpThrottle)).Checker("r", "default"),
 	} {
 		now := t0
 		c.Enter(now, "a", 1) // first sight of origin a allocates its node
