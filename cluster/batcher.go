@@ -14,9 +14,11 @@ type call struct {
 	key      string
 	spec     *ruleSpec
 	n        int64
+	start    time.Time // when Acquire began: no later than the script's clock read
 	deadline time.Time
 	timer    *time.Timer
 	ok       bool
+	retry    time.Duration // for a block: until the window's next bucket boundary
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [2]string
@@ -108,7 +110,8 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		return
 	}
 	for i, c := range live {
-		c.ok = res[i] == 1
+		c.ok = res[i] == 0
+		c.retry = time.Duration(res[i]) * time.Microsecond
 		c.done <- nil
 	}
 	clear(args) // drop references to keys and specs

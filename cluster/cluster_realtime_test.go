@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -309,5 +311,53 @@ func TestRedisDeathUnderLoad(t *testing.T) {
 	}
 	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 1 {
 		t.Errorf("OnState calls: %d down, %d up; want 1 and 1", d, u)
+	}
+}
+
+// evalCalls is how many scripts Redis has run (EVAL + EVALSHA).
+func evalCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(stats, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func TestBlockedCallsSkipRedisUntilTheNextBucket(t *testing.T) {
+	srv := startPrivateRedis(t)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: time.Second, Heartbeat: time.Hour})
+	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
+	defer rdb.Close()
+	rule := qpsRule(5, config.ThresholdGlobal)
+	rule.StatIntervalMs = 40 * 60 * 1000 // 40 minutes: one-minute buckets, so the test never sees a boundary
+	for i := range 5 {
+		if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
+			t.Fatalf("call %d = %v, %v; want a pass", i, ok, err)
+		}
+	}
+	before := evalCalls(t, rdb)
+	for i := range 100 {
+		if ok, err := s.Acquire(rule, "", 1); ok || err != nil {
+			t.Fatalf("call %d over the count = %v, %v; want a block", i, ok, err)
+		}
+	}
+	asked := evalCalls(t, rdb) - before
+	t.Logf("100 calls on a full window: %d reached Redis", asked)
+	if asked > 1 {
+		t.Errorf("%d of 100 blocked calls reached Redis, want 1: the window cannot free a token before its next bucket", asked)
+	}
+	// Another origin is another window.
+	if ok, err := s.Acquire(rule, "other", 1); !ok || err != nil {
+		t.Errorf("another origin = %v, %v; want a pass", ok, err)
 	}
 }

@@ -7,7 +7,9 @@ import "github.com/redis/go-redis/v9"
 // KEYS[1] is the namespace's gateway set (member: gateway id, score: last
 // beat in Redis ms); KEYS[2..] are the calls' window hashes. ARGV[1] is the
 // gateway expiry in ms; then 5 per call: count, n, bucket ms, bucket count,
-// avgLocal flag. Returns one 1 (pass) or 0 (block) per call.
+// avgLocal flag. Returns one number per call: 0 for a pass, else the call
+// is blocked and the number is the µs until the next bucket boundary, before
+// which the window cannot free a token (only an avgLocal gateway joining can).
 //
 // A window hash holds one field per bucket (Redis ms / bucket ms -> passes),
 // 'l' (newest bucket seen) and 't' (passes in buckets l-nb..l). Expired
@@ -17,7 +19,8 @@ import "github.com/redis/go-redis/v9"
 // into the newest bucket rather than reopening old ones.
 const acquireSrc = `
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(nowus / 1000)
 local live = -1
 local out = {}
 local st = {}
@@ -71,9 +74,13 @@ for i = 2, #KEYS do
   if s.total + n <= limit then
     s.total = s.total + n
     s.add = s.add + n
-    out[#out + 1] = 1
-  else
     out[#out + 1] = 0
+  else
+    -- blocked: no bucket can expire before the next bucket boundary
+    local r = (s.b + 1) * bms * 1000 - nowus
+    if r > bms * 1000 then r = bms * 1000 end
+    if r < 1 then r = 1 end
+    out[#out + 1] = r
   end
 end
 -- write each window back once, however many calls of the batch it took

@@ -56,6 +56,8 @@ type Service struct {
 
 	calls  chan *call
 	active atomic.Int64 // Acquire calls in progress
+	blocks blockCache   // windows known to be full, answered without Redis
+	epoch  time.Time    // origin of blockCache's monotonic instants
 	quit   chan struct{}
 	wg     sync.WaitGroup
 	pool   sync.Pool // *call; a call whose caller timed out is never returned
@@ -101,6 +103,7 @@ func New(opts Options) (*Service, error) {
 		gwKey:   ns + "gw",
 		expiry:  itoa(3 * opts.Heartbeat.Milliseconds()),
 		calls:   make(chan *call, 4096),
+		epoch:   time.Now(),
 		quit:    make(chan struct{}),
 	}
 	s.pool.New = func() any { return &call{done: make(chan error, 1)} }
@@ -135,22 +138,23 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 		return false, ErrUnavailable
 	}
 	spec := s.specs.get(rule)
+	start := time.Now()
+	if s.blocks.blocked(spec, key, n, start.Sub(s.epoch)) {
+		return false, nil
+	}
 	c := s.pool.Get().(*call)
 	c.key = spec.prefix + key
 	c.spec = spec
 	c.n = n
-	c.deadline = time.Now().Add(s.opts.Timeout)
+	c.start = start
+	c.deadline = start.Add(s.opts.Timeout)
 	if s.active.Add(1) == 1 {
 		// No other call in flight: decide this one here, saving the hand-off
 		// to a batcher and back (two goroutine wake-ups) on an idle gateway.
 		one := [1]*call{c}
 		s.decide(one[:], c.keys[:0], c.args[:0])
 		s.active.Add(-1)
-		err = <-c.done
-		ok = c.ok
-		c.spec, c.key = nil, ""
-		s.pool.Put(c)
-		return ok, err
+		return s.finish(c, key, <-c.done)
 	}
 	defer s.active.Add(-1)
 	if c.timer == nil {
@@ -168,14 +172,24 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	select {
 	case err = <-c.done:
 		c.timer.Stop()
-		ok = c.ok
-		c.spec, c.key = nil, ""
-		s.pool.Put(c)
-		return ok, err
+		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
 		return false, ErrTimeout
 	}
+}
+
+// finish takes a decided call's outcome, remembers a block until the
+// window's next bucket boundary and recycles c.
+func (s *Service) finish(c *call, key string, err error) (bool, error) {
+	ok := c.ok
+	if err == nil && !ok && c.retry > 0 {
+		start := c.start.Sub(s.epoch)
+		s.blocks.add(c.spec, key, c.n, start, start+c.retry)
+	}
+	c.spec, c.key, c.ok, c.retry = nil, "", false, 0
+	s.pool.Put(c)
+	return ok, err
 }
 
 // Close stops the batchers, removes this gateway from the gateway set (so

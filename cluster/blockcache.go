@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+)
+
+// maxBlocked bounds blockCache: origins come from requests.
+const maxBlocked = 1 << 16
+
+type blockKey struct {
+	spec   *ruleSpec
+	origin string
+}
+
+type blockEntry struct {
+	until time.Duration // on the Service's monotonic timeline
+	n     int64         // the smallest n the cluster refused
+}
+
+// blockCache remembers windows the cluster reported full. A window frees
+// tokens only when a bucket expires, at a bucket boundary on Redis's clock,
+// so until the next boundary a call asking for as many tokens or more would be
+// refused too and is answered locally: under overload, blocked calls cost no
+// round trip and Redis sees at most one call per window per bucket from each
+// gateway. The boundary is measured from the call's start, which precedes the
+// script's clock read, so the cache never outlives the block; it can only be
+// too strict when an avgLocal gateway joins within that bucket (≤ statIntervalMs/40).
+// The zero value is ready; it is safe for concurrent use.
+type blockCache struct {
+	mu sync.Mutex
+	m  map[blockKey]blockEntry // guarded by mu; at most maxBlocked entries
+}
+
+// blocked reports whether n tokens of spec/origin are known to be refused at now.
+func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Duration) bool {
+	k := blockKey{spec, origin}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok {
+		return false
+	}
+	if now >= e.until {
+		delete(c.m, k)
+		return false
+	}
+	return n >= e.n
+}
+
+// add records at now that n tokens are refused until the instant until.
+func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time.Duration) {
+	k := blockKey{spec, origin}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[blockKey]blockEntry)
+	}
+	if e, ok := c.m[k]; ok && e.until >= until {
+		e.n = min(e.n, n)
+		c.m[k] = e
+		return
+	}
+	if len(c.m) >= maxBlocked {
+		c.sweep(now)
+		if len(c.m) >= maxBlocked {
+			return // every entry still live: answer from Redis instead
+		}
+	}
+	c.m[k] = blockEntry{until: until, n: n}
+}
+
+// sweep drops entries that ended by now.
+func (c *blockCache) sweep(now time.Duration) {
+	for k, e := range c.m {
+		if e.until <= now {
+			delete(c.m, k)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBlockCacheSteps(t *testing.T) {
+	a, b := &ruleSpec{prefix: "a"}, &ruleSpec{prefix: "b"}
+	var c blockCache
+	const ms = time.Millisecond
+	c.add(a, "x", 2, 0, 25*ms) // a/x refused 2 tokens until 25ms
+	steps := []struct {
+		spec   *ruleSpec
+		origin string
+		n      int64
+		now    time.Duration
+		want   bool
+	}{
+		{a, "x", 2, 10 * ms, true},
+		{a, "x", 3, 10 * ms, true},   // more than was refused: refused too
+		{a, "x", 1, 10 * ms, false},  // less might fit: ask Redis
+		{a, "y", 2, 10 * ms, false},  // another origin
+		{b, "x", 2, 10 * ms, false},  // another rule
+		{a, "x", 2, 25*ms - 1, true}, // up to the bucket boundary
+		{a, "x", 2, 25 * ms, false},  // the boundary frees tokens
+		{a, "x", 2, 10 * ms, false},  // the ended entry was dropped
+	}
+	for i, s := range steps {
+		if got := c.blocked(s.spec, s.origin, s.n, s.now); got != s.want {
+			t.Errorf("step %d: blocked(%s, %q, n=%d, %v) = %v, want %v", i, s.spec.prefix, s.origin, s.n, s.now, got, s.want)
+		}
+	}
+}
+
+func TestBlockCacheIsBounded(t *testing.T) {
+	var c blockCache
+	s := &ruleSpec{}
+	for i := range maxBlocked + 10 {
+		c.add(s, itoa(int64(i)), 1, 0, time.Second)
+	}
+	if len(c.m) != maxBlocked {
+		t.Fatalf("%d entries, want the cap %d", len(c.m), maxBlocked)
+	}
+	// Once they have ended, a new entry sweeps them out.
+	c.add(s, "late", 1, 2*time.Second, 3*time.Second)
+	if len(c.m) != 1 || !c.blocked(s, "late", 1, 2*time.Second) {
+		t.Fatalf("after the sweep: %d entries, want only the new one", len(c.m))
+	}
+}
+
+func TestBlockCacheAllocatesNothingOnLookup(t *testing.T) {
+	var c blockCache
+	s := &ruleSpec{}
+	c.add(s, "origin", 1, 0, time.Hour)
+	origin := "origin"
+	if a := testing.AllocsPerRun(100, func() { c.blocked(s, origin, 1, time.Second) }); a != 0 {
+		t.Errorf("blocked allocates %v times per call", a)
+	}
+}
