@@ -43,6 +43,36 @@ func BenchmarkAcquire(b *testing.B) {
 	})
 }
 
+// BenchmarkAcquireBlocked is a full window under overload: after the first
+// refusal, calls are answered from the block cache until the next bucket.
+func BenchmarkAcquireBlocked(b *testing.B) {
+	url := redisURL(b)
+	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
+	rule := qpsRule(1, config.ThresholdGlobal)
+	rule.StatIntervalMs = 40 * 60 * 1000 // one-minute buckets: no boundary during the run
+	s.Acquire(rule, "", 1)
+	b.Run("sequential", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := s.Acquire(rule, "", 1); ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if ok, err := s.Acquire(rule, "", 1); ok || err != nil {
+					b.Error(ok, err)
+					return
+				}
+			}
+		})
+	})
+}
+
 func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	url := redisURL(b)
 	opt, _ := redis.ParseURL(url)

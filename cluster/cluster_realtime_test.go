@@ -356,6 +356,9 @@ func TestBlockedCallsSkipRedisUntilTheNextBucket(t *testing.T) {
 	if asked > 1 {
 		t.Errorf("%d of 100 blocked calls reached Redis, want 1: the window cannot free a token before its next bucket", asked)
 	}
+	if a := testing.AllocsPerRun(100, func() { s.Acquire(rule, "", 1) }); a != 0 {
+		t.Errorf("a call answered from the block cache allocates %v times", a)
+	}
 	// Another origin is another window.
 	if ok, err := s.Acquire(rule, "other", 1); !ok || err != nil {
 		t.Errorf("another origin = %v, %v; want a pass", ok, err)
