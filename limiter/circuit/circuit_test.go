@@ -431,6 +431,8 @@ func TestEnterExitAllocatesNothing(t *testing.T) {
 		tok.Exit(now, time.Millisecond, false)
 		tok, _ = bs.Enter(now)
 		tok.Cancel(now)
+		tok, _ = bs.Enter(now)
+		tok.Abandon(now, 200*time.Millisecond)
 	})
 	if allocs != 0 {
 		t.Errorf("Enter+Exit allocates %v times, want 0", allocs)

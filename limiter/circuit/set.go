@@ -173,8 +173,9 @@ func (s *Set) States() map[string]State {
 	return m
 }
 
-// Token is one call that passed Enter. Exactly one of Exit or Cancel must be
-// called on it (a second call, or either on the zero Token, does nothing):
+// Token is one call that passed Enter. Exactly one of Exit, Abandon or
+// Cancel must be called on it (a second call, or any on the zero Token, does
+// nothing):
 // a half-open probe that is never finished keeps its breaker half-open. A
 // Token is used by one goroutine.
 type Token struct {
@@ -185,7 +186,7 @@ type Token struct {
 // Enter checks a call against every breaker of the resource. A blocked call
 // gets Reason limiter.ReasonDegrade and RetryAfter = the time its breaker stays
 // open (at least 1 ms; 1 ms while a probe decides). A passed call must be
-// finished with the Token's Exit or Cancel. Enter allocates nothing.
+// finished with the Token's Exit, Abandon or Cancel. Enter allocates nothing.
 func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
 	if b == nil {
 		return Token{}, limiter.Verdict{}
@@ -219,6 +220,29 @@ func (t *Token) Exit(now int64, rt time.Duration, failed bool) {
 	}
 	for i, br := range t.bs.list {
 		br.exit(now, rt, failed, t.probes&(1<<i) != 0)
+	}
+	*t = Token{}
+}
+
+// Abandon finishes a forwarded call whose client went away before the
+// upstream answered. Its outcome is unknown, so it counts only where it is
+// already certain: for a slowRatio breaker, a call that ran longer than
+// maxAllowedRtMs is slow (and, as a probe, re-opens the breaker). Elsewhere
+// nothing is recorded and a half-open probe slot is given back, so that an
+// impatient client can neither close a breaker in front of a hanging upstream
+// nor keep it half-open.
+func (t *Token) Abandon(now int64, rt time.Duration) {
+	if t.bs == nil {
+		return
+	}
+	for i, br := range t.bs.list {
+		probe := t.probes&(1<<i) != 0
+		switch {
+		case br.strategy == config.DegradeSlowRatio && rt > br.maxRt:
+			br.exit(now, rt, false, probe)
+		case probe:
+			br.cancelProbe()
+		}
 	}
 	*t = Token{}
 }
