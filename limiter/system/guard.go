@@ -170,7 +170,10 @@ type Token struct {
 }
 
 // Exit finishes a forwarded call: it records its response time (now - enter)
-// and whether it failed (upstream 5xx, transport failure or timeout).
+// and whether it failed (upstream 5xx, transport failure or timeout). Pass
+// failed = true also for a call whose client left before the answer: its
+// time still counts towards maxAvgRtMs, but it is no evidence of capacity
+// for the adaptive check, which counts successes only.
 func (t *Token) Exit(now int64, failed bool) {
 	if t.st == nil {
 		return
