@@ -140,7 +140,9 @@ type ClusterConfig struct {
 }
 
 // Fallback reports whether the rule falls back to local limiting when Redis fails.
-func (c ClusterConfig) Fallback() bool { return c.FallbackToLocalWhenFail == nil || *c.FallbackToLocalWhenFail }
+func (c ClusterConfig) Fallback() bool {
+	return c.FallbackToLocalWhenFail == nil || *c.FallbackToLocalWhenFail
+}
 
 // ParamRule is Sentinel's ParamFlowRule.
 type ParamRule struct {
