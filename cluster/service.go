@@ -67,6 +67,7 @@ type Service struct {
 	fails  atomic.Int32 // consecutive failed round trips
 	closed atomic.Bool
 	once   sync.Once
+	beatMu sync.Mutex // orders heartbeats before Close's goodbye
 }
 
 // New builds a Service. It does not contact Redis, so a gateway starts while
@@ -201,11 +202,13 @@ func (s *Service) Close() error {
 		s.closed.Store(true)
 		close(s.quit)
 		s.wg.Wait()
+		s.beatMu.Lock() // waits out a heartbeat in flight, which could re-add us
 		if s.up.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.Timeout, 100*time.Millisecond))
 			s.rdb.ZRem(ctx, s.gwKey, s.opts.GatewayID)
 			cancel()
 		}
+		s.beatMu.Unlock()
 		err = s.rdb.Close()
 	})
 	return err
@@ -248,6 +251,11 @@ func (s *Service) Run(ctx context.Context) {
 
 // beat announces this gateway; it doubles as the probe while Redis is down.
 func (s *Service) beat(ctx context.Context) {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	if s.closed.Load() {
+		return // Close has removed this gateway; do not add it back
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey}, s.opts.GatewayID, s.expiry).Err()
