@@ -1,17 +1,149 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
-	"net/http/httputil"
+	"strings"
 )
 
-// forwarder sends one request to the route's upstream and writes the answer
-// to the client. The standard one is httputil.ReverseProxy; a fast one for
-// ordinary requests can sit beside it.
+// forwarder sends one request to the route's upstream within the route's
+// timeout and writes the answer to the client through ex, so that ex.status
+// and ex.failed say what happened: a transport failure or timeout sets
+// ex.failed and answers 502/504 (nothing when the client went away); a
+// failure after the status was sent aborts the response with
+// http.ErrAbortHandler, as httputil.ReverseProxy does.
 type forwarder interface {
 	forward(ex *exchange, r *http.Request)
+	name() string
 }
 
-type standardForwarder struct{ rp *httputil.ReverseProxy }
+// forwarderMode is a route's `forwarder:` setting.
+type forwarderMode uint8
 
-func (f standardForwarder) forward(ex *exchange, r *http.Request) { f.rp.ServeHTTP(ex, r) }
+const (
+	// modeAuto sends ordinary requests the fast path and the ones it cannot
+	// carry as well (upgrades, streamed or large request bodies, clients
+	// asking for an event stream or for trailers) the standard path.
+	modeAuto forwarderMode = iota
+	// modeStandard sends everything through httputil.ReverseProxy.
+	modeStandard
+	// modeFast sends everything the fast path can carry at all the fast
+	// path; only what it cannot (see mustStandard) goes the standard path.
+	modeFast
+)
+
+// EnvForwarder names the environment variable that, when set, overrides
+// every route's `forwarder:` (auto | standard | fast) — e.g. to run a whole
+// test suite forced one way.
+const EnvForwarder = "SLUICE_FORWARDER"
+
+func parseForwarderMode(s string) (forwarderMode, error) {
+	switch s {
+	case "", "auto":
+		return modeAuto, nil
+	case "standard":
+		return modeStandard, nil
+	case "fast":
+		return modeFast, nil
+	}
+	return modeAuto, fmt.Errorf("proxy: forwarder %q: must be auto, standard or fast", s)
+}
+
+// fastBodyCap is the largest request body the fast path reads into memory
+// before sending it; auto sends bigger (and unknown-length) bodies the
+// standard path, which streams them.
+const fastBodyCap = 64 << 10
+
+// forwarderFor picks the forwarder of one request.
+func (rt *route) forwarderFor(r *http.Request) forwarder {
+	switch {
+	case rt.mode == modeStandard || rt.fast == nil:
+		return rt.std
+	case mustStandard(r):
+		return rt.std
+	case rt.mode == modeAuto && preferStandard(r):
+		return rt.std
+	}
+	return rt.fast
+}
+
+// mustStandard reports a request the fast path cannot forward exactly as
+// httputil.ReverseProxy would, so it never takes it, whatever the mode:
+// protocol upgrades (WebSocket, h2c), request trailers, Expect (100-continue
+// is negotiated hop by hop), a body on GET/HEAD, CONNECT, opaque or
+// scheme-relative targets, and queries ReverseProxy would re-encode.
+func mustStandard(r *http.Request) bool {
+	h := r.Header
+	if len(h["Upgrade"]) > 0 || len(h["Expect"]) > 0 || r.Trailer != nil {
+		return true
+	}
+	if r.ContentLength != 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return true
+	}
+	if r.Method == http.MethodConnect || r.URL.Opaque != "" || r.URL.ForceQuery ||
+		!strings.HasPrefix(r.URL.Path, "/") || strings.HasPrefix(r.URL.Path, "//") {
+		return true
+	}
+	return queryNeedsCleaning(r.URL.RawQuery)
+}
+
+// preferStandard reports a request auto sends the standard path although
+// the fast path could carry it: a request body that must stream (unknown
+// length or over fastBodyCap), and clients that say they expect a stream
+// (Accept: text/event-stream) or trailers (TE: trailers, as gRPC does).
+func preferStandard(r *http.Request) bool {
+	if r.ContentLength < 0 || r.ContentLength > fastBodyCap {
+		return true
+	}
+	for _, v := range r.Header["Accept"] {
+		if containsFold(v, "text/event-stream") {
+			return true
+		}
+	}
+	for _, v := range r.Header["Te"] {
+		if containsFold(v, "trailers") {
+			return true
+		}
+	}
+	return false
+}
+
+// queryNeedsCleaning mirrors the check httputil.ReverseProxy makes before
+// re-encoding a query (a ';' or a malformed escape, or too many params).
+func queryNeedsCleaning(q string) bool {
+	if q == "" {
+		return false
+	}
+	if strings.Count(q, "&") >= 10000 {
+		return true
+	}
+	for i := 0; i < len(q); {
+		switch q[i] {
+		case ';':
+			return true
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return true
+			}
+			i += 3
+		default:
+			i++
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// containsFold reports whether s contains sub, ASCII case-insensitively,
+// without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -5,8 +5,10 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +47,12 @@ type Deps struct {
 	CPU system.CPUUsage
 	// OnCircuit is told of every circuit breaker state change.
 	OnCircuit func(resource string, from, to circuit.State)
-	// Transport overrides the upstream transport (tests).
+	// Transport overrides the standard forwarder's upstream transport (tests).
 	Transport http.RoundTripper
+	// Forwarder, when set (auto | standard | fast), overrides every route's
+	// `forwarder:`. Empty: the SLUICE_FORWARDER environment variable, read
+	// once by New; empty too: each route's own setting.
+	Forwarder string
 }
 
 // Gateway is the http.Handler of the traffic listener. Safe for concurrent
@@ -57,6 +63,13 @@ type Gateway struct {
 	transport http.RoundTripper
 	pool      exchangePool
 	base      time.Time
+
+	forwarder     string // the override in force ("" = none)
+	forwarderMode forwarderMode
+	forwarderErr  error // a bad override fails every Load
+	fastClients   fastClients
+	fastPool      fastCallPool
+	copyBuffers   bufferPool
 }
 
 // New returns a gateway with no rules loaded: it answers 503 until Load.
@@ -68,6 +81,15 @@ func New(deps Deps) *Gateway {
 	g.transport = deps.Transport
 	if g.transport == nil {
 		g.transport = newTransport()
+	}
+	g.forwarder = deps.Forwarder
+	if g.forwarder == "" {
+		g.forwarder = os.Getenv(EnvForwarder)
+	}
+	if g.forwarder != "" {
+		if g.forwarderMode, g.forwarderErr = parseForwarderMode(g.forwarder); g.forwarderErr != nil {
+			g.forwarderErr = fmt.Errorf("%w (from Deps.Forwarder or %s)", g.forwarderErr, EnvForwarder)
+		}
 	}
 	return g
 }

@@ -26,7 +26,9 @@ type route struct {
 	params   *hotparam.Checker // nil: no param rules
 	breakers *circuit.Breakers // nil: no degrade rules
 	obs      Observer
-	fwd      forwarder
+	mode     forwarderMode
+	std      forwarder
+	fast     forwarder // nil: the route cannot use the fast path
 	blocked  blockResponses
 }
 
@@ -133,6 +135,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // http.ErrAbortHandler), so in-flight counts are always released.
 func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, origin string) {
 	s := rt.snap
+	fwd := rt.forwarderFor(r)
 	finished := false
 	defer func() {
 		end := s.clock()
@@ -148,12 +151,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, 
 		if s.accessLog {
 			s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
 				Str("path", r.URL.Path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
-				Dur("latency", elapsed).Str("decision", "pass").Msg("access")
+				Dur("latency", elapsed).Str("decision", "pass").Str("forwarder", fwd.name()).Msg("access")
 		}
 	}()
-	ctx, cancel := context.WithTimeout(r.Context(), rt.upstream.timeout)
-	defer cancel()
-	rt.fwd.forward(ex, r.WithContext(ctx))
+	// Each forwarder bounds the exchange by the route timeout itself (the
+	// fast one without a context, which would cost allocations).
+	fwd.forward(ex, r)
 	finished = true
 }
 

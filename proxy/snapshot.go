@@ -25,6 +25,7 @@ type Snapshot struct {
 	System   *system.Guard
 
 	router           http.Handler
+	upstreams        map[string]*upstream
 	sources          *sources
 	originSrc        config.Source
 	rateLimitHeaders bool
@@ -38,11 +39,15 @@ type Snapshot struct {
 // unchanged rule from the snapshot in force, and swaps it in. On error the
 // snapshot in force stays.
 func (g *Gateway) Load(cfg *config.Config) error {
+	if g.forwarderErr != nil {
+		return g.forwarderErr
+	}
 	s, err := g.build(cfg, g.cur.Load())
 	if err != nil {
 		return err
 	}
 	g.cur.Store(s)
+	g.fastClients.retain(s.fastHosts())
 	return nil
 }
 
@@ -110,7 +115,33 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		}
 	}
 	s.router = mux
+	s.upstreams = ups
 	return s, nil
+}
+
+// fastTargets builds the fast path's targets of up, sharing the gateway's
+// connection pools.
+func (g *Gateway) fastTargets(up *upstream) ([]*fastTarget, error) {
+	out := make([]*fastTarget, len(up.targets))
+	for i, u := range up.targets {
+		t, err := g.fastClients.target(u)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", up.name, err)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// fastHosts is the set of scheme://host the snapshot's fast paths use.
+func (s *Snapshot) fastHosts() map[string]bool {
+	m := map[string]bool{}
+	for _, u := range s.upstreams {
+		for _, t := range u.fast {
+			m[t.url.Scheme+"://"+t.url.Host] = true
+		}
+	}
+	return m
 }
 
 func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route, error) {
@@ -148,6 +179,20 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route,
 	if rt.blocked, err = renderBlock(s.Config.BlockResponse, res); err != nil {
 		return nil, err
 	}
-	rt.fwd = standardForwarder{rp: newStandardProxy(rt, g.transport, g.deps.Log)}
+	rt.std = standardForwarder{rp: newStandardProxy(rt, g.transport, &g.copyBuffers, g.deps.Log), timeout: up.timeout}
+	if rt.mode, err = parseForwarderMode(rc.Forwarder); err != nil {
+		return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
+	}
+	if g.forwarder != "" {
+		rt.mode = g.forwarderMode
+	}
+	if rt.mode != modeStandard {
+		if up.fast == nil {
+			if up.fast, err = g.fastTargets(up); err != nil {
+				return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
+			}
+		}
+		rt.fast = &fastForwarder{rt: rt, pool: &g.fastPool, log: g.deps.Log}
+	}
 	return rt, nil
 }

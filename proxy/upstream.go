@@ -14,6 +14,7 @@ import (
 type upstream struct {
 	name    string
 	targets []*url.URL
+	fast    []*fastTarget // parallel to targets; nil until the fast path is built
 	timeout time.Duration
 	next    atomic.Uint32
 }
@@ -37,9 +38,14 @@ func newUpstream(name string, u config.Upstream) (*upstream, error) {
 }
 
 // pick returns the next target, round robin.
-func (u *upstream) pick() *url.URL {
+func (u *upstream) pick() *url.URL { return u.targets[u.pickIndex()] }
+
+// pickIndex is the index of the next target, round robin; both forwarders
+// share the counter, so a route's traffic is spread the same whichever
+// path each request takes.
+func (u *upstream) pickIndex() int {
 	if len(u.targets) == 1 {
-		return u.targets[0]
+		return 0
 	}
-	return u.targets[(u.next.Add(1)-1)%uint32(len(u.targets))]
+	return int((u.next.Add(1) - 1) % uint32(len(u.targets)))
 }

@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// fastTarget is one upstream target as the fast path sends to it.
+type fastTarget struct {
+	hc       *fasthttp.HostClient // shared by every snapshot naming this scheme://host
+	url      *url.URL
+	host     []byte // the Host header: the target's host, as SetURL makes it
+	https    bool
+	joinPath bool // the target has a path or a query to merge
+}
+
+// fastClients holds one fasthttp.HostClient (a keep-alive connection pool)
+// per scheme://host. Like the standard Transport it outlives snapshots, so a
+// reload keeps warm connections; a reload drops the clients no route names
+// any more. Safe for concurrent use.
+type fastClients struct {
+	mu sync.Mutex
+	m  map[string]*fasthttp.HostClient
+}
+
+// target returns the fast target of u, creating its client if needed.
+func (c *fastClients) target(u *url.URL) (*fastTarget, error) {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("proxy: fast forwarder: target scheme must be http or https")
+	}
+	if u.Host == "" {
+		return nil, errors.New("proxy: fast forwarder: target has no host")
+	}
+	key := u.Scheme + "://" + u.Host
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*fasthttp.HostClient{}
+	}
+	hc := c.m[key]
+	if hc == nil {
+		hc = newHostClient(u)
+		c.m[key] = hc
+	}
+	return &fastTarget{
+		hc:       hc,
+		url:      u,
+		host:     []byte(u.Host),
+		https:    u.Scheme == "https",
+		joinPath: u.Path != "" || u.RawPath != "" || u.RawQuery != "",
+	}, nil
+}
+
+// retain closes the idle connections of, and forgets, every client whose
+// scheme://host is not in keep. Requests still running on an older
+// snapshot hold their client and finish normally.
+func (c *fastClients) retain(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, hc := range c.m {
+		if !keep[k] {
+			hc.CloseIdleConnections()
+			delete(c.m, k)
+		}
+	}
+}
+
+// newHostClient is tuned like the standard Transport: many keep-alive
+// connections per target, bounded dials, no User-Agent of its own, paths
+// sent as given, response bodies streamed (the forwarder decides per
+// response whether to copy or stream-and-flush).
+func newHostClient(u *url.URL) *fasthttp.HostClient {
+	addr := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			addr = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	return &fasthttp.HostClient{
+		Addr:  addr,
+		IsTLS: u.Scheme == "https",
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return fasthttp.DialTimeout(addr, min(timeout, 5*time.Second))
+		},
+		MaxConns:                  4096,
+		MaxConnWaitTimeout:        5 * time.Second,
+		MaxIdleConnDuration:       30 * time.Second,
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr:                retryStale,
+		ReadBufferSize:            32 << 10, // also the response header limit
+		WriteBufferSize:           8 << 10,
+		NoDefaultUserAgentHeader:  true,
+		DisablePathNormalizing:    true,
+		StreamResponseBody:        true,
+	}
+}
+
+// retryStale retries, once, a replayable request whose pooled connection
+// turned out to be closed by the upstream before it answered — the one
+// case net/http's Transport retries too. fasthttp would otherwise retry
+// every idempotent request on any error.
+func retryStale(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	if !(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace()) ||
+		len(req.Body()) > 0 || req.IsBodyStream() {
+		return false, false
+	}
+	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// dropRequestHeader reports the inbound headers the fast path does not copy:
+// the hop-by-hop ones (RFC 9110 7.6.1, as ReverseProxy removes them), the
+// forwarding headers it sets itself, and the framing the client writes
+// anew (Content-Length comes from the body).
+func dropRequestHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"Content-Length", "Host":
+		return true
+	}
+	return false
+}
+
+// dropResponseHeader reports the upstream's hop-by-hop response headers.
+// Trailer is kept: ReverseProxy re-announces the trailers it will send.
+func dropResponseHeader(k []byte) bool {
+	switch string(k) {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// listedIn reports whether name is one of the comma-separated tokens of the
+// Connection header values (those name more hop-by-hop headers).
+func listedIn(conn []string, name string) bool {
+	for _, v := range conn {
+		if hasToken(v, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasToken reports whether the comma-separated list v holds tok, ASCII
+// case-insensitively.
+func hasToken(v, tok string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(strings.TrimSpace(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTokenBytes(v, tok []byte) bool {
+	for len(v) > 0 {
+		var t []byte
+		t, v, _ = bytes.Cut(v, []byte(","))
+		if bytes.EqualFold(bytes.TrimSpace(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyResponseHeader copies the upstream's response header into dst, minus
+// hop-by-hop fields. Common names are interned and every value shares one
+// string and one []string backing, so a response header costs two
+// allocations however many fields it has.
+func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCall) {
+	conn := src.Peek("Connection")
+	skip := func(k []byte) bool {
+		return dropResponseHeader(k) || (len(conn) > 0 && hasTokenBytes(conn, k))
+	}
+	n := 0
+	c.vals = c.vals[:0]
+	for k, v := range src.All() {
+		if !skip(k) {
+			n++
+			c.vals = append(c.vals, v...)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	all := string(c.vals)
+	backing := make([]string, n)
+	i, off := 0, 0
+	for k, v := range src.All() {
+		if skip(k) {
+			continue
+		}
+		s := all[off : off+len(v)]
+		off += len(v)
+		backing[i] = s
+		key := headerKey(k)
+		if prev, ok := dst[key]; ok {
+			dst[key] = append(prev, s)
+		} else {
+			dst[key] = backing[i : i+1 : i+1]
+		}
+		i++
+	}
+}
+
+// headerKey returns k as a string, without allocating for common names.
+func headerKey(k []byte) string {
+	if s, ok := commonHeaderNames[string(k)]; ok {
+		return s
+	}
+	return string(k)
+}
+
+// commonHeaderNames interns the usual response header names. Read-only.
+var commonHeaderNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept-Ranges", "Access-Control-Allow-Credentials", "Access-Control-Allow-Headers",
+		"Access-Control-Allow-Methods", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers",
+		"Access-Control-Max-Age", "Age", "Allow", "Alt-Svc", "Cache-Control", "Content-Disposition",
+		"Content-Encoding", "Content-Language", "Content-Length", "Content-Location", "Content-Range",
+		"Content-Security-Policy", "Content-Type", "Date", "Etag", "Expires", "Last-Modified", "Link",
+		"Location", "Pragma", "Ratelimit", "Ratelimit-Policy", "Referrer-Policy", "Retry-After", "Server",
+		"Set-Cookie", "Strict-Transport-Security", "Trailer", "Vary", "Via", "Www-Authenticate",
+		"X-Content-Type-Options", "X-Frame-Options", "X-Request-Id", "X-Xss-Protection",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
+// isEventStream reports a text/event-stream media type (parameters allowed).
+func isEventStream(ct []byte) bool {
+	ct = bytes.TrimLeft(ct, " \t")
+	const es = "text/event-stream"
+	if len(ct) < len(es) || !bytes.EqualFold(ct[:len(es)], []byte(es)) {
+		return false
+	}
+	rest := ct[len(es):]
+	return len(rest) == 0 || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
+}

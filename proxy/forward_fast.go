@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+)
+
+// fastForwarder forwards with a fasthttp.HostClient per target: pooled
+// keep-alive connections, pooled request/response objects, and a response
+// copied to the client without the per-request allocations of
+// httputil.ReverseProxy. It keeps ReverseProxy's semantics (see
+// proxy/forward_standard.go): the same outgoing URL, Host, hop-by-hop
+// removal and X-Forwarded-* headers, the route timeout over the whole
+// exchange, 502/504 with the same JSON bodies, and streaming with a flush
+// per read for responses of unknown length or text/event-stream.
+type fastForwarder struct {
+	rt   *route
+	pool *fastCallPool
+	log  zerolog.Logger
+}
+
+func (f *fastForwarder) name() string { return "fast" }
+
+// fastCall is the pooled state of one fast exchange.
+type fastCall struct {
+	req  fasthttp.Request
+	resp fasthttp.Response
+	buf  []byte // request body, then the response copy buffer
+	uri  []byte
+	xff  []byte
+	vals []byte // response header values, made into one string
+}
+
+// copyBufSize is the response copy buffer; a response with a known length
+// up to this size is read whole before anything is written, so it reaches
+// the client in one write and its connection is back in the pool first.
+const copyBufSize = 32 << 10
+
+type fastCallPool struct{ p sync.Pool }
+
+func (p *fastCallPool) get() *fastCall {
+	c, _ := p.p.Get().(*fastCall)
+	if c == nil {
+		c = &fastCall{buf: make([]byte, copyBufSize)}
+	}
+	return c
+}
+
+func (p *fastCallPool) put(c *fastCall) {
+	_ = c.resp.CloseBodyStream()
+	c.req.Reset()
+	c.resp.Reset()
+	if cap(c.buf) > fastBodyCap {
+		c.buf = make([]byte, copyBufSize) // a forced-fast big body: do not pool it
+	}
+	p.p.Put(c)
+}
+
+var errClientGone = errors.New("proxy: client went away")
+
+func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
+	up := f.rt.upstream
+	t := up.fast[up.pickIndex()]
+	deadline := time.Now().Add(up.timeout)
+	c := f.pool.get()
+	defer f.pool.put(c)
+
+	req := &c.req
+	f.buildRequest(c, t, r)
+	if err := f.setBody(ex, c, r, deadline); err != nil {
+		upstreamFailed(ex, r, err, f.log)
+		return
+	}
+	resp := &c.resp
+	resp.Header.SetNoDefaultContentType(true)
+	err := t.hc.DoDeadline(req, resp, deadline)
+	if req.IsBodyStream() {
+		setReadDeadline(ex, time.Time{})
+	}
+	if err != nil {
+		upstreamFailed(ex, r, err, f.log)
+		return
+	}
+	f.writeResponse(ex, c, r)
+}
+
+// buildRequest fills c.req as ReverseProxy's Rewrite and Transport would
+// write the outgoing request.
+func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request) {
+	rt := f.rt
+	req := &c.req
+	h := &req.Header
+	h.DisableNormalizing() // net/http already canonicalized the names
+	h.SetNoDefaultContentType(true)
+	req.UseHostHeader = true
+	h.SetMethod(r.Method)
+	c.uri = appendRequestURI(c.uri[:0], t, r, rt.stripPrefix)
+	h.SetRequestURIBytes(c.uri)
+	h.SetHostBytes(t.host)
+	if t.https {
+		req.URI().SetScheme("https")
+	}
+
+	conn := r.Header["Connection"]
+	for k, vv := range r.Header {
+		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) || k == rt.stripOrigin {
+			continue
+		}
+		for _, v := range vv {
+			h.Add(k, v)
+		}
+	}
+	for _, v := range r.Header["Te"] {
+		if hasToken(v, "trailers") {
+			h.Set("Te", "trailers")
+			break
+		}
+	}
+	// X-Forwarded-*: exactly ProxyRequest.SetXForwarded, with the inbound
+	// chain kept only from a trusted proxy (as the standard Rewrite does).
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		b := c.xff[:0]
+		if rt.snap.sources.peerTrusted(r) {
+			for _, p := range r.Header["X-Forwarded-For"] {
+				b = append(append(b, p...), ", "...)
+			}
+		}
+		c.xff = append(b, ip...)
+		h.SetBytesV("X-Forwarded-For", c.xff)
+	}
+	h.Set("X-Forwarded-Host", r.Host)
+	if r.TLS == nil {
+		h.Set("X-Forwarded-Proto", "http")
+	} else {
+		h.Set("X-Forwarded-Proto", "https")
+	}
+}
+
+// setBody gives c.req the client's body: read whole when its length is
+// known and at most fastBodyCap (bounded memory), streamed otherwise (only
+// a forced fast route gets those). Reading from the client is bounded by
+// the route deadline through the connection's read deadline.
+func (f *fastForwarder) setBody(ex *exchange, c *fastCall, r *http.Request, deadline time.Time) error {
+	n := r.ContentLength
+	if n == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	setReadDeadline(ex, deadline)
+	if n > 0 && n <= fastBodyCap {
+		if int64(cap(c.buf)) < n {
+			c.buf = make([]byte, max(n, copyBufSize))
+		}
+		b := c.buf[:n]
+		_, err := io.ReadFull(r.Body, b)
+		setReadDeadline(ex, time.Time{})
+		if err != nil {
+			return err
+		}
+		c.req.SetBodyRaw(b)
+		return nil
+	}
+	// Not closed by fasthttp: the server owns r.Body.
+	c.req.SetBodyStream(struct{ io.Reader }{r.Body}, int(n))
+	return nil
+}
+
+func setReadDeadline(ex *exchange, t time.Time) {
+	_ = http.NewResponseController(ex).SetReadDeadline(t)
+}
+
+// writeResponse copies the upstream's answer to the client. A known length
+// that fits the buffer is read whole first (a failure then is still a clean
+// 502/504); anything else is streamed, with a flush per read when the
+// length is unknown or the body is an event stream, and a broken stream
+// aborts the response like ReverseProxy does.
+func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall, r *http.Request) {
+	resp := &c.resp
+	status := resp.StatusCode()
+	body := resp.BodyStream()
+	n := resp.Header.ContentLength()
+	if body != nil && n >= 0 && n <= len(c.buf) {
+		if _, err := io.ReadFull(body, c.buf[:n]); err != nil {
+			_ = closeStream(body, err)
+			upstreamFailed(ex, r, err, f.log)
+			return
+		}
+		_ = resp.CloseBodyStream() // the connection goes back to the pool now
+		copyResponseHeader(ex.Header(), &resp.Header, c)
+		ex.WriteHeader(status)
+		_, _ = ex.Write(c.buf[:n])
+		return
+	}
+	copyResponseHeader(ex.Header(), &resp.Header, c)
+	ex.WriteHeader(status)
+	if body == nil { // HEAD, 1xx, 204, 304
+		return
+	}
+	var rc *http.ResponseController
+	if n < 0 || isEventStream(resp.Header.ContentType()) {
+		rc = http.NewResponseController(ex)
+		_ = rc.Flush() // the status and headers now, as ReverseProxy does
+		// A stream may idle for long: a client that leaves ends it at once.
+		stop := context.AfterFunc(ex.clientCtx, func() { _ = closeStream(body, errClientGone) })
+		defer stop()
+	}
+	buf := c.buf[:cap(c.buf)]
+	for {
+		nr, rerr := body.Read(buf)
+		if nr > 0 {
+			if _, werr := ex.Write(buf[:nr]); werr != nil {
+				abort(body, werr)
+			}
+			if rc != nil {
+				_ = rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			abort(body, rerr)
+		}
+	}
+	if keys := resp.Header.PeekTrailerKeys(); len(keys) > 0 {
+		if rc != nil {
+			_ = rc.Flush() // chunked, so the trailers can follow
+		}
+		h := ex.Header()
+		for _, k := range keys {
+			name := http.TrailerPrefix + string(k)
+			for _, v := range resp.Header.PeekAll(string(k)) {
+				h[name] = append(h[name], string(v))
+			}
+		}
+	}
+	_ = resp.CloseBodyStream()
+}
+
+// abort ends a response whose status is already sent: the upstream
+// connection is dropped and the client's is cut (http.ErrAbortHandler).
+func abort(body io.Reader, err error) {
+	_ = closeStream(body, err)
+	panic(http.ErrAbortHandler)
+}
+
+// closeStream closes a streamed body with an error, so its connection is
+// closed rather than pooled.
+func closeStream(body io.Reader, err error) error {
+	if c, ok := body.(fasthttp.ReadCloserWithError); ok {
+		return c.CloseWithError(err)
+	}
+	return nil
+}
+
+// appendRequestURI appends the request-target ReverseProxy would send:
+// the route's prefix stripped from the client's path, joined to the
+// target's path (httputil's joinURLPath), and the target's query merged
+// before the client's.
+func appendRequestURI(dst []byte, t *fastTarget, r *http.Request, strip string) []byte {
+	path, raw := r.URL.Path, r.URL.RawPath
+	if strip != "" {
+		path = stripPrefix(path, strip)
+		if raw != "" {
+			raw = stripPrefix(raw, strip)
+		}
+	}
+	query := r.URL.RawQuery
+	if t.joinPath {
+		path, raw = joinURLPath(t.url, path, raw)
+		if tq := t.url.RawQuery; tq != "" {
+			if query == "" {
+				query = tq
+			} else {
+				query = tq + "&" + query
+			}
+		}
+	}
+	u := url.URL{Path: path, RawPath: raw}
+	ep := u.EscapedPath()
+	if ep == "" {
+		ep = "/"
+	}
+	dst = append(dst, ep...)
+	if query != "" {
+		dst = append(append(dst, '?'), query...)
+	}
+	return dst
+}
+
+// joinURLPath joins the target's path and the request's as
+// httputil.ProxyRequest.SetURL does.
+func joinURLPath(a *url.URL, bPath, bRaw string) (path, rawpath string) {
+	if a.RawPath == "" && bRaw == "" {
+		return singleJoiningSlash(a.Path, bPath), ""
+	}
+	b := url.URL{Path: bPath, RawPath: bRaw}
+	apath, bpath := a.EscapedPath(), b.EscapedPath()
+	aslash, bslash := strings.HasSuffix(apath, "/"), strings.HasPrefix(bpath, "/")
+	switch {
+	case aslash && bslash:
+		return a.Path + bPath[1:], apath + bpath[1:]
+	case !aslash && !bslash:
+		return a.Path + "/" + bPath, apath + "/" + bpath
+	}
+	return a.Path + bPath, apath + bpath
+}
+
+func singleJoiningSlash(a, b string) string {
+	aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestForwarderChoice pins which requests each mode sends where.
+func TestForwarderChoice(t *testing.T) {
+	std, fast := standardForwarder{}, &fastForwarder{}
+	type tc struct {
+		name        string
+		method, url string
+		body        string
+		chunked     bool
+		header      []string
+		auto, force string // forwarder chosen by auto and by fast
+	}
+	cases := []tc{
+		{name: "plain GET", method: "GET", url: "/a?x=1", auto: "fast", force: "fast"},
+		{name: "small POST", method: "POST", url: "/a", body: "x=1", auto: "fast", force: "fast"},
+		{name: "WebSocket", method: "GET", url: "/ws", header: []string{"Connection: Upgrade", "Upgrade: websocket"}, auto: "standard", force: "standard"},
+		{name: "Expect", method: "POST", url: "/a", body: "x", header: []string{"Expect: 100-continue"}, auto: "standard", force: "standard"},
+		{name: "event stream", method: "GET", url: "/sse", header: []string{"Accept: text/event-stream"}, auto: "standard", force: "fast"},
+		{name: "TE trailers", method: "POST", url: "/grpc", header: []string{"TE: trailers"}, auto: "standard", force: "fast"},
+		{name: "chunked body", method: "POST", url: "/a", body: "x", chunked: true, auto: "standard", force: "fast"},
+		{name: "large body", method: "PUT", url: "/a", body: strings.Repeat("x", fastBodyCap+1), auto: "standard", force: "fast"},
+		{name: "body at cap", method: "PUT", url: "/a", body: strings.Repeat("x", fastBodyCap), auto: "fast", force: "fast"},
+		{name: "GET with body", method: "GET", url: "/a", body: "x", auto: "standard", force: "standard"},
+		{name: "query ReverseProxy re-encodes", method: "GET", url: "/a?x=1;y=2", auto: "standard", force: "standard"},
+		{name: "bad escape in query", method: "GET", url: "/a?x=%zz", auto: "standard", force: "standard"},
+		{name: "empty query", method: "GET", url: "/a?", auto: "standard", force: "standard"},
+		{name: "double slash path", method: "GET", url: "//a/b", auto: "standard", force: "standard"},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest(c.method, c.url, nil)
+		if c.body != "" {
+			r = httptest.NewRequest(c.method, c.url, strings.NewReader(c.body))
+			if c.chunked {
+				r.ContentLength = -1
+			}
+		}
+		for _, h := range c.header {
+			k, v, _ := strings.Cut(h, ":")
+			r.Header.Add(k, strings.TrimSpace(v))
+		}
+		for _, m := range []struct {
+			mode forwarderMode
+			want string
+		}{{modeAuto, c.auto}, {modeFast, c.force}, {modeStandard, "standard"}} {
+			rt := &route{mode: m.mode, std: std, fast: fast}
+			if got := rt.forwarderFor(r).name(); got != m.want {
+				t.Errorf("%s, mode %d: %s, want %s", c.name, m.mode, got, m.want)
+			}
+		}
+	}
+	// A request with trailers declared must go standard.
+	r := httptest.NewRequest("POST", "/a", strings.NewReader("x"))
+	r.Trailer = http.Header{"X-Sum": nil}
+	if got := (&route{mode: modeFast, std: std, fast: fast}).forwarderFor(r).name(); got != "standard" {
+		t.Errorf("request trailers: %s, want standard", got)
+	}
+}
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream": true, "Text/Event-Stream; charset=utf-8": true, " text/event-stream": true,
+		"text/event-streamx": false, "text/plain": false, "": false,
+	} {
+		if got := isEventStream([]byte(ct)); got != want {
+			t.Errorf("isEventStream(%q) = %v", ct, got)
+		}
+	}
+}
