@@ -27,12 +27,12 @@ const (
 // Options configures a Service. The zero value of every field but URL has a
 // default (see the field comments).
 type Options struct {
-	URL       string        // cluster.redis, e.g. redis://127.0.0.1:6379/0 (required)
-	Namespace string        // key prefix; gateways sharing limits share a namespace (default "sluice")
-	Timeout   time.Duration // per-call timeout (default DefaultTimeout, 20ms)
-	Heartbeat time.Duration // avgLocal liveness heartbeat period (default 1s); a gateway expires after 3 periods
-	GatewayID string        // unique per process (default: hostname-pid-random)
-	Log       zerolog.Logger
+	URL       string         // cluster.redis, e.g. redis://127.0.0.1:6379/0 (required)
+	Namespace string         // key prefix; gateways sharing limits share a namespace (default "sluice")
+	Timeout   time.Duration  // per-call timeout (default DefaultTimeout, 20ms)
+	Heartbeat time.Duration  // avgLocal liveness heartbeat period (default 1s); a gateway expires after 3 periods
+	GatewayID string         // unique per process (default: hostname-pid-random)
+	Log       zerolog.Logger // state changes, once each; the zero Logger logs nothing
 	// OnState, if set, is called once per state change (Redis reachable <->
 	// failing), for metrics; never with the same value twice in a row. It runs
 	// on the goroutine that saw the change and must not block.

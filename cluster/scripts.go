@@ -11,6 +11,9 @@ import "github.com/redis/go-redis/v9"
 // is blocked and the number is the µs until the next bucket boundary, before
 // which the window cannot free a token (only an avgLocal gateway joining can).
 //
+// Writes after TIME need effects replication: the default since Redis 5, and
+// asked for with redis.replicate_commands() on 3.2 and 4 (a no-op on 7).
+//
 // A window hash holds one field per bucket (Redis ms / bucket ms -> passes),
 // 'l' (newest bucket seen) and 't' (passes in buckets l-nb..l). Expired
 // buckets are subtracted and deleted as time moves on, so a call costs O(1)
@@ -18,6 +21,7 @@ import "github.com/redis/go-redis/v9"
 // one hot rule cost little more than one. If Redis's clock steps back (failover to a replica), calls count
 // into the newest bucket rather than reopening old ones.
 const acquireSrc = `
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
@@ -101,6 +105,7 @@ return out
 // beatSrc announces a gateway: KEYS[1] gateway set, ARGV[1] gateway id,
 // ARGV[2] expiry ms. The set itself expires when every gateway is gone.
 const beatSrc = `
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = tonumber(ARGV[2])
