@@ -186,6 +186,8 @@ func TestRedisDeathAndReturn(t *testing.T) {
 	if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
 		t.Fatalf("redis up: Acquire = %v, %v", ok, err)
 	}
+	// The first heartbeat reports the initial state, so a gauge starts right.
+	waitFor(t, 5*time.Second, "OnState(true) for the first heartbeat", func() bool { return states.ups.Load() == 1 })
 
 	srv.kill()
 	var slowest time.Duration
@@ -219,8 +221,8 @@ func TestRedisDeathAndReturn(t *testing.T) {
 	if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
 		t.Errorf("redis back: Acquire = %v, %v; want a pass", ok, err)
 	}
-	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 1 {
-		t.Errorf("OnState calls: %d down, %d up; want 1 and 1", d, u)
+	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 2 {
+		t.Errorf("OnState calls: %d down, %d up; want 1 down and 2 up (start, return)", d, u)
 	}
 }
 
@@ -286,6 +288,7 @@ func TestRedisDeathUnderLoad(t *testing.T) {
 			}
 		})
 	}
+	waitFor(t, 5*time.Second, "OnState(true) for the first heartbeat", func() bool { return states.ups.Load() == 1 })
 	time.Sleep(200 * time.Millisecond)
 	srv.kill()
 	waitFor(t, 5*time.Second, "breaker open after redis died", func() bool { return !s.Up() })
@@ -309,8 +312,8 @@ func TestRedisDeathUnderLoad(t *testing.T) {
 	if passed == passedBefore {
 		t.Error("no call passed after redis came back")
 	}
-	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 1 {
-		t.Errorf("OnState calls: %d down, %d up; want 1 and 1", d, u)
+	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 2 {
+		t.Errorf("OnState calls: %d down, %d up; want 1 down and 2 up (start, return)", d, u)
 	}
 }
 

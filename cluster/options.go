@@ -34,8 +34,10 @@ type Options struct {
 	GatewayID string         // unique per process (default: hostname-pid-random)
 	Log       zerolog.Logger // state changes, once each; the zero Logger logs nothing
 	// OnState, if set, is called once per state change (Redis reachable <->
-	// failing), for metrics; never with the same value twice in a row. It runs
-	// on the goroutine that saw the change and must not block.
+	// failing), for metrics; never with the same value twice in a row. The
+	// first state found is reported as well: true after Run's first
+	// heartbeat succeeds, or false if Redis fails first. It runs on the
+	// goroutine that saw the change and must not block.
 	OnState func(up bool)
 }
 

@@ -63,6 +63,7 @@ type Service struct {
 	pool   sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
+	known  atomic.Bool  // a state has been reported; until then up is an assumption
 	mu     sync.Mutex   // serialises state changes so OnState sees each once
 	fails  atomic.Int32 // consecutive failed round trips
 	closed atomic.Bool
@@ -276,7 +277,7 @@ func (s *Service) report(err error, probe bool) {
 		if s.fails.Load() != 0 {
 			s.fails.Store(0)
 		}
-		if probe && !s.up.Load() {
+		if probe && (!s.up.Load() || !s.known.Load()) {
 			s.setState(true, nil)
 		}
 		return
@@ -286,16 +287,22 @@ func (s *Service) report(err error, probe bool) {
 	}
 }
 
-// setState changes the state once, logs it once and tells OnState once.
+// setState changes the state once, logs it once and tells OnState once. The
+// first state found (by the first heartbeat, or by failures before it) is
+// reported too, so a gauge fed by OnState starts right.
 func (s *Service) setState(up bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.up.Load() == up {
+	first := !s.known.Load()
+	if s.up.Load() == up && !first {
 		return
 	}
+	s.known.Store(true)
 	s.fails.Store(0)
 	s.up.Store(up)
-	if up {
+	if up && first {
+		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable; cluster limiting on")
+	} else if up {
 		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable again; cluster limiting resumed")
 	} else {
 		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).

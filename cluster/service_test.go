@@ -37,7 +37,8 @@ func TestWindowShapeNeverUndercountsTheInterval(t *testing.T) {
 
 func TestAcquireWithoutDecision(t *testing.T) {
 	// A port with nothing behind it: Redis "down" from the start.
-	s, err := cluster.New(cluster.Options{URL: "redis://127.0.0.1:1/0", Timeout: 50 * time.Millisecond})
+	var states stateLog
+	s, err := cluster.New(cluster.Options{URL: "redis://127.0.0.1:1/0", Timeout: 50 * time.Millisecond, OnState: states.on})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +60,9 @@ func TestAcquireWithoutDecision(t *testing.T) {
 	}
 	if _, err := s.Acquire(rule, "", 1); !errors.Is(err, cluster.ErrUnavailable) {
 		t.Errorf("breaker open: err = %v, want ErrUnavailable", err)
+	}
+	if d, u := states.downs.Load(), states.ups.Load(); d != 1 || u != 0 {
+		t.Errorf("OnState calls: %d down, %d up; want the one down", d, u)
 	}
 	s.Close()
 	if _, err := s.Acquire(rule, "", 1); !errors.Is(err, cluster.ErrClosed) {
