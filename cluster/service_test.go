@@ -188,3 +188,38 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestCloseWhileCallsAreInFlight(t *testing.T) {
+	url := redisURL(t)
+	s, err := cluster.New(cluster.Options{URL: url, Namespace: namespace(t), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := qpsRule(1e9, config.ThresholdGlobal)
+	done := make(chan struct{})
+	for g := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				_, err := s.Acquire(rule, fmt.Sprint(g), 1)
+				if errors.Is(err, cluster.ErrClosed) {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("an Acquire caller is still running 5s after Close")
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
