@@ -192,8 +192,8 @@ func admCount(r *result, w [2]time.Duration, targets, statuses []int) int {
 	return n
 }
 
-// within reports whether got is within frac of want (at least 1 apart allowed).
-func within(got, want, frac float64) bool {
+// admWithin reports whether got is within frac of want (at least 1 apart allowed).
+func admWithin(got, want, frac float64) bool {
 	return math.Abs(got-want) <= math.Max(1, frac*want)
 }
 
@@ -382,7 +382,7 @@ flowRules:
 			got, want float64
 		}{{"origins' pass", oPass, rq.PassQps}, {"origins' block", oBlock, rq.BlockQps},
 			{"entrances' pass", ePass, rq.PassQps}, {"entrances' block", eBlock, rq.BlockQps}} {
-			if !within(c.got, c.want, 0.02) {
+			if !admWithin(c.got, c.want, 0.02) {
 				t.Errorf("sample %d: %s add up to %.0f, the resource says %.0f", i, c.what, c.got, c.want)
 			}
 		}
@@ -418,7 +418,7 @@ flowRules:
 			t.Errorf("/metrics has no %s", c.series)
 			continue
 		}
-		if !within(got, float64(c.client), 0.01) {
+		if !admWithin(got, float64(c.client), 0.01) {
 			t.Errorf("%s = %.0f, client counted %d (want within 1%%)", c.series, got, c.client)
 		}
 		t.Logf("%s = %.0f, client %d", c.series, got, c.client)
