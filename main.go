@@ -29,6 +29,10 @@ import (
 	"sluice/proxy"
 )
 
+// maxHeaderBytes bounds a request's header block (net/http adds 4 KiB of
+// slack); beyond it the client gets 431.
+const maxHeaderBytes = 64 << 10
+
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
@@ -56,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.logFormat, "log-format", "", "log format: json|console (overrides log.format)")
 	fs.BoolVar(&o.demo, "demo", false, "also start the built-in demo upstreams on 127.0.0.1:9001 and :9002")
 	fs.DurationVar(&o.drain, "drain-timeout", 15*time.Second, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&o.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers (slowloris guard)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type options struct {
 	config, listen, admin, logLevel, logFormat string
 	demo                                       bool
-	drain                                      time.Duration
+	drain, readHeader                          time.Duration
 }
 
 // validate is `sluice validate [rules.yaml]`: every error as FILE:LINE: message.
@@ -144,12 +149,16 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 		listen = o.listen
 	}
 	srv := &http.Server{
-		Addr:              listen,
-		Handler:           gw,
-		ReadHeaderTimeout: 10 * time.Second,
+		Addr:    listen,
+		Handler: gw,
+		// A client dribbling its headers is cut after ReadHeaderTimeout.
+		// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
+		// as the route's upstream timeout allows.
+		ReadHeaderTimeout: o.readHeader,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
+		// Larger headers get 431 from net/http before any handler runs.
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       nil,
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
