@@ -13,17 +13,20 @@ type outcome struct {
 	reset    int64
 }
 
-// try checks one call of n tokens against s. force (dryRun) counts the call
-// even when it would be blocked; the outcome still says it would be.
-// quota asks for the Quota fields even when the call passes.
+// try checks one call of n tokens against s. force (a dryRun concurrency
+// rule) counts a call in flight even when it would be blocked, since it
+// really is in flight; the outcome still says it would be. Rate state is
+// never forced: a dryRun qps rule evolves as if enforced, so its would-be
+// blocks are the blocks it would make. quota asks for the Quota fields even
+// when the call passes.
 // o must be zero on entry; try fills it in place (the hot path copies nothing).
 func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
 	case bReject:
-		s.tryWindow(o, now, n, d.count, force, quota)
+		s.tryWindow(o, now, n, d.count, quota)
 	case bWarmUp:
-		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), force, quota)
+		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), quota)
 	case bThrottle:
 		s.tryThrottle(o, now, n, d.perToken)
 	case bWarmUpThrottle:
@@ -33,7 +36,7 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 			per = float64(d.intervalNs) / r
 		}
 		s.tryThrottle(o, now, n, per)
-		if o.pass || force {
+		if o.pass {
 			s.win.add(now, n) // the passes feed the next interval's token sync
 		}
 	case bConcurrency:
@@ -55,7 +58,7 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 
 // tryWindow adds first and then checks, so concurrent calls can never pass more
 // than limit together; a call over the limit takes its count back.
-func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, force, quota bool) {
+func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool) {
 	total, e := s.win.add(now, n)
 	o.hasQuota = true
 	if float64(total) <= limit {
@@ -66,12 +69,10 @@ func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, force, quo
 		}
 		return
 	}
-	if !force {
-		s.win.sub(now, n)
-		total -= n
-		if d, ok := s.win.freeAfter(now, int64(math.Floor(limit))-n); ok {
-			o.retry = d
-		}
+	s.win.sub(now, n)
+	total -= n
+	if d, ok := s.win.freeAfter(now, int64(math.Floor(limit))-n); ok {
+		o.retry = d
 	}
 	o.remain = max(math.Floor(limit)-float64(total), 0)
 	o.reset = s.win.reset(now, e)

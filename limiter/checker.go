@@ -161,7 +161,11 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 		if !o.pass {
 			if d.dryRun {
 				v.DryRun++
-				t.hold(ks, &o)
+				if d.behavior == bConcurrency {
+					t.hold(ks, &o) // counted in flight: Exit releases it
+				} else {
+					ks.unpin() // counted nowhere, as if blocked
+				}
 				continue
 			}
 			ks.unpin()

@@ -27,5 +27,9 @@
 //     (scaled to statIntervalMs) or concurrency with count; controlBehavior
 //     does not apply to them.
 //   - acquireCount (n tokens a call) and dryRun rules; dryRun rules never set
-//     the Verdict's Quota.
+//     the Verdict's Quota. A dryRun qps rule's state evolves as if it were
+//     enforced (a would-be block takes nothing, as nginx's limit_req_dry_run
+//     accounts excess requests), so Verdict.DryRun counts exactly the blocks
+//     the rule would make; a dryRun concurrency rule counts every call really
+//     in flight.
 package limiter
