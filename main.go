@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"sluice/admin"
@@ -224,8 +225,20 @@ func startCluster(ctx context.Context, cfg *config.Config, log zerolog.Logger, m
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	// go-redis reports failed dials through its own process-wide logger,
+	// once per dial; the Service already logs each state change once.
+	redis.SetLogger(redisLog{log})
 	go svc.Run(ctx)
 	return svc, nil
+}
+
+// redisLog sends go-redis's own log lines to zerolog at debug level, so a
+// down Redis does not print a line per reconnect attempt in go-redis's own
+// format; -log-level debug shows them.
+type redisLog struct{ log zerolog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Str("component", "go-redis").Msgf(format, v...)
 }
 
 var _ limiter.TokenService = (*cluster.Service)(nil)
