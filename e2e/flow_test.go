@@ -1,0 +1,472 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+)
+
+// Flow-rule (flowRules) tests against the real binary: every grade,
+// behaviour, strategy and limitApp of SPEC §3, acquireCount, dryRun and
+// state kept across a reload. Budget: about 35 s of load in all.
+
+// flPasses counts the 200s among hits sent in [from, to).
+func flPasses(r *result, from, to time.Duration) int {
+	n := 0
+	for _, h := range r.hits {
+		if h.sent >= from && h.sent < to && h.status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// flMaxDoneIn is the most 200s answered within any real interval of length
+// w: a queued pass leaves the gateway later than it was sent, so its answer
+// time shows the gateway's spacing.
+func flMaxDoneIn(r *result, w time.Duration) int {
+	var ts []time.Duration
+	for _, h := range r.hits {
+		if h.status == http.StatusOK {
+			ts = append(ts, h.done)
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i]-ts[j] >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+// flOnly200And429 fails unless every answer is a 200 or a 429.
+func flOnly200And429(t *testing.T, name string, r *result) {
+	t.Helper()
+	st := r.statuses()
+	if other := len(r.hits) - st[200] - st[429]; other != 0 {
+		t.Fatalf("%s: statuses %v, want only 200 and 429", name, st)
+	}
+}
+
+// flNear reports whether got is within frac of want, at least slack apart allowed.
+func flNear(got, want int, frac float64, slack int) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return float64(d) <= max(float64(slack), frac*float64(want))
+}
+
+// TestFlowWarmUpFromCold: count 60, coldFactor 3, warmUpPeriodSec 4, 120/s
+// offered for 6 s. The formula (warning 120, max 240 tokens, slope 1/3600,
+// tokens spent by the previous second's passes) gives allowed rates of about
+// 20, 22.5, 26, 32, 45, 60 in seconds 0..5. Loadgen seconds straddle the
+// gateway's interval boundaries, so neighbours blend: the test checks the
+// first second is near count/coldFactor, the curve rises, and the last
+// second is near count.
+func TestFlowWarmUpFromCold(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /w
+    upstream: up
+    resource: w
+flowRules:
+  - resource: w
+    count: 60
+    controlBehavior: warmUp
+    warmUpPeriodSec: 4
+    coldFactor: 3
+`))
+	const secs = 6
+	res := run(t, load{Rate: 120, Duration: secs * time.Second, Targets: []target{to(g.URL + "/w")}})
+	res.checkLag(t)
+	flOnly200And429(t, "warmUp", res)
+	ps := res.perSecond(200)
+	t.Logf("warm-up passes per second (offered 120/s, count 60, cold 20): %v, max send lag %v", ps, res.maxLag)
+	if len(ps) < secs {
+		t.Fatalf("per second %v: want %d seconds", ps, secs)
+	}
+	if ps[0] < 16 || ps[0] > 26 {
+		t.Errorf("first second passed %d, want about count/coldFactor = 20 (16..26)", ps[0])
+	}
+	if ps[secs-1] < 51 || ps[secs-1] > 66 {
+		t.Errorf("last second passed %d, want about count = 60 (51..66)", ps[secs-1])
+	}
+	for i := 1; i < secs; i++ {
+		if ps[i] < ps[i-1]-3 {
+			t.Errorf("second %d passed %d, fewer than second %d's %d: warm-up must rise", i, ps[i], i-1, ps[i-1])
+		}
+	}
+	if early, late := ps[0]+ps[1], ps[4]+ps[5]; late < early*2 {
+		t.Errorf("seconds 4-5 passed %d, not twice seconds 0-1's %d: no warm-up curve", late, early)
+	}
+	// The formula's total over 6 s is about 205; a cold window (no warm-up)
+	// would pass 360, an unwarmed one 120.
+	if total := res.count(200); total < 175 || total > 235 {
+		t.Errorf("total passes %d over %d s, want about 205 (175..235)", total, secs)
+	}
+	if m := res.maxInWindow(200, time.Second); m > 66 {
+		t.Errorf("a real 1 s window passed %d, over count x 1.1", m)
+	}
+}
+
+// TestFlowThrottleEvenSpacing: a throttle rule of 2000/s (0.5 ms spacing,
+// which Java Sentinel rounds to whole ms and so stops limiting above 1000/s)
+// under 4000/s offered passes 2000/s ±7%, evenly spread.
+func TestFlowThrottleEvenSpacing(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /t
+    upstream: up
+    resource: t
+flowRules:
+  - resource: t
+    count: 2000
+    controlBehavior: throttle
+    maxQueueingTimeMs: 20
+`))
+	const count, offered, secs = 2000, 4000, 3
+	res := run(t, load{Rate: offered, Duration: secs * time.Second, Targets: []target{to(g.URL + "/t")}})
+	t.Logf("throttle %d/s, offered %d/s: statuses %v, per second %v, max send lag %v, late sends %d of %d",
+		count, offered, res.statuses(), res.perSecond(200), res.maxLag, res.late, len(res.hits))
+	res.checkLag(t)
+	flOnly200And429(t, "throttle", res)
+	rate := float64(res.count(200)) / secs
+	if rate < 0.93*count || rate > 1.07*count {
+		t.Errorf("pass rate %.0f/s, want %d ±7%%", rate, count)
+	}
+	// Even spacing: 0.5 ms apart means 200 answers per 100 ms; a burst (a
+	// queue released at once, or a window that lets a second's worth through
+	// early) would show far more.
+	doneMax, sentMax := flMaxDoneIn(res, 100*time.Millisecond), res.maxInWindow(200, 100*time.Millisecond)
+	t.Logf("most passes in any 100 ms: %d by answer time, %d by send time (even: 200)", doneMax, sentMax)
+	if limit := int(count * 0.1 * 1.5); doneMax > limit || sentMax > limit {
+		t.Errorf("a 100 ms window had %d passes by answer time, %d by send time; want <= %d (even spacing)", doneMax, sentMax, limit)
+	}
+	if m := res.maxInWindow(200, time.Second); float64(m) > 1.07*count {
+		t.Errorf("a real 1 s window passed %d, want <= %d x 1.07", m, count)
+	}
+}
+
+// TestFlowConcurrencyCapsUpstream: a concurrency rule of 5 in front of an
+// upstream taking 100 ms never lets the upstream see more than 5 at once.
+func TestFlowConcurrencyCapsUpstream(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		fmt.Fprint(w, "slow")
+	})
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /c
+    upstream: up
+    resource: c
+flowRules:
+  - resource: c
+    grade: concurrency
+    count: 5
+`))
+	res := run(t, load{Rate: 200, Duration: 2 * time.Second, Targets: []target{to(g.URL + "/c")}})
+	res.checkLag(t)
+	flOnly200And429(t, "concurrency", res)
+	reqs, maxIn := up.stats()
+	t.Logf("concurrency 5, 100 ms upstream, 200/s offered: statuses %v, upstream requests %d, max in flight %d",
+		res.statuses(), reqs, maxIn)
+	if maxIn > 5 {
+		t.Errorf("upstream saw %d in flight, over count 5", maxIn)
+	}
+	if maxIn < 4 {
+		t.Errorf("upstream saw at most %d in flight: the rule let too few through", maxIn)
+	}
+	// 5 slots of at least 100 ms are 50/s at best: over 2 s of sends,
+	// 5 x (20 + 1) allowing for the calls in flight at the end.
+	if p := res.count(200); p < 60 || p > 105 || int64(p) != reqs {
+		t.Errorf("%d passes, upstream served %d; want equal and about 50/s over 2 s", p, reqs)
+	}
+	if res.count(429) == 0 {
+		t.Error("no 429 at 4x the rule's capacity")
+	}
+}
+
+// TestFlowLimitApp: origins from header X-Origin. a has its own rule (10),
+// b its own (20), other gives each remaining origin 5, and default (45) is
+// for all callers together: the four origins pass 40/s at most, under it,
+// and calls with no origin meet only the default rule.
+func TestFlowLimitApp(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+origin:
+  from: header:X-Origin
+routes:
+  - path: /o
+    upstream: up
+    resource: o
+flowRules:
+  - resource: o
+    limitApp: a
+    count: 10
+  - resource: o
+    limitApp: b
+    count: 20
+  - resource: o
+    limitApp: other
+    count: 5
+  - resource: o
+    limitApp: default
+    count: 45
+`))
+	const secs = 3
+	res := run(t, load{Rate: 160, Duration: secs * time.Second, Targets: []target{
+		to(g.URL+"/o", "X-Origin: a"), to(g.URL+"/o", "X-Origin: b"),
+		to(g.URL+"/o", "X-Origin: c"), to(g.URL+"/o", "X-Origin: d"),
+	}})
+	res.checkLag(t)
+	flOnly200And429(t, "origins", res)
+	for i, c := range []struct {
+		origin string
+		count  int
+	}{{"a", 10}, {"b", 20}, {"c (other)", 5}, {"d (other)", 5}} {
+		got := res.only(i).count(200)
+		t.Logf("origin %s: %d passes of %d in %d s (count %d/s), per second %v", c.origin, got, len(res.only(i).hits), secs, c.count, res.only(i).perSecond(200))
+		if !flNear(got, secs*c.count, 0.1, 1) {
+			t.Errorf("origin %s passed %d in %d s, want %d ±10%%", c.origin, got, secs, secs*c.count)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // let the default rule's window empty
+	none := run(t, load{Rate: 90, Duration: secs * time.Second, Targets: []target{to(g.URL + "/o")}})
+	none.checkLag(t)
+	flOnly200And429(t, "no origin", none)
+	got := none.count(200)
+	t.Logf("no origin: %d passes of %d in %d s (default count 45/s), per second %v", got, len(none.hits), secs, none.perSecond(200))
+	if !flNear(got, secs*45, 0.1, 1) {
+		t.Errorf("calls without origin passed %d in %d s, want %d ±10%% (default only; other would give 5/s)", got, secs, secs*45)
+	}
+}
+
+// TestFlowRelate: reads are limited while writes pass 20/s or more; writes
+// themselves are never limited by the rule.
+func TestFlowRelate(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /read
+    upstream: up
+    resource: read
+  - path: /write
+    upstream: up
+    resource: write
+flowRules:
+  - resource: read
+    strategy: relate
+    refResource: write
+    count: 20
+`))
+	read, write := to(g.URL+"/read"), to(g.URL+"/write")
+	// Quiet writes (10/s): every read (40/s) passes.
+	quiet := run(t, load{Rate: 50, Duration: 2 * time.Second, Targets: []target{write, read, read, read, read}})
+	quiet.checkLag(t)
+	if st := quiet.statuses(); st[200] != len(quiet.hits) {
+		t.Errorf("writes at 10/s (< 20): statuses %v, want every read and write to pass", st)
+	}
+	// Busy writes (40/s): once a second of them is counted, reads are blocked.
+	busy := run(t, load{Rate: 80, Duration: 3 * time.Second, Targets: []target{write, read}})
+	busy.checkLag(t)
+	w, r := busy.only(0), busy.only(1)
+	t.Logf("busy writes: writes %v, reads %v, reads passed per second %v", w.statuses(), r.statuses(), r.perSecond(200))
+	if st := w.statuses(); st[200] != len(w.hits) {
+		t.Errorf("writes: statuses %v, want all to pass (relate limits only reads)", st)
+	}
+	if n := flPasses(r, time.Second, 3*time.Second); n != 0 {
+		t.Errorf("%d reads passed while writes ran at 40/s (>= 20), want 0", n)
+	}
+	if r.count(429) == 0 {
+		t.Error("no read was blocked")
+	}
+}
+
+// TestFlowChain: one resource behind two routes with different entrances; a
+// chain rule on entrance web limits only the calls that came through web.
+func TestFlowChain(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /web/item
+    upstream: up
+    resource: item
+    entrance: web
+  - path: /app/item
+    upstream: up
+    resource: item
+    entrance: app
+flowRules:
+  - resource: item
+    strategy: chain
+    refResource: web
+    count: 10
+`))
+	const secs = 2
+	res := run(t, load{Rate: 60, Duration: secs * time.Second, Targets: []target{to(g.URL + "/web/item"), to(g.URL + "/app/item")}})
+	res.checkLag(t)
+	web, app := res.only(0), res.only(1)
+	t.Logf("chain on web (10/s): web %v, app %v", web.statuses(), app.statuses())
+	if got := web.count(200); !flNear(got, secs*10, 0.1, 1) {
+		t.Errorf("through web: %d passed in %d s, want %d", got, secs, secs*10)
+	}
+	if st := app.statuses(); st[200] != len(app.hits) {
+		t.Errorf("through app: statuses %v, want all to pass", st)
+	}
+}
+
+// TestFlowClientLeavesQueue: throttle at 2/s with a 5 s queue; three
+// clients that give up while queued are never forwarded, and a patient one
+// behind them still is.
+func TestFlowClientLeavesQueue(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /q
+    upstream: up
+    resource: q
+flowRules:
+  - resource: q
+    count: 2
+    controlBehavior: throttle
+    maxQueueingTimeMs: 5000
+`))
+	if resp, _ := get(t, g.URL+"/q"); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d, want 200 at once", resp.StatusCode)
+	}
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/q", nil)
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("queued call %d answered %d within 150 ms; it should have waited >= 500 ms", i, resp.StatusCode)
+		}
+	}
+	// Every slot they held (0.5, 1, 1.5 s after the first call) has come.
+	time.Sleep(1700 * time.Millisecond)
+	if reqs, _ := up.stats(); reqs != 1 {
+		t.Errorf("upstream served %d, want 1: calls whose client left the queue were forwarded", reqs)
+	}
+	start := time.Now()
+	if resp, _ := get(t, g.URL+"/q"); resp.StatusCode != 200 {
+		t.Errorf("patient call: %d, want 200", resp.StatusCode)
+	}
+	if reqs, _ := up.stats(); reqs != 2 {
+		t.Errorf("upstream served %d after the patient call, want 2", reqs)
+	}
+	t.Logf("patient call after the abandoned ones answered in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFlowAcquireCountAndDryRun: a route costing 5 tokens against a count
+// of 20 passes 4/s; a dryRun rule blocks nothing but exports its would-be
+// blocks as sluice_blocked_total{reason="dryrun"}.
+func TestFlowAcquireCountAndDryRun(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /heavy
+    upstream: up
+    resource: heavy
+    acquireCount: 5
+  - path: /dry
+    upstream: up
+    resource: dry
+flowRules:
+  - resource: heavy
+    count: 20
+  - resource: dry
+    count: 5
+    dryRun: true
+`))
+	const secs = 2
+	res := run(t, load{Rate: 40, Duration: secs * time.Second, Targets: []target{to(g.URL + "/heavy"), to(g.URL + "/dry")}})
+	res.checkLag(t)
+	heavy, dry := res.only(0), res.only(1)
+	flOnly200And429(t, "heavy", heavy)
+	if got := heavy.count(200); got != secs*4 {
+		t.Errorf("acquireCount 5 against count 20: %d passed in %d s, want %d (per second %v)", got, secs, secs*4, heavy.perSecond(200))
+	}
+	if st := dry.statuses(); st[200] != len(dry.hits) {
+		t.Errorf("dryRun rule: statuses %v, want every call to pass", st)
+	}
+	m := admScrape(t, g)
+	would := m[`sluice_blocked_total{reason="dryrun",resource="dry"}`]
+	t.Logf("acquireCount: heavy %v; dryRun: dry %v, dryrun metric %v (count 5/s of 20/s offered: about %d would-be blocks)",
+		heavy.statuses(), dry.statuses(), would, secs*15)
+	if !flNear(int(would), secs*15, 0.15, 2) {
+		t.Errorf(`sluice_blocked_total{reason="dryrun",resource="dry"} = %v, want about %d`, would, secs*15)
+	}
+	if f := m[`sluice_blocked_total{reason="flow",resource="dry"}`]; f != 0 {
+		t.Errorf(`sluice_blocked_total{reason="flow",resource="dry"} = %v, want 0`, f)
+	}
+}
+
+// TestFlowStateSurvivesUnrelatedReload: a minute window used up stays used
+// up after a reload that changes another rule, and a changed rule starts
+// fresh.
+func TestFlowStateSurvivesUnrelatedReload(t *testing.T) {
+	up := startUpstream(t, nil)
+	rules := func(otherCount int) string {
+		return rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /kept
+    upstream: up
+    resource: kept
+  - path: /edited
+    upstream: up
+    resource: edited
+flowRules:
+  - resource: kept
+    count: 3
+    statIntervalMs: 60000
+  - resource: edited
+    count: %d
+    statIntervalMs: 60000
+`, otherCount))
+	}
+	g := startGateway(t, rules(1))
+	passes := func(path string) int {
+		n := 0
+		for i := 0; i < 5; i++ {
+			if resp, _ := get(t, g.URL+path); resp.StatusCode == 200 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := passes("/kept"); n != 3 {
+		t.Fatalf("kept (3 a minute): %d of 5 passed", n)
+	}
+	if n := passes("/edited"); n != 1 {
+		t.Fatalf("edited (1 a minute): %d of 5 passed", n)
+	}
+	before := len(g.logs.events("rules loaded"))
+	g.writeRules(rules(2))
+	deadline := time.Now().Add(2 * time.Second)
+	for len(g.logs.events("rules loaded")) <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload within 2 s:\n%s", g.logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := passes("/kept"); n != 0 {
+		t.Errorf("unchanged rule after an unrelated edit: %d of 5 passed, want 0 (its window was used up)", n)
+	}
+	if n := passes("/edited"); n != 2 {
+		t.Errorf("edited rule (now 2 a minute): %d of 5 passed, want 2 (a changed rule starts fresh)", n)
+	}
+	if ev := g.logs.find("reload failed", 0); ev != nil {
+		t.Errorf("reload failed: %v", ev)
+	}
+}
