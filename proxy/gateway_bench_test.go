@@ -51,7 +51,7 @@ func BenchmarkGateway(b *testing.B) {
 	}
 }
 
-func benchGateway(b *testing.B, upURL, fwd string) *proxy.Gateway {
+func benchGateway(b testing.TB, upURL, fwd string) *proxy.Gateway {
 	b.Helper()
 	rules := fmt.Sprintf(`
 upstreams:

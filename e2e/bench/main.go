@@ -1,0 +1,668 @@
+// Command bench measures sluice's forwarding against a bare
+// httputil.ReverseProxy and nginx with limit_req, interleaved in one run:
+//
+//	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536]
+//
+// Each proxy (sluice with the fast path, sluice with the standard path —
+// both with a never-blocking qps rule and a never-blocking hot-param rule —,
+// the bare ReverseProxy, and nginx when installed) runs alone on CPU 0
+// (taskset -c 0, GOMAXPROCS=1, one nginx process); the load generator (wrk
+// when installed, else a built-in closed-loop generator) and the upstream
+// share CPU 1. For every body size it prints requests/s, p50/p99 latency,
+// the proxy's CPU time per request (utime+stime from /proc/<pid>/stat) and
+// the ratios sluice/bare and sluice/nginx, as medians over the rounds.
+//
+// It listens on loopback only, stops by itself (every run is bounded; the
+// whole program has a deadline) and stops only the processes it started,
+// by PID. It is not part of `go test`.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "upstream":
+			serveUpstream(os.Args[2])
+			return
+		case "bare":
+			serveBare(os.Args[2], os.Args[3])
+			return
+		case "load":
+			runLoadChild(os.Args[2:])
+			return
+		}
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	duration time.Duration
+	warmup   time.Duration
+	rounds   int
+	conns    int
+	sizes    []int
+	proxyCPU string
+	loadCPU  string
+	useWrk   bool
+	useNginx bool
+	deadline time.Duration
+}
+
+func run() error {
+	var o options
+	var sizes string
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured load per run")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each run")
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds (medians are reported)")
+	flag.IntVar(&o.conns, "conns", 64, "concurrent keep-alive connections")
+	flag.StringVar(&sizes, "sizes", "100,65536", "response body sizes in bytes")
+	flag.StringVar(&o.proxyCPU, "proxy-cpu", "0", "CPU list for the proxy under test")
+	flag.StringVar(&o.loadCPU, "load-cpu", "1", "CPU list for the load generator and the upstream")
+	flag.BoolVar(&o.useWrk, "wrk", true, "use wrk when installed")
+	flag.BoolVar(&o.useNginx, "nginx", true, "include nginx when installed")
+	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
+	flag.Parse()
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 0 || n > 16<<20 {
+			return fmt.Errorf("bad size %q", s)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	if o.duration <= 0 || o.duration > 5*time.Minute || o.rounds < 1 || o.rounds > 20 || o.conns < 1 || o.conns > 4096 {
+		return errors.New("duration must be in (0, 5m], rounds in [1, 20], conns in [1, 4096]")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return errors.New("taskset (util-linux) is needed to pin processes")
+	}
+
+	var wrk, nginx string
+	if o.useWrk {
+		wrk, _ = exec.LookPath("wrk")
+	}
+	if o.useNginx {
+		if nginx, _ = exec.LookPath("nginx"); nginx == "" {
+			for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
+				if _, err := os.Stat(p); err == nil {
+					nginx = p
+					break
+				}
+			}
+		}
+	}
+	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy"}
+	if nginx != "" {
+		targets = append(targets, "nginx-limit_req")
+	}
+	plan := time.Duration(o.rounds*len(o.sizes)*len(targets)) * (o.duration + o.warmup + 500*time.Millisecond)
+	if o.deadline == 0 {
+		o.deadline = plan + 2*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.deadline)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	dir, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	procs := &processes{}
+	defer procs.stopAll()
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	sluice := filepath.Join(dir, "sluice")
+	fmt.Printf("building sluice from %s ...\n", root)
+	build := exec.CommandContext(ctx, "go", "build", "-o", sluice, ".")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building sluice: %w", err)
+	}
+
+	// The upstream: one fasthttp server on the load CPU.
+	upAddr := freeAddr()
+	if _, err := procs.start(ctx, "upstream", o.loadCPU, nil, self, "upstream", upAddr); err != nil {
+		return err
+	}
+	upURL := "http://" + upAddr
+	if err := waitHTTP(ctx, upURL+"/b/100", 100); err != nil {
+		return fmt.Errorf("upstream: %w", err)
+	}
+
+	pids := map[string]int{}
+	addrs := map[string]string{}
+	for _, name := range targets {
+		addr := freeAddr()
+		var pid int
+		switch name {
+		case "sluice-fast", "sluice-standard":
+			mode := strings.TrimPrefix(name, "sluice-")
+			rules := filepath.Join(dir, name+".yaml")
+			if err := os.WriteFile(rules, []byte(sluiceRules(upURL, mode)), 0o644); err != nil {
+				return err
+			}
+			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1", "SLUICE_FORWARDER=" + mode},
+				sluice, "-config", rules, "-listen", addr, "-admin", "off", "-log-level", "warn")
+		case "bare-reverseproxy":
+			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "bare", addr, upURL)
+		case "nginx-limit_req":
+			conf, cerr := nginxConf(dir, addr, upAddr, o.conns)
+			if cerr != nil {
+				return cerr
+			}
+			pid, err = procs.start(ctx, name, o.proxyCPU, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "nginx-error.log"))
+		}
+		if err != nil {
+			return err
+		}
+		pids[name], addrs[name] = pid, addr
+		for _, size := range o.sizes {
+			if err := waitHTTP(ctx, fmt.Sprintf("http://%s/b/%d", addr, size), size); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+
+	loader := "built-in closed-loop generator"
+	if wrk != "" {
+		loader = wrk
+	}
+	fmt.Printf("load: %s, %d connections, %v per run (+%v warm-up), %d interleaved rounds; proxy on CPU %s, load+upstream on CPU %s\n",
+		loader, o.conns, o.duration, o.warmup, o.rounds, o.proxyCPU, o.loadCPU)
+	fmt.Printf("load average at start: %s\n", loadavg())
+
+	results := map[string][]result{} // key: target/size
+	for round := 0; round < o.rounds; round++ {
+		for _, size := range o.sizes {
+			// Rotate the order so no target always runs first or last.
+			for i := range targets {
+				name := targets[(i+round)%len(targets)]
+				u := fmt.Sprintf("http://%s/b/%d", addrs[name], size)
+				if _, err := measure(ctx, o, wrk, self, u, o.warmup, 0); err != nil {
+					return fmt.Errorf("%s warm-up: %w", name, err)
+				}
+				r, err := measure(ctx, o, wrk, self, u, o.duration, pids[name])
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				key := fmt.Sprintf("%s/%d", name, size)
+				results[key] = append(results[key], r)
+				fmt.Printf("  round %d %-18s %6dB  %9.0f req/s  p50 %-8v p99 %-8v cpu %6.1f µs/req  errors %d\n",
+					round+1, name, size, r.rps, r.p50, r.p99, r.cpuPerReq, r.errors)
+			}
+		}
+	}
+	fmt.Printf("load average at end: %s\n\n", loadavg())
+	report(o, targets, results)
+	return nil
+}
+
+// result is one measured run.
+type result struct {
+	rps       float64
+	p50, p99  time.Duration
+	cpuPerReq float64 // µs of proxy CPU per request
+	requests  int64
+	errors    int64
+}
+
+// measure runs the load for d and, when pid > 0, the proxy's CPU time over it.
+func measure(ctx context.Context, o options, wrk, self, u string, d time.Duration, pid int) (result, error) {
+	var before int64
+	if pid > 0 {
+		before = cpuTicks(pid)
+	}
+	var r result
+	var err error
+	if wrk != "" {
+		r, err = runWrk(ctx, o, wrk, u, d)
+	} else {
+		r, err = runLoad(ctx, o, self, u, d)
+	}
+	if err != nil || pid == 0 {
+		return r, err
+	}
+	if r.requests > 0 {
+		r.cpuPerReq = float64(cpuTicks(pid)-before) * 1e6 / float64(clockTicks()) / float64(r.requests)
+	}
+	return r, nil
+}
+
+var (
+	wrkRPS      = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkTotal    = regexp.MustCompile(`([0-9]+) requests in`)
+	wrkPct      = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses:\s+([0-9]+)`)
+	wrkSockErrs = regexp.MustCompile(`Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+)`)
+)
+
+func runWrk(ctx context.Context, o options, wrk, u string, d time.Duration) (result, error) {
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	cctx, cancel := context.WithTimeout(ctx, d+20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "taskset", "-c", o.loadCPU, wrk, "-t1", "-c"+strconv.Itoa(o.conns),
+		"-d"+strconv.Itoa(secs)+"s", "--timeout", "5s", "--latency", u)
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("wrk: %w: %s", err, out)
+	}
+	s := string(out)
+	var r result
+	if m := wrkRPS.FindStringSubmatch(s); m != nil {
+		r.rps, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := wrkTotal.FindStringSubmatch(s); m != nil {
+		r.requests, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	for _, m := range wrkPct.FindAllStringSubmatch(s, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[m[3]]
+		dur := time.Duration(v * float64(unit))
+		if m[1] == "50" {
+			r.p50 = dur
+		} else {
+			r.p99 = dur
+		}
+	}
+	if m := wrkNon2xx.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		r.errors += n
+	}
+	if m := wrkSockErrs.FindStringSubmatch(s); m != nil {
+		for _, x := range m[1:] {
+			n, _ := strconv.ParseInt(x, 10, 64)
+			r.errors += n
+		}
+	}
+	if r.rps == 0 {
+		return r, fmt.Errorf("wrk output not understood:\n%s", s)
+	}
+	return r, nil
+}
+
+// runLoad runs the built-in generator as a child on the load CPU.
+func runLoad(ctx context.Context, o options, self, u string, d time.Duration) (result, error) {
+	cctx, cancel := context.WithTimeout(ctx, d+20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "taskset", "-c", o.loadCPU, self, "load", u, strconv.Itoa(o.conns), d.String())
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("load: %w", err)
+	}
+	var j loadOut
+	if err := json.Unmarshal(out, &j); err != nil {
+		return result{}, fmt.Errorf("load output %q: %w", out, err)
+	}
+	return result{rps: float64(j.Requests) / j.Seconds, p50: time.Duration(j.P50), p99: time.Duration(j.P99),
+		requests: j.Requests, errors: j.Errors}, nil
+}
+
+type loadOut struct {
+	Requests, Errors int64
+	Seconds          float64
+	P50, P99         int64
+}
+
+// runLoadChild is `bench load URL CONNS DURATION`: a closed loop of CONNS
+// workers, one keep-alive connection each, for DURATION; JSON on stdout.
+func runLoadChild(args []string) {
+	u, err := url.Parse(args[0])
+	if err != nil || !strings.HasPrefix(u.Hostname(), "127.") {
+		fmt.Fprintln(os.Stderr, "load: loopback URL required")
+		os.Exit(2)
+	}
+	conns, _ := strconv.Atoi(args[1])
+	d, _ := time.ParseDuration(args[2])
+	hc := &fasthttp.HostClient{Addr: u.Host, MaxConns: conns}
+	var mu sync.Mutex
+	var all []time.Duration
+	var errs int64
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for i := 0; i < conns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			req.SetRequestURI(args[0])
+			var lat []time.Duration
+			var e int64
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				if err := hc.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
+					e++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all, errs = append(all, lat...), errs+e
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	pct := func(p float64) int64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return int64(all[min(len(all)-1, int(p*float64(len(all))))])
+	}
+	json.NewEncoder(os.Stdout).Encode(loadOut{Requests: int64(len(all)), Errors: errs, Seconds: secs, P50: pct(0.50), P99: pct(0.99)})
+}
+
+func report(o options, targets []string, results map[string][]result) {
+	median := func(key string, f func(result) float64) float64 {
+		var v []float64
+		for _, r := range results[key] {
+			v = append(v, f(r))
+		}
+		if len(v) == 0 {
+			return 0
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	rps := func(r result) float64 { return r.rps }
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "body\ttarget\treq/s\tp50\tp99\tCPU µs/req\terrors\t")
+	for _, size := range o.sizes {
+		for _, name := range targets {
+			key := fmt.Sprintf("%s/%d", name, size)
+			var errs int64
+			for _, r := range results[key] {
+				errs += r.errors
+			}
+			fmt.Fprintf(tw, "%dB\t%s\t%.0f\t%v\t%v\t%.1f\t%d\t\n", size, name, median(key, rps),
+				time.Duration(median(key, func(r result) float64 { return float64(r.p50) })).Round(time.Microsecond),
+				time.Duration(median(key, func(r result) float64 { return float64(r.p99) })).Round(time.Microsecond),
+				median(key, func(r result) float64 { return r.cpuPerReq }), errs)
+		}
+	}
+	tw.Flush()
+	fmt.Println()
+	fmt.Printf("ratios of median requests/s (%d rounds):\n", o.rounds)
+	for _, size := range o.sizes {
+		get := func(name string) float64 { return median(fmt.Sprintf("%s/%d", name, size), rps) }
+		line := fmt.Sprintf("  %6dB  fast/bare %.2fx  standard/bare %.2fx  fast/standard %.2fx",
+			size, get("sluice-fast")/get("bare-reverseproxy"), get("sluice-standard")/get("bare-reverseproxy"),
+			get("sluice-fast")/get("sluice-standard"))
+		if n := get("nginx-limit_req"); n > 0 {
+			line += fmt.Sprintf("  fast/nginx %.2fx  standard/nginx %.2fx", get("sluice-fast")/n, get("sluice-standard")/n)
+		}
+		fmt.Println(line)
+	}
+}
+
+func sluiceRules(upURL, mode string) string {
+	return fmt.Sprintf(`upstreams:
+  up:
+    targets: [%q]
+    timeout: 10s
+routes:
+  - path: /b/{size}
+    upstream: up
+    resource: bench
+    forwarder: %s
+flowRules:
+  - resource: bench
+    count: 1000000000      # never blocks
+paramRules:
+  - resource: bench
+    param: path:size
+    count: 1000000000      # never blocks
+`, upURL, mode)
+}
+
+// nginxConf renders a one-process nginx (the one PID measured) with
+// limit_req never blocking, keep-alive to the upstream, buffers large
+// enough that a 64 KiB body never touches disk, everything in dir.
+func nginxConf(dir, addr, upAddr string, conns int) (string, error) {
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/nginx-error.log warn;
+events { worker_connections %[4]d; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/client_temp;
+  proxy_temp_path %[1]s/proxy_temp;
+  fastcgi_temp_path %[1]s/fastcgi_temp;
+  uwsgi_temp_path %[1]s/uwsgi_temp;
+  scgi_temp_path %[1]s/scgi_temp;
+  limit_req_zone $binary_remote_addr zone=bench:1m rate=100000000r/s;
+  upstream up { server %[3]s; keepalive %[4]d; }
+  server {
+    listen %[2]s;
+    location / {
+      limit_req zone=bench burst=1000000 nodelay;
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffer_size 16k;
+      proxy_buffers 16 16k;
+      proxy_busy_buffers_size 32k;
+    }
+  }
+}
+`, dir, addr, upAddr, max(conns*2, 1024))
+	p := filepath.Join(dir, "nginx.conf")
+	return p, os.WriteFile(p, []byte(conf), 0o644)
+}
+
+// serveUpstream answers /b/<n> with n bytes (Content-Length set).
+func serveUpstream(addr string) {
+	bodies := map[int][]byte{}
+	var mu sync.Mutex
+	h := func(ctx *fasthttp.RequestCtx) {
+		p := string(ctx.Path())
+		n, err := strconv.Atoi(p[strings.LastIndexByte(p, '/')+1:])
+		if err != nil || n < 0 || n > 16<<20 {
+			ctx.SetStatusCode(404)
+			return
+		}
+		mu.Lock()
+		b := bodies[n]
+		if b == nil {
+			b = []byte(strings.Repeat("x", n))
+			bodies[n] = b
+		}
+		mu.Unlock()
+		ctx.SetContentType("text/plain")
+		ctx.SetBody(b)
+	}
+	srv := &fasthttp.Server{Handler: h, Name: "bench-upstream", Concurrency: 1 << 16}
+	if err := srv.ListenAndServe(addr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// serveBare is the baseline: a stock net/http server and ReverseProxy, with
+// enough idle connections per host that it does not redial under load.
+func serveBare(addr, upURL string) {
+	target, _ := url.Parse(upURL)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 1024
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport: tr,
+	}
+	if err := http.ListenAndServe(addr, rp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// processes are the children this run started; stopAll ends exactly those.
+type processes struct {
+	mu   sync.Mutex
+	cmds []*exec.Cmd
+}
+
+func (p *processes) start(ctx context.Context, name, cpus string, env []string, bin string, args ...string) (int, error) {
+	cmd := exec.Command("taskset", append([]string{"-c", cpus, bin}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	logf, err := os.Create(filepath.Join(os.TempDir(), "sluice-bench-"+name+".log"))
+	if err != nil {
+		return 0, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p.mu.Lock()
+	p.cmds = append(p.cmds, cmd)
+	p.mu.Unlock()
+	go func() { <-ctx.Done(); p.stopAll() }()
+	// taskset execs the program, so the PID is the program's own.
+	return cmd.Process.Pid, nil
+}
+
+func (p *processes) stopAll() {
+	p.mu.Lock()
+	cmds := p.cmds
+	p.cmds = nil
+	p.mu.Unlock()
+	for _, c := range cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range cmds {
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = c.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func waitHTTP(ctx context.Context, u string, size int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	var last error
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		resp, err := http.Get(u)
+		if err == nil {
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && int(n) == size {
+				return nil
+			}
+			err = fmt.Errorf("GET %s: %d with %d bytes", u, resp.StatusCode, n)
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready: %v", last)
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cpuTicks is utime+stime of pid in clock ticks (/proc/<pid>/stat fields 14, 15).
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "(comm) "
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
+
+func clockTicks() int64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 100
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run from inside the sluice module")
+	}
+	b, err := os.ReadFile(mod)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	if sc.Scan() && strings.TrimSpace(sc.Text()) != "module sluice" {
+		return "", errors.New("not the sluice module")
+	}
+	return filepath.Dir(mod), nil
+}
