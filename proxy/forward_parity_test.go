@@ -142,6 +142,7 @@ routes:
 			"X-Multi: one", "X-Multi: two", "Forwarded: for=6.6.6.6"}},
 		{name: "xff-chain", method: "GET", path: "/p", header: []string{"X-Forwarded-For: 10.1.1.1, 10.2.2.2",
 			"X-Forwarded-Host: spoof", "X-Forwarded-Proto: https"}},
+		{name: "gzip-client", method: "GET", path: "/p", header: []string{"Accept-Encoding: gzip"}},
 		{name: "te-trailers", method: "GET", path: "/p", header: []string{"TE: trailers, deflate"}},
 		{name: "post", method: "POST", path: "/form", body: "a=1&b=2", header: []string{"Content-Type: application/x-www-form-urlencoded"}},
 		{name: "post-empty", method: "POST", path: "/form"},
@@ -160,6 +161,9 @@ routes:
 		{name: "no-body", method: "GET", path: "/r"},
 		{name: "head", method: "HEAD", path: "/r"},
 	}
+	// No Accept-Encoding unless a case sends one.
+	client := &http.Transport{DisableCompression: true}
+	defer client.CloseIdleConnections()
 	run := func(fwd string) (map[string]seen, map[string]got) {
 		base := parityGateway(t, fwd, rules)
 		clear(rec.seen)
@@ -182,7 +186,7 @@ routes:
 			}
 			r.Header.Set("X-Case", c.name)
 			r.Host = "gw.example" // both gateways are seen under one name
-			resp, err := http.DefaultTransport.RoundTrip(r)
+			resp, err := client.RoundTrip(r)
 			if err != nil {
 				t.Fatalf("%s %s: %v", fwd, c.name, err)
 			}
@@ -227,6 +231,9 @@ routes:
 		}
 		if got := seenBy["xff-chain"].Header.Get("X-Forwarded-For"); got != "10.1.1.1, 10.2.2.2, 127.0.0.1" {
 			t.Errorf("%s: X-Forwarded-For from a trusted peer = %q", fwd, got)
+		}
+		if got := seenBy["plain"].Header.Get("Accept-Encoding"); got != "" {
+			t.Errorf("%s: the upstream was asked for %q on behalf of a client that did not ask", fwd, got)
 		}
 		if got := seenBy["strip"].RequestURI; got != "/users/7?z=9" {
 			t.Errorf("%s: stripped RequestURI = %q", fwd, got)

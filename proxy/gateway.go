@@ -112,7 +112,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // newTransport is tuned for a gateway: many idle keep-alive connections per
-// upstream (the default of 2 makes every burst dial anew), bounded dials.
+// upstream (the default of 2 makes every burst dial anew), bounded dials,
+// and no transparent compression: without DisableCompression the Transport
+// asks the upstream for gzip on behalf of clients that did not, and
+// decompresses in the gateway — a proxy passes encodings through (as the
+// fast path does).
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
@@ -126,5 +130,6 @@ func newTransport() *http.Transport {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: 1 * time.Second,
 		ForceAttemptHTTP2:     false,
+		DisableCompression:    true,
 	}
 }
