@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,7 @@ type Gateway struct {
 	pool      exchangePool
 	base      time.Time
 
+	loadMu        sync.Mutex
 	forwarder     string // the override in force ("" = none)
 	forwarderMode forwarderMode
 	forwarderErr  error // a bad override fails every Load

@@ -42,6 +42,10 @@ func (g *Gateway) Load(cfg *config.Config) error {
 	if g.forwarderErr != nil {
 		return g.forwarderErr
 	}
+	// One Load at a time, so the fast clients kept are those of the
+	// snapshot that is stored last.
+	g.loadMu.Lock()
+	defer g.loadMu.Unlock()
 	s, err := g.build(cfg, g.cur.Load())
 	if err != nil {
 		return err
