@@ -438,3 +438,95 @@ func TestParamRateLimitHeadersOnPass(t *testing.T) {
 		}
 	}
 }
+
+// TestParamSemanticsWithoutLoad checks, one request at a time, what needs no
+// rate: the ip and cookie sources (a spoofed X-Forwarded-For from an untrusted
+// peer buys no new bucket), acquireCount taking several tokens of a value,
+// and a value evicted by maxTrackedValues coming back with a full bucket.
+func TestParamSemanticsWithoutLoad(t *testing.T) {
+	up := startUpstream(t, nil)
+	// durationSec 3600: no token comes back during the test.
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /ip
+    upstream: up
+    resource: by-ip
+  - path: /cookie
+    upstream: up
+    resource: by-cookie
+  - path: /heavy/{id}
+    upstream: up
+    resource: heavy
+    acquireCount: 2
+  - path: /small/{id}
+    upstream: up
+    resource: small
+paramRules:
+  - resource: by-ip
+    param: ip
+    count: 2
+    durationSec: 3600
+  - resource: by-cookie
+    param: cookie:session
+    count: 1
+    durationSec: 3600
+  - resource: heavy
+    param: path:id
+    count: 5
+    durationSec: 3600
+  - resource: small
+    param: path:id
+    count: 1
+    durationSec: 3600
+    maxTrackedValues: 2
+`))
+	type step struct {
+		path    string
+		headers []string
+		want    int
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"ip ignores a spoofed X-Forwarded-For", []step{
+			{"/ip", []string{"X-Forwarded-For: 10.0.0.1"}, 200},
+			{"/ip", []string{"X-Forwarded-For: 10.0.0.2"}, 200},
+			{"/ip", []string{"X-Forwarded-For: 10.0.0.3"}, 429},
+		}},
+		{"cookie per value, absent cookie not limited", []step{
+			{"/cookie", []string{"Cookie: theme=dark; session=s1"}, 200},
+			{"/cookie", []string{"Cookie: session=s1"}, 429},
+			{"/cookie", []string{"Cookie: session=s2; theme=dark"}, 200},
+			{"/cookie", []string{"Cookie: theme=dark"}, 200},
+			{"/cookie", nil, 200},
+		}},
+		{"acquireCount 2 takes 2 of a value's 5 tokens", []step{
+			{"/heavy/x", nil, 200},
+			{"/heavy/x", nil, 200},
+			{"/heavy/x", nil, 429},
+			{"/heavy/y", nil, 200},
+		}},
+		{"an evicted value comes back with a full bucket", []step{
+			{"/small/a", nil, 200},
+			{"/small/a", nil, 429}, // a's one token is spent
+			{"/small/b", nil, 200},
+			{"/small/c", nil, 200}, // cap 2: a, the least recently used, is evicted
+			{"/small/a", nil, 200}, // a starts afresh
+			{"/small/a", nil, 429},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for i, s := range c.steps {
+				resp, body := get(t, g.URL+s.path, s.headers...)
+				if resp.StatusCode != s.want {
+					t.Fatalf("step %d %s %v: %d %q, want %d", i, s.path, s.headers, resp.StatusCode, body, s.want)
+				}
+				if s.want == 429 && resp.Header.Get("X-Sluice-Blocked") != "param" {
+					t.Errorf("step %d: X-Sluice-Blocked = %q, want param", i, resp.Header.Get("X-Sluice-Blocked"))
+				}
+			}
+		})
+	}
+}
