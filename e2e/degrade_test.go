@@ -264,3 +264,94 @@ func cbTransitions(t *testing.T, g *gateway) {
 		t.Errorf("metrics: want sluice_circuit_state{resource=\"cb\"} 0 after recovery, got %q", lines)
 	}
 }
+
+// TestDegradeStateAcrossReload: an open breaker whose rule is unchanged stays
+// open across a reload (the upstream still sees nothing); editing the rule
+// starts a fresh, closed breaker, which the log and sluice_circuit_state
+// report at once.
+func TestDegradeStateAcrossReload(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "broken", http.StatusInternalServerError)
+	})
+	rules := func(extraRoute string, threshold int) string {
+		return rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /cb
+    upstream: up
+    resource: cb
+%s
+degradeRules:
+  - resource: cb
+    strategy: errorCount
+    threshold: %d
+    minRequestAmount: 1
+    retryTimeoutMs: 60000
+`, extraRoute, threshold))
+	}
+	g := startGateway(t, rules("", 1))
+	for i := 0; i < 2; i++ { // the second error trips errorCount 1
+		if resp, _ := get(t, g.URL+"/cb"); resp.StatusCode != http.StatusInternalServerError {
+			t.Fatalf("call %d: %d, want the upstream's 500", i, resp.StatusCode)
+		}
+	}
+	metric := func() string {
+		t.Helper()
+		_, body := get(t, g.AdminURL+"/metrics")
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, `sluice_circuit_state{resource="cb"}`) {
+				return strings.TrimSpace(strings.TrimPrefix(l, `sluice_circuit_state{resource="cb"}`))
+			}
+		}
+		return "(none)"
+	}
+	// reload waits for the "rules loaded" event of a file with routes routes
+	// (each reload below changes the count, so events cannot be confused).
+	reload := func(rules string, routes int) {
+		t.Helper()
+		g.writeRules(rules)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			for _, ev := range g.logs.events("rules loaded") {
+				if n, _ := ev["routes"].(float64); int(n) == routes {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reload to %d routes not applied:\n%s", routes, g.logs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	blocked := func(when string) {
+		t.Helper()
+		resp, _ := get(t, g.URL+"/cb")
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Blocked") != "degrade" {
+			t.Errorf("%s: %d %q, want 429 degrade", when, resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+		}
+	}
+	blocked("after tripping")
+	if m := metric(); m != "1" {
+		t.Errorf("sluice_circuit_state after tripping = %s, want 1 (open)", m)
+	}
+
+	// Another route added, the degrade rule untouched: still open.
+	reload(rules("  - path: /other\n    upstream: up", 1), 2)
+	up.resetStats()
+	blocked("after a reload that kept the rule")
+	if n, _ := up.stats(); n != 0 {
+		t.Errorf("the upstream received %d requests from a breaker kept open", n)
+	}
+
+	// The rule edited: a new breaker, closed, and said so.
+	reload(rules("  - path: /other\n    upstream: up\n  - path: /other2\n    upstream: up", 5), 3)
+	if resp, _ := get(t, g.URL+"/cb"); resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("after editing the rule: %d, want the upstream's 500 (a fresh breaker)", resp.StatusCode)
+	}
+	if m := metric(); m != "0" {
+		t.Errorf("sluice_circuit_state after editing the rule = %s, want 0 (closed)", m)
+	}
+	evs := g.logs.events("circuit breaker")
+	if len(evs) != 2 || evs[1]["from"] != "open" || evs[1]["to"] != "closed" {
+		t.Errorf("circuit breaker events %v, want closed>open then open>closed", evs)
+	}
+}
