@@ -470,3 +470,40 @@ flowRules:
 		t.Errorf("reload failed: %v", ev)
 	}
 }
+
+// TestFlowDryRunIsLogged: issue 3 asks that a dryRun rule's would-be block
+// be logged as well as counted (like nginx's "limiting requests, dry run"
+// lines). With count 5 a minute, 8 calls make 3 would-be blocks: each must
+// appear in the log (at debug level, as real blocks do) with the resource
+// and reason dryrun, and every call must pass.
+func TestFlowDryRunIsLogged(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /dry
+    upstream: up
+    resource: dry
+flowRules:
+  - resource: dry
+    count: 5
+    statIntervalMs: 60000
+    dryRun: true
+`), "-log-level", "debug")
+	for i := 0; i < 8; i++ {
+		if resp, _ := get(t, g.URL+"/dry"); resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d, want 200 (dryRun never blocks)", i, resp.StatusCode)
+		}
+	}
+	if m := admScrape(t, g)[`sluice_blocked_total{reason="dryrun",resource="dry"}`]; m != 3 {
+		t.Errorf(`sluice_blocked_total{reason="dryrun",resource="dry"} = %v, want 3`, m)
+	}
+	logged := 0
+	for _, ev := range g.logs.events("") {
+		if ev["reason"] == "dryrun" && ev["resource"] == "dry" {
+			logged++
+		}
+	}
+	if logged != 3 {
+		t.Errorf("%d log events with resource dry and reason dryrun, want 3 (one per would-be block)", logged)
+	}
+}
