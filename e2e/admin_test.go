@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -206,10 +207,9 @@ func TestAdminMetricsAndStatsMatchTheLoad(t *testing.T) {
 	const slowFor = 200 * time.Millisecond
 	// The upstream notes when the first request arrived, which ties the
 	// loadgen's clock (hit.sent) to this process's.
-	var firstOnce sync.Once
-	var firstAt time.Time
+	var firstAt atomic.Int64 // Unix ns
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		firstOnce.Do(func() { firstAt = time.Now() })
+		firstAt.CompareAndSwap(0, time.Now().UnixNano())
 		if r.URL.Path == "/slow" {
 			time.Sleep(slowFor)
 		}
@@ -303,7 +303,7 @@ flowRules:
 		t.Fatalf("statuses: q %v, slow %v; want only 200/429 for q and 200 for slow", qst, slowst)
 	}
 	// offset turns this process's time into the loadgen's: sent = t - offset.
-	offset := firstAt.Sub(start) - first.sent
+	offset := time.Unix(0, firstAt.Load()).Sub(start) - first.sent
 
 	// --- /api/resources during the load, against the client's own counts ---
 	//
