@@ -471,6 +471,90 @@ flowRules:
 	}
 }
 
+// TestFlowConcurrencyAcrossReloads: a concurrency rule of 3 in front of a
+// 200 ms upstream while another rule is edited 4 times under load: the
+// upstream never sees more than 3 at once, and afterwards nothing is left
+// counted (lost releases would block forever; double ones let more through).
+func TestFlowConcurrencyAcrossReloads(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		fmt.Fprint(w, "slow")
+	})
+	rules := func(other int) string {
+		return rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /c
+    upstream: up
+    resource: c
+  - path: /other
+    upstream: up
+    resource: other
+flowRules:
+  - resource: c
+    grade: concurrency
+    count: 3
+  - resource: other
+    count: %d
+`, other))
+	}
+	g := startGateway(t, rules(100))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= 4; i++ {
+			time.Sleep(400 * time.Millisecond)
+			g.writeRules(rules(100 + i))
+		}
+	}()
+	res := run(t, load{Rate: 100, Duration: 2 * time.Second, Targets: []target{to(g.URL + "/c")}})
+	<-done
+	res.checkLag(t)
+	flOnly200And429(t, "concurrency across reloads", res)
+	reqs, maxIn := up.stats()
+	t.Logf("concurrency 3 under 4 reloads: statuses %v, upstream %d requests, max in flight %d, reloads logged %d",
+		res.statuses(), reqs, maxIn, len(g.logs.events("rules loaded")))
+	if maxIn > 3 {
+		t.Errorf("upstream saw %d in flight, over count 3", maxIn)
+	}
+	if n := len(g.logs.events("rules loaded")); n < 5 {
+		t.Errorf("%d rules loaded events, want the first and 4 reloads", n)
+	}
+	key := `sluice_concurrency{resource="c"}`
+	deadline := time.Now().Add(2 * time.Second)
+	for admScrape(t, g)[key] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v after the load ended, want 0", key, admScrape(t, g)[key])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// 6 at once: exactly 3 pass if the rule's count came back to 0.
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Second) // the 3 that pass still hold their slots when the rest arrive
+		fmt.Fprint(w, "slow")
+	})
+	codes := make(chan int, 6)
+	for i := 0; i < 6; i++ {
+		go func() {
+			resp, err := http.Get(g.URL + "/c")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	ok := 0
+	for i := 0; i < 6; i++ {
+		if <-codes == 200 {
+			ok++
+		}
+	}
+	if ok != 3 {
+		t.Errorf("6 parallel calls after the reloads: %d passed, want 3", ok)
+	}
+}
+
 // TestFlowDryRunIsLogged: issue 3 asks that a dryRun rule's would-be block
 // be logged as well as counted (like nginx's "limiting requests, dry run"
 // lines). With count 5 a minute, 8 calls make 3 would-be blocks: each must
