@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"sluice/config"
+)
+
+// FuzzSources: whatever the headers, query, cookies, X-Forwarded-For,
+// RemoteAddr and Host of a request, reading any source never panics, a
+// found value is never empty and always comes from the request, and the
+// `ip` of a peer that is not a trusted proxy is the peer itself whatever
+// X-Forwarded-For says (a client cannot pick its own limit key).
+//
+// CI runs the seeds; run it for real with
+//
+//	go test -run '^$' -fuzz FuzzSources -fuzztime 5m ./proxy/
+func FuzzSources(f *testing.F) {
+	seeds := []struct {
+		name, hval, query, cookie, xff, remote, host, param, trusted string
+	}{
+		{"X-Origin", "app-a", "id=42&id=43", "sid=abc; other=1", "", "1.2.3.4:5", "example.com:8080", "7", ""},
+		{"id", "", "a=1&id=a%20b+c", `id="quoted"`, "203.0.113.9, 10.0.0.1", "10.1.2.3:4", "[::1]:80", "x", "10.0.0.0/8"},
+		{"q", "v", "q=%zz&q=%", "q=", "garbage, 10.0.0.1", "10.0.0.2:1", "", "", "10.0.0.0/8"},
+		{"Cookie", "a=b", "%71=1", ";;=;q", "::ffff:1.2.3.4", "[::ffff:10.0.0.1]:9", "h", "%2F", "::ffff:10.0.0.0/104"},
+		{"a", "b", "&&&=&=", "a=b;a=c", ",,, ,\n1.1.1.1", "[fe80::1%eth0]:80", "[", "a", "0.0.0.0/0"},
+		{"x", "y", "x", "x", "1.1.1.1", "no-port", "::1", "p", "::/0"},
+		{"x", "y", "", "", "6.6.6.6", "", "", "", "not a cidr"},
+		{"x", "y", "", "", "", "[::1", "]", "", "1.2.3.4"},
+	}
+	for _, s := range seeds {
+		f.Add(s.name, s.hval, s.query, s.cookie, s.xff, s.remote, s.host, s.param, s.trusted)
+	}
+	f.Fuzz(func(t *testing.T, name, hval, query, cookie, xff, remote, host, param, trusted string) {
+		var tr []string
+		if trusted != "" {
+			tr = strings.Split(trusted, ",")
+		}
+		s, err := newSources(tr)
+		if err != nil {
+			return // config validation refuses what newSources refuses
+		}
+		r := &http.Request{
+			Method:     "GET",
+			URL:        &url.URL{Path: "/", RawQuery: query},
+			Header:     http.Header{},
+			RemoteAddr: remote,
+			Host:       host,
+		}
+		hname := textproto.CanonicalMIMEHeaderKey(name)
+		if hname != "" {
+			r.Header[hname] = []string{hval}
+		}
+		if cookie != "" {
+			r.Header["Cookie"] = []string{cookie}
+		}
+		if xff != "" {
+			r.Header["X-Forwarded-For"] = strings.Split(xff, "\n")
+		}
+		rc := chi.NewRouteContext()
+		rc.URLParams.Add(name, param)
+		r = r.WithContext(context.WithValue(context.Background(), chi.RouteCtxKey, rc))
+
+		for _, src := range []config.Source{
+			{Kind: config.SourceHeader, Name: hname},
+			{Kind: config.SourceQuery, Name: name},
+			{Kind: config.SourceCookie, Name: name},
+			{Kind: config.SourcePath, Name: name},
+			{Kind: config.SourceHost},
+			{Kind: config.SourceIP},
+		} {
+			v, ok := s.value(r, src)
+			if !ok {
+				if v != "" {
+					t.Fatalf("%v: not found but value %q", src, v)
+				}
+				continue
+			}
+			if v == "" {
+				t.Fatalf("%v: found an empty value", src)
+			}
+			if !fromRequest(s, r, src, v) {
+				t.Fatalf("%v = %q does not come from the request %+v", src, v, r)
+			}
+		}
+		// Reading a header or the host is allocation-free whatever the
+		// input. (Unescaping a query or cookie value may allocate, and so
+		// does an ip whose peer or X-Forwarded-For hop is not an address:
+		// netip.ParseAddr builds an error.)
+		for _, src := range []config.Source{{Kind: config.SourceHeader, Name: hname}, {Kind: config.SourceHost}} {
+			if n := testing.AllocsPerRun(1, func() { s.value(r, src) }); n > 0 {
+				t.Fatalf("%v allocates %v times", src, n)
+			}
+		}
+	})
+}
+
+// fromRequest is the oracle: could v have been read from r for src?
+func fromRequest(s *sources, r *http.Request, src config.Source, v string) bool {
+	switch src.Kind {
+	case config.SourceHeader:
+		return r.Header[src.Name][0] == v
+	case config.SourceQuery:
+		for _, kv := range strings.Split(r.URL.RawQuery, "&") {
+			_, val, _ := strings.Cut(kv, "=")
+			if u, err := url.QueryUnescape(val); val == v || err == nil && u == v {
+				return true
+			}
+		}
+		return false
+	case config.SourceCookie:
+		return strings.Contains(strings.Join(r.Header["Cookie"], ";"), v)
+	case config.SourcePath:
+		return chi.URLParamFromCtx(r.Context(), src.Name) == v
+	case config.SourceHost:
+		return strings.Contains(r.Host, v)
+	case config.SourceIP:
+		peer := hostOnly(r.RemoteAddr)
+		if !s.peerTrusted(r) {
+			return v == peer // the spoofing property
+		}
+		if v == peer {
+			return true
+		}
+		if _, err := netip.ParseAddr(v); err != nil {
+			return false
+		}
+		for _, line := range r.Header["X-Forwarded-For"] {
+			for _, part := range strings.Split(line, ",") {
+				if strings.TrimSpace(part) == v {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return false
+}
