@@ -6,11 +6,14 @@ import (
 
 // Short JSON bodies for answers the gateway gives itself (not the upstream's).
 var (
-	bodyNotFound    = []byte(`{"error":"no route"}` + "\n")
-	bodyNotAllowed  = []byte(`{"error":"method not allowed"}` + "\n")
-	bodyBadGateway  = []byte(`{"error":"upstream unreachable"}` + "\n")
-	bodyTimeout     = []byte(`{"error":"upstream timeout"}` + "\n")
-	bodyUnavailable = []byte(`{"error":"no rules loaded"}` + "\n")
+	bodyNotFound      = []byte(`{"error":"no route"}` + "\n")
+	bodyNotAllowed    = []byte(`{"error":"method not allowed"}` + "\n")
+	bodyBadGateway    = []byte(`{"error":"upstream unreachable"}` + "\n")
+	bodyTimeout       = []byte(`{"error":"upstream timeout"}` + "\n")
+	bodyUnavailable   = []byte(`{"error":"no rules loaded"}` + "\n")
+	bodyBadBody       = []byte(`{"error":"bad request body"}` + "\n")
+	bodyClientTimeout = []byte(`{"error":"request body timeout"}` + "\n")
+	bodyBadPath       = []byte(`{"error":"bad request path"}` + "\n")
 )
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

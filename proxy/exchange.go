@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"sluice/config"
 )
@@ -20,7 +22,39 @@ type exchange struct {
 	status     int
 	failed     bool // transport failure or timeout
 	clientGone bool
+	body       *clientBody // the request body as forwarded; nil: none
 }
+
+// clientBody wraps a request body to tell a client's broken or abandoned
+// upload (the client's fault) from an upstream failure. It is its own
+// allocation, not part of the pooled exchange, because ReverseProxy's
+// Transport may still read it after the handler returned.
+type clientBody struct {
+	rc     io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error { return b.rc.Close() }
+
+// watchBody routes r's body through ex.body (requests with a body only).
+func (e *exchange) watchBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	e.body = &clientBody{rc: r.Body}
+	r.Body = e.body
+}
+
+// bodyFailed reports whether reading the client's body failed.
+func (e *exchange) bodyFailed() bool { return e.body != nil && e.body.failed.Load() }
 
 var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 

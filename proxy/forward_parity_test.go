@@ -444,3 +444,67 @@ func TestForwarderOverrideRejectsUnknown(t *testing.T) {
 		t.Fatalf("Load with forwarder turbo: %v, want an error naming it", err)
 	}
 }
+
+// TestClientFaultsAreNotUpstreamErrors: a broken chunked body and a client
+// that hangs up mid-upload get 400 (or nothing) on both forwarders and are
+// not counted as upstream errors; a path with dot segments is refused.
+func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			c := &counter{}
+			cfg, err := config.Parse("c.yaml", []byte(fmt.Sprintf(
+				"upstreams:\n  up:\n    targets: [%q]\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", up.URL)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(string) proxy.Observer { return c }})
+			if err := g.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(g)
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			raw := func(req string, hangUp bool) int {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				io.WriteString(conn, req)
+				if hangUp {
+					conn.(*net.TCPConn).CloseWrite()
+				}
+				conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					return 0
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if st := raw("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false); st != 400 {
+				t.Errorf("broken chunked body: %d, want 400", st)
+			}
+			// Known length, cut short (the fast path reads it whole).
+			if st := raw("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly a little", true); st != 400 && st != 0 {
+				t.Errorf("upload cut short: %d, want 400 or nothing", st)
+			}
+			for _, p := range []string{"/a/../b", "/a/%2e%2e/b", "/a/..%2fb", "/a/./b"} {
+				if st := raw("GET "+p+" HTTP/1.1\r\nHost: x\r\n\r\n", false); st != 400 {
+					t.Errorf("GET %s: %d, want 400", p, st)
+				}
+			}
+			if st := raw("GET /a/..b/.c HTTP/1.1\r\nHost: x\r\n\r\n", false); st != 200 {
+				t.Errorf("GET /a/..b/.c (no dot segment): %d, want 200", st)
+			}
+			if _, errs := c.counts(); errs != 0 {
+				t.Errorf("%d upstream errors counted for client faults, want 0", errs)
+			}
+		})
+	}
+}

@@ -92,10 +92,24 @@ func (w debugWriter) Write(p []byte) (int, error) {
 }
 
 // upstreamFailed answers a transport failure: 504 when the route timeout
-// expired, 502 otherwise, nothing when the client itself went away.
+// expired, 502 otherwise, nothing when the client itself went away. A
+// failure to read the client's own body is the client's: 408 for a body
+// that did not arrive in time, 400 otherwise, and no upstream error.
 func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerolog.Logger) {
 	ex, _ := w.(*exchange)
 	if ex != nil {
+		if ex.bodyFailed() {
+			log.Debug().Err(err).Str("path", r.URL.Path).Msg("client body failed")
+			// Answered even if the client seems gone: one that only
+			// half-closed is still reading, and an answer costs nothing.
+			ex.clientGone = ex.clientCtx.Err() != nil
+			if isTimeout(err) {
+				writeJSON(w, http.StatusRequestTimeout, bodyClientTimeout)
+			} else {
+				writeJSON(w, http.StatusBadRequest, bodyBadBody)
+			}
+			return
+		}
 		ex.failed = true
 		if ex.clientCtx.Err() != nil {
 			ex.clientGone = true

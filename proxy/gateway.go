@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +111,29 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
 		return
 	}
+	if hasDotSegment(r.URL.Path) {
+		writeJSON(w, http.StatusBadRequest, bodyBadPath)
+		return
+	}
 	s.router.ServeHTTP(w, r)
+}
+
+// hasDotSegment reports a "." or ".." path segment (after unescaping, so
+// %2e%2e and ..%2f count too). Such a path could match one route here and
+// be cleaned into another route's path by the upstream, escaping the first
+// route's rules, so it is refused rather than forwarded.
+func hasDotSegment(p string) bool {
+	if !strings.Contains(p, "/.") {
+		return false
+	}
+	for p != "" {
+		var seg string
+		seg, p, _ = strings.Cut(p, "/")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // newTransport is tuned for a gateway: many idle keep-alive connections per

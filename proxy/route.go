@@ -118,6 +118,10 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for ; dry > 0; dry-- {
 		rt.obs.DryRun()
+		if e := s.log.Debug(); e.Enabled() {
+			e.Str("resource", rt.resource).Str("origin", origin).Str("reason", limiter.ReasonDryRun.String()).
+				Msg("would block (dryRun)")
+		}
 	}
 	if fv.HasQuota && s.rateLimitHeaders {
 		setRateLimit(ex.Header(), &fv.Quota)
@@ -136,6 +140,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, origin string) {
 	s := rt.snap
 	fwd := rt.forwarderFor(r)
+	ex.watchBody(r)
 	finished := false
 	defer func() {
 		end := s.clock()
