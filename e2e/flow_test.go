@@ -591,3 +591,45 @@ flowRules:
 		t.Errorf("%d log events with resource dry and reason dryrun, want 3 (one per would-be block)", logged)
 	}
 }
+
+// TestFlowThrottleRetryAfter: a throttle rule of one call every 2 s with a
+// 500 ms queue. The second call would wait 2 s, past the queue, so it is
+// blocked, and Retry-After says when the queue will take it: 1.5 s, rounded
+// up to 2. RateLimit's t is never later than Retry-After. The RateLimit-Policy
+// check fails until proxy/block.go renders a fractional count as whole calls
+// over a longer window.
+func TestFlowThrottleRetryAfter(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /slow-lane
+    upstream: up
+    resource: lane
+flowRules:
+  - resource: lane
+    count: 0.5
+    controlBehavior: throttle
+    maxQueueingTimeMs: 500
+`))
+	if resp, _ := get(t, g.URL+"/slow-lane"); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d, want 200", resp.StatusCode)
+	}
+	resp, _ := get(t, g.URL+"/slow-lane")
+	if resp.StatusCode != 429 || resp.Header.Get("X-Sluice-Blocked") != "flow" {
+		t.Fatalf("second call: %d X-Sluice-Blocked %q, want 429 flow", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+	}
+	ra := resp.Header.Get("Retry-After")
+	if ra != "2" {
+		t.Errorf("Retry-After = %q, want 2 (the queue has room again in 1.5 s)", ra)
+	}
+	var tsec int
+	if _, err := fmt.Sscanf(resp.Header.Get("RateLimit"), `"lane";r=0;t=%d`, &tsec); err != nil || tsec > 2 {
+		t.Errorf("RateLimit = %q, want r=0 and t <= Retry-After", resp.Header.Get("RateLimit"))
+	}
+	t.Logf("blocked: Retry-After %s, RateLimit %s, RateLimit-Policy %s", ra, resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+	// The draft's quota is a whole number: half a call a second is one call
+	// in 2 s, not q=0 (which tells a client nothing may ever pass).
+	if p := resp.Header.Get("RateLimit-Policy"); p != `"lane";q=1;w=2` {
+		t.Errorf(`RateLimit-Policy = %s, want "lane";q=1;w=2 for count 0.5 a second`, p)
+	}
+}
