@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -161,10 +162,30 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-func (s *Server) resources(w http.ResponseWriter, _ *http.Request) {
-	stats := s.opts.Stats()
+// resources serves the numbers now; ?origins=N lists the N most active
+// origins per resource (default 50, "all" for every tracked one).
+func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
+	shown := defaultOriginsShown
+	switch q := r.URL.Query().Get("origins"); q {
+	case "":
+	case "all":
+		shown = -1
+	default:
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "admin: origins must be a number from 0 or \"all\"")
+			return
+		}
+		shown = n
+	}
+	// A copy: Stats may hand out slices it keeps.
+	stats := slices.Clone(s.opts.Stats())
 	if stats == nil {
 		stats = []ResourceStats{}
+	}
+	for i := range stats {
+		stats[i].OriginsTotal = len(stats[i].Origins)
+		stats[i].Origins = topOrigins(slices.Clone(stats[i].Origins), shown)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		At        int64           `json:"at"`

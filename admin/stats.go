@@ -1,5 +1,11 @@
 package admin
 
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
 // NodeStats are one statistics node's numbers now, as the limiter's windows
 // see them.
 type NodeStats struct {
@@ -24,4 +30,32 @@ type ResourceStats struct {
 	NodeStats
 	Origins   []NamedStats `json:"origins"`
 	Entrances []NamedStats `json:"entrances"`
+	// OriginsTotal is how many origins the limiter tracks for the resource;
+	// /api/resources sets it and lists only the most active of them in
+	// Origins (Stats callers may leave it 0).
+	OriginsTotal int `json:"originsTotal"`
+}
+
+// defaultOriginsShown is how many origins per resource /api/resources lists
+// unless ?origins= asks otherwise: the limiter tracks up to 10,000, and the
+// dashboard polls every second, so a flood of distinct origins must not turn
+// each poll into megabytes and a 10,000-row table.
+const defaultOriginsShown = 50
+
+// topOrigins sorts origins by activity (pass+block, then in flight, then
+// name) and keeps the first n; n < 0 keeps all. It sorts in place.
+func topOrigins(origins []NamedStats, n int) []NamedStats {
+	slices.SortStableFunc(origins, func(a, b NamedStats) int {
+		if c := cmp.Compare(b.PassQps+b.BlockQps, a.PassQps+a.BlockQps); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Concurrency, a.Concurrency); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if n >= 0 && len(origins) > n {
+		origins = origins[:n]
+	}
+	return origins
 }

@@ -82,7 +82,9 @@ function showResources(data) {
   for (const r of data.resources) {
     const c = card(r.resource);
     for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
-    c.detail.replaceChildren(nodeTable("origin", r.origins) || "", nodeTable("entrance", r.entrances) || "");
+    const more = r.originsTotal > (r.origins || []).length ?
+      el("p", { class: "empty" }, "the " + r.origins.length + " most active of " + r.originsTotal + " origins") : "";
+    c.detail.replaceChildren(nodeTable("origin", r.origins) || "", more, nodeTable("entrance", r.entrances) || "");
     if (!c.detail.children.length) c.detail.append(el("p", { class: "empty" }, "no origins or entrances recorded"));
   }
 }
