@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hdHoldRequests starts n requests to url, each on its own connection, and
+// returns a channel that yields each one's status (0: transport error).
+func hdHoldRequests(url string, n int) <-chan int {
+	out := make(chan int, n)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for range n {
+		go func() {
+			resp, err := client.Get(url)
+			if err != nil {
+				out <- 0
+				return
+			}
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				out <- 0
+				return
+			}
+			out <- resp.StatusCode
+		}()
+	}
+	return out
+}
+
+// hdWaitInFlight polls until the upstream has n calls in flight.
+func hdWaitInFlight(t *testing.T, up *upstream, n int64) {
+	t.Helper()
+	admEventually(t, 5*time.Second, fmt.Sprintf("%d calls in flight at the upstream", n), func() bool {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		return up.inFlight >= n
+	})
+}
+
+// TestShutdownDrainsInFlight: SIGTERM while 20 slow requests are in flight
+// and a closed-loop load keeps coming: the listener closes at once (new
+// connections are refused), every request in flight at SIGTERM gets its
+// 200, no client ever gets a 5xx, and the process exits 0 within the drain
+// timeout.
+func TestShutdownDrainsInFlight(t *testing.T) {
+	const inFlight = 20
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(time.Second)
+		}
+		io.WriteString(w, "ok")
+	})
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /slow
+    upstream: up
+  - path: /fast
+    upstream: up
+`), "-drain-timeout", "5s")
+
+	// Background load: 4 closed-loop clients until the gateway is gone.
+	var bad, ok, refused atomic.Int64
+	stopLoad := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second}
+			for {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				resp, err := client.Get(g.URL + "/fast")
+				if err != nil {
+					refused.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok.Add(1)
+				} else {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+
+	held := hdHoldRequests(g.URL+"/slow", inFlight)
+	hdWaitInFlight(t, up, inFlight)
+	sent := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// New connections are refused soon after the signal.
+	admEventually(t, 2*time.Second, "new connections refused after SIGTERM", func() bool {
+		c, err := net.DialTimeout("tcp", hdAddr(g.URL), 200*time.Millisecond)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	refusedAt := time.Since(sent)
+
+	statuses := map[int]int{}
+	for range inFlight {
+		statuses[<-held]++
+	}
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway did not exit within 10 s of SIGTERM")
+	}
+	exited := time.Since(sent)
+	close(stopLoad)
+	wg.Wait()
+
+	t.Logf("SIGTERM: refusing new connections after %v, exit after %v (%v); in flight at SIGTERM: %v; background load: %d ok, %d non-200, %d refused/failed",
+		refusedAt.Round(time.Millisecond), exited.Round(time.Millisecond), g.exitErr, statuses, ok.Load(), bad.Load(), refused.Load())
+	if statuses[200] != inFlight {
+		t.Errorf("requests in flight at SIGTERM: %v, want all %d to get 200", statuses, inFlight)
+	}
+	if g.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", g.exitErr)
+	}
+	if exited > 5*time.Second {
+		t.Errorf("exit took %v, over the 5 s drain timeout", exited)
+	}
+	if bad.Load() != 0 {
+		t.Errorf("%d background requests got a status other than 200 during shutdown", bad.Load())
+	}
+	if g.logs.find("stopped", 0) == nil {
+		t.Errorf("no \"stopped\" log after a clean drain")
+	}
+}
+
+// TestShutdownDrainTimeout: requests that outlast the drain timeout are cut,
+// and the process still exits 0 promptly.
+func TestShutdownDrainTimeout(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	g := startGateway(t, fmt.Sprintf(`upstreams:
+  up:
+    targets: [%q]
+    timeout: 60s
+routes:
+  - path: /hang
+    upstream: up
+`, up.URL), "-drain-timeout", "1s")
+	held := hdHoldRequests(g.URL+"/hang", 3)
+	hdWaitInFlight(t, up, 3)
+	sent := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway did not exit within 10 s of SIGTERM")
+	}
+	exited := time.Since(sent)
+	if g.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", g.exitErr)
+	}
+	if exited > 3*time.Second {
+		t.Errorf("exit took %v with a 1 s drain timeout", exited)
+	}
+	for range 3 {
+		if s := <-held; s == 200 {
+			t.Errorf("a request that outlasted the drain got 200")
+		}
+	}
+	if g.logs.find("drain timeout", 0) == nil {
+		t.Errorf("no drain-timeout warning logged")
+	}
+	t.Logf("exit after %v with a 1 s drain timeout", exited.Round(time.Millisecond))
+}
