@@ -422,17 +422,45 @@ func report(o options, targets []string, results map[string][]result) {
 	}
 	tw.Flush()
 	fmt.Println()
-	fmt.Printf("ratios of median requests/s (%d rounds):\n", o.rounds)
+	// Ratios are taken within each round (the targets of a round ran
+	// back to back, under the same background load), then the median.
+	ratio := func(size int, a, b string, f func(result) float64) (float64, bool) {
+		ra, rb := results[fmt.Sprintf("%s/%d", a, size)], results[fmt.Sprintf("%s/%d", b, size)]
+		var v []float64
+		for i := range min(len(ra), len(rb)) {
+			if d := f(rb[i]); d > 0 {
+				v = append(v, f(ra[i])/d)
+			}
+		}
+		if len(v) == 0 {
+			return 0, false
+		}
+		sort.Float64s(v)
+		return v[len(v)/2], true
+	}
+	cpu := func(r result) float64 { return r.cpuPerReq }
+	fmt.Printf("ratios (median over %d rounds of the same-round ratio):\n", o.rounds)
 	for _, size := range o.sizes {
-		get := func(name string) float64 { return median(fmt.Sprintf("%s/%d", name, size), rps) }
-		line := fmt.Sprintf("  %6dB  fast/bare %.2fx  standard/bare %.2fx  fast/standard %.2fx",
-			size, get("sluice-fast")/get("bare-reverseproxy"), get("sluice-standard")/get("bare-reverseproxy"),
-			get("sluice-fast")/get("sluice-standard"))
-		if n := get("nginx-limit_req"); n > 0 {
-			line += fmt.Sprintf("  fast/nginx %.2fx  standard/nginx %.2fx", get("sluice-fast")/n, get("sluice-standard")/n)
+		line := fmt.Sprintf("  %6dB  requests/s:", size)
+		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-standard", "bare-reverseproxy"},
+			{"sluice-fast", "nginx-limit_req"}, {"sluice-standard", "nginx-limit_req"}} {
+			if r, ok := ratio(size, p[0], p[1], rps); ok {
+				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
+			}
+		}
+		line += "   CPU per request:"
+		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-fast", "nginx-limit_req"}} {
+			if r, ok := ratio(size, p[0], p[1], cpu); ok {
+				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
+			}
 		}
 		fmt.Println(line)
 	}
+}
+
+func short(target string) string {
+	return map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
+		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx"}[target]
 }
 
 func sluiceRules(upURL, mode string) string {
