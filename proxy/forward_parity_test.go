@@ -508,3 +508,20 @@ func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestForwarderEnvOverride: SLUICE_FORWARDER is read by New and, when
+// invalid, fails every Load with an error naming it.
+func TestForwarderEnvOverride(t *testing.T) {
+	cfg, err := config.Parse("x.yaml", []byte("upstreams:\n  up:\n    targets: [\"http://127.0.0.1:1\"]\nroutes:\n  - path: /\n    upstream: up\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(proxy.EnvForwarder, "bogus")
+	if err := proxy.New(proxy.Deps{Log: zerolog.Nop()}).Load(cfg); err == nil || !strings.Contains(err.Error(), proxy.EnvForwarder) {
+		t.Fatalf("Load with %s=bogus: %v, want an error naming the variable", proxy.EnvForwarder, err)
+	}
+	t.Setenv(proxy.EnvForwarder, "standard")
+	if err := proxy.New(proxy.Deps{Log: zerolog.Nop()}).Load(cfg); err != nil {
+		t.Fatalf("Load with %s=standard: %v", proxy.EnvForwarder, err)
+	}
+}
