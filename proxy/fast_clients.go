@@ -88,8 +88,12 @@ func newHostClient(u *url.URL) *fasthttp.HostClient {
 	return &fasthttp.HostClient{
 		Addr:  addr,
 		IsTLS: u.Scheme == "https",
+		// net.Dialer like the standard Transport's (5 s, TCP keep-alive),
+		// not fasthttp's default dialer, whose DNS cache runs a goroutine
+		// for the life of the process.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return fasthttp.DialTimeout(addr, min(timeout, 5*time.Second))
+			d := net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
+			return d.Dial("tcp", addr)
 		},
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,
