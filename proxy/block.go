@@ -87,12 +87,13 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 // per response instead of four.
 func setRateLimit(h http.Header, q *limiter.Quota) {
 	var buf [256]byte
+	limit, window := wholeQuota(q.Limit, q.Window)
 	b := append(buf[:0], '"')
 	b = append(b, q.Policy...)
 	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, int64(q.Limit), 10)
+	b = strconv.AppendInt(b, limit, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(q.Window), 10)
+	b = strconv.AppendInt(b, ceilSeconds(window), 10)
 	split := len(b)
 	b = append(b, '"')
 	b = append(b, q.Policy...)
@@ -105,6 +106,23 @@ func setRateLimit(h http.Header, q *limiter.Quota) {
 	v[0], v[1] = s[:split], s[split:]
 	h["Ratelimit-Policy"] = v[0:1:1]
 	h["Ratelimit"] = v[1:2:2]
+}
+
+// wholeQuota states a fractional count as whole calls over a longer window
+// (0.5 per 1 s is 1 per 2 s): the draft's quota is an integer, and q=0
+// would tell clients that nothing may ever pass. It looks for the smallest
+// multiple up to 1000 that is whole; past that the count is rounded.
+func wholeQuota(limit float64, window time.Duration) (int64, time.Duration) {
+	if limit <= 0 {
+		return 0, window
+	}
+	for k := 1; k <= 1000; k++ {
+		x := limit * float64(k)
+		if r := math.Round(x); r >= 1 && math.Abs(x-r) <= 1e-9*x {
+			return int64(r), window * time.Duration(k)
+		}
+	}
+	return max(int64(math.Round(limit*1000)), 1), window * 1000
 }
 
 // ceilSeconds rounds d up to whole seconds (Retry-After may never promise

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestForwarderChoice pins which requests each mode sends where.
@@ -71,6 +72,26 @@ func TestIsEventStream(t *testing.T) {
 	} {
 		if got := isEventStream([]byte(ct)); got != want {
 			t.Errorf("isEventStream(%q) = %v", ct, got)
+		}
+	}
+}
+
+func TestWholeQuota(t *testing.T) {
+	for _, c := range []struct {
+		limit      float64
+		window     time.Duration
+		wantQ      int64
+		wantWindow time.Duration
+	}{
+		{100, time.Second, 100, time.Second},
+		{0.5, time.Second, 1, 2 * time.Second},
+		{0.3, time.Second, 3, 10 * time.Second},
+		{2.5, 10 * time.Second, 5, 20 * time.Second},
+		{0, time.Second, 0, time.Second},
+	} {
+		q, w := wholeQuota(c.limit, c.window)
+		if q != c.wantQ || w != c.wantWindow {
+			t.Errorf("wholeQuota(%v, %v) = %d, %v; want %d, %v", c.limit, c.window, q, w, c.wantQ, c.wantWindow)
 		}
 	}
 }
