@@ -408,7 +408,9 @@ func TestHardeningClientsDisconnect(t *testing.T) {
 	if resp, body := get(t, g.URL+"/stream/after"); resp.StatusCode != 200 || body != "ok" {
 		t.Errorf("after the disconnects: %d %q, want 200 ok (a leaked slot would give 429)", resp.StatusCode, body)
 	}
+	upMu.Lock()
 	t.Logf("upstream saw %d truncated uploads", upErrs)
+	upMu.Unlock()
 	hdHealthy(t, g)
 }
 

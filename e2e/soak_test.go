@@ -52,10 +52,10 @@ func hdSampleProcess(g *gateway) (hdSample, error) {
 	return s, nil
 }
 
-// hdMedian is the sample with the median RSS and the median goroutine count
-// of a window (a single instant can catch a GC cycle or a burst of
-// connections).
-func hdMedian(ss []hdSample) hdSample {
+// hdSettled is a window's median RSS (a single instant can catch a GC
+// cycle) and its fewest goroutines (the count moves with the connections in
+// flight at the instant; a leak raises the floor).
+func hdSettled(ss []hdSample) hdSample {
 	if len(ss) == 0 {
 		return hdSample{}
 	}
@@ -66,7 +66,7 @@ func hdMedian(ss []hdSample) hdSample {
 	}
 	sort.Slice(r, func(i, j int) bool { return r[i] < r[j] })
 	sort.Float64s(gs)
-	return hdSample{r[len(r)/2], gs[len(gs)/2]}
+	return hdSample{r[len(r)/2], gs[0]}
 }
 
 // TestSoakLoadWhileReloading: a steady 400 req/s against a qps-300 rule with
@@ -149,7 +149,7 @@ flowRules:
 	}
 	st := res.statuses()
 	other := len(res.hits) - st[200] - st[429]
-	start, end := hdMedian(early), hdMedian(late)
+	start, end := hdSettled(early), hdSettled(late)
 	ok, failed := len(g.logs.events("rules loaded")), len(g.logs.events("reload failed"))
 	t.Logf("soak %v: %d requests (%v), other than 200/429: %d; %d rewrites -> reloads ok %d, failed %d; "+
 		"RSS %d kB -> %d kB (%+.1f%%); goroutines %.0f -> %.0f",
@@ -169,7 +169,9 @@ flowRules:
 	if float64(end.rssKB) > 1.10*float64(start.rssKB) {
 		t.Errorf("RSS grew %d kB -> %d kB, over 10%%", start.rssKB, end.rssKB)
 	}
-	if end.goroutines > 1.10*start.goroutines+10 {
+	// One goroutine leaked per rewrite or per thousand requests would
+	// exceed this even in the short CI run.
+	if end.goroutines > 1.10*start.goroutines+15 {
 		t.Errorf("goroutines grew %.0f -> %.0f", start.goroutines, end.goroutines)
 	}
 }
