@@ -14,15 +14,18 @@ type call struct {
 	key      string
 	spec     *ruleSpec
 	n        int64
+	demand   int64     // calls per second on this window, to size a lease; 0: no lease
 	start    time.Time // when Acquire began: no later than the script's clock read
 	deadline time.Time
 	timer    *time.Timer
 	ok       bool
 	retry    time.Duration // for a block: until the window's next bucket boundary
+	extra    int64         // for a pass: tokens leased besides n
+	leaseFor time.Duration // until the end of the bucket they are counted in
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [2]string
-	args [6]any
+	args [7]any
 }
 
 // batcher takes the first waiting call, then every call already queued behind
@@ -33,7 +36,7 @@ func (s *Service) batcher() {
 	defer s.wg.Done()
 	batch := make([]*call, 0, maxBatch)
 	keys := make([]string, 0, maxBatch+1)
-	args := make([]any, 0, 1+5*maxBatch)
+	args := make([]any, 0, 1+6*maxBatch)
 	for {
 		select {
 		case <-s.quit:
@@ -85,7 +88,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 			continue
 		}
 		keys = append(keys, c.key)
-		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.spec.argv[3])
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.spec.argv[3], c.demand)
 		live = append(live, c)
 	}
 	if len(live) == 0 {
@@ -94,7 +97,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 	// The socket deadlines (Options.Timeout) bound the round trip; callers
 	// queued longer than that have their own timers.
 	res, err := s.scripts.acquire.Run(context.Background(), s.rdb, keys, args...).Int64Slice()
-	if err == nil && len(res) != len(live) {
+	if err == nil && len(res) != 3*len(live) {
 		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
 	}
 	s.report(err, false)
@@ -110,8 +113,11 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		return
 	}
 	for i, c := range live {
-		c.ok = res[i] == 0
-		c.retry = time.Duration(res[i]) * time.Microsecond
+		r := res[3*i : 3*i+3]
+		c.ok = r[0] == 0
+		c.retry = time.Duration(r[0]) * time.Microsecond
+		c.extra = r[1]
+		c.leaseFor = time.Duration(r[2]) * time.Microsecond
 		c.done <- nil
 	}
 	clear(args) // drop references to keys and specs

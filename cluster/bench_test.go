@@ -17,10 +17,26 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem -benchtime=300ms ./cluster
 
+// BenchmarkAcquire: every call passes. With leases, most calls take a
+// leased token (the window stays far from its count); without, every call
+// takes the full write path in Redis, as near the count.
 func BenchmarkAcquire(b *testing.B) {
+	for _, lease := range []bool{true, false} {
+		name := "leased"
+		if !lease {
+			name = "redis"
+		}
+		b.Run(name, func(b *testing.B) { benchAcquire(b, lease) })
+	}
+}
+
+func benchAcquire(b *testing.B, lease bool) {
 	url := redisURL(b)
 	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
-	rule := qpsRule(1e12, config.ThresholdGlobal) // every call passes: the full write path
+	if !lease {
+		s.DisableLeases()
+	}
+	rule := qpsRule(1e12, config.ThresholdGlobal)
 	b.Run("sequential", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -82,8 +98,8 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	ns := "{" + namespace(b) + "}:"
 	keys := []string{ns + "gw", ns + "f:baseline:"}
 	call := func(ctx context.Context) error {
-		// expiry, then count, n, bucket ms, buckets, avgLocal
-		return script.Run(ctx, rdb, keys, "3000", "1e12", 1, "25", "40", "0").Err()
+		// expiry, then count, n, bucket ms, buckets, avgLocal, demand (no lease)
+		return script.Run(ctx, rdb, keys, "3000", "1e12", 1, "25", "40", "0", 0).Err()
 	}
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -170,6 +186,11 @@ func BenchmarkLatency(b *testing.B) {
 	b.Run("service", func(b *testing.B) {
 		runLatency(b, func() error { _, err := s.Acquire(rule, "", 1); return err })
 	})
+	nl := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
+	nl.DisableLeases()
+	b.Run("service-no-lease", func(b *testing.B) {
+		runLatency(b, func() error { _, err := nl.Acquire(rule, "", 1); return err })
+	})
 	opt, _ := redis.ParseURL(url)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
@@ -178,7 +199,7 @@ func BenchmarkLatency(b *testing.B) {
 	keys := []string{ns + "gw", ns + "f:baseline:"}
 	b.Run("baseline", func(b *testing.B) {
 		runLatency(b, func() error {
-			return script.Run(context.Background(), rdb, keys, "3000", "1e12", 1, "25", "40", "0").Err()
+			return script.Run(context.Background(), rdb, keys, "3000", "1e12", 1, "25", "40", "0", 0).Err()
 		})
 	})
 }

@@ -6,10 +6,16 @@ import "github.com/redis/go-redis/v9"
 //
 // KEYS[1] is the namespace's gateway set (member: gateway id, score: last
 // beat in Redis ms); KEYS[2..] are the calls' window hashes. ARGV[1] is the
-// gateway expiry in ms; then 5 per call: count, n, bucket ms, bucket count,
-// avgLocal flag. Returns one number per call: 0 for a pass, else the call
-// is blocked and the number is the µs until the next bucket boundary, before
-// which the window cannot free a token (only an avgLocal gateway joining can).
+// gateway expiry in ms; then 6 per call: count, n, bucket ms, bucket count,
+// avgLocal flag, demand (the caller's calls per second on this window; 0:
+// no lease). Returns three numbers per call: first 0 for a pass, else the
+// call is blocked and the number is the µs until the next bucket boundary,
+// before which the window cannot free a token (only an avgLocal gateway
+// joining can); then, for a pass, the extra tokens leased to the caller
+// (counted now, in the current bucket) and the µs until that bucket ends.
+// A lease is about demand x the time left in the bucket, at most
+// limit/buckets (the window's average per bucket), and only while the window
+// stays at most half full.
 //
 // Writes after TIME need effects replication: the default since Redis 5, and
 // asked for with redis.replicate_commands() on 3.2 and 4 (a no-op on 7).
@@ -30,7 +36,7 @@ local out = {}
 local st = {}
 local order = {}
 for i = 2, #KEYS do
-  local a = (i - 2) * 5 + 2
+  local a = (i - 2) * 6 + 2
   local limit = tonumber(ARGV[a])
   local n = tonumber(ARGV[a + 1])
   local bms = tonumber(ARGV[a + 2])
@@ -78,13 +84,32 @@ for i = 2, #KEYS do
   if s.total + n <= limit then
     s.total = s.total + n
     s.add = s.add + n
+    local x, rem = 0, 0
+    local demand = tonumber(ARGV[a + 5])
+    if demand > 0 then
+      rem = (s.b + 1) * bms * 1000 - nowus
+      if rem > bms * 1000 then rem = bms * 1000 end
+      -- only while the window stays at most half full: unused leased tokens
+      -- are lost, and far from the limit losing some blocks nobody
+      x = math.min(math.floor(demand * rem / 1000000), math.floor(limit / nb), math.floor(limit / 2 - s.total))
+      if x > 0 and rem > 0 then
+        s.total = s.total + x
+        s.add = s.add + x
+      else
+        x, rem = 0, 0
+      end
+    end
     out[#out + 1] = 0
+    out[#out + 1] = x
+    out[#out + 1] = rem
   else
     -- blocked: no bucket can expire before the next bucket boundary
     local r = (s.b + 1) * bms * 1000 - nowus
     if r > bms * 1000 then r = bms * 1000 end
     if r < 1 then r = 1 end
     out[#out + 1] = r
+    out[#out + 1] = 0
+    out[#out + 1] = 0
   end
 end
 -- write each window back once, however many calls of the batch it took

@@ -54,13 +54,15 @@ type Service struct {
 	gwKey   string // namespace's gateway set
 	expiry  string // gateway expiry in ms, as a script argument
 
-	calls  chan *call
-	active atomic.Int64 // Acquire calls in progress
-	blocks blockCache   // windows known to be full, answered without Redis
-	epoch  time.Time    // origin of blockCache's monotonic instants
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	pool   sync.Pool // *call; a call whose caller timed out is never returned
+	calls   chan *call
+	active  atomic.Int64 // Acquire calls in progress
+	blocks  blockCache   // windows known to be full, answered without Redis
+	leases  leaseCache   // tokens counted in Redis for this gateway, used locally
+	noLease bool         // tests only: set before use
+	epoch   time.Time    // origin of blockCache's monotonic instants
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	pool    sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
 	known  atomic.Bool  // a state has been reported; until then up is an assumption
@@ -141,13 +143,25 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	}
 	spec := s.specs.get(rule)
 	start := time.Now()
-	if s.blocks.blocked(spec, key, n, start.Sub(s.epoch)) {
+	at := start.Sub(s.epoch)
+	var demand int64
+	if !s.noLease {
+		var leased bool
+		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
+			return true, nil
+		}
+	}
+	if s.blocks.blocked(spec, key, n, at) {
+		if demand > 0 {
+			s.leases.grant(spec, key, 0, at, at) // asked for nothing after all
+		}
 		return false, nil
 	}
 	c := s.pool.Get().(*call)
 	c.key = spec.prefix + key
 	c.spec = spec
 	c.n = n
+	c.demand = demand
 	c.start = start
 	c.deadline = start.Add(s.opts.Timeout)
 	if s.active.Add(1) == 1 {
@@ -182,14 +196,23 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 }
 
 // finish takes a decided call's outcome, remembers a block until the
-// window's next bucket boundary and recycles c.
+// window's next bucket boundary, or the tokens leased until the bucket's end,
+// and recycles c. Both instants count from the call's start, which precedes
+// the script's clock read, so neither outlives its bucket.
 func (s *Service) finish(c *call, key string, err error) (bool, error) {
 	ok := c.ok
+	start := c.start.Sub(s.epoch)
 	if err == nil && !ok && c.retry > 0 {
-		start := c.start.Sub(s.epoch)
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry)
 	}
-	c.spec, c.key, c.ok, c.retry = nil, "", false, 0
+	if c.demand > 0 {
+		var extra int64
+		if err == nil && ok {
+			extra = c.extra
+		}
+		s.leases.grant(c.spec, key, extra, start, start+c.leaseFor)
+	}
+	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor = nil, "", false, 0, 0, 0, 0
 	s.pool.Put(c)
 	return ok, err
 }

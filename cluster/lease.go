@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+)
+
+// Token leasing. A call that goes to Redis also states its window's recent
+// demand on this gateway (calls per second); if the window has room, the
+// script counts extra tokens for this gateway in the current bucket (about
+// the demand until the bucket's end, at most count/buckets) and says how
+// long until that bucket ends. Calls until then take those tokens locally
+// without a round trip. Every leased token is counted in Redis in the bucket
+// where it is used, since it is used after the script ran and before the
+// bucket ends, so no real interval of statIntervalMs holds more than count
+// passes, as without leasing. A token left unused when its bucket ends is
+// lost: the cluster may then pass a little less than count, never more.
+
+const (
+	// minSample is the shortest stretch over which demand is measured; over
+	// shorter ones the previous estimate stands.
+	minSample = 5 * time.Millisecond
+	// maxLeased bounds leaseCache like blockCache: origins come from requests.
+	maxLeased = 1 << 16
+)
+
+// leaseEntry is one window's lease and demand on this gateway.
+type leaseEntry struct {
+	tokens  int64         // leased and not yet used
+	until   time.Duration // tokens are void from then on (end of their bucket)
+	calls   int64         // calls since since
+	since   time.Duration
+	rate    int64         // calls per second measured over the last sample
+	pending time.Duration // while a lease request is in flight: when it gives up; else 0
+}
+
+// leaseCache holds leased tokens per window. The zero value is ready; it is
+// safe for concurrent use. Instants are on the Service's monotonic timeline.
+type leaseCache struct {
+	mu sync.Mutex
+	m  map[blockKey]*leaseEntry // guarded by mu; at most maxLeased entries
+}
+
+// take uses n leased tokens of spec/origin at now if there are enough.
+// Otherwise the call goes to Redis and demand is what it should ask a lease
+// for (calls per second; 0: ask none, because the demand is unknown or
+// another call's lease request is in flight until giveUp).
+func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand int64) {
+	k := blockKey{spec, origin}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[k]
+	if e == nil {
+		if c.m == nil {
+			c.m = make(map[blockKey]*leaseEntry)
+		}
+		if len(c.m) >= maxLeased {
+			c.sweep(now)
+			if len(c.m) >= maxLeased {
+				return false, 0
+			}
+		}
+		e = &leaseEntry{since: now}
+		c.m[k] = e
+	}
+	e.calls++
+	if now < e.until && e.tokens >= n {
+		e.tokens -= n
+		return true, 0
+	}
+	if dt := now - e.since; dt >= minSample {
+		e.rate = e.calls * int64(time.Second) / int64(dt)
+		e.calls, e.since = 0, now
+	}
+	if e.rate == 0 || now < e.pending {
+		return false, 0
+	}
+	e.pending = giveUp
+	return false, e.rate
+}
+
+// grant records the answer to a lease request made at now: tokens extra
+// tokens usable until the instant until (0 tokens: none granted). It also
+// ends the request, so the next call may ask again.
+func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens int64, now, until time.Duration) {
+	k := blockKey{spec, origin}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[k]
+	if e == nil {
+		return // swept meanwhile: the tokens are lost, which is safe
+	}
+	e.pending = 0
+	if tokens <= 0 || until <= now {
+		return
+	}
+	if e.tokens > 0 && e.until > now && until <= e.until {
+		// Tokens of both leases are usable before both deadlines.
+		e.tokens += tokens
+		e.until = until
+		return
+	}
+	// A later bucket's lease replaces what is left of the earlier one, which
+	// ends sooner anyway; dropping tokens only ever passes less.
+	e.tokens, e.until = tokens, until
+}
+
+// sweep drops entries with no live lease, no request in flight and no call
+// for a second.
+func (c *leaseCache) sweep(now time.Duration) {
+	for k, e := range c.m {
+		if e.until <= now && e.pending <= now && now-e.since > time.Second {
+			delete(c.m, k)
+		}
+	}
+}
