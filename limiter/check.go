@@ -80,6 +80,7 @@ func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool
 
 // tryThrottle takes the next slot of the virtual queue: one atomic word holds
 // when the latest passed call goes, and each call moves it on by its spacing.
+// A slot given up inside the queue (see holes) is taken first.
 func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	o.hasQuota = true
 	o.at = math.MinInt64 // no slot taken
@@ -89,6 +90,15 @@ func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	}
 	spacing := int64(sp + 0.5)
 	maxQ := s.def.maxQueueNs
+	if s.holes.n.Load() > 0 {
+		if at, ok := s.holes.take(now, spacing, maxQ); ok {
+			wait := at - now
+			o.pass, o.at, o.wait = true, at, wait
+			o.reset = int64(perToken)
+			o.remain = throttleRemain(maxQ-wait, perToken)
+			return
+		}
+	}
 	for {
 		last := s.latest.Load()
 		next := last + spacing
@@ -124,9 +134,10 @@ func throttleRemain(room int64, perToken float64) float64 {
 	return math.Floor(float64(room) / perToken)
 }
 
-// undo takes back what try counted for a call entered at enter (the throttle
-// slot only if no later call has queued behind it).
-func (s *keyState) undo(enter, at, n int64) {
+// undo takes back at now what try counted for a call entered at enter. Its
+// throttle slot at moves the queue's tail back if no later call queued behind
+// it, else it becomes a hole for the next call to take.
+func (s *keyState) undo(now, enter, at, n int64) {
 	switch s.def.behavior {
 	case bReject, bWarmUp:
 		s.win.sub(enter, n)
@@ -141,7 +152,10 @@ func (s *keyState) undo(enter, at, n int64) {
 			}
 		}
 		if at != math.MinInt64 {
-			s.latest.CompareAndSwap(at, at-int64(per*float64(n)+0.5))
+			span := int64(per*float64(n) + 0.5)
+			if !s.latest.CompareAndSwap(at, at-span) {
+				s.holes.add(now, at, span)
+			}
 		}
 	case bConcurrency:
 		s.inflight.Add(-n)

@@ -202,7 +202,7 @@ func (c *Checker) relatePasses(r *checkRule, now int64) bool {
 
 // block rolls back what t counted, counts the block and fills in the verdict.
 func (t *Token) block(now int64, v *Verdict, retry int64) {
-	t.undoHeld()
+	t.undoHeld(now)
 	c := t.c
 	c.res.all.addBlock(now, t.n)
 	c.ent.addBlock(now, t.n)
@@ -216,14 +216,14 @@ func (t *Token) block(now int64, v *Verdict, retry int64) {
 	v.RetryAfter = time.Duration(retry)
 }
 
-func (t *Token) undoHeld() {
+func (t *Token) undoHeld(now int64) {
 	for i := t.nheld - 1; i >= 0; i-- {
 		s := t.heldAt(i)
 		at := int64(math.MinInt64)
 		if s == t.slotOf {
 			at = t.slot
 		}
-		s.undo(t.enter, at, t.n)
+		s.undo(now, t.enter, at, t.n)
 		s.unpin()
 	}
 }
@@ -276,7 +276,7 @@ func (t *Token) Cancel(now int64, reason Reason) {
 	if c == nil {
 		return
 	}
-	t.undoHeld()
+	t.undoHeld(now)
 	c.res.all.undoPass(t.enter, t.n)
 	c.ent.undoPass(t.enter, t.n)
 	if t.origin != nil {

@@ -22,7 +22,11 @@
 //     its cold rate still warms up. Warm-up works per statIntervalMs (1 s by
 //     default, as in Sentinel).
 //   - Throttle spacing is in nanoseconds (exact at any rate); a queued call
-//     whose client leaves gives its slot back if nobody queued behind it.
+//     whose client leaves gives its slot back: the queue's tail moves back,
+//     or, with calls queued behind it, the slot is kept as a hole that the
+//     next call fitting it takes (at most 1024 per queue). So clients less
+//     patient than maxQueueingTimeMs cannot leave a queue of empty slots that
+//     forwards nothing.
 //   - relate rules compare the related resource's last-second pass count
 //     (scaled to statIntervalMs) or concurrency with count; controlBehavior
 //     does not apply to them.

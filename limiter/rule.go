@@ -50,6 +50,7 @@ type keyState struct {
 	win      *window      // reject, warmUp, warmUpThrottle: passes
 	warm     *warmState   // warmUp, warmUpThrottle
 	latest   atomic.Int64 // throttle: when the last passed call goes (ns)
+	holes    holes        // throttle: slots given up inside the queue
 	inflight atomic.Int64 // concurrency
 	pins     atomic.Int64 // calls in flight holding it (other-rule LRU)
 	pooled   bool         // lives in an other-rule LRU: pinned while in use

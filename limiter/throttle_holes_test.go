@@ -1,0 +1,137 @@
+package limiter_test
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"sluice/limiter"
+)
+
+// Clients less patient than the queue: count 10/s, maxQueueingTimeMs 5000,
+// 40 calls a second whose clients give up after 1 s in the queue (in arrival
+// order, so each leaver has later calls queued behind it). The slots they
+// give up are taken by new calls, so the queue keeps forwarding count a
+// second, never two calls closer than the spacing. Before, every slot went to
+// the tail 5 s away and nothing was forwarded after the first second.
+func TestThrottleImpatientClientsStillForwarded(t *testing.T) {
+	c := compile(t, throttleRule(10, 5000)).Checker("r", "default")
+	type queued struct {
+		tok   limiter.Token
+		at    int64 // when it would be forwarded
+		leave int64
+	}
+	var waiting []queued
+	var forwarded []int64
+	const secs, rate = 20, 40
+	step := sec / rate
+	settle := func(now int64) {
+		keep := waiting[:0]
+		for _, w := range waiting {
+			switch {
+			case w.at <= now && w.at <= w.leave:
+				forwarded = append(forwarded, w.at)
+				w.tok.Exit(w.at, false)
+			case w.leave <= now:
+				w.tok.Cancel(w.leave, limiter.ReasonNone)
+			default:
+				keep = append(keep, w)
+			}
+		}
+		waiting = keep
+	}
+	for i := int64(0); i < secs*rate; i++ {
+		now := t0 + i*step
+		settle(now)
+		tok, v := c.Enter(now, "", 1)
+		if v.Blocked {
+			continue
+		}
+		waiting = append(waiting, queued{tok, now + int64(v.Wait), now + sec})
+	}
+	settle(t0 + (secs+10)*sec)
+	slices.Sort(forwarded)
+	perSec := make([]int, secs+1)
+	for i, f := range forwarded {
+		perSec[(f-t0)/sec]++
+		if i > 0 && f-forwarded[i-1] < 100*ms {
+			t.Fatalf("forwarded %d ns after the previous call, spacing is %d", f-forwarded[i-1], 100*ms)
+		}
+	}
+	t.Logf("forwarded per second: %v", perSec)
+	for s := 1; s < secs; s++ {
+		if perSec[s] < 9 {
+			t.Errorf("second %d forwarded %d, want about 10 (per second %v)", s, perSec[s], perSec)
+			break
+		}
+	}
+}
+
+// A slot given up inside the queue is taken by the next call that fits it;
+// a call does not take a hole standing for less spacing than it needs.
+func TestThrottleHoleReuse(t *testing.T) {
+	c := compile(t, throttleRule(10, 1000)).Checker("r", "default")
+	a, _ := c.Enter(t0, "", 1) // goes now
+	b, vb := c.Enter(t0, "", 1)
+	d, vd := c.Enter(t0, "", 1)
+	if vb.Wait != 100e6 || vd.Wait != 200e6 {
+		t.Fatalf("queued waits %v %v, want 100ms 200ms", vb.Wait, vd.Wait)
+	}
+	b.Cancel(t0+ms, limiter.ReasonNone) // d is behind it: a hole at +100ms
+	if _, v := c.Enter(t0+2*ms, "", 2); v.Blocked || v.Wait != 398e6 {
+		t.Errorf("a 2-token call: blocked %v wait %v, want the tail (398ms): the hole holds one token", v.Blocked, v.Wait)
+	}
+	e, v := c.Enter(t0+3*ms, "", 1)
+	if v.Blocked || v.Wait != 97e6 {
+		t.Errorf("next call: blocked %v wait %v, want the given-up slot (97ms)", v.Blocked, v.Wait)
+	}
+	if _, v := c.Enter(t0+4*ms, "", 1); v.Blocked || v.Wait != 496e6 {
+		t.Errorf("after the hole is taken: blocked %v wait %v, want the tail (496ms)", v.Blocked, v.Wait)
+	}
+	a.Exit(t0, false)
+	d.Exit(t0, false)
+	e.Exit(t0, false)
+}
+
+// Concurrent callers that give up half their slots never get two forwarded
+// calls closer than the spacing, whether a call took the tail or a hole.
+func TestThrottleHolesConcurrent(t *testing.T) {
+	c := compile(t, throttleRule(1000, 50)).Checker("r", "default")
+	var clock atomic.Int64
+	clock.Store(t0)
+	var mu sync.Mutex
+	var forwarded []int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3000 {
+				now := clock.Add(100_000) // 10,000 calls a second offered
+				tok, v := c.Enter(now, "", 1)
+				if v.Blocked {
+					continue
+				}
+				if (g+i)%2 == 0 {
+					tok.Cancel(now+int64(v.Wait)/2, limiter.ReasonNone)
+					continue
+				}
+				mu.Lock()
+				forwarded = append(forwarded, now+int64(v.Wait))
+				mu.Unlock()
+				tok.Exit(now, false)
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(forwarded)
+	for i := 1; i < len(forwarded); i++ {
+		if d := forwarded[i] - forwarded[i-1]; d < ms {
+			t.Fatalf("two forwarded calls %d ns apart, spacing %d", d, ms)
+		}
+	}
+	if len(forwarded) < 100 {
+		t.Errorf("only %d forwarded", len(forwarded))
+	}
+}
