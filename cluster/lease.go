@@ -37,8 +37,9 @@ type leaseEntry struct {
 // leaseCache holds leased tokens per window. The zero value is ready; it is
 // safe for concurrent use. Instants are on the Service's monotonic timeline.
 type leaseCache struct {
-	mu sync.Mutex
-	m  map[blockKey]*leaseEntry // guarded by mu; at most maxLeased entries
+	mu    sync.Mutex
+	m     map[blockKey]*leaseEntry // guarded by mu; at most maxLeased entries
+	swept time.Duration            // last sweep of a full map; one a second at most, so many origins cannot make every call a sweep
 }
 
 // take uses n leased tokens of spec/origin at now if there are enough.
@@ -55,6 +56,10 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 			c.m = make(map[blockKey]*leaseEntry)
 		}
 		if len(c.m) >= maxLeased {
+			if c.swept != 0 && now-c.swept < time.Second {
+				return false, 0
+			}
+			c.swept = max(now, 1)
 			c.sweep(now)
 			if len(c.m) >= maxLeased {
 				return false, 0

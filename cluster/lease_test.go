@@ -75,8 +75,14 @@ func TestLeaseCacheIsBounded(t *testing.T) {
 	if len(c.m) != maxLeased {
 		t.Fatalf("%d entries, want the cap %d", len(c.m), maxLeased)
 	}
-	// Entries idle for over a second are swept to make room.
-	c.take(s, "late", 1, 2*time.Second, 2*time.Second)
+	// Entries idle for over a second are swept to make room, by one sweep
+	// a second at most.
+	c.take(s, "early", 1, 500*time.Millisecond, 0)
+	c.take(s, "early2", 1, time.Second, 0)
+	if _, ok := c.m[blockKey{s, "early2"}]; ok || len(c.m) != maxLeased {
+		t.Fatalf("a second sweep within a second: %d entries", len(c.m))
+	}
+	c.take(s, "late", 1, 2*time.Second, 0)
 	if len(c.m) != 1 {
 		t.Fatalf("after the sweep: %d entries, want only the new one", len(c.m))
 	}
