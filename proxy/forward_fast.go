@@ -77,14 +77,15 @@ func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 
 	req := &c.req
 	f.buildRequest(c, t, r)
-	if err := f.setBody(ex, c, r, deadline); err != nil {
+	streamed, err := f.setBody(ex, c, r, deadline)
+	if err != nil {
 		upstreamFailed(ex, r, err, f.log)
 		return
 	}
 	resp := &c.resp
 	resp.Header.SetNoDefaultContentType(true)
-	err := t.hc.DoDeadline(req, resp, deadline)
-	if req.IsBodyStream() {
+	err = t.hc.DoDeadline(req, resp, deadline)
+	if streamed {
 		setReadDeadline(ex, time.Time{})
 	}
 	if err != nil {
@@ -150,10 +151,10 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 // known and at most fastBodyCap (bounded memory), streamed otherwise (only
 // a forced fast route gets those). Reading from the client is bounded by
 // the route deadline through the connection's read deadline.
-func (f *fastForwarder) setBody(ex *exchange, c *fastCall, r *http.Request, deadline time.Time) error {
+func (f *fastForwarder) setBody(ex *exchange, c *fastCall, r *http.Request, deadline time.Time) (streamed bool, err error) {
 	n := r.ContentLength
 	if n == 0 || r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return false, nil
 	}
 	setReadDeadline(ex, deadline)
 	if n > 0 && n <= fastBodyCap {
@@ -164,14 +165,15 @@ func (f *fastForwarder) setBody(ex *exchange, c *fastCall, r *http.Request, dead
 		_, err := io.ReadFull(r.Body, b)
 		setReadDeadline(ex, time.Time{})
 		if err != nil {
-			return err
+			return false, err
 		}
 		c.req.SetBodyRaw(b)
-		return nil
+		return false, nil
 	}
-	// Not closed by fasthttp: the server owns r.Body.
+	// Not closed by fasthttp: the server owns r.Body. The read deadline
+	// stays until the exchange is done.
 	c.req.SetBodyStream(struct{ io.Reader }{r.Body}, int(n))
-	return nil
+	return true, nil
 }
 
 func setReadDeadline(ex *exchange, t time.Time) {
