@@ -113,13 +113,22 @@ func startRawUpstream(tb testing.TB, size int) string {
 	ln := srv.Listener
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n")
 	resp = append(resp, bytes.Repeat([]byte("x"), size)...)
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns = map[net.Conn]bool{}
+	)
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -127,7 +136,18 @@ func startRawUpstream(tb testing.TB, size int) string {
 			}()
 		}
 	}()
-	tb.Cleanup(func() { ln.Close(); srv.Close() })
+	// The gateway's pool keeps its connections open: close them from this
+	// side so that every goroutine of the helper ends with the test.
+	tb.Cleanup(func() {
+		ln.Close()
+		srv.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	return "http://" + ln.Addr().String()
 }
 
