@@ -11,7 +11,8 @@ import (
 
 // Flow-rule (flowRules) tests against the real binary: every grade,
 // behaviour, strategy and limitApp of SPEC §3, acquireCount, dryRun and
-// state kept across a reload. Budget: about 35 s of load in all.
+// state kept across a reload. Budget: about 40 s in all, gateway start-ups
+// included.
 
 // flPasses counts the 200s among hits sent in [from, to).
 func flPasses(r *result, from, to time.Duration) int {
@@ -595,9 +596,8 @@ flowRules:
 // TestFlowThrottleRetryAfter: a throttle rule of one call every 2 s with a
 // 500 ms queue. The second call would wait 2 s, past the queue, so it is
 // blocked, and Retry-After says when the queue will take it: 1.5 s, rounded
-// up to 2. RateLimit's t is never later than Retry-After. The RateLimit-Policy
-// check fails until proxy/block.go renders a fractional count as whole calls
-// over a longer window.
+// up to 2. RateLimit's t is never later than Retry-After, and the policy
+// states the fractional count as whole calls over a longer window.
 func TestFlowThrottleRetryAfter(t *testing.T) {
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, `
