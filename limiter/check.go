@@ -7,6 +7,7 @@ type outcome struct {
 	pass     bool
 	wait     int64 // ns to wait before forwarding (throttle)
 	at       int64 // throttle: the slot this call took
+	span     int64 // throttle: ns of spacing that slot stands for
 	retry    int64 // blocked: ns until a retry may pass, 0 unknown
 	hasQuota bool
 	remain   float64
@@ -89,6 +90,7 @@ func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 		return // count 0: nothing passes
 	}
 	spacing := int64(sp + 0.5)
+	o.span = spacing
 	maxQ := s.def.maxQueueNs
 	if s.holes.n.Load() > 0 {
 		if at, ok := s.holes.take(now, spacing, maxQ); ok {
@@ -135,9 +137,10 @@ func throttleRemain(room int64, perToken float64) float64 {
 }
 
 // undo takes back at now what try counted for a call entered at enter. Its
-// throttle slot at moves the queue's tail back if no later call queued behind
-// it, else it becomes a hole for the next call to take.
-func (s *keyState) undo(now, enter, at, n int64) {
+// throttle slot at (standing for span ns, the spacing when it was taken: a
+// warm-up rate may have changed since) moves the queue's tail back if no
+// later call queued behind it, else it becomes a hole for the next call.
+func (s *keyState) undo(now, enter, at, span, n int64) {
 	switch s.def.behavior {
 	case bReject, bWarmUp:
 		s.win.sub(enter, n)
@@ -145,14 +148,7 @@ func (s *keyState) undo(now, enter, at, n int64) {
 		if s.def.behavior == bWarmUpThrottle {
 			s.win.sub(enter, n)
 		}
-		per := s.def.perToken
-		if s.def.behavior == bWarmUpThrottle {
-			if r := s.def.warm.rate(math.Float64frombits(s.warm.tokens.Load())); r > 0 {
-				per = float64(s.def.intervalNs) / r
-			}
-		}
 		if at != math.MinInt64 {
-			span := int64(per*float64(n) + 0.5)
 			if !s.latest.CompareAndSwap(at, at-span) {
 				s.holes.add(now, at, span)
 			}

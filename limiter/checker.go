@@ -61,6 +61,7 @@ type Token struct {
 	// slot is the virtual-queue slot taken in slotOf (the first throttle rule
 	// held), given back by Cancel if nobody queued behind it.
 	slot   int64
+	span   int64 // ns of spacing slot stands for
 	slotOf *keyState
 	nheld  int
 	held   [maxInline]*keyState
@@ -69,7 +70,7 @@ type Token struct {
 
 func (t *Token) hold(s *keyState, o *outcome) {
 	if t.slotOf == nil && o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
-		t.slot, t.slotOf = o.at, s
+		t.slot, t.span, t.slotOf = o.at, o.span, s
 	}
 	if t.nheld < maxInline {
 		t.held[t.nheld] = s
@@ -219,11 +220,11 @@ func (t *Token) block(now int64, v *Verdict, retry int64) {
 func (t *Token) undoHeld(now int64) {
 	for i := t.nheld - 1; i >= 0; i-- {
 		s := t.heldAt(i)
-		at := int64(math.MinInt64)
+		at, span := int64(math.MinInt64), int64(0)
 		if s == t.slotOf {
-			at = t.slot
+			at, span = t.slot, t.span
 		}
-		s.undo(now, t.enter, at, t.n)
+		s.undo(now, t.enter, at, span, t.n)
 		s.unpin()
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"sluice/config"
 	"sluice/limiter"
 )
 
@@ -133,5 +135,35 @@ func TestThrottleHolesConcurrent(t *testing.T) {
 	}
 	if len(forwarded) < 100 {
 		t.Errorf("only %d forwarded", len(forwarded))
+	}
+}
+
+// A warmUpThrottle slot given back after the warm-up rate changed moves the
+// tail back by the spacing it was taken with, not by the new one. count 10,
+// coldFactor 3, period 1 s: cold, calls are 300 ms apart; after an interval
+// of 5 passes the rate is 10 (100 ms). The tail slot (+1200 ms) given back at
+// +1002 ms leaves the tail at +900 ms, so a call at +1003 ms goes at once
+// (taking the new spacing back would leave the tail at +1100 ms: 197 ms wait).
+func TestWarmUpThrottleGiveBackUsesTakenSpacing(t *testing.T) {
+	r := warmRule(10, 1, config.BehaviorWarmUpThrottle)
+	r.ColdFactor, r.MaxQueueingTimeMs = 3, 1500
+	c := compile(t, r).Checker("r", "default")
+	T := 1000 * sec // interval-aligned
+	var toks []limiter.Token
+	for i := range 5 {
+		tok, v := c.Enter(T, "", 1)
+		if v.Blocked || v.Wait != time.Duration(i)*300*time.Millisecond {
+			t.Fatalf("cold call %d: blocked %v wait %v, want %v", i, v.Blocked, v.Wait, time.Duration(i)*300*time.Millisecond)
+		}
+		toks = append(toks, tok)
+	}
+	// Next interval: the sync (here by a 20-token call the queue cannot take)
+	// spends 5 tokens and the rate is 10.
+	if _, v := c.Enter(T+1001*ms, "", 20); !v.Blocked {
+		t.Fatal("a 20-token call fitted the queue")
+	}
+	toks[4].Cancel(T+1002*ms, limiter.ReasonNone)
+	if _, v := c.Enter(T+1003*ms, "", 1); v.Blocked || v.Wait != 0 {
+		t.Errorf("after the +1200 ms slot is given back: blocked %v wait %v, want to go at once (tail at +900 ms, spacing 100 ms)", v.Blocked, v.Wait)
 	}
 }
