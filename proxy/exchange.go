@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"sluice/config"
 )
@@ -25,18 +26,30 @@ type exchange struct {
 	body       *clientBody // the request body as forwarded; nil: none
 }
 
-// clientBody wraps a request body to tell a client's broken or abandoned
-// upload (the client's fault) from an upstream failure. It is its own
-// allocation, not part of the pooled exchange, because ReverseProxy's
+// clientBody wraps a request body to tell a client's broken, abandoned or
+// too slow upload (the client's fault) from an upstream failure. It is its
+// own allocation, not part of the pooled exchange, because ReverseProxy's
 // Transport may still read it after the handler returned.
 type clientBody struct {
-	rc     io.ReadCloser
-	failed atomic.Bool
+	rc       io.ReadCloser
+	rw       http.ResponseWriter
+	failed   atomic.Bool
+	timedOut atomic.Bool
+	eof      atomic.Bool
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF:
+		// The whole body is in: lift the deadline before net/http's
+		// background read (which watches for the client leaving) runs
+		// into it.
+		if !b.eof.Swap(true) {
+			_ = http.NewResponseController(b.rw).SetReadDeadline(time.Time{})
+		}
+	case err != nil:
+		b.timedOut.Store(isTimeout(err))
 		b.failed.Store(true)
 	}
 	return n, err
@@ -44,13 +57,18 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 func (b *clientBody) Close() error { return b.rc.Close() }
 
-// watchBody routes r's body through ex.body (requests with a body only).
-func (e *exchange) watchBody(r *http.Request) {
+// watchBody routes r's body through ex.body (requests with a body only)
+// and bounds reading it by deadline, on both forwarders: a client that
+// dribbles its body cannot hold the request past the route timeout. The
+// deadline stays if the body never completes, so that net/http's drain of
+// the unread rest after the handler is bounded too.
+func (e *exchange) watchBody(r *http.Request, deadline time.Time) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return
 	}
-	e.body = &clientBody{rc: r.Body}
+	e.body = &clientBody{rc: r.Body, rw: e.ResponseWriter}
 	r.Body = e.body
+	_ = http.NewResponseController(e).SetReadDeadline(deadline)
 }
 
 // bodyFailed reports whether reading the client's body failed.

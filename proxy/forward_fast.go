@@ -77,18 +77,13 @@ func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 
 	req := &c.req
 	f.buildRequest(c, t, r)
-	streamed, err := f.setBody(ex, c, r, deadline)
-	if err != nil {
+	if err := f.setBody(c, r); err != nil {
 		upstreamFailed(ex, r, err, f.log)
 		return
 	}
 	resp := &c.resp
 	resp.Header.SetNoDefaultContentType(true)
-	err = t.hc.DoDeadline(req, resp, deadline)
-	if streamed {
-		setReadDeadline(ex, time.Time{})
-	}
-	if err != nil {
+	if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
 		upstreamFailed(ex, r, err, f.log)
 		return
 	}
@@ -149,35 +144,27 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 
 // setBody gives c.req the client's body: read whole when its length is
 // known and at most fastBodyCap (bounded memory), streamed otherwise (only
-// a forced fast route gets those). Reading from the client is bounded by
-// the route deadline through the connection's read deadline.
-func (f *fastForwarder) setBody(ex *exchange, c *fastCall, r *http.Request, deadline time.Time) (streamed bool, err error) {
+// a forced fast route gets those). Reading it is bounded by the route
+// deadline set in route.forward (exchange.watchBody).
+func (f *fastForwarder) setBody(c *fastCall, r *http.Request) error {
 	n := r.ContentLength
 	if n == 0 || r.Body == nil || r.Body == http.NoBody {
-		return false, nil
+		return nil
 	}
-	setReadDeadline(ex, deadline)
 	if n > 0 && n <= fastBodyCap {
 		if int64(cap(c.buf)) < n {
 			c.buf = make([]byte, max(n, copyBufSize))
 		}
 		b := c.buf[:n]
-		_, err := io.ReadFull(r.Body, b)
-		setReadDeadline(ex, time.Time{})
-		if err != nil {
-			return false, err
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return err
 		}
 		c.req.SetBodyRaw(b)
-		return false, nil
+		return nil
 	}
-	// Not closed by fasthttp: the server owns r.Body. The read deadline
-	// stays until the exchange is done.
+	// Not closed by fasthttp: the server owns r.Body.
 	c.req.SetBodyStream(struct{ io.Reader }{r.Body}, int(n))
-	return true, nil
-}
-
-func setReadDeadline(ex *exchange, t time.Time) {
-	_ = http.NewResponseController(ex).SetReadDeadline(t)
+	return nil
 }
 
 // writeResponse copies the upstream's answer to the client. A known length

@@ -458,7 +458,7 @@ func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
 		t.Run(fwd, func(t *testing.T) {
 			c := &counter{}
 			cfg, err := config.Parse("c.yaml", []byte(fmt.Sprintf(
-				"upstreams:\n  up:\n    targets: [%q]\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", up.URL)))
+				"upstreams:\n  up:\n    targets: [%q]\n    timeout: 300ms\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", up.URL)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -501,6 +501,34 @@ func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
 			}
 			if st := raw("GET /a/..b/.c HTTP/1.1\r\nHost: x\r\n\r\n", false); st != 200 {
 				t.Errorf("GET /a/..b/.c (no dot segment): %d, want 200", st)
+			}
+			// A body dribbled a byte at a time is cut at the route timeout
+			// (300ms here) with 408; the client's read deadline only stops
+			// the test from hanging if nothing comes.
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(conn, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+			stop := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+					if _, err := conn.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}()
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			close(stop)
+			conn.Close()
+			if err != nil || resp.StatusCode != 408 {
+				t.Errorf("slow body: %v %v, want 408", resp, err)
 			}
 			if _, errs := c.counts(); errs != 0 {
 				t.Errorf("%d upstream errors counted for client faults, want 0", errs)

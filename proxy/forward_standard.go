@@ -103,7 +103,7 @@ func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerol
 			// Answered even if the client seems gone: one that only
 			// half-closed is still reading, and an answer costs nothing.
 			ex.clientGone = ex.clientCtx.Err() != nil
-			if isTimeout(err) {
+			if ex.body.timedOut.Load() {
 				writeJSON(w, http.StatusRequestTimeout, bodyClientTimeout)
 			} else {
 				writeJSON(w, http.StatusBadRequest, bodyBadBody)
