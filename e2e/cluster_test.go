@@ -591,3 +591,56 @@ func TestClusterBenchmark(t *testing.T) {
 		t.Errorf("cluster rule throughput is %.0f%% of local, want at least 70%%", 100*ratio)
 	}
 }
+
+// TestClusterGatewayStartsWithoutRedis: two gateways start while their Redis
+// is down. They serve at once, each applying the rule locally (5 each, 10 in
+// all), report Redis down, and once Redis starts they find it by themselves
+// and share the count again (5 in all).
+func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		clNeedRedis(t, "redis-server not installed")
+	}
+	rd := &clRedis{t: t, port: clFreePort(t)}
+	t.Cleanup(rd.kill)
+	up := startUpstream(t, nil)
+	rules := clRules(up.URL, rd.url(), clNamespace(t), `
+  - resource: c
+    count: 5
+    clusterMode: true
+`)
+	gs := []*gateway{startGateway(t, rules), startGateway(t, rules)}
+	burst := func() (passes int) {
+		for range 8 {
+			for _, g := range gs {
+				resp, _ := get(t, g.URL+"/c")
+				switch resp.StatusCode {
+				case 200:
+					passes++
+				case 429:
+				default:
+					t.Errorf("status %d, want 200 or 429", resp.StatusCode)
+				}
+			}
+		}
+		return passes
+	}
+	if p := burst(); p != 10 {
+		t.Errorf("Redis down: %d of 16 passed, want 10 (count 5 on each gateway, locally)", p)
+	}
+	for i, g := range gs {
+		g.waitLog("cluster: redis failing", 5*time.Second)
+		if v, ok := clRedisUp(g); !ok || v {
+			t.Errorf("gateway %d: sluice_cluster_redis_up is not 0 while Redis is down", i)
+		}
+	}
+	rd.start()
+	for i, g := range gs {
+		g.waitLog("cluster: redis reachable again", 3*time.Second)
+		if v, ok := clRedisUp(g); !ok || !v {
+			t.Errorf("gateway %d: sluice_cluster_redis_up is not 1 once Redis answers", i)
+		}
+	}
+	if p := burst(); p != 5 {
+		t.Errorf("Redis up: %d of 16 passed, want 5 (count 5 for the cluster)", p)
+	}
+}
