@@ -51,8 +51,9 @@
 // ends, at most count/buckets), which calls take locally, in about 200ns
 // without allocating, until the bucket ends. Every leased token is counted in
 // the bucket in which it is used, so the window's bound holds; an unused one
-// is lost, which can only pass less, and only far from the count, where
-// nothing is blocked. Near the count every pass is decided in Redis.
+// is lost, which can only pass less (if demand rises to the count within the
+// same interval, by at most the unused part of leases taken while the window
+// was half empty). Near the count every pass is decided in Redis.
 //
 // A window frees tokens only at its bucket boundaries (on Redis's clock), so
 // when the cluster refuses a call the script also says how long until the
