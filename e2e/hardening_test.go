@@ -622,3 +622,85 @@ func TestHardeningForwardingHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestHardeningSlowBody: a client that dribbles its body ("slow POST") holds
+// its request at most for the route's timeout, and the stall is the
+// client's: 408, not an upstream error, and the breaker does not blame the
+// upstream.
+func TestHardeningSlowBody(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})
+	g := startGateway(t, fmt.Sprintf(`upstreams:
+  up:
+    targets: [%q]
+    timeout: 1s
+routes:
+  - path: /slow
+    upstream: up
+    resource: slow
+degradeRules:
+  - resource: slow
+    strategy: errorCount
+    threshold: 2
+    minRequestAmount: 1
+    statIntervalMs: 60000
+    retryTimeoutMs: 60000
+`, up.URL))
+	const clients = 3
+	type outcome struct {
+		status int
+		took   time.Duration
+	}
+	done := make(chan outcome, clients)
+	for range clients {
+		go func() {
+			start := time.Now()
+			c, err := net.Dial("tcp", hdAddr(g.URL))
+			if err != nil {
+				done <- outcome{-1, 0}
+				return
+			}
+			defer c.Close()
+			io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+			stop := make(chan struct{})
+			go func() {
+				for i := 0; i < 100; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+					}
+					if _, err := c.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}()
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			close(stop)
+			if err != nil {
+				done <- outcome{0, time.Since(start)}
+				return
+			}
+			done <- outcome{resp.StatusCode, time.Since(start)}
+		}()
+	}
+	for range clients {
+		o := <-done
+		if o.status != 408 {
+			t.Errorf("slow body: status %d after %v, want 408", o.status, o.took)
+		}
+		if o.took > 4*time.Second {
+			t.Errorf("slow body held for %v; the route timeout is 1 s", o.took)
+		}
+	}
+	hdWaitConcurrencyZero(t, g, "slow")
+	if n := hdErrors(t, g, "slow"); n != 0 {
+		t.Errorf("sluice_requests_total{result=\"error\"} = %v after slow clients, want 0", n)
+	}
+	if resp, _ := get(t, g.URL+"/slow"); resp.StatusCode != 200 {
+		t.Errorf("a good request after slow clients: %d %s, want 200", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+	}
+}
