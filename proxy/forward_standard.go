@@ -77,7 +77,7 @@ func (b *bufferPool) Get() []byte {
 	if p, ok := b.p.Get().(*[]byte); ok {
 		return *p
 	}
-	return make([]byte, copyBufSize)
+	return make([]byte, 32<<10) // ReverseProxy's own default size
 }
 
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
