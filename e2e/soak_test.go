@@ -72,7 +72,8 @@ func hdSettled(ss []hdSample) hdSample {
 // TestSoakLoadWhileReloading: a steady 400 req/s against a qps-300 rule with
 // a hot parameter, while rules.yaml is rewritten 5 times a second (valid and
 // invalid versions alternating). Every answer is 200 or 429; the gateway's
-// RSS and goroutine count after warm-up and at the end agree within 10%.
+// RSS and goroutine count after warm-up and at the end agree within 10%
+// (RSS: at least 3 MB in the short CI run).
 // SLUICE_SOAK=60s runs the full soak (300 rewrites).
 func TestSoakLoadWhileReloading(t *testing.T) {
 	d := hdSoakDuration(t)
@@ -99,6 +100,18 @@ flowRules:
 `, i, count, bad))
 	}
 	g := startGateway(t, rules(0))
+	targets := make([]target, 100)
+	for i := range targets {
+		targets[i] = to(fmt.Sprintf("%s/soak?id=%d", g.URL, i%20))
+	}
+	// Warm up first (connection pools, buffers, the GC's pace): the memory
+	// a process grows into in its first seconds is not a leak.
+	// 32 senders: enough for 400 req/s at loopback latency, and a fixed
+	// number of connections, so that a busy moment on the machine cannot
+	// open more of them (each holds a goroutine and buffers in the gateway)
+	// and pass for a leak.
+	const workers = 32
+	run(t, load{Rate: 400, Duration: 2 * time.Second, Workers: workers, Targets: targets})
 
 	// Rewrites, spread over the run.
 	var wg sync.WaitGroup
@@ -137,11 +150,7 @@ flowRules:
 		take(&late)
 	}()
 
-	targets := make([]target, 100)
-	for i := range targets {
-		targets[i] = to(fmt.Sprintf("%s/soak?id=%d", g.URL, i%20))
-	}
-	res := run(t, load{Rate: 400, Duration: d, Targets: targets})
+	res := run(t, load{Rate: 400, Duration: d, Workers: workers, Targets: targets})
 	wg.Wait()
 	res.checkLag(t)
 	if sampleErr != nil {
@@ -166,8 +175,16 @@ flowRules:
 	if ok < rewrites/4 || failed < rewrites/4 {
 		t.Errorf("%d rewrites gave %d good and %d failed reloads: the rewrites were not seen", rewrites, ok, failed)
 	}
-	if float64(end.rssKB) > 1.10*float64(start.rssKB) {
-		t.Errorf("RSS grew %d kB -> %d kB, over 10%%", start.rssKB, end.rssKB)
+	// 10%; the short CI run allows at least 3 MB, since 10% of a 20 MB
+	// process is within the heap's swing between two GC cycles over a few
+	// seconds. A leak of a byte per request or a goroutine per reload shows
+	// in the full run (SLUICE_SOAK=60s), which is held to 10% exactly.
+	allowed := 0.10 * float64(start.rssKB)
+	if os.Getenv("SLUICE_SOAK") == "" {
+		allowed = max(allowed, 3<<10)
+	}
+	if float64(end.rssKB-start.rssKB) > allowed {
+		t.Errorf("RSS grew %d kB -> %d kB, over the %.0f kB allowed", start.rssKB, end.rssKB, allowed)
 	}
 	// One goroutine leaked per rewrite or per thousand requests would
 	// exceed this even in the short CI run.
