@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -413,14 +412,9 @@ paramRules:
 }
 
 // TestParamRateLimitHeadersOnPass: SPEC §4 wants RateLimit headers for qps
-// rules on passes as well as blocks. A param qps rule's quota reaches the
-// block response but not a passed one (proxy/route.go writes only the flow
-// verdict's quota on a pass). Pending a proxy fix; run with
-// SLUICE_E2E_PENDING=1.
+// rules on passes as well as blocks: a param qps rule's quota must reach
+// passed responses too.
 func TestParamRateLimitHeadersOnPass(t *testing.T) {
-	if os.Getenv("SLUICE_E2E_PENDING") == "" {
-		t.Skip("pending proxy fix: param quota on passes (set SLUICE_E2E_PENDING=1 to run)")
-	}
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, strings.Replace(seedParamRules, "count: 2\n", "count: 2\n    durationSec: 10\n", 1)))
 	for i, wantR := range []int{1, 0} {

@@ -55,15 +55,23 @@ func (t *tokens) cancel(now int64, reason limiter.Reason) {
 	t.sys.Cancel(now)
 }
 
-func (t *tokens) exit(now int64, rt time.Duration, failed bool) {
+// exit settles a forwarded call. abandoned: the client left before any
+// answer, which says nothing about the upstream's health, so a breaker
+// neither counts it as a success nor spends its probe on it.
+func (t *tokens) exit(now int64, rt time.Duration, failed, abandoned bool) {
 	if t.hasCB {
-		t.cb.Exit(now, rt, failed)
+		if abandoned {
+			t.cb.Abandon(now, rt)
+		} else {
+			t.cb.Exit(now, rt, failed)
+		}
 	}
 	if t.hasP {
 		t.param.Exit(now)
 	}
 	t.flow.Exit(now, failed)
-	t.sys.Exit(now, failed)
+	// An abandoned call is no evidence of capacity for the adaptive check.
+	t.sys.Exit(now, failed || abandoned)
 }
 
 // ServeHTTP is the hot path: origin, checks in SPEC order (system, flow,
@@ -95,6 +103,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait, dry := fv.Wait, fv.DryRun
+	quota, hasQuota := fv.Quota, fv.HasQuota
 	if rt.params != nil {
 		t.param, v = rt.params.Enter(start, ex, rt.n)
 		if v.Blocked {
@@ -105,6 +114,10 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		t.hasP = true
 		wait, dry = max(wait, v.Wait), dry+v.DryRun
+		// The RateLimit fields describe the tightest qps quota that counted the call.
+		if v.HasQuota && (!hasQuota || v.Quota.Remaining < quota.Remaining) {
+			quota, hasQuota = v.Quota, true
+		}
 	}
 	if rt.breakers != nil {
 		t.cb, v = rt.breakers.Enter(start)
@@ -123,8 +136,8 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Msg("would block (dryRun)")
 		}
 	}
-	if fv.HasQuota && s.rateLimitHeaders {
-		setRateLimit(ex.Header(), &fv.Quota)
+	if hasQuota && s.rateLimitHeaders {
+		setRateLimit(ex.Header(), &quota)
 	}
 	if wait > 0 && !sleep(r.Context(), wait) {
 		// The client left while queued: it is not forwarded and counts nowhere.
@@ -147,7 +160,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, 
 		elapsed := time.Duration(end - start)
 		gone := ex.clientCtx.Err() != nil
 		failed := !gone && (!finished || ex.failed || ex.status >= 500)
-		t.exit(end, elapsed, failed)
+		t.exit(end, elapsed, failed, gone && ex.status == 0)
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {
