@@ -135,6 +135,7 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 
 	gw := proxy.New(deps)
 	rl := newReloader(o.config, gw, log, metrics)
+	rl.clusterOn = deps.Cluster != nil
 	if !rl.apply(cfg) {
 		return errors.New("cannot build the gateway from the rules file")
 	}

@@ -24,6 +24,8 @@ type reloader struct {
 	gw      *proxy.Gateway
 	log     zerolog.Logger
 	metrics *admin.Metrics
+	// clusterOn: a Redis token service was started (cluster settings are read at start).
+	clusterOn bool
 
 	mu         sync.Mutex // serialises reloads and guards the fields below
 	loadedAt   time.Time
@@ -46,6 +48,7 @@ func (r *reloader) apply(cfg *config.Config) bool {
 func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 	t := time.Now()
 	r.lastReload = t
+	prev := r.gw.Current()
 	if err == nil {
 		err = r.gw.Load(cfg)
 	}
@@ -55,11 +58,25 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
 		return false
 	}
-	if prev := r.gw.Current(); prev != nil && prev.Config != cfg && prev.Config.Listen != cfg.Listen {
+	if prev != nil && prev.Config.Listen != cfg.Listen {
 		r.log.Warn().Str("listen", cfg.Listen).Msg("listen changed in the rules file: it takes effect at restart")
 	}
 	r.lastError, r.loadedAt = "", t
 	r.metrics.Reload(true, t)
+	// Export every breaker's state from the start (and after edits reset
+	// them), not only after its first change.
+	for res, st := range r.gw.Current().Breakers.States() {
+		r.metrics.CircuitState(res, int(st))
+	}
+	if !r.clusterOn {
+		for _, fr := range cfg.FlowRules {
+			if fr.ClusterMode {
+				r.log.Warn().Str("resource", fr.Resource).
+					Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
+				break
+			}
+		}
+	}
 	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
 		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).Msg("rules loaded")
 	return true
