@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"testing"
 	"time"
 )
@@ -14,46 +13,8 @@ import (
 // state kept across a reload. Budget: about 40 s in all, gateway start-ups
 // included.
 
-// flPasses counts the 200s among hits sent in [from, to).
-func flPasses(r *result, from, to time.Duration) int {
-	n := 0
-	for _, h := range r.hits {
-		if h.sent >= from && h.sent < to && h.status == http.StatusOK {
-			n++
-		}
-	}
-	return n
-}
 
-// flMaxDoneIn is the most 200s answered within any real interval of length
-// w: a queued pass leaves the gateway later than it was sent, so its answer
-// time shows the gateway's spacing.
-func flMaxDoneIn(r *result, w time.Duration) int {
-	var ts []time.Duration
-	for _, h := range r.hits {
-		if h.status == http.StatusOK {
-			ts = append(ts, h.done)
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	best, j := 0, 0
-	for i := range ts {
-		for ts[i]-ts[j] >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
-}
 
-// flOnly200And429 fails unless every answer is a 200 or a 429.
-func flOnly200And429(t *testing.T, name string, r *result) {
-	t.Helper()
-	st := r.statuses()
-	if other := len(r.hits) - st[200] - st[429]; other != 0 {
-		t.Fatalf("%s: statuses %v, want only 200 and 429", name, st)
-	}
-}
 
 // flNear reports whether got is within frac of want, at least slack apart allowed.
 func flNear(got, want int, frac float64, slack int) bool {
@@ -88,7 +49,7 @@ flowRules:
 	const secs = 6
 	res := run(t, load{Rate: 120, Duration: secs * time.Second, Targets: []target{to(g.URL + "/w")}})
 	res.checkLag(t)
-	flOnly200And429(t, "warmUp", res)
+	res.only200And429(t, "warmUp")
 	ps := res.perSecond(200)
 	t.Logf("warm-up passes per second (offered 120/s, count 60, cold 20): %v, max send lag %v", ps, res.maxLag)
 	if len(ps) < secs {
@@ -139,7 +100,7 @@ flowRules:
 	t.Logf("throttle %d/s, offered %d/s: statuses %v, per second %v, max send lag %v, late sends %d of %d",
 		count, offered, res.statuses(), res.perSecond(200), res.maxLag, res.late, len(res.hits))
 	res.checkLag(t)
-	flOnly200And429(t, "throttle", res)
+	res.only200And429(t, "throttle")
 	rate := float64(res.count(200)) / secs
 	if rate < 0.93*count || rate > 1.07*count {
 		t.Errorf("pass rate %.0f/s, want %d ±7%%", rate, count)
@@ -147,7 +108,7 @@ flowRules:
 	// Even spacing: 0.5 ms apart means 200 answers per 100 ms; a burst (a
 	// queue released at once, or a window that lets a second's worth through
 	// early) would show far more.
-	doneMax, sentMax := flMaxDoneIn(res, 100*time.Millisecond), res.maxInWindow(200, 100*time.Millisecond)
+	doneMax, sentMax := res.maxDoneIn(200, 100*time.Millisecond), res.maxInWindow(200, 100*time.Millisecond)
 	t.Logf("most passes in any 100 ms: %d by answer time, %d by send time (even: 200)", doneMax, sentMax)
 	if limit := int(count * 0.1 * 1.5); doneMax > limit || sentMax > limit {
 		t.Errorf("a 100 ms window had %d passes by answer time, %d by send time; want <= %d (even spacing)", doneMax, sentMax, limit)
@@ -176,7 +137,7 @@ flowRules:
 `))
 	res := run(t, load{Rate: 200, Duration: 2 * time.Second, Targets: []target{to(g.URL + "/c")}})
 	res.checkLag(t)
-	flOnly200And429(t, "concurrency", res)
+	res.only200And429(t, "concurrency")
 	reqs, maxIn := up.stats()
 	t.Logf("concurrency 5, 100 ms upstream, 200/s offered: statuses %v, upstream requests %d, max in flight %d",
 		res.statuses(), reqs, maxIn)
@@ -229,7 +190,7 @@ flowRules:
 		to(g.URL+"/o", "X-Origin: c"), to(g.URL+"/o", "X-Origin: d"),
 	}})
 	res.checkLag(t)
-	flOnly200And429(t, "origins", res)
+	res.only200And429(t, "origins")
 	for i, c := range []struct {
 		origin string
 		count  int
@@ -243,7 +204,7 @@ flowRules:
 	time.Sleep(1100 * time.Millisecond) // let the default rule's window empty
 	none := run(t, load{Rate: 90, Duration: secs * time.Second, Targets: []target{to(g.URL + "/o")}})
 	none.checkLag(t)
-	flOnly200And429(t, "no origin", none)
+	none.only200And429(t, "no origin")
 	got := none.count(200)
 	t.Logf("no origin: %d passes of %d in %d s (default count 45/s), per second %v", got, len(none.hits), secs, none.perSecond(200))
 	if !flNear(got, secs*45, 0.1, 1) {
@@ -284,7 +245,7 @@ flowRules:
 	if st := w.statuses(); st[200] != len(w.hits) {
 		t.Errorf("writes: statuses %v, want all to pass (relate limits only reads)", st)
 	}
-	if n := flPasses(r, time.Second, 3*time.Second); n != 0 {
+	if n := r.passesSent(time.Second, 3*time.Second); n != 0 {
 		t.Errorf("%d reads passed while writes ran at 40/s (>= 20), want 0", n)
 	}
 	if r.count(429) == 0 {
@@ -394,7 +355,7 @@ flowRules:
 	res := run(t, load{Rate: 40, Duration: secs * time.Second, Targets: []target{to(g.URL + "/heavy"), to(g.URL + "/dry")}})
 	res.checkLag(t)
 	heavy, dry := res.only(0), res.only(1)
-	flOnly200And429(t, "heavy", heavy)
+	heavy.only200And429(t, "heavy")
 	if got := heavy.count(200); got != secs*4 {
 		t.Errorf("acquireCount 5 against count 20: %d passed in %d s, want %d (per second %v)", got, secs, secs*4, heavy.perSecond(200))
 	}
@@ -510,7 +471,7 @@ flowRules:
 	res := run(t, load{Rate: 100, Duration: 2 * time.Second, Targets: []target{to(g.URL + "/c")}})
 	<-done
 	res.checkLag(t)
-	flOnly200And429(t, "concurrency across reloads", res)
+	res.only200And429(t, "concurrency across reloads")
 	reqs, maxIn := up.stats()
 	t.Logf("concurrency 3 under 4 reloads: statuses %v, upstream %d requests, max in flight %d, reloads logged %d",
 		res.statuses(), reqs, maxIn, len(g.logs.events("rules loaded")))

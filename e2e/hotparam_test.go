@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -29,46 +28,8 @@ paramRules:
       - { value: "103", count: 10 }
 `
 
-// paramSteady counts a target's passes among requests sent in [from, to):
-// after its bucket's initial tokens are spent, that is the per-value rate.
-func paramSteady(r *result, from, to time.Duration) int {
-	n := 0
-	for _, h := range r.hits {
-		if h.sent >= from && h.sent < to && h.status == http.StatusOK {
-			n++
-		}
-	}
-	return n
-}
 
-// paramMaxDoneInWindow is the most 200s that completed within any interval
-// of length w (for throttled answers, which leave later than they were sent).
-func paramMaxDoneInWindow(r *result, w time.Duration) int {
-	var ts []time.Duration
-	for _, h := range r.hits {
-		if h.status == http.StatusOK {
-			ts = append(ts, h.done)
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	best, j := 0, 0
-	for i := range ts {
-		for ts[i]-ts[j] >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
-}
 
-// paramOnlyStatuses fails unless every answer is a 200 or a 429.
-func paramOnlyStatuses(t *testing.T, name string, r *result) {
-	t.Helper()
-	st := r.statuses()
-	if other := len(r.hits) - st[200] - st[429]; other != 0 {
-		t.Errorf("%s: statuses %v, want only 200 and 429", name, st)
-	}
-}
 
 // TestParamSeedExample offers 20 req/s to each of four order ids: each id is
 // limited on its own, 102 and 103 by their items. Each bucket starts full
@@ -92,7 +53,7 @@ func TestParamSeedExample(t *testing.T) {
 	)
 	res := run(t, load{Rate: 20 * float64(len(ids)), Duration: secs * time.Second, Targets: targets})
 	res.checkLag(t)
-	paramOnlyStatuses(t, "seed", res)
+	res.only200And429(t, "seed")
 	for i, id := range ids {
 		r := res.only(i)
 		c := counts[i]
@@ -100,7 +61,7 @@ func TestParamSeedExample(t *testing.T) {
 		// passes count*length, +-1 for where the stretch cuts the spacing;
 		// 10% more for scheduling noise on a loaded machine.
 		want := c * steady
-		got := paramSteady(r, from, until)
+		got := r.passesSent(from, until)
 		if tol := 1 + 0.1*want; float64(got) < want-tol || float64(got) > want+tol {
 			t.Errorf("/order/%s: %d passes in the steady %.1f s (%.2f/s), want %.0f ±%.1f (%.0f/s); per second %v",
 				id, got, steady, float64(got)/steady, want, tol, c, r.perSecond(200))
@@ -186,7 +147,7 @@ paramRules:
 	)
 	res := run(t, load{Rate: 20 * float64(len(cases)), Duration: secs * time.Second, Targets: targets})
 	res.checkLag(t)
-	paramOnlyStatuses(t, "sources", res)
+	res.only200And429(t, "sources")
 	for i, c := range cases {
 		r := res.only(i)
 		if c.count == 0 {
@@ -197,7 +158,7 @@ paramRules:
 			continue
 		}
 		want := c.count * steady
-		got := paramSteady(r, from, until)
+		got := r.passesSent(from, until)
 		if tol := 1 + 0.1*want; float64(got) < want-tol || float64(got) > want+tol {
 			t.Errorf("%s: %d passes in the steady %.1f s, want %.0f ±%.1f; per second %v",
 				c.name, got, steady, want, tol, r.perSecond(200))
@@ -229,7 +190,7 @@ paramRules:
 	const secs = 3
 	res := run(t, load{Rate: 500, Duration: secs * time.Second, Targets: []target{hot, hot, hot, hot, calm}})
 	res.checkLag(t)
-	paramOnlyStatuses(t, "throttle", res)
+	res.only200And429(t, "throttle")
 	var hr result
 	for i := 0; i < 4; i++ {
 		hr.hits = append(hr.hits, res.only(i).hits...)
@@ -245,12 +206,12 @@ paramRules:
 	if rate < 0.9*200 || rate > 1.1*200+40/secs {
 		t.Errorf("/t/hot at 400/s: passed %.1f/s, want 200 -10%%/+10%%+queue; per second %v", rate, hr.perSecond(200))
 	}
-	if m := paramMaxDoneInWindow(&hr, time.Second); m > 220 {
+	if m := hr.maxDoneIn(200, time.Second); m > 220 {
 		t.Errorf("/t/hot: %d answers completed within one real second, want <= 200 +10%%", m)
 	}
 	// Throttle spaces passes: 100 ms hold about 20 (60 leaves room for a
 	// stalled machine), never the 200 at once a token bucket would allow.
-	if m := paramMaxDoneInWindow(&hr, 100*time.Millisecond); m > 60 {
+	if m := hr.maxDoneIn(200, 100*time.Millisecond); m > 60 {
 		t.Errorf("/t/hot: %d answers completed within 100 ms, want about 20 (spaced 5 ms)", m)
 	}
 	var slowest time.Duration
@@ -260,7 +221,7 @@ paramRules:
 		}
 	}
 	t.Logf("/t/hot: %d of %d passed (%.1f/s), max completed in 1 s %d, in 100 ms %d, slowest pass %v; /t/calm %d of %d; max send lag %v",
-		hr.count(200), len(hr.hits), rate, paramMaxDoneInWindow(&hr, time.Second), paramMaxDoneInWindow(&hr, 100*time.Millisecond),
+		hr.count(200), len(hr.hits), rate, hr.maxDoneIn(200, time.Second), hr.maxDoneIn(200, 100*time.Millisecond),
 		slowest, cr.count(200), len(cr.hits), res.maxLag)
 }
 
@@ -318,7 +279,7 @@ paramRules:
 	}
 	res := run(t, load{Rate: 25 * float64(len(paths)), Duration: 3 * time.Second, Targets: targets})
 	res.checkLag(t)
-	paramOnlyStatuses(t, "concurrency", res)
+	res.only200And429(t, "concurrency")
 	for i, p := range paths {
 		r := res.only(i)
 		fl.mu.Lock()

@@ -149,10 +149,20 @@ func (r *result) perSecond(status int) []int {
 // maxInWindow is the most answers with status sent within any real interval
 // of length w (every interval, not only aligned ones).
 func (r *result) maxInWindow(status int, w time.Duration) int {
+	return r.maxIn(status, w, func(h hit) time.Duration { return h.sent })
+}
+
+// maxDoneIn is the same by answer time: a queued pass leaves the gateway
+// later than it was sent, so its answer time shows the gateway's spacing.
+func (r *result) maxDoneIn(status int, w time.Duration) int {
+	return r.maxIn(status, w, func(h hit) time.Duration { return h.done })
+}
+
+func (r *result) maxIn(status int, w time.Duration, at func(hit) time.Duration) int {
 	var ts []time.Duration
 	for _, h := range r.hits {
 		if h.status == status {
-			ts = append(ts, h.sent)
+			ts = append(ts, at(h))
 		}
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
@@ -164,4 +174,24 @@ func (r *result) maxInWindow(status int, w time.Duration) int {
 		best = max(best, i-j+1)
 	}
 	return best
+}
+
+// passesSent counts the 200s among hits sent in [from, to).
+func (r *result) passesSent(from, to time.Duration) int {
+	n := 0
+	for _, h := range r.hits {
+		if h.sent >= from && h.sent < to && h.status == 200 {
+			n++
+		}
+	}
+	return n
+}
+
+// only200And429 fails the test unless every answer is a 200 or a 429.
+func (r *result) only200And429(t *testing.T, name string) {
+	t.Helper()
+	st := r.statuses()
+	if other := len(r.hits) - st[200] - st[429]; other != 0 {
+		t.Fatalf("%s: statuses %v, want only 200 and 429", name, st)
+	}
 }
