@@ -13,9 +13,6 @@ import (
 // state kept across a reload. Budget: about 40 s in all, gateway start-ups
 // included.
 
-
-
-
 // flNear reports whether got is within frac of want, at least slack apart allowed.
 func flNear(got, want int, frac float64, slack int) bool {
 	d := got - want

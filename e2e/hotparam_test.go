@@ -28,9 +28,6 @@ paramRules:
       - { value: "103", count: 10 }
 `
 
-
-
-
 // TestParamSeedExample offers 20 req/s to each of four order ids: each id is
 // limited on its own, 102 and 103 by their items. Each bucket starts full
 // (count tokens), so the steady rate is judged on sends from 1.5 s on, when
