@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,26 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sluice/config"
+	"sluice/internal/browsertest"
 )
-
-// chromiumPath finds Debian's chromium. Under CI=true a missing browser fails
-// the test; elsewhere the test is skipped, loudly.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium not found and CI=true: install the Debian package chromium (apt-get install -y chromium)")
-	}
-	t.Skip("SKIPPING the real-browser dashboard test: chromium not found (apt-get install -y chromium, or set CHROMIUM=/path)")
-	return ""
-}
 
 // liveStats are fake limiter numbers that move with time, like a load run
 // that passes about 120/s and blocks about 30/s of orders.
@@ -73,7 +54,7 @@ func screenshotPath(t *testing.T, rel string) (string, error) {
 }
 
 func TestDashboardInRealBrowser(t *testing.T) {
-	chromium := chromiumPath(t)
+	chromium := browsertest.Chromium(t)
 	orig, err := os.ReadFile("testdata/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -133,20 +114,7 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1200),
-	)
+	actx, cancelAlloc := browsertest.Allocator(ctx, t, chromium)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,26 +12,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-// browserChromium finds Debian's chromium. Under CI=true a missing browser
-// fails the test; elsewhere the test is skipped, loudly.
-func browserChromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium not found and CI=true: install the Debian package chromium (apt-get install -y chromium)")
-	}
-	t.Skip("SKIPPING the real-browser dashboard test: chromium not found (apt-get install -y chromium, or set CHROMIUM=/path)")
-	return ""
-}
+	"sluice/internal/browsertest"
+)
 
 // browserScreenshotPath is where the screenshot goes: the README's
 // docs/dashboard.png only when SLUICE_UPDATE_SCREENSHOT=1, else a temporary
@@ -77,7 +59,7 @@ func browserStatuses(t *testing.T, url string, n int) (pass, blocked int) {
 // and checks that rules.yaml on disk holds the new count and that the proxy
 // now passes 50 where it passed 5.
 func TestDashboardDrivesTheGateway(t *testing.T) {
-	chromium := browserChromium(t)
+	chromium := browsertest.Chromium(t)
 	shot := browserScreenshotPath(t)
 	// For the README's picture the load runs a minute before the screenshot,
 	// so the chart has a history to show; an ordinary run takes 10 s.
@@ -149,20 +131,7 @@ flowRules:
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1200),
-	)
+	actx, cancelAlloc := browsertest.Allocator(ctx, t, chromium)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
