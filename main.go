@@ -152,7 +152,7 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	srv := &http.Server{
 		Addr:    listen,
-		Handler: releaseUnreadBody(gw),
+		Handler: gw,
 		// A client dribbling its headers is cut after ReadHeaderTimeout.
 		// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
 		// as the route's upstream timeout allows.

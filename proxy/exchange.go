@@ -26,10 +26,12 @@ type exchange struct {
 	body       *clientBody // the request body as forwarded; nil: none
 }
 
-// clientBody wraps a request body to tell a client's broken, abandoned or
-// too slow upload (the client's fault) from an upstream failure. It is its
-// own allocation, not part of the pooled exchange, because ReverseProxy's
-// Transport may still read it after the handler returned.
+// clientBody wraps a request body (Gateway.ServeHTTP, once per request with
+// a body) to tell a client's broken, abandoned or too slow upload (the
+// client's fault) from an upstream failure, and to see whether it was read
+// to its end. It is its own allocation, not part of the pooled exchange,
+// because ReverseProxy's Transport may still read it after the handler
+// returned.
 type clientBody struct {
 	rc       io.ReadCloser
 	rw       http.ResponseWriter
@@ -57,17 +59,16 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 func (b *clientBody) Close() error { return b.rc.Close() }
 
-// watchBody routes r's body through ex.body (requests with a body only)
-// and bounds reading it by deadline, on both forwarders: a client that
-// dribbles its body cannot hold the request past the route timeout. The
-// deadline stays if the body never completes, so that net/http's drain of
-// the unread rest after the handler is bounded too.
+// watchBody bounds reading r's body (wrapped by Gateway.ServeHTTP) by
+// deadline, on both forwarders: a client that dribbles its body cannot hold
+// the request past the route timeout. The deadline stays if the body never
+// completes, so that net/http's drain of the unread rest is bounded too.
 func (e *exchange) watchBody(r *http.Request, deadline time.Time) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+	b, ok := r.Body.(*clientBody)
+	if !ok {
 		return
 	}
-	e.body = &clientBody{rc: r.Body, rw: e.ResponseWriter}
-	r.Body = e.body
+	e.body = b
 	_ = http.NewResponseController(e).SetReadDeadline(deadline)
 }
 

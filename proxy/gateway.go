@@ -115,7 +115,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, bodyBadPath)
 		return
 	}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		s.router.ServeHTTP(w, r)
+		return
+	}
+	b := &clientBody{rc: r.Body, rw: w}
+	r.Body = b
 	s.router.ServeHTTP(w, r)
+	if !b.eof.Load() {
+		// The answer went out with the body unread (blocked, 404, upstream
+		// failed or answered early). net/http would now read up to 256 KiB
+		// more at the client's pace before sending it, so a client dribbling
+		// its body ("slow POST") could hold the answer and the connection.
+		// An expired read deadline makes that read fail at once; net/http
+		// then answers and closes the connection.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 }
 
 // hasDotSegment reports a "." or ".." path segment (after unescaping, so
