@@ -153,7 +153,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (rt *route) forward(ex *exchange, r *http.Request, start int64, t *tokens, origin string) {
 	s := rt.snap
 	fwd := rt.forwarderFor(r)
-	ex.watchBody(r, time.Now().Add(rt.upstream.timeout))
+	ex.watchBody(r, rt.upstream.timeout)
 	finished := false
 	defer func() {
 		end := s.clock()
