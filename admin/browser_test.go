@@ -130,14 +130,7 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("dashboard never showed non-zero pass and block for orders: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { return browsertest.Text(t, bctx, sel) }
 	pass := text(`[data-resource="orders"] .chart-legend [data-series="pass"]`)
 	block := text(`[data-resource="orders"] .chart-legend [data-series="block"]`)
 	points, err := chromedp.Run(bctx, chromedp.Evaluate[int](card+`.querySelector('polyline.block').getAttribute('data-points') | 0`))

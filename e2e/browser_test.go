@@ -149,14 +149,7 @@ flowRules:
 	); err != nil {
 		t.Fatalf("the dashboard never showed non-zero pass and block rates for orders under load: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { return browsertest.Text(t, bctx, sel) }
 	pass := text(`[data-resource="orders"] .chart-legend [data-series="pass"]`)
 	block := text(`[data-resource="orders"] .chart-legend [data-series="block"]`)
 	t.Logf("orders chart: pass/s %s, block/s %s (offered 45/s, limit 20/s)", pass, block)

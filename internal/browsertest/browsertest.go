@@ -49,3 +49,14 @@ func Allocator(ctx context.Context, t testing.TB, chromium string) (context.Cont
 		chromedp.WindowSize(1440, 1200),
 	)
 }
+
+// Text returns the text of the element sel matches on the page in ctx, or
+// fails the test.
+func Text(t testing.TB, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
