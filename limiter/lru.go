@@ -78,12 +78,6 @@ func (l *lru[V]) evict() {
 	}
 }
 
-func (l *lru[V]) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}
-
 // each calls fn for every entry, most recent first, under the lock.
 func (l *lru[V]) each(fn func(key string, v V)) {
 	l.mu.Lock()
