@@ -68,10 +68,11 @@ func offer(t *testing.T, svcs []*cluster.Service, rule *config.FlowRule, perSeco
 	return passes, decided
 }
 
-// checkRate asserts the cluster total: never above want+10%, and not below
-// want-10% as long as the test managed to offer at least twice want (on an
-// overloaded machine the callers themselves may starve; that is not the
-// cluster's doing, and is logged instead).
+// checkRate asserts the cluster total: never above want+10% and not below
+// want-10%. The lower bound means something only if the test managed to
+// offer at least twice want; when its own callers starved, the run fails as
+// "machine too busy" (like the e2e sender's lag check) rather than passing
+// with the bound unchecked.
 func checkRate(t *testing.T, passes []time.Duration, decided int, d time.Duration, want float64) {
 	t.Helper()
 	rate := float64(len(passes)) / d.Seconds()
@@ -79,8 +80,7 @@ func checkRate(t *testing.T, passes []time.Duration, decided int, d time.Duratio
 		t.Errorf("cluster total %.1f/s, want at most %.0f (+10%%)", rate, want*1.1)
 	}
 	if float64(decided) < 2*want*d.Seconds() {
-		t.Logf("MACHINE TOO BUSY: only %d calls decided in %v, under twice the limit; lower bound not checked", decided, d)
-		return
+		t.Fatalf("machine too busy to measure: only %d calls decided in %v, under twice the limit", decided, d)
 	}
 	if rate < want*0.9 {
 		t.Errorf("cluster total %.1f/s, want at least %.0f (-10%%)", rate, want*0.9)
