@@ -5,7 +5,7 @@
 //
 // Each proxy (sluice with the fast path, sluice with the standard path —
 // both with a never-blocking qps rule and a never-blocking hot-param rule —,
-// the bare ReverseProxy, and nginx when installed) runs alone on CPU 0
+// the bare ReverseProxy, the design's floor, and nginx when installed) runs alone on CPU 0
 // (taskset -c 0, GOMAXPROCS=1, one nginx process); the load generator (wrk
 // when installed, else a built-in closed-loop generator) and the upstream
 // share CPU 1. For every body size it prints requests/s, p50/p99 latency,
@@ -15,6 +15,13 @@
 // It listens on loopback only, stops by itself (every run is bounded; the
 // whole program has a deadline) and stops only the processes it started,
 // by PID. It is not part of `go test`.
+//
+// The floor is the least any gateway built like sluice can cost: the
+// same net/http server and fasthttp.HostClient, with no routing, rules or
+// header handling — only the path, Content-Type and Content-Length carried
+// across. floor/nginx is therefore the best fast/nginx ratio a net/http
+// front end can reach on this machine, and fast/floor is what sluice's own
+// work (chi, the checks, full header semantics) costs on top.
 package main
 
 import (
@@ -53,6 +60,9 @@ func main() {
 			return
 		case "bare":
 			serveBare(os.Args[2], os.Args[3])
+			return
+		case "floor":
+			serveFloor(os.Args[2], os.Args[3])
 			return
 		case "load":
 			runLoadChild(os.Args[2:])
@@ -120,7 +130,7 @@ func run() error {
 			}
 		}
 	}
-	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy"}
+	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy", "floor"}
 	if nginx != "" {
 		targets = append(targets, "nginx-limit_req")
 	}
@@ -183,6 +193,8 @@ func run() error {
 				sluice, "-config", rules, "-listen", addr, "-admin", "off", "-log-level", "warn")
 		case "bare-reverseproxy":
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "bare", addr, upURL)
+		case "floor":
+			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "floor", addr, upAddr)
 		case "nginx-limit_req":
 			conf, cerr := nginxConf(dir, addr, upAddr, o.conns)
 			if cerr != nil {
@@ -443,13 +455,14 @@ func report(o options, targets []string, results map[string][]result) {
 	for _, size := range o.sizes {
 		line := fmt.Sprintf("  %6dB  requests/s:", size)
 		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-standard", "bare-reverseproxy"},
-			{"sluice-fast", "nginx-limit_req"}, {"sluice-standard", "nginx-limit_req"}} {
+			{"sluice-fast", "nginx-limit_req"}, {"sluice-standard", "nginx-limit_req"},
+			{"floor", "nginx-limit_req"}, {"sluice-fast", "floor"}} {
 			if r, ok := ratio(size, p[0], p[1], rps); ok {
 				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
 			}
 		}
 		line += "   CPU per request:"
-		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-fast", "nginx-limit_req"}} {
+		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-fast", "nginx-limit_req"}, {"floor", "nginx-limit_req"}} {
 			if r, ok := ratio(size, p[0], p[1], cpu); ok {
 				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
 			}
@@ -460,7 +473,7 @@ func report(o options, targets []string, results map[string][]result) {
 
 func short(target string) string {
 	return map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
-		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx"}[target]
+		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx", "floor": "floor"}[target]
 }
 
 func sluiceRules(upURL, mode string) string {
@@ -562,6 +575,33 @@ func serveBare(addr, upURL string) {
 		Transport: tr,
 	}
 	if err := http.ListenAndServe(addr, rp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// serveFloor is the design's floor (see the package comment): net/http
+// in, fasthttp.HostClient out, nothing else.
+func serveFloor(addr, upAddr string) {
+	hc := &fasthttp.HostClient{Addr: upAddr, MaxConns: 4096, NoDefaultUserAgentHeader: true}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(r.URL.RequestURI())
+		req.Header.SetHost(upAddr)
+		if err := hc.Do(req, resp); err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		body := resp.Body()
+		hd := w.Header()
+		hd["Content-Type"] = []string{string(resp.Header.ContentType())}
+		hd["Content-Length"] = []string{strconv.Itoa(len(body))}
+		w.WriteHeader(resp.StatusCode())
+		_, _ = w.Write(body)
+	}
+	if err := http.ListenAndServe(addr, http.HandlerFunc(h)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
