@@ -8,9 +8,9 @@ import (
 
 // TestFastPathAllocations bounds the allocations of one request served
 // through Gateway.ServeHTTP on the fast path (route match, checks, forward,
-// response): chi's route context and path value (4), the RateLimit headers
-// (2), fasthttp's streamed-body handle (4) and the copied response header
-// (2). The standard path needs 73.
+// response): the RateLimit headers (2), fasthttp's streamed-body handle
+// (4) and the copied response header (2). Routing allocates nothing (it was
+// 4 through chi's ServeHTTP; see router.go). The standard path needs about 70.
 func TestFastPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
@@ -26,7 +26,7 @@ func TestFastPathAllocations(t *testing.T) {
 		g.ServeHTTP(w, req)
 	}
 	serve() // warm the pools and the connection
-	const limit = 12
+	const limit = 8
 	if n := testing.AllocsPerRun(200, serve); n > limit {
 		t.Errorf("fast path: %.1f allocations per request, want <= %d", n, limit)
 	}

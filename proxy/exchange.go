@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"sluice/config"
 )
 
@@ -19,6 +21,7 @@ type exchange struct {
 	http.ResponseWriter
 	req        *http.Request
 	src        *sources
+	params     *chi.Context // the path parameters; nil: none
 	clientCtx  context.Context
 	status     int
 	failed     bool // transport failure or timeout
@@ -98,16 +101,16 @@ func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // Value implements hotparam.Values; an *exchange is a pointer, so passing
 // it as an interface allocates nothing.
-func (e *exchange) Value(src config.Source) (string, bool) { return e.src.value(e.req, src) }
+func (e *exchange) Value(src config.Source) (string, bool) { return e.src.value(e.req, e.params, src) }
 
 type exchangePool struct{ p sync.Pool }
 
-func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, src *sources) *exchange {
+func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, src *sources, params *chi.Context) *exchange {
 	e, _ := p.p.Get().(*exchange)
 	if e == nil {
 		e = new(exchange)
 	}
-	*e = exchange{ResponseWriter: w, req: r, src: src, clientCtx: r.Context()}
+	*e = exchange{ResponseWriter: w, req: r, src: src, params: params, clientCtx: r.Context()}
 	return e
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"sluice/hotparam"
 	"sluice/limiter"
 	"sluice/limiter/circuit"
@@ -74,17 +76,24 @@ func (t *tokens) exit(now int64, rt time.Duration, failed, abandoned bool) {
 	t.sys.Exit(now, failed || abandoned)
 }
 
-// ServeHTTP is the hot path: origin, checks in SPEC order (system, flow,
-// param, degrade), an optional throttle wait, then forwarding.
+// ServeHTTP serves a request chi routed itself (router falls back to chi
+// only for what it cannot resolve, so this is rare).
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt.serve(w, r, chi.RouteContext(r.Context()))
+}
+
+// serve is the hot path: origin, checks in SPEC order (system, flow,
+// param, degrade), an optional throttle wait, then forwarding. params is
+// the routing context holding the path parameters.
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, params *chi.Context) {
 	s := rt.snap
 	start := s.clock()
-	ex := s.pool.get(w, r, s.sources)
+	ex := s.pool.get(w, r, s.sources, params)
 	defer s.pool.put(ex)
 
 	var origin string
 	if s.originSrc.Kind != "" {
-		origin, _ = s.sources.value(r, s.originSrc)
+		origin, _ = ex.Value(s.originSrc)
 	}
 
 	var t tokens

@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
 	"sluice/config"
@@ -24,7 +22,7 @@ type Snapshot struct {
 	Breakers *circuit.Set
 	System   *system.Guard
 
-	router           http.Handler
+	router           *router
 	upstreams        map[string]*upstream
 	sources          *sources
 	originSrc        config.Source
@@ -94,9 +92,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			return nil, err
 		}
 	}
-	mux := chi.NewRouter()
-	mux.NotFound(notFound)
-	mux.MethodNotAllowed(notAllowed)
+	rr := newRouter(notFound, notAllowed)
 	// chi panics on a pattern it cannot take; config validation should have
 	// caught it, but a reload must never take the gateway down.
 	defer func() {
@@ -110,15 +106,13 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		if err != nil {
 			return nil, err
 		}
-		if len(rc.Methods) == 0 {
-			mux.Handle(rc.Path, rt)
-			continue
+		methods := make([]string, len(rc.Methods))
+		for i, m := range rc.Methods {
+			methods[i] = strings.ToUpper(m)
 		}
-		for _, m := range rc.Methods {
-			mux.Method(strings.ToUpper(m), rc.Path, rt)
-		}
+		rr.handle(rc.Path, methods, rt)
 	}
-	s.router = mux
+	s.router = rr
 	s.upstreams = ups
 	return s, nil
 }

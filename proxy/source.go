@@ -34,7 +34,8 @@ func newSources(trusted []string) (*sources, error) {
 }
 
 // value returns the request's value for src; ok is false when the request lacks it.
-func (s *sources) value(r *http.Request, src config.Source) (string, bool) {
+// params holds the path parameters (nil: none).
+func (s *sources) value(r *http.Request, params *chi.Context, src config.Source) (string, bool) {
 	switch src.Kind {
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
@@ -45,8 +46,8 @@ func (s *sources) value(r *http.Request, src config.Source) (string, bool) {
 	case config.SourceQuery:
 		return queryValue(r.URL.RawQuery, src.Name)
 	case config.SourcePath:
-		if rc := chi.RouteContext(r.Context()); rc != nil {
-			if v := rc.URLParam(src.Name); v != "" {
+		if params != nil {
+			if v := params.URLParam(src.Name); v != "" {
 				return v, true
 			}
 		}

@@ -1,0 +1,87 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestRouting pins what each request reaches: method-specific routes,
+// every-method routes, path parameters read by a hot-param rule, escaped
+// paths, and the gateway's own 404 and 405 answers.
+func TestRouting(t *testing.T) {
+	upstream := func(name string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s %s", name, r.Method, r.URL.EscapedPath())
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	rules := fmt.Sprintf(`
+upstreams:
+  reads:  {targets: [%q]}
+  writes: {targets: [%q]}
+  items:  {targets: [%q]}
+routes:
+  - path: /orders
+    methods: [get, HEAD]
+    upstream: reads
+  - path: /orders
+    methods: [POST]
+    upstream: writes
+  - path: /items/{id}
+    upstream: items
+    resource: items
+  - path: /files/*
+    upstream: items
+paramRules:
+  - resource: items
+    param: path:id
+    count: 1
+`, upstream("reads"), upstream("writes"), upstream("items"))
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			base := parityGateway(t, fwd, rules)
+			cases := []struct {
+				method, path string
+				status       int
+				body         string // prefix of the answer
+			}{
+				{"GET", "/orders", 200, "reads GET /orders"},
+				{"HEAD", "/orders", 200, ""},
+				{"POST", "/orders", 200, "writes POST /orders"},
+				{"DELETE", "/orders", 405, `{"error":"method not allowed"}`},
+				{"PURGE", "/orders", 405, `{"error":"method not allowed"}`},
+				{"GET", "/items/1", 200, "items GET /items/1"},
+				{"DELETE", "/items/2", 200, "items DELETE /items/2"},
+				// The path parameter is what the param rule counts: id 1
+				// used its one pass above, id 3 has its own.
+				{"GET", "/items/1", 429, ""},
+				{"GET", "/items/3", 200, "items GET /items/3"},
+				{"GET", "/items/a%2Fb", 200, "items GET /items/a%2Fb"},
+				{"GET", "/items/a%2Fb", 429, ""},
+				{"GET", "/files/x/y.txt", 200, "items GET /files/x/y.txt"},
+				{"GET", "/items", 404, `{"error":"no route"}`},
+				{"GET", "/nowhere", 404, `{"error":"no route"}`},
+			}
+			for _, c := range cases {
+				req, err := http.NewRequest(c.method, base+c.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != c.status || !strings.HasPrefix(string(b), c.body) {
+					t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, resp.StatusCode, b, c.status, c.body)
+				}
+			}
+		})
+	}
+}
