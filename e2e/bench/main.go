@@ -21,7 +21,10 @@
 // header handling — only the path, Content-Type and Content-Length carried
 // across. floor/nginx is therefore the best fast/nginx ratio a net/http
 // front end can reach on this machine, and fast/floor is what sluice's own
-// work (chi, the checks, full header semantics) costs on top.
+// work (chi, the checks, full header semantics) costs on top. With
+// -fasthttp-floor, the same floor with a fasthttp server in place of
+// net/http's (the design issue 9 set aside, for HTTP/2, streaming and chi)
+// is measured too, to show what that choice costs.
 package main
 
 import (
@@ -64,6 +67,9 @@ func main() {
 		case "floor":
 			serveFloor(os.Args[2], os.Args[3])
 			return
+		case "fasthttp-floor":
+			serveFasthttpFloor(os.Args[2], os.Args[3])
+			return
 		case "load":
 			runLoadChild(os.Args[2:])
 			return
@@ -85,6 +91,7 @@ type options struct {
 	loadCPU  string
 	useWrk   bool
 	useNginx bool
+	fhFloor  bool
 	deadline time.Duration
 }
 
@@ -100,6 +107,7 @@ func run() error {
 	flag.StringVar(&o.loadCPU, "load-cpu", "1", "CPU list for the load generator and the upstream")
 	flag.BoolVar(&o.useWrk, "wrk", true, "use wrk when installed")
 	flag.BoolVar(&o.useNginx, "nginx", true, "include nginx when installed")
+	flag.BoolVar(&o.fhFloor, "fasthttp-floor", false, "also measure the floor with a fasthttp server")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
@@ -131,6 +139,9 @@ func run() error {
 		}
 	}
 	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy", "floor"}
+	if o.fhFloor {
+		targets = append(targets, "fasthttp-floor")
+	}
 	if nginx != "" {
 		targets = append(targets, "nginx-limit_req")
 	}
@@ -193,8 +204,8 @@ func run() error {
 				sluice, "-config", rules, "-listen", addr, "-admin", "off", "-log-level", "warn")
 		case "bare-reverseproxy":
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "bare", addr, upURL)
-		case "floor":
-			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "floor", addr, upAddr)
+		case "floor", "fasthttp-floor":
+			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, name, addr, upAddr)
 		case "nginx-limit_req":
 			conf, cerr := nginxConf(dir, addr, upAddr, o.conns)
 			if cerr != nil {
@@ -456,7 +467,7 @@ func report(o options, targets []string, results map[string][]result) {
 		line := fmt.Sprintf("  %6dB  requests/s:", size)
 		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-standard", "bare-reverseproxy"},
 			{"sluice-fast", "nginx-limit_req"}, {"sluice-standard", "nginx-limit_req"},
-			{"floor", "nginx-limit_req"}, {"sluice-fast", "floor"}} {
+			{"floor", "nginx-limit_req"}, {"sluice-fast", "floor"}, {"fasthttp-floor", "nginx-limit_req"}} {
 			if r, ok := ratio(size, p[0], p[1], rps); ok {
 				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
 			}
@@ -473,7 +484,8 @@ func report(o options, targets []string, results map[string][]result) {
 
 func short(target string) string {
 	return map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
-		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx", "floor": "floor"}[target]
+		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx", "floor": "floor",
+		"fasthttp-floor": "fasthttp-floor"}[target]
 }
 
 func sluiceRules(upURL, mode string) string {
@@ -602,6 +614,30 @@ func serveFloor(addr, upAddr string) {
 		_, _ = w.Write(body)
 	}
 	if err := http.ListenAndServe(addr, http.HandlerFunc(h)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// serveFasthttpFloor is serveFloor with a fasthttp server in front.
+func serveFasthttpFloor(addr, upAddr string) {
+	hc := &fasthttp.HostClient{Addr: upAddr, MaxConns: 4096, NoDefaultUserAgentHeader: true}
+	h := func(ctx *fasthttp.RequestCtx) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURIBytes(ctx.RequestURI())
+		req.Header.SetHost(upAddr)
+		if err := hc.Do(req, resp); err != nil {
+			ctx.SetStatusCode(http.StatusBadGateway)
+			return
+		}
+		ctx.SetStatusCode(resp.StatusCode())
+		ctx.SetContentTypeBytes(resp.Header.ContentType())
+		ctx.SetBody(resp.Body())
+	}
+	srv := &fasthttp.Server{Handler: h, Concurrency: 1 << 16}
+	if err := srv.ListenAndServe(addr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
