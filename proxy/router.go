@@ -38,8 +38,10 @@ func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 func (rr *router) handle(pattern string, methods []string, rt *route) {
 	mr := rr.routes[pattern]
 	if len(methods) == 0 {
+		// chi's every-method registration replaces each method's handler
+		// (config validation refuses such overlaps; mirror chi anyway).
 		rr.mux.Handle(pattern, rt)
-		mr.any = rt
+		mr = methodRoutes{any: rt}
 	}
 	for _, m := range methods {
 		rr.mux.Method(m, pattern, rt)
