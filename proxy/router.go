@@ -16,41 +16,28 @@ import (
 // chi's ServeHTTP, so those answers are chi's own.
 type router struct {
 	mux    *chi.Mux
-	routes map[string]methodRoutes // by chi pattern
-	ctxs   sync.Pool               // *chi.Context
+	routes map[routeKey]*route
+	ctxs   sync.Pool // *chi.Context
 }
 
-// methodRoutes are the routes registered on one path pattern.
-type methodRoutes struct {
-	any      *route            // registered for every method (no `methods:`)
-	byMethod map[string]*route // registered for listed methods
-}
+// routeKey is a method and the chi pattern it was registered on.
+type routeKey struct{ method, pattern string }
 
 func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 	mux := chi.NewRouter()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[string]methodRoutes{}}
+	return &router{mux: mux, routes: map[routeKey]*route{}}
 }
 
-// handle registers rt on pattern for methods (none: every method). chi
+// handle registers rt on pattern for methods, which config has already
+// upper-cased and filled in (every method when the file lists none). chi
 // panics on a pattern it cannot take; the snapshot builder recovers.
 func (rr *router) handle(pattern string, methods []string, rt *route) {
-	mr := rr.routes[pattern]
-	if len(methods) == 0 {
-		// chi's every-method registration replaces each method's handler
-		// (config validation refuses such overlaps; mirror chi anyway).
-		rr.mux.Handle(pattern, rt)
-		mr = methodRoutes{any: rt}
-	}
 	for _, m := range methods {
 		rr.mux.Method(m, pattern, rt)
-		if mr.byMethod == nil {
-			mr.byMethod = map[string]*route{}
-		}
-		mr.byMethod[m] = rt
+		rr.routes[routeKey{m, pattern}] = rt
 	}
-	rr.routes[pattern] = mr
 }
 
 func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +46,6 @@ func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rctx = chi.NewRouteContext()
 	}
 	rctx.Reset()
-	rctx.Routes = rr.mux
 	// The path chi's routeHTTP matches on.
 	path := r.URL.RawPath
 	if path == "" {
@@ -68,25 +54,10 @@ func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	if rt := rr.match(rctx, r.Method, path); rt != nil {
+	if rt := rr.routes[routeKey{r.Method, rr.mux.Find(rctx, r.Method, path)}]; rt != nil {
 		rt.serve(w, r, rctx)
 	} else {
 		rr.mux.ServeHTTP(w, r)
 	}
 	rr.ctxs.Put(rctx)
-}
-
-func (rr *router) match(rctx *chi.Context, method, path string) *route {
-	pattern := rr.mux.Find(rctx, method, path)
-	if pattern == "" {
-		return nil
-	}
-	mr, ok := rr.routes[pattern]
-	if !ok {
-		return nil
-	}
-	if rt := mr.byMethod[method]; rt != nil {
-		return rt
-	}
-	return mr.any
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestRouting pins what each request reaches: method-specific routes,
-// every-method routes, path parameters read by a hot-param rule, escaped
+// routes without `methods:`, path parameters read by a hot-param rule, escaped
 // paths, and the gateway's own 404 and 405 answers.
 func TestRouting(t *testing.T) {
 	upstream := func(name string) string {

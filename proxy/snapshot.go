@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -106,11 +105,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		if err != nil {
 			return nil, err
 		}
-		methods := make([]string, len(rc.Methods))
-		for i, m := range rc.Methods {
-			methods[i] = strings.ToUpper(m)
-		}
-		rr.handle(rc.Path, methods, rt)
+		rr.handle(rc.Path, rc.Methods, rt)
 	}
 	s.router = rr
 	s.upstreams = ups
