@@ -592,17 +592,33 @@ func serveBare(addr, upURL string) {
 	}
 }
 
+// floorClient is the floors' upstream side: a fasthttp.HostClient, with
+// the upstream's own Host and nothing else set. The caller sets the URI
+// (from a string or from bytes, so neither floor converts and allocates).
+type floorClient struct {
+	hc   *fasthttp.HostClient
+	host string
+}
+
+func newFloorClient(upAddr string) *floorClient {
+	return &floorClient{hc: &fasthttp.HostClient{Addr: upAddr, MaxConns: 4096, NoDefaultUserAgentHeader: true}, host: upAddr}
+}
+
+func (c *floorClient) do(req *fasthttp.Request, resp *fasthttp.Response) error {
+	req.Header.SetHost(c.host)
+	return c.hc.Do(req, resp)
+}
+
 // serveFloor is the design's floor (see the package comment): net/http
 // in, fasthttp.HostClient out, nothing else.
 func serveFloor(addr, upAddr string) {
-	hc := &fasthttp.HostClient{Addr: upAddr, MaxConns: 4096, NoDefaultUserAgentHeader: true}
+	up := newFloorClient(upAddr)
 	h := func(w http.ResponseWriter, r *http.Request) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
 		req.SetRequestURI(r.URL.RequestURI())
-		req.Header.SetHost(upAddr)
-		if err := hc.Do(req, resp); err != nil {
+		if err := up.do(req, resp); err != nil {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
@@ -621,14 +637,13 @@ func serveFloor(addr, upAddr string) {
 
 // serveFasthttpFloor is serveFloor with a fasthttp server in front.
 func serveFasthttpFloor(addr, upAddr string) {
-	hc := &fasthttp.HostClient{Addr: upAddr, MaxConns: 4096, NoDefaultUserAgentHeader: true}
+	up := newFloorClient(upAddr)
 	h := func(ctx *fasthttp.RequestCtx) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
 		req.SetRequestURIBytes(ctx.RequestURI())
-		req.Header.SetHost(upAddr)
-		if err := hc.Do(req, resp); err != nil {
+		if err := up.do(req, resp); err != nil {
 			ctx.SetStatusCode(http.StatusBadGateway)
 			return
 		}
