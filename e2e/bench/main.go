@@ -1,7 +1,7 @@
 // Command bench measures sluice's forwarding against a bare
 // httputil.ReverseProxy and nginx with limit_req, interleaved in one run:
 //
-//	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536]
+//	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536] [-fasthttp-floor] [-fasthttp-front]
 //
 // Each proxy (sluice with the fast path, sluice with the standard path —
 // both with a never-blocking qps rule and a never-blocking hot-param rule —,
@@ -24,7 +24,10 @@
 // work (chi, the checks, full header semantics) costs on top. With
 // -fasthttp-floor, the same floor with a fasthttp server in place of
 // net/http's (the design issue 9 set aside, for HTTP/2, streaming and chi)
-// is measured too, to show what that choice costs.
+// is measured too, to show what that choice costs. With -fasthttp-front,
+// sluice's own Gateway runs behind a fasthttp server through a lean
+// adaptor (fasthttp_front.go): what that choice would buy once sluice's
+// per-request work is included.
 package main
 
 import (
@@ -70,6 +73,9 @@ func main() {
 		case "fasthttp-floor":
 			serveFasthttpFloor(os.Args[2], os.Args[3])
 			return
+		case "sluice-fasthttp":
+			serveSluiceFasthttp(os.Args[2], os.Args[3])
+			return
 		case "load":
 			runLoadChild(os.Args[2:])
 			return
@@ -92,6 +98,7 @@ type options struct {
 	useWrk   bool
 	useNginx bool
 	fhFloor  bool
+	fhFront  bool
 	deadline time.Duration
 }
 
@@ -108,6 +115,7 @@ func run() error {
 	flag.BoolVar(&o.useWrk, "wrk", true, "use wrk when installed")
 	flag.BoolVar(&o.useNginx, "nginx", true, "include nginx when installed")
 	flag.BoolVar(&o.fhFloor, "fasthttp-floor", false, "also measure the floor with a fasthttp server")
+	flag.BoolVar(&o.fhFront, "fasthttp-front", false, "also measure sluice's Gateway behind a fasthttp server (an experiment, see fasthttp_front.go)")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
@@ -141,6 +149,9 @@ func run() error {
 	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy", "floor"}
 	if o.fhFloor {
 		targets = append(targets, "fasthttp-floor")
+	}
+	if o.fhFront {
+		targets = append(targets, "sluice-fasthttp")
 	}
 	if nginx != "" {
 		targets = append(targets, "nginx-limit_req")
@@ -202,6 +213,12 @@ func run() error {
 			}
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1", "SLUICE_FORWARDER=" + mode},
 				sluice, "-config", rules, "-listen", addr, "-admin", "off", "-log-level", "warn")
+		case "sluice-fasthttp":
+			rules := filepath.Join(dir, name+".yaml")
+			if err := os.WriteFile(rules, []byte(sluiceRules(upURL, "fast")), 0o644); err != nil {
+				return err
+			}
+			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, name, addr, rules)
 		case "bare-reverseproxy":
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "bare", addr, upURL)
 		case "floor", "fasthttp-floor":
@@ -467,7 +484,8 @@ func report(o options, targets []string, results map[string][]result) {
 		line := fmt.Sprintf("  %6dB  requests/s:", size)
 		for _, p := range [][2]string{{"sluice-fast", "bare-reverseproxy"}, {"sluice-standard", "bare-reverseproxy"},
 			{"sluice-fast", "nginx-limit_req"}, {"sluice-standard", "nginx-limit_req"},
-			{"floor", "nginx-limit_req"}, {"sluice-fast", "floor"}, {"fasthttp-floor", "nginx-limit_req"}} {
+			{"floor", "nginx-limit_req"}, {"sluice-fast", "floor"}, {"fasthttp-floor", "nginx-limit_req"},
+			{"sluice-fasthttp", "nginx-limit_req"}, {"sluice-fasthttp", "fasthttp-floor"}} {
 			if r, ok := ratio(size, p[0], p[1], rps); ok {
 				line += fmt.Sprintf("  %s/%s %.2fx", short(p[0]), short(p[1]), r)
 			}
@@ -485,7 +503,7 @@ func report(o options, targets []string, results map[string][]result) {
 func short(target string) string {
 	return map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
 		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx", "floor": "floor",
-		"fasthttp-floor": "fasthttp-floor"}[target]
+		"fasthttp-floor": "fasthttp-floor", "sluice-fasthttp": "sluice-fasthttp"}[target]
 }
 
 func sluiceRules(upURL, mode string) string {
