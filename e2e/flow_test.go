@@ -102,13 +102,27 @@ flowRules:
 	if rate < 0.93*count || rate > 1.07*count {
 		t.Errorf("pass rate %.0f/s, want %d ±7%%", rate, count)
 	}
-	// Even spacing: 0.5 ms apart means 200 answers per 100 ms; a burst (a
-	// queue released at once, or a window that lets a second's worth through
-	// early) would show far more.
-	doneMax, sentMax := res.maxDoneIn(200, 100*time.Millisecond), res.maxInWindow(200, 100*time.Millisecond)
-	t.Logf("most passes in any 100 ms: %d by answer time, %d by send time (even: 200)", doneMax, sentMax)
-	if limit := int(count * 0.1 * 1.5); doneMax > limit || sentMax > limit {
-		t.Errorf("a 100 ms window had %d passes by answer time, %d by send time; want <= %d (even spacing)", doneMax, sentMax, limit)
+	// Even spacing, judged by send time, where the gateway's decisions
+	// show: 0.5 ms apart is 200 passes per 100 ms (plus the 20 ms queue); a
+	// window limiter lets a second's worth through in its first half, 400.
+	// A sender that stalled and caught up bunches sends the gateway then
+	// passes up to its queue, so the stall it measured is allowed for.
+	// (By answer time, any stall of the gateway, the upstream or the load
+	// generator bunches answers too, so that count is only logged.)
+	sentMax, doneMax := res.maxInWindow(200, 100*time.Millisecond), res.maxDoneIn(200, 100*time.Millisecond)
+	limit := int(count*0.1*1.5) + int(count*res.maxLag.Seconds())
+	t.Logf("most passes in any 100 ms: %d by send time (want <= %d), %d by answer time (even: 200)", sentMax, limit, doneMax)
+	if sentMax > limit {
+		t.Errorf("a 100 ms window had %d passes by send time; want <= %d (even spacing)", sentMax, limit)
+	}
+	// Passes wait for their slot: offered twice the rate, the queue stays
+	// full, so the median pass is answered about maxQueueingTimeMs later
+	// than a rejection. One forwarded at once (no wait) would be answered
+	// as fast as a 429; one held past the queue bound, later.
+	rej, pass := res.latency(429, .5), res.latency(200, .5)
+	t.Logf("median answer time: 429 %v, 200 %v", rej, pass)
+	if wait := pass - rej; wait < 10*time.Millisecond || wait > 30*time.Millisecond {
+		t.Errorf("median pass answered %v after a rejection, want about the 20 ms queue (10..30 ms)", wait)
 	}
 	if m := res.maxInWindow(200, time.Second); float64(m) > 1.07*count {
 		t.Errorf("a real 1 s window passed %d, want <= %d x 1.07", m, count)

@@ -195,3 +195,20 @@ func (r *result) only200And429(t *testing.T, name string) {
 		t.Fatalf("%s: statuses %v, want only 200 and 429", name, st)
 	}
 }
+
+// latency is the q-quantile (0..1) of answer time minus send time over the
+// answers with status: for answers the gateway gives at once (429), how late
+// requests reach its decision and their answers reach the load generator.
+func (r *result) latency(status int, q float64) time.Duration {
+	var ds []time.Duration
+	for _, h := range r.hits {
+		if h.status == status {
+			ds = append(ds, h.done-h.sent)
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
+}
