@@ -460,8 +460,9 @@ flowRules:
 		}
 		targets[i] = to(g.URL+path, fmt.Sprintf("X-Origin: caller-%d", i))
 	}
+	// Nothing here depends on pacing (2000/s against a count of 200 blocks
+	// however late the sender runs), so the sender's lag is not checked.
 	res := run(t, load{Rate: 2000, Duration: n * time.Second / 2000, Targets: targets})
-	res.checkLag(t)
 	st := res.statuses()
 	if st[200] == 0 || st[429] == 0 || st[404] != n/20 {
 		t.Fatalf("statuses %v: want passes, blocks and %d 404s", st, n/20)
