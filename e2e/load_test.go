@@ -206,9 +206,16 @@ func (r *result) latency(status int, q float64) time.Duration {
 			ds = append(ds, h.done-h.sent)
 		}
 	}
+	return percentile(ds, q)
+}
+
+// percentile is the smallest value at or above fraction q of ds (0 if none).
+func percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
 }

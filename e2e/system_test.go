@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -189,23 +188,12 @@ routes:
 	if out.other > 0 {
 		t.Errorf("system %q: %d calls neither passed nor blocked: %v", system, out.other, res.statuses())
 	}
-	out.p50Passed = sysPercentile(passed, 0.50)
-	out.p99Passed = sysPercentile(passed, 0.99)
-	out.p99All = sysPercentile(all, 0.99)
+	out.p50Passed = percentile(passed, 0.50)
+	out.p99Passed = percentile(passed, 0.99)
+	out.p99All = percentile(all, 0.99)
 	_, out.upstreamMaxInFlight = up.stats()
 	g.stop()
 	return out
-}
-
-// sysPercentile is the smallest value at or above fraction q of ds (0 if none).
-func sysPercentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // sysWaitInFlight waits until the upstream has had n calls in flight at once.
