@@ -46,7 +46,7 @@ func serveSluiceFasthttp(addr, rulesPath string) {
 			ctx.Error("bad request", fasthttp.StatusBadRequest)
 		} else {
 			gw.ServeHTTP(&a.w, &a.r)
-			a.w.finish()
+			a.w.WriteHeader(http.StatusOK) // a handler that wrote nothing: 200, as net/http answers
 		}
 		a.clear()
 		pool.Put(a)
@@ -74,6 +74,9 @@ func newAdapted() *adapted {
 
 func (a *adapted) reset(ctx *fasthttp.RequestCtx) error {
 	req := &ctx.Request
+	if len(req.Body()) > 0 {
+		return io.ErrUnexpectedEOF // bodies are out of this experiment's scope
+	}
 	a.url = url.URL{}
 	if err := a.url.UnmarshalBinary(req.RequestURI()); err != nil {
 		return err
@@ -92,9 +95,6 @@ func (a *adapted) reset(ctx *fasthttp.RequestCtx) error {
 		Body:       http.NoBody,
 		Host:       string(req.Host()),
 		RemoteAddr: ctx.RemoteAddr().String(),
-	}
-	if len(req.Body()) > 0 {
-		return io.ErrUnexpectedEOF // bodies are out of this experiment's scope
 	}
 	a.w.ctx = ctx
 	return nil
@@ -130,6 +130,7 @@ type adaptedWriter struct {
 
 func (w *adaptedWriter) Header() http.Header { return w.h }
 
+// WriteHeader sends the first final status only; later calls do nothing.
 func (w *adaptedWriter) WriteHeader(code int) {
 	if w.wrote || code < 200 {
 		return
@@ -148,14 +149,6 @@ func (w *adaptedWriter) WriteHeader(code int) {
 }
 
 func (w *adaptedWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
+	w.WriteHeader(http.StatusOK)
 	return w.ctx.Write(b)
-}
-
-func (w *adaptedWriter) finish() {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
 }

@@ -207,16 +207,16 @@ func run() error {
 		switch name {
 		case "sluice-fast", "sluice-standard":
 			mode := strings.TrimPrefix(name, "sluice-")
-			rules := filepath.Join(dir, name+".yaml")
-			if err := os.WriteFile(rules, []byte(sluiceRules(upURL, mode)), 0o644); err != nil {
-				return err
+			rules, werr := writeRules(dir, name, upURL, mode)
+			if werr != nil {
+				return werr
 			}
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1", "SLUICE_FORWARDER=" + mode},
 				sluice, "-config", rules, "-listen", addr, "-admin", "off", "-log-level", "warn")
 		case "sluice-fasthttp":
-			rules := filepath.Join(dir, name+".yaml")
-			if err := os.WriteFile(rules, []byte(sluiceRules(upURL, "fast")), 0o644); err != nil {
-				return err
+			rules, werr := writeRules(dir, name, upURL, "fast")
+			if werr != nil {
+				return werr
 			}
 			pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, name, addr, rules)
 		case "bare-reverseproxy":
@@ -501,9 +501,17 @@ func report(o options, targets []string, results map[string][]result) {
 }
 
 func short(target string) string {
-	return map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
-		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx", "floor": "floor",
-		"fasthttp-floor": "fasthttp-floor", "sluice-fasthttp": "sluice-fasthttp"}[target]
+	if s, ok := map[string]string{"sluice-fast": "fast", "sluice-standard": "standard",
+		"bare-reverseproxy": "bare", "nginx-limit_req": "nginx"}[target]; ok {
+		return s
+	}
+	return target
+}
+
+// writeRules writes the rules file of target name into dir.
+func writeRules(dir, name, upURL, mode string) (string, error) {
+	p := filepath.Join(dir, name+".yaml")
+	return p, os.WriteFile(p, []byte(sluiceRules(upURL, mode)), 0o644)
 }
 
 func sluiceRules(upURL, mode string) string {
