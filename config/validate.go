@@ -67,6 +67,15 @@ func (c *checker) nonNegative(path string, v float64) {
 	}
 }
 
+// wholeCount refuses a fractional concurrency threshold: calls in flight are
+// counted in whole calls. A value <= 0, NaN or infinite is left to the range
+// check beside it, so it is reported once.
+func (c *checker) wholeCount(path string, v float64) {
+	if v > 0 && !math.IsInf(v, 0) && v != math.Trunc(v) {
+		c.add(path, "must be a whole number for grade concurrency, got %s", num(v))
+	}
+}
+
 func (c *checker) interval(path string, ms int64) {
 	if ms <= 0 || ms > maxStatIntervalMs {
 		c.add(path, "must be > 0 and <= %d (one hour), got %d", maxStatIntervalMs, ms)
@@ -177,6 +186,13 @@ func checkTarget(t string) string {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "must not have a query or fragment, got " + quote(t)
 	}
+	// url.Parse only checks that a port is digits; 0 or 99999 would parse
+	// and then fail every request with 502.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return "the port must be a number in 1..65535, got " + quote(t)
+		}
+	}
 	return ""
 }
 
@@ -261,7 +277,8 @@ func (c *checker) duplicateRoute(served map[string]int, i int, norm string) {
 	first, both := -1, []string(nil)
 	for _, m := range r.Methods {
 		k := norm + " " + m
-		if j, ok := served[k]; ok {
+		// j == i: the route lists the method twice, reported as a duplicate method.
+		if j, ok := served[k]; ok && j != i {
 			if first < 0 {
 				first = j
 			}
@@ -320,8 +337,8 @@ func (c *checker) flowRules(ix routeIndex) {
 		}
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
 		c.positive(p+".count", r.Count)
-		if r.Grade == GradeConcurrency && r.Count > 0 && r.Count != math.Trunc(r.Count) {
-			c.add(p+".count", "must be a whole number for grade concurrency, got %s", num(r.Count))
+		if r.Grade == GradeConcurrency {
+			c.wholeCount(p+".count", r.Count)
 		}
 		c.oneOf(p+".strategy", string(r.Strategy), string(StrategyDirect), string(StrategyRelate), string(StrategyChain))
 		switch r.Strategy {
@@ -386,6 +403,9 @@ func (c *checker) paramRules(ix routeIndex) {
 		}
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
 		c.positive(p+".count", r.Count)
+		if r.Grade == GradeConcurrency {
+			c.wholeCount(p+".count", r.Count)
+		}
 		if r.DurationSec <= 0 {
 			c.add(p+".durationSec", "must be > 0, got %d", r.DurationSec)
 		}
@@ -406,6 +426,9 @@ func (c *checker) paramRules(ix routeIndex) {
 			}
 			seen[it.Value] = j
 			c.nonNegative(ip+".count", it.Count)
+			if r.Grade == GradeConcurrency {
+				c.wholeCount(ip+".count", it.Count)
+			}
 		}
 	}
 }
