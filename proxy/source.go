@@ -48,13 +48,22 @@ func (s *sources) value(r *http.Request, params *chi.Context, src config.Source)
 	case config.SourcePath:
 		if params != nil {
 			if v := params.URLParam(src.Name); v != "" {
+				// The router matched the escaped path when the client's
+				// escaping differs from Go's (RawPath set), so the
+				// parameter is as the client spelled it: /order/%31%30%32
+				// is order 102 to the upstream, and must be to the rule.
+				if r.URL.RawPath != "" && strings.IndexByte(v, '%') >= 0 {
+					if u, err := url.PathUnescape(v); err == nil {
+						v = u
+					}
+				}
 				return v, true
 			}
 		}
 	case config.SourceCookie:
 		return cookieValue(r.Header["Cookie"], src.Name)
 	case config.SourceHost:
-		if h := hostOnly(r.Host); h != "" {
+		if h := canonicalHost(hostOnly(r.Host)); h != "" {
 			return h, true
 		}
 	case config.SourceIP:
@@ -84,14 +93,20 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 			} else {
 				part, line = line, ""
 			}
-			part = strings.TrimSpace(part)
+			// Some proxies write the client's port too ("1.2.3.4:5678",
+			// "[::1]:443"); the address alone is the client.
+			part = hostOnly(strings.TrimSpace(part))
 			if part == "" {
 				continue
 			}
 			if !s.isTrusted(part) {
-				if _, err := netip.ParseAddr(part); err != nil {
+				a, err := netip.ParseAddr(part)
+				if err != nil {
 					// Garbage in the header: stop at the last hop we can vouch for.
 					return peer, true
+				}
+				if a.Is4In6() {
+					return a.Unmap().String(), true // one client, one key
 				}
 				return part, true
 			}
@@ -118,6 +133,19 @@ func (s *sources) isTrusted(ip string) bool {
 // peerTrusted reports whether the request came from a trusted proxy.
 func (s *sources) peerTrusted(r *http.Request) bool {
 	return len(s.trusted) > 0 && s.isTrusted(hostOnly(r.RemoteAddr))
+}
+
+// canonicalHost lower-cases a host name and drops a trailing dot, so that
+// SHOP.example. and shop.example are one value (allocating only for the
+// former).
+func canonicalHost(h string) string {
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
 }
 
 // hostOnly strips a port and IPv6 brackets without allocating.

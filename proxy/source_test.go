@@ -49,6 +49,12 @@ func TestSourceValues(t *testing.T) {
 		{"ip all trusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "10.0.0.9"), "10.0.0.9", true},
 		{"ip garbage XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "not-an-ip"), "10.1.2.3", true},
 		{"ipv6 peer", ip, "[::1]:5", "/", nil, "::1", true},
+		{"ip XFF hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9:51234"), "9.9.9.9", true},
+		{"ip XFF ipv6 hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]:443"), "2001:db8::1", true},
+		{"ip XFF bracketed ipv6 hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]"), "2001:db8::1", true},
+		{"ip XFF ipv4-mapped hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "::ffff:9.9.9.9"), "9.9.9.9", true},
+		{"ip XFF trusted hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9, 10.0.0.7:80"), "9.9.9.9", true},
+		{"host case and trailing dot", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://SHOP.Example.:8080/", nil, "shop.example", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
