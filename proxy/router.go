@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -18,16 +19,27 @@ type router struct {
 	mux    *chi.Mux
 	routes map[routeKey]*route
 	ctxs   sync.Pool // *chi.Context
+
+	// chi knows only its nine methods. Routes that take every method are
+	// also kept in a second tree, under GET, for the methods chi does not
+	// know (WebDAV's PROPFIND, PURGE, ...), which nginx and Traefik proxy.
+	anyMux    *chi.Mux
+	anyRoutes map[string]*route // by pattern
+	notFound  http.HandlerFunc
 }
 
 // routeKey is a method and the chi pattern it was registered on.
 type routeKey struct{ method, pattern string }
 
+// chiMethods are the methods chi routes; config fills a route without
+// `methods:` in with all of them.
+var chiMethods = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+
 func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 	mux := chi.NewRouter()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[routeKey]*route{}}
+	return &router{mux: mux, routes: map[routeKey]*route{}, anyMux: chi.NewRouter(), anyRoutes: map[string]*route{}, notFound: notFound}
 }
 
 // handle registers rt on pattern for methods, which config has already
@@ -38,6 +50,13 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		rr.mux.Method(m, pattern, rt)
 		rr.routes[routeKey{m, pattern}] = rt
 	}
+	for _, m := range chiMethods {
+		if !slices.Contains(methods, m) {
+			return
+		}
+	}
+	rr.anyMux.Method(http.MethodGet, pattern, rt)
+	rr.anyRoutes[pattern] = rt
 }
 
 func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,8 +75,29 @@ func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt := rr.routes[routeKey{r.Method, rr.mux.Find(rctx, r.Method, path)}]; rt != nil {
 		rt.serve(w, r, rctx)
-	} else {
+	} else if slices.Contains(chiMethods[:], r.Method) {
 		rr.mux.ServeHTTP(w, r)
+	} else {
+		rr.serveOtherMethod(w, r, rctx, path)
 	}
 	rr.ctxs.Put(rctx)
+}
+
+// serveOtherMethod routes a method chi does not know: to a route that
+// takes every method, else 405 where some route has the path, else 404
+// (chi itself would answer 405 to any path).
+func (rr *router) serveOtherMethod(w http.ResponseWriter, r *http.Request, rctx *chi.Context, path string) {
+	rctx.Reset()
+	if rt := rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]; rt != nil {
+		rt.serve(w, r, rctx)
+		return
+	}
+	for _, m := range chiMethods {
+		rctx.Reset()
+		if rr.mux.Find(rctx, m, path) != "" {
+			rr.mux.ServeHTTP(w, r) // chi's 405
+			return
+		}
+	}
+	rr.notFound(w, r)
 }

@@ -63,7 +63,17 @@ paramRules:
 				{"GET", "/items/3", 200, "items GET /items/3"},
 				{"GET", "/items/a%2Fb", 200, "items GET /items/a%2Fb"},
 				{"GET", "/items/a%2Fb", 429, ""},
+				// An escaped id is the id the upstream decodes: %33 is 3,
+				// %2f is %2F.
+				{"GET", "/items/%33", 429, ""},
+				{"GET", "/items/a%2fb", 429, ""},
 				{"GET", "/files/x/y.txt", 200, "items GET /files/x/y.txt"},
+				// Methods chi does not know reach routes that take every
+				// method; elsewhere they get 405 on a known path, 404 on
+				// an unknown one.
+				{"PROPFIND", "/files/x", 200, "items PROPFIND /files/x"},
+				{"PURGE", "/items/9", 200, "items PURGE /items/9"},
+				{"PURGE", "/nowhere", 404, `{"error":"no route"}`},
 				{"GET", "/items", 404, `{"error":"no route"}`},
 				{"GET", "/nowhere", 404, `{"error":"no route"}`},
 			}
