@@ -88,16 +88,14 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 func setRateLimit(h http.Header, q *limiter.Quota) {
 	var buf [256]byte
 	limit, window := wholeQuota(q.Limit, q.Window)
-	b := append(buf[:0], '"')
-	b = append(b, q.Policy...)
-	b = append(b, `";q=`...)
+	b := appendSfString(buf[:0], q.Policy)
+	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, limit, 10)
 	b = append(b, ";w="...)
 	b = strconv.AppendInt(b, ceilSeconds(window), 10)
 	split := len(b)
-	b = append(b, '"')
-	b = append(b, q.Policy...)
-	b = append(b, `";r=`...)
+	b = appendSfString(b, q.Policy)
+	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, int64(max(q.Remaining, 0)), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, ceilSeconds(q.Reset), 10)
@@ -108,21 +106,52 @@ func setRateLimit(h http.Header, q *limiter.Quota) {
 	h["Ratelimit"] = v[1:2:2]
 }
 
-// wholeQuota states a fractional count as whole calls over a longer window
-// (0.5 per 1 s is 1 per 2 s): the draft's quota is an integer, and q=0
-// would tell clients that nothing may ever pass. It looks for the smallest
-// multiple up to 1000 that is whole; past that the count is rounded.
+// wholeQuota states the quota as whole calls over whole seconds, both
+// integers in the draft: 0.5 per 1 s is 1 per 2 s, 100 per 500 ms is 200 per
+// 1 s, 3 per 1500 ms is 6 per 3 s (q=0 would tell clients that nothing may
+// ever pass). It looks for the smallest multiple up to 1000 that makes
+// both whole; past that the count is rounded.
 func wholeQuota(limit float64, window time.Duration) (int64, time.Duration) {
 	if limit <= 0 {
 		return 0, window
 	}
-	for k := 1; k <= 1000; k++ {
+	// Only multiples of step make the window whole seconds.
+	step := int(time.Second / gcd(window, time.Second))
+	for k := step; k <= 1000; k += step {
+		w := window * time.Duration(k)
 		x := limit * float64(k)
 		if r := math.Round(x); r >= 1 && math.Abs(x-r) <= 1e-9*x {
-			return int64(r), window * time.Duration(k)
+			return int64(r), w
 		}
 	}
 	return max(int64(math.Round(limit*1000)), 1), window * 1000
+}
+
+func gcd(a, b time.Duration) time.Duration {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return max(a, 1)
+}
+
+// appendSfString appends s as a structured-field string (RFC 9651 3.3.3):
+// printable ASCII only, with '"' and '\' escaped. Other bytes (a Sentinel
+// resource is often named in Chinese) and '%' itself are percent-encoded,
+// so the field stays valid and the name can still be read back.
+func appendSfString(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e || c == '%':
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // ceilSeconds rounds d up to whole seconds (Retry-After may never promise

@@ -87,6 +87,11 @@ func TestWholeQuota(t *testing.T) {
 		{0.5, time.Second, 1, 2 * time.Second},
 		{0.3, time.Second, 3, 10 * time.Second},
 		{2.5, 10 * time.Second, 5, 20 * time.Second},
+		// Windows of no whole second: the rate stays the rule's.
+		{100, 500 * time.Millisecond, 200, time.Second},
+		{3, 1500 * time.Millisecond, 6, 3 * time.Second},
+		{7, 333 * time.Millisecond, 7000, 333 * time.Second},
+		{10, time.Minute, 10, time.Minute},
 		{0, time.Second, 0, time.Second},
 	} {
 		q, w := wholeQuota(c.limit, c.window)
