@@ -113,6 +113,16 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) || k == rt.stripOrigin {
 			continue
 		}
+		if k == "Cookie" {
+			// fasthttp would parse the cookies and write them anew
+			// (unquoted, lines merged); the upstream gets them as sent.
+			h.DisableSpecialHeader()
+			for _, v := range vv {
+				h.Add(k, v)
+			}
+			h.EnableSpecialHeader()
+			continue
+		}
 		for _, v := range vv {
 			h.Add(k, v)
 		}

@@ -142,6 +142,10 @@ routes:
 			"X-Multi: one", "X-Multi: two", "Forwarded: for=6.6.6.6"}},
 		{name: "xff-chain", method: "GET", path: "/p", header: []string{"X-Forwarded-For: 10.1.1.1, 10.2.2.2",
 			"X-Forwarded-Host: spoof", "X-Forwarded-Proto: https"}},
+		// Cookies reach the upstream byte for byte, quoting and lines kept.
+		{name: "cookie-lines", method: "GET", path: "/p", header: []string{"Cookie: a=1", "Cookie: b=2"}},
+		{name: "cookie-quoted", method: "GET", path: "/p", header: []string{`Cookie: a="x y";b=2; flag`}},
+		{name: "user-agents", method: "GET", path: "/p", header: []string{"User-Agent: a", "User-Agent: b"}},
 		{name: "gzip-client", method: "GET", path: "/p", header: []string{"Accept-Encoding: gzip"}},
 		{name: "te-trailers", method: "GET", path: "/p", header: []string{"TE: trailers, deflate"}},
 		{name: "post", method: "POST", path: "/form", body: "a=1&b=2", header: []string{"Content-Type: application/x-www-form-urlencoded"}},
