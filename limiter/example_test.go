@@ -8,7 +8,9 @@ import (
 )
 
 // A route's checker limits a resource to 2 calls a second; the third call at
-// the same instant is blocked and told when to retry.
+// the same instant is blocked and told when to retry: when the 20 ms bucket
+// holding the first two has been over for a whole second, so that no real
+// second ever passes more than 2.
 func Example() {
 	rules := []config.FlowRule{{Resource: "get-order", LimitApp: "default", Grade: config.GradeQPS, Count: 2, StatIntervalMs: 1000}}
 	flow, err := limiter.Compile(rules, nil, limiter.Options{})
@@ -30,5 +32,5 @@ func Example() {
 	// Output:
 	// call 0: passed, 1 of 2 left
 	// call 1: passed, 0 of 2 left
-	// call 2: blocked (flow), retry after 1s
+	// call 2: blocked (flow), retry after 1.02s
 }

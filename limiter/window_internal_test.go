@@ -43,12 +43,13 @@ func TestWindowMatchesModel(t *testing.T) {
 				now += rng.Int64N(iv / 100)
 			}
 			e := w.epoch(now)
-			for len(model) > 5 && model[0].epoch <= e-windowBuckets {
+			// in the window: the current bucket and the windowBuckets before it
+			for len(model) > 5 && model[0].epoch <= e-ringSize {
 				model = model[1:]
 			}
 			var inWindow int64
 			for _, p := range model {
-				if p.epoch > e-windowBuckets && p.epoch <= e {
+				if p.epoch > e-ringSize && p.epoch <= e {
 					inWindow += p.n
 				}
 			}
@@ -72,6 +73,46 @@ func TestWindowMatchesModel(t *testing.T) {
 			if s := w.sum(now); s != w.total.Load() && w.swept.Load() == e {
 				t.Fatalf("interval %d step %d: running total %d, scanned %d", iv, step, w.total.Load(), s)
 			}
+		}
+	}
+}
+
+// A window counts from its first call whatever the epoch's low 32 bits (a new
+// rule or origin after a long uptime: at 1 ms statIntervalMs the bit 2^31 is
+// reached after 12 h), and after an idle spell of more than 2^31 buckets its
+// stale buckets count as expired. Before, an untouched (zero) bucket looked
+// newer than any epoch with bit 31 set, so such a window counted nothing and
+// never limited.
+func TestWindowCountsAtAnyEpoch(t *testing.T) {
+	tests := []struct {
+		name      string
+		first     int64 // epoch of the first calls
+		idle      int64 // buckets idle after them, 0: none
+		wantFirst int64 // total after 10 calls of 1 at first
+	}{
+		{"low bits 0", 5 << 32, 0, 10},
+		{"low bits 2^31-1", 5<<32 + 1<<31 - 1, 0, 10},
+		{"low bits 2^31", 5<<32 + 1<<31, 0, 10},
+		{"low bits 2^32-1", 5<<32 + 1<<32 - 1, 0, 10},
+		{"idle 2^31+7 buckets", 5 << 32, 1<<31 + 7, 10},
+		{"idle 2^32-2^21 buckets", 5<<32 + 3, 1<<32 - 1<<21, 10},
+	}
+	for _, tt := range tests {
+		w := newWindow(1e9, true)
+		at := func(e int64) int64 { return e*w.width + w.width/2 }
+		var total int64
+		for range 10 {
+			total, _ = w.add(at(tt.first), 1)
+		}
+		if total != tt.wantFirst || w.sum(at(tt.first)) != tt.wantFirst {
+			t.Errorf("%s: total %d, scanned %d after 10 calls, want %d", tt.name, total, w.sum(at(tt.first)), tt.wantFirst)
+		}
+		if tt.idle == 0 {
+			continue
+		}
+		now := at(tt.first + tt.idle)
+		if total, _ = w.add(now, 1); total != 1 || w.sum(now) != 1 {
+			t.Errorf("%s: first call after idle sees total %d, scanned %d, want 1", tt.name, total, w.sum(now))
 		}
 	}
 }

@@ -23,11 +23,12 @@ type CPUUsage interface{ Usage() float64 }
 //
 // Checks, in Sentinel's order; a zero field is off:
 //   - maxQps: a call passes while passes in the last second + 1 <= maxQps
-//     (sliding window of 20 x 50 ms; a call that is later cancelled is taken
-//     back).
+//     (sliding window: the current 50 ms bucket and the 20 before it, so no
+//     real one-second interval passes more than maxQps and a steady overload
+//     passes 20/21 of it; a call that is later cancelled is taken back).
 //   - maxConcurrency: calls in flight never exceed it (CAS on one counter).
 //   - maxAvgRtMs: blocks while the average response time of the calls that
-//     completed in the last second exceeds it and at least one other call is
+//     completed in the last second (the same window) exceeds it and at least one other call is
 //     in flight. Sentinel blocks regardless of in-flight calls; we let a call
 //     through to an idle gateway so the average can recover without waiting
 //     out the window.

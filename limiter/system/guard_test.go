@@ -41,14 +41,16 @@ func TestMaxQps(t *testing.T) {
 		want bool  // blocked
 	}{
 		{0, false}, {10, false}, {20, false}, {30, false}, {40, false},
-		{50, true},    // 6th in the second
-		{999, true},   // the first five are still in the window
-		{1000, false}, // their 0-50 ms bucket has left the window
-		{1001, false},
-		{1002, false},
-		{1003, false},
-		{1004, false},
-		{1005, true},
+		{50, true},   // 6th in the second
+		{999, true},  // the first five are still in the window
+		{1000, true}, // their 0-50 ms bucket ended less than a second ago
+		{1049, true},
+		{1050, false}, // it has left the window
+		{1051, false},
+		{1052, false},
+		{1053, false},
+		{1054, false},
+		{1055, true},
 	}
 	for _, s := range steps {
 		tok, v := g.Enter(s.at * ms)
@@ -70,35 +72,38 @@ func TestMaxQps(t *testing.T) {
 	}
 }
 
-// TestMaxQpsSlidingIsExact offers 1 call per ms (1000 QPS) against maxQps 100
-// for ten seconds and checks every real one-second interval, first included.
+// TestMaxQpsSlidingIsExact offers 1 call per ms (1000 QPS) against maxQps for
+// ten seconds and checks every real one-second interval, first included, also
+// when the calls start in the middle of a 50 ms bucket (before, a bucket left
+// the window one second after its start, so a second could pass up to 2x).
 func TestMaxQpsSlidingIsExact(t *testing.T) {
-	const limit = 100
-	g := system.New(config.System{MaxQps: limit}, nil, nil)
-	var passed []int64
-	for at := int64(0); at < 10_000; at++ {
-		tok, v := g.Enter(at * ms)
-		if !v.Blocked {
-			passed = append(passed, at)
-			tok.Exit(at*ms, false)
-		}
-	}
-	worst := 0
-	for i, start := range passed {
-		n := 0
-		for _, p := range passed[i:] {
-			if p >= start+1000 {
-				break
+	for _, tt := range []struct{ limit, start int64 }{{100, 0}, {100, 25}, {10, 25}, {10, 49}} {
+		g := system.New(config.System{MaxQps: float64(tt.limit)}, nil, nil)
+		var passed []int64
+		for at := tt.start; at < 10_000; at++ {
+			tok, v := g.Enter(at * ms)
+			if !v.Blocked {
+				passed = append(passed, at)
+				tok.Exit(at*ms, false)
 			}
-			n++
 		}
-		worst = max(worst, n)
-	}
-	if worst > limit*105/100 {
-		t.Errorf("a one-second interval passed %d calls, want <= %d", worst, limit*105/100)
-	}
-	if len(passed) < 10*limit*95/100 {
-		t.Errorf("%d passed in 10 s, want about %d", len(passed), 10*limit)
+		worst := int64(0)
+		for i, start := range passed {
+			n := int64(0)
+			for _, p := range passed[i:] {
+				if p >= start+1000 {
+					break
+				}
+				n++
+			}
+			worst = max(worst, n)
+		}
+		if worst > tt.limit {
+			t.Errorf("maxQps %d from %d ms: a one-second interval passed %d calls, want <= %d", tt.limit, tt.start, worst, tt.limit)
+		}
+		if n := int64(len(passed)); n < 10*tt.limit*95/100 {
+			t.Errorf("maxQps %d from %d ms: %d passed in 10 s, want about %d", tt.limit, tt.start, n, 10*tt.limit)
+		}
 	}
 }
 

@@ -5,11 +5,18 @@ import (
 	"sync/atomic"
 )
 
-// Window geometry. The last-second window has 20 buckets of 50 ms, so that no
-// real one-second interval passes more than maxQps x 1.05 under a steady
-// overload. The BBR history has ten one-second buckets.
+// Window geometry. The last-second window is the current 50 ms bucket and the
+// 20 before it (fineRing buckets): a bucket leaves only once a full second has
+// passed since its end, so every pass of a real one-second interval was still
+// counted when the last of them was checked, and no real second passes more
+// than maxQps, at any overload and from any start. (Dropping a bucket one
+// second after its start let the passes made late in it be followed by a full
+// maxQps more: up to 2x.) The price: under a steady overload maxQps passes
+// per 1.05 s, 20/21 of maxQps. The completed calls' average RT is taken over
+// the same 1 to 1.05 s. The BBR history has ten one-second buckets.
 const (
 	fineBuckets = 20
+	fineRing    = fineBuckets + 1
 	fineWidth   = int64(1e9) / fineBuckets
 	secBuckets  = 10
 	secWidth    = int64(1e9)
@@ -20,16 +27,16 @@ const (
 // same *stats to the new Guard, so in-flight counts and windows carry over.
 //
 // inFlight is an atomic; everything else is guarded by mu.
-// Invariant: pass, done, rtSum are the sums of fine buckets fineHead-19 ..
+// Invariant: pass, done, rtSum are the sums of fine buckets fineHead-20 ..
 // fineHead, and every bucket outside the window is zero (same for sec).
 type stats struct {
 	inFlight atomic.Int64
 
 	mu       sync.Mutex
 	fineHead int64
-	fine     [fineBuckets]fineBucket
-	pass     int64 // passes in the last second
-	done     int64 // completed calls in the last second
+	fine     [fineRing]fineBucket
+	pass     int64 // passes in the window
+	done     int64 // completed calls in the window
 	rtSum    int64 // their response times, ns
 
 	secHead int64
@@ -64,12 +71,12 @@ func mod(i, n int64) int64 {
 // newest bucket counts as the newest: concurrent calls finish out of order.
 func (s *stats) advance(now int64) {
 	if idx := floorDiv(now, fineWidth); idx > s.fineHead {
-		if s.fineHead == minInt64 || idx-s.fineHead >= fineBuckets {
-			s.fine = [fineBuckets]fineBucket{}
+		if s.fineHead == minInt64 || idx-s.fineHead >= fineRing {
+			s.fine = [fineRing]fineBucket{}
 			s.pass, s.done, s.rtSum = 0, 0, 0
 		} else {
 			for i := s.fineHead + 1; i <= idx; i++ {
-				b := &s.fine[mod(i, fineBuckets)]
+				b := &s.fine[mod(i, fineRing)]
 				s.pass -= b.pass
 				s.done -= b.done
 				s.rtSum -= b.rtSum
@@ -93,7 +100,7 @@ func (s *stats) advance(now int64) {
 // addPass counts a pass at now and returns the bucket it went to (mu held).
 func (s *stats) addPass(now int64) int64 {
 	s.advance(now)
-	s.fine[mod(s.fineHead, fineBuckets)].pass++
+	s.fine[mod(s.fineHead, fineRing)].pass++
 	s.pass++
 	return s.fineHead
 }
@@ -101,8 +108,8 @@ func (s *stats) addPass(now int64) int64 {
 // unPass takes back a pass counted in bucket idx, if it is still in the window.
 func (s *stats) unPass(now, idx int64) {
 	s.advance(now)
-	if idx > s.fineHead-fineBuckets && idx <= s.fineHead {
-		s.fine[mod(idx, fineBuckets)].pass--
+	if idx > s.fineHead-fineRing && idx <= s.fineHead {
+		s.fine[mod(idx, fineRing)].pass--
 		s.pass--
 	}
 }
@@ -112,7 +119,7 @@ func (s *stats) unPass(now, idx int64) {
 // towards the BBR estimate, so that fast failures do not pass for capacity.
 func (s *stats) complete(now, rt int64, failed bool) {
 	s.advance(now)
-	b := &s.fine[mod(s.fineHead, fineBuckets)]
+	b := &s.fine[mod(s.fineHead, fineRing)]
 	b.done++
 	b.rtSum += rt
 	s.done++
