@@ -185,7 +185,11 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 		if r.WarmUpPeriodSec <= 0 {
 			return nil, fmt.Errorf("warmUpPeriodSec %d must be > 0", r.WarmUpPeriodSec)
 		}
-		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), cf)
+		minRate := 0.0
+		if d.behavior == bWarmUp {
+			minRate = min(r.Count, 1)
+		}
+		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), cf, minRate)
 	}
 	d.perToken = math.Inf(1) // count 0: nothing passes
 	if r.Count > 0 {

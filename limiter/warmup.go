@@ -10,21 +10,30 @@ import (
 // interval (statIntervalMs; 1 s by default, as in Sentinel).
 type warmParams struct {
 	count, warning, maxTok, slope float64
-	// coldFloor is the integer part of the cold rate: above the warning line
-	// tokens refill only while the previous interval passed fewer. With an exact
-	// window a cold limiter passes exactly floor(count/coldFactor); comparing
-	// against the unrounded cold rate would refill forever and never warm up.
+	// minRate is the least rate allowed, however cold: min(count, 1) for
+	// warmUp, whose window passes whole calls, so that a cold rate under one
+	// call per interval (count 2, coldFactor 3: 0.67) still passes one call
+	// per interval instead of nothing, which would never spend a token and so
+	// never warm up. warmUpThrottle spaces calls by any rate: 0.
+	minRate float64
+	// coldFloor is the integer part of the cold rate (minRate included):
+	// above the warning line tokens refill only while the previous interval
+	// passed fewer. With an exact window a cold limiter passes exactly
+	// floor(max(count/coldFactor, minRate)); comparing against the unrounded
+	// cold rate would refill forever and never warm up.
 	coldFloor float64
 }
 
-func newWarmParams(count, periods, coldFactor float64) warmParams {
-	p := warmParams{count: count}
+// newWarmParams derives the warm-up quantities; minRate is the least rate
+// allowed when cold (see warmParams).
+func newWarmParams(count, periods, coldFactor, minRate float64) warmParams {
+	p := warmParams{count: count, minRate: minRate}
 	p.warning = periods * count / (coldFactor - 1)
 	p.maxTok = p.warning + 2*periods*count/(1+coldFactor)
 	if p.maxTok > p.warning && count > 0 {
 		p.slope = (coldFactor - 1) / count / (p.maxTok - p.warning)
 	}
-	p.coldFloor = math.Floor(count / coldFactor)
+	p.coldFloor = math.Floor(max(count/coldFactor, minRate))
 	return p
 }
 
@@ -35,7 +44,7 @@ func (p *warmParams) rate(tokens float64) float64 {
 	}
 	if tokens >= p.warning {
 		above := tokens - p.warning
-		return math.Nextafter(1/(above*p.slope+1/p.count), math.Inf(1))
+		return max(math.Nextafter(1/(above*p.slope+1/p.count), math.Inf(1)), p.minRate)
 	}
 	return p.count
 }
@@ -74,7 +83,14 @@ func (s *keyState) syncWarm(now int64) float64 {
 	nt := old
 	if last == math.MinInt64 {
 		nt = p.maxTok
-	} else if old < p.warning || (old > p.warning && prev < p.coldFloor) {
+	} else if old < p.warning || prev < p.coldFloor {
+		// Below the warning line (warm) tokens always refill; on or above it
+		// only while the previous interval passed less than the cold rate, so
+		// traffic at the cold rate or faster keeps spending them and warms the
+		// limiter up. Sentinel's coolDownTokens tests oldValue > warningToken
+		// here, so tokens sitting exactly on the line (where integer passes
+		// often leave them) never refilled: the limiter stayed warm after any
+		// idle time.
 		nt = old + float64(idx-last)*p.count
 	}
 	nt = max(min(nt, p.maxTok)-prev, 0)

@@ -2,10 +2,10 @@ package limiter_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"sluice/config"
-	"sluice/limiter"
 )
 
 func warmRule(count float64, period int64, behavior config.ControlBehavior) config.FlowRule {
@@ -105,4 +105,51 @@ func TestWarmUpThrottleExactAbove1000QPS(t *testing.T) {
 	}
 }
 
-var _ = limiter.ReasonFlow
+// After idle a warm-up rule is cold again, whatever steady load came before.
+// 55 QPS against count 100 leaves the stored tokens exactly on the warning
+// line (500) after 14 s; before, tokens on the line never refilled, so after
+// any idle time the rule was still warm and let a full 100 through at once.
+func TestWarmUpColdAgainAfterIdle(t *testing.T) {
+	tests := []struct {
+		rate float64 // offered before the idle spell, per second
+		secs int64
+	}{
+		{55, 14}, // tokens end exactly on the warning line
+		{55, 13},
+		{300, 20}, // warm
+		{60, 30},
+	}
+	for _, tt := range tests {
+		start := (t0/sec + 1) * sec
+		c := compile(t, warmRule(100, 10, config.BehaviorWarmUp)).Checker("r", "default")
+		drive(c, start, tt.secs*sec, tt.rate, "", 1)
+		idle := start + tt.secs*sec + 60*sec
+		if got := perSecond(drive(c, idle, sec, 300, "", 1), idle, 1)[0]; got != 33 {
+			t.Errorf("%v QPS for %d s, then 60 s idle: first second passed %d, want 33 (cold)", tt.rate, tt.secs, got)
+		}
+	}
+}
+
+// A cold rate under one call per interval (count 2, coldFactor 3: 0.67 a
+// second) still passes one call per interval, rising to count over the
+// warm-up period; before, nothing ever passed. After idle the warm-up starts
+// over, also from half warm.
+func TestWarmUpColdRateBelowOneCall(t *testing.T) {
+	start := (t0/sec + 1) * sec
+	c := compile(t, warmRule(2, 10, config.BehaviorWarmUp)).Checker("r", "default")
+	// Cold passes come one window (1.02 s) apart, so the one of second 9,
+	// at 9.9 s, still counts in second 10: there the rule is warm but passes
+	// only one more.
+	want := []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2}
+	got := perSecond(drive(c, start, 15*sec, 10, "", 1), start, 15)
+	if !slices.Equal(got, want) {
+		t.Errorf("from cold: passes per second %v, want %v", got, want)
+	}
+	// half warm (5 s), then idle: the whole warm-up period again
+	c = compile(t, warmRule(2, 10, config.BehaviorWarmUp)).Checker("r", "default")
+	drive(c, start, 5*sec, 10, "", 1)
+	idle := start + 5*sec + 60*sec
+	if got := perSecond(drive(c, idle, 15*sec, 10, "", 1), idle, 15); !slices.Equal(got, want) {
+		t.Errorf("half warm, then idle: passes per second %v, want %v", got, want)
+	}
+}
