@@ -58,33 +58,39 @@ type Token struct {
 	origin *statNode // (resource, origin) node, pinned; nil for origin ""
 	enter  int64
 	n      int64
-	// slot is the virtual-queue slot taken in slotOf (the first throttle rule
-	// held), given back by Cancel if nobody queued behind it.
-	slot   int64
-	span   int64 // ns of spacing slot stands for
-	slotOf *keyState
 	nheld  int
-	held   [maxInline]*keyState
-	more   []*keyState
+	held   [maxInline]heldState
+	more   []heldState // past maxInline (rare: allocates)
+}
+
+// heldState is one rule state a call holds, with the virtual-queue slot it
+// took there (throttle behaviours), which Cancel or a later block gives back:
+// every throttle queue the call joined, not just the first, or each call that
+// does not go would leave an empty slot in the others.
+type heldState struct {
+	s    *keyState
+	at   int64 // the slot taken; math.MinInt64 if none
+	span int64 // ns of spacing the slot stands for
 }
 
 func (t *Token) hold(s *keyState, o *outcome) {
-	if t.slotOf == nil && o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
-		t.slot, t.span, t.slotOf = o.at, o.span, s
+	h := heldState{s: s, at: math.MinInt64}
+	if o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
+		h.at, h.span = o.at, o.span
 	}
 	if t.nheld < maxInline {
-		t.held[t.nheld] = s
+		t.held[t.nheld] = h
 	} else {
-		t.more = append(t.more, s)
+		t.more = append(t.more, h)
 	}
 	t.nheld++
 }
 
-func (t *Token) heldAt(i int) *keyState {
+func (t *Token) heldAt(i int) *heldState {
 	if i < maxInline {
-		return t.held[i]
+		return &t.held[i]
 	}
-	return t.more[i-maxInline]
+	return &t.more[i-maxInline]
 }
 
 // Enter checks a call of n tokens (n < 1 counts as 1) from origin ("" = none)
@@ -219,13 +225,9 @@ func (t *Token) block(now int64, v *Verdict, retry int64) {
 
 func (t *Token) undoHeld(now int64) {
 	for i := t.nheld - 1; i >= 0; i-- {
-		s := t.heldAt(i)
-		at, span := int64(math.MinInt64), int64(0)
-		if s == t.slotOf {
-			at, span = t.slot, t.span
-		}
-		s.undo(now, t.enter, at, span, t.n)
-		s.unpin()
+		h := t.heldAt(i)
+		h.s.undo(now, t.enter, h.at, h.span, t.n)
+		h.s.unpin()
 	}
 }
 
@@ -253,9 +255,9 @@ func (t *Token) Exit(now int64, failed bool) {
 		return
 	}
 	for i := 0; i < t.nheld; i++ {
-		s := t.heldAt(i)
-		s.release(t.n)
-		s.unpin()
+		h := t.heldAt(i)
+		h.s.release(t.n)
+		h.s.unpin()
 	}
 	rt := now - t.enter
 	c.res.all.complete(now, t.n, rt, failed)
@@ -270,8 +272,8 @@ func (t *Token) Exit(now int64, failed bool) {
 // Cancel ends a passed call that was stopped before forwarding: by a later
 // guard (reason param, degrade, …: counted as a block) or by the client
 // leaving (ReasonNone: counted as nothing). Its qps counts are rolled back
-// where the window still holds them, its in-flight counts released and a
-// queued throttle slot given back if no later call queued behind it.
+// where the window still holds them, its in-flight counts released and its
+// slot in every throttle queue it joined given back (see keyState.undo).
 func (t *Token) Cancel(now int64, reason Reason) {
 	c := t.c
 	if c == nil {

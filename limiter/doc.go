@@ -11,18 +11,27 @@
 // state of unchanged rules. There is no package-level state.
 //
 // Where it differs from Sentinel, on purpose:
-//   - A qps window has 50 buckets and is checked add-then-roll-back, so no real
-//     interval passes more than count*1.1 and concurrent calls never pass more
-//     than count (Sentinel: 2 buckets, check-then-add).
+//   - A qps window has 50 buckets an interval, and a bucket leaves it only a
+//     full interval after its end (the window is the current bucket and the
+//     50 before it); it is checked add-then-roll-back. So no real interval
+//     ever passes more than count, at any overload, and concurrent calls never
+//     pass more than count (Sentinel: 2 buckets, check-then-add, up to 2x).
+//     A steady overload passes 50/51 of count per interval.
 //   - A concurrency rule counts the calls it let through itself (per origin for
 //     limitApp origins and other, per entrance for chain), acquired by CAS, not
 //     the node's thread count read before an increment.
-//   - Warm-up refills above the warning line only while the previous interval
-//     passed fewer than floor(count/coldFactor), so a limiter passing exactly
-//     its cold rate still warms up. Warm-up works per statIntervalMs (1 s by
-//     default, as in Sentinel).
+//   - Warm-up refills on or above the warning line only while the previous
+//     interval passed fewer than floor(count/coldFactor), so a limiter passing
+//     exactly its cold rate still warms up, and one whose tokens rest exactly
+//     on the line still cools down when idle (Sentinel never refills tokens
+//     that sit exactly on the line).
+//     warmUp allows at least min(count, 1) call per interval, so a cold rate
+//     under one call (count 2, coldFactor 3) passes one call an interval
+//     instead of nothing. Warm-up works per statIntervalMs (1 s by default, as
+//     in Sentinel).
 //   - Throttle spacing is in nanoseconds (exact at any rate); a queued call
-//     whose client leaves gives its slot back: the queue's tail moves back,
+//     whose client leaves (or that a later rule blocks) gives its slot back
+//     to every throttle queue it joined: the queue's tail moves back,
 //     or, with calls queued behind it, the slot is kept as a hole that the
 //     next call fitting it takes (at most 1024 per queue). So clients less
 //     patient than maxQueueingTimeMs cannot leave a queue of empty slots that

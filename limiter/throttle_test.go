@@ -114,3 +114,60 @@ func TestThrottleQuota(t *testing.T) {
 		}
 	}
 }
+
+// With a default and a per-origin throttle rule, a call that does not go
+// after all (its client left the queue, or a later rule blocked it) gives its
+// slot back to both queues, also when the second throttle rule comes after
+// the rules a Token holds inline. Before, only the first queue got it back,
+// and every such call pushed later calls of the origin one spacing further.
+func TestThrottleEveryQueueGetsItsSlotBack(t *testing.T) {
+	perApp := func(app string) config.FlowRule { // 100 ms apart, queue 1 s
+		r := throttleRule(10, 1000)
+		r.LimitApp = app
+		return r
+	}
+	oneIn100ms := qps("r", 1)
+	oneIn100ms.LimitApp = "a"
+	oneIn100ms.StatIntervalMs = 100
+	roomy := qps("r", 1e6)
+	queuedThenLeft := func(t *testing.T, c *limiter.Checker) {
+		tok, v := c.Enter(t0, "a", 1)
+		if v.Blocked || v.Wait != 100*time.Millisecond {
+			t.Fatalf("second call: %+v, want queued 100ms", v)
+		}
+		tok.Cancel(t0+ms, limiter.ReasonNone)
+	}
+	blockedLater := func(t *testing.T, c *limiter.Checker) {
+		for i := int64(1); i <= 5; i++ {
+			if _, v := c.Enter(t0+i*ms, "a", 1); !v.Blocked {
+				t.Fatalf("call %d: passed, want blocked by the 1-per-100ms rule", i)
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		rules []config.FlowRule
+		leave func(*testing.T, *limiter.Checker) // after one call of origin a passed at t0
+		at    int64
+		wait  time.Duration // of the next call of origin a, at at
+	}{
+		{"client left", []config.FlowRule{perApp("default"), perApp("a")}, queuedThenLeft, t0 + 2*ms, 98 * time.Millisecond},
+		{"blocked by a later rule", []config.FlowRule{perApp("default"), perApp("a"), oneIn100ms}, blockedLater, t0 + 150*ms, 0},
+		{"client left, sixth rule", []config.FlowRule{roomy, roomy, roomy, perApp("default"), roomy, perApp("a")}, queuedThenLeft, t0 + 2*ms, 98 * time.Millisecond},
+		{"blocked, sixth rule", []config.FlowRule{roomy, roomy, roomy, roomy, perApp("default"), perApp("a"), oneIn100ms}, blockedLater, t0 + 150*ms, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compile(t, tt.rules...).Checker("r", "default")
+			tok, v := c.Enter(t0, "a", 1)
+			if v.Blocked || v.Wait != 0 {
+				t.Fatalf("first call: %+v", v)
+			}
+			tok.Exit(t0, false)
+			tt.leave(t, c)
+			if _, v := c.Enter(tt.at, "a", 1); v.Blocked || v.Wait != tt.wait {
+				t.Errorf("next call: blocked %v, wait %v, want wait %v", v.Blocked, v.Wait, tt.wait)
+			}
+		})
+	}
+}
