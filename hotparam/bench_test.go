@@ -3,6 +3,7 @@ package hotparam_test
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -22,25 +23,31 @@ func benchRules() map[string]config.ParamRule {
 }
 
 func TestEnterTrackedValueDoesNotAllocate(t *testing.T) {
+	values := map[string]string{
+		"short": "12345",
+		"long":  strings.Repeat("x", 200), // tracked by its digest
+	}
 	for name, r := range benchRules() {
-		t.Run(name, func(t *testing.T) {
-			c := compile(t, r).For("get-order")
-			var v hotparam.Values = one("12345")
-			tok, _ := c.Enter(0, v, 1)
-			tok.Exit(0)
-			now := int64(0)
-			allocs := testing.AllocsPerRun(1000, func() {
-				now += 1000
-				tok, vd := c.Enter(now, v, 1)
-				if vd.Blocked {
-					t.Fatal("blocked")
+		for vname, val := range values {
+			t.Run(name+"/"+vname, func(t *testing.T) {
+				c := compile(t, r).For("get-order")
+				var v hotparam.Values = one(val)
+				tok, _ := c.Enter(0, v, 1)
+				tok.Exit(0)
+				now := int64(0)
+				allocs := testing.AllocsPerRun(1000, func() {
+					now += 1000
+					tok, vd := c.Enter(now, v, 1)
+					if vd.Blocked {
+						t.Fatal("blocked")
+					}
+					tok.Exit(now)
+				})
+				if allocs > 0 {
+					t.Errorf("Enter+Exit of a tracked value: %v allocs, want 0", allocs)
 				}
-				tok.Exit(now)
 			})
-			if allocs > 0 {
-				t.Errorf("Enter+Exit of a tracked value: %v allocs, want 0", allocs)
-			}
-		})
+		}
 	}
 }
 

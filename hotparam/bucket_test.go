@@ -1,6 +1,7 @@
 package hotparam_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,10 @@ func TestQPSRejectPerValue(t *testing.T) {
 	fraction.Items, fraction.Count = nil, 0.5
 	tiny := seedRule()
 	tiny.Items, tiny.Count = nil, 1e-15
+	// Values past 64 bytes are tracked by digest; items still match them exactly.
+	long := strings.Repeat("x", 100)
+	longItem := seedRule()
+	longItem.Items = []config.ParamItem{{Value: long + "1", Count: 4}}
 
 	tests := []struct {
 		name  string
@@ -79,6 +84,14 @@ func TestQPSRejectPerValue(t *testing.T) {
 		{"item with count 0 blocks that value only", zero, []burst{
 			{at: 0, value: "banned", calls: 5, pass: 0},
 			{at: 0, value: "1", calls: 5, pass: 2},
+		}},
+		{"long values are limited each on its own", longItem, []burst{
+			{at: 0, value: long + "0", calls: 20, pass: 2},
+			{at: 0, value: long + "1", calls: 20, pass: 4},
+			{at: 0, value: long + "2", calls: 20, pass: 2},
+			{at: 0, value: "0" + long, calls: 20, pass: 2},
+			{at: 0, value: long + "0", calls: 20, pass: 0},
+			{at: sec(1), value: long + "0", calls: 20, pass: 2},
 		}},
 		{"a request without the parameter is not limited", seedRule(), []burst{
 			{at: 0, value: "", calls: 1000, pass: 1000},
@@ -135,6 +148,45 @@ func TestQPSRejectRetryAfterAndQuota(t *testing.T) {
 	}
 	if _, v = c.Enter(sec(0.5), order("102"), 3); !v.Blocked || v.RetryAfter != 750*time.Millisecond {
 		t.Fatalf("3 tokens of an empty bucket refilling 4/s: %+v, want retry 750ms", v)
+	}
+}
+
+// RateLimit headers show count per window as the quota (q); burstCount lets
+// a full bucket pass more at once, but the remaining shown (r) never exceeds
+// q, so a client pacing itself by r is not promised more than the policy.
+func TestQuotaRemainingNeverExceedsLimit(t *testing.T) {
+	withBurst := seedRule()
+	withBurst.Items, withBurst.BurstCount = nil, 3
+	itemBurst := withBurst
+	itemBurst.Items = []config.ParamItem{{Value: "1", Count: 4}}
+	halfBurst := withBurst
+	halfBurst.Count = 0.5 // shown as q=1;w=2
+	tests := []struct {
+		name string
+		rule config.ParamRule
+		want []float64 // remaining after each call at one instant; -1 = blocked
+	}{
+		{"count 2", seedRule(), []float64{1, 0, -1}},
+		{"count 2, burst 3", withBurst, []float64{2, 2, 2, 1, 0, -1}},
+		{"item count 4, burst 3", itemBurst, []float64{4, 4, 4, 3, 2, 1, 0, -1}},
+		{"count 0.5, burst 3", halfBurst, []float64{1, 1, 0, -1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compile(t, tc.rule).For("get-order")
+			for i, want := range tc.want {
+				_, v := c.Enter(0, order("1"), 1)
+				if v.Blocked != (want < 0) {
+					t.Fatalf("call %d: blocked=%v, want %v", i, v.Blocked, want < 0)
+				}
+				if want < 0 {
+					continue
+				}
+				if v.Quota.Remaining != want {
+					t.Errorf("call %d: remaining %v of limit %v, want %v", i, v.Quota.Remaining, v.Quota.Limit, want)
+				}
+			}
+		})
 	}
 }
 

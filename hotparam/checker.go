@@ -9,7 +9,8 @@ import (
 
 // Values gives a request's value for a source; ok=false when the request
 // lacks it (the rule then does not apply). The returned string may alias a
-// buffer the caller reuses: hotparam copies it before keeping it.
+// buffer the caller reuses: hotparam copies it (or, past 64 bytes, a digest
+// of it) before keeping it.
 type Values interface {
 	Value(src config.Source) (string, bool)
 }
@@ -49,12 +50,12 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		if !ok {
 			continue
 		}
-		sh := r.table.shard(val)
+		sh, k := r.table.locate(val)
 		sh.mu.Lock()
-		e := r.table.lookup(sh, r, val, now)
+		e := r.table.lookup(sh, r, &k, now)
 		var o outcome
 		if e == nil {
-			// Every value looked at is in flight or queued: the rule cannot
+			// Every tracked value is in flight or queued: the rule cannot
 			// track one more without passing its cap, so it fails closed.
 			o = outcome{blocked: true}
 		} else {

@@ -10,10 +10,14 @@
 // Memory is bounded: each rule tracks at most maxTrackedValues values in a
 // sharded LRU and evicts the least recently used value of a shard (exact LRU
 // within a shard, approximate across shards; small caps use one shard). A
-// value that has calls in flight (concurrency) or queued (throttle) is never
-// evicted; if every value looked at is such, a new value is blocked rather
-// than tracked past the cap. A value that returns after being evicted starts afresh, exactly as
-// a value never seen before: a full token bucket, an empty queue, no calls in
-// flight. A flood of distinct values therefore cannot grow memory, at the cost
-// that a value idle long enough to be pushed out forgets its past.
+// value longer than 64 bytes is tracked by a 128-bit digest under the
+// rule's own random seeds rather than by a copy, so a tracked value costs
+// about the same memory whatever its length (items still match the exact
+// value). A value that has calls in flight (concurrency) or queued
+// (throttle) is never evicted; a new value is blocked rather than tracked
+// past the cap only when no tracked value may be evicted. A value that
+// returns after being evicted starts afresh, exactly as a value never seen
+// before: a full token bucket, an empty queue, no calls in flight. A flood
+// of distinct values therefore cannot grow memory, at the cost that a value
+// idle long enough to be pushed out forgets its past.
 package hotparam

@@ -1,7 +1,9 @@
 package hotparam_test
 
 import (
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"sluice/config"
@@ -96,26 +98,148 @@ func TestActiveValuesAreNotEvicted(t *testing.T) {
 	}
 }
 
+// A new value is refused only when no tracked value can be evicted, wherever
+// the idle ones sit in the LRU: behind long-lived calls (streams, long polls)
+// entered early, or in another shard. Each case holds values in flight, ends
+// the calls of some (idle), then offers fresh values and keeps them in
+// flight: as many pass as there were idle values, and the next is refused.
+func TestFreshValuePassesWhileIdleValuesExist(t *testing.T) {
+	tests := []struct {
+		name   string
+		cap    int
+		isIdle func(i int) bool // value i's call ended
+	}{
+		{"20 long calls at the LRU end, 80 idle", 100, func(i int) bool { return i >= 20 }},
+		{"one idle value behind 99 busy", 100, func(i int) bool { return i == 99 }},
+		{"every tenth value idle", 100, func(i int) bool { return i%10 == 9 }},
+		// 4096 values spread over 4 shards: the idle one is in the middle of
+		// its shard's LRU, and most fresh values land in other shards.
+		{"one idle value in another shard", 4096, func(i int) bool { return i == 2000 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := inFlightRule()
+			r.Items, r.Count, r.MaxTrackedValues = nil, 1, tc.cap
+			s := compile(t, r)
+			c := s.For("get-order")
+			var held []hotparam.Token
+			idle := 0
+			for i := range tc.cap {
+				tok, v := c.Enter(0, one("old"+strconv.Itoa(i)), 1)
+				if v.Blocked {
+					t.Fatalf("value %d of %d blocked below the cap", i, tc.cap)
+				}
+				if tc.isIdle(i) {
+					tok.Exit(0)
+					idle++
+				} else {
+					held = append(held, tok)
+				}
+			}
+			for i := range idle + 1 {
+				tok, v := c.Enter(1, one("new"+strconv.Itoa(i)), 1)
+				if i < idle && v.Blocked {
+					t.Fatalf("fresh value %d (nothing in flight, limit 1) blocked while %d tracked values were idle", i, idle-i)
+				}
+				if i == idle && !v.Blocked {
+					t.Fatalf("fresh value %d passed while all %d tracked values were in flight", i, tc.cap)
+				}
+				held = append(held, tok)
+			}
+			if n := s.Tracked("get-order"); n != tc.cap {
+				t.Errorf("tracked %d, want the cap %d", n, tc.cap)
+			}
+			for i := range held {
+				held[i].Exit(2)
+			}
+		})
+	}
+}
+
 // When every tracked value is active, a new value cannot be tracked and the
-// rule fails closed rather than grow past its cap.
+// rule fails closed rather than grow past its cap; it passes as soon as one
+// tracked value becomes idle, however that happens.
 func TestAllActiveFailsClosed(t *testing.T) {
-	r := inFlightRule()
-	r.MaxTrackedValues = 2
+	tests := []struct {
+		name string
+		rule config.ParamRule
+		// busy makes value v active at 0; free makes a idle, returning when.
+		busy func(c *hotparam.Checker, v string) hotparam.Token
+		free func(a hotparam.Token) int64
+	}{
+		{"concurrency: a call ends", inFlightRule(), enterAt0, func(a hotparam.Token) int64 { a.Exit(sec(0.01)); return sec(0.01) }},
+		{"concurrency: a call is cancelled", inFlightRule(), enterAt0, func(a hotparam.Token) int64 { a.Cancel(sec(0.01)); return sec(0.01) }},
+		{"throttle: a queued call goes", throttleRule(10, 1000), queueAt0, func(hotparam.Token) int64 { return sec(0.1) }},
+		{"throttle: a queued call leaves the queue", throttleRule(10, 1000), queueAt0, func(a hotparam.Token) int64 { a.Cancel(sec(0.01)); return sec(0.01) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.rule
+			r.MaxTrackedValues = 2
+			s := compile(t, r)
+			c := s.For("get-order")
+			a := tc.busy(c, "a")
+			b := tc.busy(c, "b")
+			// Twice: the second refusal must not hide a later release.
+			for _, at := range []int64{0, sec(0.005)} {
+				if _, v := c.Enter(at, order("c"), 1); !v.Blocked {
+					t.Fatal("a third value passed while two values, the cap, are active")
+				}
+			}
+			if n := s.Tracked("get-order"); n != 2 {
+				t.Errorf("tracked %d, want 2", n)
+			}
+			at := tc.free(a)
+			if _, v := c.Enter(at, order("c"), 1); v.Blocked {
+				t.Error("a new value was blocked after a tracked value became idle")
+			}
+			b.Exit(at)
+		})
+	}
+}
+
+func enterAt0(c *hotparam.Checker, v string) hotparam.Token {
+	tok, _ := c.Enter(0, order(v), 1)
+	return tok
+}
+
+// queueAt0 takes v's pass at 0 and queues a second call behind it (throttle
+// rule of 10 QPS: until 100ms).
+func queueAt0(c *hotparam.Checker, v string) hotparam.Token {
+	c.Enter(0, order(v), 1)
+	tok, _ := c.Enter(0, order(v), 1)
+	return tok
+}
+
+// A tracked value costs about the same memory whatever its length: a header,
+// cookie or query value may be 64 KiB, and a flood of such values must not
+// hold maxTrackedValues copies of them. 500 values of 60 KiB held 31 MiB
+// when each was kept whole; kept as digests they hold well under 1 MiB.
+func TestLongValuesAreTrackedInBoundedBytes(t *testing.T) {
+	r := seedRule()
+	r.Items = nil // the default cap, 100000, is far above 500
 	s := compile(t, r)
 	c := s.For("get-order")
-	a, _ := c.Enter(0, order("a"), 1)
-	b, _ := c.Enter(0, order("b"), 1)
-	if _, v := c.Enter(0, order("c"), 1); !v.Blocked {
-		t.Error("a third value passed while two values, the cap, are in flight")
+	pad := strings.Repeat("x", 60<<10)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 500 {
+		tok, _ := c.Enter(0, one(strconv.Itoa(i)+pad), 1)
+		tok.Exit(0)
 	}
-	if n := s.Tracked("get-order"); n != 2 {
-		t.Errorf("tracked %d, want 2", n)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := s.Tracked("get-order"); n != 500 {
+		t.Fatalf("tracked %d, want 500", n)
 	}
-	a.Exit(0)
-	if _, v := c.Enter(0, order("c"), 1); v.Blocked {
-		t.Error("a new value was blocked after a tracked value became idle")
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("500 tracked values of 60 KiB hold %d KiB", held>>10)
+	if held > 1<<20 {
+		t.Errorf("500 tracked values of 60 KiB hold %d KiB, want under 1 MiB", held>>10)
 	}
-	b.Exit(0)
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(pad) // live at both readings: only what the table holds counts
 }
 
 func TestTrackedWithoutRules(t *testing.T) {

@@ -124,6 +124,13 @@ func (r *rule) enterBucket(e *entry, p *param, now, n int64) outcome {
 			if remaining < 1 {
 				reset = int64(math.Ceil(p.emission)) - room
 			}
+			// The bucket holds count+burstCount, but the policy a client is
+			// shown is count per window (RateLimit-Policy q), and r is what
+			// is left of that quota: r above q reads as a broken policy.
+			// The burst still passes; it is just not promised. (A count
+			// below 1 is shown as 1 per longer window, and the bucket
+			// always holds a token.)
+			remaining = min(remaining, max(p.count, 1))
 			return outcome{took: true, undo: cost, p: p, remaining: remaining, reset: reset}
 		}
 	}

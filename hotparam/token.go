@@ -50,9 +50,18 @@ func (t *Token) Exit(now int64) {
 	t.ended = true
 	t.each(func(s *slot) {
 		if s.r.kind == kindInFlight {
-			s.e.state.Add(-1)
+			s.leave()
 		}
 	})
+}
+
+// leave ends one call in flight of the slot's value. If it was the last and
+// an eviction scan found the value busy, the table hears of it: the value may
+// now be evicted (see shard.stuck).
+func (s *slot) leave() {
+	if s.e.state.Add(-1) == 0 {
+		s.r.table.wake(s.e)
+	}
 }
 
 // Cancel ends a call that was not forwarded (a later guard blocked it, or the
@@ -71,9 +80,12 @@ func (t *Token) Cancel(now int64) {
 func (s *slot) release(now int64) {
 	switch s.r.kind {
 	case kindInFlight:
-		s.e.state.Add(-1)
+		s.leave()
 	case kindQueue:
-		s.e.state.CompareAndSwap(s.sched, s.undo)
+		// Leaving the end of the queue may make the value evictable.
+		if s.e.state.CompareAndSwap(s.sched, s.undo) {
+			s.r.table.wake(s.e)
+		}
 	case kindBucket:
 		for {
 			tat := s.e.state.Load()
