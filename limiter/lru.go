@@ -1,6 +1,11 @@
 package limiter
 
-import "sync"
+import (
+	"encoding/hex"
+	"hash/maphash"
+	"sync"
+	"unicode/utf8"
+)
 
 // pinner is a value an lru holds: busy values (calls in flight) are not evicted.
 type pinner interface {
@@ -18,6 +23,7 @@ type lru[V pinner] struct {
 	m     map[string]*lruEntry[V]
 	root  lruEntry[V] // root.next is the most recent, root.prev the least
 	fresh func() V
+	seeds [2]maphash.Seed // a long key's digest (see keyOf)
 }
 
 const evictScan = 64
@@ -29,7 +35,8 @@ type lruEntry[V pinner] struct {
 }
 
 func newLRU[V pinner](max int, fresh func() V) *lru[V] {
-	l := &lru[V]{max: max, m: make(map[string]*lruEntry[V]), fresh: fresh}
+	l := &lru[V]{max: max, m: make(map[string]*lruEntry[V]), fresh: fresh,
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	l.root.next, l.root.prev = &l.root, &l.root
 	return l
 }
@@ -44,8 +51,38 @@ func (l *lru[V]) pushFront(e *lruEntry[V]) {
 	l.root.next = e
 }
 
+// maxKeyLen bounds what an lru keeps of one key. Origins are application
+// names, but they come from a request (a header may be 64 KiB): a longer key
+// is kept as its first keyPrefix bytes and a 128-bit digest, so that max
+// bounds memory and not only the number of origins, while the admin API
+// still shows a readable name.
+const (
+	maxKeyLen = 96
+	keyPrefix = 48
+)
+
+// keyOf is the key the lru keeps for key. The digest's seeds are the lru's
+// own and never leave it, so a client cannot search for two origins that
+// share state; only an over-long key pays for it (one allocation).
+func (l *lru[V]) keyOf(key string) string {
+	if len(key) <= maxKeyLen {
+		return key
+	}
+	n := keyPrefix
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n--
+	}
+	var sum [16]byte
+	h0, h1 := maphash.String(l.seeds[0], key), maphash.String(l.seeds[1], key)
+	for i := range 8 {
+		sum[i], sum[8+i] = byte(h0>>(8*i)), byte(h1>>(8*i))
+	}
+	return key[:n] + "…#" + hex.EncodeToString(sum[:])
+}
+
 // acquire returns key's value, creating it, pinned: the caller must unpin it.
 func (l *lru[V]) acquire(key string) V {
+	key = l.keyOf(key)
 	l.mu.Lock()
 	e := l.m[key]
 	if e != nil {

@@ -2,6 +2,9 @@ package limiter_test
 
 import (
 	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"sluice/config"
@@ -103,4 +106,45 @@ func TestOriginInFlightNotEvicted(t *testing.T) {
 	if _, v := c.Enter(t0, "a", 1); v.Blocked {
 		t.Errorf("blocked after the call ended")
 	}
+}
+
+// An origin comes from a request header, which may be 64 KiB. Each long
+// origin is still limited on its own (an `other` rule counts per origin),
+// the admin's statistics still name it readably, and what the limiter keeps
+// of it is bounded: MaxOrigins bounds memory, not only the number of origins.
+func TestLongOrigins(t *testing.T) {
+	c := compile(t, app(qps("r", 1), "other")).Checker("r", "default")
+	long := func(i int) string { return strings.Repeat("o", 60<<10) + strconv.Itoa(i) }
+
+	// Two origins that differ only at their end have a bucket each.
+	got := passedOf(c, t0, long(1), long(2), long(1))
+	if got[long(1)] != 1 || got[long(2)] != 1 {
+		t.Errorf("long origins passed %d and %d of 10 each, want 1 and 1 (the first again: none)", got[long(1)], got[long(2)])
+	}
+
+	f := compile(t, app(qps("r", 1), "other"))
+	c = f.Checker("r", "default")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 500 {
+		o := long(i) // a fresh 60 KiB string each time, as from a request
+		if tok, v := c.Enter(t0, o, 1); !v.Blocked {
+			tok.Exit(t0, false)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// The old code kept every 60 KiB string: ~30 MiB for 500 origins.
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("500 tracked 60 KiB origins hold %d KiB, want < 4 MiB", grew>>10)
+	}
+	for _, rs := range f.Stats(t0) {
+		for _, o := range rs.Origins {
+			if len(o.Name) > 100 || !strings.HasPrefix(o.Name, "oooo") || !strings.Contains(o.Name, "…#") {
+				t.Fatalf("origin shown as %.120q, want its first bytes and a digest", o.Name)
+			}
+		}
+	}
+	runtime.KeepAlive(c)
 }
