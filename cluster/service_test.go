@@ -163,6 +163,15 @@ func TestKeysExpire(t *testing.T) {
 	rdb := redis.NewClient(must(redis.ParseURL(url)))
 	defer rdb.Close()
 	ctx := context.Background()
+	// The gateway set is written by Run's first heartbeat, which races the
+	// Acquires above: wait for it (bounded) before counting keys.
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, err := rdb.Exists(ctx, "{"+ns+"}:gw").Result(); err == nil && n == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat wrote the gateway set within 3 s (err %v)", err)
+		}
+	}
 	keys, err := rdb.Keys(ctx, "{"+ns+"}:*").Result()
 	if err != nil {
 		t.Fatal(err)
