@@ -146,6 +146,16 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 				key = origin
 			}
 			ok, err := c.cluster.Acquire(r.cfg, key, n)
+			if err == nil && ok && r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp) {
+				// The local window counts what the cluster let through too,
+				// so that should Redis fail the local fallback sees what
+				// this gateway already passed this interval, rather than
+				// granting a full count on top of it. A later block takes
+				// it back like any pass.
+				ks.win.add(now, n)
+				t.hold(ks, &outcome{at: math.MinInt64})
+				continue
+			}
 			if err == nil || !r.cfg.ClusterConfig.Fallback() {
 				ks.unpin()
 				if err == nil && !ok {

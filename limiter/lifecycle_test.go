@@ -252,6 +252,38 @@ func TestClusterMode(t *testing.T) {
 	}
 }
 
+// When Redis fails mid-interval, the local fallback counts what the cluster
+// already let through this gateway: a Redis hiccup does not grant a second
+// full count within one interval.
+func TestClusterFallbackSeesClusterPasses(t *testing.T) {
+	for _, limitApp := range []string{"default", "a"} {
+		r := app(qps("r", 10), limitApp)
+		r.ClusterMode = true
+		svc := &fakeCluster{ok: true}
+		f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{Cluster: svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := f.Checker("r", "default")
+		for range 6 {
+			tok, v := c.Enter(t0, "a", 1)
+			if v.Blocked {
+				t.Fatalf("%s: the cluster allowed the call, the checker blocked it", limitApp)
+			}
+			tok.Exit(t0, false)
+		}
+		// A call the cluster let through but a later guard stopped is
+		// not counted.
+		tok, _ := c.Enter(t0, "a", 1)
+		tok.Cancel(t0, limiter.ReasonParam)
+
+		svc.ok, svc.err = false, errors.New("redis down")
+		if got := passedOf(c, t0+100*ms, "a")["a"]; got != 4 {
+			t.Errorf("limitApp %s: after 6 cluster passes, the local fallback passed %d of 10 in the same second, want 4", limitApp, got)
+		}
+	}
+}
+
 // Block counts a call stopped by an earlier guard on the checker's nodes.
 func TestBlockAndStats(t *testing.T) {
 	f := compile(t)
