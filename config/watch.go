@@ -56,6 +56,18 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 
 	timer := time.NewTimer(debounce)
 	timer.Stop()
+	// A file rewritten without pause (an agent re-rendering it every 50 ms)
+	// would keep pushing a plain debounce back for ever: a burst is looked
+	// at no later than maxWait after its first event.
+	maxWait := 10 * debounce
+	var burst time.Time // first event of the pending burst; zero: none
+	kick := func() {
+		now := time.Now()
+		if burst.IsZero() {
+			burst = now
+		}
+		timer.Reset(max(0, min(debounce, burst.Add(maxWait).Sub(now))))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,7 +78,7 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 				return nil
 			}
 			if fw.relevant(ev.Name) {
-				timer.Reset(debounce)
+				kick()
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -74,8 +86,9 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 			}
 			// An overflow may have dropped our event: look at the file anyway.
 			log.Warn().Err(err).Str("file", path).Msg("config: watch error")
-			timer.Reset(debounce)
+			kick()
 		case <-timer.C:
+			burst = time.Time{}
 			fw.follow()
 			if h := fileHash(abs); h != last {
 				last = h
@@ -87,19 +100,21 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 
 // fileWatch tracks which directories and names matter for one file.
 type fileWatch struct {
-	path      string // absolute path as given (may be a symlink)
-	dir       string // its directory, always watched
-	targetDir string // the directory of the symlink's target, if elsewhere
-	target    string // the resolved file
-	w         *fsnotify.Watcher
-	log       zerolog.Logger
+	path   string          // absolute path as given (may be or pass through symlinks)
+	dir    string          // its directory, always watched
+	target string          // the resolved file
+	links  map[string]bool // every symlink met resolving path: a swap of any re-points it
+	extra  map[string]bool // directories watched besides dir: the links' and the target's
+	w      *fsnotify.Watcher
+	log    zerolog.Logger
 }
 
 // relevant filters events by name: the file itself, Kubernetes' "..data"
-// style entries next to it, and the resolved target.
+// style entries next to it, the resolved target, and any symlink on the way
+// to it (a release directory's "current" re-pointed, say).
 func (f *fileWatch) relevant(name string) bool {
 	switch {
-	case name == f.path, name == f.target:
+	case name == f.path, name == f.target, f.links[name]:
 		return true
 	case filepath.Dir(name) == f.dir && strings.HasPrefix(filepath.Base(name), ".."):
 		return true
@@ -107,32 +122,86 @@ func (f *fileWatch) relevant(name string) bool {
 	return false
 }
 
-// follow resolves the symlink chain of the file and watches its target's
-// directory when that lies outside the file's own directory.
+// follow resolves the file's symlinks and watches the directories holding
+// them and the target, so that re-pointing any link on the way is seen,
+// not only the file's own directory changing.
 func (f *fileWatch) follow() {
-	target, err := filepath.EvalSymlinks(f.path)
-	if err != nil {
+	links, target, ok := resolve(f.path)
+	if !ok {
 		return // gone for now; the directory watch will see it come back
 	}
-	f.target = target
-	td := filepath.Dir(target)
-	if td == f.targetDir {
-		return
+	f.target, f.links = target, map[string]bool{}
+	want := map[string]bool{}
+	for _, l := range links {
+		f.links[l] = true
+		want[filepath.Dir(l)] = true
 	}
-	if f.targetDir != "" && f.targetDir != f.dir {
-		_ = f.w.Remove(f.targetDir) // already gone with its directory is fine
+	want[filepath.Dir(target)] = true
+	// The file's own directory is always watched, and Kubernetes'
+	// ..2026_xx directories inside it are replaced, not written: watching
+	// it covers them.
+	for d := range want {
+		if d == f.dir || strings.HasPrefix(d, f.dir+string(filepath.Separator)+"..") {
+			delete(want, d)
+		}
 	}
-	f.targetDir = ""
-	// Kubernetes' ..2026_xx directories live inside dir and are replaced, not
-	// written: watching the directory itself covers them.
-	if td == f.dir || strings.HasPrefix(td, f.dir+string(filepath.Separator)+"..") {
-		return
+	for d := range f.extra {
+		if !want[d] {
+			_ = f.w.Remove(d) // already gone with its directory is fine
+			delete(f.extra, d)
+		}
 	}
-	if err := f.w.Add(td); err != nil {
-		f.log.Warn().Err(err).Str("dir", td).Msg("config: cannot watch the symlink target's directory")
-		return
+	if f.extra == nil {
+		f.extra = map[string]bool{}
 	}
-	f.targetDir = td
+	for d := range want {
+		if f.extra[d] {
+			continue
+		}
+		if err := f.w.Add(d); err != nil {
+			f.log.Warn().Err(err).Str("dir", d).Msg("config: cannot watch a directory on the rules file's symlink path")
+			continue
+		}
+		f.extra[d] = true
+	}
+}
+
+// resolve follows every symlink in path, component by component, and
+// returns each link as met (absolute, unresolved) and the final file.
+func resolve(path string) (links []string, target string, ok bool) {
+	p := filepath.Clean(path)
+	for hops := 0; hops < 64; {
+		restart := false
+		for i := 1; i <= len(p); i++ {
+			if i < len(p) && p[i] != filepath.Separator {
+				continue
+			}
+			prefix := p[:i]
+			fi, err := os.Lstat(prefix)
+			if err != nil {
+				return nil, "", false
+			}
+			if fi.Mode()&os.ModeSymlink == 0 {
+				continue
+			}
+			to, err := os.Readlink(prefix)
+			if err != nil {
+				return nil, "", false
+			}
+			if !filepath.IsAbs(to) {
+				to = filepath.Join(filepath.Dir(prefix), to)
+			}
+			links = append(links, prefix)
+			p = filepath.Clean(to + p[i:])
+			hops++
+			restart = true
+			break
+		}
+		if !restart {
+			return links, p, true
+		}
+	}
+	return nil, "", false // a loop
 }
 
 // fileHash returns the SHA-256 of the file's content (at most MaxFileSize+1

@@ -157,6 +157,39 @@ func TestWatchSeesEveryKindOfSave(t *testing.T) {
 			},
 		},
 		{
+			name: "release directory symlink re-pointed (old release kept)",
+			setup: func(t *testing.T, dir string) string {
+				// -config dir/current/rules.yaml, current -> r1
+				mkdirWrite(t, filepath.Join(dir, "r1"), "v1")
+				symlink(t, "r1", filepath.Join(dir, "current"))
+				return filepath.Join(dir, "current", "rules.yaml")
+			},
+			change: func(t *testing.T, dir, _ string) {
+				mkdirWrite(t, filepath.Join(dir, "r2"), "v2")
+				swapLink(t, "r2", filepath.Join(dir, "current"))
+			},
+		},
+		{
+			name: "symlink whose chain passes a re-pointed directory link",
+			setup: func(t *testing.T, dir string) string {
+				// dir/rules.yaml -> other/current/rules.yaml, current -> r1
+				other := t.TempDir()
+				mkdirWrite(t, filepath.Join(other, "r1"), "v1")
+				symlink(t, "r1", filepath.Join(other, "current"))
+				symlink(t, filepath.Join(other, "current", "rules.yaml"), filepath.Join(dir, "rules.yaml"))
+				return filepath.Join(dir, "rules.yaml")
+			},
+			change: func(t *testing.T, dir, path string) {
+				link, err := os.Readlink(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				other := filepath.Dir(filepath.Dir(link))
+				mkdirWrite(t, filepath.Join(other, "r2"), "v2")
+				swapLink(t, "r2", filepath.Join(other, "current"))
+			},
+		},
+		{
 			name: "symlink to a file in another directory, written in place",
 			setup: func(t *testing.T, dir string) string {
 				other := t.TempDir()
@@ -188,6 +221,35 @@ func TestWatchSeesEveryKindOfSave(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// swapLink re-points link to target atomically (ln -sfn and a rename, as
+// release-directory deploys and the kubelet do).
+func swapLink(t *testing.T, target, link string) {
+	t.Helper()
+	tmp := link + ".tmp"
+	symlink(t, target, tmp)
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file rewritten without pause (an agent re-rendering it every 50 ms) is
+// still reported while the rewrites go on: the debounce has a maximum wait.
+func TestWatchReportsUnderContinuousWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := plainFile(t, dir)
+	w := startWatch(t, path, 100*time.Millisecond)
+	defer w.stop()
+	start := time.Now()
+	for time.Since(start) < 2*time.Second {
+		write(t, path, "v2")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if seen := w.calls(); len(seen) == 0 || seen[len(seen)-1] != "v2" {
+		t.Errorf("the file changed to v2 %v ago and was rewritten every 50 ms since: callbacks saw %q",
+			time.Since(start).Round(time.Millisecond), seen)
 	}
 }
 
