@@ -19,26 +19,31 @@ var demoAddrs = [...]string{"127.0.0.1:9001", "127.0.0.1:9002"}
 // startDemo starts two small upstreams so the shipped rules.yaml works with
 // nothing else running. Each answers JSON naming itself and the path;
 // ?sleep=200ms delays the answer and ?status=500 sets the status, to try
-// circuit breakers and concurrency rules by hand.
-func startDemo(ctx context.Context, log zerolog.Logger) error {
+// circuit breakers and concurrency rules by hand. stop drains them, after
+// the gateway has drained the requests it forwards to them.
+func startDemo(log zerolog.Logger) (stop func(context.Context), err error) {
+	var srvs []*http.Server
+	stop = func(ctx context.Context) {
+		for _, srv := range srvs {
+			_ = srv.Shutdown(ctx)
+		}
+	}
 	for _, addr := range demoAddrs {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("demo upstream %s: %w", addr, err)
+			stop(context.Background())
+			return nil, fmt.Errorf("demo upstream %s: %w", addr, err)
 		}
 		srv := &http.Server{Handler: demoHandler(addr), ReadHeaderTimeout: 5 * time.Second}
+		srvs = append(srvs, srv)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Str("addr", addr).Msg("demo upstream stopped")
 			}
 		}()
-		go func() {
-			<-ctx.Done()
-			_ = srv.Close()
-		}()
 		log.Info().Str("addr", addr).Msg("demo upstream started")
 	}
-	return nil
+	return stop, nil
 }
 
 func demoHandler(name string) http.Handler {

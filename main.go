@@ -102,6 +102,12 @@ func validate(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, o options, stderr io.Writer) error {
+	// SIGHUP is ours from the start to the exit: unhandled, its default
+	// action would kill the process, cutting a drain in progress.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	cfg, err := config.Load(o.config)
 	log := newLogger(stderr, o, cfg)
 	if err != nil {
@@ -135,13 +141,15 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	gw := proxy.New(deps)
 	rl := newReloader(o.config, gw, log, metrics)
 	rl.clusterOn = deps.Cluster != nil
+	rl.flagged = map[string]bool{"listen": o.listen != "", "log.level": o.logLevel != "", "log.format": o.logFormat != ""}
 	if !rl.apply(cfg) {
 		return errors.New("cannot build the gateway from the rules file")
 	}
-	go rl.watch(ctx)
+	go rl.watch(ctx, hup)
 
+	stopDemo := func(context.Context) {}
 	if o.demo {
-		if err := startDemo(ctx, log); err != nil {
+		if stopDemo, err = startDemo(log); err != nil {
 			return err
 		}
 	}
@@ -197,10 +205,15 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	log.Info().Dur("drainTimeout", o.drain).Msg("shutting down: draining in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
+	// Traffic first: Shutdown closes the listener at once, then waits for
+	// the requests in flight. The admin API stays up meanwhile (the drain
+	// shows in its metrics) and the demo upstreams answer what is in flight.
+	err = srv.Shutdown(sctx)
 	if adminSrv != nil {
 		_ = adminSrv.Shutdown(sctx)
 	}
-	if err := srv.Shutdown(sctx); err != nil {
+	stopDemo(sctx)
+	if err != nil {
 		log.Warn().Err(err).Msg("drain timeout: some requests were cut")
 		return nil
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +24,9 @@ type reloader struct {
 	metrics *admin.Metrics
 	// clusterOn: a Redis token service was started (cluster settings are read at start).
 	clusterOn bool
+	// flagged names the restart-only settings a command-line flag fixed
+	// ("listen", "log.level", "log.format"): the file's value never applies.
+	flagged map[string]bool
 
 	mu         sync.Mutex // serialises reloads and guards the fields below
 	loadedAt   time.Time
@@ -58,8 +59,17 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
 		return false
 	}
-	if prev != nil && prev.Config.Listen != cfg.Listen {
-		r.log.Warn().Str("listen", cfg.Listen).Msg("listen changed in the rules file: it takes effect at restart")
+	if prev != nil {
+		p := prev.Config
+		for _, c := range []struct{ name, was, now string }{
+			{"listen", p.Listen, cfg.Listen},
+			{"log.level", p.Log.Level, cfg.Log.Level},
+			{"log.format", p.Log.Format, cfg.Log.Format},
+		} {
+			if c.was != c.now && !r.flagged[c.name] {
+				r.log.Warn().Str(c.name, c.now).Msg(c.name + " changed in the rules file: it takes effect at restart")
+			}
+		}
 	}
 	r.lastError, r.loadedAt = "", t
 	r.metrics.Reload(true, t)
@@ -98,11 +108,9 @@ func (r *reloader) request() {
 	}
 }
 
-// watch reloads on file changes, SIGHUP and requests until ctx is done.
-func (r *reloader) watch(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// watch reloads on file changes, SIGHUP (delivered on hup) and requests
+// until ctx is done.
+func (r *reloader) watch(ctx context.Context, hup <-chan os.Signal) {
 	go func() {
 		if err := config.Watch(ctx, r.path, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
 			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")

@@ -195,3 +195,74 @@ routes:
 	}
 	t.Logf("exit after %v with a 1 s drain timeout", exited.Round(time.Millisecond))
 }
+
+// TestShutdownIgnoresSIGHUPWhileDraining: a SIGHUP during the drain (a
+// config-reloader sidecar, `systemctl reload`) does not kill the process:
+// the request in flight gets its 200 and the exit status is 0.
+func TestShutdownIgnoresSIGHUPWhileDraining(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+		io.WriteString(w, "ok")
+	})
+	g := startGateway(t, rulesFor(up.URL, "routes:\n  - path: /slow\n    upstream: up\n"), "-drain-timeout", "5s")
+	held := hdHoldRequests(g.URL+"/slow", 1)
+	hdWaitInFlight(t, up, 1)
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	g.waitLog("shutting down", 2*time.Second)
+	_ = g.cmd.Process.Signal(syscall.SIGHUP)
+	<-g.done
+	if s := <-held; s != 200 {
+		t.Errorf("in-flight request: status %d, want 200", s)
+	}
+	if g.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", g.exitErr)
+	}
+}
+
+// TestShutdownStopsAcceptingDespiteAdminClients: an admin connection still
+// sending its request (a slow scrape) does not keep the traffic listener
+// open after SIGTERM.
+func TestShutdownStopsAcceptingDespiteAdminClients(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, "routes:\n  - path: /fast\n    upstream: up\n"), "-drain-timeout", "2s")
+	c, err := net.Dial("tcp", hdAddr(g.AdminURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n") // headers not finished
+	time.Sleep(200 * time.Millisecond)
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	g.waitLog("shutting down", 2*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	if resp, err := client.Get(g.URL + "/fast"); err == nil {
+		resp.Body.Close()
+		t.Errorf("300 ms into the drain the traffic listener still serves new connections (status %d); want refused", resp.StatusCode)
+	}
+	<-g.done
+}
+
+// TestShutdownDrainsDemoUpstreams: with -demo, a request in flight to a
+// demo upstream at SIGTERM is answered, not cut (the demo upstreams stop
+// after the gateway has drained).
+func TestShutdownDrainsDemoUpstreams(t *testing.T) {
+	g := startGateway(t, `upstreams:
+  demo:
+    targets: ["http://127.0.0.1:9001"]
+    timeout: 10s
+routes:
+  - path: /demo
+    upstream: demo
+`, "-demo", "-drain-timeout", "5s")
+	held := hdHoldRequests(g.URL+"/demo?sleep=1s", 1)
+	time.Sleep(300 * time.Millisecond)
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	if s := <-held; s != 200 {
+		t.Errorf("in-flight request to the demo upstream: status %d, want 200", s)
+	}
+	<-g.done
+	if g.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", g.exitErr)
+	}
+}
