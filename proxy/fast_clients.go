@@ -93,7 +93,11 @@ func newHostClient(u *url.URL) *fasthttp.HostClient {
 		// for the life of the process.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
 			d := net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
-			return d.Dial("tcp", addr)
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return newProbedConn(c), nil
 		},
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,
@@ -108,13 +112,21 @@ func newHostClient(u *url.URL) *fasthttp.HostClient {
 	}
 }
 
-// retryStale retries, once, a replayable request whose pooled connection
-// turned out to be closed by the upstream before it answered — the one
-// case net/http's Transport retries too. fasthttp would otherwise retry
-// every idempotent request on any error.
+// retryStale retries, once, what net/http's Transport retries too: any
+// request whose pooled connection was found closed before anything was
+// written (errStaleConn; a streamed body may already be partly read, so not
+// that), and a replayable body-less GET/HEAD/OPTIONS/TRACE whose connection
+// was closed before an answer came. fasthttp would otherwise retry every
+// idempotent request on any error.
 func retryStale(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	if req.IsBodyStream() {
+		return false, false
+	}
+	if errors.Is(err, errStaleConn) {
+		return false, true
+	}
 	if !(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace()) ||
-		len(req.Body()) > 0 || req.IsBodyStream() {
+		len(req.Body()) > 0 {
 		return false, false
 	}
 	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -67,7 +68,13 @@ func (p *fastCallPool) put(c *fastCall) {
 	p.p.Put(c)
 }
 
-var errClientGone = errors.New("proxy: client went away")
+var (
+	errClientGone = errors.New("proxy: client went away")
+	errBadStatus  = errors.New("proxy: upstream answered an invalid final status")
+)
+
+// validStatus reports a final status a client may be sent.
+func validStatus(code int) bool { return code >= 200 && code <= 999 }
 
 func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 	up := f.rt.upstream
@@ -86,6 +93,14 @@ func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 	resp.Header.SetNoDefaultContentType(true)
 	if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
 		upstreamFailed(ex, r, err, f.log)
+		return
+	}
+	if st := resp.StatusCode(); !validStatus(st) {
+		// fasthttp skips 1xx interim answers, so a final one below 200
+		// here (an unasked-for 101, a 099) is the upstream's fault, as on
+		// the standard path.
+		_ = closeStream(resp.BodyStream(), errBadStatus)
+		upstreamFailed(ex, r, fmt.Errorf("%w %d", errBadStatus, st), f.log)
 		return
 	}
 	f.writeResponse(ex, c, r)

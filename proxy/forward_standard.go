@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -60,6 +61,15 @@ func newStandardProxy(rt *route, transport http.RoundTripper, copyBuffers httput
 			if rt.stripOrigin != "" {
 				pr.Out.Header.Del(rt.stripOrigin)
 			}
+		},
+		// A final status net/http cannot write (below 100 or above 999)
+		// would panic in WriteHeader and reach the client as a cut
+		// connection: it is an upstream failure, answered 502.
+		ModifyResponse: func(resp *http.Response) error {
+			if !validStatus(resp.StatusCode) && resp.StatusCode != http.StatusSwitchingProtocols {
+				return fmt.Errorf("%w %d", errBadStatus, resp.StatusCode)
+			}
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			upstreamFailed(w, r, err, log)
