@@ -105,6 +105,26 @@ func parityGateway(t *testing.T, fwd, rules string) string {
 	return srv.URL
 }
 
+// countedGateway serves one route /* to target with the forwarder forced,
+// the given upstream timeout and an observer counting passes and errors; it
+// returns the gateway's host:port.
+func countedGateway(t *testing.T, fwd, target, timeout string) (string, *counter) {
+	t.Helper()
+	c := &counter{}
+	cfg, err := config.Parse("counted.yaml", []byte(fmt.Sprintf(
+		"upstreams:\n  up:\n    targets: [%q]\n    timeout: %s\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", target, timeout)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(string) proxy.Observer { return c }})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), c
+}
+
 // TestForwardersSendAndAnswerAlike sends the same requests through the
 // standard and the fast forwarder and compares what the upstream saw and
 // what the client got, field by field.
@@ -460,19 +480,7 @@ func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
 	defer up.Close()
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			c := &counter{}
-			cfg, err := config.Parse("c.yaml", []byte(fmt.Sprintf(
-				"upstreams:\n  up:\n    targets: [%q]\n    timeout: 300ms\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", up.URL)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(string) proxy.Observer { return c }})
-			if err := g.Load(cfg); err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(g)
-			defer srv.Close()
-			addr := strings.TrimPrefix(srv.URL, "http://")
+			addr, c := countedGateway(t, fwd, up.URL, "300ms")
 			raw := func(req string, hangUp bool) int {
 				conn, err := net.Dial("tcp", addr)
 				if err != nil {

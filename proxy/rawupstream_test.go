@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,11 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // rawUp is an upstream written by hand, for answers no HTTP server library
@@ -72,35 +66,6 @@ func newRawUp(t *testing.T, answer string, close bool) *rawUp {
 }
 
 func (u *rawUp) url() string { return "http://" + u.ln.Addr().String() }
-
-// countedGateway serves one route /* to target with the forwarder forced and
-// an observer counting passes and errors; it returns the gateway's address.
-func countedGateway(t *testing.T, fwd, target string, timeout string) (string, *counter) {
-	t.Helper()
-	c := &counter{}
-	cfg, err := config.Parse("e.yaml", []byte(fmt.Sprintf(
-		"upstreams:\n  up:\n    targets: [%q]\n    timeout: %s\nroutes:\n  - path: /*\n    upstream: up\n    resource: r\n", target, timeout)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(string) proxy.Observer { return c }})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	srv := newServer(t, g)
-	return srv, c
-}
-
-func newServer(t *testing.T, h http.Handler) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &http.Server{Handler: h, ErrorLog: nil}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return ln.Addr().String()
-}
 
 // rawRoundTrip writes req on a fresh connection and returns everything the
 // gateway sent back until it closed or went quiet for 'quiet'.
