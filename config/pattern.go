@@ -2,11 +2,17 @@ package config
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
-// httpMethods are the methods a route may list, in the order a default route gets them.
+// httpMethods are the methods a route may list (chi's), in the order a
+// default route gets them.
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+
+// RouteMethods returns, in a fresh slice, the methods a route may list; a
+// route that lists none is given all of them.
+func RouteMethods() []string { return slices.Clone(httpMethods) }
 
 // checkPattern checks a chi routing pattern the way chi would read it, so that
 // building the router later cannot panic. It returns the URL parameter names,

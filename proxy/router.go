@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/go-chi/chi/v5"
+
+	"sluice/config"
 )
 
 // router matches with chi's tree and calls the matched route directly.
@@ -20,9 +22,11 @@ type router struct {
 	routes map[routeKey]*route
 	ctxs   sync.Pool // *chi.Context
 
-	// chi knows only its nine methods. Routes that take every method are
-	// also kept in a second tree, under GET, for the methods chi does not
-	// know (WebDAV's PROPFIND, PURGE, ...), which nginx and Traefik proxy.
+	// chi knows only the methods a route may list (config.RouteMethods).
+	// Routes that take all of them are also kept in a second tree, under
+	// GET, for the methods chi does not know (WebDAV's PROPFIND, PURGE,
+	// ...), which nginx and Traefik proxy.
+	methods   []string
 	anyMux    *chi.Mux
 	anyRoutes map[string]*route // by pattern
 	notFound  http.HandlerFunc
@@ -31,15 +35,12 @@ type router struct {
 // routeKey is a method and the chi pattern it was registered on.
 type routeKey struct{ method, pattern string }
 
-// chiMethods are the methods chi routes; config fills a route without
-// `methods:` in with all of them.
-var chiMethods = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
-
 func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 	mux := chi.NewRouter()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[routeKey]*route{}, anyMux: chi.NewRouter(), anyRoutes: map[string]*route{}, notFound: notFound}
+	return &router{mux: mux, routes: map[routeKey]*route{}, methods: config.RouteMethods(),
+		anyMux: chi.NewRouter(), anyRoutes: map[string]*route{}, notFound: notFound}
 }
 
 // handle registers rt on pattern for methods, which config has already
@@ -50,7 +51,7 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		rr.mux.Method(m, pattern, rt)
 		rr.routes[routeKey{m, pattern}] = rt
 	}
-	for _, m := range chiMethods {
+	for _, m := range rr.methods {
 		if !slices.Contains(methods, m) {
 			return
 		}
@@ -75,7 +76,7 @@ func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt := rr.routes[routeKey{r.Method, rr.mux.Find(rctx, r.Method, path)}]; rt != nil {
 		rt.serve(w, r, rctx)
-	} else if slices.Contains(chiMethods[:], r.Method) {
+	} else if slices.Contains(rr.methods, r.Method) {
 		rr.mux.ServeHTTP(w, r)
 	} else {
 		rr.serveOtherMethod(w, r, rctx, path)
@@ -92,7 +93,7 @@ func (rr *router) serveOtherMethod(w http.ResponseWriter, r *http.Request, rctx 
 		rt.serve(w, r, rctx)
 		return
 	}
-	for _, m := range chiMethods {
+	for _, m := range rr.methods {
 		rctx.Reset()
 		if rr.mux.Find(rctx, m, path) != "" {
 			rr.mux.ServeHTTP(w, r) // chi's 405
