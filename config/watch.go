@@ -44,7 +44,7 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 		return fmt.Errorf("config: watch %s: %w", path, err)
 	}
 	defer w.Close()
-	fw := &fileWatch{path: abs, dir: filepath.Dir(abs), w: w, log: log}
+	fw := &fileWatch{path: abs, dir: filepath.Dir(abs), extra: map[string]bool{}, w: w, log: log}
 	if err := w.Add(fw.dir); err != nil {
 		return fmt.Errorf("config: watch %s: %w", fw.dir, err)
 	}
@@ -150,9 +150,6 @@ func (f *fileWatch) follow() {
 			_ = f.w.Remove(d) // already gone with its directory is fine
 			delete(f.extra, d)
 		}
-	}
-	if f.extra == nil {
-		f.extra = map[string]bool{}
 	}
 	for d := range want {
 		if f.extra[d] {

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
 	"sync"
@@ -73,10 +74,8 @@ func (l *lru[V]) keyOf(key string) string {
 		n--
 	}
 	var sum [16]byte
-	h0, h1 := maphash.String(l.seeds[0], key), maphash.String(l.seeds[1], key)
-	for i := range 8 {
-		sum[i], sum[8+i] = byte(h0>>(8*i)), byte(h1>>(8*i))
-	}
+	binary.LittleEndian.PutUint64(sum[:8], maphash.String(l.seeds[0], key))
+	binary.LittleEndian.PutUint64(sum[8:], maphash.String(l.seeds[1], key))
 	return key[:n] + "…#" + hex.EncodeToString(sum[:])
 }
 
