@@ -1,4 +1,4 @@
-// Package cluster is sluice's cluster flow control (SPEC §7): a token service
+// Package cluster is sluice's cluster flow control (docs/cluster.md): a token service
 // on Redis that counts a clusterMode flow rule across every gateway sharing a
 // namespace. It knows nothing of HTTP and does not import sluice/limiter; its
 // Service satisfies limiter.TokenService.

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Defaults of settings that a file may leave out (SPEC §3).
+// Defaults of settings that a file may leave out (docs/configuration.md,
+// docs/rules.md).
 const (
 	DefaultLogLevel         = "info"
 	DefaultLogFormat        = "json"

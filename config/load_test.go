@@ -15,7 +15,8 @@ func ptr[T any](v T) *T { return &v }
 
 var allMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
 
-// TestLoadFull loads a file that sets every field of SPEC §3 and checks each
+// TestLoadFull loads a file that sets every field of rules.yaml (docs/configuration.md,
+// docs/rules.md) and checks each
 // value, and the defaults of the fields a few entries leave out.
 func TestLoadFull(t *testing.T) {
 	cfg, err := config.Load("testdata/full.yaml")
@@ -79,7 +80,8 @@ func TestLoadFull(t *testing.T) {
 	}
 }
 
-// TestLoadDefaults checks every default of SPEC §3 on a minimal file.
+// TestLoadDefaults checks every default documented in docs/configuration.md
+// and docs/rules.md on a minimal file.
 func TestLoadDefaults(t *testing.T) {
 	cfg, err := config.Load("testdata/minimal.yaml")
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 	"sluice/internal/browsertest"
 )
 
-// browserScreenshotPath is where the screenshot goes: the README's
+// browserScreenshotPath is where the screenshot goes: docs/admin.md's
 // docs/dashboard.png only when SLUICE_UPDATE_SCREENSHOT=1, else a temporary
-// file, so ordinary runs leave the git tree clean. Refresh the README image:
+// file, so ordinary runs leave the git tree clean. Refresh the docs image:
 //
 //	SLUICE_UPDATE_SCREENSHOT=1 flock /tmp/sluice-e2e.lock go test -count=1 -run TestDashboardDrivesTheGateway ./e2e/
 func browserScreenshotPath(t *testing.T) string {
@@ -61,7 +61,7 @@ func browserStatuses(t *testing.T, url string, n int) (pass, blocked int) {
 func TestDashboardDrivesTheGateway(t *testing.T) {
 	chromium := browsertest.Chromium(t)
 	shot := browserScreenshotPath(t)
-	// For the README's picture the load runs a minute before the screenshot,
+	// For the docs' picture the load runs a minute before the screenshot,
 	// so the chart has a history to show; an ordinary run takes 10 s.
 	loadFor, shootAt := 10*time.Second, time.Duration(0)
 	if os.Getenv("SLUICE_UPDATE_SCREENSHOT") == "1" {
@@ -194,7 +194,7 @@ flowRules:
 		t.Logf("checkout after the edit: %d of 60 passed (before: 5 of 8)", pass)
 	}
 
-	// The page shows the reloaded rule, then the screenshot for the README.
+	// The page shows the reloaded rule, then the screenshot for docs/admin.md.
 	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](
 		`[...document.querySelectorAll('#rules td')].some((td) => td.textContent === "50")`,
 		chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {

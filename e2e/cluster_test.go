@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// Cluster flow control (SPEC §7) against real gateway processes sharing
+// Cluster flow control (docs/cluster.md) against real gateway processes sharing
 // Redis: a global count across three gateways, avgLocal following the live
 // gateways, Redis killed and restarted under load, and (SLUICE_BENCH=1) the
 // cost of a cluster rule against the same rule local. Budget: about 27 s of

@@ -9,7 +9,7 @@ import (
 )
 
 // Flow-rule (flowRules) tests against the real binary: every grade,
-// behaviour, strategy and limitApp of SPEC §3, acquireCount, dryRun and
+// behaviour, strategy and limitApp of docs/rules.md#flow-rules, acquireCount, dryRun and
 // state kept across a reload. Budget: about 40 s in all, gateway start-ups
 // included.
 

@@ -12,7 +12,7 @@ import (
 // Hot-parameter (paramRules) tests against the real binary. Budget: about
 // 20 s of load in all.
 
-// seedParamRules is SPEC §3's seed example: 2 per second per order id,
+// seedParamRules is the seed example of docs/rules.md#the-seed-example: 2 per second per order id,
 // except 102 -> 4 and 103 -> 10.
 const seedParamRules = `
 routes:
@@ -369,7 +369,8 @@ paramRules:
 	}
 }
 
-// TestParamRateLimitHeadersOnPass: SPEC §4 wants RateLimit headers for qps
+// TestParamRateLimitHeadersOnPass: docs/configuration.md#blocked-and-failed-requests
+// promises RateLimit headers for qps
 // rules on passes as well as blocks: a param qps rule's quota must reach
 // passed responses too.
 func TestParamRateLimitHeadersOnPass(t *testing.T) {

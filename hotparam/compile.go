@@ -9,7 +9,7 @@ import (
 	"sluice/config"
 )
 
-// Defaults applied to fields left zero (SPEC §3 paramRules).
+// Defaults applied to fields left zero (docs/rules.md#fields).
 const (
 	DefaultDurationSec      = 1
 	DefaultMaxTrackedValues = 100000

@@ -8,7 +8,7 @@ import (
 	"sluice/hotparam"
 )
 
-// The seed example of SPEC §3: /order/{orderId} limited to 2 calls per second
+// The seed example of docs/rules.md#the-seed-example: /order/{orderId} limited to 2 calls per second
 // per order id, except 102 (4) and 103 (10).
 func Example() {
 	orderID := config.Source{Kind: config.SourcePath, Name: "orderId"}

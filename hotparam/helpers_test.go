@@ -49,7 +49,7 @@ func compile(t testing.TB, rules ...config.ParamRule) *hotparam.Set {
 	return s
 }
 
-// seedRule is SPEC's example: 2 per second per order id, 102 -> 4, 103 -> 10.
+// seedRule is the example of docs/rules.md#the-seed-example: 2 per second per order id, 102 -> 4, 103 -> 10.
 func seedRule() config.ParamRule {
 	return config.ParamRule{
 		Resource: "get-order", Param: orderID, Grade: config.GradeQPS, Count: 2,

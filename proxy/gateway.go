@@ -1,6 +1,6 @@
 // Package proxy serves traffic: a chi router built from the routes turns each
 // request into (resource, origin, entrance, parameters), runs the guards in
-// SPEC order and forwards what passes. A reload builds a complete new
+// the order of docs/rules.md#combining-rules and forwards what passes. A reload builds a complete new
 // Snapshot and swaps it in with one atomic store.
 package proxy
 

@@ -94,7 +94,7 @@ func rawRoundTrip(t *testing.T, addr, req string, quiet time.Duration) string {
 // 100, or a 101 nobody asked for) is an upstream failure on both
 // forwarders: 502 and one error counted, never a panic in WriteHeader (a
 // cut connection) or a pass. (fasthttp reads a status of 000 as 200, so the
-// fast path cannot tell that one; see README.)
+// fast path cannot tell that one; see docs/forwarding.md#same-semantics-on-both-paths.)
 func TestBadFinalStatusIs502(t *testing.T) {
 	for _, c := range []struct{ name, answer string }{
 		{"status 099", "HTTP/1.1 099 Weird\r\nContent-Length: 2\r\n\r\nok"},

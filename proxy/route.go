@@ -82,8 +82,8 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.serve(w, r, chi.RouteContext(r.Context()))
 }
 
-// serve is the hot path: origin, checks in SPEC order (system, flow,
-// param, degrade), an optional throttle wait, then forwarding. params is
+// serve is the hot path: origin, checks in the documented order (system, flow,
+// param, degrade: docs/rules.md#combining-rules), an optional throttle wait, then forwarding. params is
 // the routing context holding the path parameters.
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, params *chi.Context) {
 	s := rt.snap
