@@ -1,0 +1,273 @@
+// Package tlsedge serves sluice's HTTPS listener: certificates loaded from
+// PEM files and chosen by SNI, an optional client CA (mTLS), and renewals of
+// those files picked up without a restart. It knows nothing of HTTP routing
+// or rules; main builds a Store and hands its TLSConfig to the listener.
+package tlsedge
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pair names one certificate's PEM files: the chain (leaf first) and its key.
+type Pair struct {
+	CertFile, KeyFile string
+}
+
+// Options configure a Store. Relative file names are taken from Dir.
+type Options struct {
+	// Dir is the directory relative file names are resolved in (the rules
+	// file's directory); "" is the working directory.
+	Dir string
+	// Pairs are served by SNI; the first one also to clients whose SNI
+	// matches no certificate (or who send none). At least one is needed.
+	Pairs []Pair
+	// MinVersion is tls.VersionTLS12 or tls.VersionTLS13; 0 is TLS 1.2.
+	MinVersion uint16
+	// ClientCAFile, when set, makes clients present a certificate signed by
+	// one of its CAs (RequireAndVerifyClientCert).
+	ClientCAFile string
+	// NextProtos are offered by ALPN, in order of preference ("h2",
+	// "http/1.1").
+	NextProtos []string
+}
+
+// Info describes one served certificate.
+type Info struct {
+	// Name is the certificate's first DNS name (its subject's common name
+	// when it has none): the label of the expiry metric.
+	Name     string
+	Names    []string // every name it is served for, wildcards included
+	CertFile string   // as resolved
+	NotAfter time.Time
+}
+
+// Store holds the certificates in force and swaps in renewed ones. The
+// *tls.Config it returns reads the certificates of the moment at each
+// handshake, so a renewal applies to new connections while established ones
+// keep theirs. Safe for concurrent use; build it with New.
+type Store struct {
+	opts Options
+	base *tls.Config
+	cur  atomic.Pointer[generation]
+	mu   sync.Mutex // serialises loads
+}
+
+// generation is one immutable set of certificates and the connection config
+// built on it.
+type generation struct {
+	certs  []loaded // by position in Options.Pairs
+	caPool *x509.CertPool
+	exact  map[string]*tls.Certificate // lower-case DNS name -> first certificate with it
+	wild   map[string]*tls.Certificate // "example.com" -> first certificate for *.example.com
+	config *tls.Config
+}
+
+type loaded struct {
+	cert *tls.Certificate
+	info Info
+}
+
+// New loads every pair and the client CA; any that does not load is an
+// error naming the files, and no Store is returned.
+func New(opts Options) (*Store, error) {
+	if len(opts.Pairs) == 0 {
+		return nil, errors.New("tlsedge: no certificates")
+	}
+	if opts.MinVersion == 0 {
+		opts.MinVersion = tls.VersionTLS12
+	}
+	if opts.MinVersion != tls.VersionTLS12 && opts.MinVersion != tls.VersionTLS13 {
+		return nil, fmt.Errorf("tlsedge: minimum version %#x: must be TLS 1.2 or 1.3", opts.MinVersion)
+	}
+	s := &Store{opts: opts}
+	g, err := s.load(nil)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(g)
+	s.base = &tls.Config{
+		MinVersion: opts.MinVersion,
+		NextProtos: opts.NextProtos,
+		// Every handshake takes the generation in force at its start.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.cur.Load().config, nil
+		},
+	}
+	return s, nil
+}
+
+// TLSConfig is the listener's config. Do not modify it.
+func (s *Store) TLSConfig() *tls.Config { return s.base }
+
+// Files are every file the Store reads (certificates, keys, client CA), as
+// resolved: what a watch must look at.
+func (s *Store) Files() []string {
+	var out []string
+	for _, p := range s.opts.Pairs {
+		out = append(out, s.path(p.CertFile), s.path(p.KeyFile))
+	}
+	if s.opts.ClientCAFile != "" {
+		out = append(out, s.path(s.opts.ClientCAFile))
+	}
+	return out
+}
+
+// Certificates describes the certificates in force, in Options.Pairs order.
+func (s *Store) Certificates() []Info {
+	g := s.cur.Load()
+	out := make([]Info, len(g.certs))
+	for i, c := range g.certs {
+		out[i] = c.info
+	}
+	return out
+}
+
+// Reload reads every file again. A pair (or CA) that loads replaces the old
+// one; one that does not keeps what was served before, and is part of the
+// returned error. Whatever loaded is in force when Reload returns.
+func (s *Store) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.load(s.cur.Load())
+	s.cur.Store(g)
+	return err
+}
+
+// load builds a generation from the files. With prev, what fails to load
+// keeps prev's; without, any failure is fatal.
+func (s *Store) load(prev *generation) (*generation, error) {
+	var errs []error
+	g := &generation{certs: make([]loaded, len(s.opts.Pairs))}
+	for i, p := range s.opts.Pairs {
+		l, err := s.loadPair(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tlsedge: certificates[%d]: %w", i, err))
+			if prev == nil {
+				continue
+			}
+			l = prev.certs[i]
+		}
+		g.certs[i] = l
+	}
+	if f := s.opts.ClientCAFile; f != "" {
+		pool, err := loadCA(s.path(f))
+		switch {
+		case err == nil:
+			g.caPool = pool
+		case prev != nil:
+			g.caPool = prev.caPool
+			fallthrough
+		default:
+			errs = append(errs, fmt.Errorf("tlsedge: clientCAFile: %w", err))
+		}
+	}
+	if prev == nil && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	g.index()
+	g.config = &tls.Config{
+		MinVersion:     s.opts.MinVersion,
+		NextProtos:     s.opts.NextProtos,
+		GetCertificate: g.certificate,
+	}
+	if g.caPool != nil {
+		g.config.ClientAuth = tls.RequireAndVerifyClientCert
+		g.config.ClientCAs = g.caPool
+	}
+	return g, errors.Join(errs...)
+}
+
+func (s *Store) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.opts.Dir, p)
+}
+
+func (s *Store) loadPair(p Pair) (loaded, error) {
+	cf, kf := s.path(p.CertFile), s.path(p.KeyFile)
+	c, err := tls.LoadX509KeyPair(cf, kf)
+	if err != nil {
+		return loaded{}, fmt.Errorf("%s, %s: %w", cf, kf, err)
+	}
+	leaf := c.Leaf
+	if leaf == nil { // only if x509keypairleaf=0 is set
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return loaded{}, fmt.Errorf("%s: %w", cf, err)
+		}
+		c.Leaf = leaf
+	}
+	names := leaf.DNSNames
+	if len(names) == 0 && leaf.Subject.CommonName != "" {
+		names = []string{leaf.Subject.CommonName}
+	}
+	info := Info{Names: make([]string, len(names)), CertFile: cf, NotAfter: leaf.NotAfter}
+	for i, n := range names {
+		info.Names[i] = normalize(n)
+	}
+	if len(info.Names) > 0 {
+		info.Name = info.Names[0]
+	} else {
+		info.Name = filepath.Base(cf)
+	}
+	return loaded{cert: &c, info: info}, nil
+}
+
+func loadCA(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	}
+	return pool, nil
+}
+
+// index maps names to certificates; the first certificate in file order
+// wins a name two of them share.
+func (g *generation) index() {
+	g.exact, g.wild = map[string]*tls.Certificate{}, map[string]*tls.Certificate{}
+	for _, c := range g.certs {
+		for _, n := range c.info.Names {
+			m, key := g.exact, n
+			if rest, ok := strings.CutPrefix(n, "*."); ok {
+				m, key = g.wild, rest
+			}
+			if _, taken := m[key]; !taken {
+				m[key] = c.cert
+			}
+		}
+	}
+}
+
+// certificate picks by SNI: the exact name, then a wildcard for its parent
+// (a TLS wildcard stands for one label, as clients check it), then the
+// first certificate.
+func (g *generation) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	name := normalize(hello.ServerName)
+	if c := g.exact[name]; c != nil {
+		return c, nil
+	}
+	if _, parent, ok := strings.Cut(name, "."); ok {
+		if c := g.wild[parent]; c != nil {
+			return c, nil
+		}
+	}
+	return g.certs[0].cert, nil
+}
+
+// normalize lower-cases a DNS name and drops a trailing dot.
+func normalize(n string) string {
+	return strings.ToLower(strings.TrimSuffix(n, "."))
+}
