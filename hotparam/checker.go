@@ -9,8 +9,8 @@ import (
 
 // Values gives a request's value for a source; ok=false when the request
 // lacks it (the rule then does not apply). The returned string may alias a
-// buffer the caller reuses: hotparam copies it (or, past 64 bytes, a digest
-// of it) before keeping it.
+// buffer the caller reuses: hotparam copies it (or, past 64 bytes, its
+// prefix and a digest) before keeping it.
 type Values interface {
 	Value(src config.Source) (string, bool)
 }
@@ -50,18 +50,19 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		if !ok {
 			continue
 		}
-		sh, k := r.table.locate(val)
-		sh.mu.Lock()
-		e := r.table.lookup(sh, r, &k, now)
+		// Entered with the value's shard locked, so that enters of one
+		// value are serialised (the CAS loops only race Exit and Cancel)
+		// and the value cannot be evicted between lookup and enter.
+		e, sh := r.table.Get(val, now)
 		var o outcome
 		if e == nil {
 			// Every tracked value is in flight or queued: the rule cannot
 			// track one more without passing its cap, so it fails closed.
 			o = outcome{blocked: true}
 		} else {
-			o = r.enter(e, now, n)
+			o = r.enter(&e.V, now, n)
 		}
-		sh.mu.Unlock()
+		sh.Unlock()
 		if o.took {
 			t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
 		}

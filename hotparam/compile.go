@@ -149,7 +149,7 @@ func compileRule(pr config.ParamRule) (*rule, error) {
 	for _, it := range pr.Items {
 		r.params = append(r.params, newParam(it.Count, window, burst))
 	}
-	r.table = newTable(maxTracked)
+	r.table = newTable(r, maxTracked)
 	return r, nil
 }
 
@@ -198,7 +198,7 @@ func (s *Set) Tracked(resource string) int {
 	}
 	n := 0
 	for _, r := range c.rules {
-		n += r.table.len()
+		n += r.table.Len()
 	}
 	return n
 }

@@ -8,9 +8,10 @@
 // The package never reads the clock.
 //
 // Memory is bounded: each rule tracks at most maxTrackedValues values in a
-// sharded LRU and evicts the least recently used value of a shard (exact LRU
-// within a shard, approximate across shards; small caps use one shard). A
-// value longer than 64 bytes is tracked by a 128-bit digest under the
+// sharded LRU (internal/lru, the one the limiter's origins use) and evicts
+// the least recently used value of a shard (exact LRU within a shard,
+// approximate across shards; small caps use one shard). A value longer than
+// 64 bytes is tracked by its first 48 bytes and a 128-bit digest under the
 // rule's own random seeds rather than by a copy, so a tracked value costs
 // about the same memory whatever its length (items still match the exact
 // value). A value that has calls in flight (concurrency) or queued

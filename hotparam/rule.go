@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/lru"
 	"sluice/limiter"
 )
 
@@ -44,35 +45,7 @@ type rule struct {
 	maxQueue int64         // throttle: maxQueueingTimeMs in nanoseconds
 	params   []param       // params[0] is the rule's count, params[i] is items[i-1]
 	items    map[string]int32
-	table    *table
-}
-
-func (r *rule) paramOf(value string) int32 {
-	return r.items[value] // 0 (the rule's count) when not an item
-}
-
-func (r *rule) initialState() int64 {
-	if r.kind == kindInFlight {
-		return 0
-	}
-	return idle
-}
-
-// evictable reports whether dropping e loses nothing a caller holds: no call
-// in flight, none queued. A bucket may always go; it comes back full, as
-// documented.
-func (r *rule) evictable(e *entry, now int64) bool {
-	switch r.kind {
-	case kindInFlight:
-		return e.state.Load() == 0
-	case kindQueue:
-		// Only calls still queued pin a value. A value whose last pass was
-		// under one spacing ago may go, like a bucket that is not full: its
-		// next call then passes at once. Pinning it too would let a flood of
-		// more than maxTrackedValues values per spacing block every new value.
-		return e.state.Load() <= now
-	}
-	return true
+	table    *lru.Cache[value]
 }
 
 // outcome is one rule's decision for one call.
@@ -93,7 +66,7 @@ type outcome struct {
 // enter decides one call of n tokens for value state e at now and, unless it
 // is blocked, takes what it needs. The caller holds e's shard lock, so enters
 // of one value are serialised; the CAS loops only race Exit and Cancel.
-func (r *rule) enter(e *entry, now, n int64) outcome {
+func (r *rule) enter(e *value, now, n int64) outcome {
 	p := &r.params[e.param]
 	switch r.kind {
 	case kindInFlight:
@@ -104,7 +77,7 @@ func (r *rule) enter(e *entry, now, n int64) outcome {
 	return r.enterBucket(e, p, now, n)
 }
 
-func (r *rule) enterBucket(e *entry, p *param, now, n int64) outcome {
+func (r *rule) enterBucket(e *value, p *param, now, n int64) outcome {
 	cost := costOf(p, n)
 	if p.never || cost > p.tau {
 		// More than the bucket ever holds: no retry can pass.
@@ -146,7 +119,7 @@ func (r *rule) quota(o *outcome) limiter.Quota {
 	}
 }
 
-func (r *rule) enterQueue(e *entry, p *param, now, n int64) outcome {
+func (r *rule) enterQueue(e *value, p *param, now, n int64) outcome {
 	if p.never {
 		return outcome{blocked: true}
 	}
@@ -165,7 +138,7 @@ func (r *rule) enterQueue(e *entry, p *param, now, n int64) outcome {
 	}
 }
 
-func (r *rule) enterInFlight(e *entry, p *param) outcome {
+func (r *rule) enterInFlight(e *value, p *param) outcome {
 	for {
 		cur := e.state.Load()
 		if cur >= p.inFlight && !r.dryRun {

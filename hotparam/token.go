@@ -59,8 +59,8 @@ func (t *Token) Exit(now int64) {
 // an eviction scan found the value busy, the table hears of it: the value may
 // now be evicted (see shard.stuck).
 func (s *slot) leave() {
-	if s.e.state.Add(-1) == 0 {
-		s.r.table.wake(s.e)
+	if s.e.V.state.Add(-1) == 0 {
+		s.r.table.Released(s.e)
 	}
 }
 
@@ -83,17 +83,17 @@ func (s *slot) release(now int64) {
 		s.leave()
 	case kindQueue:
 		// Leaving the end of the queue may make the value evictable.
-		if s.e.state.CompareAndSwap(s.sched, s.undo) {
-			s.r.table.wake(s.e)
+		if s.e.V.state.CompareAndSwap(s.sched, s.undo) {
+			s.r.table.Released(s.e)
 		}
 	case kindBucket:
 		for {
-			tat := s.e.state.Load()
+			tat := s.e.V.state.Load()
 			if tat <= now {
 				return // already full
 			}
 			back := max(tat-s.undo, now)
-			if s.e.state.CompareAndSwap(tat, back) {
+			if s.e.V.state.CompareAndSwap(tat, back) {
 				return
 			}
 		}

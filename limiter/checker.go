@@ -105,7 +105,7 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 	}
 	t.c, t.enter, t.n = c, now, n
 	if origin != "" {
-		t.origin = c.res.origins.acquire(origin)
+		t.origin = acquire(c.res.origins, origin, now)
 	}
 	for i := range c.rules {
 		r := &c.rules[i]
@@ -123,7 +123,7 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 				continue
 			}
 			if r.ref == "" {
-				ks = r.st.others.acquire(origin)
+				ks = acquire(r.st.others, origin, now)
 			}
 		default:
 			ks = r.st.shared
@@ -250,7 +250,7 @@ func (c *Checker) Block(now int64, origin string, n int64) {
 	c.res.all.addBlock(now, n)
 	c.ent.addBlock(now, n)
 	if origin != "" {
-		o := c.res.origins.acquire(origin)
+		o := acquire(c.res.origins, origin, now)
 		o.addBlock(now, n)
 		o.unpin()
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"sluice/config"
+	"sluice/internal/lru"
 )
 
 // Options tune a Flow. The zero Options are the defaults.
@@ -47,7 +48,7 @@ type Flow struct {
 // resNode is a resource's statistics: all callers, and per origin.
 type resNode struct {
 	all     *statNode
-	origins *lru[*statNode]
+	origins *lru.Cache[*statNode]
 }
 
 type entKey struct{ entrance, resource string }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/lru"
 )
 
 // behavior is a rule's compiled grade and control behaviour.
@@ -84,9 +85,9 @@ func newKeyState(d *ruleDef) *keyState {
 // ruleState is everything one rule keeps across reloads.
 type ruleState struct {
 	def      *ruleDef
-	shared   *keyState            // limitApp default
-	byOrigin map[string]*keyState // specific origins
-	others   *lru[*keyState]      // limitApp other: one per origin
+	shared   *keyState             // limitApp default
+	byOrigin map[string]*keyState  // specific origins
+	others   *lru.Cache[*keyState] // limitApp other: one per origin
 }
 
 // rule is one rule compiled into a Flow.

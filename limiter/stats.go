@@ -9,7 +9,7 @@ import (
 type ResourceStats struct {
 	Resource  string
 	Node      NodeStats
-	Origins   []NamedStats // per (resource, origin), most recently used first
+	Origins   []NamedStats // per (resource, origin), most recently used first within each LRU shard
 	Entrances []NamedStats // per (entrance, resource), by entrance
 }
 
@@ -49,8 +49,8 @@ func (f *Flow) Stats(now int64) []ResourceStats {
 		n := nodes[i]
 		rs := ResourceStats{Resource: name, Node: n.all.stats(now), Entrances: ents[name]}
 		slices.SortFunc(rs.Entrances, func(a, b NamedStats) int { return strings.Compare(a.Name, b.Name) })
-		n.origins.each(func(o string, sn *statNode) {
-			rs.Origins = append(rs.Origins, NamedStats{Name: o, NodeStats: sn.stats(now)})
+		n.origins.Each(func(o string, sn **statNode) {
+			rs.Origins = append(rs.Origins, NamedStats{Name: o, NodeStats: (*sn).stats(now)})
 		})
 		out = append(out, rs)
 	}
