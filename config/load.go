@@ -123,7 +123,9 @@ func Parse(path string, data []byte) (*Config, error) {
 	if !d.exhausted() {
 		c := &checker{decoder: d, cfg: cfg}
 		c.applyDefaults()
+		c.applyEdgeDefaults()
 		c.validate()
+		c.validateEdge()
 	}
 	if len(d.errs) > 0 {
 		return nil, d.result()

@@ -34,6 +34,16 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_enum.yaml:14: flowRules[0].strategy: must be one of direct, relate, chain, got \"Direct\"",
 			"testdata/bad_enum.yaml:15: flowRules[0].controlBehavior: must be one of reject, warmUp, throttle, warmUpThrottle, got \"warmup\"",
 		}},
+		{"bad_hosts.yaml", []string{
+			"testdata/bad_hosts.yaml:8: routes[0].hosts[0]: must not have a port (the request's port is ignored when matching): write \"shop.example.com\"",
+			"testdata/bad_hosts.yaml:9: routes[0].hosts[1]: a wildcard must be the first label, as in *.example.com, got \"*\"",
+			"testdata/bad_hosts.yaml:10: routes[0].hosts[2]: a wildcard must be the first label, as in *.example.com, got \"a.*.example.com\"",
+			"testdata/bad_hosts.yaml:11: routes[0].hosts[3]: must be dot-separated labels of 1 to 63 characters (a name like shop.example.com, or *.example.com), got \"shop..example.com\"",
+			"testdata/bad_hosts.yaml:12: routes[0].hosts[4]: may hold only letters, digits, '-' and '_' between dots (a name like shop.example.com, or *.example.com), got \"shop example.com\"",
+			"testdata/bad_hosts.yaml:13: routes[0].hosts[5]: must not be empty (a name like shop.example.com, or *.example.com)",
+			"testdata/bad_hosts.yaml:15: routes[0].hosts[7]: duplicate host \"shop.example.com\" (also hosts[6])",
+			"testdata/bad_hosts.yaml:19: routes[2].path: duplicate route: /a is already served by routes[1] (line 16)",
+		}},
 		{"bad_listen.yaml", []string{
 			"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
 			"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",
@@ -85,6 +95,12 @@ func TestLoadErrors(t *testing.T) {
 		}},
 		{"bad_template.yaml", []string{
 			"testdata/bad_template.yaml:8: blockResponse.body: invalid template: body:1: bad character U+007D '}'",
+		}},
+		{"bad_tls.yaml", []string{
+			"testdata/bad_tls.yaml:3: tls.listen: must differ from listen (both are \":8443\")",
+			"testdata/bad_tls.yaml:5: tls.certificates[0].certFile: is required (a PEM certificate chain)",
+			"testdata/bad_tls.yaml:6: tls.certificates[1].keyFile: is required (the PEM private key of certFile)",
+			"testdata/bad_tls.yaml:7: tls.minVersion: must be one of 1.2, 1.3, got \"1.1\"",
 		}},
 		{"bad_trusted_proxies.yaml", []string{
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
@@ -168,6 +184,18 @@ func TestLoadErrors(t *testing.T) {
 		}},
 		{"relate_unknown.yaml", []string{
 			"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",
+		}},
+		{"tls_no_certificates.yaml", []string{
+			"testdata/tls_no_certificates.yaml:2: tls.certificates: at least one certificate is required with tls.listen ({certFile, keyFile})",
+			"testdata/tls_no_certificates.yaml:4: tls.redirectHttp: needs listen (the plain listener that answers with the redirect)",
+		}},
+		{"tls_without_listen.yaml", []string{
+			"testdata/tls_without_listen.yaml:1: listen: must not be empty (an address like \":8080\")",
+			"testdata/tls_without_listen.yaml:3: tls.certificates: needs tls.listen (the HTTPS listener's address, like \":8443\")",
+			"testdata/tls_without_listen.yaml:5: tls.clientCAFile: needs tls.listen (the HTTPS listener's address, like \":8443\")",
+			"testdata/tls_without_listen.yaml:6: tls.redirectHttp: needs tls.listen (the HTTPS listener's address, like \":8443\")",
+			"testdata/tls_without_listen.yaml:7: tls.minVersion: must be one of 1.2, 1.3, got \"1.4\"",
+			"testdata/tls_without_listen.yaml:9: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)",
 		}},
 		{"two_documents.yaml", []string{
 			"testdata/two_documents.yaml:7: invalid YAML: only one document is allowed (remove the second \"---\")",

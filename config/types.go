@@ -8,6 +8,8 @@ import "time"
 // mutated after Load returns it; a reload produces a new one.
 type Config struct {
 	Listen         string              `yaml:"listen" json:"listen"`
+	TLS            TLS                 `yaml:"tls" json:"tls"`
+	HTTP2          HTTP2               `yaml:"http2" json:"http2"`
 	Admin          Admin               `yaml:"admin" json:"admin"`
 	Log            Log                 `yaml:"log" json:"log"`
 	Origin         OriginConfig        `yaml:"origin" json:"origin"`
@@ -56,6 +58,7 @@ type Upstream struct {
 // Route maps a chi path pattern to an upstream and a resource.
 type Route struct {
 	Path         string   `yaml:"path" json:"path"`
+	Hosts        []string `yaml:"hosts" json:"hosts"`
 	Methods      []string `yaml:"methods" json:"methods"`
 	Upstream     string   `yaml:"upstream" json:"upstream"`
 	Resource     string   `yaml:"resource" json:"resource"`

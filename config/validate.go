@@ -93,7 +93,7 @@ type routeIndex struct {
 
 func (c *checker) validate() {
 	cfg := c.cfg
-	c.listenAddr("listen", cfg.Listen, false)
+	c.listenAddr("listen", cfg.Listen, cfg.TLS.Listen != "")
 	c.listenAddr("admin.listen", *cfg.Admin.Listen, true)
 	c.oneOf("log.level", cfg.Log.Level, "trace", "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "json", "console")
@@ -236,7 +236,7 @@ func (c *checker) routes() routeIndex {
 			c.add(p+".methods", "must not be empty (leave it out to allow every method)")
 		}
 		if msg == "" {
-			c.duplicateRoute(served, i, norm)
+			c.duplicateRoute(served, i, norm+hostsKey(r.Hosts))
 		}
 		if r.Upstream == "" {
 			c.add(p+".upstream", "is required")

@@ -82,6 +82,37 @@ paramRules:
 	return g
 }
 
+// benchHostGateway is benchGateway with host routes besides: an exact
+// name and a wildcard ahead of the route without hosts.
+func benchHostGateway(b testing.TB, upURL string) *proxy.Gateway {
+	b.Helper()
+	cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /item/{id}
+    hosts: [shop.example.com]
+    upstream: up
+    forwarder: fast
+  - path: /item/{id}
+    hosts: ["*.example.com"]
+    upstream: up
+    forwarder: fast
+  - path: /item/{id}
+    upstream: up
+    forwarder: fast
+`, upURL)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	if err := g.Load(cfg); err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
 // discardWriter is a ResponseWriter that keeps only the status and the
 // number of body bytes.
 type discardWriter struct {

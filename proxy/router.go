@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -20,7 +19,7 @@ import (
 type router struct {
 	mux    *chi.Mux
 	routes map[routeKey]*route
-	ctxs   sync.Pool // *chi.Context
+	taken  map[routeKey]bool // (method, config.PatternKey): the first route there wins
 
 	// chi knows only the methods a route may list (config.RouteMethods).
 	// Routes that take all of them are also kept in a second tree, under
@@ -39,15 +38,22 @@ func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 	mux := chi.NewRouter()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[routeKey]*route{}, methods: config.RouteMethods(),
+	return &router{mux: mux, routes: map[routeKey]*route{}, taken: map[routeKey]bool{}, methods: config.RouteMethods(),
 		anyMux: chi.NewRouter(), anyRoutes: map[string]*route{}, notFound: notFound}
 }
 
 // handle registers rt on pattern for methods, which config has already
-// upper-cased and filled in (every method when the file lists none). chi
-// panics on a pattern it cannot take; the snapshot builder recovers.
+// upper-cased and filled in (every method when the file lists none). A
+// method an earlier route already serves on the same pattern stays with
+// that route (chi would let the later one replace it). chi panics on a
+// pattern it cannot take; the snapshot builder recovers.
 func (rr *router) handle(pattern string, methods []string, rt *route) {
+	key := config.PatternKey(pattern)
 	for _, m := range methods {
+		if rr.taken[routeKey{m, key}] {
+			continue
+		}
+		rr.taken[routeKey{m, key}] = true
 		rr.mux.Method(m, pattern, rt)
 		rr.routes[routeKey{m, pattern}] = rt
 	}
@@ -56,17 +62,52 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 			return
 		}
 	}
+	if rr.taken[routeKey{"", key}] {
+		return
+	}
+	rr.taken[routeKey{"", key}] = true
 	rr.anyMux.Method(http.MethodGet, pattern, rt)
 	rr.anyRoutes[pattern] = rt
 }
 
-func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rctx, _ := rr.ctxs.Get().(*chi.Context)
-	if rctx == nil {
-		rctx = chi.NewRouteContext()
+// match returns the route serving method on path (nil: none), leaving
+// its path parameters in rctx.
+func (rr *router) match(rctx *chi.Context, method, path string) *route {
+	if rt := rr.routes[routeKey{method, rr.mux.Find(rctx, method, path)}]; rt != nil {
+		return rt
 	}
+	if slices.Contains(rr.methods, method) {
+		return nil
+	}
+	// A method chi does not know reaches a route that takes every method.
 	rctx.Reset()
-	// The path chi's routeHTTP matches on.
+	return rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]
+}
+
+// knows reports whether some route of rr has path, under any method.
+func (rr *router) knows(rctx *chi.Context, path string) bool {
+	for _, m := range rr.methods {
+		rctx.Reset()
+		if rr.mux.Find(rctx, m, path) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// miss answers a request no route takes: chi's 405 where a route has the
+// path under another method, else 404 (chi itself would answer 405 to any
+// path for a method it does not know).
+func (rr *router) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, path string) {
+	if slices.Contains(rr.methods, r.Method) || rr.knows(rctx, path) {
+		rr.mux.ServeHTTP(w, r)
+		return
+	}
+	rr.notFound(w, r)
+}
+
+// routePath is the path chi's routeHTTP matches on.
+func routePath(r *http.Request) string {
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
@@ -74,31 +115,5 @@ func (rr *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	if rt := rr.routes[routeKey{r.Method, rr.mux.Find(rctx, r.Method, path)}]; rt != nil {
-		rt.serve(w, r, rctx)
-	} else if slices.Contains(rr.methods, r.Method) {
-		rr.mux.ServeHTTP(w, r)
-	} else {
-		rr.serveOtherMethod(w, r, rctx, path)
-	}
-	rr.ctxs.Put(rctx)
-}
-
-// serveOtherMethod routes a method chi does not know: to a route that
-// takes every method, else 405 where some route has the path, else 404
-// (chi itself would answer 405 to any path).
-func (rr *router) serveOtherMethod(w http.ResponseWriter, r *http.Request, rctx *chi.Context, path string) {
-	rctx.Reset()
-	if rt := rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]; rt != nil {
-		rt.serve(w, r, rctx)
-		return
-	}
-	for _, m := range rr.methods {
-		rctx.Reset()
-		if rr.mux.Find(rctx, m, path) != "" {
-			rr.mux.ServeHTTP(w, r) // chi's 405
-			return
-		}
-	}
-	rr.notFound(w, r)
+	return path
 }

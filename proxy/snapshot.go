@@ -21,7 +21,7 @@ type Snapshot struct {
 	Breakers *circuit.Set
 	System   *system.Guard
 
-	router           *router
+	router           *hostRouter
 	upstreams        map[string]*upstream
 	sources          *sources
 	originSrc        config.Source
@@ -91,7 +91,6 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			return nil, err
 		}
 	}
-	rr := newRouter(notFound, notAllowed)
 	// chi panics on a pattern it cannot take; config validation should have
 	// caught it, but a reload must never take the gateway down.
 	defer func() {
@@ -99,15 +98,16 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			s, err = nil, fmt.Errorf("proxy: building routes: %v", p)
 		}
 	}()
+	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt, err := s.newRoute(g, rc, ups[rc.Upstream])
 		if err != nil {
 			return nil, err
 		}
-		rr.handle(rc.Path, rc.Methods, rt)
+		routes[i] = hostRoute{rc, rt}
 	}
-	s.router = rr
+	s.router = newHostRouter(routes)
 	s.upstreams = ups
 	return s, nil
 }

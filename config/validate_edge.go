@@ -1,0 +1,97 @@
+package config
+
+import (
+	"net"
+	"strings"
+)
+
+// validateEdge checks the edge settings: the TLS listener, HTTP/2 and the
+// routes' hosts (docs/edge.md).
+func (c *checker) validateEdge() {
+	cfg := c.cfg
+	t := cfg.TLS
+	if t.Listen == "" {
+		for _, f := range []struct {
+			path string
+			set  bool
+		}{
+			{"tls.certificates", len(t.Certificates) > 0},
+			{"tls.clientCAFile", t.ClientCAFile != ""},
+			{"tls.redirectHttp", t.RedirectHTTP},
+		} {
+			if f.set {
+				c.add(f.path, "needs tls.listen (the HTTPS listener's address, like \":8443\")")
+			}
+		}
+	} else {
+		c.listenAddr("tls.listen", t.Listen, false)
+		if t.Listen == cfg.Listen {
+			c.add("tls.listen", "must differ from listen (both are %s)", quote(t.Listen))
+		}
+		if len(t.Certificates) == 0 && !c.bad["tls.certificates"] {
+			c.add("tls.certificates", "at least one certificate is required with tls.listen ({certFile, keyFile})")
+		}
+		if t.RedirectHTTP && cfg.Listen == "" {
+			c.add("tls.redirectHttp", "needs listen (the plain listener that answers with the redirect)")
+		}
+	}
+	for i, ct := range t.Certificates {
+		p := idx("tls.certificates", i)
+		if ct.CertFile == "" {
+			c.add(p+".certFile", "is required (a PEM certificate chain)")
+		}
+		if ct.KeyFile == "" {
+			c.add(p+".keyFile", "is required (the PEM private key of certFile)")
+		}
+	}
+	if t.Listen != "" || c.has("tls.minVersion") {
+		c.oneOf("tls.minVersion", t.MinVersion, "1.2", "1.3")
+	}
+	if cfg.HTTP2.H2C && cfg.Listen == "" {
+		c.add("http2.h2c", "needs listen (h2c is HTTP/2 on the plain listener)")
+	}
+	for i, r := range cfg.Routes {
+		seen := map[string]int{}
+		for j, h := range r.Hosts {
+			p := idx(idx("routes", i)+".hosts", j)
+			if msg := checkHost(h); msg != "" {
+				c.add(p, "%s", msg)
+				continue
+			}
+			if first, dup := seen[h]; dup {
+				c.add(p, "duplicate host %s (also hosts[%d])", quote(h), first)
+			}
+			seen[h] = j
+		}
+	}
+}
+
+// checkHost checks a route's host (already normalized): a DNS name, or
+// "*." and a DNS name for any one or more labels before it.
+func checkHost(h string) string {
+	const forms = " (a name like shop.example.com, or *.example.com)"
+	if h == "" {
+		return "must not be empty" + forms
+	}
+	name := strings.TrimPrefix(h, "*.")
+	if strings.Contains(name, "*") {
+		return "a wildcard must be the first label, as in *.example.com, got " + quote(h)
+	}
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return "must not have a port (the request's port is ignored when matching): write " + quote(host)
+	}
+	if len(name) > 253 {
+		return "is longer than 253 characters"
+	}
+	for _, l := range strings.Split(name, ".") {
+		if l == "" || len(l) > 63 {
+			return "must be dot-separated labels of 1 to 63 characters" + forms + ", got " + quote(h)
+		}
+		for _, ch := range l {
+			if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
+				return "may hold only letters, digits, '-' and '_' between dots" + forms + ", got " + quote(h)
+			}
+		}
+	}
+	return ""
+}

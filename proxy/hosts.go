@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"sluice/config"
+)
+
+// hostRouter routes by Host, then path and method (docs/edge.md, "Virtual
+// hosts"). The routes whose `hosts` match a request are tried before the
+// routes without `hosts`; among either, the file's order holds. Routes
+// with hosts are grouped by the host names the file mentions, each group a
+// router holding, in file order, every route that a request for that name
+// matches: so one map lookup finds all of them, wildcards included.
+type hostRouter struct {
+	any   *router            // routes without hosts
+	exact map[string]*router // a host -> the routes matching it, its wildcards' included
+	wild  map[string]*router // "example.com" (from *.example.com) -> the routes of that and every wider wildcard
+	ctxs  sync.Pool          // *chi.Context
+}
+
+// hostRoute is one configured route waiting for the groups to be built.
+type hostRoute struct {
+	rc *config.Route
+	rt *route
+}
+
+func newHostRouter(routes []hostRoute) *hostRouter {
+	h := &hostRouter{any: newRouter(notFound, notAllowed)}
+	exact, wild := map[string]bool{}, map[string]bool{}
+	for _, r := range routes {
+		if len(r.rc.Hosts) == 0 {
+			h.any.handle(r.rc.Path, r.rc.Methods, r.rt)
+		}
+		for _, host := range r.rc.Hosts {
+			if s, ok := strings.CutPrefix(host, "*."); ok {
+				wild[s] = true
+			} else {
+				exact[host] = true
+			}
+		}
+	}
+	group := func(matches func(host string) bool) *router {
+		g := newRouter(notFound, notAllowed)
+		for _, r := range routes {
+			for _, host := range r.rc.Hosts {
+				if matches(host) {
+					g.handle(r.rc.Path, r.rc.Methods, r.rt)
+					break
+				}
+			}
+		}
+		return g
+	}
+	if len(exact) > 0 {
+		h.exact = map[string]*router{}
+		for name := range exact {
+			h.exact[name] = group(func(host string) bool { return host == name || wildcardMatches(host, name) })
+		}
+	}
+	if len(wild) > 0 {
+		h.wild = map[string]*router{}
+		for suffix := range wild {
+			// Any name under *.suffix is also under every wider wildcard.
+			h.wild[suffix] = group(func(host string) bool { return host == "*."+suffix || wildcardMatches(host, suffix) })
+		}
+	}
+	return h
+}
+
+// wildcardMatches reports whether pattern is "*.S" and name ends in ".S".
+func wildcardMatches(pattern, name string) bool {
+	s, ok := strings.CutPrefix(pattern, "*.")
+	return ok && strings.HasSuffix(name, "."+s)
+}
+
+func (h *hostRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rctx, _ := h.ctxs.Get().(*chi.Context)
+	if rctx == nil {
+		rctx = chi.NewRouteContext()
+	}
+	rctx.Reset()
+	path := routePath(r)
+	var g *router
+	if h.exact != nil || h.wild != nil {
+		if g = h.group(r.Host); g != nil {
+			if rt := g.match(rctx, r.Method, path); rt != nil {
+				rt.serve(w, r, rctx)
+				h.ctxs.Put(rctx)
+				return
+			}
+			rctx.Reset()
+		}
+	}
+	switch rt := h.any.match(rctx, r.Method, path); {
+	case rt != nil:
+		rt.serve(w, r, rctx)
+	case g != nil && !h.any.knows(rctx, path) && g.knows(rctx, path):
+		g.miss(w, r, rctx, path) // the host's routes have the path: their 405
+	default:
+		h.any.miss(w, r, rctx, path)
+	}
+	h.ctxs.Put(rctx)
+}
+
+// group finds the routes for a Host header: port ignored, case-insensitive,
+// trailing dot dropped; the exact name first, then the most specific
+// wildcard (whose group holds the wider ones too). It allocates nothing.
+func (h *hostRouter) group(host string) *router {
+	if host == "" {
+		return nil
+	}
+	if host[0] == '[' { // an IPv6 literal: [::1]:8080
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			host = host[:i+1]
+		}
+	} else if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(host, ".")
+	var buf [256]byte
+	if len(host) > len(buf) {
+		return nil // longer than any DNS name
+	}
+	name := buf[:len(host)]
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		name[i] = c
+	}
+	if g := h.exact[string(name)]; g != nil {
+		return g
+	}
+	for i, c := range name {
+		if c == '.' {
+			if g := h.wild[string(name[i+1:])]; g != nil {
+				return g
+			}
+		}
+	}
+	return nil
+}
