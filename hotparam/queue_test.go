@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/hotparam"
+	"sluice/internal/throttle/throttletest"
 )
 
 func throttleRule(count float64, maxQueueMs int64) config.ParamRule {
@@ -106,4 +108,55 @@ func TestThrottleEvictionKeepsQueuedValues(t *testing.T) {
 	if _, v := c.Enter(sec(0.05), order("a"), 1); v.Blocked || v.Wait != 150*time.Millisecond {
 		t.Errorf("value a: %+v, want its queue kept (wait 150ms)", v)
 	}
+}
+
+// A call that leaves the queue while later calls are queued behind it gives
+// its slot back (the tail cannot move back past them): the next call takes
+// that slot, so the queue keeps its spacing and its capacity. Before, the
+// slot stayed empty and a full queue refused the call.
+func TestThrottleCancelInsideQueueGivesSlotBack(t *testing.T) {
+	c := compile(t, throttleRule(10, 500)).For("get-order") // 100ms apart, 500ms queue
+	var toks []hotparam.Token
+	for i := range 6 { // slots at 0, 100, ..., 500ms: the queue is full
+		tok, v := c.Enter(0, order("1"), 1)
+		if v.Blocked || v.Wait != time.Duration(i)*100*time.Millisecond {
+			t.Fatalf("call %d: blocked %v wait %v, want %v", i, v.Blocked, v.Wait, time.Duration(i)*100*time.Millisecond)
+		}
+		toks = append(toks, tok)
+	}
+	if _, v := c.Enter(0, order("1"), 1); !v.Blocked {
+		t.Fatal("a call passed a full queue")
+	}
+	toks[2].Cancel(sec(0.01)) // its client left; calls at 300..500ms are behind it
+	tok, v := c.Enter(sec(0.02), order("1"), 1)
+	if v.Blocked || v.Wait != 180*time.Millisecond {
+		t.Fatalf("after a slot inside the queue was given back: blocked %v wait %v, want its slot (wait 180ms)", v.Blocked, v.Wait)
+	}
+	if _, v := c.Enter(sec(0.02), order("1"), 1); !v.Blocked {
+		t.Errorf("a second call passed: the given-back slot counted twice (wait %v)", v.Wait)
+	}
+	// Exit does not give a slot back: a forwarded call used it.
+	tok.Exit(sec(0.2))
+	toks[3].Exit(sec(0.3))
+	if _, v := c.Enter(sec(0.3), order("1"), 1); v.Blocked || v.Wait != 300*time.Millisecond {
+		t.Errorf("at 300ms: blocked %v wait %v, want the tail (600ms, wait 300ms)", v.Blocked, v.Wait)
+	}
+}
+
+// Clients less patient than the queue: the slots they give back inside one
+// value's queue are reused, so the value keeps being forwarded count a
+// second. Before, the queue filled with empty slots and forwarded nothing
+// after the first second.
+func TestThrottleImpatientClientsStillForwarded(t *testing.T) {
+	c := compile(t, throttleRule(10, 5000)).For("get-order")
+	throttletest.ImpatientClientsStillForwarded(t, 0, func(now int64) (time.Duration, func(int64, bool), bool) {
+		tok, v := c.Enter(now, order("1"), 1)
+		return v.Wait, func(at int64, forwarded bool) {
+			if forwarded {
+				tok.Exit(at)
+			} else {
+				tok.Cancel(at)
+			}
+		}, !v.Blocked
+	})
 }

@@ -6,6 +6,7 @@ import (
 
 	"sluice/config"
 	"sluice/internal/lru"
+	"sluice/internal/throttle"
 	"sluice/limiter"
 )
 
@@ -54,8 +55,8 @@ type outcome struct {
 	took    bool  // state was taken and must be released by Exit or Cancel
 	wait    int64 // throttle: how long the call waits before it goes
 	retry   int64 // blocked: until a retry may pass (0 unknown)
-	undo    int64 // what Cancel gives back: bucket cost, queue's previous state
-	sched   int64 // queue: the pass instant this call took
+	undo    int64 // what Cancel gives back: bucket cost, queue spacing
+	sched   int64 // queue: the slot (pass instant) this call took
 	// A bucket's quota for RateLimit headers: tokens left after the call and
 	// until one more is there (Reset). p is nil for other kinds.
 	p         *param
@@ -119,23 +120,18 @@ func (r *rule) quota(o *outcome) limiter.Quota {
 	}
 }
 
+// enterQueue takes the call's slot in the value's virtual queue
+// (internal/throttle, the one flow rules use): the state word is its tail.
 func (r *rule) enterQueue(e *value, p *param, now, n int64) outcome {
 	if p.never {
 		return outcome{blocked: true}
 	}
 	cost := costOf(p, n)
-	for {
-		latest := e.state.Load()
-		// An idle queue lets the call go at once; spacing starts from it.
-		sched := max(latest+cost, now)
-		wait := sched - now
-		if wait > r.maxQueue {
-			return outcome{blocked: true, retry: wait - r.maxQueue}
-		}
-		if e.state.CompareAndSwap(latest, sched) {
-			return outcome{took: true, wait: wait, undo: latest, sched: sched}
-		}
+	at, wait, ok := throttle.Take(&e.state, &e.holes, now, cost, r.maxQueue)
+	if !ok {
+		return outcome{blocked: true, retry: wait - r.maxQueue}
 	}
+	return outcome{took: true, wait: wait, undo: cost, sched: at}
 }
 
 func (r *rule) enterInFlight(e *value, p *param) outcome {

@@ -1,5 +1,7 @@
 package hotparam
 
+import "sluice/internal/throttle"
+
 // inlineSlots is how many rules' holdings a Token keeps without allocating;
 // a resource rarely has more param rules than this.
 const inlineSlots = 3
@@ -66,9 +68,9 @@ func (s *slot) leave() {
 
 // Cancel ends a call that was not forwarded (a later guard blocked it, or the
 // client left while it was queued): it releases per-value concurrency, puts
-// the call's tokens back in each value's bucket (never above full), and takes
-// the call out of each value's virtual queue if it is still the last one in
-// it (a slot in the middle of the queue cannot be given back).
+// the call's tokens back in each value's bucket (never above full), and gives
+// its slot in each value's virtual queue back: the tail moves back if it was
+// the last one, else the next call takes the slot.
 func (t *Token) Cancel(now int64) {
 	if t == nil || t.ended {
 		return
@@ -82,8 +84,9 @@ func (s *slot) release(now int64) {
 	case kindInFlight:
 		s.leave()
 	case kindQueue:
-		// Leaving the end of the queue may make the value evictable.
-		if s.e.V.state.CompareAndSwap(s.sched, s.undo) {
+		// Leaving the end of the queue may make the value evictable; a slot
+		// inside it becomes a hole the next call takes.
+		if throttle.GiveBack(&s.e.V.state, &s.e.V.holes, now, s.sched, s.undo) {
 			s.r.table.Released(s.e)
 		}
 	case kindBucket:

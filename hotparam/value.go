@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"sluice/internal/lru"
+	"sluice/internal/throttle"
 )
 
 // idle is the state word of a value with no history: for a token bucket a
@@ -16,10 +17,13 @@ const idle = math.MinInt64 / 4
 // value is the state of one tracked value of one rule, held in the rule's
 // table (an internal/lru Cache that refuses a new value rather than forget
 // one in use). Its whole limiting state is the one atomic word state, whose
-// meaning depends on the rule's kind (see kind).
+// meaning depends on the rule's kind (see kind); a queue also has holes.
+//
+// Size on amd64: 8 + 8 + 4 (+4) = 24 bytes, 64 with the LRU's key and links.
 type value struct {
 	state atomic.Int64
-	param int32 // index into rule.params: 0 is the rule's count, i>0 is items[i-1]
+	holes throttle.Holes // throttle: slots given back inside the queue
+	param int32          // index into rule.params: 0 is the rule's count, i>0 is items[i-1]
 }
 
 // entry is one tracked value in the table.

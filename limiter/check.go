@@ -1,6 +1,10 @@
 package limiter
 
-import "math"
+import (
+	"math"
+
+	"sluice/internal/throttle"
+)
 
 // outcome is one rule's decision on one call.
 type outcome struct {
@@ -79,9 +83,9 @@ func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool
 	o.reset = s.win.reset(now, e)
 }
 
-// tryThrottle takes the next slot of the virtual queue: one atomic word holds
-// when the latest passed call goes, and each call moves it on by its spacing.
-// A slot given up inside the queue (see holes) is taken first.
+// tryThrottle takes the next slot of the rule's virtual queue
+// (internal/throttle, the one param rules use), reusing a slot given back
+// inside it first.
 func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	o.hasQuota = true
 	o.at = math.MinInt64 // no slot taken
@@ -92,40 +96,15 @@ func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	spacing := int64(sp + 0.5)
 	o.span = spacing
 	maxQ := s.def.maxQueueNs
-	if s.holes.n.Load() > 0 {
-		if at, ok := s.holes.take(now, spacing, maxQ); ok {
-			wait := at - now
-			o.pass, o.at, o.wait = true, at, wait
-			o.reset = int64(perToken)
-			o.remain = throttleRemain(maxQ-wait, perToken)
-			return
-		}
+	at, wait, ok := throttle.Take(&s.latest, &s.holes, now, spacing, maxQ)
+	if !ok {
+		o.retry = wait - maxQ
+		o.reset = o.retry
+		return
 	}
-	for {
-		last := s.latest.Load()
-		next := last + spacing
-		if next <= now {
-			if s.latest.CompareAndSwap(last, now) {
-				o.pass, o.at = true, now
-				o.reset = int64(perToken)
-				o.remain = throttleRemain(maxQ, perToken)
-				return
-			}
-			continue
-		}
-		wait := next - now
-		if wait > maxQ {
-			o.retry = wait - maxQ
-			o.reset = o.retry
-			return
-		}
-		if s.latest.CompareAndSwap(last, next) {
-			o.pass, o.at, o.wait = true, next, wait
-			o.reset = int64(perToken)
-			o.remain = throttleRemain(maxQ-wait, perToken)
-			return
-		}
-	}
+	o.pass, o.at, o.wait = true, at, wait
+	o.reset = int64(perToken)
+	o.remain = throttleRemain(maxQ-wait, perToken)
 }
 
 // throttleRemain is how many more one-token calls the queue still takes now.
@@ -149,9 +128,7 @@ func (s *keyState) undo(now, enter, at, span, n int64) {
 			s.win.sub(enter, n)
 		}
 		if at != math.MinInt64 {
-			if !s.latest.CompareAndSwap(at, at-span) {
-				s.holes.add(now, at, span)
-			}
+			throttle.GiveBack(&s.latest, &s.holes, now, at, span)
 		}
 	case bConcurrency:
 		s.inflight.Add(-n)

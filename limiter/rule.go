@@ -10,6 +10,7 @@ import (
 
 	"sluice/config"
 	"sluice/internal/lru"
+	"sluice/internal/throttle"
 )
 
 // behavior is a rule's compiled grade and control behaviour.
@@ -48,13 +49,13 @@ type ruleDef struct {
 // origin). Only the parts its behaviour uses are allocated.
 type keyState struct {
 	def      *ruleDef
-	win      *window      // reject, warmUp, warmUpThrottle: passes
-	warm     *warmState   // warmUp, warmUpThrottle
-	latest   atomic.Int64 // throttle: when the last passed call goes (ns)
-	holes    holes        // throttle: slots given up inside the queue
-	inflight atomic.Int64 // concurrency
-	pins     atomic.Int64 // calls in flight holding it (other-rule LRU)
-	pooled   bool         // lives in an other-rule LRU: pinned while in use
+	win      *window        // reject, warmUp, warmUpThrottle: passes
+	warm     *warmState     // warmUp, warmUpThrottle
+	latest   atomic.Int64   // throttle: when the last passed call goes (ns)
+	holes    throttle.Holes // throttle: slots given back inside the queue
+	inflight atomic.Int64   // concurrency
+	pins     atomic.Int64   // calls in flight holding it (other-rule LRU)
+	pooled   bool           // lives in an other-rule LRU: pinned while in use
 }
 
 func (s *keyState) pin() { s.pins.Add(1) }

@@ -8,66 +8,24 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/throttle/throttletest"
 	"sluice/limiter"
 )
 
-// Clients less patient than the queue: count 10/s, maxQueueingTimeMs 5000,
-// 40 calls a second whose clients give up after 1 s in the queue (in arrival
-// order, so each leaver has later calls queued behind it). The slots they
-// give up are taken by new calls, so the queue keeps forwarding count a
-// second, never two calls closer than the spacing. Before, every slot went to
-// the tail 5 s away and nothing was forwarded after the first second.
+// Clients less patient than the queue still get count a second forwarded:
+// the slots they give back inside the queue are reused.
 func TestThrottleImpatientClientsStillForwarded(t *testing.T) {
 	c := compile(t, throttleRule(10, 5000)).Checker("r", "default")
-	type queued struct {
-		tok   limiter.Token
-		at    int64 // when it would be forwarded
-		leave int64
-	}
-	var waiting []queued
-	var forwarded []int64
-	const secs, rate = 20, 40
-	step := sec / rate
-	settle := func(now int64) {
-		keep := waiting[:0]
-		for _, w := range waiting {
-			switch {
-			case w.at <= now && w.at <= w.leave:
-				forwarded = append(forwarded, w.at)
-				w.tok.Exit(w.at, false)
-			case w.leave <= now:
-				w.tok.Cancel(w.leave, limiter.ReasonNone)
-			default:
-				keep = append(keep, w)
-			}
-		}
-		waiting = keep
-	}
-	for i := int64(0); i < secs*rate; i++ {
-		now := t0 + i*step
-		settle(now)
+	throttletest.ImpatientClientsStillForwarded(t, t0, func(now int64) (time.Duration, func(int64, bool), bool) {
 		tok, v := c.Enter(now, "", 1)
-		if v.Blocked {
-			continue
-		}
-		waiting = append(waiting, queued{tok, now + int64(v.Wait), now + sec})
-	}
-	settle(t0 + (secs+10)*sec)
-	slices.Sort(forwarded)
-	perSec := make([]int, secs+1)
-	for i, f := range forwarded {
-		perSec[(f-t0)/sec]++
-		if i > 0 && f-forwarded[i-1] < 100*ms {
-			t.Fatalf("forwarded %d ns after the previous call, spacing is %d", f-forwarded[i-1], 100*ms)
-		}
-	}
-	t.Logf("forwarded per second: %v", perSec)
-	for s := 1; s < secs; s++ {
-		if perSec[s] < 9 {
-			t.Errorf("second %d forwarded %d, want about 10 (per second %v)", s, perSec[s], perSec)
-			break
-		}
-	}
+		return v.Wait, func(at int64, forwarded bool) {
+			if forwarded {
+				tok.Exit(at, false)
+			} else {
+				tok.Cancel(at, limiter.ReasonNone)
+			}
+		}, !v.Blocked
+	})
 }
 
 // A slot given up inside the queue is taken by the next call that fits it;

@@ -1,0 +1,53 @@
+// Package throttle is the virtual queue of throttle rules, shared by flow
+// rules (throttle, warmUpThrottle) and param rules (throttle): calls pass at
+// most one per spacing, each waiting for its slot up to a bound, and a call
+// that will not go after all gives its slot back.
+//
+// A queue is a tail, one atomic word holding when the latest passed call
+// goes (ns), and its Holes. The caller keeps both, so that hotparam can keep
+// a value's queue in the state word its other rule kinds use. Times are ns
+// on the caller's monotonic timeline; the package never reads the clock.
+package throttle
+
+import "sync/atomic"
+
+// Take takes the next slot for a call at now that needs spacing ns: the
+// earliest given-back slot it fits, else the one after the tail (now itself
+// when the queue is idle). It fails when that slot is more than maxWait
+// away; wait is then how long the call would have waited. A slot taken must
+// be used (the call is forwarded at it) or given back with GiveBack.
+func Take(tail *atomic.Int64, h *Holes, now, spacing, maxWait int64) (at, wait int64, ok bool) {
+	if at, ok := h.take(now, spacing, maxWait); ok {
+		return at, at - now, true
+	}
+	for {
+		last := tail.Load()
+		next := last + spacing
+		if next <= now {
+			if tail.CompareAndSwap(last, now) {
+				return now, 0, true
+			}
+			continue
+		}
+		wait := next - now
+		if wait > maxWait {
+			return 0, wait, false
+		}
+		if tail.CompareAndSwap(last, next) {
+			return next, wait, true
+		}
+	}
+}
+
+// GiveBack gives back, at now, the slot at that a call took with spacing
+// span (the spacing when it was taken: a warm-up rate may have changed
+// since) and will not use. If no later call queued behind it, the tail moves
+// back and GiveBack reports true; else the slot becomes a hole for the next
+// call that fits it.
+func GiveBack(tail *atomic.Int64, h *Holes, now, at, span int64) (tailMoved bool) {
+	if tail.CompareAndSwap(at, at-span) {
+		return true
+	}
+	h.add(now, at, span)
+	return false
+}
