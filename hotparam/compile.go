@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/ruleid"
 )
 
 // Defaults applied to fields left zero (docs/rules.md#fields).
@@ -19,62 +20,50 @@ const (
 // Compile and safe for concurrent use; the per-value state inside it is
 // shared with the next Set for every rule whose definition did not change.
 type Set struct {
-	rules    []config.ParamRule
-	compiled []*rule
-	byRes    map[string]*Checker
+	rules []config.ParamRule
+	ids   ruleid.Index[*rule] // the compiled rules, for the next Compile
+	byRes map[string]*Checker
 }
 
 // Compile builds the param checkers of one snapshot, carrying over per-value
-// state of every rule whose definition (all fields but Line) is unchanged in
-// prev (nil at first). Zero fields take the defaults (grade qps, behaviour
-// reject, durationSec 1, maxTrackedValues 100000). Compile reports every
-// invalid rule at once and then returns a nil Set.
+// state of every rule whose definition (all fields but Line, see
+// internal/ruleid) is unchanged in prev (nil at first); identical rules are
+// matched in order, so two of them keep two states. Zero fields take the
+// defaults (grade qps, behaviour reject, durationSec 1, maxTrackedValues
+// 100000). Compile reports every invalid rule at once and then returns a nil
+// Set.
 func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
-	// Unchanged rules take over their state in order, so two identical rules
-	// keep two separate states.
-	old := map[string][]*rule{}
+	var old *ruleid.Index[*rule]
 	if prev != nil {
-		for i, pr := range prev.rules {
-			k := identity(pr)
-			old[k] = append(old[k], prev.compiled[i])
-		}
+		old = &prev.ids
 	}
 	s := &Set{
-		rules:    append([]config.ParamRule(nil), rules...),
-		compiled: make([]*rule, len(rules)),
-		byRes:    map[string]*Checker{},
+		rules: append([]config.ParamRule(nil), rules...),
+		byRes: map[string]*Checker{},
 	}
 	var errs []error
 	for i, pr := range rules {
-		k := identity(pr)
-		if q := old[k]; len(q) > 0 {
-			s.compiled[i], old[k] = q[0], q[1:]
-		} else {
-			r, err := compileRule(pr)
-			if err != nil {
+		k := ruleid.Of(pr)
+		r, ok := s.ids.Reuse(old, k)
+		if !ok {
+			var err error
+			if r, err = compileRule(pr); err != nil {
 				errs = append(errs, fmt.Errorf("hotparam: paramRules[%d] (line %d): %w", i, pr.Line, err))
 				continue
 			}
-			s.compiled[i] = r
 		}
+		s.ids.Add(k, r)
 		c := s.byRes[pr.Resource]
 		if c == nil {
 			c = &Checker{}
 			s.byRes[pr.Resource] = c
 		}
-		c.rules = append(c.rules, s.compiled[i])
+		c.rules = append(c.rules, r)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return s, nil
-}
-
-// identity is a rule's definition without its Line: equal identities mean
-// the same limits, so per-value state may carry over.
-func identity(r config.ParamRule) string {
-	r.Line = 0
-	return fmt.Sprintf("%#v", r)
 }
 
 func compileRule(pr config.ParamRule) (*rule, error) {

@@ -7,6 +7,7 @@ import (
 
 	"sluice/config"
 	"sluice/internal/lru"
+	"sluice/internal/ruleid"
 )
 
 // Options tune a Flow. The zero Options are the defaults.
@@ -37,7 +38,7 @@ type Flow struct {
 	rules  []config.FlowRule
 	byRes  map[string][]*rule // in file order
 	named  map[string]map[string]bool
-	states map[defKey][]*ruleState // for the next Compile
+	states ruleid.Index[*ruleState] // for the next Compile
 	opts   Options
 
 	mu    sync.Mutex // guards nodes and ents
@@ -56,21 +57,20 @@ type entKey struct{ entrance, resource string }
 // Compile builds the flow checker of one config snapshot. It carries over
 // from prev (nil at first) the state (windows, warm-up tokens, throttle queue
 // position, in-flight counts, per-origin state) of every rule whose definition
-// (all fields but Line) is unchanged, matched by definition and occurrence
-// index for identical duplicates, and each resource's statistics node by
+// (all fields but Line, see internal/ruleid) is unchanged, matched by
+// definition and occurrence index for identical duplicates, and each resource's statistics node by
 // resource name. It returns an error only for rules it cannot compile.
 func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 	if opts.MaxOrigins <= 0 {
 		opts.MaxOrigins = 10000
 	}
 	f := &Flow{
-		rules:  slices.Clone(rules),
-		byRes:  make(map[string][]*rule),
-		named:  make(map[string]map[string]bool),
-		states: make(map[defKey][]*ruleState),
-		opts:   opts,
-		nodes:  make(map[string]*resNode),
-		ents:   make(map[entKey]*statNode),
+		rules: slices.Clone(rules),
+		byRes: make(map[string][]*rule),
+		named: make(map[string]map[string]bool),
+		opts:  opts,
+		nodes: make(map[string]*resNode),
+		ents:  make(map[entKey]*statNode),
 	}
 	if prev != nil {
 		prev.mu.Lock()
@@ -82,6 +82,10 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 		}
 		prev.mu.Unlock()
 	}
+	var old *ruleid.Index[*ruleState]
+	if prev != nil {
+		old = &prev.states
+	}
 	var errs []error
 	for i := range f.rules {
 		r := &f.rules[i]
@@ -90,15 +94,12 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 			errs = append(errs, fmt.Errorf("limiter: flowRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
 			continue
 		}
-		k := keyOf(*r)
-		occ := len(f.states[k])
-		var st *ruleState
-		if prev != nil && occ < len(prev.states[k]) {
-			st = prev.states[k][occ]
-		} else {
+		k := ruleid.Of(*r)
+		st, ok := f.states.Reuse(old, k)
+		if !ok {
 			st = newRuleState(d, r, opts.MaxOrigins)
 		}
-		f.states[k] = append(f.states[k], st)
+		f.states.Add(k, st)
 		cr := &rule{cfg: r, st: st, limit: limitOf(r), cluster: r.ClusterMode && opts.Cluster != nil && d.behavior != bConcurrency}
 		switch r.Strategy {
 		case config.StrategyChain:

@@ -102,20 +102,6 @@ type rule struct {
 	cluster bool
 }
 
-// defKey identifies a rule definition: every field but Line, with the
-// fallback pointer replaced by its value so that equal files give equal keys.
-type defKey struct {
-	r        config.FlowRule
-	fallback bool
-}
-
-func keyOf(r config.FlowRule) defKey {
-	fb := r.ClusterConfig.Fallback()
-	r.Line = 0
-	r.ClusterConfig.FallbackToLocalWhenFail = nil
-	return defKey{r: r, fallback: fb}
-}
-
 // maxCount bounds a window-counted rule's count: a bucket counts in 32 bits.
 const maxCount = 1 << 31
 

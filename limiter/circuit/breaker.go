@@ -42,7 +42,6 @@ func public(s uint32) State {
 //     HalfOpen) is followed, mu still held, by res.changed, so the resource's
 //     summary never misses one.
 type breaker struct {
-	key      config.DegradeRule // the rule as written, Line cleared: its identity across reloads
 	resource string
 	strategy config.DegradeStrategy
 	maxRt    time.Duration // slowRatio: a call slower than this is slow
@@ -58,16 +57,15 @@ type breaker struct {
 	res *resource // shared by every breaker of this resource, across reloads
 }
 
-func newBreaker(key config.DegradeRule, interval int64, res *resource) *breaker {
+func newBreaker(r config.DegradeRule, interval int64, res *resource) *breaker {
 	return &breaker{
 		res:      res,
-		key:      key,
-		resource: key.Resource,
-		strategy: key.Strategy,
-		maxRt:    time.Duration(key.MaxAllowedRtMs) * time.Millisecond,
-		thresh:   key.Threshold,
-		minReq:   key.MinRequestAmount,
-		retry:    key.RetryTimeoutMs * 1e6,
+		resource: r.Resource,
+		strategy: r.Strategy,
+		maxRt:    time.Duration(r.MaxAllowedRtMs) * time.Millisecond,
+		thresh:   r.Threshold,
+		minReq:   r.MinRequestAmount,
+		retry:    r.RetryTimeoutMs * 1e6,
 		win:      newWindow(interval),
 	}
 }

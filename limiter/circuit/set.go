@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/ruleid"
 	"sluice/limiter"
 )
 
@@ -33,7 +34,8 @@ const maxRulesPerResource = 64
 // for concurrent use. A nil *Set has no rules.
 type Set struct {
 	byResource map[string]*Breakers
-	all        []*breaker // file order
+	all        []*breaker             // file order
+	ids        ruleid.Index[*breaker] // for the next Compile
 }
 
 // Breakers is the breakers of one resource, all of which must let a call
@@ -44,8 +46,8 @@ type Breakers struct {
 }
 
 // Compile builds the breakers of one snapshot; a rule whose definition (all
-// fields but Line) is unchanged keeps its breaker (state, window) from prev
-// (nil at first).
+// fields but Line, see internal/ruleid) is unchanged keeps its breaker
+// (state, window) from prev (nil at first), identical rules in order.
 //
 // onChange (may be nil) is told each change of a resource's state, which is
 // the worst state of its breakers (open > half-open > closed; with one rule,
@@ -62,11 +64,11 @@ type Breakers struct {
 // degrade rules. Compile reports every invalid rule at once; on error it
 // returns no Set (and prev stays in force).
 func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
-	reuse := map[config.DegradeRule][]*breaker{}
+	var old *ruleid.Index[*breaker]
 	resources := map[string]*resource{}
 	if prev != nil {
+		old = &prev.ids
 		for _, b := range prev.all {
-			reuse[b.key] = append(reuse[b.key], b)
 			resources[b.resource] = b.res
 		}
 	}
@@ -77,12 +79,9 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
 			continue
 		}
-		key := r
-		key.Line = 0
-		var b *breaker
-		if old := reuse[key]; len(old) > 0 {
-			b, reuse[key] = old[0], old[1:]
-		} else {
+		key := ruleid.Of(r)
+		b, ok := s.ids.Reuse(old, key)
+		if !ok {
 			interval := r.StatIntervalMs
 			if interval == 0 {
 				interval = 1000
@@ -92,8 +91,9 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 				res = &resource{name: r.Resource}
 				resources[r.Resource] = res
 			}
-			b = newBreaker(key, interval, res)
+			b = newBreaker(r, interval, res)
 		}
+		s.ids.Add(key, b)
 		bs := s.byResource[r.Resource]
 		if bs == nil {
 			bs = &Breakers{}
