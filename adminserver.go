@@ -19,7 +19,7 @@ import (
 )
 
 // startAdmin serves the admin API, metrics and dashboard on addr.
-func startAdmin(ctx context.Context, addr string, cfg *config.Config, rl *reloader, gw *proxy.Gateway,
+func startAdmin(ctx context.Context, addr string, cfg *config.Config, rl *reloader, state func() admin.State, gw *proxy.Gateway,
 	reg *prometheus.Registry, log zerolog.Logger) (*http.Server, error) {
 	token := cfg.Admin.Token
 	if env := os.Getenv("SLUICE_ADMIN_TOKEN"); env != "" {
@@ -29,7 +29,7 @@ func startAdmin(ctx context.Context, addr string, cfg *config.Config, rl *reload
 		Log:        log,
 		Token:      token,
 		Registry:   reg,
-		State:      rl.state,
+		State:      state,
 		ConfigPath: rl.path,
 		Validate: func(path string, data []byte) error {
 			_, err := config.Parse(path, data)

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -158,22 +157,12 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	if o.listen != "" {
 		listen = o.listen
 	}
-	srv := &http.Server{
-		Addr:    listen,
-		Handler: gw,
-		// A client dribbling its headers is cut after ReadHeaderTimeout.
-		// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
-		// as the route's upstream timeout allows.
-		ReadHeaderTimeout: o.readHeader,
-		IdleTimeout:       120 * time.Second,
-		// Larger headers get 431 from net/http before any handler runs.
-		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       nil,
-	}
-	ln, err := net.Listen("tcp", listen)
+	tr, err := listenTraffic(cfg, listen, gw, o)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
+		return err
 	}
+	certs := newCertStatus(tr, metrics, admin.NewTLSMetrics(reg), log)
+	go tr.watchCerts(ctx, log, certs.report)
 
 	adminAddr := cfg.AdminListen()
 	switch o.admin {
@@ -185,17 +174,18 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	var adminSrv *http.Server
 	if adminAddr != "" {
-		adminSrv, err = startAdmin(ctx, adminAddr, cfg, rl, gw, reg, log)
+		adminSrv, err = startAdmin(ctx, adminAddr, cfg, rl, certs.state(rl.state), gw, reg, log)
 		if err != nil {
-			ln.Close()
+			tr.close()
 			return err
 		}
 	}
 
-	log.Info().Str("listen", ln.Addr().String()).Str("admin", adminAddr).Str("config", o.config).
+	plain, secure := tr.addrs()
+	log.Info().Str("listen", plain).Str("tls", secure).Str("admin", adminAddr).Str("config", o.config).
 		Str("version", version).Msg("sluice started")
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	tr.serve(errc)
 
 	select {
 	case err := <-errc:
@@ -208,7 +198,7 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	// Traffic first: Shutdown closes the listener at once, then waits for
 	// the requests in flight. The admin API stays up meanwhile (the drain
 	// shows in its metrics) and the demo upstreams answer what is in flight.
-	err = srv.Shutdown(sctx)
+	err = tr.shutdown(sctx)
 	if adminSrv != nil {
 		_ = adminSrv.Shutdown(sctx)
 	}

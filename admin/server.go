@@ -36,11 +36,14 @@ type Options struct {
 
 // State is the rules in force and the last reload result, as main.go knows them.
 type State struct {
-	Ready      bool
-	Config     any // the *config.Config in force
-	Path       string
-	LoadedAt   time.Time
-	LastError  string // "" if the last reload succeeded; else every error line
+	Ready     bool
+	Config    any // the *config.Config in force
+	Path      string
+	LoadedAt  time.Time
+	LastError string // "" if the last reload succeeded; else every error line
+	// TLSError is the last reload of the TLS certificate files that did not
+	// load (the old certificates stay served); "" once they load again.
+	TLSError   string
 	LastReload time.Time
 }
 
@@ -140,6 +143,7 @@ type rulesJSON struct {
 	LoadedAt   *time.Time `json:"loadedAt"`
 	LastReload *time.Time `json:"lastReload"`
 	LastError  string     `json:"lastError"`
+	TLSError   string     `json:"tlsError,omitempty"`
 	// TokenRequired tells the dashboard to ask for the token before a write.
 	TokenRequired bool `json:"tokenRequired"`
 	// Editable is false when no ConfigPath was given.
@@ -158,6 +162,7 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
+		TLSError:      st.TLSError,
 		TokenRequired: s.opts.Token != "", Editable: s.opts.ConfigPath != "",
 	})
 }

@@ -115,6 +115,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, bodyBadPath)
 		return
 	}
+	dropH2CUpgrade(r)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		s.router.ServeHTTP(w, r)
 		return

@@ -1,0 +1,32 @@
+package tlsedge
+
+import (
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Redirect answers every request with 308 to the same host and URI over
+// https on the port of tlsAddr (left out when it is 443). 308, not 301: a
+// client repeats the method and body, so a POST stays a POST.
+func Redirect(tlsAddr string) http.Handler {
+	_, port, _ := net.SplitHostPort(tlsAddr)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimPrefix(strings.TrimSuffix(host, "]"), "[")
+		if host == "" {
+			http.Error(w, "a Host is needed to redirect to https", http.StatusBadRequest)
+			return
+		}
+		if port != "" && port != "443" {
+			host = net.JoinHostPort(host, port)
+		} else if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		w.Header()["Location"] = []string{"https://" + host + r.URL.RequestURI()}
+		w.WriteHeader(http.StatusPermanentRedirect)
+	})
+}

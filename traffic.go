@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/tlsedge"
+)
+
+// traffic is the listeners requests come in on: plain HTTP on listen (with
+// h2c when http2.h2c is set, or a redirect to https with tls.redirectHttp)
+// and HTTPS on tls.listen (h2 by ALPN unless http2.tls is false). Both
+// serve the same gateway: every HTTP/2 stream is one request to it.
+type traffic struct {
+	servers []*http.Server
+	lns     []net.Listener
+	// certs serves the TLS listener's certificates; nil without tls.listen.
+	certs *tlsedge.Store
+}
+
+// listenTraffic opens the listeners of cfg. listen is the plain address in
+// force (the -listen flag or the file's); "" opens none.
+func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options) (*traffic, error) {
+	t := &traffic{}
+	server := func(h http.Handler, protos http.Protocols) *http.Server {
+		return &http.Server{
+			Handler:   h,
+			Protocols: &protos,
+			// A client dribbling its headers is cut after ReadHeaderTimeout.
+			// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
+			// as the route's upstream timeout allows.
+			ReadHeaderTimeout: o.readHeader,
+			IdleTimeout:       120 * time.Second,
+			// Larger headers get 431 from net/http before any handler runs
+			// (on HTTP/2, the same bound on the header list).
+			MaxHeaderBytes: maxHeaderBytes,
+		}
+	}
+	if tc := cfg.TLS; tc.Listen != "" {
+		opts := tlsedge.Options{Dir: cfg.File("."), MinVersion: tls.VersionTLS12, ClientCAFile: tc.ClientCAFile}
+		if tc.MinVersion == "1.3" {
+			opts.MinVersion = tls.VersionTLS13
+		}
+		for _, c := range tc.Certificates {
+			opts.Pairs = append(opts.Pairs, tlsedge.Pair{CertFile: c.CertFile, KeyFile: c.KeyFile})
+		}
+		var protos http.Protocols
+		protos.SetHTTP1(true)
+		opts.NextProtos = []string{"http/1.1"}
+		if cfg.HTTP2.OverTLS() {
+			protos.SetHTTP2(true)
+			opts.NextProtos = []string{"h2", "http/1.1"}
+		}
+		certs, err := tlsedge.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", tc.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)
+		}
+		srv := server(gw, protos)
+		srv.TLSConfig = certs.TLSConfig()
+		t.certs = certs
+		t.servers, t.lns = append(t.servers, srv), append(t.lns, ln)
+	}
+	if listen != "" {
+		var protos http.Protocols
+		protos.SetHTTP1(true)
+		protos.SetUnencryptedHTTP2(cfg.HTTP2.H2C)
+		h := gw
+		if cfg.TLS.RedirectHTTP && t.certs != nil {
+			h = tlsedge.Redirect(t.lns[0].Addr().String())
+		}
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("listen %s: %w", listen, err)
+		}
+		t.servers, t.lns = append(t.servers, server(h, protos)), append(t.lns, ln)
+	}
+	if len(t.servers) == 0 {
+		return nil, errors.New("no listener: set listen or tls.listen")
+	}
+	return t, nil
+}
+
+// addrs names the listeners for the start-up log.
+func (t *traffic) addrs() (plain, secure string) {
+	for i, srv := range t.servers {
+		if srv.TLSConfig != nil {
+			secure = t.lns[i].Addr().String()
+		} else {
+			plain = t.lns[i].Addr().String()
+		}
+	}
+	return plain, secure
+}
+
+// serve runs every listener; the first one to stop reports on errc.
+func (t *traffic) serve(errc chan<- error) {
+	for i, srv := range t.servers {
+		ln := t.lns[i]
+		go func() {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			select {
+			case errc <- err:
+			default:
+			}
+		}()
+	}
+}
+
+// shutdown closes every listener at once and waits for the requests in
+// flight on all of them, until ctx ends.
+func (t *traffic) shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(t.servers))
+	for i, srv := range t.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = srv.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (t *traffic) close() {
+	for _, ln := range t.lns {
+		ln.Close()
+	}
+}
+
+// watchCerts reloads renewed certificates until ctx ends, keeping the old
+// pair when a new one does not load; report is told each outcome.
+func (t *traffic) watchCerts(ctx context.Context, log zerolog.Logger, report func(error)) {
+	if t.certs == nil {
+		return
+	}
+	if err := t.certs.Watch(ctx, 200*time.Millisecond, log, report); err != nil && ctx.Err() == nil {
+		log.Error().Err(err).Msg("cannot watch the TLS certificate files; renewals need a restart")
+	}
+}
