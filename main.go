@@ -157,7 +157,7 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	if o.listen != "" {
 		listen = o.listen
 	}
-	tr, err := listenTraffic(cfg, listen, gw, o)
+	tr, err := listenTraffic(cfg, listen, gw, o, log)
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,8 +31,9 @@ type traffic struct {
 
 // listenTraffic opens the listeners of cfg. listen is the plain address in
 // force (the -listen flag or the file's); "" opens none.
-func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options) (*traffic, error) {
+func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
+	errLog := stdlog.New(serverLog{log}, "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
 		return &http.Server{
 			Handler:   h,
@@ -43,6 +46,7 @@ func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options
 			// Larger headers get 431 from net/http before any handler runs
 			// (on HTTP/2, the same bound on the header list).
 			MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog:       errLog,
 		}
 	}
 	if tc := cfg.TLS; tc.Listen != "" {
@@ -156,4 +160,14 @@ func (t *traffic) watchCerts(ctx context.Context, log zerolog.Logger, report fun
 	if err := t.certs.Watch(ctx, 200*time.Millisecond, log, report); err != nil && ctx.Err() == nil {
 		log.Error().Err(err).Msg("cannot watch the TLS certificate files; renewals need a restart")
 	}
+}
+
+// serverLog sends net/http's own log lines (a failed TLS handshake, a
+// client's bad HTTP/2 frames) to the log at debug level: a scanner could
+// otherwise fill the log, in net/http's format, one line per connection.
+type serverLog struct{ log zerolog.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	l.log.Debug().Str("component", "net/http").Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
