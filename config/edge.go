@@ -38,6 +38,21 @@ type HTTP2 struct {
 // OverTLS reports whether h2 is offered on the TLS listener (default true).
 func (h HTTP2) OverTLS() bool { return h.TLS == nil || *h.TLS }
 
+// Upstream protocols.
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c" // HTTP/2 with prior knowledge, no TLS (gRPC servers' plain port)
+	ProtocolH2    = "h2"  // HTTP/2 over TLS
+)
+
+// Proto is the upstream's protocol, ProtocolHTTP1 when the file leaves it out.
+func (u Upstream) Proto() string {
+	if u.Protocol == "" {
+		return ProtocolHTTP1
+	}
+	return u.Protocol
+}
+
 // DefaultTLSMinVersion is tls.minVersion when the file leaves it out.
 const DefaultTLSMinVersion = "1.2"
 

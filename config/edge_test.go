@@ -41,6 +41,12 @@ func TestLoadEdge(t *testing.T) {
 		t.Errorf("an absolute file is %q", got)
 	}
 
+	for name, want := range map[string]string{"app": "http1", "grpc": "h2c", "grpcs": "h2"} {
+		if got := cfg.Upstreams[name].Proto(); got != want {
+			t.Errorf("upstreams.%s protocol %q, want %q", name, got, want)
+		}
+	}
+
 	// Without a tls section: no TLS listener, h2 offered by default, no
 	// minimum version to show.
 	min, err := config.Load("testdata/minimal.yaml")

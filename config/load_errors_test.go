@@ -58,6 +58,11 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_pattern.yaml:9: routes[2].path: the wildcard \"*\" must be the last character (use a {param} in the middle)",
 			"testdata/bad_pattern.yaml:11: routes[3].path: duplicate parameter name \"x\"",
 		}},
+		{"bad_protocol.yaml", []string{
+			"testdata/bad_protocol.yaml:3: upstreams.grpc.targets[0]: must be an http:// URL with protocol h2c, got \"https://127.0.0.1:9001\"",
+			"testdata/bad_protocol.yaml:6: upstreams.secure.targets[0]: must be an https:// URL with protocol h2, got \"http://127.0.0.1:9003\"",
+			"testdata/bad_protocol.yaml:10: upstreams.odd.protocol: must be one of http1, h2c, h2, got \"http2\"",
+		}},
 		{"bad_redis.yaml", []string{
 			"testdata/bad_redis.yaml:8: cluster.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
 		}},

@@ -53,6 +53,9 @@ type OriginConfig struct {
 type Upstream struct {
 	Targets []string `yaml:"targets" json:"targets"`
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Protocol is how sluice speaks to the targets: http1, h2c or h2;
+	// "" is http1 (see Proto).
+	Protocol string `yaml:"protocol" json:"protocol"`
 }
 
 // Route maps a chi path pattern to an upstream and a resource.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"slices"
 	"strings"
 )
 
@@ -49,6 +50,26 @@ func (c *checker) validateEdge() {
 	}
 	if cfg.HTTP2.H2C && cfg.Listen == "" {
 		c.add("http2.h2c", "needs listen (h2c is HTTP/2 on the plain listener)")
+	}
+	names := make([]string, 0, len(cfg.Upstreams))
+	for n := range cfg.Upstreams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		u, p := cfg.Upstreams[n], "upstreams."+n
+		if !c.oneOf(p+".protocol", u.Proto(), ProtocolHTTP1, ProtocolH2C, ProtocolH2) || u.Proto() == ProtocolHTTP1 {
+			continue
+		}
+		want := "http"
+		if u.Protocol == ProtocolH2 {
+			want = "https"
+		}
+		for i, t := range u.Targets {
+			if scheme, _, ok := strings.Cut(t, "://"); ok && scheme != want && checkTarget(t) == "" {
+				c.add(idx(p+".targets", i), "must be an %s:// URL with protocol %s, got %s", want, u.Protocol, quote(t))
+			}
+		}
 	}
 	for i, r := range cfg.Routes {
 		seen := map[string]int{}

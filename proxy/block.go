@@ -21,6 +21,7 @@ type blockResponses struct {
 	status      int
 	contentType []string
 	body        [numReasons][]byte
+	grpcMessage [numReasons][]string
 }
 
 // reasonHeader holds the X-Sluice-Blocked values, shared by every response.
@@ -32,7 +33,7 @@ var reasonHeader = func() (h [numReasons][]string) {
 }()
 
 func renderBlock(b config.BlockResponse, resource string) (blockResponses, error) {
-	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}}
+	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource)}
 	if out.status == 0 {
 		out.status = http.StatusTooManyRequests
 	}
@@ -65,8 +66,20 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	if retry > 0 {
 		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(retry), 10)}
 	}
-	ex.WriteHeader(rt.blocked.status)
-	_, _ = ex.Write(rt.blocked.body[v.Reason])
+	status := rt.blocked.status
+	if isGRPC(ex.req) {
+		// A gRPC client reads the outcome from grpc-status, not the HTTP
+		// status: 200 with headers only (a trailers-only response) and
+		// RESOURCE_EXHAUSTED, which clients may retry after backing off.
+		status = http.StatusOK
+		h["Content-Type"] = ex.req.Header["Content-Type"] // the call's own flavour (+proto, -web)
+		h["Grpc-Status"] = grpcStatus8
+		h["Grpc-Message"] = rt.blocked.grpcMessage[v.Reason]
+		ex.WriteHeader(status)
+	} else {
+		ex.WriteHeader(status)
+		_, _ = ex.Write(rt.blocked.body[v.Reason])
+	}
 	elapsed := time.Duration(s.clock() - start)
 	rt.obs.Block(v.Reason.String(), elapsed)
 	if e := s.log.Debug(); e.Enabled() {
@@ -75,7 +88,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	}
 	if s.accessLog {
 		s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", ex.req.Method).
-			Str("path", ex.req.URL.Path).Int("status", rt.blocked.status).Dur("latency", elapsed).
+			Str("path", ex.req.URL.Path).Int("status", status).Dur("latency", elapsed).
 			Str("decision", "block").Str("reason", v.Reason.String()).Msg("access")
 	}
 }

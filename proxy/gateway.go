@@ -63,6 +63,7 @@ type Gateway struct {
 	deps      Deps
 	cur       atomic.Pointer[Snapshot]
 	transport http.RoundTripper
+	h2c, h2   *http.Transport // upstreams with protocol h2c and h2
 	pool      exchangePool
 	base      time.Time
 
@@ -85,6 +86,7 @@ func New(deps Deps) *Gateway {
 	if g.transport == nil {
 		g.transport = newTransport()
 	}
+	g.h2c, g.h2 = newH2Transport(true), newH2Transport(false)
 	g.forwarder = deps.Forwarder
 	if g.forwarder == "" {
 		g.forwarder = os.Getenv(EnvForwarder)

@@ -172,14 +172,14 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route,
 	if rt.blocked, err = renderBlock(s.Config.BlockResponse, res); err != nil {
 		return nil, err
 	}
-	rt.std = standardForwarder{rp: newStandardProxy(rt, g.transport, &g.copyBuffers, g.deps.Log), timeout: up.timeout}
+	rt.std = standardForwarder{rp: newStandardProxy(rt, g.transportFor(up.protocol), &g.copyBuffers, g.deps.Log), timeout: up.timeout}
 	if rt.mode, err = parseForwarderMode(rc.Forwarder); err != nil {
 		return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
 	}
 	if g.forwarder != "" {
 		rt.mode = g.forwarderMode
 	}
-	if rt.mode != modeStandard {
+	if rt.mode != modeStandard && up.protocol == config.ProtocolHTTP1 {
 		if up.fast == nil {
 			if up.fast, err = g.fastTargets(up); err != nil {
 				return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)

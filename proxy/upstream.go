@@ -16,11 +16,14 @@ type upstream struct {
 	targets []*url.URL
 	fast    []*fastTarget // parallel to targets; nil until the fast path is built
 	timeout time.Duration
-	next    atomic.Uint32
+	// protocol is config's: http1, h2c or h2. Only http1 can take the
+	// fast path (fasthttp speaks HTTP/1.1).
+	protocol string
+	next     atomic.Uint32
 }
 
 func newUpstream(name string, u config.Upstream) (*upstream, error) {
-	up := &upstream{name: name, timeout: u.Timeout.D()}
+	up := &upstream{name: name, timeout: u.Timeout.D(), protocol: u.Proto()}
 	if up.timeout <= 0 {
 		up.timeout = 30 * time.Second
 	}
