@@ -99,7 +99,9 @@ flowRules:
 		creds        func(host string) credentials.TransportCredentials
 	}{
 		{"h2c in", strings.TrimPrefix(g.URL, "http://"), func(string) credentials.TransportCredentials { return insecure.NewCredentials() }},
-		{"h2 in", g.TLSAddr, func(host string) credentials.TransportCredentials { return credentials.NewClientTLSFromCert(ca.Pool(), host) }},
+		{"h2 in", g.TLSAddr, func(host string) credentials.TransportCredentials {
+			return credentials.NewClientTLSFromCert(ca.Pool(), host)
+		}},
 	}
 	ups := []struct {
 		name, host string
