@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"sluice/internal/throttle"
+	"sluice/limiter/window"
 )
 
 // outcome is one rule's decision on one call.
@@ -42,7 +43,7 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 		}
 		s.tryThrottle(o, now, n, per)
 		if o.pass {
-			s.win.add(now, n) // the passes feed the next interval's token sync
+			s.warm.passed.Add(n) // the passes feed the next token sync
 		}
 	case bConcurrency:
 		for {
@@ -61,26 +62,26 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	}
 }
 
-// tryWindow adds first and then checks, so concurrent calls can never pass more
-// than limit together; a call over the limit takes its count back.
+// tryWindow passes the call if the exact window then holds at most limit.
 func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool) {
-	total, e := s.win.add(now, n)
+	var r window.Result
 	o.hasQuota = true
-	if float64(total) <= limit {
+	if s.win.TryAdd(now, n, limit, quota, &r) {
 		o.pass = true
+		if s.warm != nil {
+			s.warm.passed.Add(n)
+		}
 		if quota {
-			o.remain = max(math.Floor(limit)-float64(total), 0)
-			o.reset = s.win.reset(now, e)
+			o.remain = max(math.Floor(limit)-float64(r.Total), 0)
+			o.reset = r.Reset
 		}
 		return
 	}
-	s.win.sub(now, n)
-	total -= n
-	if d, ok := s.win.freeAfter(now, int64(math.Floor(limit))-n); ok {
-		o.retry = d
+	if r.Retry > 0 {
+		o.retry = r.Retry
 	}
-	o.remain = max(math.Floor(limit)-float64(total), 0)
-	o.reset = s.win.reset(now, e)
+	o.remain = max(math.Floor(limit)-float64(r.Total), 0)
+	o.reset = r.Reset
 }
 
 // tryThrottle takes the next slot of the rule's virtual queue
@@ -122,10 +123,13 @@ func throttleRemain(room int64, perToken float64) float64 {
 func (s *keyState) undo(now, enter, at, span, n int64) {
 	switch s.def.behavior {
 	case bReject, bWarmUp:
-		s.win.sub(enter, n)
+		s.win.Sub(now, enter, n)
+		if s.warm != nil {
+			s.warm.passed.Add(-n)
+		}
 	case bThrottle, bWarmUpThrottle:
-		if s.def.behavior == bWarmUpThrottle {
-			s.win.sub(enter, n)
+		if s.warm != nil {
+			s.warm.passed.Add(-n)
 		}
 		if at != math.MinInt64 {
 			throttle.GiveBack(&s.latest, &s.holes, now, at, span)

@@ -152,7 +152,7 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 				// this gateway already passed this interval, rather than
 				// granting a full count on top of it. A later block takes
 				// it back like any pass.
-				ks.win.add(now, n)
+				ks.win.Add(now, n)
 				t.hold(ks, &outcome{at: math.MinInt64})
 				continue
 			}

@@ -11,15 +11,21 @@
 // state of unchanged rules. There is no package-level state.
 //
 // Where it differs from Sentinel, on purpose:
-//   - A qps window has 50 buckets an interval, and a bucket leaves it only a
-//     full interval after its end (the window is the current bucket and the
-//     50 before it); it is checked add-then-roll-back. So no real interval
-//     ever passes more than count, at any overload, and concurrent calls never
-//     pass more than count (Sentinel: 2 buckets, check-then-add, up to 2x).
-//     A steady overload passes 50/51 of count per interval.
+//   - A qps window is exact (window.Exact): a call of n tokens passes when
+//     the tokens passed in (now-statIntervalMs, now] plus n are at most
+//     count, checked and counted under one lock. So no real interval ever
+//     passes more than count, at any overload and for concurrent calls
+//     (Sentinel: 2 buckets, check-then-add, up to 2x); a client whose calls
+//     are statIntervalMs/count apart is never refused; a steady overload
+//     passes count per interval. Up to 1024 tokens the window keeps every
+//     pass time; above, groups of ceil(count/1024), so it may pass up to one
+//     group (under 0.1%) less, never more.
 //   - A concurrency rule counts the calls it let through itself (per origin for
 //     limitApp origins and other, per entrance for chain), acquired by CAS, not
 //     the node's thread count read before an increment.
+//   - Warm-up syncs its tokens once per interval on a grid anchored at the
+//     first call after it was cold, so its curve does not depend on where
+//     on the clock's grid the load starts.
 //   - Warm-up refills on or above the warning line only while the previous
 //     interval passed fewer than floor(count/coldFactor), so a limiter passing
 //     exactly its cold rate still warms up, and one whose tokens rest exactly

@@ -32,5 +32,5 @@ func Example() {
 	// Output:
 	// call 0: passed, 1 of 2 left
 	// call 1: passed, 0 of 2 left
-	// call 2: blocked (flow), retry after 1.02s
+	// call 2: blocked (flow), retry after 1s
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"sluice/limiter/window"
 )
 
 const (
@@ -40,8 +42,8 @@ func (n *statNode) unpin()     { n.pins.Add(-1) }
 func (n *statNode) busy() bool { return n.pins.Load() > 0 }
 
 func (n *statNode) bucket(now int64) *statBucket {
-	e := floorDiv(now, nodeBucketWidth)
-	b := &n.buckets[mod(e, nodeBuckets)]
+	e := window.FloorDiv(now, nodeBucketWidth)
+	b := &n.buckets[window.Mod(e, nodeBuckets)]
 	if b.epoch.Load() != e {
 		return n.rotate(b, e)
 	}
@@ -82,8 +84,8 @@ func (n *statNode) addBlock(now, k int64) {
 
 // undoPass takes back a pass counted at enter if its bucket is still current.
 func (n *statNode) undoPass(enter, k int64) {
-	e := floorDiv(enter, nodeBucketWidth)
-	b := &n.buckets[((e%nodeBuckets)+nodeBuckets)%nodeBuckets]
+	e := window.FloorDiv(enter, nodeBucketWidth)
+	b := &n.buckets[window.Mod(e, nodeBuckets)]
 	if b.epoch.Load() == e {
 		b.pass.Add(-k)
 	}
@@ -106,7 +108,7 @@ func (n *statNode) complete(now, k, rt int64, failed bool) {
 
 // passes returns the tokens passed in the last second.
 func (n *statNode) passes(now int64) int64 {
-	e := floorDiv(now, nodeBucketWidth)
+	e := window.FloorDiv(now, nodeBucketWidth)
 	var s int64
 	for i := range n.buckets {
 		b := &n.buckets[i]
@@ -118,7 +120,7 @@ func (n *statNode) passes(now int64) int64 {
 }
 
 func (n *statNode) stats(now int64) NodeStats {
-	e := floorDiv(now, nodeBucketWidth)
+	e := window.FloorDiv(now, nodeBucketWidth)
 	var pass, block, succ, errs, rt int64
 	for i := range n.buckets {
 		b := &n.buckets[i]

@@ -11,6 +11,7 @@ import (
 	"sluice/config"
 	"sluice/internal/lru"
 	"sluice/internal/throttle"
+	"sluice/limiter/window"
 )
 
 // behavior is a rule's compiled grade and control behaviour.
@@ -49,7 +50,7 @@ type ruleDef struct {
 // origin). Only the parts its behaviour uses are allocated.
 type keyState struct {
 	def      *ruleDef
-	win      *window        // reject, warmUp, warmUpThrottle: passes
+	win      *window.Exact  // reject, warmUp: passes
 	warm     *warmState     // warmUp, warmUpThrottle
 	latest   atomic.Int64   // throttle: when the last passed call goes (ns)
 	holes    throttle.Holes // throttle: slots given back inside the queue
@@ -73,10 +74,11 @@ func newKeyState(d *ruleDef) *keyState {
 	s := &keyState{def: d}
 	switch d.behavior {
 	case bReject:
-		s.win = newWindow(d.intervalNs, false)
-	case bWarmUp, bWarmUpThrottle:
-		// the previous interval's passes feed the token sync
-		s.win = newWindow(d.intervalNs, true)
+		s.win = window.NewExact(d.intervalNs, d.count)
+	case bWarmUp:
+		s.win = window.NewExact(d.intervalNs, d.count)
+		s.warm = newWarmState(d.warm)
+	case bWarmUpThrottle:
 		s.warm = newWarmState(d.warm)
 	}
 	s.latest.Store(math.MinInt64 / 2)
@@ -102,7 +104,7 @@ type rule struct {
 	cluster bool
 }
 
-// maxCount bounds a window-counted rule's count: a bucket counts in 32 bits.
+// maxCount bounds a qps rule's count.
 const maxCount = 1 << 31
 
 func compileDef(r *config.FlowRule) (*ruleDef, error) {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"sluice/limiter/window"
 )
 
 // warmParams are Guava's SmoothWarmingUp quantities, in tokens of the rule's
@@ -50,40 +52,62 @@ func (p *warmParams) rate(tokens float64) float64 {
 }
 
 // warmState holds the stored tokens, synced once per interval under mu; the
-// hot path reads them with one atomic load.
+// hot path reads them with two atomic loads.
+//
+// The sync grid is anchored at the first call after the limiter was fully
+// cold (tokens at maxTok after an idle interval), not at multiples of the
+// interval since the clock's origin: so the warm-up curve is the same
+// wherever on the interval grid the load starts. (Synced on the clock's grid,
+// a load starting late in an interval spent its first interval's tokens on a
+// fraction of it: seed example 3 3 3 3 3 3 4 4 5 7 10 when starting 900 ms
+// in, against 3 3 3 4 5 6 9 10 10 10 on a whole second.)
 type warmState struct {
 	mu     sync.Mutex    // serialises syncs
-	last   atomic.Int64  // interval index of the last sync
+	due    atomic.Int64  // when the next sync is due, ns
 	tokens atomic.Uint64 // float64 bits
+	passed atomic.Int64  // tokens passed since the last sync
+	anchor int64         // mu: start of the sync grid
+	last   int64         // mu: grid index of the last sync
+	synced bool          // mu: a sync has happened
 }
 
 func newWarmState(p warmParams) *warmState {
 	w := &warmState{}
-	w.last.Store(math.MinInt64)
+	w.due.Store(math.MinInt64)
 	w.tokens.Store(math.Float64bits(p.maxTok))
 	return w
 }
 
 // syncWarm refills and spends the stored tokens at the first call of each
-// interval, from the previous interval's passes, and returns the tokens.
+// interval of the sync grid, from the previous interval's passes, and
+// returns the tokens.
 func (s *keyState) syncWarm(now int64) float64 {
 	w, p := s.warm, &s.def.warm
-	idx := floorDiv(now, s.def.intervalNs)
-	if w.last.Load() >= idx {
+	if now < w.due.Load() {
 		return math.Float64frombits(w.tokens.Load())
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	last := w.last.Load()
-	old := math.Float64frombits(w.tokens.Load())
-	if last >= idx {
-		return old
+	if now < w.due.Load() {
+		return math.Float64frombits(w.tokens.Load())
 	}
-	prev := float64(s.win.previous(now))
+	iv := s.def.intervalNs
+	if !w.synced {
+		w.synced, w.anchor, w.last = true, now, 0
+		w.passed.Store(0)
+		w.tokens.Store(math.Float64bits(p.maxTok))
+		w.due.Store(now + iv)
+		return p.maxTok
+	}
+	idx := window.FloorDiv(now-w.anchor, iv)
+	gap := idx - w.last
+	prev := float64(w.passed.Swap(0))
+	if gap > 1 {
+		prev = 0 // those passes belong to an older interval
+	}
+	old := math.Float64frombits(w.tokens.Load())
 	nt := old
-	if last == math.MinInt64 {
-		nt = p.maxTok
-	} else if old < p.warning || prev < p.coldFloor {
+	if old < p.warning || prev < p.coldFloor {
 		// Below the warning line (warm) tokens always refill; on or above it
 		// only while the previous interval passed less than the cold rate, so
 		// traffic at the cold rate or faster keeps spending them and warms the
@@ -91,10 +115,15 @@ func (s *keyState) syncWarm(now int64) float64 {
 		// here, so tokens sitting exactly on the line (where integer passes
 		// often leave them) never refilled: the limiter stayed warm after any
 		// idle time.
-		nt = old + float64(idx-last)*p.count
+		nt = old + float64(gap)*p.count
 	}
 	nt = max(min(nt, p.maxTok)-prev, 0)
+	if nt >= p.maxTok && gap > 1 {
+		// fully cold after idle: the next load starts a new grid
+		w.anchor, idx = now, 0
+	}
 	w.tokens.Store(math.Float64bits(nt))
-	w.last.Store(idx)
+	w.last = idx
+	w.due.Store(w.anchor + (idx+1)*iv)
 	return nt
 }

@@ -137,10 +137,8 @@ func TestWarmUpColdAgainAfterIdle(t *testing.T) {
 func TestWarmUpColdRateBelowOneCall(t *testing.T) {
 	start := (t0/sec + 1) * sec
 	c := compile(t, warmRule(2, 10, config.BehaviorWarmUp)).Checker("r", "default")
-	// Cold passes come one window (1.02 s) apart, so the one of second 9,
-	// at 9.9 s, still counts in second 10: there the rule is warm but passes
-	// only one more.
-	want := []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2}
+	// Cold passes come exactly one interval apart.
+	want := []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2}
 	got := perSecond(drive(c, start, 15*sec, 10, "", 1), start, 15)
 	if !slices.Equal(got, want) {
 		t.Errorf("from cold: passes per second %v, want %v", got, want)

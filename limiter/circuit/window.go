@@ -1,5 +1,7 @@
 package circuit
 
+import ring "sluice/limiter/window"
+
 // window is a sliding window over the last interval, split into buckets, that
 // counts completed calls (total) and the bad ones among them (slow or failed,
 // per strategy). The zero window is unusable; build it with newWindow.
@@ -35,28 +37,18 @@ func newWindow(intervalMs int64) *window {
 
 const minInt64 = -1 << 63
 
-// floorDiv is a/b rounded towards minus infinity, so that negative instants
-// (any origin is allowed) land in the right bucket.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
 // advance moves the window to now, dropping buckets that fell out of it. An
 // instant older than the newest bucket counts as the newest bucket: calls of
 // concurrent goroutines may complete slightly out of order.
 func (w *window) advance(now int64) *bucket {
 	n := int64(len(w.buckets))
-	idx := floorDiv(now, w.width)
+	idx := ring.FloorDiv(now, w.width)
 	if idx > w.head {
 		if w.head == minInt64 || idx-w.head >= n {
 			w.clear()
 		} else {
 			for i := w.head + 1; i <= idx; i++ {
-				b := &w.buckets[mod(i, n)]
+				b := &w.buckets[ring.Mod(i, n)]
 				w.total -= b.total
 				w.bad -= b.bad
 				*b = bucket{}
@@ -64,15 +56,7 @@ func (w *window) advance(now int64) *bucket {
 		}
 		w.head = idx
 	}
-	return &w.buckets[mod(w.head, n)]
-}
-
-func mod(i, n int64) int64 {
-	m := i % n
-	if m < 0 {
-		m += n
-	}
-	return m
+	return &w.buckets[ring.Mod(w.head, n)]
 }
 
 // add records one completed call at now.

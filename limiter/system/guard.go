@@ -10,6 +10,7 @@ package system
 import (
 	"sluice/config"
 	"sluice/limiter"
+	"sluice/limiter/window"
 )
 
 // CPUUsage reports CPU usage in 0..1. It is sampled elsewhere (ProcessCPU) so
@@ -22,10 +23,10 @@ type CPUUsage interface{ Usage() float64 }
 // everything at the cost of one branch.
 //
 // Checks, in Sentinel's order; a zero field is off:
-//   - maxQps: a call passes while passes in the last second + 1 <= maxQps
-//     (sliding window: the current 50 ms bucket and the 20 before it, so no
-//     real one-second interval passes more than maxQps and a steady overload
-//     passes 20/21 of it; a call that is later cancelled is taken back).
+//   - maxQps: a call passes while passes in the last second + 1 <= maxQps,
+//     in the exact sliding window flow rules use (window.Exact): no real
+//     one-second interval passes more than maxQps, a client keeping to it is
+//     never refused, and a call that is later cancelled is taken back.
 //   - maxConcurrency: calls in flight never exceed it (CAS on one counter).
 //   - maxAvgRtMs: blocks while the average response time of the calls that
 //     completed in the last second (the same window) exceeds it and at least one other call is
@@ -56,6 +57,7 @@ type Guard struct {
 	count  bool // track calls in flight
 	locked bool // a check needs the windows (anything but maxConcurrency, cpu)
 	st     *stats
+	qps    *window.Exact // maxQps: the passes of the last second
 }
 
 // New builds the gateway-wide guard for cfg, keeping the statistics of prev
@@ -80,6 +82,13 @@ func New(cfg config.System, prev *Guard, cpu CPUUsage) *Guard {
 		g.st = prev.st
 	} else {
 		g.st = newStats()
+	}
+	if g.maxQps > 0 {
+		if prev != nil && prev.qps != nil && prev.maxQps == g.maxQps {
+			g.qps = prev.qps
+		} else {
+			g.qps = window.NewExact(qpsInterval, g.maxQps)
+		}
 	}
 	return g
 }
@@ -125,24 +134,26 @@ func (g *Guard) Enter(now int64) (Token, limiter.Verdict) {
 	st.mu.Lock()
 	st.advance(now)
 	ok := g.admit(now, others)
-	var idx int64
-	if ok {
-		idx = st.addPass(now)
-	}
 	st.mu.Unlock()
+	if ok && g.qps != nil {
+		var r window.Result
+		ok = g.qps.TryAdd(now, 1, g.maxQps, false, &r)
+	}
 	if !ok {
 		st.inFlight.Add(-1)
 		return Token{}, blocked
 	}
-	return Token{st: st, enter: now, record: true, passIdx: idx}, limiter.Verdict{}
+	return Token{st: st, qps: g.qps, enter: now, record: true}, limiter.Verdict{}
 }
 
-// admit applies the window-based checks (st.mu held, windows advanced).
+// qpsInterval is maxQps's window: one second.
+const qpsInterval = int64(1e9)
+
+// admit applies the checks on the statistics windows (st.mu held, windows
+// advanced); maxQps comes last, in its own window, so that only calls that
+// pass are counted there.
 func (g *Guard) admit(now, others int64) bool {
 	st := g.st
-	if g.maxQps > 0 && float64(st.pass+1) > g.maxQps {
-		return false
-	}
 	if g.maxRt > 0 && others >= 1 && st.done > 0 && st.rtSum/st.done > g.maxRt {
 		return false
 	}
@@ -164,10 +175,10 @@ func (g *Guard) cpuHigh() bool { return g.cpu != nil && g.cpu.Usage() > g.maxCpu
 // called on it; a second call, or either on the zero Token, does nothing. A
 // Token is used by one goroutine.
 type Token struct {
-	st      *stats
-	enter   int64
-	record  bool  // Exit records RT and success in the windows
-	passIdx int64 // the fine bucket the pass was counted in
+	st     *stats
+	qps    *window.Exact // counted the pass (maxQps), else nil
+	enter  int64
+	record bool // Exit records RT and success in the windows
 }
 
 // Exit finishes a forwarded call: it records its response time (now - enter)
@@ -196,12 +207,9 @@ func (t *Token) Cancel(now int64) {
 	if t.st == nil {
 		return
 	}
-	st := t.st
-	if t.record {
-		st.mu.Lock()
-		st.unPass(now, t.passIdx)
-		st.mu.Unlock()
+	if t.qps != nil {
+		t.qps.Sub(now, t.enter, 1)
 	}
-	st.inFlight.Add(-1)
+	t.st.inFlight.Add(-1)
 	*t = Token{}
 }

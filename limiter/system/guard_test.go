@@ -41,16 +41,16 @@ func TestMaxQps(t *testing.T) {
 		want bool  // blocked
 	}{
 		{0, false}, {10, false}, {20, false}, {30, false}, {40, false},
-		{50, true},   // 6th in the second
-		{999, true},  // the first five are still in the window
-		{1000, true}, // their 0-50 ms bucket ended less than a second ago
-		{1049, true},
-		{1050, false}, // it has left the window
-		{1051, false},
-		{1052, false},
-		{1053, false},
-		{1054, false},
-		{1055, true},
+		{50, true},    // 6th in the second
+		{999, true},   // the first five are still in the window
+		{1000, false}, // the call at 0 left it, exactly one second later
+		{1001, true},
+		{1010, false},
+		{1019, true},
+		{1020, false},
+		{1030, false},
+		{1040, false},
+		{1041, true},
 	}
 	for _, s := range steps {
 		tok, v := g.Enter(s.at * ms)

@@ -1,0 +1,90 @@
+package system_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"sluice/config"
+	"sluice/limiter/system"
+)
+
+// maxQps keeps the exact window's promise, swept over limits, overloads and
+// start phases: a client whose calls are 1/maxQps s apart is never refused,
+// no real second passes more than maxQps, and where the calls offered in a
+// second are a whole number each second after the first passes exactly
+// maxQps.
+func TestMaxQpsProperty(t *testing.T) {
+	for _, limit := range []float64{1, 2, 3, 5, 10, 100, 1000, 100000} {
+		t.Run(fmt.Sprintf("maxQps=%g", limit), func(t *testing.T) {
+			t.Parallel()
+			secs := int64(4)
+			if limit >= 100000 {
+				secs = 2
+			}
+			for ph := int64(0); ph < 1000; ph += phaseStepMs {
+				start := int64(1e12) + ph*ms
+				g := system.New(config.System{MaxQps: limit}, nil, nil)
+				k := int64(limit)
+				for i := range secs * k {
+					at := start + (i*sec+k-1)/k
+					tok, v := g.Enter(at)
+					if v.Blocked {
+						if limit <= 1024 {
+							t.Fatalf("phase %d ms: paced call %d refused", ph, i)
+						}
+						continue
+					}
+					tok.Exit(at, false)
+				}
+				for _, over := range []float64{1.05, 1.5, 3, 10} {
+					g := system.New(config.System{MaxQps: limit}, nil, nil)
+					step := float64(sec) / (limit * over)
+					var passed []int64
+					for i := int64(0); ; i++ {
+						at := start + int64(math.Ceil(float64(i)*step))
+						if at >= start+secs*sec {
+							break
+						}
+						if tok, v := g.Enter(at); !v.Blocked {
+							passed = append(passed, at)
+							tok.Exit(at, false)
+						}
+					}
+					if got := maxPerSecond(passed); got > k {
+						t.Fatalf("phase %d ms, %vx: a real second passed %d > %d", ph, over, got, k)
+					}
+					perSec := limit * over
+					if perSec != math.Trunc(perSec) || limit > 1024 {
+						continue
+					}
+					for s := int64(1); s < secs; s++ {
+						n := int64(0)
+						for _, p := range passed {
+							if p >= start+s*sec && p < start+(s+1)*sec {
+								n++
+							}
+						}
+						if n != k {
+							t.Fatalf("phase %d ms, %vx: second %d passed %d, want %d", ph, over, s, n, k)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+const sec = int64(1e9)
+
+func maxPerSecond(passed []int64) int64 {
+	var best int64
+	j := 0
+	for i := range passed {
+		for j < len(passed) && passed[j] < passed[i]+sec {
+			j++
+		}
+		best = max(best, int64(j-i))
+	}
+	return best
+}
