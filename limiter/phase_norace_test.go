@@ -2,5 +2,11 @@
 
 package limiter_test
 
-// phaseStep is the step of the start-phase sweeps: 1 ms.
-const phaseStep = ms
+// The start-phase steps of the sweeps: 1 ms for warm-up, 37 ms for the
+// reject table (which also sweeps counts, intervals and tokens).
+const (
+	phaseStep = ms
+	sweepStep = 37 * ms
+	// sweepMaxCount: the largest count of the reject table.
+	sweepMaxCount = 1e9
+)

@@ -2,6 +2,11 @@
 
 package limiter_test
 
-// Under the race detector the phase sweeps take ~20x longer: every 37 ms
-// there, and CI runs them in 1 ms steps without it (see .ci/run).
-const phaseStep = 37 * ms
+// Under the race detector the phase sweeps take ~20x longer: a few phases
+// there, and CI runs them whole without it (see .ci/run).
+const (
+	phaseStep = 250 * ms
+	sweepStep = sec
+	// sweepMaxCount: the largest count of the reject table.
+	sweepMaxCount = 1000
+)
