@@ -163,3 +163,43 @@ func maxArrivalsIn(ts []time.Time, w time.Duration) int {
 	}
 	return best
 }
+
+// TestExactWindowRetryAfterIsExact: a blocked client told t seconds (never
+// more than the 1 s interval: before, a 1 s window said t=2) and Retry-After
+// that waits that long and retries is passed.
+func TestExactWindowRetryAfterIsExact(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - { path: /r, upstream: up, resource: r }
+flowRules:
+  - { resource: r, count: 2 }
+`))
+	for round := range 3 {
+		passed := 0
+		var resp *http.Response
+		for range 5 {
+			resp, _ = get(t, g.URL+"/r")
+			if resp.StatusCode == 200 {
+				passed++
+			} else {
+				break
+			}
+		}
+		if resp.StatusCode != 429 {
+			t.Fatalf("round %d: no 429 after %d passes", round, passed)
+		}
+		var r, tsec, ra int
+		if _, err := fmt.Sscanf(resp.Header.Get("RateLimit"), `"r";r=%d;t=%d`, &r, &tsec); err != nil || tsec != 1 {
+			t.Fatalf("round %d: RateLimit %q, want t=1", round, resp.Header.Get("RateLimit"))
+		}
+		if _, err := fmt.Sscanf(resp.Header.Get("Retry-After"), "%d", &ra); err != nil || ra != 1 {
+			t.Fatalf("round %d: Retry-After %q, want 1", round, resp.Header.Get("Retry-After"))
+		}
+		time.Sleep(time.Duration(tsec) * time.Second)
+		if resp, _ := get(t, g.URL+"/r"); resp.StatusCode != 200 {
+			t.Fatalf("round %d: waited t=%d s and was refused (%d)", round, tsec, resp.StatusCode)
+		}
+		time.Sleep(1100 * time.Millisecond) // let the window empty for the next round
+	}
+}
