@@ -1,0 +1,59 @@
+package upstream_test
+
+import (
+	"testing"
+
+	"sluice/upstream"
+)
+
+var balances = []upstream.Balance{upstream.RoundRobin, upstream.LeastRequest, upstream.Hash}
+
+// benchUpstream is a 4-target weighted upstream with passive ejection on,
+// as a busy route would have it.
+func benchUpstream(t testing.TB, b upstream.Balance) *upstream.Upstream {
+	_, u := build(t, upstream.Spec{Targets: targets(4, 1, 2, 3, 4), Balance: b, Retries: 1, RetryBudget: 0.2,
+		Passive: &upstream.Passive{ConsecutiveFailures: 5, EjectFor: 30e9, MaxEjectedPercent: 50}}, nil)
+	return u
+}
+
+// BenchmarkPick is one request's target choice and its report (Pick and
+// Done), per balance mode; it must not allocate.
+func BenchmarkPick(b *testing.B) {
+	for _, bal := range balances {
+		b.Run(bal.String(), func(b *testing.B) {
+			u := benchUpstream(b, bal)
+			key := upstream.HashKey("user-42")
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				now := int64(0)
+				for pb.Next() {
+					now += 1000
+					var tried upstream.Set
+					i := u.Pick(now, key, true, &tried)
+					u.Done(now, i, 200, upstream.Success)
+				}
+			})
+		})
+	}
+}
+
+// TestPickAllocations: choosing a target and reporting it allocates
+// nothing, in every balance mode.
+func TestPickAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	for _, bal := range balances {
+		u := benchUpstream(t, bal)
+		now := int64(0)
+		n := testing.AllocsPerRun(1000, func() {
+			now += 1000
+			var tried upstream.Set
+			i := u.Pick(now, upstream.HashKey("k"), true, &tried)
+			u.Done(now, i, 200, upstream.Success)
+		})
+		if n != 0 {
+			t.Errorf("%v: %.1f allocations per pick, want 0", bal, n)
+		}
+	}
+}

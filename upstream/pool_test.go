@@ -1,0 +1,174 @@
+package upstream_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"sluice/upstream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// probes lets a test answer each health probe itself, so that the probe
+// loops' timing does not matter: a probe blocks until answered.
+type probes struct {
+	calls   chan string
+	answers chan bool
+}
+
+func newProbes() *probes { return &probes{calls: make(chan string), answers: make(chan bool)} }
+
+func (p *probes) probe(ctx context.Context, url string, _ time.Duration) bool {
+	select {
+	case p.calls <- url:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case a := <-p.answers:
+		return a
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// answer waits for the next probe of url (others are answered good) and
+// answers it.
+func (p *probes) answer(t *testing.T, url string, good bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-p.calls:
+			if got != url {
+				p.answers <- true
+				continue
+			}
+			p.answers <- good
+			return
+		case <-deadline:
+			t.Fatalf("no probe of %s", url)
+		}
+	}
+}
+
+func healthSpec(ts []upstream.Target) upstream.Spec {
+	return upstream.Spec{Targets: ts, HealthCheck: &upstream.HealthCheck{
+		Path: "/healthz", Interval: time.Millisecond, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 3}}
+}
+
+// TestProbesAndReload: probes take a target down and up; a reload that
+// keeps the target keeps its health and its probe; a reload that drops a
+// target stops its probe; Close stops the rest.
+func TestProbesAndReload(t *testing.T) {
+	pr := newProbes()
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }, Probe: pr.probe})
+	defer p.Close()
+	ts := targets(2)
+	a, b := ts[0].URL+"/healthz", ts[1].URL+"/healthz"
+	u, err := p.Build("orders", healthSpec(ts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit([]*upstream.Upstream{u})
+	if n := p.Probing(); n != 2 {
+		t.Fatalf("%d probes running, want 2", n)
+	}
+	for range 3 {
+		pr.answer(t, a, false)
+	}
+	pr.answer(t, a, true) // the 4th probe started: the 3rd was recorded
+	if st := byTarget(p, 0)[ts[0].URL]; st.Healthy || st.Available {
+		t.Fatalf("after 3 bad probes: %+v, want down", st)
+	}
+	for range 20 {
+		var tried upstream.Set
+		i := u.Pick(0, 0, false, &tried)
+		u.Done(0, i, 200, upstream.Success)
+		if i == 0 {
+			t.Fatal("request sent to a target its health checks took down")
+		}
+	}
+
+	// Reload with the same target (and another weight): still down.
+	u2, err := p.Build("orders", healthSpec([]upstream.Target{{URL: ts[0].URL, Weight: 5}, ts[1]}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit([]*upstream.Upstream{u2})
+	if st := byTarget(p, 0)[ts[0].URL]; st.Healthy || st.Weight != 5 {
+		t.Fatalf("after a reload: %+v, want still down, weight 5", st)
+	}
+	pr.answer(t, a, true) // 2nd good in a row, counting the one before the reload
+	pr.answer(t, a, true)
+	if st := byTarget(p, 0)[ts[0].URL]; !st.Healthy {
+		t.Fatalf("after 2 good probes: %+v, want up", st)
+	}
+
+	// Reload without target b: its probe stops.
+	u3, err := p.Build("orders", healthSpec(ts[:1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit([]*upstream.Upstream{u3})
+	if n := p.Probing(); n != 1 {
+		t.Fatalf("%d probes running after dropping a target, want 1", n)
+	}
+	for range 5 {
+		select {
+		case got := <-pr.calls:
+			if got == b {
+				t.Fatalf("dropped target %s still probed", b)
+			}
+			pr.answers <- true
+		case <-time.After(10 * time.Second):
+			t.Fatal("the remaining target is not probed")
+		}
+	}
+	p.Close()
+	if n := p.Probing(); n != 0 {
+		t.Fatalf("%d probes running after Close", n)
+	}
+	goleak.VerifyNone(t)
+}
+
+// TestHealthCheckRemoved: a reload that drops the health check stops the
+// probes and brings a target they had taken down back.
+func TestHealthCheckRemoved(t *testing.T) {
+	pr := newProbes()
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }, Probe: pr.probe})
+	defer p.Close()
+	ts := targets(1)
+	u, _ := p.Build("orders", healthSpec(ts))
+	p.Commit([]*upstream.Upstream{u})
+	for range 3 {
+		pr.answer(t, ts[0].URL+"/healthz", false)
+	}
+	pr.answer(t, ts[0].URL+"/healthz", false)
+	if byTarget(p, 0)[ts[0].URL].Healthy {
+		t.Fatal("not down after 3 bad probes")
+	}
+	u2, _ := p.Build("orders", upstream.Spec{Targets: ts})
+	p.Commit([]*upstream.Upstream{u2})
+	if st := byTarget(p, 0)[ts[0].URL]; !st.Healthy || p.Probing() != 0 {
+		t.Fatalf("health check removed: %+v, %d probes; want healthy, none", st, p.Probing())
+	}
+}
+
+// TestStateKeyedByUpstream: the same URL in two upstreams has two states.
+func TestStateKeyedByUpstream(t *testing.T) {
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }})
+	defer p.Close()
+	pass := &upstream.Passive{ConsecutiveFailures: 1, EjectFor: time.Second, MaxEjectedPercent: 100}
+	a, _ := p.Build("a", upstream.Spec{Targets: targets(1), Passive: pass})
+	b, _ := p.Build("b", upstream.Spec{Targets: targets(1), Passive: pass})
+	p.Commit([]*upstream.Upstream{a, b})
+	pick(a, 0, 0)
+	st := p.Status(0)
+	if !st[0].Targets[0].Ejected || st[1].Targets[0].Ejected {
+		t.Fatalf("ejected in a: %v, in b: %v; want only in a", st[0].Targets[0].Ejected, st[1].Targets[0].Ejected)
+	}
+}

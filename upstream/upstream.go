@@ -1,0 +1,280 @@
+package upstream
+
+import (
+	"math"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Outcome is what an attempt says about its target.
+type Outcome uint8
+
+const (
+	// Success: the target answered (any status but 502, 503 and 504).
+	Success Outcome = iota
+	// Failure: a connect error, timeout or reset, or a 502/503/504 answer.
+	// Failures in a row eject a target (Spec.Passive).
+	Failure
+	// Abandoned: the client left, or sent a broken body; it says nothing
+	// about the target.
+	Abandoned
+)
+
+// FailureStatus reports the statuses that count as a target's failure.
+func FailureStatus(code int) bool { return code == 502 || code == 503 || code == 504 }
+
+// state is one target's live state. It is shared by every snapshot whose
+// upstream of the same name lists the same URL, so health, ejections and
+// counts survive a reload.
+type state struct {
+	upstream, url string
+	u             *url.URL
+
+	inFlight     atomic.Int64
+	down         atomic.Bool  // active checks say down
+	ejectedUntil atomic.Int64 // unavailable while now < ejectedUntil
+
+	mu      sync.Mutex // guards the fields below
+	health  health
+	passive passive
+	stats   counts // cRequests, cErrors, cRetries over the last second
+}
+
+const statsWidth = int64(100 * time.Millisecond)
+
+func newState(upstream, raw string, u *url.URL) *state {
+	s := &state{upstream: upstream, url: raw, u: u, stats: counts{width: statsWidth}}
+	s.ejectedUntil.Store(math.MinInt64)
+	return s
+}
+
+func (s *state) available(now int64) bool {
+	return !s.down.Load() && now >= s.ejectedUntil.Load()
+}
+
+// shared is the live state of an upstream, by name, shared like state.
+type shared struct {
+	budget    *budget
+	ejectMu   sync.Mutex // one ejection decision at a time (maxEjectedPercent)
+	panicking atomic.Bool
+}
+
+// member is a target as one snapshot's upstream uses it.
+type member struct {
+	st     *state
+	weight int64
+	obs    TargetObserver
+}
+
+// Upstream is one upstream of one snapshot: its targets, how it balances
+// and retries. Build it with Pool.Build. It is immutable except for its
+// live state and safe for concurrent use.
+//
+// A request calls Pick once, then Retry for each further attempt, and Done
+// once for every target it got from either. Every method takes now, ns on
+// the Pool's clock; none reads the clock.
+type Upstream struct {
+	name    string
+	members []*member
+	balance Balance
+	rr      smooth
+	ring    *ring // Hash only
+	passive *Passive
+	hc      *HealthCheck
+	retries int
+	share   float64
+	sh      *shared
+	obs     UpstreamObserver
+	log     zerolog.Logger
+}
+
+// Name is the upstream's name.
+func (u *Upstream) Name() string { return u.name }
+
+// Len is the number of targets.
+func (u *Upstream) Len() int { return len(u.members) }
+
+// URL returns target i's URL.
+func (u *Upstream) URL(i int) *url.URL { return u.members[i].st.u }
+
+// Retries is how many times a request may be sent again.
+func (u *Upstream) Retries() int { return u.retries }
+
+// Pick chooses the target of a request's first attempt and marks it in
+// tried (which must be empty). key is the request's hashed hashOn value
+// (HashKey); hasKey false serves a Hash upstream round robin. When no
+// target is available every target is a candidate (panic mode: a wrong
+// health check must not take a service down); that is logged when it
+// starts and ends, and counted per request.
+func (u *Upstream) Pick(now int64, key uint64, hasKey bool, tried *Set) int {
+	if u.retries > 0 {
+		u.sh.budget.request(now)
+	}
+	var cand Set
+	if !u.candidates(now, tried, &cand) {
+		u.panicMode()
+	} else if u.sh.panicking.Load() && u.sh.panicking.CompareAndSwap(true, false) {
+		u.log.Info().Str("upstream", u.name).Msg("upstream out of panic mode: a target is available again")
+	}
+	i := u.choose(&cand, key, hasKey)
+	u.begin(i, tried)
+	return i
+}
+
+// Retry chooses the target of another attempt: an available target not in
+// tried (any target not in tried, when none is available at all), while
+// fewer than Retries retries were made and the retry budget allows one.
+// It returns -1 when the request must not be sent again.
+func (u *Upstream) Retry(now int64, key uint64, hasKey bool, tried *Set) int {
+	var cand Set
+	if !u.retryCandidates(now, tried, &cand) || !u.sh.budget.take(now, u.share) {
+		return -1
+	}
+	i := u.choose(&cand, key, hasKey)
+	u.begin(i, tried)
+	u.obs.Retried()
+	st := u.members[i].st
+	st.mu.Lock()
+	st.stats.add(now, cRetries, 1)
+	st.mu.Unlock()
+	return i
+}
+
+// MayRetry reports whether Retry would find a target now, spending nothing
+// (a forwarder that must decide before an answer arrives whether it would
+// retry it).
+func (u *Upstream) MayRetry(now int64, tried *Set) bool {
+	var cand Set
+	return u.retryCandidates(now, tried, &cand) && u.sh.budget.allows(now, u.share)
+}
+
+// Done settles an attempt on target i (from Pick or Retry): code is the
+// target's status, or 0 when there was none. Failures in a row eject the
+// target (Spec.Passive), within maxEjectedPercent.
+func (u *Upstream) Done(now int64, i int, code int, o Outcome) {
+	m := u.members[i]
+	st := m.st
+	st.inFlight.Add(-1)
+	if code != 0 || o != Abandoned {
+		m.obs.Answered(code)
+	}
+	due := false
+	st.mu.Lock()
+	if o != Abandoned {
+		st.stats.add(now, cRequests, 1)
+	}
+	if o == Failure {
+		st.stats.add(now, cErrors, 1)
+	}
+	if u.passive != nil {
+		switch o {
+		case Failure:
+			due = st.passive.failed(now, u.passive)
+		case Success:
+			st.passive.succeeded(now)
+		}
+	}
+	st.mu.Unlock()
+	if due {
+		u.eject(now, i)
+	}
+}
+
+func (u *Upstream) begin(i int, tried *Set) {
+	tried.Add(i)
+	u.members[i].st.inFlight.Add(1)
+}
+
+// candidates puts the available targets not in tried in cand and reports
+// whether there are any; if not, cand holds every target not in tried.
+func (u *Upstream) candidates(now int64, tried, cand *Set) bool {
+	ok := false
+	for i, m := range u.members {
+		if !tried.Has(i) && m.st.available(now) {
+			cand.Add(i)
+			ok = true
+		}
+	}
+	if !ok {
+		for i := range u.members {
+			if !tried.Has(i) {
+				cand.Add(i)
+			}
+		}
+	}
+	return ok
+}
+
+// retryCandidates: the available targets not yet tried; when no target at
+// all is available (panic mode), every target not yet tried.
+func (u *Upstream) retryCandidates(now int64, tried, cand *Set) bool {
+	if tried.Len() > u.retries {
+		return false
+	}
+	if u.candidates(now, tried, cand) {
+		return true
+	}
+	for _, m := range u.members {
+		if m.st.available(now) {
+			return false // the available ones were tried
+		}
+	}
+	return !cand.Empty()
+}
+
+func (u *Upstream) choose(cand *Set, key uint64, hasKey bool) int {
+	if len(u.members) == 1 {
+		return 0
+	}
+	switch {
+	case u.balance == LeastRequest:
+		return leastRequest(u.members, cand)
+	case u.balance == Hash && hasKey:
+		return u.ring.pick(key, cand)
+	}
+	return u.rr.pick(u.members, cand)
+}
+
+func (u *Upstream) panicMode() {
+	u.obs.Panicked()
+	if !u.sh.panicking.Load() && u.sh.panicking.CompareAndSwap(false, true) {
+		u.log.Warn().Str("upstream", u.name).Int("targets", len(u.members)).
+			Msg("upstream in panic mode: no target is available, so every target gets traffic")
+	}
+}
+
+// eject ejects target i unless that would eject more than
+// maxEjectedPercent of the targets; its failures stay counted, so the next
+// failure tries again.
+func (u *Upstream) eject(now int64, i int) {
+	u.sh.ejectMu.Lock()
+	defer u.sh.ejectMu.Unlock()
+	st := u.members[i].st
+	if now < st.ejectedUntil.Load() {
+		return
+	}
+	ejected := 0
+	for _, m := range u.members {
+		if now < m.st.ejectedUntil.Load() {
+			ejected++
+		}
+	}
+	if (ejected+1)*100 > u.passive.MaxEjectedPercent*len(u.members) {
+		if e := u.log.Debug(); e.Enabled() {
+			e.Str("upstream", u.name).Str("target", st.url).Int("ejected", ejected).
+				Msg("upstream target not ejected: maxEjectedPercent reached")
+		}
+		return
+	}
+	st.mu.Lock()
+	until := st.passive.eject(now, u.passive)
+	st.mu.Unlock()
+	st.ejectedUntil.Store(until)
+	u.members[i].obs.Ejected()
+	u.log.Warn().Str("upstream", u.name).Str("target", st.url).Dur("for", time.Duration(until-now)).
+		Msg("upstream target ejected after failures in a row")
+}
