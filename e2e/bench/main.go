@@ -2,6 +2,7 @@
 // httputil.ReverseProxy and nginx with limit_req, interleaved in one run:
 //
 //	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536] [-fasthttp-floor] [-fasthttp-front]
+//	go run ./e2e/bench -edge [...]   # TLS: HTTPS/1.1 (wrk) and h2 (h2load) vs nginx ssl+http2; see edge.go
 //
 // Each proxy (sluice with the fast path, sluice with the standard path —
 // both with a never-blocking qps rule and a never-blocking hot-param rule —,
@@ -99,6 +100,7 @@ type options struct {
 	useNginx bool
 	fhFloor  bool
 	fhFront  bool
+	edge     bool
 	deadline time.Duration
 }
 
@@ -116,6 +118,7 @@ func run() error {
 	flag.BoolVar(&o.useNginx, "nginx", true, "include nginx when installed")
 	flag.BoolVar(&o.fhFloor, "fasthttp-floor", false, "also measure the floor with a fasthttp server")
 	flag.BoolVar(&o.fhFront, "fasthttp-front", false, "also measure sluice's Gateway behind a fasthttp server (an experiment, see fasthttp_front.go)")
+	flag.BoolVar(&o.edge, "edge", false, "measure the TLS edge instead: sluice vs nginx (ssl, http2, limit_req) over HTTPS/1.1 with wrk and h2 with h2load")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
@@ -156,7 +159,11 @@ func run() error {
 	if nginx != "" {
 		targets = append(targets, "nginx-limit_req")
 	}
-	plan := time.Duration(o.rounds*len(o.sizes)*len(targets)) * (o.duration + o.warmup + 500*time.Millisecond)
+	runs := len(targets)
+	if o.edge {
+		runs = 4 // two targets under two clients
+	}
+	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)
 	if o.deadline == 0 {
 		o.deadline = plan + 2*time.Minute
 	}
@@ -197,6 +204,10 @@ func run() error {
 	upURL := "http://" + upAddr
 	if err := waitHTTP(ctx, upURL+"/b/100", 100); err != nil {
 		return fmt.Errorf("upstream: %w", err)
+	}
+
+	if o.edge {
+		return runEdge(ctx, o, procs, dir, sluice, upAddr, wrk, nginx)
 	}
 
 	pids := map[string]int{}
