@@ -70,6 +70,12 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 				r.log.Warn().Str(c.name, c.now).Msg(c.name + " changed in the rules file: it takes effect at restart")
 			}
 		}
+		was := edgeSettings(p)
+		for i, c := range edgeSettings(cfg) {
+			if c.value != was[i].value {
+				r.log.Warn().Str(c.name, c.value).Msg(c.name + " changed in the rules file: it takes effect at restart")
+			}
+		}
 	}
 	r.lastError, r.loadedAt = "", t
 	r.metrics.Reload(true, t)

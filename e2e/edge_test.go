@@ -472,3 +472,58 @@ routes:
 		t.Fatalf("echo %q, %v", got, err)
 	}
 }
+
+// TestEdgeReloadWarnsTLSSettings: the listeners are opened at start, so a
+// reload that changes tls.* or http2.* warns, naming each setting, and the
+// listener keeps serving as it started.
+func TestEdgeReloadWarnsTLSSettings(t *testing.T) {
+	ca := testcert.NewCA(t, "e2e CA")
+	dir := t.TempDir()
+	edgePair(t, ca, dir, "a", "a.test")
+	edgePair(t, ca, dir, "b", "b.test")
+	up := echoUpstream(t)
+	rules := func(tlsExtra, http2 string) string {
+		return fmt.Sprintf(`
+tls:
+  listen: "127.0.0.1:0"
+  certificates: [{ certFile: a.crt, keyFile: a.key }%s]
+%s
+upstreams:
+  up: { targets: [%q] }
+routes:
+  - { path: /*, upstream: up }
+`, tlsExtra, http2, up.URL)
+	}
+	g := startEdge(t, dir, rules("", ""))
+	g.writeRules(rules(`, { certFile: b.crt, keyFile: b.key }]
+  minVersion: "1.3"
+  redirectHttp: true
+  clientCAFile: a.crt
+  listen2: [`, ""))
+	// That file is invalid (listen2): nothing changes and nothing warns.
+	g.waitLog("reload failed", 5*time.Second)
+	g.writeRules(strings.Replace(rules(`, { certFile: b.crt, keyFile: b.key }`, "http2: { tls: false, h2c: true }"),
+		"certificates:", "minVersion: \"1.3\"\n  redirectHttp: true\n  certificates:", 1))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(g.logs.events("rules loaded")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range []string{"tls.certificates", "tls.minVersion", "tls.redirectHttp", "http2.tls", "http2.h2c"} {
+		if len(g.logs.events(s+" changed in the rules file: it takes effect at restart")) != 1 {
+			t.Errorf("no warning for %s:\n%s", s, g.logs)
+		}
+	}
+	for _, s := range []string{"tls.listen", "tls.clientCAFile"} {
+		if len(g.logs.events(s+" changed")) != 0 {
+			t.Errorf("a warning for %s, which did not change", s)
+		}
+	}
+	// Still h2 with TLS 1.2 allowed, and no redirect on the plain listener.
+	resp, _, err := newClient("h2", ca.Pool(), "a.test").do(t, "GET", "https://"+g.TLSAddr+"/x", "")
+	if err != nil || resp.ProtoMajor != 2 {
+		t.Errorf("after the reload, h2 on the TLS listener: %v %v", resp, err)
+	}
+	if resp, _, err := newClient("h1", nil, "").do(t, "GET", g.URL+"/x", ""); err != nil || resp.StatusCode != 200 {
+		t.Errorf("after the reload, the plain listener: %v %v, want 200 (no redirect until a restart)", resp, err)
+	}
+}
