@@ -67,6 +67,11 @@ func (d *decoder) result() Errors {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
+// shorthand is a mapping type that may also be written as one scalar (a
+// target: its URL, or {url, weight}); the mapping form is decoded field by
+// field like any struct, with lines.
+type shorthand interface{ fromScalar(string) }
+
 // decode stores n into v (addressable), recording the line of every path.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n != nil && n.Kind == yaml.AliasNode {
@@ -80,6 +85,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		return // an explicit null leaves the zero value, as if absent
 	}
 	d.set[path] = true
+	if n.Kind == yaml.ScalarNode && v.CanAddr() {
+		if s, ok := v.Addr().Interface().(shorthand); ok {
+			s.fromScalar(n.Value)
+			return
+		}
+	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
 			d.fail(n.Line, path, strings.TrimPrefix(err.Error(), "config: "))

@@ -59,12 +59,6 @@ func (c *checker) applyDefaults() {
 	if !c.has("log.format") {
 		cfg.Log.Format = DefaultLogFormat
 	}
-	for name, u := range cfg.Upstreams {
-		if !c.has("upstreams." + name + ".timeout") {
-			u.Timeout = Duration(DefaultUpstreamTimeout)
-			cfg.Upstreams[name] = u
-		}
-	}
 	for i := range cfg.Routes {
 		r, p := &cfg.Routes[i], idx("routes", i)
 		r.Line = c.lines[p]

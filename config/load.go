@@ -124,6 +124,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		c := &checker{decoder: d, cfg: cfg}
 		c.applyDefaults()
 		c.applyEdgeDefaults()
+		c.applyUpstreamDefaults()
 		c.validate()
 		c.validateEdge()
 	}

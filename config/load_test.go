@@ -30,8 +30,8 @@ func TestLoadFull(t *testing.T) {
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
 		Upstreams: map[string]config.Upstream{
-			"orders": {Targets: []string{"http://127.0.0.1:9001", "https://orders.internal:9002"}, Timeout: config.Duration(5 * time.Second)},
-			"users":  {Targets: []string{"http://127.0.0.1:9003"}, Timeout: config.Duration(30 * time.Second)},
+			"orders": upstreamDefaults(config.Duration(5*time.Second), "http://127.0.0.1:9001", "https://orders.internal:9002"),
+			"users":  upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9003"),
 		},
 		Routes: []config.Route{
 			{Path: "/order/{orderId}", Methods: []string{"GET", "POST"}, Upstream: "orders", Resource: "get-order", Entrance: "web",
@@ -91,7 +91,7 @@ func TestLoadDefaults(t *testing.T) {
 		Listen:    config.DefaultListen,
 		Admin:     config.Admin{Listen: ptr(config.DefaultAdminListen)},
 		Log:       config.Log{Level: "info", Format: "json"},
-		Upstreams: map[string]config.Upstream{"app": {Targets: []string{"http://127.0.0.1:9001"}, Timeout: config.Duration(30 * time.Second)}},
+		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
 			AcquireCount: 1, Forwarder: "auto", Line: 5}},
 		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",

@@ -49,10 +49,20 @@ type OriginConfig struct {
 	Strip bool `yaml:"strip" json:"strip"`
 }
 
-// Upstream is a set of targets served round robin.
+// Upstream is a set of targets and how requests are spread over them,
+// checked and retried (docs/upstreams.md).
 type Upstream struct {
-	Targets []string `yaml:"targets" json:"targets"`
-	Timeout Duration `yaml:"timeout" json:"timeout"`
+	Targets        []Target `yaml:"targets" json:"targets"`
+	Timeout        Duration `yaml:"timeout" json:"timeout"`
+	ConnectTimeout Duration `yaml:"connectTimeout" json:"connectTimeout"`
+	// Balance is roundRobin, leastRequest or hash (on HashOn).
+	Balance string `yaml:"balance" json:"balance"`
+	HashOn  Source `yaml:"hashOn" json:"hashOn"`
+	// HealthCheck and Passive are nil when the file has none.
+	HealthCheck *HealthCheck `yaml:"healthCheck" json:"healthCheck"`
+	Passive     *Passive     `yaml:"passive" json:"passive"`
+	Retries     int          `yaml:"retries" json:"retries"`
+	RetryBudget float64      `yaml:"retryBudget" json:"retryBudget"`
 	// Protocol is how sluice speaks to the targets: http1, h2c or h2;
 	// "" is http1 (see Proto).
 	Protocol string `yaml:"protocol" json:"protocol"`

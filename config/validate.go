@@ -156,28 +156,6 @@ func (c *checker) listenAddr(path, addr string, emptyOK bool) {
 	}
 }
 
-func (c *checker) upstreams() {
-	names := make([]string, 0, len(c.cfg.Upstreams))
-	for n := range c.cfg.Upstreams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		u, p := c.cfg.Upstreams[n], "upstreams."+n
-		if len(u.Targets) == 0 {
-			c.add(p+".targets", "at least one target is required")
-		}
-		for i, t := range u.Targets {
-			if msg := checkTarget(t); msg != "" {
-				c.add(idx(p+".targets", i), "%s", msg)
-			}
-		}
-		if u.Timeout <= 0 {
-			c.add(p+".timeout", "must be > 0, got %s", u.Timeout)
-		}
-	}
-}
-
 func checkTarget(t string) string {
 	u, err := url.Parse(t)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

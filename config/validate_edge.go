@@ -66,8 +66,8 @@ func (c *checker) validateEdge() {
 			want = "https"
 		}
 		for i, t := range u.Targets {
-			if scheme, _, ok := strings.Cut(t, "://"); ok && scheme != want && checkTarget(t) == "" {
-				c.add(idx(p+".targets", i), "must be an %s:// URL with protocol %s, got %s", want, u.Protocol, quote(t))
+			if scheme, _, ok := strings.Cut(t.URL, "://"); ok && scheme != want && checkTarget(t.URL) == "" {
+				c.add(idx(p+".targets", i), "must be an %s:// URL with protocol %s, got %s", want, u.Protocol, quote(t.URL))
 			}
 		}
 	}

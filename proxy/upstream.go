@@ -28,9 +28,9 @@ func newUpstream(name string, u config.Upstream) (*upstream, error) {
 		up.timeout = 30 * time.Second
 	}
 	for _, t := range u.Targets {
-		p, err := url.Parse(t)
+		p, err := url.Parse(t.URL)
 		if err != nil {
-			return nil, fmt.Errorf("proxy: upstream %s: target %q: %w", name, t, err)
+			return nil, fmt.Errorf("proxy: upstream %s: target %q: %w", name, t.URL, err)
 		}
 		up.targets = append(up.targets, p)
 	}
