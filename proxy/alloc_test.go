@@ -1,9 +1,15 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/proxy"
 )
 
 // TestFastPathAllocations bounds the allocations of one request served
@@ -17,22 +23,30 @@ func TestFastPathAllocations(t *testing.T) {
 	}
 	up := startRawUpstream(t, 100)
 	g := benchGateway(t, up, "fast")
-	req := httptest.NewRequest("GET", "/item/42?x=1", nil)
+	const limit = 8
+	if n, w := allocsPerRequest(g, benchRequest("/item/42?x=1")); n > limit || w.status != 200 || w.n != 100 {
+		t.Errorf("fast path: %.1f allocations per request (status %d with %d bytes), want <= %d", n, w.status, w.n, limit)
+	}
+}
+
+func benchRequest(target string) *http.Request {
+	req := httptest.NewRequest("GET", target, nil)
 	req.RemoteAddr = "127.0.0.1:50000"
-	w := &discardWriter{h: http.Header{}}
+	return req
+}
+
+// allocsPerRequest serves req through g once to warm the pools, the
+// connection and any tracked value, then counts the allocations of one
+// request. w holds the last response.
+func allocsPerRequest(g http.Handler, req *http.Request) (allocs float64, w *discardWriter) {
+	w = &discardWriter{h: http.Header{}}
 	serve := func() {
 		clear(w.h)
 		w.status, w.n = 0, 0
 		g.ServeHTTP(w, req)
 	}
-	serve() // warm the pools and the connection
-	const limit = 8
-	if n := testing.AllocsPerRun(200, serve); n > limit {
-		t.Errorf("fast path: %.1f allocations per request, want <= %d", n, limit)
-	}
-	if w.status != 200 || w.n != 100 {
-		t.Fatalf("status %d with %d bytes", w.status, w.n)
-	}
+	serve()
+	return testing.AllocsPerRun(200, serve), w
 }
 
 // TestHostRoutingAllocations: matching the Host (port, case and trailing
@@ -43,23 +57,75 @@ func TestHostRoutingAllocations(t *testing.T) {
 	}
 	up := startRawUpstream(t, 100)
 	g := benchHostGateway(t, up)
-	req := httptest.NewRequest("GET", "/item/42?x=1", nil)
-	req.RemoteAddr = "127.0.0.1:50000"
-	w := &discardWriter{h: http.Header{}}
+	req := benchRequest("/item/42?x=1")
 	for _, host := range []string{"Shop.Example.COM.:8443", "a.b.Example.com", "nohost.test"} {
 		req.Host = host
-		serve := func() {
-			clear(w.h)
-			w.status, w.n = 0, 0
-			g.ServeHTTP(w, req)
-		}
-		serve()
 		const limit = 8
-		if n := testing.AllocsPerRun(200, serve); n > limit {
-			t.Errorf("Host %q: %.1f allocations per request, want <= %d", host, n, limit)
+		if n, w := allocsPerRequest(g, req); n > limit || w.status != 200 || w.n != 100 {
+			t.Errorf("Host %q: %.1f allocations per request (status %d with %d bytes), want <= %d", host, n, w.status, w.n, limit)
 		}
-		if w.status != 200 || w.n != 100 {
-			t.Fatalf("Host %q: status %d with %d bytes", host, w.status, w.n)
+	}
+}
+
+// TestGuardsAllocateNothing serves the same request on the fast path with
+// no rules (the system and flow guards run with nothing to check) and with
+// every guard busy (system, flow qps and concurrency, param, degrade): the
+// checks, the loop that runs them and the tokens they hold add no
+// allocation. RateLimit headers are off, so that both serve the same
+// response.
+func TestGuardsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	up := startRawUpstream(t, 100)
+	const base = `
+blockResponse:
+  rateLimitHeaders: false
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /item/{id}
+    upstream: up
+    resource: item
+    forwarder: fast
+`
+	guarded := base + `
+system:
+  maxQps: 1000000000
+  maxConcurrency: 1000000
+flowRules:
+  - resource: item
+    count: 1000000000
+  - resource: item
+    grade: concurrency
+    count: 1000000
+paramRules:
+  - resource: item
+    param: path:id
+    count: 1000000000
+degradeRules:
+  - resource: item
+    strategy: errorRatio
+    threshold: 0.5
+    retryTimeoutMs: 1000
+`
+	allocs := func(rules string) float64 {
+		cfg, err := config.Parse("allocs.yaml", []byte(fmt.Sprintf(rules, up)))
+		if err != nil {
+			t.Fatal(err)
 		}
+		g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+		if err := g.Load(cfg); err != nil {
+			t.Fatal(err)
+		}
+		n, w := allocsPerRequest(g, benchRequest("/item/42"))
+		if w.status != 200 {
+			t.Fatalf("status %d", w.status)
+		}
+		return n
+	}
+	if bare, all := allocs(base), allocs(guarded); all > bare {
+		t.Errorf("every guard on the route: %.1f allocations per request, without rules %.1f: the checks allocate", all, bare)
 	}
 }

@@ -80,7 +80,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 		ex.WriteHeader(status)
 		_, _ = ex.Write(rt.blocked.body[v.Reason])
 	}
-	elapsed := time.Duration(s.clock() - start)
+	elapsed := time.Duration(s.clock.Now() - start)
 	rt.obs.Block(v.Reason.String(), elapsed)
 	if e := s.log.Debug(); e.Enabled() {
 		e.Str("resource", rt.resource).Str("origin", origin).Str("reason", v.Reason.String()).

@@ -27,6 +27,7 @@ type exchange struct {
 	failed     bool // transport failure or timeout
 	clientGone bool
 	body       *clientBody // the request body as forwarded; nil: none
+	call       call        // what the route's guards know and hold of the request
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with

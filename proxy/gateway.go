@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -51,10 +52,41 @@ type Deps struct {
 	OnCircuit func(resource string, from, to circuit.State)
 	// Transport overrides the standard forwarder's upstream transport (tests).
 	Transport http.RoundTripper
+	// Clock is the time every guard is given and throttle waits are spent
+	// on; nil: the monotonic clock (Now is ns since New) and real waits.
+	// Tests pass a synthetic one, to drive windows, queues and breakers
+	// through HTTP without sleeping.
+	Clock Clock
 	// Forwarder, when set (auto | standard | fast), overrides every route's
 	// `forwarder:`. Empty: the SLUICE_FORWARDER environment variable, read
 	// once by New; empty too: each route's own setting.
 	Forwarder string
+}
+
+// Clock is the gateway's time. Now is ns on a monotonic timeline of any
+// origin; Sleep waits d (a throttle rule's queue) unless ctx ends first,
+// and reports whether d passed. Implementations must be safe for concurrent
+// use and should not allocate.
+type Clock interface {
+	Now() int64
+	Sleep(ctx context.Context, d time.Duration) bool
+}
+
+// monotonic is the production Clock: time since base on the monotonic
+// clock, and real waits.
+type monotonic struct{ base time.Time }
+
+func (m monotonic) Now() int64 { return int64(time.Since(m.base)) }
+
+func (monotonic) Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Gateway is the http.Handler of the traffic listener. Safe for concurrent
@@ -65,7 +97,7 @@ type Gateway struct {
 	transport http.RoundTripper
 	h2c, h2   *http.Transport // upstreams with protocol h2c and h2
 	pool      exchangePool
-	base      time.Time
+	clock     Clock
 
 	loadMu        sync.Mutex
 	forwarder     string // the override in force ("" = none)
@@ -78,7 +110,10 @@ type Gateway struct {
 
 // New returns a gateway with no rules loaded: it answers 503 until Load.
 func New(deps Deps) *Gateway {
-	g := &Gateway{deps: deps, base: time.Now()}
+	g := &Gateway{deps: deps, clock: deps.Clock}
+	if g.clock == nil {
+		g.clock = monotonic{base: time.Now()}
+	}
 	if g.deps.Observer == nil {
 		g.deps.Observer = func(string) Observer { return nopObserver{} }
 	}
@@ -99,9 +134,9 @@ func New(deps Deps) *Gateway {
 	return g
 }
 
-// Now is the monotonic time every guard is given: ns since New. Callers
-// reading statistics (Flow.Stats) must use this clock.
-func (g *Gateway) Now() int64 { return int64(time.Since(g.base)) }
+// Now is the time every guard is given (Deps.Clock; by default ns since
+// New). Callers reading statistics (Flow.Stats) must use this clock.
+func (g *Gateway) Now() int64 { return g.clock.Now() }
 
 // Current returns the snapshot in force (nil before the first Load).
 func (g *Gateway) Current() *Snapshot { return g.cur.Load() }

@@ -27,7 +27,7 @@ type Snapshot struct {
 	originSrc        config.Source
 	rateLimitHeaders bool
 	accessLog        bool
-	clock            func() int64
+	clock            Clock
 	pool             *exchangePool
 	log              zerolog.Logger
 }
@@ -67,7 +67,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		originSrc:        cfg.Origin.From,
 		rateLimitHeaders: cfg.BlockResponse.Headers(),
 		accessLog:        cfg.Log.Access,
-		clock:            g.Now,
+		clock:            g.clock,
 		pool:             &g.pool,
 		log:              g.deps.Log,
 	}
@@ -160,9 +160,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route,
 		n:           n,
 		upstream:    up,
 		stripPrefix: rc.StripPrefix,
-		flow:        s.Flow.Checker(res, entrance),
-		params:      s.Params.For(res),
-		breakers:    s.Breakers.For(res),
+		guards:      newGuards(s.System, s.Flow.Checker(res, entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
 	}
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {

@@ -1,0 +1,199 @@
+package proxy
+
+import (
+	"time"
+
+	"sluice/hotparam"
+	"sluice/limiter"
+	"sluice/limiter/circuit"
+	"sluice/limiter/system"
+)
+
+// guard is one check that the calls of a route meet. A route holds its
+// guards in a fixed array, in the order of docs/rules.md "Combining rules"
+// (system, flow, param, degrade), and route.serve runs them in a loop: the
+// first block decides, and the guards already passed give back what they
+// took.
+//
+// enter decides a call at now. A call that passes holds the returned token
+// until exit (it was forwarded) or cancel (it was not: a later guard blocked
+// it, or its client left). The token points into c, where each guard keeps
+// what a passed call holds, so that a check allocates nothing.
+type guard interface {
+	enter(now int64, c *call) (token, limiter.Verdict)
+	// refused is told of a call that an earlier guard blocked, so that
+	// every guard sees each call once: the flow guard counts it as a block
+	// in the resource's statistics.
+	refused(now int64, c *call)
+}
+
+// token is what one guard holds for one passed call; end it once.
+type token interface {
+	exit(now int64, o outcome)
+	// cancel: reason is the guard that stopped the call (ReasonNone: the
+	// client went away).
+	cancel(now int64, reason limiter.Reason)
+}
+
+// outcome is how a forwarded call ended.
+type outcome struct {
+	rt     time.Duration
+	failed bool // upstream 5xx, transport failure or timeout
+	// abandoned: the client left before any answer, which says nothing
+	// about the upstream's health, so a breaker neither counts it as a
+	// success nor spends its probe on it, and the adaptive system check
+	// does not count it as capacity.
+	abandoned bool
+}
+
+const maxGuards = 4
+
+// guards are one route's guards, in order.
+type guards struct {
+	list [maxGuards]guard
+	n    int
+}
+
+func (gs *guards) add(g guard) {
+	gs.list[gs.n] = g
+	gs.n++
+}
+
+// newGuards builds a route's guards; a resource without param or degrade
+// rules has no such guard, and costs nothing for it.
+func newGuards(sys *system.Guard, flow *limiter.Checker, params *hotparam.Checker, breakers *circuit.Breakers) guards {
+	var gs guards
+	gs.add(systemGuard{sys})
+	gs.add(flowGuard{flow})
+	if params != nil {
+		gs.add(paramGuard{params})
+	}
+	if breakers != nil {
+		gs.add(degradeGuard{breakers})
+	}
+	return gs
+}
+
+// call is one request as the guards see it, and what each guard holds for
+// it once passed. It lives in the pooled exchange and is owned by one
+// request.
+type call struct {
+	origin string
+	n      int64 // acquireCount
+	values hotparam.Values
+
+	held  [maxGuards]token // the tokens of the guards passed, in order
+	nheld int
+
+	sys   system.Token
+	flow  limiter.Token
+	param hotparam.Token
+	cb    circuit.Token
+}
+
+func (c *call) hold(t token) {
+	c.held[c.nheld] = t
+	c.nheld++
+}
+
+// cancel gives back, latest first, what the guards passed took for a call
+// that is not forwarded.
+func (c *call) cancel(now int64, reason limiter.Reason) {
+	for i := c.nheld - 1; i >= 0; i-- {
+		c.held[i].cancel(now, reason)
+	}
+	c.nheld = 0
+}
+
+// exit settles a forwarded call with every guard it passed, latest first.
+func (c *call) exit(now int64, o outcome) {
+	for i := c.nheld - 1; i >= 0; i-- {
+		c.held[i].exit(now, o)
+	}
+	c.nheld = 0
+}
+
+// The four guards adapt their packages, which know nothing of proxy, to the
+// one shape. Each is one pointer, so held in an interface it allocates
+// nothing; each token type is its package's Token, so &c.<field> converts
+// to it in place.
+var (
+	_ guard = systemGuard{}
+	_ guard = flowGuard{}
+	_ guard = paramGuard{}
+	_ guard = degradeGuard{}
+)
+
+type systemGuard struct{ g *system.Guard }
+
+func (s systemGuard) enter(now int64, c *call) (token, limiter.Verdict) {
+	var v limiter.Verdict
+	c.sys, v = s.g.Enter(now)
+	return (*systemToken)(&c.sys), v
+}
+
+func (systemGuard) refused(int64, *call) {}
+
+type systemToken system.Token
+
+func (t *systemToken) exit(now int64, o outcome) {
+	(*system.Token)(t).Exit(now, o.failed || o.abandoned)
+}
+
+func (t *systemToken) cancel(now int64, _ limiter.Reason) { (*system.Token)(t).Cancel(now) }
+
+type flowGuard struct{ c *limiter.Checker }
+
+func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
+	var v limiter.Verdict
+	c.flow, v = f.c.Enter(now, c.origin, c.n)
+	return (*flowToken)(&c.flow), v
+}
+
+func (f flowGuard) refused(now int64, c *call) { f.c.Block(now, c.origin, c.n) }
+
+type flowToken limiter.Token
+
+func (t *flowToken) exit(now int64, o outcome) { (*limiter.Token)(t).Exit(now, o.failed) }
+
+func (t *flowToken) cancel(now int64, reason limiter.Reason) {
+	(*limiter.Token)(t).Cancel(now, reason)
+}
+
+type paramGuard struct{ c *hotparam.Checker }
+
+func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
+	var v limiter.Verdict
+	c.param, v = p.c.Enter(now, c.values, c.n)
+	return (*paramToken)(&c.param), v
+}
+
+func (paramGuard) refused(int64, *call) {}
+
+type paramToken hotparam.Token
+
+func (t *paramToken) exit(now int64, _ outcome) { (*hotparam.Token)(t).Exit(now) }
+
+func (t *paramToken) cancel(now int64, _ limiter.Reason) { (*hotparam.Token)(t).Cancel(now) }
+
+type degradeGuard struct{ b *circuit.Breakers }
+
+func (d degradeGuard) enter(now int64, c *call) (token, limiter.Verdict) {
+	var v limiter.Verdict
+	c.cb, v = d.b.Enter(now)
+	return (*degradeToken)(&c.cb), v
+}
+
+func (degradeGuard) refused(int64, *call) {}
+
+type degradeToken circuit.Token
+
+func (t *degradeToken) exit(now int64, o outcome) {
+	if o.abandoned {
+		(*circuit.Token)(t).Abandon(now, o.rt)
+	} else {
+		(*circuit.Token)(t).Exit(now, o.rt, o.failed)
+	}
+}
+
+func (t *degradeToken) cancel(now int64, _ limiter.Reason) { (*circuit.Token)(t).Cancel(now) }
