@@ -339,7 +339,8 @@ routes:
 
 // TestEdgeHTTP2StreamsAreRequests: 20 streams at once on one HTTP/2
 // connection, against a rule of count 5, give exactly 5 passes, over h2
-// (TLS) and h2c alike; the blocked ones carry the usual headers.
+// (TLS) and h2c alike; the blocked ones carry the usual headers; the
+// passed ones go upstream over HTTP/1.1 on the fast path.
 func TestEdgeHTTP2StreamsAreRequests(t *testing.T) {
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
@@ -351,6 +352,7 @@ tls:
   certificates: [{ certFile: shop.crt, keyFile: shop.key }]
 http2:
   h2c: true
+log: { access: true }
 upstreams:
   up: { targets: [%q] }
 routes:
@@ -406,6 +408,21 @@ flowRules:
 			t.Errorf("%s: the client opened %d connections, want 1", c.name, n)
 		}
 	}
+	// The client's protocol does not choose the upstream's: h2 streams
+	// went upstream over HTTP/1.1, on the fast path as auto picks it.
+	want := fwdExpect("fast", false)
+	eventually(t, "the passes' access log", func() string {
+		got := map[string]int{}
+		for _, ev := range g.logs.events("access") {
+			if ev["decision"] == "pass" && ev["forwarder"] == want {
+				got[ev["path"].(string)]++
+			}
+		}
+		if got["/tls"] != 5 || got["/h2c"] != 5 {
+			return fmt.Sprintf("passes on the %s path: %v, want 5 for /tls and /h2c", want, got)
+		}
+		return ""
+	})
 	_, body := get(t, g.AdminURL+"/metrics")
 	for _, s := range []string{`sluice_requests_total{resource="tls",result="pass"} 5`, `sluice_requests_total{resource="h2c",result="block"} 15`} {
 		if !strings.Contains(body, s) {
