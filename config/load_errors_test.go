@@ -129,6 +129,17 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/concurrency_throttle.yaml:10: flowRules[0].count: must be a whole number for grade concurrency, got 2.5",
 			"testdata/concurrency_throttle.yaml:11: flowRules[0].controlBehavior: must be reject with grade concurrency, got \"throttle\"",
 		}},
+		{"count_limits.yaml", []string{
+			"testdata/count_limits.yaml:8: routes[0].acquireCount: must be <= 2147483648 (2^31), got 2147483649",
+			"testdata/count_limits.yaml:12: flowRules[0].count: must be <= 2147483648 (2^31), got 3000000000",
+			"testdata/count_limits.yaml:14: flowRules[1].count: must be <= 2147483648 (2^31), got 1e+300",
+			"testdata/count_limits.yaml:19: paramRules[0].count: must be <= 2147483648 (2^31), got 10000000000000000000",
+			"testdata/count_limits.yaml:20: paramRules[0].burstCount: must be <= 2147483648 (2^31), got 4294967296",
+			"testdata/count_limits.yaml:22: paramRules[0].items[0].count: must be <= 2147483648 (2^31), got 10000000000000000000",
+		}},
+		{"degrade_per_resource.yaml", []string{
+			"testdata/degrade_per_resource.yaml:137: degradeRules[128].resource: resource \"a\" has more than 64 degrade rules (the most one resource may have)",
+		}},
 		{"degrade_threshold.yaml", []string{
 			"testdata/degrade_threshold.yaml:8: degradeRules[0].maxAllowedRtMs: must be > 0 with strategy slowRatio, got 0",
 			"testdata/degrade_threshold.yaml:10: degradeRules[0].threshold: must be a ratio in (0, 1] with strategy slowRatio, got 1.5",
@@ -140,6 +151,15 @@ func TestLoadErrors(t *testing.T) {
 		}},
 		{"duplicate_route.yaml", []string{
 			"testdata/duplicate_route.yaml:8: routes[1].path: duplicate route: POST /order/{orderId} is already served by routes[0] (line 5)",
+		}},
+		{"duration_limits.yaml", []string{
+			"testdata/duration_limits.yaml:12: flowRules[0].warmUpPeriodSec: must be <= 31536000 (one year), got 31536001",
+			"testdata/duration_limits.yaml:13: flowRules[0].maxQueueingTimeMs: must be <= 31536000000 (one year), got 9223372036854775807",
+			"testdata/duration_limits.yaml:18: paramRules[0].durationSec: must be <= 31536000 (one year), got 9223372037",
+			"testdata/duration_limits.yaml:20: paramRules[0].maxQueueingTimeMs: must be <= 31536000000 (one year), got 31536000001",
+			"testdata/duration_limits.yaml:24: degradeRules[0].maxAllowedRtMs: must be <= 31536000000 (one year), got 9300000000000",
+			"testdata/duration_limits.yaml:26: degradeRules[0].retryTimeoutMs: must be <= 31536000000 (one year), got 9223372036854775807",
+			"testdata/duration_limits.yaml:28: system.maxAvgRtMs: must be <= 31536000000 (one year), got 9300000000000",
 		}},
 		{"empty.yaml", []string{
 			"testdata/empty.yaml: file is empty",
@@ -187,8 +207,26 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/param_concurrency.yaml:11: paramRules[0].count: must be a whole number for grade concurrency, got 1.5",
 			"testdata/param_concurrency.yaml:14: paramRules[0].items[1].count: must be a whole number for grade concurrency, got 0.5",
 		}},
+		{"param_zero_count.yaml", []string{
+			"testdata/param_zero_count.yaml:11: paramRules[0].count: must be > 0, got 0",
+		}},
+		{"qps_count_too_large.yaml", []string{
+			"testdata/qps_count_too_large.yaml:9: flowRules[0].count: must be <= 2147483648 (2^31), got 3000000000",
+		}},
+		{"redis_options.yaml", []string{
+			"testdata/redis_options.yaml:8: cluster.redis: must not have a query or fragment (sluice sets the connection options itself), got \"redis://sluice:xxxxx@127.0.0.1:6379/0?pool_size=abc\"",
+		}},
+		{"redis_port.yaml", []string{
+			"testdata/redis_port.yaml:8: cluster.redis: the port must be a number in 1..65535, got \"redis://sluice:xxxxx@127.0.0.1:99999/0\"",
+		}},
 		{"relate_unknown.yaml", []string{
 			"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",
+		}},
+		{"template_per_reason.yaml", []string{
+			"testdata/template_per_reason.yaml:8: blockResponse.body: template fails for resource \"/api\" and reason \"system\": body:1:28: executing \"body\" at <index .Resource 9>: error calling index: index out of range: 9",
+		}},
+		{"template_per_resource.yaml", []string{
+			"testdata/template_per_resource.yaml:11: blockResponse.body: template fails for resource \"/a\" and reason \"flow\": body:1:12: executing \"body\" at <slice .Resource 3>: error calling slice: index out of range: 3",
 		}},
 		{"tls_no_certificates.yaml", []string{
 			"testdata/tls_no_certificates.yaml:2: tls.certificates: at least one certificate is required with tls.listen ({certFile, keyFile})",

@@ -64,7 +64,12 @@ func checkPattern(p string) (params []string, norm string, msg string) {
 				return nil, "", "parameter " + seg + " has an empty regexp"
 			}
 			if isRe {
-				if _, err := regexp.Compile(re); err != nil {
+				// chi compiles the regexp anchored; the message shows it as written.
+				_, err := regexp.Compile(re)
+				if err == nil {
+					_, err = regexp.Compile(anchored(re))
+				}
+				if err != nil {
 					return nil, "", "parameter {" + name + "}: invalid regexp: " + strings.TrimPrefix(err.Error(), "error parsing regexp: ")
 				}
 			}
@@ -81,4 +86,16 @@ func checkPattern(p string) (params []string, norm string, msg string) {
 		}
 	}
 	return params, b.String(), ""
+}
+
+// anchored is a parameter's regexp as chi compiles it: anchored at both ends
+// unless it already is.
+func anchored(re string) string {
+	if re[0] != '^' {
+		re = "^" + re
+	}
+	if re[len(re)-1] != '$' {
+		re += "$"
+	}
+	return re
 }

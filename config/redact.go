@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"net/url"
+	"strings"
 )
 
 // MarshalJSON hides the Redis password: the rules in force are served on the
@@ -10,11 +11,31 @@ import (
 func (c Cluster) MarshalJSON() ([]byte, error) {
 	type plain Cluster
 	p := plain(c)
-	if u, err := url.Parse(p.Redis); err == nil && u.User != nil {
+	p.Redis = c.RedisRedacted()
+	return json.Marshal(p)
+}
+
+// RedisRedacted is Redis with its password, if any, masked: for logs,
+// messages and the admin API.
+func (c Cluster) RedisRedacted() string { return redactURL(c.Redis) }
+
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			p.Redis = u.String()
+			return u.String()
 		}
+		return s
 	}
-	return json.Marshal(p)
+	// Unparsable (a bad port, say): mask what may be a password, between
+	// the first ":" after "//" and the last "@".
+	start := strings.Index(s, "//") + 2
+	at := strings.LastIndexByte(s, '@')
+	if start < 2 || at < start {
+		return s
+	}
+	if i := strings.IndexByte(s[start:at], ':'); i >= 0 {
+		return s[:start+i+1] + "xxxxx" + s[at:]
+	}
+	return s
 }

@@ -15,3 +15,20 @@ func TestClusterJSONHidesRedisPassword(t *testing.T) {
 		t.Errorf("cluster JSON = %s: the password must be hidden, the address kept", b)
 	}
 }
+
+func TestRedisRedacted(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
+		{"redis://user:s3cret@127.0.0.1:6379/0", "redis://user:xxxxx@127.0.0.1:6379/0"},
+		{"redis://:s3cret@127.0.0.1:6379", "redis://:xxxxx@127.0.0.1:6379"},
+		{"redis://user@127.0.0.1", "redis://user@127.0.0.1"},
+		// url.Parse refuses a bad port: the password is masked all the same.
+		{"redis://user:s3cret@127.0.0.1:port/0", "redis://user:xxxxx@127.0.0.1:port/0"},
+		{"redis://user:s3c@ret@h:x", "redis://user:xxxxx@h:x"},
+	}
+	for _, tt := range tests {
+		if got := (Cluster{Redis: tt.in}).RedisRedacted(); got != tt.want {
+			t.Errorf("RedisRedacted(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -24,8 +24,12 @@ const maxBodyBytes = 64 << 10
 
 // checkBodyTemplate returns a message when body is not a valid template over
 // BlockData, does something a block response has no business doing (loops,
-// calling other templates), or fails or grows huge when run on sample data.
-func checkBodyTemplate(body string) string {
+// calling other templates), or fails or grows huge when rendered. It renders
+// the body as the gateway will when it is built: for every resource (in
+// route order) and every reason, since a template may fail on some values
+// only ({{slice .Resource 5}} on "/a"). Without resources (the routes are
+// invalid) it renders a sample.
+func checkBodyTemplate(body string, resources []string) string {
 	t, err := template.New("body").Parse(body)
 	if err != nil {
 		return "invalid template: " + strings.TrimPrefix(err.Error(), "template: ")
@@ -35,12 +39,20 @@ func checkBodyTemplate(body string) string {
 			return msg
 		}
 	}
-	w := &limitedWriter{left: maxBodyBytes}
-	if err := t.Execute(w, BlockData{Resource: "sample-resource", Reason: "flow"}); err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			return "template renders more than 64 KiB"
+	if len(resources) == 0 {
+		resources = []string{"sample-resource"}
+	}
+	for _, res := range resources {
+		for _, reason := range blockReasons {
+			w := &limitedWriter{left: maxBodyBytes}
+			if err := t.Execute(w, BlockData{Resource: res, Reason: reason}); err != nil {
+				if errors.Is(err, errBodyTooLarge) {
+					return "template renders more than 64 KiB for resource " + quote(res)
+				}
+				return "template fails for resource " + quote(res) + " and reason " + quote(reason) + ": " +
+					strings.TrimPrefix(err.Error(), "template: ")
+			}
 		}
-		return "template fails on sample data: " + strings.TrimPrefix(err.Error(), "template: ")
 	}
 	return ""
 }

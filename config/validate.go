@@ -67,6 +67,41 @@ func (c *checker) nonNegative(path string, v float64) {
 	}
 }
 
+// count checks a rule's threshold: > 0 (>= 0 for an item, where 0 blocks
+// the value) and at most MaxCount.
+func (c *checker) count(path string, v float64, zeroOK bool) {
+	if zeroOK {
+		c.nonNegative(path, v)
+	} else {
+		c.positive(path, v)
+	}
+	c.atMost(path, v, MaxCount, "2^31")
+}
+
+// atMost refuses a value past one of the gateway's limits; a value the
+// range check beside it refuses (NaN, infinite) is left to that check.
+func (c *checker) atMost(path string, v, limit float64, why string) {
+	if v > limit && !math.IsInf(v, 0) {
+		c.add(path, "must be <= %s (%s), got %s", num(limit), why, num(v))
+	}
+}
+
+// atMostInt is atMost for a whole-number setting.
+func (c *checker) atMostInt(path string, v, limit int64, why string) {
+	if v > limit {
+		c.add(path, "must be <= %d (%s), got %d", limit, why, v)
+	}
+}
+
+// duration refuses a time past MaxDurationMs (perSec: MaxDurationSec).
+func (c *checker) duration(path string, v int64, perSec bool) {
+	if perSec {
+		c.atMostInt(path, v, MaxDurationSec, "one year")
+	} else {
+		c.atMostInt(path, v, MaxDurationMs, "one year")
+	}
+}
+
 // wholeCount refuses a fractional concurrency threshold: calls in flight are
 // counted in whole calls. A value <= 0, NaN or infinite is left to the range
 // check beside it, so it is reported once.
@@ -82,10 +117,17 @@ func (c *checker) interval(path string, ms int64) {
 	}
 }
 
-func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+// num formats a number as written: whole numbers without an exponent.
+func num(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e21 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
 
 // routeIndex is what rules may refer to: resources, their entrances and path parameters.
 type routeIndex struct {
+	order     []string // resources in route order, each once
 	resources map[string]bool
 	entrances map[string]map[string]bool // resource -> entrances serving it
 	params    map[string]map[string]bool // resource -> path parameter names
@@ -114,6 +156,7 @@ func (c *checker) validate() {
 	c.nonNegative("system.maxQps", s.MaxQps)
 	c.nonNegative("system.maxConcurrency", float64(s.MaxConcurrency))
 	c.nonNegative("system.maxAvgRtMs", float64(s.MaxAvgRtMs))
+	c.duration("system.maxAvgRtMs", s.MaxAvgRtMs, false)
 	if !(s.MaxCpuUsage >= 0 && s.MaxCpuUsage <= 1) {
 		c.add("system.maxCpuUsage", "must be between 0 and 1 (a fraction of all CPUs), got %s", num(s.MaxCpuUsage))
 	}
@@ -125,7 +168,7 @@ func (c *checker) validate() {
 	if cfg.Cluster.Namespace == "" {
 		c.add("cluster.namespace", "must not be empty")
 	}
-	c.blockResponse()
+	c.blockResponse(ix)
 }
 
 // originStrip: only a header can be removed before forwarding; strip with
@@ -174,14 +217,28 @@ func checkTarget(t string) string {
 	return ""
 }
 
+// checkRedisURL accepts what the cluster client connects with; messages show
+// the URL with its password masked, since they are logged and served on the
+// admin API.
 func checkRedisURL(s string) string {
+	shown := quote(redactURL(s))
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return "must be a redis://host:port/db URL, got " + quote(s)
+		return "must be a redis://host:port/db URL, got " + shown
+	}
+	// The cluster client sets its own timeouts and retries; options in the
+	// query would be refused (unknown ones) or silently overridden.
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "must not have a query or fragment (sluice sets the connection options itself), got " + shown
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return "the port must be a number in 1..65535, got " + shown
+		}
 	}
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		if _, err := strconv.ParseUint(db, 10, 16); err != nil {
-			return "the database in " + quote(s) + " must be a number"
+			return "the database in " + shown + " must be a number"
 		}
 	}
 	return ""
@@ -233,8 +290,12 @@ func (c *checker) routes() routeIndex {
 		if r.AcquireCount <= 0 {
 			c.add(p+".acquireCount", "must be > 0, got %d", r.AcquireCount)
 		}
+		c.atMostInt(p+".acquireCount", r.AcquireCount, MaxCount, "2^31")
 		c.oneOf(p+".forwarder", r.Forwarder, "auto", "standard", "fast")
 
+		if !ix.resources[r.Resource] {
+			ix.order = append(ix.order, r.Resource)
+		}
 		ix.resources[r.Resource] = true
 		if ix.entrances[r.Resource] == nil {
 			ix.entrances[r.Resource] = map[string]bool{}
@@ -314,7 +375,7 @@ func (c *checker) flowRules(ix routeIndex) {
 			c.add(p+".limitApp", "must not be empty (default, other, or a comma-separated list of origins)")
 		}
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
-		c.positive(p+".count", r.Count)
+		c.count(p+".count", r.Count, false)
 		if r.Grade == GradeConcurrency {
 			c.wholeCount(p+".count", r.Count)
 		}
@@ -351,11 +412,13 @@ func (c *checker) flowRules(ix routeIndex) {
 			if r.WarmUpPeriodSec <= 0 {
 				c.add(p+".warmUpPeriodSec", "must be > 0 with controlBehavior %s, got %d", r.ControlBehavior, r.WarmUpPeriodSec)
 			}
+			c.duration(p+".warmUpPeriodSec", r.WarmUpPeriodSec, true)
 		}
 		if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
 			c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
 		}
 		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
+		c.duration(p+".maxQueueingTimeMs", r.MaxQueueingTimeMs, false)
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
 		if r.ClusterMode {
@@ -380,19 +443,22 @@ func (c *checker) paramRules(ix routeIndex) {
 			c.add(p+".param", "no route of resource %s has a path parameter {%s}", quote(r.Resource), r.Param.Name)
 		}
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
-		c.positive(p+".count", r.Count)
+		c.count(p+".count", r.Count, false)
 		if r.Grade == GradeConcurrency {
 			c.wholeCount(p+".count", r.Count)
 		}
 		if r.DurationSec <= 0 {
 			c.add(p+".durationSec", "must be > 0, got %d", r.DurationSec)
 		}
+		c.duration(p+".durationSec", r.DurationSec, true)
 		c.nonNegative(p+".burstCount", float64(r.BurstCount))
+		c.atMostInt(p+".burstCount", r.BurstCount, MaxCount, "2^31")
 		behaviorOK := c.oneOf(p+".controlBehavior", string(r.ControlBehavior), string(BehaviorReject), string(BehaviorThrottle))
 		if gradeOK && behaviorOK && r.Grade == GradeConcurrency && r.ControlBehavior != BehaviorReject {
 			c.add(p+".controlBehavior", "must be reject with grade concurrency, got %s", quote(string(r.ControlBehavior)))
 		}
 		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
+		c.duration(p+".maxQueueingTimeMs", r.MaxQueueingTimeMs, false)
 		if r.MaxTrackedValues <= 0 {
 			c.add(p+".maxTrackedValues", "must be > 0, got %d", r.MaxTrackedValues)
 		}
@@ -403,7 +469,7 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.add(ip+".value", "duplicate value %s (also items[%d])", quote(it.Value), first)
 			}
 			seen[it.Value] = j
-			c.nonNegative(ip+".count", it.Count)
+			c.count(ip+".count", it.Count, true)
 			if r.Grade == GradeConcurrency {
 				c.wholeCount(ip+".count", it.Count)
 			}
@@ -412,9 +478,15 @@ func (c *checker) paramRules(ix routeIndex) {
 }
 
 func (c *checker) degradeRules(ix routeIndex) {
+	perResource := map[string]int{}
 	for i, r := range c.cfg.DegradeRules {
 		p := idx("degradeRules", i)
-		c.resource(p+".resource", r.Resource, ix)
+		if c.resource(p+".resource", r.Resource, ix) {
+			if perResource[r.Resource]++; perResource[r.Resource] == MaxDegradeRulesPerResource+1 {
+				c.add(p+".resource", "resource %s has more than %d degrade rules (the most one resource may have)",
+					quote(r.Resource), MaxDegradeRulesPerResource)
+			}
+		}
 		c.oneOf(p+".strategy", string(r.Strategy), string(DegradeSlowRatio), string(DegradeErrorRatio), string(DegradeErrorCount))
 		switch r.Strategy {
 		case DegradeSlowRatio, DegradeErrorRatio:
@@ -431,6 +503,7 @@ func (c *checker) degradeRules(ix routeIndex) {
 		} else {
 			c.nonNegative(p+".maxAllowedRtMs", float64(r.MaxAllowedRtMs))
 		}
+		c.duration(p+".maxAllowedRtMs", r.MaxAllowedRtMs, false)
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)
 		if r.MinRequestAmount <= 0 {
 			c.add(p+".minRequestAmount", "must be > 0, got %d", r.MinRequestAmount)
@@ -438,10 +511,11 @@ func (c *checker) degradeRules(ix routeIndex) {
 		if r.RetryTimeoutMs <= 0 {
 			c.add(p+".retryTimeoutMs", "must be > 0, got %d", r.RetryTimeoutMs)
 		}
+		c.duration(p+".retryTimeoutMs", r.RetryTimeoutMs, false)
 	}
 }
 
-func (c *checker) blockResponse() {
+func (c *checker) blockResponse(ix routeIndex) {
 	b := c.cfg.BlockResponse
 	if b.Status < 400 || b.Status > 599 {
 		c.add("blockResponse.status", "must be an HTTP error status in 400..599, got %d", b.Status)
@@ -449,7 +523,7 @@ func (c *checker) blockResponse() {
 	if b.ContentType == "" {
 		c.add("blockResponse.contentType", "must not be empty")
 	}
-	if msg := checkBodyTemplate(b.Body); msg != "" {
+	if msg := checkBodyTemplate(b.Body, ix.order); msg != "" {
 		c.add("blockResponse.body", "%s", msg)
 	}
 }

@@ -3,7 +3,6 @@ package hotparam
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"sluice/config"
@@ -28,10 +27,11 @@ type Set struct {
 // Compile builds the param checkers of one snapshot, carrying over per-value
 // state of every rule whose definition (all fields but Line, see
 // internal/ruleid) is unchanged in prev (nil at first); identical rules are
-// matched in order, so two of them keep two states. Zero fields take the
-// defaults (grade qps, behaviour reject, durationSec 1, maxTrackedValues
-// 100000). Compile reports every invalid rule at once and then returns a nil
-// Set.
+// matched in order, so two of them keep two states. The rules must have
+// passed config's validation; zero fields take the defaults (grade qps,
+// behaviour reject, durationSec 1, maxTrackedValues 100000) for rules built
+// by hand. An error (a grade or behaviour this package does not know) is a
+// programmer error; Compile then returns a nil Set.
 func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 	var old *ruleid.Index[*rule]
 	if prev != nil {
@@ -66,15 +66,11 @@ func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 	return s, nil
 }
 
+// compileRule compiles a rule that config has validated (ranges, duplicate
+// items, counts <= config.MaxCount, which keeps a concurrency count within
+// an int64). An error means a grade or behaviour this package does not know:
+// a programmer error.
 func compileRule(pr config.ParamRule) (*rule, error) {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if pr.Resource == "" {
-		bad("resource is empty")
-	}
-	if pr.Param.Kind == config.SourceNone {
-		bad("param is empty")
-	}
 	dur, maxTracked := pr.DurationSec, pr.MaxTrackedValues
 	if dur == 0 {
 		dur = DefaultDurationSec
@@ -97,40 +93,16 @@ func compileRule(pr config.ParamRule) (*rule, error) {
 		case config.BehaviorThrottle:
 			r.kind = kindQueue
 		default:
-			bad("controlBehavior %q is not one of reject, throttle", pr.ControlBehavior)
+			return nil, fmt.Errorf("controlBehavior %q is not one of reject, throttle", pr.ControlBehavior)
 		}
 	case config.GradeConcurrency:
 		r.kind = kindInFlight
 	default:
-		bad("grade %q is not one of qps, concurrency", pr.Grade)
-	}
-	if dur < 0 {
-		bad("durationSec %d is negative", pr.DurationSec)
-	}
-	if pr.BurstCount < 0 {
-		bad("burstCount %d is negative", pr.BurstCount)
-	}
-	if pr.MaxQueueingTimeMs < 0 {
-		bad("maxQueueingTimeMs %d is negative", pr.MaxQueueingTimeMs)
-	}
-	if maxTracked < 0 {
-		bad("maxTrackedValues %d is negative", pr.MaxTrackedValues)
-	}
-	if !validCount(pr.Count) {
-		bad("count %v is not a finite number >= 0", pr.Count)
+		return nil, fmt.Errorf("grade %q is not one of qps, concurrency", pr.Grade)
 	}
 	r.items = make(map[string]int32, len(pr.Items))
 	for j, it := range pr.Items {
-		if !validCount(it.Count) {
-			bad("items[%d]: count %v is not a finite number >= 0", j, it.Count)
-		}
-		if _, dup := r.items[it.Value]; dup {
-			bad("items[%d]: value %q is listed twice", j, it.Value)
-		}
 		r.items[it.Value] = int32(j + 1)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
 	}
 	window := float64(r.window)
 	burst := float64(pr.BurstCount)
@@ -141,8 +113,6 @@ func compileRule(pr config.ParamRule) (*rule, error) {
 	r.table = newTable(r, maxTracked)
 	return r, nil
 }
-
-func validCount(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) }
 
 func newParam(count, window, burst float64) param {
 	if count == 0 {

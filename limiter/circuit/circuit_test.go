@@ -373,35 +373,38 @@ func TestCompileKeepsUnchangedRules(t *testing.T) {
 	}
 }
 
+// TestCompileErrors: ranges are config's to check (config.Parse); Compile
+// refuses only what it cannot hold, naming the rule's index and line.
 func TestCompileErrors(t *testing.T) {
 	ok := config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio, Threshold: 0.5,
 		StatIntervalMs: 1000, RetryTimeoutMs: 1000, Line: 7}
+	tooMany := make([]config.DegradeRule, config.MaxDegradeRulesPerResource+1)
+	for i := range tooMany {
+		tooMany[i] = ok
+	}
+	bad := ok
+	bad.Strategy = "fast"
 	tests := []struct {
-		name string
-		edit func(*config.DegradeRule)
-		want string
+		name  string
+		rules []config.DegradeRule
+		want  string
 	}{
-		{"empty resource", func(r *config.DegradeRule) { r.Resource = "" }, "resource is empty"},
-		{"bad strategy", func(r *config.DegradeRule) { r.Strategy = "fast" }, `unknown strategy "fast"`},
-		{"ratio above 1", func(r *config.DegradeRule) { r.Threshold = 1.5 }, "must be in [0, 1]"},
-		{"negative threshold", func(r *config.DegradeRule) { r.Threshold = -1 }, "must be a number >= 0"},
-		{"no retry timeout", func(r *config.DegradeRule) { r.RetryTimeoutMs = 0 }, "retryTimeoutMs 0 must be > 0"},
-		{"negative interval", func(r *config.DegradeRule) { r.StatIntervalMs = -1 }, "statIntervalMs -1"},
-		{"negative minRequestAmount", func(r *config.DegradeRule) { r.MinRequestAmount = -1 }, "minRequestAmount -1"},
+		{"bad strategy", []config.DegradeRule{ok, bad}, `circuit: degradeRules[1] (line 7, resource "r"): unknown strategy "fast" (want slowRatio, errorRatio or errorCount)`},
+		{"65 rules on one resource", tooMany, `circuit: degradeRules[64] (line 7, resource "r"): more than 64 degrade rules for one resource`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ok
-			tt.edit(&r)
-			s, err := circuit.Compile([]config.DegradeRule{ok, r}, nil, nil)
+			s, err := circuit.Compile(tt.rules, nil, nil)
 			if err == nil || s != nil {
 				t.Fatalf("Compile = %v, %v; want an error", s, err)
 			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "circuit: degradeRules[1] (line 7") || !strings.Contains(msg, tt.want) {
-				t.Errorf("error %q, want prefix %q and %q", msg, "circuit: degradeRules[1] (line 7", tt.want)
+			if err.Error() != tt.want {
+				t.Errorf("error %q, want %q", err, tt.want)
 			}
 		})
+	}
+	if _, err := circuit.Compile(tooMany[:config.MaxDegradeRulesPerResource], nil, nil); err != nil {
+		t.Errorf("64 rules on one resource: %v", err)
 	}
 }
 

@@ -17,7 +17,6 @@ package circuit
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"sluice/config"
@@ -26,8 +25,12 @@ import (
 )
 
 // maxRulesPerResource bounds the rules of one resource so that a Token can
-// mark its probes in one word (and thus never allocate).
-const maxRulesPerResource = 64
+// mark its probes in one word (and thus never allocate); config refuses a
+// file with more.
+const maxRulesPerResource = config.MaxDegradeRulesPerResource
+
+// A Token's probes word has 64 bits: this fails to compile if the limit grows past it.
+var _ [64 - maxRulesPerResource]struct{}
 
 // Set is the compiled breakers of one rules snapshot. It is immutable after
 // Compile (the breakers inside carry mutable, goroutine-safe state) and safe
@@ -60,9 +63,11 @@ type Breakers struct {
 // all removed reports Closed (and nothing after). Compile thus updates state
 // shared with prev's Set: compile a Set only to install it.
 //
-// Defaults: statIntervalMs 0 means 1000. A resource may have at most 64
-// degrade rules. Compile reports every invalid rule at once; on error it
-// returns no Set (and prev stays in force).
+// The rules must have passed config's validation (ranges, at most 64 rules
+// per resource); zero fields take the defaults (statIntervalMs 0 means 1000)
+// for rules built by hand. An error (an unknown strategy, more than 64 rules
+// on one resource) is a programmer error; Compile then returns no Set and
+// prev stays in force.
 func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
 	var old *ruleid.Index[*breaker]
 	resources := map[string]*resource{}
@@ -121,34 +126,14 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 	return s, nil
 }
 
+// validate refuses what config's validation cannot have let through: a
+// strategy this package does not know.
 func validate(r config.DegradeRule) error {
-	switch {
-	case r.Resource == "":
-		return errors.New("resource is empty")
-	case math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) || r.Threshold < 0:
-		return fmt.Errorf("threshold %v must be a number >= 0", r.Threshold)
-	case r.StatIntervalMs < 0:
-		return fmt.Errorf("statIntervalMs %d must be >= 0", r.StatIntervalMs)
-	case r.MinRequestAmount < 0:
-		return fmt.Errorf("minRequestAmount %d must be >= 0", r.MinRequestAmount)
-	case r.RetryTimeoutMs <= 0:
-		return fmt.Errorf("retryTimeoutMs %d must be > 0", r.RetryTimeoutMs)
-	}
 	switch r.Strategy {
-	case config.DegradeSlowRatio:
-		if r.MaxAllowedRtMs < 0 {
-			return fmt.Errorf("maxAllowedRtMs %d must be >= 0", r.MaxAllowedRtMs)
-		}
-		fallthrough
-	case config.DegradeErrorRatio:
-		if r.Threshold > 1 {
-			return fmt.Errorf("threshold %v is a ratio and must be in [0, 1]", r.Threshold)
-		}
-	case config.DegradeErrorCount:
-	default:
-		return fmt.Errorf("unknown strategy %q (want slowRatio, errorRatio or errorCount)", r.Strategy)
+	case config.DegradeSlowRatio, config.DegradeErrorRatio, config.DegradeErrorCount:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("unknown strategy %q (want slowRatio, errorRatio or errorCount)", r.Strategy)
 }
 
 // For returns the breakers of resource, or nil if it has no degrade rules.
