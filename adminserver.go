@@ -1,42 +1,26 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"sluice/admin"
 	"sluice/config"
 	"sluice/limiter"
-	"sluice/proxy"
 )
 
-// startAdmin serves the admin API, metrics and dashboard on addr.
-func startAdmin(ctx context.Context, addr string, cfg *config.Config, rl *reloader, state func() admin.State, gw *proxy.Gateway,
-	reg *prometheus.Registry, log zerolog.Logger) (*http.Server, error) {
-	token := cfg.Admin.Token
-	if env := os.Getenv("SLUICE_ADMIN_TOKEN"); env != "" {
-		token = env
-	}
-	srv := admin.New(admin.Options{
-		Log:        log,
-		Token:      token,
-		Registry:   reg,
-		State:      state,
-		ConfigPath: rl.path,
-		Validate: func(path string, data []byte) error {
-			_, err := config.Parse(path, data)
-			return err
-		},
-		Reload: rl.request,
-		Now:    time.Now,
+// newAdmin builds the admin API, metrics and dashboard. Its token is set by
+// the reloader at each load (reloader.setToken); the editor checks an edit
+// with checkRules, as `sluice validate` and the reload do.
+func newAdmin(g *gateway) *admin.Server {
+	gw := g.proxy
+	return admin.New(admin.Options{
+		Log:        g.log,
+		Registry:   g.registry,
+		State:      g.adminState,
+		ConfigPath: g.reloader.path,
+		Validate:   checkRules,
+		Reload:     g.reloader.request,
+		Now:        time.Now,
 		Stats: func() []admin.ResourceStats {
 			s := gw.Current()
 			if s == nil {
@@ -45,19 +29,14 @@ func startAdmin(ctx context.Context, addr string, cfg *config.Config, rl *reload
 			return adminStats(s.Flow.Stats(gw.Now()))
 		},
 	})
-	go srv.Run(ctx)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Msg("admin listener stopped")
-		}
-	}()
-	log.Info().Str("admin", ln.Addr().String()).Msg("admin listening")
-	return hs, nil
+}
+
+// checkRules is the one check of a rules file: what it accepts, the
+// gateway builds. `sluice validate` and the reload reach it through
+// config.Load, the editor directly.
+func checkRules(path string, data []byte) error {
+	_, err := config.Parse(path, data)
+	return err
 }
 
 func adminStats(in []limiter.ResourceStats) []admin.ResourceStats {

@@ -19,24 +19,26 @@ import (
 // gateway snapshots, keeping the last good one when a new file is invalid.
 type reloader struct {
 	path    string
+	opts    options // the flags that fix settings, SLUICE_ADMIN_TOKEN
 	gw      *proxy.Gateway
 	log     zerolog.Logger
 	metrics *admin.Metrics
 	// clusterOn: a Redis token service was started (cluster settings are read at start).
 	clusterOn bool
-	// flagged names the restart-only settings a command-line flag fixed
-	// ("listen", "log.level", "log.format"): the file's value never applies.
-	flagged map[string]bool
+	// setToken puts a new admin token in force; nil while the admin
+	// listener is off. Set before the first apply.
+	setToken func(token string)
 
-	mu         sync.Mutex // serialises reloads and guards the fields below
+	mu         sync.Mutex     // serialises reloads and guards the fields below
+	started    *config.Config // the first rules loaded: start-only settings keep its values
 	loadedAt   time.Time
 	lastReload time.Time
 	lastError  string
 	now        chan struct{}
 }
 
-func newReloader(path string, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
-	return &reloader{path: path, gw: gw, log: log, metrics: m, now: make(chan struct{}, 1)}
+func newReloader(o options, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
+	return &reloader{path: o.config, opts: o, gw: gw, log: log, metrics: m, now: make(chan struct{}, 1)}
 }
 
 // apply swaps in cfg; it reports whether the gateway took it.
@@ -59,23 +61,11 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
 		return false
 	}
-	if prev != nil {
-		p := prev.Config
-		for _, c := range []struct{ name, was, now string }{
-			{"listen", p.Listen, cfg.Listen},
-			{"log.level", p.Log.Level, cfg.Log.Level},
-			{"log.format", p.Log.Format, cfg.Log.Format},
-		} {
-			if c.was != c.now && !r.flagged[c.name] {
-				r.log.Warn().Str(c.name, c.now).Msg(c.name + " changed in the rules file: it takes effect at restart")
-			}
-		}
-		was := edgeSettings(p)
-		for i, c := range edgeSettings(cfg) {
-			if c.value != was[i].value {
-				r.log.Warn().Str(c.name, c.value).Msg(c.name + " changed in the rules file: it takes effect at restart")
-			}
-		}
+	if prev == nil {
+		r.started = cfg
+		r.applyAdminToken(nil, cfg)
+	} else {
+		r.announceSettings(r.started, prev.Config, cfg)
 	}
 	r.lastError, r.loadedAt = "", t
 	r.metrics.Reload(true, t)
@@ -83,15 +73,6 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 	// them), not only after its first change.
 	for res, st := range r.gw.Current().Breakers.States() {
 		r.metrics.CircuitState(res, int(st))
-	}
-	if !r.clusterOn {
-		for _, fr := range cfg.FlowRules {
-			if fr.ClusterMode {
-				r.log.Warn().Str("resource", fr.Resource).
-					Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
-				break
-			}
-		}
 	}
 	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
 		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).Msg("rules loaded")

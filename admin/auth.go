@@ -16,8 +16,8 @@ import (
 // Host (403 otherwise), which defeats DNS rebinding and makes a listener
 // opened to the network without a token read-only.
 func (s *Server) requireToken(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := s.token.Load() // one token for the whole check, even across a SetToken
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
 			if err != nil || u.Host != r.Host {
@@ -25,15 +25,15 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if s.opts.Token == "" && !loopbackHost(r.Host) {
+		if want.token == "" && !loopbackHost(r.Host) {
 			writeError(w, http.StatusForbidden, "admin: writes without an admin token are accepted only on localhost; set admin.token (or SLUICE_ADMIN_TOKEN)")
 			return
 		}
-		if s.opts.Token != "" {
+		if want.token != "" {
 			got, ok := bearer(r.Header.Get("Authorization"))
 			// Hashing first makes the comparison constant-time in the token's length too.
 			sum := sha256.Sum256([]byte(got))
-			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			if !ok || subtle.ConstantTimeCompare(sum[:], want.sum[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 				writeError(w, http.StatusUnauthorized, "admin: this write needs Authorization: Bearer <admin token>")
 				return

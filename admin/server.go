@@ -2,11 +2,13 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -20,7 +22,7 @@ import (
 // file is YAML, Reload does nothing and Now is time.Now.
 type Options struct {
 	Log      zerolog.Logger
-	Token    string               // bearer token for writes; "" = writes need none
+	Token    string               // bearer token for writes at first; "" = writes need none (see SetToken)
 	Registry *prometheus.Registry // served on /metrics; nil = a new empty one
 	State    func() State         // rules in force and the last reload result
 	Stats    func() []ResourceStats
@@ -54,6 +56,21 @@ type Server struct {
 	hist    *history
 	handler http.Handler
 	editMu  sync.Mutex // serialises read-check-write of rules.yaml
+	token   atomic.Pointer[writeToken]
+}
+
+// writeToken is the bearer token writes need, with its hash for the
+// constant-time comparison.
+type writeToken struct {
+	token string
+	sum   [sha256.Size]byte
+}
+
+// SetToken puts a new bearer token in force for writes ("" = writes need
+// none, and are accepted only on localhost): from the next request on, the
+// old token is refused. Safe for concurrent use.
+func (s *Server) SetToken(token string) {
+	s.token.Store(&writeToken{token: token, sum: sha256.Sum256([]byte(token))})
 }
 
 // New builds the Server. It registers the sluice_concurrency collector (fed by
@@ -75,6 +92,7 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, hist: newHistory()}
+	s.SetToken(opts.Token)
 	if err := opts.Registry.Register(newConcurrencyCollector(opts.Stats)); err != nil {
 		opts.Log.Error().Err(err).Msg("admin: registering sluice_concurrency")
 	}
@@ -163,7 +181,7 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
 		TLSError:      st.TLSError,
-		TokenRequired: s.opts.Token != "", Editable: s.opts.ConfigPath != "",
+		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "",
 	})
 }
 

@@ -60,3 +60,117 @@ cluster:
 		t.Errorf("after the reload: %d, want 200 (the cluster rule applies locally)", resp.StatusCode)
 	}
 }
+
+// hdWaitReloads waits until the rules have been loaded n times in all.
+func hdWaitReloads(t *testing.T, g *gateway, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(g.logs.events("rules loaded")) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rules were not loaded %d times:\n%s", n, g.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReloadRotatesAdminToken: a token rotated in rules.yaml is in force at
+// the reload (the new one works, the old one gets 401), and is never logged;
+// with SLUICE_ADMIN_TOKEN set, the environment's token stays in force and
+// the file's change is warned of.
+func TestReloadRotatesAdminToken(t *testing.T) {
+	up := startUpstream(t, nil)
+	rules := func(token string) string {
+		return "admin: {token: " + token + "}\n" + rulesFor(up.URL, "routes:\n  - path: /r\n    upstream: up\n")
+	}
+	reload := func(g *gateway, token string) int {
+		code, _, _ := admDo(t, "POST", g.AdminURL+"/api/reload", "", "Authorization: Bearer "+token)
+		return code
+	}
+	const oldTok, newTok, envTok = "old-Token-1", "new-Token-2", "env-Token-3"
+
+	t.Run("admin.token", func(t *testing.T) {
+		g := startGateway(t, rules(oldTok))
+		if code := reload(g, oldTok); code != 202 {
+			t.Fatalf("the first token: %d, want 202", code)
+		}
+		hdWaitReloads(t, g, 2)
+		g.writeRules(rules(newTok))
+		hdWaitReloads(t, g, 3)
+		if code := reload(g, newTok); code != 202 {
+			t.Errorf("the rotated token after the reload: %d, want 202", code)
+		}
+		if code := reload(g, oldTok); code != 401 {
+			t.Errorf("the old token after the reload: %d, want 401", code)
+		}
+		if len(g.logs.events("admin.token changed: the new token is in force")) != 1 {
+			t.Errorf("the rotation was not logged once:\n%s", g.logs)
+		}
+		if logs := g.logs.String(); strings.Contains(logs, oldTok) || strings.Contains(logs, newTok) {
+			t.Errorf("a token is in the log:\n%s", logs)
+		}
+	})
+
+	t.Run("SLUICE_ADMIN_TOKEN wins", func(t *testing.T) {
+		t.Setenv("SLUICE_ADMIN_TOKEN", envTok) // inherited by the gateway process
+		g := startGateway(t, rules(oldTok))
+		g.writeRules(rules(newTok))
+		hdWaitReloads(t, g, 2)
+		if code := reload(g, envTok); code != 202 {
+			t.Errorf("the environment's token after the reload: %d, want 202", code)
+		}
+		for _, tok := range []string{oldTok, newTok} {
+			if code := reload(g, tok); code != 401 {
+				t.Errorf("the file's token %s with SLUICE_ADMIN_TOKEN set: %d, want 401", tok, code)
+			}
+		}
+		if len(g.logs.events("but SLUICE_ADMIN_TOKEN overrides it")) != 1 {
+			t.Errorf("the overridden file change was not warned of:\n%s", g.logs)
+		}
+		if logs := g.logs.String(); strings.Contains(logs, envTok) || strings.Contains(logs, newTok) {
+			t.Errorf("a token is in the log:\n%s", logs)
+		}
+	})
+}
+
+// TestReloadWarnsStartOnlySettings: a reload that changes admin.listen,
+// cluster.redis or cluster.namespace (read only at start) warns, naming the
+// setting with the value in force and the file's new one, passwords masked;
+// the admin listener stays where it was.
+func TestReloadWarnsStartOnlySettings(t *testing.T) {
+	up := startUpstream(t, nil)
+	adminA, adminB := freeAddr(t), freeAddr(t)
+	rules := func(adminAddr, redis, ns string) string {
+		return "admin: {listen: \"" + adminAddr + "\"}\ncluster: {redis: \"" + redis + "\", namespace: " + ns + "}\n" +
+			rulesFor(up.URL, "routes:\n  - path: /r\n    upstream: up\n")
+	}
+	// -admin "" leaves the admin address to the file.
+	g := startGateway(t, rules(adminA, "redis://sluice:pw-One@127.0.0.1:6379/0", "e2e-a"), "-admin", "")
+	if g.AdminURL != "http://"+adminA {
+		t.Fatalf("admin listens on %s, want the file's %s", g.AdminURL, adminA)
+	}
+	g.writeRules(rules(adminB, "redis://sluice:pw-Two@127.0.0.2:6380/1", "e2e-b"))
+	hdWaitReloads(t, g, 2)
+	for _, want := range []struct{ setting, old, new string }{
+		{"admin.listen", adminA, adminB},
+		{"cluster.redis", "redis://sluice:xxxxx@127.0.0.1:6379/0", "redis://sluice:xxxxx@127.0.0.2:6380/1"},
+		{"cluster.namespace", "e2e-a", "e2e-b"},
+	} {
+		evs := g.logs.events(want.setting + " changed in the rules file: it takes effect at restart")
+		if len(evs) != 1 || evs[0]["level"] != "warn" || evs[0]["setting"] != want.setting ||
+			evs[0]["old"] != want.old || evs[0]["new"] != want.new {
+			t.Errorf("%s: warnings %v, want one with old %q and new %q", want.setting, evs, want.old, want.new)
+		}
+	}
+	if logs := g.logs.String(); strings.Contains(logs, "pw-One") || strings.Contains(logs, "pw-Two") {
+		t.Errorf("a Redis password is in the log:\n%s", logs)
+	}
+	if code, _, _ := admDo(t, "GET", "http://"+adminA+"/healthz", ""); code != 200 {
+		t.Errorf("the admin listener moved at the reload: GET %s/healthz = %d", adminA, code)
+	}
+	// An unrelated edit does not repeat the warnings.
+	g.writeRules(rules(adminB, "redis://sluice:pw-Two@127.0.0.2:6380/1", "e2e-b") + "# touched\n")
+	hdWaitReloads(t, g, 3)
+	if n := len(g.logs.events("admin.listen changed")); n != 1 {
+		t.Errorf("admin.listen warned %d times after an unrelated edit, want once", n)
+	}
+}

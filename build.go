@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"sluice/admin"
+	"sluice/cluster"
+	"sluice/config"
+	"sluice/limiter"
+	"sluice/limiter/circuit"
+	"sluice/limiter/system"
+	"sluice/proxy"
+)
+
+// gateway is everything build wires from the rules file, before any
+// listener is open.
+type gateway struct {
+	log      zerolog.Logger
+	proxy    *proxy.Gateway
+	reloader *reloader
+	registry *prometheus.Registry
+	metrics  *admin.Metrics
+	admin    *admin.Server    // nil: the admin listener is off
+	cluster  *cluster.Service // nil: no clusterMode rule at start
+	// certs reports the TLS listener's certificates; set by startServers,
+	// before the admin API serves a request.
+	certs *certStatus
+}
+
+// build wires metrics, the CPU sampler, the Redis token service (when a
+// clusterMode rule needs it), the gateway with cfg loaded, its reloader and
+// the admin server. Its goroutines stop with ctx; close releases the rest.
+func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logger) (*gateway, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := admin.NewMetrics(reg)
+
+	cpu := system.NewProcessCPU()
+	go cpu.Run(ctx, time.Second)
+
+	deps := proxy.Deps{
+		Log:      log,
+		Observer: func(res string) proxy.Observer { return metrics.Resource(res) },
+		CPU:      cpu,
+		OnCircuit: func(res string, from, to circuit.State) {
+			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
+			metrics.CircuitState(res, int(to))
+		},
+	}
+	g := &gateway{log: log, registry: reg, metrics: metrics}
+	svc, err := startCluster(ctx, cfg, log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	if svc != nil {
+		g.cluster, deps.Cluster = svc, svc
+	}
+
+	g.proxy = proxy.New(deps)
+	g.reloader = newReloader(o, g.proxy, log, metrics)
+	g.reloader.clusterOn = deps.Cluster != nil
+	if o.adminAddr(cfg) != "" {
+		g.admin = newAdmin(g)
+		g.reloader.setToken = g.admin.SetToken
+		go g.admin.Run(ctx)
+	}
+	if !g.reloader.apply(cfg) {
+		g.close()
+		return nil, errors.New("cannot build the gateway from the rules file")
+	}
+	return g, nil
+}
+
+// adminState is what the admin API shows: the rules in force and the TLS
+// certificates' last error.
+func (g *gateway) adminState() admin.State {
+	if g.certs == nil {
+		return g.reloader.state()
+	}
+	return g.certs.state(g.reloader.state)()
+}
+
+// close stops what build started that ctx does not stop.
+func (g *gateway) close() {
+	if g.cluster != nil {
+		g.cluster.Close()
+	}
+}
+
+// startCluster connects the Redis token service when a rule needs it.
+func startCluster(ctx context.Context, cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*cluster.Service, error) {
+	need := false
+	for _, r := range cfg.FlowRules {
+		need = need || r.ClusterMode
+	}
+	if !need {
+		return nil, nil
+	}
+	svc, err := cluster.New(clusterOptions(cfg, log, m))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	// go-redis reports failed dials through its own process-wide logger,
+	// once per dial; the Service already logs each state change once.
+	redis.SetLogger(redisLog{log})
+	go svc.Run(ctx)
+	return svc, nil
+}
+
+func clusterOptions(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) cluster.Options {
+	return cluster.Options{
+		URL:       cfg.Cluster.Redis,
+		Namespace: cfg.Cluster.Namespace,
+		Log:       log,
+		OnState:   m.ClusterUp,
+	}
+}
+
+// redisLog sends go-redis's own log lines to zerolog at debug level, so a
+// down Redis does not print a line per reconnect attempt in go-redis's own
+// format; -log-level debug shows them.
+type redisLog struct{ log zerolog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Str("component", "go-redis").Msgf(format, v...)
+}
+
+var _ limiter.TokenService = (*cluster.Service)(nil)
+
+// envAdminToken names the environment variable whose token wins over
+// admin.token; run reads it once, since a process's environment does not
+// change under it.
+const envAdminToken = "SLUICE_ADMIN_TOKEN"

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/admin"
+)
+
+// servers are the HTTP servers running on the listeners.
+type servers struct {
+	traffic *traffic
+	admin   *http.Server // nil: the admin listener is off
+	failed  chan error   // a traffic server stopped by itself
+}
+
+// startServers serves lns: the admin API first, then traffic. It also starts
+// reporting the TLS certificates (expiry metrics, renewals).
+func (g *gateway) startServers(ctx context.Context, lns listeners) servers {
+	g.certs = newCertStatus(lns.traffic, g.metrics, admin.NewTLSMetrics(g.registry), g.log)
+	go lns.traffic.watchCerts(ctx, g.log, g.certs.report)
+	srvs := servers{traffic: lns.traffic, failed: make(chan error, 1)}
+	if lns.admin != nil {
+		srvs.admin = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srvs.admin.Serve(lns.admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				g.log.Error().Err(err).Msg("admin listener stopped")
+			}
+		}()
+		g.log.Info().Str("admin", lns.admin.Addr().String()).Msg("admin listening")
+	}
+	lns.traffic.serve(srvs.failed)
+	return srvs
+}
+
+// drain waits for ctx to be done, then shuts down within timeout: traffic
+// first (Shutdown closes the listeners at once, then waits for the requests
+// in flight), then the admin API, which stays up meanwhile so the drain
+// shows in its metrics, then the demo upstreams, which answer what is in
+// flight. Requests still running at the timeout are cut, and that is not an
+// error. It returns early with an error if a traffic server fails.
+func drain(ctx context.Context, srvs servers, stopDemo func(context.Context), timeout time.Duration, log zerolog.Logger) error {
+	select {
+	case err := <-srvs.failed:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info().Dur("drainTimeout", timeout).Msg("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srvs.traffic.shutdown(sctx)
+	if srvs.admin != nil {
+		_ = srvs.admin.Shutdown(sctx)
+	}
+	stopDemo(sctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("drain timeout: some requests were cut")
+		return nil
+	}
+	log.Info().Msg("stopped")
+	return nil
+}

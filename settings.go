@@ -1,0 +1,131 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"sluice/config"
+)
+
+// startSetting is a rules.yaml setting that main reads once, at start.
+type startSetting struct {
+	name string
+	// flagged reports whether a command-line flag fixes the setting: the
+	// file's value then never applies, at reload or at restart.
+	flagged func(o options) bool
+	value   func(c *config.Config) string
+	// shown is value as logged, with any password masked; nil: value.
+	shown func(c *config.Config) string
+}
+
+// startSettings lists every setting read only at start; everything else in
+// rules.yaml applies at the reload (admin.token included, see
+// applyAdminToken; the certificate files themselves are watched and
+// reloaded, see traffic.watchCerts). A setting main starts reading once
+// belongs here.
+func startSettings() []startSetting {
+	return []startSetting{
+		{name: "listen", flagged: func(o options) bool { return o.listen != "" },
+			value: func(c *config.Config) string { return c.Listen }},
+		{name: "admin.listen", flagged: func(o options) bool { return o.admin != "" },
+			value: (*config.Config).AdminListen},
+		{name: "log.level", flagged: func(o options) bool { return o.logLevel != "" },
+			value: func(c *config.Config) string { return c.Log.Level }},
+		{name: "log.format", flagged: func(o options) bool { return o.logFormat != "" },
+			value: func(c *config.Config) string { return c.Log.Format }},
+		{name: "tls.listen", flagged: never, value: func(c *config.Config) string { return c.TLS.Listen }},
+		{name: "tls.certificates", flagged: never, value: func(c *config.Config) string {
+			pairs := make([]string, len(c.TLS.Certificates))
+			for i, p := range c.TLS.Certificates {
+				pairs[i] = p.CertFile + "+" + p.KeyFile
+			}
+			return strings.Join(pairs, ", ")
+		}},
+		{name: "tls.minVersion", flagged: never, value: func(c *config.Config) string { return c.TLS.MinVersion }},
+		{name: "tls.clientCAFile", flagged: never, value: func(c *config.Config) string { return c.TLS.ClientCAFile }},
+		{name: "tls.redirectHttp", flagged: never,
+			value: func(c *config.Config) string { return strconv.FormatBool(c.TLS.RedirectHTTP) }},
+		{name: "http2.tls", flagged: never,
+			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.OverTLS()) }},
+		{name: "http2.h2c", flagged: never,
+			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) }},
+		{name: "cluster.redis", flagged: never,
+			value: func(c *config.Config) string { return c.Cluster.Redis },
+			shown: func(c *config.Config) string { return c.Cluster.RedisRedacted() }},
+		{name: "cluster.namespace", flagged: never,
+			value: func(c *config.Config) string { return c.Cluster.Namespace }},
+	}
+}
+
+func never(options) bool { return false }
+
+// announceSettings is the one place where a reload's settings are compared
+// with what is in force; it logs what the reload could not apply and puts
+// the admin token in force. started is the file the process started with
+// (start-only settings keep its values), prev the file loaded before next.
+func (r *reloader) announceSettings(started, prev, next *config.Config) {
+	for _, s := range startSettings() {
+		now := s.value(next)
+		// Once per change, and not for a change back to the value in force.
+		if s.flagged(r.opts) || now == s.value(prev) || now == s.value(started) {
+			continue
+		}
+		show := s.shown
+		if show == nil {
+			show = s.value
+		}
+		old, shown := show(started), show(next)
+		if shown == old {
+			shown += " (a hidden password changed)"
+		}
+		r.log.Warn().Str("setting", s.name).Str("old", old).Str("new", shown).
+			Msg(s.name + " changed in the rules file: it takes effect at restart")
+	}
+	r.applyAdminToken(prev, next)
+	if !r.clusterOn {
+		for _, fr := range next.FlowRules {
+			if fr.ClusterMode {
+				r.log.Warn().Str("resource", fr.Resource).
+					Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
+				break
+			}
+		}
+	}
+}
+
+// adminToken is the admin token in force with cfg: SLUICE_ADMIN_TOKEN wins
+// over admin.token.
+func (o options) adminToken(cfg *config.Config) string {
+	if o.envToken != "" {
+		return o.envToken
+	}
+	return cfg.Admin.Token
+}
+
+// applyAdminToken puts next's admin token in force at once, so that a
+// rotated token works and the old one is refused from this reload on. It
+// never logs a token. prev is nil at the first load.
+func (r *reloader) applyAdminToken(prev, next *config.Config) {
+	if r.setToken == nil {
+		return // the admin listener is off
+	}
+	tok := r.opts.adminToken(next)
+	r.setToken(tok)
+	if prev == nil || next.Admin.Token == prev.Admin.Token {
+		return
+	}
+	if r.opts.envToken != "" {
+		r.log.Warn().Str("setting", "admin.token").
+			Msg("admin.token changed in the rules file, but " + envAdminToken + " overrides it: the token in force is unchanged")
+		return
+	}
+	ev := r.log.Info().Str("setting", "admin.token").Bool("required", tok != "")
+	switch {
+	case tok == "":
+		ev.Msg("admin.token removed: writes need no token and are accepted only on localhost")
+	case prev.Admin.Token == "":
+		ev.Msg("admin.token set: writes need it from now on")
+	default:
+		ev.Msg("admin.token changed: the new token is in force, the old one is refused")
+	}
+}
