@@ -130,3 +130,51 @@ func TestEditThroughSymlinkReplacesTarget(t *testing.T) {
 		t.Fatalf("target not edited:\n%s", b)
 	}
 }
+
+// TestSetTokenRotates: after SetToken the new token is needed for writes and
+// the old one is refused; /api/rules says whether a token is required.
+func TestSetTokenRotates(t *testing.T) {
+	srv := admin.New(admin.Options{Token: "old"})
+	write := func(token, host string) int {
+		req := httptest.NewRequest("POST", "/api/reload", nil)
+		req.Host = host
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	required := func() bool {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules", nil))
+		return strings.Contains(rec.Body.String(), `"tokenRequired":true`)
+	}
+	const network = "gateway.internal:9090"
+	steps := []struct {
+		set      string // "-": keep
+		token    string
+		host     string
+		want     int
+		required bool
+	}{
+		{"-", "old", network, 202, true},
+		{"new", "old", network, 401, true},
+		{"-", "new", network, 202, true},
+		{"-", "", network, 401, true},
+		// No token: writes only from localhost, with any Authorization.
+		{"", "new", network, 403, false},
+		{"-", "", "127.0.0.1:9090", 202, false},
+	}
+	for i, s := range steps {
+		if s.set != "-" {
+			srv.SetToken(s.set)
+		}
+		if got := write(s.token, s.host); got != s.want {
+			t.Errorf("step %d: write with token %q from %s: %d, want %d", i, s.token, s.host, got, s.want)
+		}
+		if got := required(); got != s.required {
+			t.Errorf("step %d: tokenRequired %v, want %v", i, got, s.required)
+		}
+	}
+}

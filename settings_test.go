@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+)
+
+// rulesWith parses a minimal rules file with extra settings.
+func rulesWith(t *testing.T, extra string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("rules.yaml", []byte(extra+"\nupstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{path: /a, upstream: app}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// logged is one log event: its message and string fields.
+type logged map[string]any
+
+func events(t *testing.T, buf *bytes.Buffer) []logged {
+	t.Helper()
+	var out []logged
+	sc := bufio.NewScanner(buf)
+	for sc.Scan() {
+		var ev logged
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		delete(ev, "time")
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestAnnounceSettings(t *testing.T) {
+	const startFile = `listen: ":8080"
+admin: {listen: "127.0.0.1:9090", token: t-One}
+log: {level: info}
+http2: {h2c: false}
+cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
+	changed := strings.NewReplacer(`":8080"`, `":8081"`, `"127.0.0.1:9090"`, `"127.0.0.1:9091"`, "level: info", "level: debug",
+		"h2c: false", "h2c: true", "127.0.0.1:6379/0", "127.0.0.2:6379/0", "namespace: a", "namespace: b").Replace(startFile)
+	warn := func(setting, old, new string) logged {
+		return logged{"level": "warn", "setting": setting, "old": old, "new": new,
+			"message": setting + " changed in the rules file: it takes effect at restart"}
+	}
+	tests := []struct {
+		name                string
+		opts                options
+		started, prev, next string
+		want                []logged
+		token               string // the token put in force
+	}{
+		{name: "nothing changed", started: startFile, prev: startFile, next: startFile, token: "t-One"},
+		{name: "every start-only setting changed", started: startFile, prev: startFile, next: changed, token: "t-One",
+			want: []logged{
+				warn("listen", ":8080", ":8081"),
+				warn("admin.listen", "127.0.0.1:9090", "127.0.0.1:9091"),
+				warn("log.level", "info", "debug"),
+				warn("http2.h2c", "false", "true"),
+				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.2:6379/0"),
+				warn("cluster.namespace", "a", "b"),
+			}},
+		{name: "flags fix listen, admin.listen and log.level", opts: options{listen: ":1", admin: ":2", logLevel: "warn"},
+			started: startFile, prev: startFile, next: changed, token: "t-One",
+			want: []logged{
+				warn("http2.h2c", "false", "true"),
+				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.2:6379/0"),
+				warn("cluster.namespace", "a", "b"),
+			}},
+		{name: "an unrelated edit after a change does not warn again", started: startFile, prev: changed, next: changed, token: "t-One"},
+		{name: "a change back to the value in force does not warn", started: startFile, prev: changed, next: startFile, token: "t-One"},
+		{name: "only the Redis password changed", started: startFile, prev: startFile,
+			next: strings.Replace(startFile, "pw-One", "pw-Two", 1), token: "t-One",
+			want: []logged{warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.1:6379/0 (a hidden password changed)")}},
+		{name: "tls settings", started: startFile, prev: startFile, token: "t-One",
+			next: startFile + "\ntls: {listen: \":8443\", certificates: [{certFile: c.pem, keyFile: k.pem}], minVersion: \"1.3\"}",
+			want: []logged{
+				warn("tls.listen", "", ":8443"),
+				warn("tls.certificates", "", "c.pem+k.pem"),
+				warn("tls.minVersion", "", "1.3"),
+			}},
+		{name: "a rotated token applies", started: startFile, prev: startFile,
+			next: strings.Replace(startFile, "t-One", "t-Two", 1), token: "t-Two",
+			want: []logged{{"level": "info", "setting": "admin.token", "required": true,
+				"message": "admin.token changed: the new token is in force, the old one is refused"}}},
+		{name: "a removed token applies", started: startFile, prev: startFile,
+			next: strings.Replace(startFile, ", token: t-One", "", 1), token: "",
+			want: []logged{{"level": "info", "setting": "admin.token", "required": false,
+				"message": "admin.token removed: writes need no token and are accepted only on localhost"}}},
+		{name: "SLUICE_ADMIN_TOKEN wins over a rotated token", opts: options{envToken: "t-Env"}, started: startFile, prev: startFile,
+			next: strings.Replace(startFile, "t-One", "t-Two", 1), token: "t-Env",
+			want: []logged{{"level": "warn", "setting": "admin.token",
+				"message": "admin.token changed in the rules file, but SLUICE_ADMIN_TOKEN overrides it: the token in force is unchanged"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			var token []string
+			r := &reloader{opts: tt.opts, log: zerolog.New(&buf), clusterOn: true,
+				setToken: func(tok string) { token = append(token, tok) }}
+			r.announceSettings(rulesWith(t, tt.started), rulesWith(t, tt.prev), rulesWith(t, tt.next))
+			logs := buf.String()
+			got := events(t, &buf)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("logged:\n%v\nwant:\n%v", got, tt.want)
+			}
+			if len(token) != 1 || token[0] != tt.token {
+				t.Errorf("tokens put in force: %q, want [%q]", token, tt.token)
+			}
+			for _, secret := range []string{"pw-", "t-One", "t-Two", "t-Env"} {
+				if strings.Contains(logs, secret) {
+					t.Errorf("a secret (%s) was logged: %s", secret, logs)
+				}
+			}
+		})
+	}
+}
