@@ -544,3 +544,36 @@ routes:
 		t.Errorf("after the reload, the plain listener: %v %v, want 200 (no redirect until a restart)", resp, err)
 	}
 }
+
+// TestEdgeHTTP2OffOnTLS: with http2.tls false, h2 is not offered by ALPN:
+// a client that prefers it gets HTTP/1.1, and one that speaks only h2 is
+// refused.
+func TestEdgeHTTP2OffOnTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "e2e CA")
+	dir := t.TempDir()
+	edgePair(t, ca, dir, "a", "a.test")
+	up := echoUpstream(t)
+	g := startEdge(t, dir, fmt.Sprintf(`
+tls:
+  listen: "127.0.0.1:0"
+  certificates: [{ certFile: a.crt, keyFile: a.key }]
+http2: { tls: false }
+upstreams:
+  up: { targets: [%q] }
+routes:
+  - { path: /*, upstream: up }
+`, up.URL))
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "a.test"}}}
+	resp, err := c.Get("https://" + g.TLSAddr + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol == "h2" {
+		t.Errorf("a client preferring h2 got %s (ALPN %q), want HTTP/1.1", resp.Proto, resp.TLS.NegotiatedProtocol)
+	}
+	if _, _, err := newClient("h2", ca.Pool(), "a.test").do(t, "GET", "https://"+g.TLSAddr+"/x", ""); err == nil {
+		t.Error("an h2-only client was served")
+	}
+}
