@@ -545,15 +545,17 @@ routes:
 	}
 }
 
-// TestEdgeHTTP2OffOnTLS: with http2.tls false, h2 is not offered by ALPN:
-// a client that prefers it gets HTTP/1.1, and one that speaks only h2 is
-// refused.
+// TestEdgeHTTP2OffOnTLS: a gateway with the TLS listener only; with
+// http2.tls false, h2 is not offered by ALPN: a client that prefers it gets
+// HTTP/1.1, and one that speaks only h2 is refused.
 func TestEdgeHTTP2OffOnTLS(t *testing.T) {
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "a", "a.test")
 	up := echoUpstream(t)
+	// TLS only: listen is "" in the file, and -listen "" overrides the harness's.
 	g := startEdge(t, dir, fmt.Sprintf(`
+listen: ""
 tls:
   listen: "127.0.0.1:0"
   certificates: [{ certFile: a.crt, keyFile: a.key }]
@@ -562,7 +564,10 @@ upstreams:
   up: { targets: [%q] }
 routes:
   - { path: /*, upstream: up }
-`, up.URL))
+`, up.URL), "-listen", "")
+	if l := g.logs.find("sluice started", 0)["listen"]; l != "" {
+		t.Errorf("a plain listener on %v, want none", l)
+	}
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "a.test"}}}
 	resp, err := c.Get("https://" + g.TLSAddr + "/x")
