@@ -241,7 +241,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		d.lines[fp] = p.key.Line
-		d.decode(p.value, v.Field(i), fp)
+		d.decode(p.value, v.FieldByIndex(i), fp)
 	}
 }
 
@@ -262,20 +262,30 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// yamlFields maps the yaml names of t's fields to their indexes.
-func yamlFields(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
+// yamlFields maps the yaml names of t's fields to their index paths. The
+// fields of an embedded struct tagged `yaml:",inline"` are t's own, at the
+// same level of the file (as yaml.v3 reads them), so that one piece of schema
+// can sit in several sections.
+func yamlFields(t reflect.Type) map[string][]int {
+	m := make(map[string][]int, t.NumField())
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.Anonymous && name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			for k, sub := range yamlFields(f.Type) {
+				m[k] = append([]int{i}, sub...)
+			}
+			continue
+		}
 		if name != "" && name != "-" {
-			m[name] = i
+			m[name] = []int{i}
 		}
 	}
 	return m
 }
 
 // suggest returns `; did you mean "count"?` for a near miss, else "".
-func suggest(key string, fields map[string]int) string {
+func suggest(key string, fields map[string][]int) string {
 	best, bestD := "", 3
 	for f := range fields {
 		dist := editDistance(strings.ToLower(key), strings.ToLower(f))

@@ -118,7 +118,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
 		}},
 		{"cluster_no_redis.yaml", []string{
-			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs cluster.redis (a redis:// URL)",
+			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs grade qps, got \"concurrency\"",
 			"testdata/cluster_no_redis.yaml:13: flowRules[0].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
 		}},
@@ -218,6 +218,38 @@ func TestLoadErrors(t *testing.T) {
 		}},
 		{"redis_port.yaml", []string{
 			"testdata/redis_port.yaml:8: cluster.redis: the port must be a number in 1..65535, got \"redis://sluice:xxxxx@127.0.0.1:99999/0\"",
+		}},
+		{"redis_cluster_bad.yaml", []string{
+			"testdata/redis_cluster_bad.yaml:14: cluster.clusterAddrs[1]: must be written like clusterAddrs[0]: every node a host:port, or every one a URL with the same scheme, user and password, got \"redis://sluice:xxxxx@127.0.0.1:7001\"",
+			"testdata/redis_cluster_bad.yaml:15: cluster.clusterAddrs[2]: must be written like clusterAddrs[0]: every node a host:port, or every one a URL with the same scheme, user and password, got \"127.0.0.1:7002\"",
+			"testdata/redis_cluster_bad.yaml:16: cluster.clusterAddrs[3]: must be written like clusterAddrs[0]: every node a host:port, or every one a URL with the same scheme, user and password, got \"rediss://sluice:xxxxx@127.0.0.1:7003\"",
+			"testdata/redis_cluster_bad.yaml:17: cluster.clusterAddrs[4]: must not name a database: a Redis Cluster has only database 0, got \"redis://sluice:xxxxx@127.0.0.1:7004/3\"",
+			"testdata/redis_cluster_bad.yaml:18: cluster.clusterAddrs[5]: must not have a query or fragment (sluice sets the connection options itself), got \"redis://sluice:xxxxx@127.0.0.1:7005?pool_size=9\"",
+			"testdata/redis_cluster_bad.yaml:19: cluster.clusterAddrs[6]: must be host:port or a redis:// (rediss:// for TLS) URL, got \"http://127.0.0.1:7006\"",
+			"testdata/redis_cluster_bad.yaml:20: cluster.clusterAddrs[7]: duplicate node \"127.0.0.1:7000\" (also clusterAddrs[0])",
+			"testdata/redis_cluster_bad.yaml:21: cluster.clusterAddrs[8]: the port must be a number in 1..65535, got \"127.0.0.1:99999\"",
+		}},
+		{"redis_cluster_empty.yaml", []string{
+			"testdata/redis_cluster_empty.yaml:12: cluster.clusterAddrs: must list at least one node of the Redis Cluster (host:port)",
+		}},
+		{"redis_none.yaml", []string{
+			"testdata/redis_none.yaml:11: cluster: names no Redis: set one of cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
+		}},
+		{"redis_sentinel_bad.yaml", []string{
+			"testdata/redis_sentinel_bad.yaml:12: cluster.sentinel.masterName: is required (the name the Sentinels monitor the master under, as in \"sentinel monitor mymaster ...\")",
+			"testdata/redis_sentinel_bad.yaml:15: cluster.sentinel.addrs[1]: must be a Sentinel's host:port, usually port 26379 (no scheme: set tls for TLS), got \"redis://127.0.0.1:26380\"",
+			"testdata/redis_sentinel_bad.yaml:16: cluster.sentinel.addrs[2]: the port must be a number in 1..65535, got \"127.0.0.1:0\"",
+			"testdata/redis_sentinel_bad.yaml:17: cluster.sentinel.addrs[3]: duplicate address \"127.0.0.1:26379\" (also addrs[0])",
+			"testdata/redis_sentinel_bad.yaml:18: cluster.sentinel.addrs[4]: must be a Sentinel's host:port, usually port 26379 (no scheme: set tls for TLS), got \"sentinel-3\"",
+			"testdata/redis_sentinel_bad.yaml:20: cluster.sentinel.db: must be >= 0, got -1",
+		}},
+		{"redis_sentinel_empty.yaml", []string{
+			"testdata/redis_sentinel_empty.yaml:14: cluster.sentinel.addrs: must list at least one Sentinel (host:port, usually port 26379)",
+			"testdata/redis_sentinel_empty.yaml:15: cluster.sentinel.tls: expected true or false, got \"maybe\"",
+		}},
+		{"redis_two_forms.yaml", []string{
+			"testdata/redis_two_forms.yaml:13: cluster.sentinel: only one of redis, sentinel and clusterAddrs may name the Redis, but cluster.redis is set too (line 12)",
+			"testdata/redis_two_forms.yaml:16: cluster.clusterAddrs: only one of redis, sentinel and clusterAddrs may name the Redis, but cluster.redis is set too (line 12)",
 		}},
 		{"relate_unknown.yaml", []string{
 			"testdata/relate_unknown.yaml:12: flowRules[0].refResource: unknown resource \"wirte\": no route has it (resources: read)",

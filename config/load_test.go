@@ -63,7 +63,7 @@ func TestLoadFull(t *testing.T) {
 				RetryTimeoutMs: 5000, Line: 86},
 		},
 		System:        config.System{MaxQps: 1000, MaxConcurrency: 200, MaxAvgRtMs: 300, MaxCpuUsage: 0.8, Adaptive: true},
-		Cluster:       config.Cluster{Redis: "redis://127.0.0.1:6379/0", Namespace: "shop"},
+		Cluster:       config.Cluster{RedisTarget: config.RedisTarget{Redis: "redis://127.0.0.1:6379/0"}, Namespace: "shop"},
 		BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain", Body: "blocked {{.Resource}} ({{.Reason}})", RateLimitHeaders: ptr(false)},
 		Path:          "testdata/full.yaml",
 	}

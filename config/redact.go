@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// MarshalJSON hides the Redis password: the rules in force are served on the
+// MarshalJSON hides the Redis passwords: the rules in force are served on the
 // admin API, which anyone who can reach the admin listener may read.
 func (c Cluster) MarshalJSON() ([]byte, error) {
 	type plain Cluster
 	p := plain(c)
-	p.Redis = c.RedisRedacted()
+	p.RedisTarget = c.RedisTarget.Redacted()
 	return json.Marshal(p)
 }
 
@@ -19,10 +19,12 @@ func (c Cluster) MarshalJSON() ([]byte, error) {
 // messages and the admin API.
 func (c Cluster) RedisRedacted() string { return redactURL(c.Redis) }
 
+// redactURL masks the password of a redis:// URL; anything else, a
+// host:port included, is returned as it is.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil {
 		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			u.User = url.UserPassword(u.User.Username(), masked)
 			return u.String()
 		}
 		return s
@@ -35,7 +37,7 @@ func redactURL(s string) string {
 		return s
 	}
 	if i := strings.IndexByte(s[start:at], ':'); i >= 0 {
-		return s[:start+i+1] + "xxxxx" + s[at:]
+		return s[:start+i+1] + masked + s[at:]
 	}
 	return s
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestClusterJSONHidesRedisPassword(t *testing.T) {
-	b, err := json.Marshal(Cluster{Redis: "redis://user:s3cret@127.0.0.1:6379/0", Namespace: "n"})
+	b, err := json.Marshal(Cluster{RedisTarget: RedisTarget{Redis: "redis://user:s3cret@127.0.0.1:6379/0"}, Namespace: "n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestRedisRedacted(t *testing.T) {
 		{"redis://user:s3c@ret@h:x", "redis://user:xxxxx@h:x"},
 	}
 	for _, tt := range tests {
-		if got := (Cluster{Redis: tt.in}).RedisRedacted(); got != tt.want {
+		if got := (Cluster{RedisTarget: RedisTarget{Redis: tt.in}}).RedisRedacted(); got != tt.want {
 			t.Errorf("RedisRedacted(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}

@@ -214,10 +214,11 @@ type System struct {
 	Adaptive       bool    `yaml:"adaptive" json:"adaptive"`
 }
 
-// Cluster configures the Redis token service.
+// Cluster configures the Redis token service: which Redis (one of the
+// RedisTarget forms, written at cluster's level) and the key namespace.
 type Cluster struct {
-	Redis     string `yaml:"redis" json:"redis"`
-	Namespace string `yaml:"namespace" json:"namespace"`
+	RedisTarget `yaml:",inline"`
+	Namespace   string `yaml:"namespace" json:"namespace"`
 }
 
 // BlockResponse is what a blocked request gets.

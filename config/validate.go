@@ -160,10 +160,8 @@ func (c *checker) validate() {
 	if !(s.MaxCpuUsage >= 0 && s.MaxCpuUsage <= 1) {
 		c.add("system.maxCpuUsage", "must be between 0 and 1 (a fraction of all CPUs), got %s", num(s.MaxCpuUsage))
 	}
-	if cfg.Cluster.Redis != "" {
-		if msg := checkRedisURL(cfg.Cluster.Redis); msg != "" {
-			c.add("cluster.redis", "%s", msg)
-		}
+	if !c.redisTarget("cluster", cfg.Cluster.RedisTarget) && c.has("cluster") {
+		c.add("cluster", "names no Redis: set one of cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
 	}
 	if cfg.Cluster.Namespace == "" {
 		c.add("cluster.namespace", "must not be empty")
@@ -422,8 +420,8 @@ func (c *checker) flowRules(ix routeIndex) {
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
 		if r.ClusterMode {
-			if c.cfg.Cluster.Redis == "" {
-				c.add(p+".clusterMode", "needs cluster.redis (a redis:// URL)")
+			if !c.has("cluster") {
+				c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
 			}
 			if gradeOK && r.Grade != GradeQPS {
 				c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(r.Grade)))
