@@ -178,3 +178,33 @@ func TestSetTokenRotates(t *testing.T) {
 		}
 	}
 }
+
+// TestRawRulesMaskRedisPasswords: every form that names the Redis can carry
+// a password (sentinel's two, every clusterAddrs URL, several on one line);
+// none is served.
+func TestRawRulesMaskRedisPasswords(t *testing.T) {
+	tests := []struct{ file, want string }{
+		{"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"10.0.0.1:26379\"]\n    password: hunter2\n    sentinelPassword: 'hunter3' # sentinels' own\n",
+			"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"10.0.0.1:26379\"]\n    password: \"********\"\n    sentinelPassword: \"********\" # sentinels' own\n"},
+		{"cluster:\n  clusterAddrs: [\"redis://u:hunter2@10.0.0.1:7000\", redis://u:hunter2@10.0.0.2:7000]\n",
+			"cluster:\n  clusterAddrs: [\"redis://u:xxxxx@10.0.0.1:7000\", \"redis://u:xxxxx@10.0.0.2:7000\"]\n"},
+		{"cluster:\n  clusterAddrs:\n    - rediss://u:hunter2@10.0.0.1:7000\n    - 10.0.0.2:7000\n",
+			"cluster:\n  clusterAddrs:\n    - \"rediss://u:xxxxx@10.0.0.1:7000\"\n    - 10.0.0.2:7000\n"},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srv := admin.New(admin.Options{ConfigPath: path})
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+		var raw struct{ Text string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || rec.Code != 200 {
+			t.Fatalf("GET /api/rules/raw: %d %v %s", rec.Code, err, rec.Body)
+		}
+		if raw.Text != tt.want {
+			t.Errorf("masked text:\n%s\nwant:\n%s", raw.Text, tt.want)
+		}
+	}
+}

@@ -224,7 +224,17 @@ func scalarSpan(lines [][]byte, n *yaml.Node) (int, int, bool) {
 	}
 	var got string
 	if err := yaml.Unmarshal(line[from:to], &got); err != nil || got != n.Value {
-		return 0, 0, false
+		// A plain scalar in a flow list or mapping ends at the first flow
+		// indicator, which in block context it may hold.
+		i := bytes.IndexAny(line[from:to], ",]}")
+		if line[from] == '"' || line[from] == '\'' || i < 0 {
+			return 0, 0, false
+		}
+		to = from + len(bytes.TrimRight(line[from:from+i], " \t"))
+		got = ""
+		if err := yaml.Unmarshal(line[from:to], &got); err != nil || got != n.Value {
+			return 0, 0, false
+		}
 	}
 	return from, to, true
 }
