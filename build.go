@@ -117,7 +117,7 @@ func startCluster(ctx context.Context, cfg *config.Config, log zerolog.Logger, m
 
 func clusterOptions(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) cluster.Options {
 	return cluster.Options{
-		URL:       cfg.Cluster.Redis,
+		Redis:     cfg.Cluster.RedisTarget,
 		Namespace: cfg.Cluster.Namespace,
 		Log:       log,
 		OnState:   m.ClusterUp,

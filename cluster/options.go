@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"sluice/config"
 )
 
 // Defaults for Options' zero fields.
@@ -24,10 +26,14 @@ const (
 	DefaultNamespace = "sluice"
 )
 
-// Options configures a Service. The zero value of every field but URL has a
-// default (see the field comments).
+// Options configures a Service. The zero value of every field but the Redis
+// (Redis or URL) has a default (see the field comments).
 type Options struct {
-	URL       string         // cluster.redis, e.g. redis://127.0.0.1:6379/0 (required)
+	// Redis names the Redis in any of its forms (cluster.redis,
+	// cluster.sentinel, cluster.clusterAddrs); URL is short for
+	// Redis{Redis: URL}. Exactly one of them is required.
+	Redis     config.RedisTarget
+	URL       string
 	Namespace string         // key prefix; gateways sharing limits share a namespace (default "sluice")
 	Timeout   time.Duration  // per-call timeout (default DefaultTimeout, 20ms)
 	Heartbeat time.Duration  // avgLocal liveness heartbeat period (default 1s); a gateway expires after 3 periods
@@ -42,8 +48,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.URL == "" {
-		return o, errors.New("cluster: no redis URL")
+	switch {
+	case o.URL != "" && o.Redis.Form() != config.RedisFormNone:
+		return o, errors.New("cluster: both Options.URL and Options.Redis are set")
+	case o.URL != "":
+		o.Redis = config.RedisTarget{Redis: o.URL}
+	case o.Redis.Form() == config.RedisFormNone:
+		return o, errors.New("cluster: no redis named")
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace

@@ -7,10 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-
 	"sluice/config"
+	"sluice/internal/redisconn"
 )
 
 // Errors returned by Acquire when it has no decision; the caller then applies
@@ -48,7 +46,7 @@ const (
 // probing, and Close it when done. The zero value is not usable.
 type Service struct {
 	opts    Options
-	rdb     *redis.Client
+	rdb     *redisconn.Client
 	scripts scripts
 	specs   specCache
 	gwKey   string // namespace's gateway set
@@ -80,28 +78,19 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro, err := redis.ParseURL(opts.URL)
-	if err != nil {
-		return nil, errors.New("cluster: parsing redis URL: " + err.Error())
-	}
 	// Fail fast: the breaker and Run's probes do the retrying, and a request
 	// must not wait for go-redis's own retries and dial backoff.
 	// Socket deadlines rather than a context deadline per batch bound each
 	// round trip: they cost no allocation. A call that has to dial a fresh
 	// connection may take up to DialTimeout instead.
-	ro.MaxRetries = -1
-	ro.DialerRetries = 1
-	ro.DialTimeout = max(opts.Timeout, 50*time.Millisecond)
-	ro.ReadTimeout = opts.Timeout
-	ro.WriteTimeout = opts.Timeout
-	ro.PoolTimeout = opts.Timeout
-	ro.ContextTimeoutEnabled = true
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	rdb, err := redisconn.New(opts.Redis, redisconn.Options{Timeout: opts.Timeout})
+	if err != nil {
+		return nil, errors.New("cluster: " + err.Error())
+	}
 	ns := "{" + opts.Namespace + "}:" // hash tag: one slot, so a batch may span rules on Redis Cluster too
 	s := &Service{
 		opts:    opts,
-		rdb:     redis.NewClient(ro),
+		rdb:     rdb,
 		scripts: newScripts(),
 		specs:   specCache{ns: ns},
 		gwKey:   ns + "gw",
@@ -324,11 +313,11 @@ func (s *Service) setState(up bool, err error) {
 	s.fails.Store(0)
 	s.up.Store(up)
 	if up && first {
-		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable; cluster limiting on")
+		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Str("redis", s.rdb.String()).Msg("cluster: redis reachable; cluster limiting on")
 	} else if up {
-		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Msg("cluster: redis reachable again; cluster limiting resumed")
+		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Str("redis", s.rdb.String()).Msg("cluster: redis reachable again; cluster limiting resumed")
 	} else {
-		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).
+		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).Str("redis", s.rdb.String()).
 			Msg("cluster: redis failing; cluster rules fall back until it answers again")
 	}
 	if s.opts.OnState != nil {
