@@ -52,9 +52,36 @@ func startSettings() []startSetting {
 		{name: "cluster.redis", flagged: never,
 			value: func(c *config.Config) string { return c.Cluster.Redis },
 			shown: func(c *config.Config) string { return c.Cluster.RedisRedacted() }},
+		{name: "cluster.sentinel", flagged: never,
+			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) },
+			shown: func(c *config.Config) string { return sentinelSetting(c.Cluster.Redacted().Sentinel) }},
+		{name: "cluster.clusterAddrs", flagged: never,
+			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") },
+			shown: func(c *config.Config) string { return strings.Join(c.Cluster.Redacted().ClusterAddrs, ",") }},
 		{name: "cluster.namespace", flagged: never,
 			value: func(c *config.Config) string { return c.Cluster.Namespace }},
 	}
+}
+
+// sentinelSetting is cluster.sentinel in one line, its set fields only.
+func sentinelSetting(s *config.Sentinel) string {
+	if s == nil {
+		return ""
+	}
+	parts := []string{"masterName=" + s.MasterName, "addrs=" + strings.Join(s.Addrs, ",")}
+	for _, f := range [][2]string{{"username", s.Username}, {"password", s.Password},
+		{"sentinelUsername", s.SentinelUsername}, {"sentinelPassword", s.SentinelPassword}} {
+		if f[1] != "" {
+			parts = append(parts, f[0]+"="+f[1])
+		}
+	}
+	if s.DB != 0 {
+		parts = append(parts, "db="+strconv.Itoa(s.DB))
+	}
+	if s.TLS {
+		parts = append(parts, "tls=true")
+	}
+	return strings.Join(parts, " ")
 }
 
 func never(options) bool { return false }

@@ -82,6 +82,20 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 		{name: "only the Redis password changed", started: startFile, prev: startFile,
 			next: strings.Replace(startFile, "pw-One", "pw-Two", 1), token: "t-One",
 			want: []logged{warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.1:6379/0 (a hidden password changed)")}},
+		{name: "the Redis moved under Sentinel", started: startFile, prev: startFile, token: "t-One",
+			next: strings.Replace(startFile, `redis: "redis://u:pw-One@127.0.0.1:6379/0"`,
+				`sentinel: {masterName: m, addrs: ["10.0.0.1:26379"], password: pw-Two}`, 1),
+			want: []logged{
+				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", ""),
+				warn("cluster.sentinel", "", "masterName=m addrs=10.0.0.1:26379 password=xxxxx"),
+			}},
+		{name: "a Cluster's seeds changed", started: startFile, prev: startFile, token: "t-One",
+			next: strings.Replace(startFile, `redis: "redis://u:pw-One@127.0.0.1:6379/0"`,
+				`clusterAddrs: ["redis://u:pw-Two@10.0.0.1:7000", "redis://u:pw-Two@10.0.0.2:7000"]`, 1),
+			want: []logged{
+				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", ""),
+				warn("cluster.clusterAddrs", "", "redis://u:xxxxx@10.0.0.1:7000,redis://u:xxxxx@10.0.0.2:7000"),
+			}},
 		{name: "tls settings", started: startFile, prev: startFile, token: "t-One",
 			next: startFile + "\ntls: {listen: \":8443\", certificates: [{certFile: c.pem, keyFile: k.pem}], minVersion: \"1.3\"}",
 			want: []logged{
