@@ -28,6 +28,7 @@ type exchange struct {
 	clientGone bool
 	body       *clientBody // the request body as forwarded; nil: none
 	call       call        // what the route's guards know and hold of the request
+	try        tries       // the targets it was sent to
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with

@@ -14,7 +14,8 @@ import (
 
 // fastTarget is one upstream target as the fast path sends to it.
 type fastTarget struct {
-	hc       *fasthttp.HostClient // shared by every snapshot naming this scheme://host
+	hc       *fasthttp.HostClient // shared by every snapshot naming this scheme://host and connect timeout
+	key      string               // the client's key in fastClients
 	url      *url.URL
 	host     []byte // the Host header: the target's host, as SetURL makes it
 	https    bool
@@ -22,7 +23,7 @@ type fastTarget struct {
 }
 
 // fastClients holds one fasthttp.HostClient (a keep-alive connection pool)
-// per scheme://host. Like the standard Transport it outlives snapshots, so a
+// per scheme://host and connect timeout. Like the standard Transport it outlives snapshots, so a
 // reload keeps warm connections; a reload drops the clients no route names
 // any more. Safe for concurrent use.
 type fastClients struct {
@@ -30,15 +31,16 @@ type fastClients struct {
 	m  map[string]*fasthttp.HostClient
 }
 
-// target returns the fast target of u, creating its client if needed.
-func (c *fastClients) target(u *url.URL) (*fastTarget, error) {
+// target returns the fast target of u, whose dials are bounded by
+// connect, creating its client if needed.
+func (c *fastClients) target(u *url.URL, connect time.Duration) (*fastTarget, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, errors.New("proxy: fast forwarder: target scheme must be http or https")
 	}
 	if u.Host == "" {
 		return nil, errors.New("proxy: fast forwarder: target has no host")
 	}
-	key := u.Scheme + "://" + u.Host
+	key := u.Scheme + "://" + u.Host + " " + connect.String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -46,11 +48,12 @@ func (c *fastClients) target(u *url.URL) (*fastTarget, error) {
 	}
 	hc := c.m[key]
 	if hc == nil {
-		hc = newHostClient(u)
+		hc = newHostClient(u, connect)
 		c.m[key] = hc
 	}
 	return &fastTarget{
 		hc:       hc,
+		key:      key,
 		url:      u,
 		host:     []byte(u.Host),
 		https:    u.Scheme == "https",
@@ -59,7 +62,7 @@ func (c *fastClients) target(u *url.URL) (*fastTarget, error) {
 }
 
 // retain closes the idle connections of, and forgets, every client whose
-// scheme://host is not in keep. Requests still running on an older
+// key is not in keep. Requests still running on an older
 // snapshot hold their client and finish normally.
 func (c *fastClients) retain(keep map[string]bool) {
 	c.mu.Lock()
@@ -73,10 +76,11 @@ func (c *fastClients) retain(keep map[string]bool) {
 }
 
 // newHostClient is tuned like the standard Transport: many keep-alive
-// connections per target, bounded dials, no User-Agent of its own, paths
+// connections per target, dials bounded by connect (a failed dial is a
+// connectError), no User-Agent of its own, paths
 // sent as given, response bodies streamed (the forwarder decides per
 // response whether to copy or stream-and-flush).
-func newHostClient(u *url.URL) *fasthttp.HostClient {
+func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 	addr := u.Host
 	if u.Port() == "" {
 		if u.Scheme == "https" {
@@ -88,14 +92,14 @@ func newHostClient(u *url.URL) *fasthttp.HostClient {
 	return &fasthttp.HostClient{
 		Addr:  addr,
 		IsTLS: u.Scheme == "https",
-		// net.Dialer like the standard Transport's (5 s, TCP keep-alive),
+		// net.Dialer like the standard Transport's (connect, TCP keep-alive),
 		// not fasthttp's default dialer, whose DNS cache runs a goroutine
 		// for the life of the process.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			d := net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
+			d := net.Dialer{Timeout: min(timeout, connect), KeepAlive: 30 * time.Second}
 			c, err := d.Dial("tcp", addr)
 			if err != nil {
-				return nil, err
+				return nil, &connectError{err}
 			}
 			return newProbedConn(c), nil
 		},

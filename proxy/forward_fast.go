@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+
+	ups "sluice/upstream"
 )
 
 // fastForwarder forwards with a fasthttp.HostClient per target: pooled
@@ -37,6 +39,7 @@ type fastCall struct {
 	req  fasthttp.Request
 	resp fasthttp.Response
 	buf  []byte // request body, then the response copy buffer
+	body []byte // the request body kept in buf; nil: none
 	uri  []byte
 	xff  []byte
 	vals []byte // response header values, made into one string
@@ -62,6 +65,7 @@ func (p *fastCallPool) put(c *fastCall) {
 	_ = c.resp.CloseBodyStream()
 	c.req.Reset()
 	c.resp.Reset()
+	c.body = nil
 	if cap(c.buf) > fastBodyCap {
 		c.buf = make([]byte, copyBufSize) // a forced-fast big body: do not pool it
 	}
@@ -76,35 +80,61 @@ var (
 // validStatus reports a final status a client may be sent.
 func validStatus(code int) bool { return code >= 200 && code <= 999 }
 
+// forward sends the request, and again to another target where
+// route.retry allows it (all within the route timeout); a body read whole
+// (up to fastBodyCap) is kept for that, a streamed one is sent again only
+// after a connect failure, when none of it was read.
 func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 	up := f.rt.upstream
-	t := up.fast[up.pickIndex()]
 	deadline := time.Now().Add(up.timeout)
 	c := f.pool.get()
 	defer f.pool.put(c)
 
-	req := &c.req
-	f.buildRequest(c, t, r)
-	if err := f.setBody(c, r); err != nil {
+	kept, err := f.readBody(c, r)
+	if err != nil {
 		upstreamFailed(ex, r, err, f.log)
 		return
 	}
-	resp := &c.resp
-	resp.Header.SetNoDefaultContentType(true)
-	if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
-		upstreamFailed(ex, r, err, f.log)
+	ex.try.kept = kept
+	req, resp := &c.req, &c.resp
+	for i := up.first(ex); ; {
+		t := up.fast[i]
+		f.buildRequest(c, t, r)
+		f.setBody(c, r, kept)
+		resp.Header.SetNoDefaultContentType(true)
+		if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
+			if !ex.bodyFailed() && ex.clientCtx.Err() == nil {
+				if i = f.rt.retry(ex, r.Method, classify(err), 0); i >= 0 {
+					req.Reset()
+					continue
+				}
+			}
+			upstreamFailed(ex, r, err, f.log)
+			return
+		}
+		st := resp.StatusCode()
+		if !validStatus(st) {
+			// fasthttp skips 1xx interim answers, so a final one below 200
+			// here (an unasked-for 101, a 099) is the upstream's fault, as on
+			// the standard path.
+			_ = closeStream(resp.BodyStream(), errBadStatus)
+			upstreamFailed(ex, r, fmt.Errorf("%w %d", errBadStatus, st), f.log)
+			return
+		}
+		if ups.FailureStatus(st) {
+			if i = f.rt.retry(ex, r.Method, failStatus, st); i >= 0 {
+				_ = closeStream(resp.BodyStream(), errRetried)
+				req.Reset()
+				continue
+			}
+		}
+		f.writeResponse(ex, c, r)
 		return
 	}
-	if st := resp.StatusCode(); !validStatus(st) {
-		// fasthttp skips 1xx interim answers, so a final one below 200
-		// here (an unasked-for 101, a 099) is the upstream's fault, as on
-		// the standard path.
-		_ = closeStream(resp.BodyStream(), errBadStatus)
-		upstreamFailed(ex, r, fmt.Errorf("%w %d", errBadStatus, st), f.log)
-		return
-	}
-	f.writeResponse(ex, c, r)
 }
+
+// errRetried closes the body of an answer dropped for a retry.
+var errRetried = errors.New("proxy: answer dropped, the request is sent to another target")
 
 // buildRequest fills c.req as ReverseProxy's Rewrite and Transport would
 // write the outgoing request.
@@ -168,29 +198,39 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 	}
 }
 
-// setBody gives c.req the client's body: read whole when its length is
-// known and at most fastBodyCap (bounded memory), streamed otherwise (only
-// a forced fast route gets those). Reading it is bounded by the route
-// deadline set in route.forward (exchange.watchBody).
-func (f *fastForwarder) setBody(c *fastCall, r *http.Request) error {
+// readBody reads the client's body into c.buf when its length is known and
+// at most fastBodyCap (bounded memory), so that it can be sent, and sent
+// again on a retry: kept reports that (or that there is no body). Reading
+// it is bounded by the route deadline set in route.forward
+// (exchange.watchBody).
+func (f *fastForwarder) readBody(c *fastCall, r *http.Request) (kept bool, err error) {
 	n := r.ContentLength
 	if n == 0 || r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return true, nil
 	}
 	if n > 0 && n <= fastBodyCap {
 		if int64(cap(c.buf)) < n {
 			c.buf = make([]byte, max(n, copyBufSize))
 		}
-		b := c.buf[:n]
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return err
+		if _, err := io.ReadFull(r.Body, c.buf[:n]); err != nil {
+			return false, err
 		}
-		c.req.SetBodyRaw(b)
-		return nil
+		c.body = c.buf[:n]
+		return true, nil
 	}
-	// Not closed by fasthttp: the server owns r.Body.
-	c.req.SetBodyStream(struct{ io.Reader }{r.Body}, int(n))
-	return nil
+	return false, nil
+}
+
+// setBody gives c.req the client's body: the one readBody kept, or a stream
+// of it (only a forced fast route gets those).
+func (f *fastForwarder) setBody(c *fastCall, r *http.Request, kept bool) {
+	switch {
+	case c.body != nil:
+		c.req.SetBodyRaw(c.body)
+	case !kept:
+		// Not closed by fasthttp: the server owns r.Body.
+		c.req.SetBodyStream(struct{ io.Reader }{r.Body}, int(r.ContentLength))
+	}
 }
 
 // writeResponse copies the upstream's answer to the client. A known length

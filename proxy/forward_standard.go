@@ -1,42 +1,124 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	stdlog "log"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+
+	ups "sluice/upstream"
 )
 
 // standardForwarder is httputil.ReverseProxy: it carries everything,
-// including upgrades, streams and trailers.
+// including upgrades, streams and trailers. It has two ReverseProxies per
+// target: pass sends every answer to the client; retry (nil when the
+// upstream never retries) fails an attempt answered 502/503/504, so that it
+// can be sent to another target. Which one an attempt uses is decided
+// before it is sent (ReverseProxy's hooks cannot reach the request's
+// state without an allocation), from whether a retry would be allowed.
 type standardForwarder struct {
-	rp      *httputil.ReverseProxy
+	rt      *route
+	pass    []*httputil.ReverseProxy
+	retry   []*httputil.ReverseProxy
 	timeout time.Duration
+	log     zerolog.Logger
 }
 
-func (f standardForwarder) name() string { return "standard" }
+func (f *standardForwarder) name() string { return "standard" }
 
-// forward bounds the whole exchange by the route timeout; the client going
-// away cancels the upstream call through the request's context.
-func (f standardForwarder) forward(ex *exchange, r *http.Request) {
+func newStandardForwarder(rt *route, transport http.RoundTripper, copyBuffers httputil.BufferPool, log zerolog.Logger) *standardForwarder {
+	up := rt.upstream
+	f := &standardForwarder{rt: rt, timeout: up.timeout, log: log}
+	for _, t := range up.targets {
+		f.pass = append(f.pass, newStandardProxy(rt, t, false, transport, copyBuffers, log))
+		if up.retries > 0 {
+			f.retry = append(f.retry, newStandardProxy(rt, t, true, transport, copyBuffers, log))
+		}
+	}
+	return f
+}
+
+// forward bounds the whole exchange, retries included, by the route
+// timeout; the client going away cancels the upstream call through the
+// request's context. A failed attempt that may be retried (see
+// route.retry) writes nothing and names the next target in ex.try.next.
+func (f *standardForwarder) forward(ex *exchange, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), f.timeout)
 	defer cancel()
-	f.rp.ServeHTTP(ex, r.WithContext(ctx))
+	req := r.WithContext(ctx)
+	up := f.rt.upstream
+	body, err := f.keepBody(ex, r)
+	if err != nil {
+		upstreamFailed(ex, r, err, f.log)
+		return
+	}
+	i := up.first(ex)
+	for {
+		rp := f.pass[i]
+		if f.retry != nil && retryable(r.Method, failStatus, ex.try.kept) && up.bal.MayRetry(ex.try.now, &ex.try.tried) {
+			rp = f.retry[i]
+		}
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		ex.try.next = 0
+		rp.ServeHTTP(ex, req)
+		if ex.try.next == 0 {
+			return
+		}
+		i = ex.try.next - 1
+	}
 }
 
-// newStandardProxy builds the httputil.ReverseProxy of one route: Rewrite
-// picks the target round robin, strips the route's prefix and sets the
-// X-Forwarded-* headers; the error handler answers 502/504 with a JSON body.
-func newStandardProxy(rt *route, transport http.RoundTripper, copyBuffers httputil.BufferPool, log zerolog.Logger) *httputil.ReverseProxy {
+// keepBody reads the request's body into memory when the upstream retries
+// and the body is small enough to keep (its length known and at most
+// fastBodyCap, as the fast path keeps it): a retry sends it again. A body
+// the client sends only once asked (Expect: 100-continue) is not read
+// ahead, so the target still decides whether it wants it.
+func (f *standardForwarder) keepBody(ex *exchange, r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	ex.try.kept = n == 0
+	if f.retry == nil || n <= 0 || n > fastBodyCap || len(r.Header["Expect"]) > 0 {
+		return nil, nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, b); err != nil {
+		return nil, err
+	}
+	ex.try.kept = true
+	return b, nil
+}
+
+// retryStatusError fails an attempt answered 502, 503 or 504 that is to be
+// sent again.
+type retryStatusError struct{ code int }
+
+func (e *retryStatusError) Error() string {
+	return "proxy: upstream answered " + strconv.Itoa(e.code) + "; retrying"
+}
+
+var retryStatuses = [...]*retryStatusError{{502}, {503}, {504}}
+
+// newStandardProxy builds the httputil.ReverseProxy of one route and
+// target: Rewrite strips the route's prefix and sets the X-Forwarded-*
+// headers; the error handler retries what route.retry allows and answers
+// the rest 502/504 with a JSON body. retry: a 502/503/504 answer fails the
+// attempt instead of reaching the client.
+func newStandardProxy(rt *route, target *url.URL, retry bool, transport http.RoundTripper,
+	copyBuffers httputil.BufferPool, log zerolog.Logger) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -48,7 +130,7 @@ func newStandardProxy(rt *route, transport http.RoundTripper, copyBuffers httput
 					pr.Out.URL.RawPath = stripPrefix(pr.Out.URL.RawPath, rt.stripPrefix)
 				}
 			}
-			pr.SetURL(rt.upstream.pick())
+			pr.SetURL(target)
 			// ReverseProxy drops inbound X-Forwarded-* before Rewrite. A chain
 			// is only extended when the peer is a trusted proxy; otherwise the
 			// client's own claims are replaced by what we saw.
@@ -69,9 +151,31 @@ func newStandardProxy(rt *route, transport http.RoundTripper, copyBuffers httput
 			if !validStatus(resp.StatusCode) && resp.StatusCode != http.StatusSwitchingProtocols {
 				return fmt.Errorf("%w %d", errBadStatus, resp.StatusCode)
 			}
+			if retry && ups.FailureStatus(resp.StatusCode) {
+				return retryStatuses[resp.StatusCode-502]
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if ex, ok := w.(*exchange); ok && !ex.bodyFailed() && ex.clientCtx.Err() == nil {
+				kind, code := classify(err), 0
+				var rs *retryStatusError
+				if errors.As(err, &rs) {
+					kind, code = failStatus, rs.code
+				}
+				if j := rt.retry(ex, r.Method, kind, code); j >= 0 {
+					ex.try.next = j + 1
+					return
+				}
+				if kind == failStatus {
+					// The answer was dropped for a retry that the budget,
+					// spent meanwhile by other requests, no longer allows.
+					ex.failed = true
+					log.Debug().Int("code", code).Str("path", r.URL.Path).Msg("upstream failed; retry budget spent")
+					writeJSON(w, http.StatusBadGateway, bodyBadGateway)
+					return
+				}
+			}
 			upstreamFailed(w, r, err, log)
 		},
 		ErrorLog:   stdlog.New(debugWriter{log}, "", 0),

@@ -10,7 +10,7 @@ import (
 
 // TestForwarderChoice pins which requests each mode sends where.
 func TestForwarderChoice(t *testing.T) {
-	std, fast := standardForwarder{}, &fastForwarder{}
+	std, fast := &standardForwarder{}, &fastForwarder{}
 	type tc struct {
 		name        string
 		method, url string

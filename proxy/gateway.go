@@ -7,7 +7,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"sluice/limiter"
 	"sluice/limiter/circuit"
 	"sluice/limiter/system"
+	ups "sluice/upstream"
 )
 
 // Observer receives one resource's request outcomes (Prometheus in
@@ -57,6 +57,9 @@ type Deps struct {
 	// Tests pass a synthetic one, to drive windows, queues and breakers
 	// through HTTP without sleeping.
 	Clock Clock
+	// Upstreams receives the upstreams' events (requests per target and
+	// code, retries, ejections, panic mode); nil: none.
+	Upstreams ups.Observer
 	// Forwarder, when set (auto | standard | fast), overrides every route's
 	// `forwarder:`. Empty: the SLUICE_FORWARDER environment variable, read
 	// once by New; empty too: each route's own setting.
@@ -92,12 +95,14 @@ func (monotonic) Sleep(ctx context.Context, d time.Duration) bool {
 // Gateway is the http.Handler of the traffic listener. Safe for concurrent
 // use; its zero value is not usable, build it with New.
 type Gateway struct {
-	deps      Deps
-	cur       atomic.Pointer[Snapshot]
-	transport http.RoundTripper
-	h2c, h2   *http.Transport // upstreams with protocol h2c and h2
-	pool      exchangePool
-	clock     Clock
+	deps  Deps
+	cur   atomic.Pointer[Snapshot]
+	pool  exchangePool
+	clock Clock
+	// upstreams holds the targets' health and counts across snapshots, and
+	// runs their probes; transports their connections.
+	upstreams  *ups.Pool
+	transports transports
 
 	loadMu        sync.Mutex
 	forwarder     string // the override in force ("" = none)
@@ -117,11 +122,7 @@ func New(deps Deps) *Gateway {
 	if g.deps.Observer == nil {
 		g.deps.Observer = func(string) Observer { return nopObserver{} }
 	}
-	g.transport = deps.Transport
-	if g.transport == nil {
-		g.transport = newTransport()
-	}
-	g.h2c, g.h2 = newH2Transport(true), newH2Transport(false)
+	g.upstreams = ups.NewPool(ups.Options{Log: deps.Log, Now: g.Now, Observer: deps.Upstreams})
 	g.forwarder = deps.Forwarder
 	if g.forwarder == "" {
 		g.forwarder = os.Getenv(EnvForwarder)
@@ -137,6 +138,14 @@ func New(deps Deps) *Gateway {
 // Now is the time every guard is given (Deps.Clock; by default ns since
 // New). Callers reading statistics (Flow.Stats) must use this clock.
 func (g *Gateway) Now() int64 { return g.clock.Now() }
+
+// Close stops the upstreams' health probes. The gateway still serves, with
+// the health its targets last had.
+func (g *Gateway) Close() { g.upstreams.Close() }
+
+// Upstreams describes every upstream and target of the snapshot in force,
+// at now (Now's clock).
+func (g *Gateway) Upstreams(now int64) []ups.UpstreamStatus { return g.upstreams.Status(now) }
 
 // Current returns the snapshot in force (nil before the first Load).
 func (g *Gateway) Current() *Snapshot { return g.cur.Load() }
@@ -187,27 +196,4 @@ func hasDotSegment(p string) bool {
 		}
 	}
 	return false
-}
-
-// newTransport is tuned for a gateway: many idle keep-alive connections per
-// upstream (the default of 2 makes every burst dial anew), bounded dials,
-// and no transparent compression: without DisableCompression the Transport
-// asks the upstream for gzip on behalf of clients that did not, and
-// decompresses in the gateway — a proxy passes encodings through (as the
-// fast path does).
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ExpectContinueTimeout: 1 * time.Second,
-		ForceAttemptHTTP2:     false,
-		DisableCompression:    true,
-	}
 }

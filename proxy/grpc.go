@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"sluice/config"
 	"sluice/limiter"
 )
 
@@ -44,36 +43,4 @@ func grpcPercentEncode(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// transportFor is the upstream transport for protocol: the gateway's
-// HTTP/1.1 one, or one speaking HTTP/2 (h2c with prior knowledge, or h2
-// over TLS), kept for the gateway's lifetime so connections outlive
-// snapshots. A test's Deps.Transport serves every protocol.
-func (g *Gateway) transportFor(protocol string) http.RoundTripper {
-	if g.deps.Transport != nil {
-		return g.deps.Transport
-	}
-	switch protocol {
-	case config.ProtocolH2C:
-		return g.h2c
-	case config.ProtocolH2:
-		return g.h2
-	}
-	return g.transport
-}
-
-// newH2Transport is newTransport speaking only HTTP/2: with prior
-// knowledge over plain TCP (h2c), or over TLS (h2).
-func newH2Transport(h2c bool) *http.Transport {
-	t := newTransport()
-	var p http.Protocols
-	if h2c {
-		p.SetUnencryptedHTTP2(true)
-	} else {
-		p.SetHTTP2(true)
-	}
-	t.Protocols = &p
-	t.ForceAttemptHTTP2 = true
-	return t
 }

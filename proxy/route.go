@@ -101,10 +101,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	fwd := rt.forwarderFor(r)
 	ex.watchBody(r, rt.upstream.timeout)
 	finished := false
+	ex.try.now = start
 	defer func() {
 		end := s.clock.Now()
 		elapsed := time.Duration(end - start)
 		gone := ex.clientCtx.Err() != nil
+		rt.settle(ex, end, finished, gone)
 		failed := !gone && (!finished || ex.failed || ex.status >= 500)
 		ex.call.exit(end, outcome{rt: elapsed, failed: failed, abandoned: gone && ex.status == 0})
 		if failed {

@@ -48,6 +48,7 @@ func (g *Gateway) Load(cfg *config.Config) error {
 		return err
 	}
 	g.cur.Store(s)
+	g.upstreams.Commit(committed(s.upstreams))
 	g.fastClients.retain(s.fastHosts())
 	return nil
 }
@@ -87,7 +88,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 
 	ups := make(map[string]*upstream, len(cfg.Upstreams))
 	for name, u := range cfg.Upstreams {
-		if ups[name], err = newUpstream(name, u); err != nil {
+		if ups[name], err = g.newUpstream(name, u); err != nil {
 			return nil, err
 		}
 	}
@@ -117,7 +118,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 func (g *Gateway) fastTargets(up *upstream) ([]*fastTarget, error) {
 	out := make([]*fastTarget, len(up.targets))
 	for i, u := range up.targets {
-		t, err := g.fastClients.target(u)
+		t, err := g.fastClients.target(u, up.connect)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", up.name, err)
 		}
@@ -126,12 +127,12 @@ func (g *Gateway) fastTargets(up *upstream) ([]*fastTarget, error) {
 	return out, nil
 }
 
-// fastHosts is the set of scheme://host the snapshot's fast paths use.
+// fastHosts is the set of fast clients the snapshot's fast paths use.
 func (s *Snapshot) fastHosts() map[string]bool {
 	m := map[string]bool{}
 	for _, u := range s.upstreams {
 		for _, t := range u.fast {
-			m[t.url.Scheme+"://"+t.url.Host] = true
+			m[t.key] = true
 		}
 	}
 	return m
@@ -170,7 +171,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route,
 	if rt.blocked, err = renderBlock(s.Config.BlockResponse, res); err != nil {
 		return nil, err
 	}
-	rt.std = standardForwarder{rp: newStandardProxy(rt, g.transportFor(up.protocol), &g.copyBuffers, g.deps.Log), timeout: up.timeout}
+	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), &g.copyBuffers, g.deps.Log)
 	if rt.mode, err = parseForwarderMode(rc.Forwarder); err != nil {
 		return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
 	}

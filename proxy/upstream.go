@@ -3,52 +3,200 @@ package proxy
 import (
 	"fmt"
 	"net/url"
-	"sync/atomic"
+	"slices"
 	"time"
 
 	"sluice/config"
+	ups "sluice/upstream"
 )
 
-// upstream is a named set of targets served round robin. It lives in one
-// snapshot; connections live in the Transport, which outlives snapshots.
+// upstream is a named set of targets as one snapshot forwards to it. The
+// choice of target, health, ejection and the retry budget are the upstream
+// package's (bal), whose state outlives snapshots in the gateway's Pool;
+// connections live in the transports, which outlive snapshots too.
 type upstream struct {
 	name    string
-	targets []*url.URL
+	bal     *ups.Upstream
+	targets []*url.URL    // bal's targets, by index
 	fast    []*fastTarget // parallel to targets; nil until the fast path is built
 	timeout time.Duration
+	connect time.Duration // connectTimeout
 	// protocol is config's: http1, h2c or h2. Only http1 can take the
 	// fast path (fasthttp speaks HTTP/1.1).
 	protocol string
-	next     atomic.Uint32
+	hashOn   config.Source
+	retries  int
 }
 
-func newUpstream(name string, u config.Upstream) (*upstream, error) {
-	up := &upstream{name: name, timeout: u.Timeout.D(), protocol: u.Proto()}
+func (g *Gateway) newUpstream(name string, u config.Upstream) (*upstream, error) {
+	spec, err := upstreamSpec(u)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream %s: %w", name, err)
+	}
+	bal, err := g.upstreams.Build(name, spec)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	up := &upstream{name: name, bal: bal, timeout: u.Timeout.D(), connect: u.ConnectTimeout.D(), protocol: u.Proto(),
+		hashOn: u.HashOn, retries: u.Retries}
 	if up.timeout <= 0 {
-		up.timeout = 30 * time.Second
+		up.timeout = config.DefaultUpstreamTimeout
 	}
-	for _, t := range u.Targets {
-		p, err := url.Parse(t.URL)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: upstream %s: target %q: %w", name, t.URL, err)
-		}
-		up.targets = append(up.targets, p)
+	if up.connect <= 0 || up.connect > up.timeout {
+		up.connect = min(config.DefaultConnectTimeout, up.timeout)
 	}
-	if len(up.targets) == 0 {
-		return nil, fmt.Errorf("proxy: upstream %s has no targets", name)
+	if u.Balance != config.BalanceHash {
+		up.hashOn = config.Source{}
+	}
+	for i := range bal.Len() {
+		up.targets = append(up.targets, bal.URL(i))
 	}
 	return up, nil
 }
 
-// pick returns the next target, round robin.
-func (u *upstream) pick() *url.URL { return u.targets[u.pickIndex()] }
-
-// pickIndex is the index of the next target, round robin; both forwarders
-// share the counter, so a route's traffic is spread the same whichever
-// path each request takes.
-func (u *upstream) pickIndex() int {
-	if len(u.targets) == 1 {
-		return 0
+// upstreamSpec is config's upstream as the upstream package takes it.
+func upstreamSpec(u config.Upstream) (ups.Spec, error) {
+	b, err := ups.ParseBalance(u.Balance)
+	if err != nil {
+		return ups.Spec{}, err
 	}
-	return int((u.next.Add(1) - 1) % uint32(len(u.targets)))
+	s := ups.Spec{Balance: b, Retries: u.Retries, RetryBudget: u.RetryBudget}
+	for _, t := range u.Targets {
+		s.Targets = append(s.Targets, ups.Target{URL: t.URL, Weight: t.Weight})
+	}
+	if h := u.HealthCheck; h != nil {
+		s.HealthCheck = &ups.HealthCheck{Path: h.Path, Interval: h.Interval.D(), Timeout: h.Timeout.D(),
+			HealthyThreshold: h.HealthyThreshold, UnhealthyThreshold: h.UnhealthyThreshold}
+	}
+	if p := u.Passive; p != nil {
+		s.Passive = &ups.Passive{ConsecutiveFailures: p.ConsecutiveFailures, EjectFor: p.EjectFor.D(),
+			MaxEjectedPercent: p.MaxEjectedPercent}
+	}
+	return s, nil
+}
+
+// committed lists a snapshot's upstreams, by name, for the Pool.
+func committed(m map[string]*upstream) []*ups.Upstream {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]*ups.Upstream, len(names))
+	for i, n := range names {
+		out[i] = m[n].bal
+	}
+	return out
+}
+
+// tries is the upstream side of one request: the targets it was sent to,
+// the attempt in progress and its hash key. It lives in the pooled
+// exchange; its zero value is a request not yet sent.
+type tries struct {
+	tried  ups.Set
+	cur    int   // the target of the attempt in progress, plus one; 0: none
+	next   int   // the standard error handler's choice for the next attempt, plus one; 0: none
+	now    int64 // when the attempt in progress was chosen
+	key    uint64
+	hasKey bool
+	// kept: the request has no body, or its body is kept to be sent again.
+	kept bool
+}
+
+// first chooses the target of a request's first attempt, at ex.try.now
+// (the request's start).
+func (u *upstream) first(ex *exchange) int {
+	t := &ex.try
+	now := t.now
+	if u.hashOn.Kind != config.SourceNone {
+		if v, ok := ex.Value(u.hashOn); ok {
+			t.key, t.hasKey = ups.HashKey(v), true
+		}
+	}
+	i := u.bal.Pick(now, t.key, t.hasKey, &t.tried)
+	t.cur, t.now = i+1, now
+	return i
+}
+
+// failKind is how an attempt failed, which decides whether it may be sent
+// again (docs/upstreams.md#retries).
+type failKind uint8
+
+const (
+	// failOther: a timeout, a malformed answer, a failure after the answer
+	// began: never retried.
+	failOther failKind = iota
+	// failConnect: the connection failed before anything was sent.
+	failConnect
+	// failReset: the target closed or reset the connection before any byte
+	// of the answer.
+	failReset
+	// failStatus: the target answered 502, 503 or 504.
+	failStatus
+)
+
+// retryable reports whether an attempt that failed so may be sent again:
+// a connect failure whatever the method; a reset or a 502/503/504 only for
+// an idempotent method whose body (if any) is kept to be sent again.
+func retryable(method string, kind failKind, kept bool) bool {
+	switch kind {
+	case failConnect:
+		return true
+	case failReset, failStatus:
+		return kept && idempotent(method)
+	}
+	return false
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE":
+		return true
+	}
+	return false
+}
+
+// retry settles the failed attempt in progress (code: the target's status,
+// 0 for none) and chooses the target of the next one, when the failure is
+// retryable and the upstream allows another retry now; otherwise it
+// returns -1 and leaves the attempt to be settled when the request ends.
+func (rt *route) retry(ex *exchange, method string, kind failKind, code int) int {
+	u := rt.upstream
+	if u.retries == 0 || ex.try.cur == 0 || !retryable(method, kind, ex.try.kept) {
+		return -1
+	}
+	t := &ex.try
+	now := rt.snap.clock.Now()
+	j := u.bal.Retry(now, t.key, t.hasKey, &t.tried)
+	if j < 0 {
+		return -1
+	}
+	if e := rt.snap.log.Debug(); e.Enabled() {
+		e.Str("upstream", u.name).Str("from", u.targets[t.cur-1].Host).Str("to", u.targets[j].Host).Int("code", code).
+			Msg("upstream attempt failed: retrying on another target")
+	}
+	u.bal.Done(now, t.cur-1, code, ups.Failure)
+	t.cur, t.now = j+1, now
+	return j
+}
+
+// settle reports the request's last attempt to the balancer when the
+// request ends: finished is false when forwarding panicked (a broken
+// answer), gone when the client left.
+func (rt *route) settle(ex *exchange, now int64, finished, gone bool) {
+	c := ex.try.cur
+	if c == 0 {
+		return
+	}
+	ex.try.cur = 0
+	code, o := ex.status, ups.Success
+	switch {
+	case ex.bodyFailed(), gone && ex.status == 0:
+		code, o = 0, ups.Abandoned
+	case !finished, ex.failed:
+		code, o = 0, ups.Failure
+	case ups.FailureStatus(code):
+		o = ups.Failure
+	}
+	rt.upstream.bal.Done(now, c-1, code, o)
 }

@@ -1,0 +1,124 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"sluice/config"
+)
+
+// transports are the standard forwarder's upstream transports: one per
+// protocol and connectTimeout, kept for the gateway's lifetime so that
+// connections outlive snapshots. Safe for concurrent use.
+type transports struct {
+	mu sync.Mutex
+	m  map[transportKey]*http.Transport
+}
+
+type transportKey struct {
+	protocol string
+	connect  time.Duration
+}
+
+// transportFor is the upstream transport for protocol with connect as its
+// dial timeout: HTTP/1.1, or HTTP/2 (h2c with prior knowledge, or h2 over
+// TLS). A test's Deps.Transport serves every upstream.
+func (g *Gateway) transportFor(protocol string, connect time.Duration) http.RoundTripper {
+	if g.deps.Transport != nil {
+		return g.deps.Transport
+	}
+	k := transportKey{protocol, connect}
+	g.transports.mu.Lock()
+	defer g.transports.mu.Unlock()
+	if t := g.transports.m[k]; t != nil {
+		return t
+	}
+	if g.transports.m == nil {
+		g.transports.m = map[transportKey]*http.Transport{}
+	}
+	var t *http.Transport
+	switch protocol {
+	case config.ProtocolH2C:
+		t = newH2Transport(true, connect)
+	case config.ProtocolH2:
+		t = newH2Transport(false, connect)
+	default:
+		t = newTransport(connect)
+	}
+	g.transports.m[k] = t
+	return t
+}
+
+// newTransport is tuned for a gateway: many idle keep-alive connections per
+// upstream (the default of 2 makes every burst dial anew), dials bounded by
+// the upstream's connectTimeout, and no transparent compression: without
+// DisableCompression the Transport asks the upstream for gzip on behalf of
+// clients that did not, and decompresses in the gateway — a proxy passes
+// encodings through (as the fast path does).
+func newTransport(connect time.Duration) *http.Transport {
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &connectError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+		ForceAttemptHTTP2:     false,
+		DisableCompression:    true,
+	}
+}
+
+// newH2Transport is newTransport speaking only HTTP/2: with prior
+// knowledge over plain TCP (h2c), or over TLS (h2).
+func newH2Transport(h2c bool, connect time.Duration) *http.Transport {
+	t := newTransport(connect)
+	var p http.Protocols
+	if h2c {
+		p.SetUnencryptedHTTP2(true)
+	} else {
+		p.SetHTTP2(true)
+	}
+	t.Protocols = &p
+	t.ForceAttemptHTTP2 = true
+	return t
+}
+
+// connectError marks a failed dial: nothing was sent, so any request may be
+// sent to another target.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+// classify tells how an attempt's transport error failed (see failKind),
+// for both forwarders' clients.
+func classify(err error) failKind {
+	var ce *connectError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &op) && op.Op == "dial":
+		return failConnect
+	case isTimeout(err):
+		return failOther
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, fasthttp.ErrConnectionClosed),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return failReset
+	}
+	return failOther
+}
