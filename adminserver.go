@@ -28,6 +28,7 @@ func newAdmin(g *gateway) *admin.Server {
 			}
 			return adminStats(s.Flow.Stats(gw.Now()))
 		},
+		Upstreams: func() []admin.UpstreamStats { return adminUpstreams(gw) },
 	})
 }
 

@@ -47,9 +47,10 @@ func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logge
 	go cpu.Run(ctx, time.Second)
 
 	deps := proxy.Deps{
-		Log:      log,
-		Observer: func(res string) proxy.Observer { return metrics.Resource(res) },
-		CPU:      cpu,
+		Log:       log,
+		Observer:  func(res string) proxy.Observer { return metrics.Resource(res) },
+		Upstreams: upstreamObserver{metrics},
+		CPU:       cpu,
 		OnCircuit: func(res string, from, to circuit.State) {
 			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
 			metrics.CircuitState(res, int(to))
@@ -90,6 +91,7 @@ func (g *gateway) adminState() admin.State {
 
 // close stops what build started that ctx does not stop.
 func (g *gateway) close() {
+	g.proxy.Close() // the upstreams' health probes
 	if g.cluster != nil {
 		g.cluster.Close()
 	}

@@ -32,6 +32,7 @@ type Metrics struct {
 	lastReload prometheus.Gauge
 	circuit    *prometheus.GaugeVec // resource
 	clusterUp  prometheus.Gauge
+	up         upstreamMetrics
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -69,12 +70,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_cluster_redis_up",
 			Help: "1 when the Redis token service answers, else 0.",
 		}),
+		up: newUpstreamMetrics(),
 	}
 	// Both results exist from the start so rate() and alerts see a 0, not a gap.
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
 	if reg != nil {
 		reg.MustRegister(m.requests, m.blocked, m.duration, m.reloads, m.lastReload, m.circuit, m.clusterUp)
+		reg.MustRegister(m.up.collectors()...)
 	}
 	return m
 }

@@ -26,6 +26,9 @@ type Options struct {
 	Registry *prometheus.Registry // served on /metrics; nil = a new empty one
 	State    func() State         // rules in force and the last reload result
 	Stats    func() []ResourceStats
+	// Upstreams reports every upstream and target now (GET /api/upstreams,
+	// sluice_upstream_target_up, the dashboard's upstream panel).
+	Upstreams func() []UpstreamStats
 	// ConfigPath is the rules.yaml the editor writes ("" = editor off).
 	ConfigPath string
 	// Validate checks a whole candidate rules.yaml (config.Parse); its error
@@ -85,6 +88,9 @@ func New(opts Options) *Server {
 	if opts.Stats == nil {
 		opts.Stats = func() []ResourceStats { return nil }
 	}
+	if opts.Upstreams == nil {
+		opts.Upstreams = func() []UpstreamStats { return nil }
+	}
 	if opts.Reload == nil {
 		opts.Reload = func() {}
 	}
@@ -95,6 +101,9 @@ func New(opts Options) *Server {
 	s.SetToken(opts.Token)
 	if err := opts.Registry.Register(newConcurrencyCollector(opts.Stats)); err != nil {
 		opts.Log.Error().Err(err).Msg("admin: registering sluice_concurrency")
+	}
+	if err := opts.Registry.Register(newTargetUpCollector(opts.Upstreams)); err != nil {
+		opts.Log.Error().Err(err).Msg("admin: registering sluice_upstream_target_up")
 	}
 	s.handler = s.routes()
 	return s
@@ -117,6 +126,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/rules", s.rules)
 	r.Get("/api/rules/raw", s.rawRules)
 	r.Get("/api/resources", s.resources)
+	r.Get("/api/upstreams", s.upstreams)
 	r.Get("/api/history", s.history)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)

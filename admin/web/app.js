@@ -153,6 +153,37 @@ function showHistory(data) {
   for (const [name, h] of history) if (cards.has(name)) drawChart(cards.get(name), h, data.at);
 }
 
+// ---- upstreams: one card per upstream, one row per target ----
+
+// targetState names what balancing does with a target: up (takes traffic),
+// ejected (passive: failures in a row), down (active health checks).
+function targetState(t) {
+  if (t.ejectedUntil) return ["ejected", "ejected until " + new Date(t.ejectedUntil).toLocaleTimeString()];
+  if (!t.healthy) return ["down", "down · health checks fail"];
+  return ["up", "up"];
+}
+
+function showUpstreams(data) {
+  const box = $("#upstreams");
+  const ups = data.upstreams || [];
+  if (!ups.length) { box.replaceChildren(el("p", { class: "empty" }, "No upstreams.")); return; }
+  box.replaceChildren(...ups.map((u) => {
+    const t = el("table", null, el("tr", null, ...["target", "weight", "state", "in flight", "req/s", "err/s", "retries/s"].map((h) => el("th", null, h))));
+    for (const tg of u.targets || []) {
+      const [st, label] = targetState(tg);
+      t.append(el("tr", { "data-target": tg.url, "data-state": st },
+        el("td", null, tg.url), el("td", null, tg.weight), el("td", { class: "state " + st }, label),
+        el("td", null, tg.inFlight), el("td", null, fmt(tg.requestsPerSecond)), el("td", null, fmt(tg.errorsPerSecond)),
+        el("td", null, fmt(tg.retriesPerSecond))));
+    }
+    const up = (u.targets || []).filter((tg) => tg.available).length;
+    const title = el("h3", null, el("span", null, u.name, el("span", { class: "badge" }, u.balance),
+      u.panic ? el("span", { class: "badge panic", "data-panic": "1" }, "panic mode: no target available, all get traffic") : ""),
+      el("span", { class: "hint" }, up + " of " + (u.targets || []).length + " available"));
+    return el("section", { class: "card", "data-upstream": u.name }, title, t);
+  }));
+}
+
 // ---- rules in force and the last reload ----
 
 const RULE_COLS = {
@@ -317,6 +348,7 @@ async function tick() {
     pill.textContent = "admin API unreachable";
     pill.className = "pill bad";
   }
+  try { showUpstreams(await getJSON("/api/upstreams")); } catch (e) { /* shown above */ }
 }
 
 document.addEventListener("DOMContentLoaded", async () => {
