@@ -19,9 +19,10 @@ import (
 	"time"
 )
 
-// binary is the sluice binary and loadgenBinary the paced sender, built
-// once by TestMain from the checkout.
-var binary, loadgenBinary string
+// binary is the sluice binary, loadgenBinary the paced sender and
+// upstreamdBinary an upstream a test can kill, built once by TestMain from
+// the checkout.
+var binary, loadgenBinary, upstreamdBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-e2e-")
@@ -31,9 +32,10 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "sluice")
 	loadgenBinary = filepath.Join(dir, "loadgen")
+	upstreamdBinary = filepath.Join(dir, "upstreamd")
 	// Built without -race even when the tests run with it: the gateway's
 	// speed, and the sender's pace, are part of what e2e tests measure.
-	for _, b := range [][2]string{{binary, "."}, {loadgenBinary, "./e2e/loadgen"}} {
+	for _, b := range [][2]string{{binary, "."}, {loadgenBinary, "./e2e/loadgen"}, {upstreamdBinary, "./e2e/upstreamd"}} {
 		build := exec.Command("go", "build", "-o", b[0], b[1])
 		build.Dir = ".."
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
