@@ -66,7 +66,7 @@ func upstreamSpec(u config.Upstream) (ups.Spec, error) {
 	}
 	if h := u.HealthCheck; h != nil {
 		s.HealthCheck = &ups.HealthCheck{Path: h.Path, Interval: h.Interval.D(), Timeout: h.Timeout.D(),
-			HealthyThreshold: h.HealthyThreshold, UnhealthyThreshold: h.UnhealthyThreshold}
+			HealthyThreshold: h.HealthyThreshold, UnhealthyThreshold: h.UnhealthyThreshold, Protocol: u.Proto()}
 	}
 	if p := u.Passive; p != nil {
 		s.Passive = &ups.Passive{ConsecutiveFailures: p.ConsecutiveFailures, EjectFor: p.EjectFor.D(),

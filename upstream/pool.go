@@ -19,7 +19,7 @@ type Options struct {
 	Now func() int64
 	// Observer receives events; nil: none.
 	Observer Observer
-	// Probe sends one health probe; nil: an HTTP GET (see HTTPProbe).
+	// Probe sends one health probe; nil: an HTTP GET (HTTPProbe).
 	Probe ProbeFunc
 }
 
@@ -50,7 +50,7 @@ func NewPool(o Options) *Pool {
 		o.Observer = nopObserver{}
 	}
 	if o.Probe == nil {
-		o.Probe = HTTPProbe(nil)
+		o.Probe = HTTPProbe()
 	}
 	return &Pool{opts: o, states: map[key]*state{}, shareds: map[string]*shared{}, probes: map[*state]*prober{}}
 }
@@ -182,10 +182,10 @@ func (pr *prober) stop() {
 func (p *Pool) startProbe(st *state, hc HealthCheck) *prober {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr := &prober{hc: hc, cancel: cancel, done: make(chan struct{})}
-	target := probeURL(st.u, hc.Path)
+	probe := Probe{URL: probeURL(st.u, hc.Path), Protocol: hc.Protocol, Timeout: hc.Timeout}
 	go func() {
 		defer close(pr.done)
-		p.probeLoop(ctx, st, target, &pr.hc)
+		p.probeLoop(ctx, st, probe, &pr.hc)
 	}()
 	return pr
 }
@@ -195,7 +195,7 @@ func (p *Pool) startProbe(st *state, hc HealthCheck) *prober {
 // within each target, so that targets, and gateways started together, do
 // not probe in step; never longer than interval, so a target that fails
 // is down within interval x unhealthyThreshold plus one probe's timeout).
-func (p *Pool) probeLoop(ctx context.Context, st *state, target string, hc *HealthCheck) {
+func (p *Pool) probeLoop(ctx context.Context, st *state, probe Probe, hc *HealthCheck) {
 	t := time.NewTimer(firstProbe(hc.Interval, rand.Float64()))
 	defer t.Stop()
 	for {
@@ -204,7 +204,7 @@ func (p *Pool) probeLoop(ctx context.Context, st *state, target string, hc *Heal
 			return
 		case <-t.C:
 		}
-		good := p.opts.Probe(ctx, target, hc.Timeout)
+		good := p.opts.Probe(ctx, probe)
 		if ctx.Err() != nil {
 			return
 		}

@@ -21,9 +21,9 @@ type probes struct {
 
 func newProbes() *probes { return &probes{calls: make(chan string), answers: make(chan bool)} }
 
-func (p *probes) probe(ctx context.Context, url string, _ time.Duration) bool {
+func (p *probes) probe(ctx context.Context, pr upstream.Probe) bool {
 	select {
-	case p.calls <- url:
+	case p.calls <- pr.URL:
 	case <-ctx.Done():
 		return false
 	}

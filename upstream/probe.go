@@ -9,30 +9,51 @@ import (
 	"time"
 )
 
-// ProbeFunc sends one health probe to url and reports whether it was good.
-// It must return by the time timeout has passed or ctx has ended.
-type ProbeFunc func(ctx context.Context, url string, timeout time.Duration) bool
+// Probe is one health probe to send.
+type Probe struct {
+	URL string
+	// Protocol is the upstream's: "http1" (or ""), "h2c" (HTTP/2 with prior
+	// knowledge) or "h2" (HTTP/2 over TLS), so that a target serving only
+	// HTTP/2 is probed as it is served.
+	Protocol string
+	Timeout  time.Duration
+}
 
-// HTTPProbe returns a ProbeFunc that sends GET url and calls the probe good
+// ProbeFunc sends one health probe and reports whether it was good. It
+// must return by the time the probe's timeout has passed or ctx has ended.
+type ProbeFunc func(ctx context.Context, p Probe) bool
+
+// HTTPProbe returns a ProbeFunc that sends GET and calls the probe good
 // when a 2xx or 3xx status arrives within the timeout (redirects are not
-// followed). A nil client gets one that opens a new connection for each
-// probe, so a probe also tests that the target accepts connections and
-// leaves nothing behind.
-func HTTPProbe(client *http.Client) ProbeFunc {
-	if client == nil {
-		client = &http.Client{
-			Transport: &http.Transport{
-				Proxy:             nil,
-				DialContext:       (&net.Dialer{}).DialContext,
-				DisableKeepAlives: true,
-			},
+// followed). Each probe opens a new connection, so it also tests that the
+// target accepts connections, and leaves nothing behind.
+func HTTPProbe() ProbeFunc {
+	clients := map[string]*http.Client{}
+	for _, proto := range []string{"http1", "h2c", "h2"} {
+		t := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, DisableKeepAlives: true}
+		var p http.Protocols
+		switch proto {
+		case "h2c":
+			p.SetUnencryptedHTTP2(true)
+			t.Protocols = &p
+		case "h2":
+			p.SetHTTP2(true)
+			t.Protocols = &p
+			t.ForceAttemptHTTP2 = true
+		}
+		clients[proto] = &http.Client{
+			Transport:     t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return func(ctx context.Context, target string, timeout time.Duration) bool {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+	return func(ctx context.Context, p Probe) bool {
+		client := clients[p.Protocol]
+		if client == nil {
+			client = clients["http1"]
+		}
+		ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
 		if err != nil {
 			return false
 		}

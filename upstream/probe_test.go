@@ -41,7 +41,7 @@ func TestHTTPProbe(t *testing.T) {
 	refused := "http://" + ln.Addr().String() + "/ok"
 	ln.Close()
 
-	probe := upstream.HTTPProbe(nil)
+	probe := upstream.HTTPProbe()
 	for _, c := range []struct {
 		url  string
 		good bool
@@ -54,11 +54,29 @@ func TestHTTPProbe(t *testing.T) {
 		{refused, false},
 	} {
 		start := time.Now()
-		if got := probe(context.Background(), c.url, 200*time.Millisecond); got != c.good {
+		if got := probe(context.Background(), upstream.Probe{URL: c.url, Timeout: 200 * time.Millisecond}); got != c.good {
 			t.Errorf("probe %s: %v, want %v", c.url, got, c.good)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("probe %s took %v, past its timeout", c.url, d)
 		}
+	}
+
+	// A target that speaks only HTTP/2 without TLS (a gRPC server's plain
+	// port) is probed with prior knowledge when the upstream says h2c.
+	h2c := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			w.WriteHeader(http.StatusHTTPVersionNotSupported)
+		}
+	}))
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	defer h2c.Close()
+	if !probe(context.Background(), upstream.Probe{URL: h2c.URL + "/ok", Protocol: "h2c", Timeout: time.Second}) {
+		t.Error("h2c probe of an HTTP/2-only target: bad, want good")
+	}
+	if probe(context.Background(), upstream.Probe{URL: h2c.URL + "/ok", Protocol: "http1", Timeout: time.Second}) {
+		t.Error("HTTP/1.1 probe of an HTTP/2-only target: good, want bad")
 	}
 }

@@ -65,6 +65,8 @@ type HealthCheck struct {
 	Interval, Timeout  time.Duration
 	HealthyThreshold   int
 	UnhealthyThreshold int
+	// Protocol is the upstream's (see Probe).
+	Protocol string
 }
 
 // Passive configures ejection from live traffic: ConsecutiveFailures
