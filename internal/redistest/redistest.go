@@ -55,12 +55,13 @@ func FreePort(t testing.TB) int {
 // Server is one redis-server process (a data node or a Sentinel). Its
 // methods are safe for concurrent use.
 type Server struct {
-	Port int
-	Dir  string // its working directory: config, log, cluster state
-	t    testing.TB
-	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd // nil while stopped
+	Port     int
+	Dir      string // its working directory: config, log, cluster state
+	Password string // requirepass, if started with one; Do logs in with it
+	t        testing.TB
+	args     []string
+	mu       sync.Mutex
+	cmd      *exec.Cmd // nil while stopped
 }
 
 // Addr is "127.0.0.1:port".
@@ -75,12 +76,19 @@ func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 // it when the test ends.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return startAuth(t, "", args...)
+}
+
+// startAuth is Start for a server with requirepass password: it must be
+// known before the first PING.
+func startAuth(t testing.TB, password string, args ...string) *Server {
+	t.Helper()
 	Need(t, "redis-server")
 	dir, err := os.MkdirTemp(t.TempDir(), "redis-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Port: FreePort(t), Dir: dir, t: t, args: args}
+	s := &Server{Port: FreePort(t), Dir: dir, Password: password, t: t, args: args}
 	t.Cleanup(s.Kill)
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
@@ -112,7 +120,7 @@ func (s *Server) Restart() error {
 	s.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := Do(s.Addr(), "PING")
+		_, err := s.Do("PING")
 		if err == nil {
 			return nil
 		}
@@ -143,8 +151,9 @@ func (s *Server) Running() bool {
 	return s.cmd != nil
 }
 
-// Do sends one command to the server and returns its reply.
-func (s *Server) Do(args ...string) (Reply, error) { return Do(s.Addr(), args...) }
+// Do sends one command to the server (after AUTH, with a Password) and
+// returns its reply.
+func (s *Server) Do(args ...string) (Reply, error) { return DoAuth(s.Addr(), s.Password, args...) }
 
 func (s *Server) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
@@ -173,7 +182,10 @@ type Reply any
 // Do sends one command to addr on a fresh connection. It depends on nothing
 // but the standard library, so the harness works whatever client the code
 // under test uses.
-func Do(addr string, args ...string) (Reply, error) {
+func Do(addr string, args ...string) (Reply, error) { return DoAuth(addr, "", args...) }
+
+// DoAuth is Do after AUTH password ("" : none).
+func DoAuth(addr, password string, args ...string) (Reply, error) {
 	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
 		return nil, err
@@ -181,14 +193,26 @@ func Do(addr string, args ...string) (Reply, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	cmds := [][]string{args}
+	if password != "" {
+		cmds = [][]string{{"AUTH", password}, args}
+	}
+	for _, cmd := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	r := bufio.NewReader(c)
+	if password != "" {
+		if _, err := readReply(r); err != nil {
+			return nil, err
+		}
+	}
+	return readReply(r)
 }
 
 func readReply(r *bufio.Reader) (Reply, error) {
@@ -231,14 +255,15 @@ func readReply(r *bufio.Reader) (Reply, error) {
 	return nil, fmt.Errorf("redistest: unexpected reply %q", line)
 }
 
-// Info returns one field of INFO (e.g. "role", "master_link_status").
-func Info(addr, field string) string {
-	r, err := Do(addr, "INFO")
-	s, _ := r.(string)
+// Info returns one field of INFO (e.g. "role", "master_link_status"), or
+// "" if the server does not answer.
+func (s *Server) Info(field string) string {
+	r, err := s.Do("INFO")
+	str, _ := r.(string)
 	if err != nil {
 		return ""
 	}
-	for _, l := range strings.Split(s, "\n") {
+	for _, l := range strings.Split(str, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), field+":"); ok {
 			return v
 		}
@@ -263,17 +288,34 @@ func (s *Sentinels) Addrs() []string {
 	return out
 }
 
+// SentinelOptions shape StartSentinels' deployment.
+type SentinelOptions struct {
+	// DownAfter is how long the master may be silent before the Sentinels
+	// fail over (down-after-milliseconds); 0: 1s.
+	DownAfter time.Duration
+	// Password, if set, is the master's and replica's requirepass (and the
+	// replica's masterauth, and the Sentinels' auth-pass).
+	Password string
+}
+
 // StartSentinels starts a master, a replica of it and three Sentinels
-// (quorum 2) that declare a master down after downAfter without answers
-// and fail over to the replica. It returns when every Sentinel knows the
-// replica and the two other Sentinels, so that a failover can start at once.
-func StartSentinels(t testing.TB, downAfter time.Duration) *Sentinels {
+// (quorum 2) that fail over to the replica when the master is silent for
+// o.DownAfter. It returns when every Sentinel knows the replica and the two
+// other Sentinels, so that a failover can start at once.
+func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 	t.Helper()
+	if o.DownAfter <= 0 {
+		o.DownAfter = time.Second
+	}
+	var auth []string
+	if o.Password != "" {
+		auth = []string{"--requirepass", o.Password, "--masterauth", o.Password}
+	}
 	s := &Sentinels{MasterName: "sluice-test"}
-	s.Master = Start(t)
-	s.Replica = Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port))
+	s.Master = startAuth(t, o.Password, auth...)
+	s.Replica = startAuth(t, o.Password, append(auth, "--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port))...)
 	WaitFor(t, 10*time.Second, "the replica syncs with its master", func() bool {
-		return Info(s.Replica.Addr(), "master_link_status") == "up"
+		return s.Replica.Info("master_link_status") == "up"
 	})
 	for range 3 {
 		dir, err := os.MkdirTemp(t.TempDir(), "sentinel-")
@@ -286,7 +328,10 @@ func StartSentinels(t testing.TB, downAfter time.Duration) *Sentinels {
 			"sentinel down-after-milliseconds %[1]s %[3]d\n"+
 			"sentinel failover-timeout %[1]s %[4]d\n"+
 			"sentinel parallel-syncs %[1]s 1\n",
-			s.MasterName, s.Master.Port, downAfter.Milliseconds(), max(3*downAfter.Milliseconds(), 3000))
+			s.MasterName, s.Master.Port, o.DownAfter.Milliseconds(), max(3*o.DownAfter.Milliseconds(), 3000))
+		if o.Password != "" {
+			body += fmt.Sprintf("sentinel auth-pass %s %s\n", s.MasterName, o.Password)
+		}
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +437,7 @@ func (c *Cluster) waitOK(t testing.TB) {
 			if s, _ := r.(string); err != nil || !strings.Contains(s, "cluster_state:ok") {
 				return false
 			}
-			if Info(n.Addr(), "role") == "slave" && Info(n.Addr(), "master_link_status") != "up" {
+			if n.Info("role") == "slave" && n.Info("master_link_status") != "up" {
 				return false
 			}
 		}

@@ -12,7 +12,7 @@ import (
 // SIGKILL of the master, the Sentinels name the replica within seconds and
 // it takes writes.
 func TestSentinelsFailOver(t *testing.T) {
-	s := redistest.StartSentinels(t, time.Second)
+	s := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	if got := s.CurrentMaster(); got != s.Master.Addr() {
 		t.Fatalf("Sentinels name %q as master, want %s", got, s.Master.Addr())
 	}
