@@ -15,7 +15,7 @@ import (
 // all within the interval.
 func TestEveryFormCountsInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	sen := redistest.StartSentinels(t, time.Second)
+	sen := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	cl := redistest.StartCluster(t, 3, 0, time.Second)
 	forms := []struct {
 		name string

@@ -45,6 +45,11 @@ type Options struct {
 	// heartbeat succeeds, or false if Redis fails first. It runs on the
 	// goroutine that saw the change and must not block.
 	OnState func(up bool)
+	// OnStatus, if set, is called with the new Status whenever it changes:
+	// the state as for OnState, or the master nodes found by a heartbeat
+	// (a Sentinel failover, a shard's replica promoted). Calls are ordered;
+	// it must not block.
+	OnStatus func(Status)
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -69,6 +69,10 @@ type Service struct {
 	closed atomic.Bool
 	once   sync.Once
 	beatMu sync.Mutex // orders heartbeats before Close's goodbye
+
+	statusMu sync.Mutex         // orders OnStatus calls; guards status and masters
+	status   Status             // as last reported
+	masters  []redisconn.Master // as the last heartbeat found them
 }
 
 // New builds a Service. It does not contact Redis, so a gateway starts while
@@ -99,6 +103,7 @@ func New(opts Options) (*Service, error) {
 		epoch:   time.Now(),
 		quit:    make(chan struct{}),
 	}
+	s.status = Status{Form: rdb.Form(), Redis: rdb.String(), Up: true, Masters: []Master{}}
 	s.pool.New = func() any { return &call{done: make(chan error, 1)} }
 	s.up.Store(true)
 	s.wg.Add(workers)
@@ -275,7 +280,9 @@ func (s *Service) beat(ctx context.Context) {
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down, not a Redis failure
 	}
+	ms, err := s.probeMasters(ctx, err)
 	s.report(err, true)
+	s.noteStatus(ms)
 }
 
 // report feeds one round trip's outcome to the breaker. Only a probe (a
@@ -323,4 +330,5 @@ func (s *Service) setState(up bool, err error) {
 	if s.opts.OnState != nil {
 		s.opts.OnState(up)
 	}
+	s.noteStatus(nil)
 }

@@ -184,11 +184,11 @@ type Master struct {
 	Err  error  // from PingMasters: nil if it answered
 }
 
-// Masters lists the master nodes without a round trip: the single form's
-// address; the master that the Sentinel form's newest connection went to
-// ("" before the first); a Redis Cluster's masters in the slot map that
-// go-redis holds (read on first use, after a redirect, and every
-// Options.ClusterReload). Sorted by address.
+// Masters lists the master nodes: the single form's address; the master
+// that the Sentinel form's newest connection went to ("" before the
+// first), both without a round trip; a Redis Cluster's masters, from its
+// slot map read anew (one CLUSTER SLOTS; the map held is kept if no node
+// answers). Sorted by address.
 func (c *Client) Masters(ctx context.Context) []Master {
 	switch c.form {
 	case config.RedisFormSingle:
@@ -205,8 +205,8 @@ func (c *Client) Masters(ctx context.Context) []Master {
 }
 
 // PingMasters pings every master (one, or each shard's of a Redis Cluster,
-// concurrently) and reports each. err is set when no master could be found
-// at all (a Sentinel or the cluster's slot map not answering).
+// concurrently, after reading the slot map anew) and reports each. err is
+// set when no master could be found at all.
 func (c *Client) PingMasters(ctx context.Context) ([]Master, error) {
 	if c.form != config.RedisFormCluster {
 		err := c.Ping(ctx).Err()

@@ -97,7 +97,7 @@ func TestSingleMaster(t *testing.T) {
 // Sentinels name; after SIGKILL of it, without any restart, it writes to
 // the promoted replica, and Masters names that one.
 func TestSentinelFollowsFailover(t *testing.T) {
-	s := redistest.StartSentinels(t, time.Second)
+	s := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	c := newClient(t, config.RedisTarget{Sentinel: &config.Sentinel{MasterName: s.MasterName, Addrs: s.Addrs()}}, 200*time.Millisecond)
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", "before", 0).Err(); err != nil {
