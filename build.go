@@ -80,13 +80,19 @@ func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logge
 	return g, nil
 }
 
-// adminState is what the admin API shows: the rules in force and the TLS
-// certificates' last error.
+// adminState is what the admin API shows: the rules in force, the TLS
+// certificates' last error and the cluster token service's Redis.
 func (g *gateway) adminState() admin.State {
+	var st admin.State
 	if g.certs == nil {
-		return g.reloader.state()
+		st = g.reloader.state()
+	} else {
+		st = g.certs.state(g.reloader.state)()
 	}
-	return g.certs.state(g.reloader.state)()
+	if g.cluster != nil {
+		st.Cluster = g.cluster.Status()
+	}
+	return st
 }
 
 // close stops what build started that ctx does not stop.
@@ -122,7 +128,13 @@ func clusterOptions(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) cl
 		Redis:     cfg.Cluster.RedisTarget,
 		Namespace: cfg.Cluster.Namespace,
 		Log:       log,
-		OnState:   m.ClusterUp,
+		OnStatus: func(st cluster.Status) {
+			ms := make([]admin.RedisMaster, len(st.Masters))
+			for i, x := range st.Masters {
+				ms[i] = admin.RedisMaster{Addr: x.Addr, Up: x.Up}
+			}
+			m.ClusterRedis(st.Form, ms)
+		},
 	}
 }
 

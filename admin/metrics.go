@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +32,9 @@ type Metrics struct {
 	reloads    *prometheus.CounterVec   // result
 	lastReload prometheus.Gauge
 	circuit    *prometheus.GaugeVec // resource
-	clusterUp  prometheus.Gauge
+	clusterUp  *prometheus.GaugeVec // form, master
+	redisMu    sync.Mutex           // orders ClusterRedis calls; guards redisSeen
+	redisSeen  map[[2]string]bool   // the series ClusterRedis set last
 	up         upstreamMetrics
 }
 
@@ -66,10 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_circuit_state",
 			Help: "Circuit breaker state per resource: 0 closed, 1 open, 2 half-open.",
 		}, []string{"resource"}),
-		clusterUp: prometheus.NewGauge(prometheus.GaugeOpts{
+		clusterUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_cluster_redis_up",
-			Help: "1 when the Redis token service answers, else 0.",
-		}),
+			Help: "Per master node of the Redis that cluster rules count in: 1 when it answers (for a Redis Cluster, each shard's master on its own), else 0. form is redis, sentinel or cluster; master is the node's host:port.",
+		}, []string{"form", "master"}),
 		up: newUpstreamMetrics(),
 	}
 	// Both results exist from the start so rate() and alerts see a 0, not a gap.
@@ -119,13 +122,34 @@ func (m *Metrics) CircuitState(resource string, state int) {
 	m.circuit.WithLabelValues(resource).Set(float64(state))
 }
 
-// ClusterUp records whether the Redis token service is reachable.
-func (m *Metrics) ClusterUp(up bool) {
-	v := 0.0
-	if up {
-		v = 1
+// RedisMaster is one master node of the cluster token service's Redis.
+type RedisMaster struct {
+	Addr string
+	Up   bool
+}
+
+// ClusterRedis sets sluice_cluster_redis_up: one series per master node,
+// labelled with the form naming the Redis; a master no longer listed (the
+// old master after a failover) loses its series. Label values come from
+// the configuration and from the Redis deployment, never from requests.
+func (m *Metrics) ClusterRedis(form string, masters []RedisMaster) {
+	m.redisMu.Lock()
+	defer m.redisMu.Unlock()
+	now := make(map[[2]string]bool, len(masters))
+	for _, ms := range masters {
+		v := 0.0
+		if ms.Up {
+			v = 1
+		}
+		m.clusterUp.WithLabelValues(form, ms.Addr).Set(v)
+		now[[2]string{form, ms.Addr}] = true
 	}
-	m.clusterUp.Set(v)
+	for k := range m.redisSeen {
+		if !now[k] {
+			m.clusterUp.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.redisSeen = now
 }
 
 // ResourceMetrics are one resource's pre-resolved series. Its methods do not

@@ -39,7 +39,8 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 	m.Reload(true, time.Unix(1_800_000_000, 500_000_000))
 	m.Reload(false, time.Unix(1_800_000_100, 0))
 	m.CircuitState("orders", 1)
-	m.ClusterUp(true)
+	m.ClusterRedis("sentinel", []admin.RedisMaster{{Addr: "10.0.0.1:6379", Up: true}})
+	m.ClusterRedis("sentinel", []admin.RedisMaster{{Addr: "10.0.0.2:6379", Up: true}}) // failed over
 	srv := admin.New(admin.Options{Registry: reg, Stats: func() []admin.ResourceStats {
 		return []admin.ResourceStats{{Resource: "orders", NodeStats: admin.NodeStats{Concurrency: 4}}}
 	}})
@@ -62,11 +63,14 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 		`sluice_rules_reloads_total{result="failed"} 1`,
 		`sluice_rules_last_reload_success_timestamp_seconds 1.8000000005e+09`,
 		`sluice_circuit_state{resource="orders"} 1`,
-		`sluice_cluster_redis_up 1`,
+		`sluice_cluster_redis_up{form="sentinel",master="10.0.0.2:6379"} 1`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	if strings.Contains(text, "10.0.0.1:6379") {
+		t.Errorf("/metrics still has the master before the failover")
 	}
 	if t.Failed() {
 		t.Log(text)

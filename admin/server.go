@@ -50,6 +50,9 @@ type State struct {
 	// load (the old certificates stay served); "" once they load again.
 	TLSError   string
 	LastReload time.Time
+	// Cluster is the cluster token service's view of its Redis (form,
+	// master nodes, up), without passwords; nil when no service runs.
+	Cluster any
 }
 
 // Server is the admin listener's handler set plus the history sampler. Build
@@ -172,6 +175,7 @@ type rulesJSON struct {
 	LastReload *time.Time `json:"lastReload"`
 	LastError  string     `json:"lastError"`
 	TLSError   string     `json:"tlsError,omitempty"`
+	Cluster    any        `json:"cluster,omitempty"`
 	// TokenRequired tells the dashboard to ask for the token before a write.
 	TokenRequired bool `json:"tokenRequired"`
 	// Editable is false when no ConfigPath was given.
@@ -190,7 +194,7 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
-		TLSError:      st.TLSError,
+		TLSError: st.TLSError, Cluster: st.Cluster,
 		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "",
 	})
 }

@@ -273,12 +273,15 @@ func clRedisUp(g *gateway) (up, ok bool) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// One series per master node: up when every one is.
+	up = true
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, found := strings.CutPrefix(line, "sluice_cluster_redis_up "); found {
-			return strings.TrimSpace(v) == "1", true
+		if rest, found := strings.CutPrefix(line, "sluice_cluster_redis_up{"); found {
+			_, v, _ := strings.Cut(rest, "} ")
+			up, ok = up && strings.TrimSpace(v) == "1", true
 		}
 	}
-	return false, false
+	return up && ok, ok
 }
 
 // TestClusterGlobalCountAcrossThreeGateways: three gateways share a global
