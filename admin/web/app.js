@@ -231,6 +231,23 @@ function showRules(st) {
   $("#token-row").hidden = !st.tokenRequired;
   $("#editor-off").hidden = st.editable;
   $("#editor").hidden = !st.editable;
+  showCluster(st.cluster);
+}
+
+// showCluster shows the Redis that cluster rules count in: its form, the
+// master node(s) in use, and whether cluster rules are counted there or
+// have fallen back to local limits (as during a failover).
+function showCluster(c) {
+  const pill = $("#redis");
+  if (!c) { pill.hidden = true; return; }
+  const masters = c.masters || [];
+  const up = masters.filter((m) => m.up).length;
+  const where = c.form === "cluster" ? up + "/" + masters.length + " shard masters up"
+    : "master " + ((masters[0] && masters[0].addr) || "not found yet");
+  pill.hidden = false;
+  pill.textContent = "Redis " + c.form + " · " + where + (c.up ? " · counting in Redis" : " · unreachable: cluster rules local");
+  pill.title = c.redis;
+  pill.className = "pill " + (c.up ? "ok" : "bad");
 }
 
 // ---- rule editor: edits the file's rules by index, with the file's ETag ----
@@ -338,6 +355,12 @@ async function refreshRules() {
   try { showRules(await getJSON("/api/rules")); } catch (e) { /* shown by tick */ }
 }
 
+// The Redis can fail over at any moment: its pill is refreshed every second.
+async function refreshCluster() {
+  if (!rulesState || !rulesState.cluster) return;
+  try { showCluster((await getJSON("/api/rules")).cluster); } catch (e) { /* shown by tick */ }
+}
+
 async function tick() {
   try {
     const [res, hist] = await Promise.all([getJSON("/api/resources"), getJSON("/api/history" + (lastSample ? "?since=" + lastSample : ""))]);
@@ -363,4 +386,5 @@ document.addEventListener("DOMContentLoaded", async () => {
   tick();
   setInterval(tick, 1000);
   setInterval(refreshRules, 5000);
+  setInterval(refreshCluster, 1000);
 });
