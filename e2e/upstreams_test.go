@@ -275,7 +275,7 @@ routes:
 		wellAt = time.Now()
 		b.sick.Store(false)
 	}()
-	res := run(t, load{Rate: 40, Duration: 10 * time.Second, Targets: []target{to(g.URL + "/x")}})
+	res := run(t, load{Rate: 40, Duration: 11 * time.Second, Targets: []target{to(g.URL + "/x")}})
 	<-toggled
 	res.checkLag(t)
 	end := time.Now()
@@ -294,7 +294,7 @@ routes:
 		t.Errorf("b got %d requests while its health check failed", during)
 	}
 	if after < 20 {
-		t.Errorf("b got %d requests after it recovered, want about 40", after)
+		t.Errorf("b got %d requests after it recovered, want about 50", after)
 	}
 	if tb := midway[b.URL]; tb.Healthy || tb.Available {
 		t.Errorf("/api/upstreams while b's check failed: %+v, want unhealthy", tb)
@@ -602,7 +602,7 @@ func TestUpstreamsHealthSurvivesReload(t *testing.T) {
 upstreams:
   web:
     targets: [{ url: %q, weight: %d }%s]
-    healthCheck: { path: /healthz, interval: 300ms, timeout: 200ms, unhealthyThreshold: 1, healthyThreshold: 3 }
+    healthCheck: { path: /healthz, interval: 300ms, timeout: 200ms, unhealthyThreshold: 1, healthyThreshold: 10 }
 routes:
   - path: /*
     upstream: web
@@ -615,7 +615,7 @@ routes:
 		}
 		return ""
 	})
-	b.sick.Store(false) // it would take 3 good probes (about 1 s) to come back
+	b.sick.Store(false) // it would take 10 good probes (2.4 s at least) to come back
 	g.writeRules(rules(2, fmt.Sprintf(", %q", b.URL)))
 	g.waitLog("rules loaded", 5*time.Second)
 	eventually(t, "reloaded", func() string {
