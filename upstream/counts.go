@@ -1,5 +1,7 @@
 package upstream
 
+import "sluice/limiter/window"
+
 // Counters a window keeps.
 const (
 	cRequests = iota // attempts sent (a target) or client requests (the budget)
@@ -27,13 +29,13 @@ type counts struct {
 // advance moves the window to now. An instant older than the newest bucket
 // counts in the newest: concurrent calls finish slightly out of order.
 func (c *counts) advance(now int64) *[nCounters]int64 {
-	idx := floorDiv(now, c.width)
+	idx := window.FloorDiv(now, c.width)
 	switch {
 	case !c.used || idx-c.head >= windowBuckets:
 		c.b, c.sum, c.head, c.used = [windowBuckets][nCounters]int64{}, [nCounters]int64{}, idx, true
 	case idx > c.head:
 		for i := c.head + 1; i <= idx; i++ {
-			b := &c.b[mod(i, windowBuckets)]
+			b := &c.b[window.Mod(i, windowBuckets)]
 			for k := range b {
 				c.sum[k] -= b[k]
 				b[k] = 0
@@ -41,7 +43,7 @@ func (c *counts) advance(now int64) *[nCounters]int64 {
 		}
 		c.head = idx
 	}
-	return &c.b[mod(c.head, windowBuckets)]
+	return &c.b[window.Mod(c.head, windowBuckets)]
 }
 
 func (c *counts) add(now int64, k int, n int64) {
@@ -53,20 +55,4 @@ func (c *counts) add(now int64, k int, n int64) {
 func (c *counts) total(now int64, k int) int64 {
 	c.advance(now)
 	return c.sum[k]
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
-func mod(i, n int64) int64 {
-	m := i % n
-	if m < 0 {
-		m += n
-	}
-	return m
 }
