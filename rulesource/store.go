@@ -1,0 +1,229 @@
+package rulesource
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// MaxDocSize is the largest document Push stores and Pull accepts (10 MiB,
+// the size a rules file may have).
+const MaxDocSize = 10 << 20
+
+// ErrConflict is returned (wrapped in a *ConflictError) by Push when the
+// stored version is not the one the write was based on.
+var ErrConflict = errors.New("rulesource: the document changed since it was read")
+
+// ConflictError says which version is stored now.
+type ConflictError struct {
+	BasedOn, Stored int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("rulesource: the write was based on version %d, but version %d is stored; pull it and write again", e.BasedOn, e.Stored)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// DataError is a key whose contents are not a rules document (another type,
+// a version that is not a number, a document too large). Redis answered: the
+// source is reachable, its data is wrong.
+type DataError struct{ Msg string }
+
+func (e *DataError) Error() string { return "rulesource: " + e.Msg }
+
+// Doc is one version of the document. Version 0 means the key holds none.
+type Doc struct {
+	Version  int64
+	Text     []byte
+	PushedAt time.Time // when Push stored it, by Redis's clock; zero if unknown
+}
+
+// SHA is the hex SHA-256 of the text, which tells two documents of the same
+// version apart (a key rebuilt from scratch counts its versions from 1 again).
+func (d Doc) SHA() string {
+	sum := sha256.Sum256(d.Text)
+	return hex.EncodeToString(sum[:])
+}
+
+// Store is the document at one key of one Redis. It is safe for concurrent
+// use; the client is the caller's, and so is closing it.
+type Store struct {
+	rdb      redis.UniversalClient
+	key      string
+	channel  string
+	push     *redis.Script
+	lastSeen atomic.Int64 // Unix ns of the last answer from Redis; 0: none yet
+}
+
+// New returns the store of key in rdb.
+func New(rdb redis.UniversalClient, key string) *Store {
+	return &Store{rdb: rdb, key: key, channel: key + ":changed", push: redis.NewScript(pushScript)}
+}
+
+// Key is the Redis key of the document.
+func (s *Store) Key() string { return s.key }
+
+// LastSeen is when Redis last answered this store (any call, the watcher's
+// polls included); zero if it never has.
+func (s *Store) LastSeen() time.Time {
+	if ns := s.lastSeen.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// seen records an answer from Redis: a reply, or a server error reply (the
+// server is up, the request was wrong). Network errors are no answer.
+func (s *Store) seen(err error) {
+	if err == nil || err == redis.Nil || isReply(err) {
+		s.lastSeen.Store(time.Now().UnixNano())
+	}
+}
+
+// isReply reports whether err is an error reply from the server, which means
+// Redis is reachable; states in which it cannot serve count as unreachable.
+func isReply(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "READONLY"} {
+		if strings.HasPrefix(re.Error(), p) {
+			return false
+		}
+	}
+	return true
+}
+
+// pushScript stores the next version if the stored one is ARGV[1].
+// KEYS[1]: the document hash. ARGV: basedOn, text, channel.
+// Returns {1, version, pushedAt ms} or {0, stored version}.
+const pushScript = `
+local v = redis.call('HGET', KEYS[1], 'version')
+local cur = 0
+if v then
+  cur = tonumber(v)
+  if cur == nil or cur < 0 or cur ~= math.floor(cur) then
+    return redis.error_reply('ERR sluice: the version field of ' .. KEYS[1] .. ' is not a number >= 0: ' .. v)
+  end
+end
+if cur ~= tonumber(ARGV[1]) then
+  return {0, cur}
+end
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local next = cur + 1
+redis.call('HSET', KEYS[1], 'version', next, 'doc', ARGV[2], 'pushedAt', ms)
+redis.call('PUBLISH', ARGV[3], next)
+return {1, next, ms}
+`
+
+// Push stores text as the next version if the stored version is basedOn (0:
+// the key holds no document yet), and tells every watcher. It returns the
+// new version, or a *ConflictError (errors.Is ErrConflict) when another
+// writer came first; then nothing is stored. Push does not validate text.
+func (s *Store) Push(ctx context.Context, text []byte, basedOn int64) (Doc, error) {
+	if len(text) > MaxDocSize {
+		return Doc{}, fmt.Errorf("rulesource: the document is %d bytes, over the %d MiB limit", len(text), MaxDocSize>>20)
+	}
+	res, err := s.push.Run(ctx, s.rdb, []string{s.key}, basedOn, text, s.channel).Int64Slice()
+	s.seen(err)
+	if err != nil {
+		if isReply(err) {
+			return Doc{}, &DataError{Msg: strings.TrimPrefix(err.Error(), "ERR sluice: ")}
+		}
+		return Doc{}, fmt.Errorf("rulesource: push to %s: %w", s.key, err)
+	}
+	if len(res) < 2 || res[0] != 1 {
+		stored := int64(0)
+		if len(res) >= 2 {
+			stored = res[1]
+		}
+		return Doc{}, &ConflictError{BasedOn: basedOn, Stored: stored}
+	}
+	return Doc{Version: res[1], Text: text, PushedAt: time.UnixMilli(res[2])}, nil
+}
+
+// Pull reads the stored document; Version 0 means the key holds none.
+func (s *Store) Pull(ctx context.Context) (Doc, error) {
+	vals, err := s.rdb.HMGet(ctx, s.key, "version", "doc", "pushedAt").Result()
+	s.seen(err)
+	if err != nil {
+		return Doc{}, s.readErr(err)
+	}
+	v, err := parseVersion(s.key, vals[0])
+	if err != nil || v == 0 {
+		return Doc{}, err
+	}
+	text, _ := vals[1].(string)
+	if len(text) > MaxDocSize {
+		return Doc{}, &DataError{Msg: fmt.Sprintf("the document at %s is %d bytes, over the %d MiB limit", s.key, len(text), MaxDocSize>>20)}
+	}
+	d := Doc{Version: v, Text: []byte(text)}
+	if ms, err := strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64); err == nil {
+		d.PushedAt = time.UnixMilli(ms)
+	}
+	return d, nil
+}
+
+// Version reads only the stored version (0: no document): the watcher's
+// cheap poll.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	v, err := s.rdb.HGet(ctx, s.key, "version").Result()
+	s.seen(err)
+	if err == redis.Nil {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.readErr(err)
+	}
+	return parseVersion(s.key, v)
+}
+
+func (s *Store) readErr(err error) error {
+	if isReply(err) {
+		return &DataError{Msg: fmt.Sprintf("reading %s: %v", s.key, err)}
+	}
+	return fmt.Errorf("rulesource: reading %s: %w", s.key, err)
+}
+
+func parseVersion(key string, v any) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	s, _ := v.(string)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, &DataError{Msg: fmt.Sprintf("the version field of %s is not a number >= 0: %q", key, s)}
+	}
+	return n, nil
+}
+
+// Dial returns a client for a redis:// or rediss:// URL with the timeouts a
+// watcher wants: a dead Redis is noticed within a second, not a minute.
+func Dial(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("rulesource: %w", err)
+	}
+	o.DialTimeout = 500 * time.Millisecond
+	o.ReadTimeout = time.Second
+	o.WriteTimeout = time.Second
+	o.PoolSize = 4
+	o.MaxRetries = 1
+	o.ContextTimeoutEnabled = true
+	o.DisableIdentity = true
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return redis.NewClient(o), nil
+}

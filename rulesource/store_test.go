@@ -1,0 +1,156 @@
+package rulesource_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice/rulesource"
+)
+
+// Each write names the version it read; a write based on anything but the
+// stored version is refused and stores nothing.
+func TestPushIsCompareAndSet(t *testing.T) {
+	c := client(t, sharedRedis)
+	s := rulesource.New(c, testKey(t, c))
+	ctx := ctxT(t)
+
+	if d, err := s.Pull(ctx); err != nil || d.Version != 0 || d.Text != nil {
+		t.Fatalf("Pull of an empty key = %+v, %v; want version 0, no text", d, err)
+	}
+	steps := []struct {
+		text        string
+		basedOn     int64
+		wantVersion int64 // 0: a conflict
+		wantStored  int64 // on a conflict, the version it names
+	}{
+		{"a: 1\n", 0, 1, 0},
+		{"b: 2\n", 0, 0, 1}, // based on "nothing stored", but version 1 is
+		{"c: 3\n", 1, 2, 0},
+		{"d: 4\n", 1, 0, 2}, // a stale writer
+		{"e: 5\n", 7, 0, 2}, // a version from the future
+		{"f: 6\n", 2, 3, 0},
+	}
+	want := ""
+	for i, st := range steps {
+		before := time.Now().Add(-time.Second) // Redis's clock, give or take
+		d, err := s.Push(ctx, []byte(st.text), st.basedOn)
+		if st.wantVersion == 0 {
+			var ce *rulesource.ConflictError
+			if !errors.Is(err, rulesource.ErrConflict) || !errors.As(err, &ce) || ce.Stored != st.wantStored || ce.BasedOn != st.basedOn {
+				t.Fatalf("step %d: Push based on %d = %+v, %v; want a conflict naming version %d", i, st.basedOn, d, err, st.wantStored)
+			}
+		} else {
+			if err != nil || d.Version != st.wantVersion {
+				t.Fatalf("step %d: Push based on %d = %+v, %v; want version %d", i, st.basedOn, d, err, st.wantVersion)
+			}
+			if d.PushedAt.Before(before) || d.PushedAt.After(time.Now().Add(time.Second)) {
+				t.Errorf("step %d: pushedAt %v is not about now", i, d.PushedAt)
+			}
+			want = st.text
+		}
+		got, err := s.Pull(ctx)
+		if err != nil || string(got.Text) != want {
+			t.Fatalf("step %d: Pull = %q, %v; want %q (a refused write stores nothing)", i, got.Text, err, want)
+		}
+		if v, err := s.Version(ctx); err != nil || v != got.Version {
+			t.Fatalf("step %d: Version = %d, %v; Pull says %d", i, v, err, got.Version)
+		}
+	}
+}
+
+// Writers racing on one version: exactly one wins each version, every
+// loser is told, and the versions count the winning writes.
+func TestConcurrentPushesLoseNothing(t *testing.T) {
+	c := client(t, sharedRedis)
+	s := rulesource.New(c, testKey(t, c))
+	ctx := ctxT(t)
+	const writers, rounds = 8, 10
+	var mu sync.Mutex
+	wins := map[int64]int{}
+	conflicts := 0
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				cur, err := s.Pull(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d, err := s.Push(ctx, []byte{byte('a' + w)}, cur.Version)
+				mu.Lock()
+				switch {
+				case err == nil:
+					wins[d.Version]++
+				case errors.Is(err, rulesource.ErrConflict):
+					conflicts++
+				default:
+					t.Error(err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	final, err := s.Pull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(final.Version) != len(wins) || len(wins)+conflicts != writers*rounds {
+		t.Fatalf("final version %d, %d versions won, %d conflicts; want version = wins and wins+conflicts = %d", final.Version, len(wins), conflicts, writers*rounds)
+	}
+	for v, n := range wins {
+		if n != 1 || v < 1 || v > final.Version {
+			t.Errorf("version %d was won %d times", v, n)
+		}
+	}
+	t.Logf("%d writers x %d rounds: %d versions stored, %d writes refused as stale", writers, rounds, len(wins), conflicts)
+}
+
+// A key that holds no document is reported as such, not as Redis being down.
+func TestKeyThatIsNoDocument(t *testing.T) {
+	c := client(t, sharedRedis)
+	ctx := ctxT(t)
+	cases := []struct {
+		name  string
+		setup func(key string) error
+	}{
+		{"a string", func(k string) error { return c.Set(ctx, k, "x", 0).Err() }},
+		{"a version that is no number", func(k string) error { return c.HSet(ctx, k, "version", "two", "doc", "a: 1").Err() }},
+		{"a negative version", func(k string) error { return c.HSet(ctx, k, "version", "-3", "doc", "a: 1").Err() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t, c)
+			if err := tc.setup(key); err != nil {
+				t.Fatal(err)
+			}
+			s := rulesource.New(c, key)
+			var de *rulesource.DataError
+			if _, err := s.Pull(ctx); !errors.As(err, &de) {
+				t.Errorf("Pull: %v, want a DataError", err)
+			}
+			if _, err := s.Push(ctx, []byte("a: 2\n"), 0); !errors.As(err, &de) {
+				t.Errorf("Push: %v, want a DataError", err)
+			}
+			if s.LastSeen().IsZero() {
+				t.Error("LastSeen is zero although Redis answered")
+			}
+		})
+	}
+}
+
+func TestPushRefusesATooLargeDocument(t *testing.T) {
+	c := client(t, sharedRedis)
+	s := rulesource.New(c, testKey(t, c))
+	if _, err := s.Push(ctxT(t), make([]byte, rulesource.MaxDocSize+1), 0); err == nil {
+		t.Fatal("a document over MaxDocSize was stored")
+	}
+	if d, _ := s.Pull(ctxT(t)); d.Version != 0 {
+		t.Fatalf("version %d stored", d.Version)
+	}
+}
