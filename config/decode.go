@@ -20,6 +20,8 @@ const maxAliasNodes = 100_000
 // decoding goes on so that all problems are reported at once.
 type decoder struct {
 	file    string
+	doc     string            // the rules document's name, "" when the file is alone
+	section map[string]string // top-level key -> the name of the file it came from
 	errs    Errors
 	lines   map[string]int  // field path -> line of its key (or list item)
 	set     map[string]bool // paths given a non-null value
@@ -30,7 +32,23 @@ type decoder struct {
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}}
+	return &decoder{file: file, section: map[string]string{}, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}}
+}
+
+// fileOf names the file a field path lives in: with a rules document, a
+// section the gateway's file does not hold is the document's.
+func (d *decoder) fileOf(path string) string {
+	if d.doc == "" {
+		return d.file
+	}
+	top := topSection(path)
+	if f, ok := d.section[top]; ok {
+		return f
+	}
+	if isGatewaySection(top) {
+		return d.file
+	}
+	return d.doc
 }
 
 // maxErrors bounds the problems kept for one file; a file with more is
@@ -38,7 +56,7 @@ func newDecoder(file string) *decoder {
 const maxErrors = 100
 
 func (d *decoder) fail(line int, path, msg string) {
-	d.push(Error{File: d.file, Line: line, Field: path, Msg: msg})
+	d.push(Error{File: d.fileOf(path), Line: line, Field: path, Msg: msg})
 	d.bad[path] = true
 }
 
@@ -58,7 +76,19 @@ func (d *decoder) exhausted() bool { return d.nodes >= maxAliasNodes }
 
 // result sorts the errors by line and trims them to maxErrors.
 func (d *decoder) result() Errors {
-	slices.SortStableFunc(d.errs, func(a, b Error) int { return a.Line - b.Line })
+	// The gateway's file first, then the document; each by line.
+	rank := func(e Error) int {
+		if e.File == d.doc && d.doc != "" {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(d.errs, func(a, b Error) int {
+		if r := rank(a) - rank(b); r != 0 {
+			return r
+		}
+		return a.Line - b.Line
+	})
 	if n := len(d.errs) + d.dropped; n > maxErrors {
 		d.errs = append(d.errs[:maxErrors], Error{File: d.file, Msg: fmt.Sprintf("too many errors (%d); showing the first %d", n, maxErrors)})
 	}

@@ -83,22 +83,59 @@ func tooLarge(n int64) string {
 }
 
 // Parse is Load on bytes already read: path is used in messages and stored in
-// Config.Path. It never panics, whatever data holds.
+// Config.Path. It never panics, whatever data holds. A file that names a
+// rulesSource is checked as a gateway's own file (see ParseWithDocument):
+// its Config has no routes and is not served until a document is merged.
 func Parse(path string, data []byte) (*Config, error) {
-	fail := func(line int, msg string) (*Config, error) {
-		return nil, Errors{{File: path, Line: line, Msg: msg}}
+	root, errs := parseRoot(path, data, "file")
+	if errs != nil {
+		return nil, errs
+	}
+	if namesRulesSource(root) {
+		return parseGatewayFile(path, root)
+	}
+	d := newDecoder(path)
+	cfg := &Config{Path: path}
+	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
+	d.check(cfg)
+	if len(d.errs) > 0 {
+		return nil, d.result()
+	}
+	return cfg, nil
+}
+
+// check applies the defaults and validates cfg, unless decoding ran out of
+// its node budget (the partial Config would only add noise and cost).
+func (d *decoder) check(cfg *Config) {
+	if d.exhausted() {
+		return
+	}
+	c := &checker{decoder: d, cfg: cfg}
+	c.applyDefaults()
+	c.applyEdgeDefaults()
+	c.applyUpstreamDefaults()
+	c.validate()
+	c.validateEdge()
+	c.validateRulesSource()
+}
+
+// parseRoot reads one YAML document whose root is a mapping; what names
+// the data in messages ("file", "document").
+func parseRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
+	fail := func(line int, msg string) (*yaml.Node, Errors) {
+		return nil, Errors{{File: name, Line: line, Msg: msg}}
 	}
 	if len(data) > MaxFileSize {
-		return fail(0, tooLarge(int64(len(data))))
+		return fail(0, strings.Replace(tooLarge(int64(len(data))), "file", what, 1))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return fail(0, "file is empty")
+		return fail(0, what+" is empty")
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if err == io.EOF {
-			return fail(0, "file is empty (it holds only comments)")
+			return fail(0, what+" is empty (it holds only comments)")
 		}
 		return fail(yamlError(err))
 	}
@@ -110,28 +147,13 @@ func Parse(path string, data []byte) (*Config, error) {
 		return fail(extra.Line, "invalid YAML: only one document is allowed (remove the second \"---\")")
 	}
 	if len(doc.Content) == 0 {
-		return fail(0, "file is empty")
+		return fail(0, what+" is empty")
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode && !(root.Kind == yaml.AliasNode && root.Alias != nil && root.Alias.Kind == yaml.MappingNode) {
-		return fail(root.Line, "the file must be a mapping of settings (listen, upstreams, routes, ...), got "+describe(root))
+		return fail(root.Line, "the "+what+" must be a mapping of settings (listen, upstreams, routes, ...), got "+describe(root))
 	}
-
-	d := newDecoder(path)
-	cfg := &Config{Path: path}
-	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
-	if !d.exhausted() {
-		c := &checker{decoder: d, cfg: cfg}
-		c.applyDefaults()
-		c.applyEdgeDefaults()
-		c.applyUpstreamDefaults()
-		c.validate()
-		c.validateEdge()
-	}
-	if len(d.errs) > 0 {
-		return nil, d.result()
-	}
-	return cfg, nil
+	return root, nil
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

@@ -435,3 +435,127 @@ func TestTooManyErrorsAreCapped(t *testing.T) {
 		t.Errorf("first = %q, want %q", got, want)
 	}
 }
+
+// fleetDoc is how the gateways of testdata/fleet/gateway*.yaml name their
+// rules document in messages.
+const fleetDoc = "redis://127.0.0.1:6379/0/sluice:rules"
+
+// TestRulesDocumentErrors merges a gateway's file with a rules document, as
+// a gateway with rulesSource does, and asserts every message exactly:
+// problems of the document are named redis://HOST/DB/KEY:LINE, the file's
+// own by its name, the file's first.
+func TestRulesDocumentErrors(t *testing.T) {
+	tests := []struct {
+		gateway, doc string // under testdata/; doc "" = an empty document
+		want         []string
+	}{
+		{"fleet/gateway.yaml", "fleet/doc_errors.yaml", []string{
+			fleetDoc + ":6: routes[0].upstream: unknown upstream \"order\" (defined: orders)",
+			fleetDoc + ":8: flowRules[0].resource: unknown resource \"get-order\": no route has it (resources: /order/{id})",
+			fleetDoc + ":9: flowRules[0].count: must be > 0, got -1",
+			fleetDoc + ":10: flowRules[0].graed: unknown field; did you mean \"grade\"?",
+			fleetDoc + ":13: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {nope}",
+		}},
+		{"fleet/gateway.yaml", "fleet/doc_gateway_sections.yaml", []string{
+			fleetDoc + ":1: listen: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
+			fleetDoc + ":5: admin: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
+			fleetDoc + ":10: rulesSource: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
+		}},
+		{"fleet/gateway_holds_rules.yaml", "fleet/doc.yaml", []string{
+			"testdata/fleet/gateway_holds_rules.yaml:5: routes: is in both this file and the rules document (" + fleetDoc + ":7); with rulesSource it belongs in the document only",
+			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
+			// The file's errors first, then the document's.
+			fleetDoc + ":16: flowRules[1].clusterMode: needs cluster.redis (a redis:// URL)",
+		}},
+		{"fleet/gateway_no_cluster.yaml", "fleet/doc.yaml", []string{
+			fleetDoc + ":16: flowRules[1].clusterMode: needs cluster.redis (a redis:// URL)",
+		}},
+		{"fleet/gateway.yaml", "fleet/doc_bad_yaml.yaml", []string{
+			fleetDoc + ":2: invalid YAML: did not find expected ',' or ']'",
+		}},
+		{"fleet/gateway.yaml", "", []string{fleetDoc + ": rules document is empty"}},
+		{"fleet/gateway_bad_source.yaml", "fleet/doc_errors.yaml", []string{
+			"testdata/fleet/gateway_bad_source.yaml:3: rulesSource.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
+			"testdata/fleet/gateway_bad_source.yaml:4: rulesSource.key: is required (the Redis key of the rules document, like \"sluice:rules\")",
+			"testdata/fleet/gateway_bad_source.yaml:5: rulesSource.kye: unknown field; did you mean \"key\"?",
+			// Then the document's, each under its own name and line.
+			fleetDoc + ":6: routes[0].upstream: unknown upstream \"order\" (defined: orders)",
+			fleetDoc + ":8: flowRules[0].resource: unknown resource \"get-order\": no route has it (resources: /order/{id})",
+			fleetDoc + ":9: flowRules[0].count: must be > 0, got -1",
+			fleetDoc + ":10: flowRules[0].graed: unknown field; did you mean \"grade\"?",
+			fleetDoc + ":13: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {nope}",
+		}},
+		{"minimal.yaml", "fleet/doc.yaml", []string{
+			"testdata/minimal.yaml: names no rulesSource, so a rules document cannot be merged into it",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.gateway+"+"+tt.doc, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/" + tt.gateway)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc []byte
+			if tt.doc != "" {
+				if doc, err = os.ReadFile("testdata/" + tt.doc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = config.ParseWithDocument("testdata/"+tt.gateway, data, fleetDoc, doc)
+			assertErrors(t, err, tt.want)
+		})
+	}
+}
+
+// A gateway's file with rulesSource checked alone (`sluice validate`): its
+// own sections are checked, the document's are refused here, and a valid
+// one loads without routes, waiting for its document.
+func TestGatewayFileAlone(t *testing.T) {
+	cfg, err := config.Load("testdata/fleet/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.NeedsDocument() || cfg.RulesSource.Name() != fleetDoc || len(cfg.Routes) != 0 {
+		t.Fatalf("NeedsDocument %v, Name %q, %d routes", cfg.NeedsDocument(), cfg.RulesSource.Name(), len(cfg.Routes))
+	}
+	if got, want := cfg.RulesCachePath(), "testdata/fleet/gateway.last-good.yaml"; got != want {
+		t.Errorf("RulesCachePath = %q, want %q", got, want)
+	}
+	for _, tt := range []struct {
+		file string
+		want []string
+	}{
+		{"gateway_holds_rules.yaml", []string{
+			"testdata/fleet/gateway_holds_rules.yaml:5: routes: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
+			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
+		}},
+		{"gateway_bad_source.yaml", []string{
+			"testdata/fleet/gateway_bad_source.yaml:3: rulesSource.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
+			"testdata/fleet/gateway_bad_source.yaml:4: rulesSource.key: is required (the Redis key of the rules document, like \"sluice:rules\")",
+			"testdata/fleet/gateway_bad_source.yaml:5: rulesSource.kye: unknown field; did you mean \"key\"?",
+		}},
+	} {
+		_, err := config.Load("testdata/fleet/" + tt.file)
+		assertErrors(t, err, tt.want)
+	}
+}
+
+// The merged rules are the file's own settings plus the document's.
+func TestParseWithDocumentMerges(t *testing.T) {
+	data, _ := os.ReadFile("testdata/fleet/gateway.yaml")
+	doc, _ := os.ReadFile("testdata/fleet/doc.yaml")
+	cfg, err := config.ParseWithDocument("testdata/fleet/gateway.yaml", data, fleetDoc, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NeedsDocument() || cfg.Document != fleetDoc || cfg.Path != "testdata/fleet/gateway.yaml" {
+		t.Fatalf("Document %q, Path %q", cfg.Document, cfg.Path)
+	}
+	if cfg.Listen != ":8080" || cfg.Cluster.Redis != "redis://127.0.0.1:6379/0" || len(cfg.Routes) != 1 ||
+		len(cfg.FlowRules) != 2 || cfg.BlockResponse.Status != 503 || cfg.Origin.From.String() != "header:X-Origin" {
+		t.Fatalf("merged config: %+v", cfg)
+	}
+	if cfg.Routes[0].Line != 8 || cfg.FlowRules[1].Line != 14 {
+		t.Errorf("lines: route %d, rule %d; want the document's 8 and 14", cfg.Routes[0].Line, cfg.FlowRules[1].Line)
+	}
+}

@@ -22,9 +22,13 @@ type Config struct {
 	System         System              `yaml:"system" json:"system"`
 	Cluster        Cluster             `yaml:"cluster" json:"cluster"`
 	BlockResponse  BlockResponse       `yaml:"blockResponse" json:"blockResponse"`
+	RulesSource    RulesSource         `yaml:"rulesSource" json:"rulesSource"`
 
 	// Path is the file this Config was read from (not part of the YAML).
 	Path string `yaml:"-" json:"path"`
+	// Document names the rules source's document merged into this Config
+	// (RulesSource.Name), "" when none was (see ParseWithDocument).
+	Document string `yaml:"-" json:"document,omitempty"`
 }
 
 // Admin configures the operators' listener.

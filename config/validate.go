@@ -20,7 +20,7 @@ func (c *checker) add(path, format string, args ...any) {
 			return
 		}
 	}
-	c.push(Error{File: c.file, Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+	c.push(Error{File: c.fileOf(path), Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 // lineOf is the line of path, or of its nearest ancestor the file mentions
