@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "validate":
 			return validate(args[1:], stdout, stderr)
+		case "rules":
+			return rulesCmd(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"sluice/config"
+	"sluice/rulesource"
+)
+
+// rulesTimeout bounds one `sluice rules` command's talk with Redis.
+const rulesTimeout = 10 * time.Second
+
+// rulesCmd is `sluice rules push|pull`: the fleet's rules document in the
+// Redis that -config's rulesSource names (docs/fleet.md).
+func rulesCmd(args []string, stdout, stderr io.Writer) int {
+	usage := func() int {
+		fmt.Fprintln(stderr, "usage: sluice rules push [-config rules.yaml] [-base VERSION] FILE\n       sluice rules pull [-config rules.yaml]")
+		return 2
+	}
+	if len(args) == 0 {
+		return usage()
+	}
+	fs := flag.NewFlagSet("sluice rules "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "rules.yaml", "the gateway's rules file, whose rulesSource names the document")
+	var base *int64
+	switch args[0] {
+	case "push":
+		base = fs.Int64("base", -1, "the version FILE was edited from (as pull printed it); refused if another is stored. Default: the version stored now")
+	case "pull":
+	default:
+		return usage()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if (args[0] == "push") != (fs.NArg() == 1) || fs.NArg() > 1 {
+		return usage()
+	}
+
+	local, err := os.ReadFile(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", *cfgPath, err)
+		return 1
+	}
+	cfg, err := config.Parse(*cfgPath, local)
+	if err != nil {
+		printConfigErrors(stderr, err)
+		return 1
+	}
+	if !cfg.RulesSource.Enabled() {
+		fmt.Fprintf(stderr, "%s: names no rulesSource, so there is no fleet document to %s\n", *cfgPath, args[0])
+		return 1
+	}
+	rdb, err := rulesource.Dial(cfg.RulesSource.Redis)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer rdb.Close()
+	store := rulesource.New(rdb, cfg.RulesSource.Key)
+	name := cfg.RulesSource.Name()
+	ctx, cancel := context.WithTimeout(context.Background(), rulesTimeout)
+	defer cancel()
+
+	if args[0] == "pull" {
+		d, err := store.Pull(ctx)
+		switch {
+		case err != nil:
+			fmt.Fprintln(stderr, err)
+			return 1
+		case d.Version == 0:
+			fmt.Fprintf(stderr, "%s: no rules document is stored yet (sluice rules push FILE stores one)\n", name)
+			return 1
+		}
+		_, _ = stdout.Write(d.Text)
+		fmt.Fprintf(stderr, "%s: version %d%s\n", name, d.Version, pushedAgo(d))
+		return 0
+	}
+
+	file := fs.Arg(0)
+	doc, err := readDoc(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", file, err)
+		return 1
+	}
+	// The same checks as the gateways run on the document they pull, with
+	// FILE's own name and lines in the messages.
+	if _, err := config.ParseWithDocument(*cfgPath, local, file, doc); err != nil {
+		printConfigErrors(stderr, err)
+		fmt.Fprintf(stderr, "%s: not pushed: nothing was stored\n", file)
+		return 1
+	}
+	basedOn := *base
+	if basedOn < 0 {
+		if basedOn, err = store.Version(ctx); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	d, err := store.Push(ctx, doc, basedOn)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		if errors.Is(err, rulesource.ErrConflict) {
+			fmt.Fprintf(stderr, "%s: not pushed: nothing was stored\n", file)
+		}
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: pushed as version %d of %s\n", file, d.Version, name)
+	return 0
+}
+
+// readDoc reads a document to push, refusing what no gateway would take.
+func readDoc(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, rulesource.MaxDocSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > rulesource.MaxDocSize {
+		return nil, fmt.Errorf("over the %d MiB a rules document may have", rulesource.MaxDocSize>>20)
+	}
+	return data, nil
+}
+
+func pushedAgo(d rulesource.Doc) string {
+	if d.PushedAt.IsZero() {
+		return ""
+	}
+	return ", pushed " + d.PushedAt.UTC().Format(time.RFC3339)
+}
+
+// printConfigErrors prints one problem per line, FILE:LINE: message.
+func printConfigErrors(w io.Writer, err error) {
+	var es config.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			fmt.Fprintln(w, e.String())
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
