@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -67,9 +68,15 @@ type rawJSON struct {
 	// by index, so the editor addresses the file, not the rules in force.
 	Sections   map[string][]map[string]any `json:"sections"`
 	ParseError string                      `json:"parseError,omitempty"`
+	// Version is the fleet document's version (Options.Document); 0 for a file.
+	Version int64 `json:"version,omitempty"`
 }
 
-func (s *Server) rawRules(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) rawRules(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Document != nil {
+		s.rawDocument(w, r)
+		return
+	}
 	if s.opts.ConfigPath == "" {
 		writeError(w, http.StatusNotFound, "admin: no rules file configured")
 		return
@@ -79,11 +86,19 @@ func (s *Server) rawRules(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusInternalServerError, "admin: reading rules file: "+err.Error())
 		return
 	}
+	out := rawOf(s.opts.ConfigPath, etagOf(data), data)
+	w.Header().Set("ETag", out.ETag)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// rawOf is the editor's view of a version of the rules: its text with
+// secrets masked and the editable sections' rules by index.
+func rawOf(path, etag string, data []byte) rawJSON {
 	text, ok := redactSecrets(data)
 	if !ok {
 		text = "# The file's text is withheld: it holds a secret that could not be masked.\n"
 	}
-	out := rawJSON{Path: s.opts.ConfigPath, ETag: etagOf(data), Text: text}
+	out := rawJSON{Path: path, ETag: etag, Text: text}
 	var doc struct {
 		FlowRules    []map[string]any `yaml:"flowRules"`
 		ParamRules   []map[string]any `yaml:"paramRules"`
@@ -96,8 +111,7 @@ func (s *Server) rawRules(w http.ResponseWriter, _ *http.Request) {
 			"flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
 		}
 	}
-	w.Header().Set("ETag", out.ETag)
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func nonNil(v []map[string]any) []map[string]any {
@@ -124,7 +138,7 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 	section := chi.URLParam(r, "section")
 	index, err := strconv.Atoi(chi.URLParam(r, "index"))
 	switch {
-	case s.opts.ConfigPath == "":
+	case s.opts.ConfigPath == "" && s.opts.Document == nil:
 		writeError(w, http.StatusNotFound, "admin: no rules file configured")
 		return
 	case !editableSection(section):
@@ -150,7 +164,11 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	etag, err := s.applyEdit(section, index, ifMatch, patch)
+	apply := s.applyEdit
+	if s.opts.Document != nil {
+		apply = s.applyDocumentEdit
+	}
+	etag, err := apply(r.Context(), section, index, ifMatch, patch)
 	if err != nil {
 		var ee *editError
 		if !errors.As(err, &ee) {
@@ -170,7 +188,7 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 
 // applyEdit does the read, compare, edit, validate, write and reload of one
 // edit under editMu. It returns the new ETag, or on a 409 the current one.
-func (s *Server) applyEdit(section string, index int, ifMatch string, patch ruleEdit) (string, error) {
+func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch string, patch ruleEdit) (string, error) {
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
 	path := s.configFile()
@@ -182,24 +200,34 @@ func (s *Server) applyEdit(section string, index int, ifMatch string, patch rule
 	if !etagMatches(ifMatch, cur) {
 		return cur, editErr(http.StatusConflict, "admin: rules file changed on disk since it was read (ETag %s, now %s); reload it and edit again", ifMatch, cur)
 	}
-	next, err := replaceRule(data, section, index, patch)
-	if err != nil {
-		return "", err
-	}
-	if bytes.Equal(next, data) {
-		return cur, nil // nothing changed: no write, no reload
-	}
 	// Messages name the file as configured, not a symlink's target.
-	if err := s.validate(s.opts.ConfigPath, next); err != nil {
-		ee := editErr(http.StatusUnprocessableEntity, "admin: the edited rules file is invalid; nothing was written")
-		ee.lines = strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
-		return "", ee
+	next, err := editedRules(data, section, index, patch, "rules file", func(next []byte) error { return s.validate(s.opts.ConfigPath, next) })
+	if err != nil || next == nil {
+		return cur, err // next == nil: nothing changed, no write, no reload
 	}
 	if err := writeFileAtomic(path, next); err != nil {
 		return "", err
 	}
 	s.opts.Reload()
 	return etagOf(next), nil
+}
+
+// editedRules applies patch to the rule at section[index] of data and
+// validates the result; nil (and no error) means the edit changes nothing.
+func editedRules(data []byte, section string, index int, patch ruleEdit, what string, validate func([]byte) error) ([]byte, error) {
+	next, err := replaceRule(data, section, index, patch)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(next, data) {
+		return nil, nil
+	}
+	if err := validate(next); err != nil {
+		ee := editErr(http.StatusUnprocessableEntity, "admin: the edited %s is invalid; nothing was written", what)
+		ee.lines = strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+		return nil, ee
+	}
+	return next, nil
 }
 
 func (s *Server) validate(path string, data []byte) error {

@@ -31,6 +31,12 @@ type Options struct {
 	Upstreams func() []UpstreamStats
 	// ConfigPath is the rules.yaml the editor writes ("" = editor off).
 	ConfigPath string
+	// Document, when set, is the fleet's rules document: the editor writes
+	// it instead of ConfigPath (see Document).
+	Document Document
+	// Fleet, when set, lists the gateways that share the rules document
+	// (GET /api/fleet).
+	Fleet func(ctx context.Context) ([]FleetGateway, error)
 	// Validate checks a whole candidate rules.yaml (config.Parse); its error
 	// text is shown to the user as is, one problem per line.
 	Validate func(path string, data []byte) error
@@ -53,6 +59,8 @@ type State struct {
 	// Cluster is the cluster token service's view of its Redis (form,
 	// master nodes, up), without passwords; nil when no service runs.
 	Cluster any
+	// Source is the fleet's rules source; nil without a rulesSource.
+	Source *SourceState
 }
 
 // Server is the admin listener's handler set plus the history sampler. Build
@@ -131,6 +139,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/resources", s.resources)
 	r.Get("/api/upstreams", s.upstreams)
 	r.Get("/api/history", s.history)
+	r.Get("/api/fleet", s.fleet)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Put("/api/rules/{section}/{index}", s.editRule)
@@ -158,9 +167,17 @@ func (s *Server) Run(ctx context.Context) {
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if !s.opts.State().Ready {
+	st := s.opts.State()
+	if !st.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("rules not loaded"))
+		return
+	}
+	// Ready either way: the last good rules serve traffic. The body tells
+	// an operator (or a probe that reads it) that they are not fresh.
+	if src := st.Source; src != nil && src.FromCache {
+		_, _ = w.Write([]byte("ready: serving the last good rules from " + src.Cache + " (version " +
+			strconv.FormatInt(src.Version, 10) + "); the rules source " + src.Name + " has not been reached"))
 		return
 	}
 	_, _ = w.Write([]byte("ready"))
@@ -176,6 +193,8 @@ type rulesJSON struct {
 	LastError  string     `json:"lastError"`
 	TLSError   string     `json:"tlsError,omitempty"`
 	Cluster    any        `json:"cluster,omitempty"`
+	// Source is the fleet's rules source, when the gateway has one.
+	Source *SourceState `json:"source,omitempty"`
 	// TokenRequired tells the dashboard to ask for the token before a write.
 	TokenRequired bool `json:"tokenRequired"`
 	// Editable is false when no ConfigPath was given.
@@ -194,8 +213,8 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
-		TLSError: st.TLSError, Cluster: st.Cluster,
-		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "",
+		TLSError: st.TLSError, Cluster: st.Cluster, Source: st.Source,
+		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "" || s.opts.Document != nil,
 	})
 }
 

@@ -214,7 +214,8 @@ function showRules(st) {
       el("pre", null, st.lastError));
   } else {
     banner.className = "banner ok";
-    banner.replaceChildren(el("strong", null, "Rules loaded"), " from ", el("code", null, st.path || "?"), " at " + when(st.loadedAt) + " · last reload " + when(st.lastReload) + " ok");
+    const src = st.source ? [" and version " + st.source.version + " of ", el("code", null, st.source.name)] : [];
+    banner.replaceChildren(el("strong", null, "Rules loaded"), " from ", el("code", null, st.path || "?"), ...src, " at " + when(st.loadedAt) + " · last reload " + when(st.lastReload) + " ok");
   }
   const box = $("#rules");
   box.replaceChildren();
@@ -258,7 +259,9 @@ async function loadFile(keepSelection) {
   const prev = $("#rule-select").value;
   raw = await getJSON("/api/rules/raw");
   $("#editor-path").textContent = raw.path;
-  $("#etag").textContent = "file version " + raw.etag.replaceAll('"', "").slice(0, 8);
+  // A fleet's document is versioned 1, 2, ...; a file by its hash.
+  $("#etag").textContent = raw.version ? "document version " + raw.version : "file version " + raw.etag.replaceAll('"', "").slice(0, 8);
+  $("#save").textContent = raw.version ? "Save as the next version" : "Save to rules.yaml";
   const sel = $("#rule-select");
   sel.replaceChildren();
   for (const sec of SECTIONS) {
@@ -338,8 +341,10 @@ async function save(ev) {
     resp = await fetch("/api/rules/" + sec + "/" + i, { method: "PUT", headers, body: JSON.stringify(fields) });
     body = await resp.json().catch(() => ({}));
   } catch (e) { showResult(false, "Request failed: " + e.message); return; }
-  const msg = { 401: "401 · the admin token is missing or wrong.", 409: "409 · rules.yaml changed on disk since you loaded it. Re-read the file and edit again.",
-    422: "422 · the edit makes rules.yaml invalid; nothing was written." }[resp.status];
+  const what = raw.version ? "the rules document" : "rules.yaml";
+  const msg = { 401: "401 · the admin token is missing or wrong.",
+    409: raw.version ? "409 · another writer stored a newer version of the rules document. Re-read it and edit again." : "409 · rules.yaml changed on disk since you loaded it. Re-read the file and edit again.",
+    422: "422 · the edit makes " + what + " invalid; nothing was written." }[resp.status];
   if (resp.ok) {
     showResult(true, resp.status + " · saved " + sec + "[" + i + "] (" + Object.keys(fields).join(", ") + "); reload requested. New version " + String(body.etag).replaceAll('"', "").slice(0, 8));
     await loadFile(true);
@@ -377,7 +382,7 @@ async function tick() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("#editor").addEventListener("submit", save);
   $("#rule-select").addEventListener("change", showFields);
-  $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read rules.yaml.")));
+  $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read " + raw.path + ".")));
   const tok = sessionStorage.getItem("sluiceToken");
   if (tok) $("#token").value = tok;
   $("#token").addEventListener("change", () => sessionStorage.setItem("sluiceToken", $("#token").value));
