@@ -144,4 +144,6 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	return time.Since(start)
 }
 
-func redisZ(score int64, member string) redis.Z { return redis.Z{Score: float64(score), Member: member} }
+func redisZ(score int64, member string) redis.Z {
+	return redis.Z{Score: float64(score), Member: member}
+}
