@@ -13,7 +13,7 @@ import (
 // with checkRules, as `sluice validate` and the reload do.
 func newAdmin(g *gateway) *admin.Server {
 	gw := g.proxy
-	return admin.New(admin.Options{
+	o := admin.Options{
 		Log:        g.log,
 		Registry:   g.registry,
 		State:      g.adminState,
@@ -29,7 +29,27 @@ func newAdmin(g *gateway) *admin.Server {
 			return adminStats(s.Flow.Stats(gw.Now()))
 		},
 		Upstreams: func() []admin.UpstreamStats { return adminUpstreams(gw) },
-	})
+	}
+	if g.fleet != nil {
+		// The editor writes the fleet's document, not this gateway's file.
+		o.Document = fleetDoc{f: g.fleet, path: g.reloader.path}
+		o.Fleet = g.fleet.gateways
+	}
+	return admin.New(o)
+}
+
+// rates is the gateway's pass and block rate now, over every resource, for
+// its heartbeat.
+func (g *gateway) rates() (pass, block float64) {
+	s := g.proxy.Current()
+	if s == nil {
+		return 0, 0
+	}
+	for _, r := range s.Flow.Stats(g.proxy.Now()) {
+		pass += r.Node.PassQps
+		block += r.Node.BlockQps
+	}
+	return pass, block
 }
 
 // checkRules is the one check of a rules file: what it accepts, the

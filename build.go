@@ -30,6 +30,7 @@ type gateway struct {
 	metrics  *admin.Metrics
 	admin    *admin.Server    // nil: the admin listener is off
 	cluster  *cluster.Service // nil: no clusterMode rule at start
+	fleet    *fleet           // nil: no rulesSource
 	// certs reports the TLS listener's certificates; set by startServers,
 	// before the admin API serves a request.
 	certs *certStatus
@@ -38,7 +39,9 @@ type gateway struct {
 // build wires metrics, the CPU sampler, the Redis token service (when a
 // clusterMode rule needs it), the gateway with cfg loaded, its reloader and
 // the admin server. Its goroutines stop with ctx; close releases the rest.
-func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logger) (*gateway, error) {
+// fl is the rules source cfg's document came from (nil: none); the gateway
+// owns it from here on.
+func build(ctx context.Context, o options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*gateway, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := admin.NewMetrics(reg)
@@ -56,7 +59,7 @@ func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logge
 			metrics.CircuitState(res, int(to))
 		},
 	}
-	g := &gateway{log: log, registry: reg, metrics: metrics}
+	g := &gateway{log: log, registry: reg, metrics: metrics, fleet: fl}
 	svc, err := startCluster(ctx, cfg, log, metrics)
 	if err != nil {
 		return nil, err
@@ -68,6 +71,12 @@ func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logge
 	g.proxy = proxy.New(deps)
 	g.reloader = newReloader(o, g.proxy, log, metrics)
 	g.reloader.clusterOn = deps.Cluster != nil
+	g.reloader.fleet = fl
+	if fl != nil {
+		if err := admin.RegisterSourceMetrics(reg, g.adminState, time.Now); err != nil {
+			return nil, err
+		}
+	}
 	if o.adminAddr(cfg) != "" {
 		g.admin = newAdmin(g)
 		g.reloader.setToken = g.admin.SetToken
@@ -76,6 +85,9 @@ func build(ctx context.Context, o options, cfg *config.Config, log zerolog.Logge
 	if !g.reloader.apply(cfg) {
 		g.close()
 		return nil, errors.New("cannot build the gateway from the rules file")
+	}
+	if fl != nil {
+		g.reloader.logDocument(fl.started())
 	}
 	return g, nil
 }
@@ -100,6 +112,9 @@ func (g *gateway) close() {
 	g.proxy.Close() // the upstreams' health probes
 	if g.cluster != nil {
 		g.cluster.Close()
+	}
+	if g.fleet != nil {
+		g.fleet.close()
 	}
 }
 

@@ -23,7 +23,7 @@ func buildErr(t *testing.T, cfg *config.Config) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g, err := build(ctx, options{config: cfg.Path, admin: "off"}, cfg, zerolog.Nop())
+	g, err := build(ctx, options{config: cfg.Path, admin: "off"}, cfg, nil, zerolog.Nop())
 	if err == nil {
 		g.close()
 	}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -77,16 +78,14 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		path = args[0]
 	}
-	if _, err := config.Load(path); err != nil {
-		var es config.Errors
-		if errors.As(err, &es) {
-			for _, e := range es {
-				fmt.Fprintln(stderr, e.String())
-			}
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+	cfg, err := config.Load(path)
+	if err != nil {
+		printConfigErrors(stderr, err)
 		return 1
+	}
+	if cfg.NeedsDocument() {
+		fmt.Fprintf(stdout, "%s: ok (the gateway's own settings; sluice rules push checks its rules document)\n", path)
+		return 0
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
 	return 0
@@ -107,12 +106,22 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 		logConfigErrors(log, err, "rules are invalid; not starting")
 		return errors.New("invalid rules file")
 	}
-	gw, err := build(ctx, o, cfg, log)
+	var fl *fleet
+	if cfg.NeedsDocument() {
+		if fl, cfg, err = startFleet(o.config, cfg, log); err != nil {
+			log.Error().Err(err).Msg("not starting")
+			return err
+		}
+	}
+	gw, err := build(ctx, o, cfg, fl, log)
 	if err != nil {
 		return err
 	}
 	defer gw.close()
 	go gw.reloader.watch(ctx, hup)
+	if fl != nil {
+		go fl.watch(ctx, gw.reloader.request)
+	}
 
 	stopDemo := func(context.Context) {}
 	if o.demo {
@@ -126,6 +135,13 @@ func serve(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	srvs := gw.startServers(ctx, lns)
 	plain, secure := lns.traffic.addrs()
+	if fl != nil {
+		beatDone := make(chan struct{})
+		bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+		go func() { fl.beat(bctx, cmp.Or(plain, secure), gw.rates); close(beatDone) }()
+		// After the drain: a gateway that still serves stays in the fleet.
+		defer func() { stopBeat(); <-beatDone }()
+	}
 	log.Info().Str("listen", plain).Str("tls", secure).Str("admin", o.adminAddr(cfg)).Str("config", o.config).
 		Str("version", version).Msg("sluice started")
 	return drain(ctx, srvs, stopDemo, o.drain, log)

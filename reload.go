@@ -28,6 +28,9 @@ type reloader struct {
 	// setToken puts a new admin token in force; nil while the admin
 	// listener is off. Set before the first apply.
 	setToken func(token string)
+	// fleet is the rules source whose document is merged with the file;
+	// nil: the file alone holds the rules.
+	fleet *fleet
 
 	mu         sync.Mutex     // serialises reloads and guards the fields below
 	started    *config.Config // the first rules loaded: start-only settings keep its values
@@ -79,12 +82,35 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 	return true
 }
 
-// reload reads the file again and applies it.
+// reload reads the file again (merged with the newest rules document, with
+// a rules source) and applies it.
 func (r *reloader) reload() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cfg, err := config.Load(r.path)
-	r.applyLocked(cfg, err)
+	if r.fleet == nil {
+		cfg, err := config.Load(r.path)
+		if err == nil && cfg.NeedsDocument() {
+			// Serving the file's own settings alone would drop every route.
+			err = config.Errors{{File: r.path, Msg: "rulesSource was added: it takes effect at restart; the rules in force stay"}}
+		}
+		r.applyLocked(cfg, err)
+		return
+	}
+	cfg, doc, err := r.fleet.merge(r.path)
+	if r.applyLocked(cfg, err) {
+		r.fleet.accepted(doc)
+		r.logDocument(doc)
+	}
+}
+
+// logDocument says which version of the rules document a load applied
+// and, when its push time is known, how long after the push.
+func (r *reloader) logDocument(d document) {
+	ev := r.log.Info().Str("document", d.name).Int64("version", d.doc.Version)
+	if !d.doc.PushedAt.IsZero() {
+		ev = ev.Dur("sincePush", time.Since(d.doc.PushedAt))
+	}
+	ev.Msg("rules document in force")
 }
 
 // request asks for a reload soon (admin writes); it never blocks.
@@ -123,6 +149,9 @@ func (r *reloader) state() admin.State {
 	st := admin.State{Path: r.path, LoadedAt: r.loadedAt, LastError: r.lastError, LastReload: r.lastReload}
 	if s := r.gw.Current(); s != nil {
 		st.Ready, st.Config = true, s.Config
+	}
+	if r.fleet != nil {
+		st.Source = r.fleet.state()
 	}
 	return st
 }

@@ -60,6 +60,15 @@ func startSettings() []startSetting {
 			shown: func(c *config.Config) string { return strings.Join(c.Cluster.Redacted().ClusterAddrs, ",") }},
 		{name: "cluster.namespace", flagged: never,
 			value: func(c *config.Config) string { return c.Cluster.Namespace }},
+		// The rules source is connected once; a reload keeps merging the
+		// document of the source the gateway started with.
+		{name: "rulesSource.redis", flagged: never,
+			value: func(c *config.Config) string { return c.RulesSource.Redis },
+			shown: func(c *config.Config) string { return c.RulesSource.RedisRedacted() }},
+		{name: "rulesSource.key", flagged: never,
+			value: func(c *config.Config) string { return c.RulesSource.Key }},
+		{name: "rulesSource.cacheFile", flagged: never,
+			value: func(c *config.Config) string { return c.RulesSource.CacheFile }},
 	}
 }
 

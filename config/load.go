@@ -29,7 +29,17 @@ const (
 // failure it returns an Errors listing every problem found, each with its
 // file:line and field path. It is safe to call from any goroutine.
 func Load(path string) (*Config, error) {
-	fail := func(msg string) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// ReadFile reads a rules file as Load does: a missing file, a directory, a
+// FIFO or a file over MaxFileSize is an Errors naming path.
+func ReadFile(path string) ([]byte, error) {
+	fail := func(msg string) ([]byte, error) {
 		return nil, Errors{{File: path, Msg: msg}}
 	}
 	st, err := os.Stat(path)
@@ -56,7 +66,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return fail("cannot read file: " + unwrapPathError(err))
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 func fileKind(m fs.FileMode) string {

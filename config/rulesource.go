@@ -71,14 +71,12 @@ func (s RulesSource) Name() string {
 func (s RulesSource) MarshalJSON() ([]byte, error) {
 	type plain RulesSource
 	p := plain(s)
-	if u, err := url.Parse(p.Redis); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			p.Redis = u.String()
-		}
-	}
+	p.Redis = s.RedisRedacted()
 	return json.Marshal(p)
 }
+
+// RedisRedacted is Redis with its password, if any, masked.
+func (s RulesSource) RedisRedacted() string { return redactURL(s.Redis) }
 
 // RulesCachePath is the file that keeps the last good rules document.
 func (c *Config) RulesCachePath() string {
@@ -161,6 +159,16 @@ func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*C
 		return nil, d.result()
 	}
 	return cfg, nil
+}
+
+// LoadWithDocument is ParseWithDocument on the rules file at path, read as
+// Load reads it.
+func LoadWithDocument(path, docName string, doc []byte) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWithDocument(path, data, docName, doc)
 }
 
 // splitSections builds the one mapping to decode: the file's own sections

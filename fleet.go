@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"sluice/admin"
+	"sluice/config"
+	"sluice/rulesource"
+)
+
+// fleetStartTimeout bounds the first read of the rules source at start;
+// past it the gateway serves the last good rules from its cache.
+const fleetStartTimeout = 2 * time.Second
+
+// fleet is a gateway's link to its rules source (docs/fleet.md): the
+// document merged with the rules file, the watch that brings new versions,
+// the last-good cache and the heartbeats. It is safe for concurrent use.
+type fleet struct {
+	name  string // the source as messages name it, redis://HOST/DB/KEY
+	rdb   *redis.Client
+	store *rulesource.Store
+	cache *rulesource.Cache
+	log   zerolog.Logger
+	id    string // this gateway in the fleet's heartbeats
+
+	mu      sync.Mutex
+	next    document // the newest document: what the next reload merges
+	inForce document // the document of the rules in force
+	// fromCache: inForce came from the cache, not (yet) from the source.
+	fromCache bool
+	up        bool
+	saved     string // version and hash of the document last written to the cache
+	// noDoc is set while the key holds no document (deleted, or not a
+	// document): the next reload reports it and changes nothing.
+	noDoc error
+}
+
+// document is one version of the rules document as config parses it.
+type document struct {
+	doc  rulesource.Doc
+	name string // how errors name it: the source, or the cache file
+	text []byte // what config parses: the text, or the whole cache file
+}
+
+// startFleet connects to the rules source that local (the gateway's own
+// file, as Load read it) names, and returns the rules to start with: the
+// file merged with the stored document, or with the last good one from the
+// cache when Redis is down or holds no valid document. Without either it
+// fails: a gateway with no rules cannot serve.
+func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, *config.Config, error) {
+	src := local.RulesSource
+	rdb, err := rulesource.Dial(src.Redis)
+	if err != nil {
+		return nil, nil, err
+	}
+	redis.SetLogger(redisLog{log})
+	host, _ := os.Hostname()
+	f := &fleet{
+		name: src.Name(), rdb: rdb, store: rulesource.New(rdb, src.Key),
+		cache: rulesource.NewCache(local.RulesCachePath(), src.Name()),
+		log:   log.With().Str("rulesSource", src.Name()).Logger(),
+		id:    host + "-" + strconv.Itoa(os.Getpid()),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
+	defer cancel()
+	doc, err := f.store.Pull(ctx)
+	var why string
+	switch {
+	case err == nil && doc.Version > 0:
+		f.up = true
+		d := document{doc: doc, name: f.name, text: doc.Text}
+		cfg, err := config.LoadWithDocument(path, d.name, d.text)
+		if err == nil {
+			f.next = d
+			return f, cfg, nil
+		}
+		logConfigErrors(f.log, err, "the rules document is invalid: trying the last good rules")
+		why = "its document (version " + strconv.FormatInt(doc.Version, 10) + ") is invalid"
+	case err == nil:
+		f.up = true
+		why = "it holds no document yet (sluice rules push FILE stores one)"
+	default:
+		why = "it is unreachable (" + err.Error() + ")"
+	}
+	cached, file, cerr := f.cache.Load()
+	if cerr != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s: %s; and no last good rules: %v", f.name, why, cerr)
+	}
+	d := document{doc: cached, name: f.cache.Path(), text: file}
+	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	if err != nil {
+		rdb.Close()
+		logConfigErrors(f.log, err, "the last good rules do not fit the rules file")
+		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s: %s; and the last good rules in %s are invalid with %s", f.name, why, f.cache.Path(), path)
+	}
+	f.next, f.fromCache, f.saved = d, true, cacheKey(cached)
+	f.log.Warn().Str("cache", f.cache.Path()).Int64("version", cached.Version).Str("why", why).
+		Msg("serving the last good rules from the cache: the rules source " + why)
+	return f, cfg, nil
+}
+
+// started records the document startFleet found as the one in force, once
+// the gateway took the rules built with it.
+func (f *fleet) started() document {
+	f.mu.Lock()
+	d := f.next
+	f.mu.Unlock()
+	f.accepted(d)
+	return d
+}
+
+// cacheKey tells the documents the cache holds apart.
+func cacheKey(d rulesource.Doc) string { return strconv.FormatInt(d.Version, 10) + " " + d.SHA() }
+
+// close releases the Redis client.
+func (f *fleet) close() { f.rdb.Close() }
+
+// merge parses the rules file with the newest document; the reloader
+// applies the result and, if it took it, calls accepted with the document.
+func (f *fleet) merge(path string) (*config.Config, document, error) {
+	f.mu.Lock()
+	d, noDoc := f.next, f.noDoc
+	f.mu.Unlock()
+	if noDoc != nil {
+		return nil, d, noDoc
+	}
+	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	return cfg, d, err
+}
+
+// accepted records d as the document in force and keeps it as the last
+// good one on disk.
+func (f *fleet) accepted(d document) {
+	f.mu.Lock()
+	f.inForce = d
+	if d.name == f.name {
+		f.fromCache = false
+	}
+	save := d.name == f.name && cacheKey(d.doc) != f.saved
+	if save {
+		f.saved = cacheKey(d.doc)
+	}
+	f.mu.Unlock()
+	if save {
+		if err := f.cache.Save(d.doc); err != nil {
+			// A read-only directory (a ConfigMap): the gateway works, but
+			// cannot start with these rules while Redis is down.
+			f.log.Warn().Err(err).Str("cache", f.cache.Path()).Msg("cannot keep the last good rules on disk")
+		}
+	}
+}
+
+// onDoc takes a new version from the watch and asks for a reload.
+func (f *fleet) onDoc(doc rulesource.Doc, err error, reload func()) {
+	f.mu.Lock()
+	switch {
+	case err != nil:
+		f.noDoc = config.Errors{{File: f.name, Msg: err.Error() + "; the rules in force stay"}}
+	case doc.Version == 0:
+		f.noDoc = config.Errors{{File: f.name, Msg: "the key holds no rules document (was it deleted?); the rules in force stay"}}
+	default:
+		f.noDoc = nil
+		f.next = document{doc: doc, name: f.name, text: doc.Text}
+	}
+	f.mu.Unlock()
+	reload()
+}
+
+// onState logs Redis going away and coming back. Back, with the rules in
+// force from the cache, the same document is merged again under the
+// source's name, so the gateway says it is current.
+func (f *fleet) onState(up bool, err error, reload func()) {
+	f.mu.Lock()
+	was := f.up
+	f.up = up
+	again := up && f.fromCache && f.next.name != f.name
+	if again {
+		f.next = document{doc: f.next.doc, name: f.name, text: f.next.doc.Text}
+	}
+	f.mu.Unlock()
+	switch {
+	case !up:
+		f.log.Warn().Err(err).Msg("rules source unreachable: the rules in force stay; changes apply when it is back")
+	case !was:
+		f.log.Info().Msg("rules source reachable")
+	}
+	if again {
+		reload()
+	}
+}
+
+// watch applies new versions until ctx is done.
+func (f *fleet) watch(ctx context.Context, reload func()) {
+	f.mu.Lock()
+	known := f.inForce.doc
+	f.mu.Unlock()
+	f.store.Watch(ctx, rulesource.WatchOptions{
+		Known:   known,
+		OnDoc:   func(d rulesource.Doc, err error) { f.onDoc(d, err, reload) },
+		OnState: func(up bool, err error) { f.onState(up, err, reload) },
+	})
+}
+
+// beat publishes this gateway's heartbeat every second until ctx is done,
+// then takes it out of the fleet.
+func (f *fleet) beat(ctx context.Context, listen string, rates func() (pass, block float64)) {
+	t := time.NewTicker(rulesource.BeatEvery)
+	defer t.Stop()
+	for {
+		pass, block := rates()
+		f.mu.Lock()
+		v := f.inForce.doc.Version
+		f.mu.Unlock()
+		bctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := f.store.Beat(bctx, rulesource.Beat{ID: f.id, Listen: listen, Version: v, PassQps: pass, BlockQps: block}); err != nil && ctx.Err() == nil {
+			f.log.Debug().Err(err).Msg("heartbeat not written")
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = f.store.Leave(lctx, f.id)
+			cancel()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// state is what the admin API and the metrics show of the source.
+func (f *fleet) state() *admin.SourceState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := &admin.SourceState{Name: f.name, Version: f.inForce.doc.Version, Up: f.up, Cache: f.cache.Path(), FromCache: f.fromCache}
+	if t := f.store.LastSeen(); !t.IsZero() {
+		st.LastSeen = &t
+	}
+	return st
+}
+
+// gateways lists the fleet for GET /api/fleet.
+func (f *fleet) gateways(ctx context.Context) ([]admin.FleetGateway, error) {
+	beats, err := f.store.Fleet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.FleetGateway, len(beats))
+	for i, b := range beats {
+		out[i] = admin.FleetGateway{ID: b.ID, Listen: b.Listen, Version: b.Version, PassQps: b.PassQps, BlockQps: b.BlockQps, LastSeen: b.LastSeen}
+	}
+	return out, nil
+}
+
+// fleetDoc is the admin editor's view of the document.
+type fleetDoc struct {
+	f    *fleet
+	path string // the gateway's rules file, merged with the text to validate it
+}
+
+var _ admin.Document = fleetDoc{}
+
+func (d fleetDoc) Name() string { return d.f.name }
+
+func (d fleetDoc) Pull(ctx context.Context) (int64, []byte, error) {
+	doc, err := d.f.store.Pull(ctx)
+	return doc.Version, doc.Text, err
+}
+
+func (d fleetDoc) Push(ctx context.Context, text []byte, basedOn int64) (int64, error) {
+	doc, err := d.f.store.Push(ctx, text, basedOn)
+	if errors.Is(err, rulesource.ErrConflict) {
+		return 0, fmt.Errorf("%w: %v", admin.ErrConflict, err)
+	}
+	return doc.Version, err
+}
+
+func (d fleetDoc) Validate(text []byte) error {
+	_, err := config.LoadWithDocument(d.path, d.f.name, text)
+	return err
+}
