@@ -84,24 +84,24 @@ func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, 
 			return f, cfg, nil
 		}
 		logConfigErrors(f.log, err, "the rules document is invalid: trying the last good rules")
-		why = "its document (version " + strconv.FormatInt(doc.Version, 10) + ") is invalid"
+		why = "holds an invalid document (version " + strconv.FormatInt(doc.Version, 10) + ")"
 	case err == nil:
 		f.up = true
-		why = "it holds no document yet (sluice rules push FILE stores one)"
+		why = "holds no document yet (sluice rules push FILE stores one)"
 	default:
-		why = "it is unreachable (" + err.Error() + ")"
+		why = "is unreachable (" + err.Error() + ")"
 	}
 	cached, file, cerr := f.cache.Load()
 	if cerr != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s: %s; and no last good rules: %v", f.name, why, cerr)
+		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s %s, and there are no last good rules: %v", f.name, why, cerr)
 	}
 	d := document{doc: cached, name: f.cache.Path(), text: file}
 	cfg, err := config.LoadWithDocument(path, d.name, d.text)
 	if err != nil {
 		rdb.Close()
 		logConfigErrors(f.log, err, "the last good rules do not fit the rules file")
-		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s: %s; and the last good rules in %s are invalid with %s", f.name, why, f.cache.Path(), path)
+		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s %s, and the last good rules in %s are invalid with %s", f.name, why, f.cache.Path(), path)
 	}
 	f.next, f.fromCache, f.saved = d, true, cacheKey(cached)
 	f.log.Warn().Str("cache", f.cache.Path()).Int64("version", cached.Version).Str("why", why).
