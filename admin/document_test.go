@@ -259,7 +259,7 @@ func TestFleetAPI(t *testing.T) {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
 	src.FromCache, src.Cache, src.Up = true, "/etc/sluice/rules.last-good.yaml", false
-	if code, body := get("/readyz"); code != 200 || body != "ready: serving the last good rules from /etc/sluice/rules.last-good.yaml (version 4); the rules source "+docName+" has not been reached" {
+	if code, body := get("/readyz"); code != 200 || body != "ready: serving the last good rules from /etc/sluice/rules.last-good.yaml (version 4), not the rules source "+docName {
 		t.Errorf("/readyz from the cache = %d %q", code, body)
 	}
 
@@ -280,7 +280,7 @@ func TestSourceMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP sluice_rules_from_cache 1 while the rules in force came from the last-good cache because the source was not reached since start.
+# HELP sluice_rules_from_cache 1 while the rules in force came from the last good file: the gateway started without a valid document from the source, and none has applied since.
 # TYPE sluice_rules_from_cache gauge
 sluice_rules_from_cache 1
 # HELP sluice_rules_source_last_seen_seconds Seconds since the Redis of the rules source last answered (+Inf: never).

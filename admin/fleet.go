@@ -27,8 +27,9 @@ type SourceState struct {
 	LastSeen *time.Time `json:"lastSeen"`
 	// Cache is the file that keeps the last good document.
 	Cache string `json:"cache"`
-	// FromCache is set while the rules in force came from Cache because the
-	// source has not been reached since the gateway started.
+	// FromCache is set while the rules in force came from Cache: the
+	// gateway started while the source was down or held no valid document,
+	// and no version from the source has applied since.
 	FromCache bool `json:"fromCache"`
 }
 
@@ -88,7 +89,7 @@ func RegisterSourceMetrics(reg prometheus.Registerer, state func() State, now fu
 		version:   prometheus.NewDesc("sluice_rules_version", "Version of the fleet's rules document in force (0: none yet).", nil, nil),
 		up:        prometheus.NewDesc("sluice_rules_source_up", "1 when the Redis of the rules source answered the last call, else 0.", nil, nil),
 		lastSeen:  prometheus.NewDesc("sluice_rules_source_last_seen_seconds", "Seconds since the Redis of the rules source last answered (+Inf: never).", nil, nil),
-		fromCache: prometheus.NewDesc("sluice_rules_from_cache", "1 while the rules in force came from the last-good cache because the source was not reached since start.", nil, nil),
+		fromCache: prometheus.NewDesc("sluice_rules_from_cache", "1 while the rules in force came from the last good file: the gateway started without a valid document from the source, and none has applied since.", nil, nil),
 		state:     state,
 		now:       now,
 	})

@@ -177,7 +177,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	// an operator (or a probe that reads it) that they are not fresh.
 	if src := st.Source; src != nil && src.FromCache {
 		_, _ = w.Write([]byte("ready: serving the last good rules from " + src.Cache + " (version " +
-			strconv.FormatInt(src.Version, 10) + "); the rules source " + src.Name + " has not been reached"))
+			strconv.FormatInt(src.Version, 10) + "), not the rules source " + src.Name))
 		return
 	}
 	_, _ = w.Write([]byte("ready"))

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"sluice/config"
 )
 
 // Docker cannot run on our machines, so this test checks what it can of
@@ -21,12 +23,12 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 	}
 	var compose struct {
 		Services map[string]struct {
-			Build     string   `yaml:"build"`
-			Image     string   `yaml:"image"`
-			Command   []string `yaml:"command"`
-			Volumes   []string `yaml:"volumes"`
-			Ports     []string `yaml:"ports"`
-			DependsOn []string `yaml:"depends_on"`
+			Build     string    `yaml:"build"`
+			Image     string    `yaml:"image"`
+			Command   []string  `yaml:"command"`
+			Volumes   []string  `yaml:"volumes"`
+			Ports     []string  `yaml:"ports"`
+			DependsOn dependsOn `yaml:"depends_on"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
@@ -62,15 +64,31 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 				cfgPath = svc.Command[i+1]
 			}
 		}
-		local := ""
-		for _, v := range svc.Volumes {
-			parts := strings.Split(v, ":")
-			if len(parts) >= 2 && parts[1] == cfgPath {
-				local = filepath.Join("..", parts[0])
+		mounted := func(inside string) string {
+			for _, v := range svc.Volumes {
+				parts := strings.Split(v, ":")
+				if len(parts) >= 2 && parts[1] == inside {
+					return filepath.Join("..", parts[0])
+				}
 			}
+			return ""
 		}
+		local := mounted(cfgPath)
 		if local == "" {
 			t.Fatalf("service %s: no volume provides its -config %q", name, cfgPath)
+		}
+		// A `sluice rules push` service: the document it pushes validates
+		// with its gateway file, as the push itself will check.
+		if len(svc.Command) > 1 && svc.Command[0] == "rules" && svc.Command[1] == "push" {
+			doc := mounted(svc.Command[len(svc.Command)-1])
+			data, err1 := os.ReadFile(local)
+			text, err2 := os.ReadFile(doc)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("service %s: reading %s and %s: %v %v", name, local, doc, err1, err2)
+			}
+			if _, err := config.ParseWithDocument(local, data, doc, text); err != nil {
+				t.Errorf("service %s pushes an invalid document:\n%v", name, err)
+			}
 		}
 		out, err := exec.Command(binary, "validate", local).CombinedOutput()
 		if err != nil {
@@ -81,6 +99,7 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 		var rules struct {
 			Upstreams map[string]struct{ Targets []string } `yaml:"upstreams"`
 			Cluster   struct{ Redis string }                `yaml:"cluster"`
+			Source    struct{ Redis string }                `yaml:"rulesSource"`
 		}
 		b, _ := os.ReadFile(local)
 		if err := yaml.Unmarshal(b, &rules); err != nil {
@@ -92,6 +111,9 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 		}
 		if rules.Cluster.Redis != "" {
 			urls = append(urls, rules.Cluster.Redis)
+		}
+		if rules.Source.Redis != "" {
+			urls = append(urls, rules.Source.Redis)
 		}
 		for _, raw := range urls {
 			u, err := url.Parse(raw)
@@ -110,6 +132,25 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 	if gateways < 2 {
 		t.Errorf("%d sluice gateways in docker-compose.yml, want at least 2 sharing a cluster rule", gateways)
 	}
+}
+
+// dependsOn reads depends_on in both of compose's forms: a list of
+// services, or a mapping of service to condition.
+type dependsOn []string
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			*d = append(*d, n.Content[i].Value)
+		}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*d = list
+	return nil
 }
 
 func contains(list []string, s string) bool {
