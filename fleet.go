@@ -14,6 +14,7 @@ import (
 
 	"sluice/admin"
 	"sluice/config"
+	"sluice/internal/redisconn"
 	"sluice/rulesource"
 )
 
@@ -26,7 +27,7 @@ const fleetStartTimeout = 2 * time.Second
 // the last-good cache and the heartbeats. It is safe for concurrent use.
 type fleet struct {
 	name  string // the source as messages name it, redis://HOST/DB/KEY
-	rdb   *redis.Client
+	rdb   *redisconn.Client
 	store *rulesource.Store
 	cache *rulesource.Cache
 	log   zerolog.Logger
@@ -58,7 +59,7 @@ type document struct {
 // fails: a gateway with no rules cannot serve.
 func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, *config.Config, error) {
 	src := local.RulesSource
-	rdb, err := rulesource.Dial(src.Redis)
+	rdb, err := dialSource(src)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,6 +108,12 @@ func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, 
 	f.log.Warn().Str("cache", f.cache.Path()).Int64("version", cached.Version).Str("why", why).
 		Msg("serving the last good rules from the cache: the rules source " + why)
 	return f, cfg, nil
+}
+
+// dialSource connects to the rules source's Redis, in any of its forms,
+// with timeouts that notice a dead Redis within a second.
+func dialSource(src config.RulesSource) (*redisconn.Client, error) {
+	return redisconn.New(src.RedisTarget, redisconn.Options{Timeout: time.Second, DialTimeout: 500 * time.Millisecond, Retries: 1, PoolSize: 4})
 }
 
 // started records the document startFleet found as the one in force, once

@@ -58,7 +58,7 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: names no rulesSource, so there is no fleet document to %s\n", *cfgPath, args[0])
 		return 1
 	}
-	rdb, err := rulesource.Dial(cfg.RulesSource.Redis)
+	rdb, err := dialSource(cfg.RulesSource)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

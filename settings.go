@@ -64,7 +64,13 @@ func startSettings() []startSetting {
 		// document of the source the gateway started with.
 		{name: "rulesSource.redis", flagged: never,
 			value: func(c *config.Config) string { return c.RulesSource.Redis },
-			shown: func(c *config.Config) string { return c.RulesSource.RedisRedacted() }},
+			shown: func(c *config.Config) string { return c.RulesSource.Redacted().Redis }},
+		{name: "rulesSource.sentinel", flagged: never,
+			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) },
+			shown: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Redacted().Sentinel) }},
+		{name: "rulesSource.clusterAddrs", flagged: never,
+			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") },
+			shown: func(c *config.Config) string { return strings.Join(c.RulesSource.Redacted().ClusterAddrs, ",") }},
 		{name: "rulesSource.key", flagged: never,
 			value: func(c *config.Config) string { return c.RulesSource.Key }},
 		{name: "rulesSource.cacheFile", flagged: never,
@@ -72,7 +78,7 @@ func startSettings() []startSetting {
 	}
 }
 
-// sentinelSetting is cluster.sentinel in one line, its set fields only.
+// sentinelSetting is a sentinel setting in one line, its set fields only.
 func sentinelSetting(s *config.Sentinel) string {
 	if s == nil {
 		return ""

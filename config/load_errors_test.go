@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -465,10 +466,10 @@ func TestRulesDocumentErrors(t *testing.T) {
 			"testdata/fleet/gateway_holds_rules.yaml:5: routes: is in both this file and the rules document (" + fleetDoc + ":7); with rulesSource it belongs in the document only",
 			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
 			// The file's errors first, then the document's.
-			fleetDoc + ":16: flowRules[1].clusterMode: needs cluster.redis (a redis:// URL)",
+			fleetDoc + ":16: flowRules[1].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 		}},
 		{"fleet/gateway_no_cluster.yaml", "fleet/doc.yaml", []string{
-			fleetDoc + ":16: flowRules[1].clusterMode: needs cluster.redis (a redis:// URL)",
+			fleetDoc + ":16: flowRules[1].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 		}},
 		{"fleet/gateway.yaml", "fleet/doc_bad_yaml.yaml", []string{
 			fleetDoc + ":2: invalid YAML: did not find expected ',' or ']'",
@@ -484,6 +485,14 @@ func TestRulesDocumentErrors(t *testing.T) {
 			fleetDoc + ":9: flowRules[0].count: must be > 0, got -1",
 			fleetDoc + ":10: flowRules[0].graed: unknown field; did you mean \"grade\"?",
 			fleetDoc + ":13: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {nope}",
+		}},
+		// With a Sentinel-watched master the document is named by it.
+		{"fleet/gateway_sentinel.yaml", "fleet/doc_errors.yaml", []string{
+			"redis-sentinel://mymaster/2/sluice:rules:6: routes[0].upstream: unknown upstream \"order\" (defined: orders)",
+			"redis-sentinel://mymaster/2/sluice:rules:8: flowRules[0].resource: unknown resource \"get-order\": no route has it (resources: /order/{id})",
+			"redis-sentinel://mymaster/2/sluice:rules:9: flowRules[0].count: must be > 0, got -1",
+			"redis-sentinel://mymaster/2/sluice:rules:10: flowRules[0].graed: unknown field; did you mean \"grade\"?",
+			"redis-sentinel://mymaster/2/sluice:rules:13: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {nope}",
 		}},
 		{"minimal.yaml", "fleet/doc.yaml", []string{
 			"testdata/minimal.yaml: names no rulesSource, so a rules document cannot be merged into it",
@@ -501,7 +510,11 @@ func TestRulesDocumentErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err = config.ParseWithDocument("testdata/"+tt.gateway, data, fleetDoc, doc)
+			name := fleetDoc
+			if local, err := config.Parse("testdata/"+tt.gateway, data); err == nil && local.RulesSource.Enabled() {
+				name = local.RulesSource.Name() // as the gateway names it
+			}
+			_, err = config.ParseWithDocument("testdata/"+tt.gateway, data, name, doc)
 			assertErrors(t, err, tt.want)
 		})
 	}
@@ -529,6 +542,9 @@ func TestGatewayFileAlone(t *testing.T) {
 			"testdata/fleet/gateway_holds_rules.yaml:5: routes: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
 			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
 		}},
+		{"gateway_no_redis.yaml", []string{
+			"testdata/fleet/gateway_no_redis.yaml:2: rulesSource: names no Redis: set one of rulesSource.redis (a redis:// URL), rulesSource.sentinel or rulesSource.clusterAddrs",
+		}},
 		{"gateway_bad_source.yaml", []string{
 			"testdata/fleet/gateway_bad_source.yaml:3: rulesSource.redis: must be a redis://host:port/db URL, got \"http://127.0.0.1:6379\"",
 			"testdata/fleet/gateway_bad_source.yaml:4: rulesSource.key: is required (the Redis key of the rules document, like \"sluice:rules\")",
@@ -554,6 +570,17 @@ func TestParseWithDocumentMerges(t *testing.T) {
 	if cfg.Listen != ":8080" || cfg.Cluster.Redis != "redis://127.0.0.1:6379/0" || len(cfg.Routes) != 1 ||
 		len(cfg.FlowRules) != 2 || cfg.BlockResponse.Status != 503 || cfg.Origin.From.String() != "header:X-Origin" {
 		t.Fatalf("merged config: %+v", cfg)
+	}
+	// The rules in force are served as JSON on the admin API: no password.
+	for _, f := range []string{"gateway.yaml", "gateway_sentinel.yaml"} {
+		local, err := config.Load("testdata/fleet/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(local)
+		if strings.Contains(string(b), "secret") || !strings.Contains(string(b), "xxxxx") {
+			t.Errorf("%s as JSON shows its password: %s", f, b)
+		}
 	}
 	if cfg.Routes[0].Line != 8 || cfg.FlowRules[1].Line != 14 {
 		t.Errorf("lines: route %d, rule %d; want the document's 8 and 14", cfg.Routes[0].Line, cfg.FlowRules[1].Line)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -14,10 +15,12 @@ import (
 
 // RulesSource names a fleet's shared rules document in Redis
 // (docs/fleet.md). With it, the rules file holds only the gateway's own
-// sections and the document holds the rest, in the same schema.
+// sections and the document holds the rest, in the same schema. The Redis
+// is named in one of the RedisTarget forms, at rulesSource's level
+// (rulesSource.redis, rulesSource.sentinel or rulesSource.clusterAddrs).
 type RulesSource struct {
-	Redis string `yaml:"redis" json:"redis"` // redis:// or rediss:// URL
-	Key   string `yaml:"key" json:"key"`     // the hash holding the document and its version
+	RedisTarget `yaml:",inline"`
+	Key         string `yaml:"key" json:"key"` // the hash holding the document and its version
 	// CacheFile is where the last document that validated is kept, relative
 	// to the rules file; "" is the rules file's name with ".last-good"
 	// before its extension (rules.last-good.yaml).
@@ -51,11 +54,24 @@ func SharedSections() []string {
 func isSharedSection(name string) bool { return slices.Contains(SharedSections(), name) }
 
 // Enabled reports whether the file names a rules source.
-func (s RulesSource) Enabled() bool { return s != RulesSource{} }
+func (s RulesSource) Enabled() bool {
+	return s.Form() != RedisFormNone || s.Key != "" || s.CacheFile != ""
+}
 
-// Name is how messages name the document: redis://HOST/DB/KEY, with no
-// user or password (rediss:// for TLS).
+// Name is how messages name the document, never with a password:
+// redis://HOST/DB/KEY (rediss:// for TLS); redis-sentinel://MASTER/DB/KEY
+// for a Sentinel-watched master; redis-cluster://SEED/0/KEY for a Cluster.
 func (s RulesSource) Name() string {
+	switch s.Form() {
+	case RedisFormSentinel:
+		return "redis-sentinel://" + s.Sentinel.MasterName + "/" + strconv.Itoa(s.Sentinel.DB) + "/" + s.Key
+	case RedisFormCluster:
+		seed := s.ClusterAddrs[0]
+		if u, err := url.Parse(seed); err == nil && u.Host != "" {
+			seed = u.Host
+		}
+		return "redis-cluster://" + seed + "/0/" + s.Key
+	}
 	u, err := url.Parse(s.Redis)
 	if err != nil || u.Host == "" {
 		return "redis://?/" + s.Key
@@ -67,16 +83,13 @@ func (s RulesSource) Name() string {
 	return u.Scheme + "://" + u.Host + "/" + db + "/" + s.Key
 }
 
-// MarshalJSON hides the Redis password, as Cluster's does.
+// MarshalJSON hides every password, as Cluster's does.
 func (s RulesSource) MarshalJSON() ([]byte, error) {
 	type plain RulesSource
 	p := plain(s)
-	p.Redis = s.RedisRedacted()
+	p.RedisTarget = s.RedisTarget.Redacted()
 	return json.Marshal(p)
 }
-
-// RedisRedacted is Redis with its password, if any, masked.
-func (s RulesSource) RedisRedacted() string { return redactURL(s.Redis) }
 
 // RulesCachePath is the file that keeps the last good rules document.
 func (c *Config) RulesCachePath() string {
@@ -252,10 +265,8 @@ func (c *checker) validateRulesSource() {
 	if !c.has("rulesSource") || c.bad["rulesSource"] {
 		return
 	}
-	if s.Redis == "" {
-		c.add("rulesSource.redis", "is required (a redis://host:port/db URL of the Redis that holds the rules document)")
-	} else if msg := checkRedisURL(s.Redis); msg != "" {
-		c.add("rulesSource.redis", "%s", msg)
+	if !c.redisTarget("rulesSource", s.RedisTarget) {
+		c.add("rulesSource", "names no Redis: set one of rulesSource.redis (a redis:// URL), rulesSource.sentinel or rulesSource.clusterAddrs")
 	}
 	if strings.TrimSpace(s.Key) == "" {
 		c.add("rulesSource.key", "is required (the Redis key of the rules document, like \"sluice:rules\")")

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // MaxDocSize is the largest document Push stores and Pull accepts (10 MiB,
@@ -208,22 +207,4 @@ func parseVersion(key string, v any) (int64, error) {
 		return 0, &DataError{Msg: fmt.Sprintf("the version field of %s is not a number >= 0: %q", key, s)}
 	}
 	return n, nil
-}
-
-// Dial returns a client for a redis:// or rediss:// URL with the timeouts a
-// watcher wants: a dead Redis is noticed within a second, not a minute.
-func Dial(url string) (*redis.Client, error) {
-	o, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("rulesource: %w", err)
-	}
-	o.DialTimeout = 500 * time.Millisecond
-	o.ReadTimeout = time.Second
-	o.WriteTimeout = time.Second
-	o.PoolSize = 4
-	o.MaxRetries = 1
-	o.ContextTimeoutEnabled = true
-	o.DisableIdentity = true
-	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return redis.NewClient(o), nil
 }

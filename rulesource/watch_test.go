@@ -191,10 +191,7 @@ func TestWatchStartsWhileRedisIsDown(t *testing.T) {
 	srv := startPrivateRedis(t)
 	url := srv.url()
 	srv.kill()
-	c, err := rulesource.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, url)
 	defer c.Close()
 	s := rulesource.New(c, "sluice:rules")
 	r := watchFor(t, s, rulesource.WatchOptions{Poll: 50 * time.Millisecond, Timeout: 200 * time.Millisecond})
