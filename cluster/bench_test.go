@@ -2,7 +2,10 @@ package cluster_test
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +204,82 @@ func BenchmarkLatency(b *testing.B) {
 		runLatency(b, func() error {
 			return script.Run(context.Background(), rdb, keys, "3000", "1e12", 1, "25", "40", "0", 0).Err()
 		})
+	})
+}
+
+// BenchmarkAcquireNearCount is cluster-mode throughput near the count, with
+// leases on as in a gateway. half-full: a one-hour window of count 4e6 is
+// filled past half by one call of 2.1e6 tokens, so the script leases nothing
+// and every call is a pass decided in Redis. saturated: count 1000 a second
+// under as much load as the machine makes; passes/s shows the window's rate
+// under overload: passes/interval is the passes over the intervals begun
+// (count for an exact window, whose passes come in one burst per interval).
+//
+//	go test -run '^$' -bench AcquireNearCount -benchmem -benchtime=2s ./cluster
+func BenchmarkAcquireNearCount(b *testing.B) {
+	url := redisURL(b)
+	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b), Timeout: time.Second})
+	half := qpsRule(4e6, config.ThresholdGlobal)
+	half.StatIntervalMs = 3600 * 1000
+	half.LimitApp = "a,b" // per-origin windows: each run fills a fresh one
+	runs := 0
+	fill := func(b *testing.B) string {
+		runs++
+		key := "run" + strconv.Itoa(runs)
+		if ok, err := s.Acquire(half, key, 2_100_000); !ok || err != nil {
+			b.Fatalf("filling the window: %v, %v", ok, err)
+		}
+		return key
+	}
+	perSecond := func(b *testing.B) { b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s") }
+	b.Run("half-full/sequential", func(b *testing.B) {
+		key := fill(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if ok, err := s.Acquire(half, key, 1); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+		perSecond(b)
+	})
+	b.Run("half-full/parallel", func(b *testing.B) {
+		key := fill(b)
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if ok, err := s.Acquire(half, key, 1); !ok || err != nil {
+					b.Error(ok, err)
+					return
+				}
+			}
+		})
+		perSecond(b)
+	})
+	b.Run("saturated/parallel", func(b *testing.B) {
+		rule := qpsRule(1000, config.ThresholdGlobal)
+		rule.LimitApp = "a,b"
+		runs++
+		key := "sat" + strconv.Itoa(runs)
+		var passes atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ok, err := s.Acquire(rule, key, 1)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if ok {
+					passes.Add(1)
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		b.ReportMetric(float64(passes.Load())/math.Ceil(b.Elapsed().Seconds()), "passes/interval")
 	})
 }
