@@ -14,14 +14,14 @@ type call struct {
 	key      string
 	spec     *ruleSpec
 	n        int64
-	demand   int64     // calls per second on this window, to size a lease; 0: no lease
-	start    time.Time // when Acquire began: no later than the script's clock read
+	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
+	at       time.Duration // when Acquire began, on the Service's timeline: no later than the script's clock read
 	deadline time.Time
 	timer    *time.Timer
 	ok       bool
-	retry    time.Duration // for a block: until the window's next bucket boundary
+	retry    time.Duration // for a block: until the window can take n tokens
 	extra    int64         // for a pass: tokens leased besides n
-	leaseFor time.Duration // until the end of the bucket they are counted in
+	leaseFor time.Duration // how long they may be used: they are counted as passed then
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [2]string
@@ -36,7 +36,7 @@ func (s *Service) batcher() {
 	defer s.wg.Done()
 	batch := make([]*call, 0, maxBatch)
 	keys := make([]string, 0, maxBatch+1)
-	args := make([]any, 0, 1+6*maxBatch)
+	args := make([]any, 0, 2+5*maxBatch)
 	for {
 		select {
 		case <-s.quit:
@@ -80,19 +80,26 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 	}
 	now := time.Now()
 	keys = append(keys[:0], s.gwKey)
-	args = append(args[:0], s.expiry)
+	args = append(args[:0], s.expiry, 0)
 	live := batch[:0]
+	var latest time.Duration
 	for _, c := range batch {
 		if !now.Before(c.deadline) { // its caller has given up
 			c.done <- ErrTimeout
 			continue
 		}
 		keys = append(keys, c.key)
-		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.spec.argv[3], c.demand)
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand)
 		live = append(live, c)
+		latest = max(latest, c.at)
 	}
 	if len(live) == 0 {
 		return
+	}
+	if s.clock != nil {
+		// A test's clock: decide at the batch's latest start, as TIME
+		// would be no earlier than any of them.
+		args[1] = latest.Microseconds()
 	}
 	// The socket deadlines (Options.Timeout) bound the round trip; callers
 	// queued longer than that have their own timers.

@@ -63,12 +63,12 @@ func benchAcquire(b *testing.B, lease bool) {
 }
 
 // BenchmarkAcquireBlocked is a full window under overload: after the first
-// refusal, calls are answered from the block cache until the next bucket.
+// refusal, calls are answered from the block cache until a token frees.
 func BenchmarkAcquireBlocked(b *testing.B) {
 	url := redisURL(b)
 	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
 	rule := qpsRule(1, config.ThresholdGlobal)
-	rule.StatIntervalMs = 40 * 60 * 1000 // one-minute buckets: no boundary during the run
+	rule.StatIntervalMs = 40 * 60 * 1000 // no pass leaves during the run
 	s.Acquire(rule, "", 1)
 	b.Run("sequential", func(b *testing.B) {
 		b.ReportAllocs()
@@ -99,10 +99,10 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	defer rdb.Close()
 	script := redis.NewScript(cluster.AcquireSrc)
 	ns := "{" + namespace(b) + "}:"
-	keys := []string{ns + "gw", ns + "f:baseline:"}
+	keys := []string{ns + "gw", ns + "w:baseline:"}
 	call := func(ctx context.Context) error {
-		// expiry, then count, n, bucket ms, buckets, avgLocal, demand (no lease)
-		return script.Run(ctx, rdb, keys, "3000", "1e12", 1, "25", "40", "0", 0).Err()
+		// expiry, Redis's clock, then count, n, statIntervalMs, avgLocal, demand (no lease)
+		return script.Run(ctx, rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0).Err()
 	}
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -199,10 +199,10 @@ func BenchmarkLatency(b *testing.B) {
 	defer rdb.Close()
 	script := redis.NewScript(cluster.AcquireSrc)
 	ns := "{" + namespace(b) + "}:"
-	keys := []string{ns + "gw", ns + "f:baseline:"}
+	keys := []string{ns + "gw", ns + "w:baseline:"}
 	b.Run("baseline", func(b *testing.B) {
 		runLatency(b, func() error {
-			return script.Run(context.Background(), rdb, keys, "3000", "1e12", 1, "25", "40", "0", 0).Err()
+			return script.Run(context.Background(), rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0).Err()
 		})
 	})
 }

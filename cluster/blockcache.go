@@ -18,14 +18,14 @@ type blockEntry struct {
 	n     int64         // the smallest n the cluster refused
 }
 
-// blockCache remembers windows the cluster reported full. A window frees
-// tokens only when a bucket expires, at a bucket boundary on Redis's clock,
-// so until the next boundary a call asking for as many tokens or more would be
-// refused too and is answered locally: under overload, blocked calls cost no
-// round trip and Redis sees at most one call per window per bucket from each
-// gateway. The boundary is measured from the call's start, which precedes the
-// script's clock read, so the cache never outlives the block; it can only be
-// too strict when an avgLocal gateway joins within that bucket (≤ statIntervalMs/40).
+// blockCache remembers windows the cluster reported full. The script says
+// exactly when a window can take a call's n tokens (when the slot in the way
+// leaves the interval); until then a call asking for as many tokens or more
+// would be refused too and is answered locally: under overload, blocked calls
+// cost no round trip and Redis sees about one refused call per freed slot
+// from each gateway. The instant is measured from the call's start, which
+// precedes the script's clock read, so the cache never outlives the block;
+// it can only be too strict when an avgLocal gateway joins meanwhile.
 // The zero value is ready; it is safe for concurrent use.
 type blockCache struct {
 	mu sync.Mutex

@@ -22,8 +22,8 @@ func TestBlockCacheSteps(t *testing.T) {
 		{a, "x", 1, 10 * ms, false},  // less might fit: ask Redis
 		{a, "y", 2, 10 * ms, false},  // another origin
 		{b, "x", 2, 10 * ms, false},  // another rule
-		{a, "x", 2, 25*ms - 1, true}, // up to the bucket boundary
-		{a, "x", 2, 25 * ms, false},  // the boundary frees tokens
+		{a, "x", 2, 25*ms - 1, true}, // until the window can take them
+		{a, "x", 2, 25 * ms, false},  // then ask Redis again
 		{a, "x", 2, 10 * ms, false},  // the ended entry was dropped
 	}
 	for i, s := range steps {

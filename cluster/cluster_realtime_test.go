@@ -336,13 +336,13 @@ func evalCalls(t *testing.T, rdb *redis.Client) int64 {
 	return total
 }
 
-func TestBlockedCallsSkipRedisUntilTheNextBucket(t *testing.T) {
+func TestBlockedCallsSkipRedisUntilATokenFrees(t *testing.T) {
 	srv := startPrivateRedis(t)
 	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: time.Second, Heartbeat: time.Hour})
 	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
 	defer rdb.Close()
 	rule := qpsRule(5, config.ThresholdGlobal)
-	rule.StatIntervalMs = 40 * 60 * 1000 // 40 minutes: one-minute buckets, so the test never sees a boundary
+	rule.StatIntervalMs = 40 * 60 * 1000 // 40 minutes: no pass leaves during the test
 	for i := range 5 {
 		if ok, err := s.Acquire(rule, "", 1); !ok || err != nil {
 			t.Fatalf("call %d = %v, %v; want a pass", i, ok, err)
@@ -357,7 +357,7 @@ func TestBlockedCallsSkipRedisUntilTheNextBucket(t *testing.T) {
 	asked := evalCalls(t, rdb) - before
 	t.Logf("100 calls on a full window: %d reached Redis", asked)
 	if asked > 1 {
-		t.Errorf("%d of 100 blocked calls reached Redis, want 1: the window cannot free a token before its next bucket", asked)
+		t.Errorf("%d of 100 blocked calls reached Redis, want 1: the window cannot free a token before its oldest pass leaves", asked)
 	}
 	if a := testing.AllocsPerRun(100, func() { s.Acquire(rule, "", 1) }); a != 0 {
 		t.Errorf("a call answered from the block cache allocates %v times", a)

@@ -1,10 +1,17 @@
 package cluster
 
+import "time"
+
 // AcquireSrc lets the baseline benchmark run the same script one call at a time.
 const AcquireSrc = acquireSrc
 
-// WindowShape exposes the bucket layout for tests.
-func WindowShape(statIntervalMs int64) (bucketMs, buckets int64) { return windowShape(statIntervalMs) }
+// RingSlots is the most slots a window's ring has.
+const RingSlots = ringSlots
 
 // DisableLeases makes every call go to Redis, to measure that path.
 func (s *Service) DisableLeases() { s.noLease = true }
+
+// SetClock makes the Service decide at clock() (Redis µs, as a Duration)
+// instead of Redis's TIME, and run its caches on that timeline: tests on
+// synthetic time against a real Redis. Set it before use.
+func (s *Service) SetClock(clock func() time.Duration) { s.clock = clock }

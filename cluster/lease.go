@@ -6,15 +6,17 @@ import (
 )
 
 // Token leasing. A call that goes to Redis also states its window's recent
-// demand on this gateway (calls per second); if the window has room, the
-// script counts extra tokens for this gateway in the current bucket (about
-// the demand until the bucket's end, at most count/buckets) and says how
-// long until that bucket ends. Calls until then take those tokens locally
-// without a round trip. Every leased token is counted in Redis in the bucket
-// where it is used, since it is used after the script ran and before the
-// bucket ends, so no real interval of statIntervalMs holds more than count
-// passes, as without leasing. A token left unused when its bucket ends is
-// lost: the cluster may then pass a little less than count, never more.
+// demand on this gateway (tokens per second). Far from the count (this
+// gateway's demand would fill at most half the window in an interval, and the
+// window stays at most half full), the script counts about demand x
+// statIntervalMs/256 extra tokens for this gateway, stamped with the last
+// instant they may be used (statIntervalMs/256 after the script ran), and
+// says how long that is. Calls until then take those tokens locally without
+// a round trip. Since a leased token is used before its stamp, the window
+// keeps it at least an interval after its use, so no real interval of
+// statIntervalMs holds more than count passes, as without leasing. A token
+// left unused is lost: the cluster may then pass a little less than count,
+// never more.
 
 const (
 	// minSample is the shortest stretch over which demand is measured; over
@@ -27,10 +29,10 @@ const (
 // leaseEntry is one window's lease and demand on this gateway.
 type leaseEntry struct {
 	tokens  int64         // leased and not yet used
-	until   time.Duration // tokens are void from then on (end of their bucket)
-	calls   int64         // calls since since
+	until   time.Duration // tokens are void from then on (the instant they are stamped with)
+	asked   int64         // tokens asked for since since
 	since   time.Duration
-	rate    int64         // calls per second measured over the last sample
+	rate    int64         // tokens per second asked for over the last sample
 	pending time.Duration // while a lease request is in flight: when it gives up; else 0
 }
 
@@ -44,7 +46,7 @@ type leaseCache struct {
 
 // take uses n leased tokens of spec/origin at now if there are enough.
 // Otherwise the call goes to Redis and demand is what it should ask a lease
-// for (calls per second; 0: ask none, because the demand is unknown or
+// for (tokens per second; 0: ask none, because the demand is unknown or
 // another call's lease request is in flight until giveUp).
 func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand int64) {
 	k := blockKey{spec, origin}
@@ -68,14 +70,14 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 		e = &leaseEntry{since: now}
 		c.m[k] = e
 	}
-	e.calls++
+	e.asked += n
 	if now < e.until && e.tokens >= n {
 		e.tokens -= n
 		return true, 0
 	}
 	if dt := now - e.since; dt >= minSample {
-		e.rate = e.calls * int64(time.Second) / int64(dt)
-		e.calls, e.since = 0, now
+		e.rate = e.asked * int64(time.Second) / int64(dt)
+		e.asked, e.since = 0, now
 	}
 	if e.rate == 0 || now < e.pending {
 		return false, 0
@@ -105,8 +107,8 @@ func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens int64, now, unt
 		e.until = until
 		return
 	}
-	// A later bucket's lease replaces what is left of the earlier one, which
-	// ends sooner anyway; dropping tokens only ever passes less.
+	// A later lease replaces what is left of the earlier one, which ends
+	// sooner anyway; dropping tokens only ever passes less.
 	e.tokens, e.until = tokens, until
 }
 

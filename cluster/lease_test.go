@@ -21,7 +21,7 @@ func TestLeaseCacheSteps(t *testing.T) {
 	steps := []step{
 		{do: "take", spec: a, n: 1, now: 0},                         // demand unknown: no lease asked
 		{do: "take", spec: a, n: 1, now: 1 * ms},                    // sample shorter than minSample: still unknown
-		{do: "take", spec: a, n: 1, now: 10 * ms, wantDemand: 300},  // 3 calls in 10ms: 300/s, ask a lease
+		{do: "take", spec: a, n: 1, now: 10 * ms, wantDemand: 300},  // 3 tokens in 10ms: 300/s, ask a lease
 		{do: "take", spec: a, n: 1, now: 11 * ms},                   // a request is in flight: do not ask twice
 		{do: "grant", spec: a, n: 3, now: 10 * ms, until: 25 * ms},  // 3 tokens until 25ms
 		{do: "take", spec: a, n: 1, now: 12 * ms, wantOK: true},     // local
@@ -29,12 +29,12 @@ func TestLeaseCacheSteps(t *testing.T) {
 		{do: "take", spec: b, n: 1, now: 13 * ms},                   // another rule has its own
 		{do: "take", spec: a, n: 1, now: 14 * ms, wantDemand: 300},  // used up; 4ms is too short a sample: the last rate stands
 		{do: "grant", spec: a, n: 2, now: 14 * ms, until: 25 * ms},  // 2 more
-		{do: "take", spec: a, n: 3, now: 15 * ms, wantDemand: 1000}, // not enough for n=3; 5 calls in 5ms
+		{do: "take", spec: a, n: 3, now: 15 * ms, wantDemand: 1600}, // not enough for n=3; 8 tokens asked in 5ms
 		{do: "grant", spec: a, n: 0, now: 15 * ms, until: 0},        // refused: nothing leased, the 2 tokens stay
 		{do: "take", spec: a, n: 2, now: 24 * ms, wantOK: true},     // still before 25ms
-		{do: "grant", spec: a, n: 4, now: 24 * ms, until: 50 * ms},  // (a late answer) a lease of the next bucket
+		{do: "grant", spec: a, n: 4, now: 24 * ms, until: 50 * ms},  // (a late answer) a later lease
 		{do: "take", spec: a, n: 1, now: 49 * ms, wantOK: true},     // usable until 50ms
-		{do: "take", spec: a, n: 1, now: 50 * ms, wantDemand: 85},   // its bucket ended: the rest is void (3 calls in 35ms)
+		{do: "take", spec: a, n: 1, now: 50 * ms, wantDemand: 114},  // its time is up: the rest is void (4 tokens in 35ms)
 	}
 	for i, s := range steps {
 		switch s.do {

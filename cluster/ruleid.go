@@ -10,13 +10,6 @@ import (
 	"sluice/config"
 )
 
-// Window shape: a rule's statIntervalMs is cut into at most maxBuckets buckets
-// and a pass is remembered until its whole bucket is older than the interval,
-// i.e. the window spans buckets b-nb..b. So no real interval of that length
-// ever holds more than count passes, at the price of a steady-overload rate of
-// count*nb/(nb+1) per interval (97.6% with 40 buckets).
-const maxBuckets = 40
-
 // ruleIdent is the part of a FlowRule that defines what is counted and how
 // much. Two rules with equal idents share a Redis window, in this gateway and
 // in every other one; Line and local-only behaviour fields are not part of it,
@@ -40,10 +33,10 @@ func identOf(r *config.FlowRule) ruleIdent {
 
 // ruleSpec is what the acquire script needs about a rule, prepared once.
 type ruleSpec struct {
-	prefix string // namespace + rule hash + ":"; the origin follows
-	// argv is the rule's script arguments except n, boxed once so that a call
-	// does not box them again: count, bucket ms, bucket count, avgLocal flag.
-	argv [4]any
+	prefix string // namespace + "w:" + rule hash + ":"; the origin follows
+	// argv is the rule's script arguments besides n and demand, boxed once so
+	// that a call does not box them again: count, statIntervalMs, avgLocal flag.
+	argv [3]any
 }
 
 // hash is a stable 64-bit FNV-1a of the identity: equal on every gateway and
@@ -63,29 +56,23 @@ func (id ruleIdent) hash() uint64 {
 	return h.Sum64()
 }
 
-func windowShape(statIntervalMs int64) (bucketMs, buckets int64) {
-	w := statIntervalMs
-	if w <= 0 {
-		w = 1000
-	}
-	buckets = min(maxBuckets, w)
-	bucketMs = (w + buckets - 1) / buckets  // ceil: buckets*bucketMs >= w keeps the bound
-	buckets = (w + bucketMs - 1) / bucketMs // and no bucket more than that needs
-	return bucketMs, buckets
-}
-
 func newSpec(ns string, id ruleIdent) *ruleSpec {
-	bucketMs, buckets := windowShape(id.statIntervalMs)
+	iv := id.statIntervalMs
+	if iv <= 0 {
+		iv = 1000
+	}
 	avg := "0"
 	if id.threshold == config.ThresholdAvgLocal {
 		avg = "1"
 	}
 	return &ruleSpec{
-		prefix: ns + "f:" + strconv.FormatUint(id.hash(), 16) + ":",
-		argv: [4]any{
+		// "w:" rather than the bucketed window's "f:": a gateway of the old
+		// layout meeting a new one counts apart instead of failing on a
+		// key of another type.
+		prefix: ns + "w:" + strconv.FormatUint(id.hash(), 16) + ":",
+		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
-			strconv.FormatInt(bucketMs, 10),
-			strconv.FormatInt(buckets, 10),
+			strconv.FormatInt(iv, 10),
 			avg,
 		},
 	}

@@ -2,127 +2,278 @@ package cluster
 
 import "github.com/redis/go-redis/v9"
 
+// Shape of a window in Redis; acquireSrc spells the same numbers.
+const (
+	// ringSlots is the most slots a window's ring has: up to this limit a
+	// slot is one token, above it one group of ceil(limit/ringSlots) tokens.
+	ringSlots = 1024
+	// leaseDivisor: a lease's tokens may be used for statIntervalMs/leaseDivisor
+	// after the script ran, and are counted as passed at that instant.
+	leaseDivisor = 256
+	// headerBytes precede the ring in a window's string: K, g, S, head,
+	// tail fill and newest stamp, as little-endian doubles.
+	headerBytes = 48
+)
+
 // acquireSrc decides a batch of calls atomically, on Redis's clock.
 //
 // KEYS[1] is the namespace's gateway set (member: gateway id, score: last
-// beat in Redis ms); KEYS[2..] are the calls' window hashes. ARGV[1] is the
-// gateway expiry in ms; then 6 per call: count, n, bucket ms, bucket count,
-// avgLocal flag, demand (the caller's calls per second on this window; 0:
-// no lease). Returns three numbers per call: first 0 for a pass, else the
-// call is blocked and the number is the µs until the next bucket boundary,
-// before which the window cannot free a token (only an avgLocal gateway
-// joining can); then, for a pass, the extra tokens leased to the caller
-// (counted now, in the current bucket) and the µs until that bucket ends.
-// A lease is about demand x the time left in the bucket, at most
-// limit/buckets (the window's average per bucket), and only while the window
-// stays at most half full.
+// beat in Redis ms); KEYS[2..] are the calls' windows. ARGV[1] is the gateway
+// expiry in ms; ARGV[2] is 0, or (tests only) the instant in µs to decide at
+// instead of TIME; then 5 per call: count, n, statIntervalMs, avgLocal flag,
+// demand (the caller's tokens per second on this window; 0: no lease).
+// Returns three numbers per call: first 0 for a pass, else the call is
+// blocked and the number is the µs until the window can take its n tokens
+// (when the slot that stands in the way leaves; only an avgLocal gateway
+// joining can make it sooner); then, for a pass, the extra tokens leased to
+// the caller and the µs they may be used for.
 //
-// Writes after TIME need effects replication: the default since Redis 5, and
-// asked for with redis.replicate_commands() on 3.2 and 4 (a no-op on 7).
+// The window is an exact sliding window: a call passes iff the passes of the
+// last statIntervalMs (ending now) plus its n are at most K = floor(limit),
+// limit = count (x live gateways for avgLocal). It is a string: a 48-byte
+// header, then a ring of S slots of 8 bytes, each the time (Redis µs, as a
+// double) of one group of g tokens, g = ceil(K/1024), S = ceil(K/g), in
+// insertion order; head is the oldest slot, head-1 the newest (the tail),
+// which holds f tokens, every other slot g. Times never decrease along the
+// ring (a pass is stamped max(now, newest)), so the slots still in the
+// window are the newest ones, and "at most X slots in the window" is one
+// look at the (X+1)-th newest slot. A group counts until its newest token
+// leaves, so above 1024 a window passes at most g-1 tokens (1/1024) less
+// than K, never more. A call reads one slot and writes its own (buffered,
+// written once per batch), so it is O(1); a window is read in 32-slot chunks.
 //
-// A window hash holds one field per bucket (Redis ms / bucket ms -> passes),
-// 'l' (newest bucket seen) and 't' (passes in buckets l-nb..l). Expired
-// buckets are subtracted and deleted as time moves on, so a call costs O(1)
-// amortised; a window is read and written once per batch, so many calls on
-// one hot rule cost little more than one. If Redis's clock steps back (failover to a replica), calls count
-// into the newest bucket rather than reopening old ones.
+// Leases: after a pass, if the caller's demand would fill at most half of K
+// in an interval and the window stays at most half full with them, the
+// script adds demand x interval/256 tokens stamped interval/256 from now, the
+// last instant the caller may use them: so they stay in the window long
+// enough wherever they are used, and passes decided meanwhile are stamped no
+// earlier (at most interval/256 late).
+//
+// When K changes (an avgLocal gateway joins or leaves) the ring is rebuilt
+// with the newest min(passes, K) of its passes: a pass dropped is older than
+// every pass kept, so no real interval gets more than the new K.
+//
+// The key expires one interval after its newest stamp. Writes after TIME
+// need effects replication: the default since Redis 5, and asked for with
+// redis.replicate_commands() on 3.2 and 4 (a no-op on 7).
 const acquireSrc = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
-local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(nowus / 1000)
+local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[2])
+local synthetic = now > 0
+if not synthetic then now = real end
+local NMAX, HDR, SPAN = 1024, 48, 256
 local live = -1
 local out = {}
 local st = {}
 local order = {}
+
+-- an empty window of K tokens
+local function fresh(s, K)
+  s.K = K
+  s.g = math.max(1, math.ceil(K / NMAX))
+  s.S = math.ceil(K / s.g)
+  s.h, s.f, s.tn = 0, s.g, 0
+  redis.call('DEL', s.k)
+  redis.call('SETRANGE', s.k, HDR + s.S * 8 - 1, '\0')
+  s.dirty = true
+end
+
+-- K changed: keep the newest min(passes in the window, K2) tokens, regrouped
+-- from the oldest kept so that only the tail group is partial
+local function rebuild(s, K2)
+  local runs, total = {}, 0
+  if s.tn > now - s.I then
+    local raw = redis.call('GETRANGE', s.k, HDR, HDR + s.S * 8 - 1)
+    for j = 0, s.S - 1 do
+      local i = (s.h + j) % s.S
+      local v = 0
+      if #raw >= i * 8 + 8 then v = struct.unpack('<d', raw, i * 8 + 1) end
+      if v > now - s.I then
+        local c = s.g
+        if j == s.S - 1 then c = s.f end
+        runs[#runs + 1] = {v, c}
+        total = total + c
+      end
+    end
+  end
+  fresh(s, K2)
+  local drop = math.max(0, total - K2)
+  local groups, fill = {}, s.g
+  for _, r in ipairs(runs) do
+    local c = r[2]
+    local d = math.min(drop, c)
+    c, drop = c - d, drop - d
+    while c > 0 do
+      if fill == s.g then
+        groups[#groups + 1] = r[1]
+        fill = 0
+      end
+      local take = math.min(c, s.g - fill)
+      fill, c = fill + take, c - take
+      groups[#groups] = r[1]
+    end
+  end
+  if #groups > 0 then
+    local parts = {}
+    for i, v in ipairs(groups) do parts[i] = struct.pack('<d', v) end
+    redis.call('SETRANGE', s.k, HDR, table.concat(parts))
+    s.h = #groups % s.S
+    s.f = fill
+    s.tn = groups[#groups]
+  end
+end
+
+local function load(k, K, I)
+  local s = {k = k, I = I, len = 0, runs = {}, dirty = false}
+  local h = redis.call('GETRANGE', k, 0, HDR - 1)
+  if #h == HDR then
+    s.K, s.g, s.S, s.h, s.f, s.tn = struct.unpack('<dddddd', h)
+    if s.K ~= K then rebuild(s, K) end
+  else
+    fresh(s, K)
+  end
+  return s
+end
+
+-- the stamp of slot i: this batch's writes (s.runs, from slot s.lo) first
+local function slot(s, i)
+  if s.len > 0 then
+    local j = (i - s.lo) % s.S
+    if j < s.len then
+      for _, r in ipairs(s.runs) do
+        if j < r[2] then return r[1] end
+        j = j - r[2]
+      end
+    end
+  end
+  if not (s.c0 and i >= s.c0 and i < s.c0 + s.cn) then
+    s.c0, s.cn = i, math.min(32, s.S - i)
+    s.cs = redis.call('GETRANGE', s.k, HDR + i * 8, HDR + (i + s.cn) * 8 - 1)
+  end
+  local p = (i - s.c0) * 8
+  if #s.cs < p + 8 then return 0 end
+  return (struct.unpack('<d', s.cs, p + 1))
+end
+
+-- can n tokens be added with at most cap in the window after? true, new
+-- slots, tail fill after, whether the tail takes some; or false, µs until
+-- they could
+local function plan(s, cap, n)
+  local inwin = s.tn > now - s.I
+  local r = 0
+  if inwin then r = s.g - s.f end
+  local m, f2 = 0, 0
+  if n <= r then
+    f2 = s.f + n
+  else
+    m = math.ceil((n - r) / s.g)
+    f2 = n - r - (m - 1) * s.g
+  end
+  -- slots in the window after = slots now + m, each g but the tail (f2)
+  local x = math.floor((cap - f2) / s.g) + 1 - m
+  if x < 0 then return false, s.I end
+  if inwin and x < s.S then
+    local v = slot(s, (s.h - 1 - x) % s.S)
+    if v > now - s.I then return false, v + s.I - now end
+  end
+  return true, m, f2, inwin and r > 0
+end
+
+local function add(s, m, f2, fill, v)
+  if fill then
+    if s.len == 0 then
+      s.lo, s.runs, s.len = (s.h - 1) % s.S, {{v, 1}}, 1
+    else
+      local last = s.runs[#s.runs]
+      if last[1] ~= v then
+        last[2] = last[2] - 1
+        if last[2] == 0 then s.runs[#s.runs] = nil end
+        s.runs[#s.runs + 1] = {v, 1}
+      end
+    end
+  end
+  if m > 0 then
+    if s.len == 0 then s.lo = s.h end
+    local last = s.runs[#s.runs]
+    if last and last[1] == v then last[2] = last[2] + m else s.runs[#s.runs + 1] = {v, m} end
+    s.len = s.len + m
+    s.h = (s.h + m) % s.S
+  end
+  s.f, s.tn, s.dirty = f2, v, true
+end
+
+local function flush(s)
+  if s.len > 0 then
+    local parts = {}
+    for i, r in ipairs(s.runs) do parts[i] = string.rep(struct.pack('<d', r[1]), r[2]) end
+    local b = table.concat(parts)
+    local first = math.min(s.len, s.S - s.lo)
+    redis.call('SETRANGE', s.k, HDR + s.lo * 8, string.sub(b, 1, first * 8))
+    if first < s.len then redis.call('SETRANGE', s.k, HDR, string.sub(b, first * 8 + 1)) end
+  end
+  redis.call('SETRANGE', s.k, 0, struct.pack('<dddddd', s.K, s.g, s.S, s.h, s.f, s.tn))
+  local ttl = math.max(1, math.ceil((s.tn + s.I - now) / 1000) + 1)
+  -- a test's clock may run slower than Redis's: keep its windows
+  if synthetic then ttl = math.max(ttl, 600000) end
+  redis.call('PEXPIRE', s.k, ttl)
+end
+
 for i = 2, #KEYS do
-  local a = (i - 2) * 6 + 2
+  local a = (i - 2) * 5 + 3
   local limit = tonumber(ARGV[a])
   local n = tonumber(ARGV[a + 1])
-  local bms = tonumber(ARGV[a + 2])
-  local nb = tonumber(ARGV[a + 3])
-  if ARGV[a + 4] == '1' then
+  local I = tonumber(ARGV[a + 2]) * 1000
+  if ARGV[a + 3] == '1' then
     if live < 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
+      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', math.floor(real / 1000) - tonumber(ARGV[1]))
       live = redis.call('ZCARD', KEYS[1])
       if live < 1 then live = 1 end
     end
     limit = limit * live
   end
-  local k = KEYS[i]
-  local s = st[k]
-  if not s then
-    -- first call on this window in the batch: load it and drop expired buckets
-    local b = math.floor(now / bms)
-    local h = redis.call('HMGET', k, 'l', 't')
-    local last = tonumber(h[1])
-    s = {b = b, total = tonumber(h[2]) or 0, add = 0, changed = false, ttl = (nb + 2) * bms}
-    if last == nil then
-      s.last = b
-    elseif b - last > nb then
-      redis.call('DEL', k)
-      s.total = 0
-      s.last = b
-      s.changed = true
-    elseif b > last then
-      for j = last - nb, b - nb - 1 do
-        local c = redis.call('HGET', k, tostring(j))
-        if c then
-          s.total = s.total - tonumber(c)
-          redis.call('HDEL', k, tostring(j))
+  local K = math.floor(limit + 1e-9)
+  local demand = tonumber(ARGV[a + 4])
+  local res, x, rem = I, 0, 0
+  if K >= 1 then
+    local k = KEYS[i]
+    local s = st[k]
+    if not s then
+      s = load(k, K, I)
+      st[k] = s
+      order[#order + 1] = k
+    end
+    local ok, m, f2, fill = plan(s, K, n)
+    if ok then
+      res = 0
+      add(s, m, f2, fill, math.max(now, s.tn))
+      -- far from the count only: the caller alone would fill at most half
+      -- the window in an interval, and it stays at most half full
+      if demand > 0 and 2 * demand * I <= K * 1000000 then
+        local L = math.floor(I / SPAN)
+        x = math.floor(demand * L / 1000000)
+        local ok2, m2, f3, fill2 = false
+        if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end
+        if ok2 then
+          local v = math.max(now + L, s.tn)
+          add(s, m2, f3, fill2, v)
+          rem = v - now
+        else
+          x = 0
         end
       end
-      s.last = b
-      s.changed = true
     else
-      s.last = last
-      s.b = last
+      res = math.max(1, m)
     end
-    st[k] = s
-    order[#order + 1] = k
   end
-  if s.total + n <= limit then
-    s.total = s.total + n
-    s.add = s.add + n
-    local x, rem = 0, 0
-    local demand = tonumber(ARGV[a + 5])
-    if demand > 0 then
-      rem = (s.b + 1) * bms * 1000 - nowus
-      if rem > bms * 1000 then rem = bms * 1000 end
-      -- only while the window stays at most half full: unused leased tokens
-      -- are lost, and far from the limit losing some blocks nobody
-      x = math.min(math.floor(demand * rem / 1000000), math.floor(limit / nb), math.floor(limit / 2 - s.total))
-      if x > 0 and rem > 0 then
-        s.total = s.total + x
-        s.add = s.add + x
-      else
-        x, rem = 0, 0
-      end
-    end
-    out[#out + 1] = 0
-    out[#out + 1] = x
-    out[#out + 1] = rem
-  else
-    -- blocked: no bucket can expire before the next bucket boundary
-    local r = (s.b + 1) * bms * 1000 - nowus
-    if r > bms * 1000 then r = bms * 1000 end
-    if r < 1 then r = 1 end
-    out[#out + 1] = r
-    out[#out + 1] = 0
-    out[#out + 1] = 0
-  end
+  out[#out + 1] = res
+  out[#out + 1] = x
+  out[#out + 1] = rem
 end
--- write each window back once, however many calls of the batch it took
 for _, k in ipairs(order) do
   local s = st[k]
-  if s.add > 0 then
-    redis.call('HINCRBY', k, tostring(s.b), s.add)
-    s.changed = true
-  end
-  if s.changed then
-    redis.call('HSET', k, 'l', tostring(s.last), 't', tostring(s.total))
-    redis.call('PEXPIRE', k, s.ttl)
-  end
+  if s.dirty then flush(s) end
 end
 return out
 `

@@ -53,11 +53,12 @@ type Service struct {
 	expiry  string // gateway expiry in ms, as a script argument
 
 	calls   chan *call
-	active  atomic.Int64 // Acquire calls in progress
-	blocks  blockCache   // windows known to be full, answered without Redis
-	leases  leaseCache   // tokens counted in Redis for this gateway, used locally
-	noLease bool         // tests only: set before use
-	epoch   time.Time    // origin of blockCache's monotonic instants
+	active  atomic.Int64         // Acquire calls in progress
+	blocks  blockCache           // windows known to be full, answered without Redis
+	leases  leaseCache           // tokens counted in Redis for this gateway, used locally
+	noLease bool                 // tests only: set before use
+	clock   func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
+	epoch   time.Time            // origin of blockCache's monotonic instants
 	quit    chan struct{}
 	wg      sync.WaitGroup
 	pool    sync.Pool // *call; a call whose caller timed out is never returned
@@ -138,6 +139,9 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	spec := s.specs.get(rule)
 	start := time.Now()
 	at := start.Sub(s.epoch)
+	if s.clock != nil {
+		at = s.clock()
+	}
 	var demand int64
 	if !s.noLease {
 		var leased bool
@@ -156,7 +160,7 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	c.spec = spec
 	c.n = n
 	c.demand = demand
-	c.start = start
+	c.at = at
 	c.deadline = start.Add(s.opts.Timeout)
 	if s.active.Add(1) == 1 {
 		// No other call in flight: decide this one here, saving the hand-off
@@ -190,12 +194,13 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 }
 
 // finish takes a decided call's outcome, remembers a block until the
-// window's next bucket boundary, or the tokens leased until the bucket's end,
-// and recycles c. Both instants count from the call's start, which precedes
-// the script's clock read, so neither outlives its bucket.
+// window can take the call's tokens, or the tokens leased for as long as
+// they may be used, and recycles c. Both instants count from the call's
+// start, which precedes the script's clock read, so neither outlives what
+// the script said.
 func (s *Service) finish(c *call, key string, err error) (bool, error) {
 	ok := c.ok
-	start := c.start.Sub(s.epoch)
+	start := c.at
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry)
 	}
@@ -206,7 +211,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, error) {
 		}
 		s.leases.grant(c.spec, key, extra, start, start+c.leaseFor)
 	}
-	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor = nil, "", false, 0, 0, 0, 0
+	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at = nil, "", false, 0, 0, 0, 0, 0
 	s.pool.Put(c)
 	return ok, err
 }

@@ -1,0 +1,259 @@
+package cluster_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"sluice/cluster"
+)
+
+// synthBase is where synthetic Redis time starts (µs): far from 0, which a
+// slot holds when empty.
+const synthBase = int64(1_700_000_000) * 1_000_000
+
+// scriptWindow runs the acquire script directly, one call at a time, at
+// instants the test chooses: the window's arithmetic, step by step.
+type scriptWindow struct {
+	t      *testing.T
+	rdb    *redis.Client
+	script *redis.Script
+	keys   []string
+}
+
+func newScriptWindow(t *testing.T) *scriptWindow {
+	t.Helper()
+	rdb := redis.NewClient(must(redis.ParseURL(redisURL(t))))
+	t.Cleanup(func() { rdb.Close() })
+	ns := "{" + namespace(t) + "}:"
+	return &scriptWindow{t: t, rdb: rdb, script: redis.NewScript(cluster.AcquireSrc), keys: []string{ns + "gw", ns + "w:steps:"}}
+}
+
+// call asks n tokens of a window of count per intervalMs at the instant atUs
+// (µs after synthBase), with demand for a lease; it returns the script's
+// three numbers: 0 or µs until n could pass, tokens leased, µs they last.
+func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int64) [3]int64 {
+	w.t.Helper()
+	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
+		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand).Int64Slice()
+	if err != nil || len(res) != 3 {
+		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
+	}
+	return [3]int64{res[0], res[1], res[2]}
+}
+
+func (w *scriptWindow) strlen() int64 {
+	w.t.Helper()
+	return must(w.rdb.StrLen(context.Background(), w.keys[1]).Result())
+}
+
+const ms = int64(1000) // µs
+
+// A window of count 3 per second, step by step: a call passes iff the passes
+// in (now-1s, now] plus its tokens are at most 3, and a refusal says exactly
+// when the call could pass.
+func TestWindowStepsExact(t *testing.T) {
+	type step struct {
+		at        int64 // µs
+		n         int64
+		wantRetry int64 // 0: pass; else µs until the call could pass
+	}
+	cases := []struct {
+		name  string
+		count float64
+		steps []step
+	}{
+		{"count 3", 3, []step{
+			{0, 1, 0}, {100 * ms, 1, 0}, {200 * ms, 1, 0},
+			{300 * ms, 1, 700 * ms},       // the pass at 0 leaves at 1000ms
+			{1000*ms - 1, 1, 1},           // one µs early
+			{1000 * ms, 1, 0},             // (0, 1000] holds 100 and 200: room for one
+			{1000 * ms, 1, 100 * ms},      // until the pass at 100 leaves
+			{1100 * ms, 2, 100 * ms},      // two need 100 and 200 gone: at 1200
+			{1200 * ms, 2, 0},             // (200, 1200] holds 1000 only
+			{1200 * ms, 1, 800 * ms},      // full until 1000 leaves
+			{1500 * ms, 4, 1000 * ms},     // more than the count never fits: the interval as a hint
+			{5000 * ms, 3, 0},             // long idle: all gone
+			{5999 * ms, 1, 1 * ms},        //
+			{6000 * ms, 3, 0},             // exactly one interval later
+			{6500 * ms, 1, 500 * ms},      //
+			{6000*ms + 1, 1, 1000*ms - 1}, // (clock read out of order: a later stamp than now stays)
+		}},
+		{"count 2.5 takes whole tokens", 2.5, []step{
+			{0, 1, 0}, {1, 1, 0}, {2, 1, 1000*ms - 2},
+		}},
+		// 2048 tokens: 1024 slots of 2; the newest (tail) slot may be partial.
+		{"count 2048, groups of 2", 2048, []step{
+			{0, 2047, 0},               // 1023 full slots and a tail of 1
+			{10 * ms, 1, 0},            // completes the tail, restamped 10ms
+			{20 * ms, 1, 980 * ms},     // full: the oldest group leaves at 1000ms
+			{1000 * ms, 2047, 10 * ms}, // every group of 0 left, but the tail's 2 remain
+			{1000 * ms, 2046, 0},       // exactly the room left
+			{1000 * ms, 1, 10 * ms},    // full until the group of 10ms leaves
+			{1010 * ms, 1, 0},          // it did: room for its 2
+			{1010 * ms, 1, 0},          //
+			{1010 * ms, 1, 990 * ms},   // then groups of 1000ms
+		}},
+		{"count 3000, groups of 3, conservative", 3000, []step{
+			{0, 1, 0},                // a tail group of 1 at 0
+			{600 * ms, 2999, 0},      // fills it (restamped 600) and 999 more groups
+			{1000 * ms, 1, 600 * ms}, // the pass at 0 has left, but its group counts until 1600
+			{1600 * ms, 3000, 0},     // all gone
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newScriptWindow(t)
+			for i, s := range c.steps {
+				got := w.call(s.at, c.count, s.n, 1000, 0)
+				if got[0] != s.wantRetry {
+					t.Errorf("step %d: %d tokens at %.3fms: got %d (0 = pass, else µs to wait), want %d", i, s.n, float64(s.at)/1000, got[0], s.wantRetry)
+				}
+			}
+		})
+	}
+}
+
+// A lease is granted only far from the count (the caller alone would fill
+// at most half the window, and the window stays at most half full) and is
+// stamped with the last instant it may be used, so later passes count no
+// earlier than that.
+func TestWindowLeaseSteps(t *testing.T) {
+	w := newScriptWindow(t)
+	const iv = 1000 // ms; a lease lasts 1000/256 ms = 3906µs
+	type step struct {
+		at, n, demand int64
+		want          [3]int64
+	}
+	steps := []step{
+		{0, 1, 20000, [3]int64{0, 0, 0}},        // 20000/s is far above count 1000: no lease
+		{10 * ms, 1, 400, [3]int64{0, 1, 3906}}, // 400/s: 1 token for 3.9ms (400 x 3.906ms = 1.56)
+		{11 * ms, 1, 0, [3]int64{0, 0, 0}},      // a pass within the lease: stamped at its end, 13.906ms
+		{12 * ms, 1, 501, [3]int64{0, 0, 0}},    // 501/s x 2 > 1000: near the count, no lease
+		{20 * ms, 1, 500, [3]int64{0, 1, 3906}}, // 500/s: at most half, so leased
+		{30 * ms, 495, 500, [3]int64{0, 0, 0}},  // 500 in the window now: half full, no lease
+	}
+	for i, s := range steps {
+		if got := w.call(s.at, 1000, s.n, iv, s.demand); got != s.want {
+			t.Errorf("step %d: %d tokens at %.3fms asking a lease for %d/s: got %v, want %v", i, s.n, float64(s.at)/1000, s.demand, got, s.want)
+		}
+	}
+	// 1 + 1 + 1 (leased) + 1 + 1 + 1 + 1 (leased) + 495 = 502 counted: 498
+	// more fit until the first passes leave.
+	if got := w.call(40*ms, 1000, 498, iv, 0); got[0] != 0 {
+		t.Errorf("498 more at 40ms: %v, want a pass", got)
+	}
+	if got := w.call(40*ms, 1000, 1, iv, 0); got[0] != 1000*ms-40*ms {
+		t.Errorf("the 1001st token at 40ms: %v, want to wait until the pass at 0 leaves (960ms)", got)
+	}
+	// The pass at 11ms was stamped 13.906ms (the lease of 10ms ends then), so
+	// it counts until 1013.906ms.
+	for _, at := range []int64{1000 * ms, 1010 * ms} {
+		if got := w.call(at, 1000, 1, iv, 0); got[0] != 0 {
+			t.Errorf("at %dms: %v, want a pass (one of the first passes left)", at/ms, got)
+		}
+	}
+	if got := w.call(1012*ms, 1000, 1, iv, 0); got[0] != 13906+1000*ms-1012*ms {
+		t.Errorf("at 1012ms: %v, want to wait until 1013.906ms, when the lease of 10ms and the pass stamped with it leave", got)
+	}
+}
+
+// Memory per window is bounded at any count: a 48-byte header and at most
+// 1024 slots of 8 bytes.
+func TestWindowMemoryIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		count float64
+		want  int64
+	}{
+		{1, 48 + 8}, {10, 48 + 80}, {1000, 48 + 8000}, {1024, 48 + 8192},
+		{1025, 48 + 8*513}, {100000, 48 + 8*1021}, {1e12, 48 + 8*1024},
+	} {
+		w := newScriptWindow(t)
+		w.call(0, c.count, 1, 1000, 0)
+		if got := w.strlen(); got != c.want {
+			t.Errorf("count %g: window is %d bytes, want %d", c.count, got, c.want)
+		}
+		t.Logf("count %g: %d bytes per window", c.count, w.strlen())
+	}
+	if cluster.RingSlots != 1024 {
+		t.Errorf("RingSlots = %d: the script's NMAX and this test say 1024", cluster.RingSlots)
+	}
+}
+
+// setLive makes the gateway set hold exactly n gateways, beating now.
+func (w *scriptWindow) setLive(n int) {
+	w.t.Helper()
+	ctx := context.Background()
+	if err := w.rdb.Del(ctx, w.keys[0]).Err(); err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range n {
+		z := redis.Z{Score: float64(time.Now().UnixMilli()), Member: "g" + strconv.Itoa(i)}
+		if err := w.rdb.ZAdd(ctx, w.keys[0], z).Err(); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+func (w *scriptWindow) callAvg(atUs int64, count float64, n int64) int64 {
+	w.t.Helper()
+	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
+		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "1", 0).Int64Slice()
+	if err != nil || len(res) != 3 {
+		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
+	}
+	return res[0]
+}
+
+// An avgLocal window's limit follows the live gateways. When it grows, every
+// pass is kept; when it shrinks, the newest passes (up to the new limit)
+// are kept, so a call waits until those leave: every pass dropped is older,
+// and no real interval gets more than the new limit. Slots regroup when the
+// limit crosses 1024.
+func TestWindowResizesWithLiveGateways(t *testing.T) {
+	type step struct {
+		live      int
+		at, n     int64
+		wantRetry int64
+	}
+	cases := []struct {
+		name  string
+		count float64
+		steps []step
+	}{
+		{"count 10 a gateway", 10, []step{
+			{1, 0, 5, 0}, {1, 5 * ms, 5, 0},
+			{1, 6 * ms, 1, 994 * ms},
+			{2, 100 * ms, 10, 0},       // 20 now: room for 10 more
+			{2, 101 * ms, 1, 899 * ms}, // full until the passes at 0 leave
+			{1, 200 * ms, 1, 900 * ms}, // 10 again: the newest 10 (of 100ms) are kept
+			{1, 1005 * ms, 1, 95 * ms}, // (5ms, 1005ms] really holds those 10
+			{1, 1100 * ms, 10, 0},
+		}},
+		{"count 1000 a gateway, regrouped", 1000, []step{
+			{1, 0, 600, 0}, {1, 10 * ms, 400, 0},
+			{1, 20 * ms, 1, 980 * ms},
+			{2, 30 * ms, 1000, 0},     // 2000: slots of 2 tokens
+			{2, 30 * ms, 1, 970 * ms}, //
+			{3, 31 * ms, 1000, 0},     // 3000: slots of 3
+			{3, 31 * ms, 1, 969 * ms}, //
+			{1, 40 * ms, 1, 991 * ms}, // 1000: the newest 1000 (of 31ms) kept
+			{1, 1030 * ms, 1, 1 * ms}, //
+			{1, 1031 * ms, 1000, 0},   //
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newScriptWindow(t)
+			for i, s := range c.steps {
+				w.setLive(s.live)
+				if got := w.callAvg(s.at, c.count, s.n); got != s.wantRetry {
+					t.Errorf("step %d: %d gateways, %d tokens at %.3fms: got %d (0 = pass, else µs to wait), want %d", i, s.live, s.n, float64(s.at)/1000, got, s.wantRetry)
+				}
+			}
+		})
+	}
+}
