@@ -1,20 +1,36 @@
-// Package cluster is sluice's cluster flow control (docs/cluster.md): a token service
-// on Redis that counts a clusterMode flow rule across every gateway sharing a
-// namespace. It knows nothing of HTTP and does not import sluice/limiter; its
-// Service satisfies limiter.TokenService.
+// Package cluster is sluice's cluster flow control (docs/cluster.md): a token
+// service on Redis that counts a clusterMode flow rule across every gateway
+// sharing a namespace. It knows nothing of HTTP and does not import
+// sluice/limiter; its Service satisfies limiter.TokenService.
 //
 // # Decisions
 //
 // Each decision is made atomically by one Lua script in Redis, on Redis's
-// clock (TIME), so gateways' clocks never matter. A rule's count is kept in a
-// bucketed sliding window: statIntervalMs is cut into at most 40 buckets, and
-// a pass is remembered until its whole bucket has left the interval. So no
+// clock (TIME), so gateways' clocks never matter. A rule's count is kept in
+// an exact sliding window: a call of n tokens passes iff the passes of the
+// last statIntervalMs (ending now) plus n are at most K = floor(limit). So no
 // real interval of statIntervalMs ever holds more than count passes (the
-// first one included); under a steady overload the rate is count*40/41 per
-// interval. The window is a Redis hash holding one field per bucket plus a
-// running total, and expires shortly after its last pass.
+// first one included), a client whose calls are at least statIntervalMs/count
+// apart is never refused, and a steady overload passes exactly count per
+// interval.
 //
-// Keys are "{namespace}:f:<rule hash>:<origin>". The rule hash is a stable
+// The window is a Redis string: a 48-byte header and a ring of up to 1024
+// slots, each the time of one passed token in insertion order, with times
+// never decreasing along the ring; so "does the window hold room for n" is
+// one look at the slot n places from the oldest, and a call costs O(1). If
+// Redis's clock steps back (a failover to a replica), passes are stamped no
+// earlier than the newest one, so they count longer, never shorter.
+// Above 1024 tokens a slot stands for a group of g = ceil(K/1024) tokens and
+// holds the time of its newest, so it counts until that one leaves: the
+// window may count up to g-1 passes that have left (under 0.1%), so it
+// passes at most that much less than K and never more, and a client at
+// count-(g-1) per interval is never refused. A window takes at most
+// 48+8*1024 bytes (8 KB) whatever the count, and expires one interval after
+// its newest pass. When an avgLocal window's limit changes, the ring is
+// rebuilt with its newest passes, up to the new limit: a dropped pass is
+// older than every kept one, so no real interval gets more than the new limit.
+//
+// Keys are "{namespace}:w:<rule hash>:<origin>". The rule hash is a stable
 // FNV-1a of the fields that define the limit (resource, limitApp, grade,
 // count, strategy, refResource, statIntervalMs, thresholdType), so equal rules
 // on different gateways, or a rule moved to another line, share one window and
@@ -45,24 +61,27 @@
 // than one EVALSHA per call.
 //
 // A window far from its count is served mostly from leases: a call that
-// goes to Redis also states this gateway's recent demand on the window, and
-// while the window stays at most half full the script counts extra tokens
-// for the gateway in the current bucket (about the demand until the bucket
-// ends, at most count/buckets), which calls take locally, in about 200ns
-// without allocating, until the bucket ends. Every leased token is counted in
-// the bucket in which it is used, so the window's bound holds; an unused one
-// is lost, which can only pass less (if demand rises to the count within the
-// same interval, by at most the unused part of leases taken while the window
-// was half empty). Near the count every pass is decided in Redis.
+// goes to Redis also states this gateway's recent demand on the window (tokens
+// per second), and when that demand would fill at most half of K in an
+// interval and the window stays at most half full, the script counts about
+// demand x statIntervalMs/256 extra tokens for the gateway, which calls take
+// locally, in about 200ns without allocating, for statIntervalMs/256. Leased
+// tokens are stamped with the last instant they may be used, so the window
+// keeps each at least an interval after its use and the bound holds; passes
+// decided meanwhile are stamped no earlier (times along the ring never
+// decrease). So while a lease is out the window may count a pass up to
+// statIntervalMs/256 late: a cluster whose clients together stay 0.4% under
+// the count is never refused, and a single client at exactly the count
+// never gets a lease. An unused leased token is lost, which can only pass
+// less. Near the count every pass is decided in Redis.
 //
-// A window frees tokens only at its bucket boundaries (on Redis's clock), so
-// when the cluster refuses a call the script also says how long until the
-// next boundary, and until then calls on that window asking as many tokens
-// or more are refused locally, in about 250ns without allocating. Under
-// overload Redis sees about one call per window per bucket from each gateway
-// for the blocked traffic; the total stays exact, since this only ever
-// refuses what Redis would refuse (bar an avgLocal gateway joining within
-// that bucket).
+// When the cluster refuses a call the script also says when the window can
+// take its tokens (when the slot in the way leaves), and until then calls
+// on that window asking as many tokens or more are refused locally, in
+// about 250ns without allocating. Under overload Redis sees about one
+// refused call per freed slot from each gateway; the total stays exact,
+// since this only ever refuses what Redis would refuse (bar an avgLocal
+// gateway joining meanwhile).
 //
 // # Failures
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // A hot window far from its count is decided mostly from leased tokens: one
-// round trip per bucket or so instead of one per batch of calls.
+// round trip per lease (statIntervalMs/256) instead of one per batch of calls.
 func TestLeasingSavesRoundTripsFarFromTheCount(t *testing.T) {
 	srv := startPrivateRedis(t)
 	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: time.Second, Heartbeat: time.Hour})
@@ -41,7 +41,7 @@ func TestLeasingKeepsTheCountExact(t *testing.T) {
 	s := newService(t, cluster.Options{URL: url, Namespace: namespace(t), Timeout: time.Second})
 	for _, count := range []float64{100, 1000, 7.5} {
 		rule := qpsRule(count, config.ThresholdGlobal)
-		rule.StatIntervalMs = 60000 // 1.5s buckets: the loop ends within one
+		rule.StatIntervalMs = 60000 // no pass leaves during the loop
 		passed := 0
 		for range 3 * int(count+1) {
 			ok, err := s.Acquire(rule, "", 1)
