@@ -15,6 +15,8 @@ type call struct {
 	spec     *ruleSpec
 	n        int64
 	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
+	void     int64         // leased tokens this gateway did not use, returned to the window
+	voidAt   int64         // the stamp they were leased with (Redis µs)
 	at       time.Duration // when Acquire began, on the Service's timeline: no later than the script's clock read
 	deadline time.Time
 	timer    *time.Timer
@@ -22,10 +24,11 @@ type call struct {
 	retry    time.Duration // for a block: until the window can take n tokens
 	extra    int64         // for a pass: tokens leased besides n
 	leaseFor time.Duration // how long they may be used: they are counted as passed then
+	stamp    int64         // their stamp in the window (Redis µs), to return them if unused
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [2]string
-	args [7]any
+	args [9]any
 }
 
 // batcher takes the first waiting call, then every call already queued behind
@@ -36,7 +39,7 @@ func (s *Service) batcher() {
 	defer s.wg.Done()
 	batch := make([]*call, 0, maxBatch)
 	keys := make([]string, 0, maxBatch+1)
-	args := make([]any, 0, 2+5*maxBatch)
+	args := make([]any, 0, 2+7*maxBatch)
 	for {
 		select {
 		case <-s.quit:
@@ -89,7 +92,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 			continue
 		}
 		keys = append(keys, c.key)
-		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand)
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt)
 		live = append(live, c)
 		latest = max(latest, c.at)
 	}
@@ -104,7 +107,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 	// The socket deadlines (Options.Timeout) bound the round trip; callers
 	// queued longer than that have their own timers.
 	res, err := s.scripts.acquire.Run(context.Background(), s.rdb, keys, args...).Int64Slice()
-	if err == nil && len(res) != 3*len(live) {
+	if err == nil && len(res) != 4*len(live) {
 		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
 	}
 	s.report(err, false)
@@ -120,11 +123,12 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		return
 	}
 	for i, c := range live {
-		r := res[3*i : 3*i+3]
+		r := res[4*i : 4*i+4]
 		c.ok = r[0] == 0
 		c.retry = time.Duration(r[0]) * time.Microsecond
 		c.extra = r[1]
 		c.leaseFor = time.Duration(r[2]) * time.Microsecond
+		c.stamp = r[3]
 		c.done <- nil
 	}
 	clear(args) // drop references to keys and specs

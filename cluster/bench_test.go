@@ -102,7 +102,7 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	keys := []string{ns + "gw", ns + "w:baseline:"}
 	call := func(ctx context.Context) error {
 		// expiry, Redis's clock, then count, n, statIntervalMs, avgLocal, demand (no lease)
-		return script.Run(ctx, rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0).Err()
+		return script.Run(ctx, rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
 	}
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -202,7 +202,7 @@ func BenchmarkLatency(b *testing.B) {
 	keys := []string{ns + "gw", ns + "w:baseline:"}
 	b.Run("baseline", func(b *testing.B) {
 		runLatency(b, func() error {
-			return script.Run(context.Background(), rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0).Err()
+			return script.Run(context.Background(), rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
 		})
 	})
 }

@@ -14,7 +14,7 @@
 // apart is never refused, and a steady overload passes exactly count per
 // interval.
 //
-// The window is a Redis string: a 48-byte header and a ring of up to 1024
+// The window is a Redis string: a 64-byte header and a ring of up to 1024
 // slots, each the time of one passed token in insertion order, with times
 // never decreasing along the ring; so "does the window hold room for n" is
 // one look at the slot n places from the oldest, and a call costs O(1). If
@@ -25,7 +25,7 @@
 // window may count up to g-1 passes that have left (under 0.1%), so it
 // passes at most that much less than K and never more, and a client at
 // count-(g-1) per interval is never refused. A window takes at most
-// 48+8*1024 bytes (8 KB) whatever the count, and expires one interval after
+// 64+8*1024 bytes (8 KB) whatever the count, and expires one interval after
 // its newest pass. When an avgLocal window's limit changes, the ring is
 // rebuilt with its newest passes, up to the new limit: a dropped pass is
 // older than every kept one, so no real interval gets more than the new limit.
@@ -64,16 +64,20 @@
 // goes to Redis also states this gateway's recent demand on the window (tokens
 // per second), and when that demand would fill at most half of K in an
 // interval and the window stays at most half full, the script counts about
-// demand x statIntervalMs/256 extra tokens for the gateway, which calls take
-// locally, in about 200ns without allocating, for statIntervalMs/256. Leased
-// tokens are stamped with the last instant they may be used, so the window
-// keeps each at least an interval after its use and the bound holds; passes
-// decided meanwhile are stamped no earlier (times along the ring never
-// decrease). So while a lease is out the window may count a pass up to
-// statIntervalMs/256 late: a cluster whose clients together stay 0.4% under
-// the count is never refused, and a single client at exactly the count
-// never gets a lease. An unused leased token is lost, which can only pass
-// less. Near the count every pass is decided in Redis.
+// demand x statIntervalMs/1024 extra tokens for the gateway (so at most
+// K/2048: only windows of 2048 tokens or more lease), which calls take
+// locally, in about 200ns without allocating, for statIntervalMs/1024.
+// Leased tokens are stamped with the last instant they may be used, so the
+// window keeps each at least an interval after its use and the bound holds;
+// passes decided meanwhile are stamped no earlier (times along the ring
+// never decrease), so at most statIntervalMs/1024 late. A leased token left
+// unused is returned by the gateway with its next call on the window, once,
+// and the script removes one of the window's newest slots stamped no later
+// than it. So while leases are out, the window holds back at most about 0.2%
+// of K from clients (tokens leased but not yet used, passes counted a little
+// late): clients that together stay that much under the count are never
+// refused, and a client at exactly the count never gets a lease. Near the
+// count every pass is decided in Redis.
 //
 // When the cluster refuses a call the script also says when the window can
 // take its tokens (when the slot in the way leaves), and until then calls

@@ -5,8 +5,11 @@ import "time"
 // AcquireSrc lets the baseline benchmark run the same script one call at a time.
 const AcquireSrc = acquireSrc
 
-// RingSlots is the most slots a window's ring has.
-const RingSlots = ringSlots
+// RingSlots is the most slots a window's ring has; HeaderBytes precede them.
+const (
+	RingSlots   = ringSlots
+	HeaderBytes = headerBytes
+)
 
 // DisableLeases makes every call go to Redis, to measure that path.
 func (s *Service) DisableLeases() { s.noLease = true }

@@ -9,14 +9,15 @@ import (
 // demand on this gateway (tokens per second). Far from the count (this
 // gateway's demand would fill at most half the window in an interval, and the
 // window stays at most half full), the script counts about demand x
-// statIntervalMs/256 extra tokens for this gateway, stamped with the last
-// instant they may be used (statIntervalMs/256 after the script ran), and
+// statIntervalMs/1024 extra tokens for this gateway, stamped with the last
+// instant they may be used (statIntervalMs/1024 after the script ran), and
 // says how long that is. Calls until then take those tokens locally without
 // a round trip. Since a leased token is used before its stamp, the window
 // keeps it at least an interval after its use, so no real interval of
 // statIntervalMs holds more than count passes, as without leasing. A token
-// left unused is lost: the cluster may then pass a little less than count,
-// never more.
+// left unused would count as a pass that never happened, for an interval:
+// the gateway returns it (with its stamp) on its next call on the window,
+// once, and the script removes as many slots with that stamp.
 
 const (
 	// minSample is the shortest stretch over which demand is measured; over
@@ -30,6 +31,9 @@ const (
 type leaseEntry struct {
 	tokens  int64         // leased and not yet used
 	until   time.Duration // tokens are void from then on (the instant they are stamped with)
+	stamp   int64         // their stamp in the window (Redis µs)
+	void    int64         // leased tokens left unused, to return with the next call to Redis
+	voidAt  int64         // their stamp: the earliest, if of several leases
 	asked   int64         // tokens asked for since since
 	since   time.Duration
 	rate    int64         // tokens per second asked for over the last sample
@@ -75,6 +79,9 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 		e.tokens -= n
 		return true, 0
 	}
+	if now >= e.until {
+		e.unused()
+	}
 	if dt := now - e.since; dt >= minSample {
 		e.rate = e.asked * int64(time.Second) / int64(dt)
 		e.asked, e.since = 0, now
@@ -86,10 +93,37 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 	return false, e.rate
 }
 
+// unused moves what is left of the lease to the tokens to return.
+func (e *leaseEntry) unused() {
+	if e.tokens <= 0 {
+		return
+	}
+	if e.void == 0 || e.stamp < e.voidAt {
+		e.voidAt = e.stamp
+	}
+	e.void += e.tokens
+	e.tokens = 0
+}
+
+// popVoid returns, once, the leased tokens of spec/origin left unused and
+// the stamp to find them by.
+func (c *leaseCache) popVoid(spec *ruleSpec, origin string) (tokens, stamp int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[blockKey{spec, origin}]
+	if e == nil || e.void == 0 {
+		return 0, 0
+	}
+	tokens, stamp = e.void, e.voidAt
+	e.void, e.voidAt = 0, 0
+	return tokens, stamp
+}
+
 // grant records the answer to a lease request made at now: tokens extra
-// tokens usable until the instant until (0 tokens: none granted). It also
-// ends the request, so the next call may ask again.
-func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens int64, now, until time.Duration) {
+// tokens usable until the instant until, stamped stamp in the window (0
+// tokens: none granted). It also ends the request, so the next call may ask
+// again.
+func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens, stamp int64, now, until time.Duration) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -105,15 +139,18 @@ func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens int64, now, unt
 		// Tokens of both leases are usable before both deadlines.
 		e.tokens += tokens
 		e.until = until
+		e.stamp = min(e.stamp, stamp)
 		return
 	}
 	// A later lease replaces what is left of the earlier one, which ends
-	// sooner anyway; dropping tokens only ever passes less.
-	e.tokens, e.until = tokens, until
+	// sooner anyway; that rest is returned.
+	e.unused()
+	e.tokens, e.until, e.stamp = tokens, until, stamp
 }
 
 // sweep drops entries with no live lease, no request in flight and no call
-// for a second.
+// for a second; tokens they would have returned stay counted, which only
+// ever passes less.
 func (c *leaseCache) sweep(now time.Duration) {
 	for k, e := range c.m {
 		if e.until <= now && e.pending <= now && now-e.since > time.Second {

@@ -44,7 +44,7 @@ func TestLeaseCacheSteps(t *testing.T) {
 				t.Errorf("step %d: take(%s, n=%d, %v) = %v, demand %d; want %v, %d", i, s.spec.prefix, s.n, s.now, ok, d, s.wantOK, s.wantDemand)
 			}
 		case "grant":
-			c.grant(s.spec, "o", s.n, s.now, s.until)
+			c.grant(s.spec, "o", s.n, 1, s.now, s.until)
 		}
 	}
 }
@@ -93,7 +93,7 @@ func TestLeaseTakeAllocatesNothing(t *testing.T) {
 	s := &ruleSpec{}
 	origin := "origin"
 	c.take(s, origin, 1, 0, 0)
-	c.grant(s, origin, 1<<40, 0, time.Hour)
+	c.grant(s, origin, 1<<40, 1, 0, time.Hour)
 	now := time.Duration(0)
 	if a := testing.AllocsPerRun(100, func() { now++; c.take(s, origin, 1, now, now) }); a != 0 {
 		t.Errorf("take allocates %v times per call", a)

@@ -7,12 +7,10 @@ const (
 	// ringSlots is the most slots a window's ring has: up to this limit a
 	// slot is one token, above it one group of ceil(limit/ringSlots) tokens.
 	ringSlots = 1024
-	// leaseDivisor: a lease's tokens may be used for statIntervalMs/leaseDivisor
-	// after the script ran, and are counted as passed at that instant.
-	leaseDivisor = 256
 	// headerBytes precede the ring in a window's string: K, g, S, head,
-	// tail fill and newest stamp, as little-endian doubles.
-	headerBytes = 48
+	// tail fill, newest stamp, and returned leased tokens not yet removed and
+	// their stamp, as little-endian doubles.
+	headerBytes = 64
 )
 
 // acquireSrc decides a batch of calls atomically, on Redis's clock.
@@ -20,17 +18,18 @@ const (
 // KEYS[1] is the namespace's gateway set (member: gateway id, score: last
 // beat in Redis ms); KEYS[2..] are the calls' windows. ARGV[1] is the gateway
 // expiry in ms; ARGV[2] is 0, or (tests only) the instant in µs to decide at
-// instead of TIME; then 5 per call: count, n, statIntervalMs, avgLocal flag,
-// demand (the caller's tokens per second on this window; 0: no lease).
-// Returns three numbers per call: first 0 for a pass, else the call is
-// blocked and the number is the µs until the window can take its n tokens
-// (when the slot that stands in the way leaves; only an avgLocal gateway
-// joining can make it sooner); then, for a pass, the extra tokens leased to
-// the caller and the µs they may be used for.
+// instead of TIME; then 7 per call: count, n, statIntervalMs, avgLocal flag,
+// demand (the caller's tokens per second on this window; 0: no lease), and
+// the caller's unused leased tokens with the stamp they were leased with
+// (0 0: none). Returns four numbers per call: first 0 for a pass, else the
+// call is blocked and the number is the µs until the window can take its n
+// tokens (when the slot that stands in the way leaves; only an avgLocal
+// gateway joining can make it sooner); then, for a pass, the extra tokens
+// leased to the caller, the µs they may be used for, and their stamp.
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
-// limit = count (x live gateways for avgLocal). It is a string: a 48-byte
+// limit = count (x live gateways for avgLocal). It is a string: a 64-byte
 // header, then a ring of S slots of 8 bytes, each the time (Redis µs, as a
 // double) of one group of g tokens, g = ceil(K/1024), S = ceil(K/g), in
 // insertion order; head is the oldest slot, head-1 the newest (the tail),
@@ -44,10 +43,15 @@ const (
 //
 // Leases: after a pass, if the caller's demand would fill at most half of K
 // in an interval and the window stays at most half full with them, the
-// script adds demand x interval/256 tokens stamped interval/256 from now, the
-// last instant the caller may use them: so they stay in the window long
+// script adds demand x interval/1024 tokens stamped interval/1024 from now,
+// the last instant the caller may use them: so they stay in the window long
 // enough wherever they are used, and passes decided meanwhile are stamped no
-// earlier (at most interval/256 late).
+// earlier (at most interval/1024 late). A leased token the caller did not
+// use would count as a pass for an interval; the caller returns it with its
+// next call on the window, once, and the script removes as many of the
+// window's newest slots stamped no later than it (the unused tokens, or as
+// good; whole groups above 1024), moving the older ones up so the ring stays
+// in order.
 //
 // When K changes (an avgLocal gateway joins or leaves) the ring is rebuilt
 // with the newest min(passes, K) of its passes: a pass dropped is older than
@@ -63,7 +67,7 @@ local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = tonumber(ARGV[2])
 local synthetic = now > 0
 if not synthetic then now = real end
-local NMAX, HDR, SPAN = 1024, 48, 256
+local NMAX, HDR, SPAN = 1024, 64, 1024
 local live = -1
 local out = {}
 local st = {}
@@ -74,7 +78,7 @@ local function fresh(s, K)
   s.K = K
   s.g = math.max(1, math.ceil(K / NMAX))
   s.S = math.ceil(K / s.g)
-  s.h, s.f, s.tn = 0, s.g, 0
+  s.h, s.f, s.tn, s.pc, s.ps = 0, s.g, 0, 0, 0
   redis.call('DEL', s.k)
   redis.call('SETRANGE', s.k, HDR + s.S * 8 - 1, '\0')
   s.dirty = true
@@ -129,7 +133,7 @@ local function load(k, K, I)
   local s = {k = k, I = I, len = 0, runs = {}, dirty = false}
   local h = redis.call('GETRANGE', k, 0, HDR - 1)
   if #h == HDR then
-    s.K, s.g, s.S, s.h, s.f, s.tn = struct.unpack('<dddddd', h)
+    s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps = struct.unpack('<dddddddd', h)
     if s.K ~= K then rebuild(s, K) end
   else
     fresh(s, K)
@@ -155,6 +159,62 @@ local function slot(s, i)
   local p = (i - s.c0) * 8
   if #s.cs < p + 8 then return 0 end
   return (struct.unpack('<d', s.cs, p + 1))
+end
+
+-- cnt slots from ring position pos on, and writing b (whole slots) there
+local function readRing(s, pos, cnt)
+  if cnt <= 0 then return '' end
+  local a = math.min(cnt, s.S - pos)
+  local r = redis.call('GETRANGE', s.k, HDR + pos * 8, HDR + (pos + a) * 8 - 1)
+  if a < cnt then r = r .. redis.call('GETRANGE', s.k, HDR, HDR + (cnt - a) * 8 - 1) end
+  return r
+end
+
+local function writeRing(s, pos, b)
+  local cnt = #b / 8
+  if cnt <= 0 then return end
+  local a = math.min(cnt, s.S - pos)
+  redis.call('SETRANGE', s.k, HDR + pos * 8, string.sub(b, 1, a * 8))
+  if a < cnt then redis.call('SETRANGE', s.k, HDR, string.sub(b, a * 8 + 1)) end
+end
+
+-- how many slots from the oldest hold stamps below v (> now - I): slots that
+-- left the window come first, then the window's, in order
+local function below(s, v)
+  local lo, hi = 0, s.S
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if slot(s, (s.h + mid) % s.S) >= v then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- r leased tokens stamped at went unused. Each counts until at + I, so
+-- removing a slot of the window stamped at or before it never lets a real
+-- interval hold more than K; the newest such slots are removed (the unused
+-- tokens themselves, or as good), whole groups and never the tail. Returns
+-- add up, with their earliest stamp. The window's older slots move up into
+-- the gap and emptied slots join those that have left, so the ring stays
+-- in order.
+local function unvoid(s, r, at)
+  local edge = now - s.I
+  if at <= edge then return end
+  if s.pc > 0 and s.ps > edge then
+    s.pc, s.ps = s.pc + r, math.min(s.ps, at)
+  else
+    s.pc, s.ps = r, at
+  end
+  s.dirty = true
+  local z = math.floor(s.pc / s.g)
+  if z < 1 then return end
+  local q = below(s, edge + 1)
+  local p = math.min(below(s, s.ps + 1), s.S - 1)
+  z = math.min(z, p - q)
+  if z < 1 then return end
+  writeRing(s, (s.h + q + z) % s.S, readRing(s, (s.h + q) % s.S, p - z - q))
+  writeRing(s, (s.h + q) % s.S, string.rep('\0', z * 8))
+  s.c0 = nil
+  s.pc = s.pc - z * s.g
 end
 
 -- can n tokens be added with at most cap in the window after? true, new
@@ -208,23 +268,21 @@ local function flush(s)
   if s.len > 0 then
     local parts = {}
     for i, r in ipairs(s.runs) do parts[i] = string.rep(struct.pack('<d', r[1]), r[2]) end
-    local b = table.concat(parts)
-    local first = math.min(s.len, s.S - s.lo)
-    redis.call('SETRANGE', s.k, HDR + s.lo * 8, string.sub(b, 1, first * 8))
-    if first < s.len then redis.call('SETRANGE', s.k, HDR, string.sub(b, first * 8 + 1)) end
+    writeRing(s, s.lo, table.concat(parts))
   end
-  redis.call('SETRANGE', s.k, 0, struct.pack('<dddddd', s.K, s.g, s.S, s.h, s.f, s.tn))
+  redis.call('SETRANGE', s.k, 0, struct.pack('<dddddddd', s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps))
   local ttl = math.max(1, math.ceil((s.tn + s.I - now) / 1000) + 1)
   -- a test's clock may run slower than Redis's: keep its windows
   if synthetic then ttl = math.max(ttl, 600000) end
   redis.call('PEXPIRE', s.k, ttl)
 end
 
+-- first every window of the batch, with the tokens its callers return
+local calls = {}
 for i = 2, #KEYS do
-  local a = (i - 2) * 5 + 3
+  local a = (i - 2) * 7 + 3
+  local c = {k = KEYS[i], n = tonumber(ARGV[a + 1]), I = tonumber(ARGV[a + 2]) * 1000, demand = tonumber(ARGV[a + 4])}
   local limit = tonumber(ARGV[a])
-  local n = tonumber(ARGV[a + 1])
-  local I = tonumber(ARGV[a + 2]) * 1000
   if ARGV[a + 3] == '1' then
     if live < 0 then
       redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', math.floor(real / 1000) - tonumber(ARGV[1]))
@@ -233,32 +291,38 @@ for i = 2, #KEYS do
     end
     limit = limit * live
   end
-  local K = math.floor(limit + 1e-9)
-  local demand = tonumber(ARGV[a + 4])
-  local res, x, rem = I, 0, 0
-  if K >= 1 then
-    local k = KEYS[i]
-    local s = st[k]
+  c.K = math.floor(limit + 1e-9)
+  if c.K >= 1 then
+    local s = st[c.k]
     if not s then
-      s = load(k, K, I)
-      st[k] = s
-      order[#order + 1] = k
+      s = load(c.k, c.K, c.I)
+      st[c.k] = s
+      order[#order + 1] = c.k
     end
-    local ok, m, f2, fill = plan(s, K, n)
+    local void = tonumber(ARGV[a + 5])
+    if void > 0 then unvoid(s, void, tonumber(ARGV[a + 6])) end
+  end
+  calls[#calls + 1] = c
+end
+for _, c in ipairs(calls) do
+  local res, x, rem, stamp = c.I, 0, 0, 0
+  if c.K >= 1 then
+    local s, K = st[c.k], c.K
+    local ok, m, f2, fill = plan(s, K, c.n)
     if ok then
       res = 0
       add(s, m, f2, fill, math.max(now, s.tn))
       -- far from the count only: the caller alone would fill at most half
       -- the window in an interval, and it stays at most half full
-      if demand > 0 and 2 * demand * I <= K * 1000000 then
-        local L = math.floor(I / SPAN)
-        x = math.floor(demand * L / 1000000)
+      if c.demand > 0 and 2 * c.demand * c.I <= K * 1000000 then
+        local L = math.floor(c.I / SPAN)
+        x = math.floor(c.demand * L / 1000000)
         local ok2, m2, f3, fill2 = false
         if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end
         if ok2 then
-          local v = math.max(now + L, s.tn)
-          add(s, m2, f3, fill2, v)
-          rem = v - now
+          stamp = math.max(now + L, s.tn)
+          add(s, m2, f3, fill2, stamp)
+          rem = stamp - now
         else
           x = 0
         end
@@ -270,6 +334,7 @@ for i = 2, #KEYS do
   out[#out + 1] = res
   out[#out + 1] = x
   out[#out + 1] = rem
+  out[#out + 1] = stamp
 end
 for _, k in ipairs(order) do
   local s = st[k]

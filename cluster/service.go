@@ -151,11 +151,16 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	}
 	if s.blocks.blocked(spec, key, n, at) {
 		if demand > 0 {
-			s.leases.grant(spec, key, 0, at, at) // asked for nothing after all
+			s.leases.grant(spec, key, 0, 0, at, at) // asked for nothing after all
 		}
 		return false, nil
 	}
 	c := s.pool.Get().(*call)
+	if !s.noLease {
+		// Sent once: should this call get no answer, the tokens stay
+		// counted, which only ever passes less.
+		c.void, c.voidAt = s.leases.popVoid(spec, key)
+	}
 	c.key = spec.prefix + key
 	c.spec = spec
 	c.n = n
@@ -209,9 +214,10 @@ func (s *Service) finish(c *call, key string, err error) (bool, error) {
 		if err == nil && ok {
 			extra = c.extra
 		}
-		s.leases.grant(c.spec, key, extra, start, start+c.leaseFor)
+		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor)
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at = nil, "", false, 0, 0, 0, 0, 0
+	c.void, c.voidAt, c.stamp = 0, 0, 0
 	s.pool.Put(c)
 	return ok, err
 }

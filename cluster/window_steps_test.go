@@ -38,8 +38,8 @@ func newScriptWindow(t *testing.T) *scriptWindow {
 func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int64) [3]int64 {
 	w.t.Helper()
 	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
-		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand).Int64Slice()
-	if err != nil || len(res) != 3 {
+		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand, 0, 0).Int64Slice()
+	if err != nil || len(res) != 4 {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
 	}
 	return [3]int64{res[0], res[1], res[2]}
@@ -118,68 +118,57 @@ func TestWindowStepsExact(t *testing.T) {
 }
 
 // A lease is granted only far from the count (the caller alone would fill
-// at most half the window, and the window stays at most half full) and is
-// stamped with the last instant it may be used, so later passes count no
-// earlier than that.
+// at most half the window, and the window stays at most half full), lasts
+// statIntervalMs/1024, and is stamped with its end, so passes within it
+// count from then too. Count 4096 per 1024ms: a lease lasts 1ms and slots
+// are groups of 4.
 func TestWindowLeaseSteps(t *testing.T) {
 	w := newScriptWindow(t)
-	const iv = 1000 // ms; a lease lasts 1000/256 ms = 3906µs
+	const count, iv = 4096, 1024
 	type step struct {
 		at, n, demand int64
-		want          [3]int64
+		want          [3]int64 // 0 or µs to wait, tokens leased, µs they last
 	}
 	steps := []step{
-		{0, 1, 20000, [3]int64{0, 0, 0}},        // 20000/s is far above count 1000: no lease
-		{10 * ms, 1, 400, [3]int64{0, 1, 3906}}, // 400/s: 1 token for 3.9ms (400 x 3.906ms = 1.56)
-		{11 * ms, 1, 0, [3]int64{0, 0, 0}},      // a pass within the lease: stamped at its end, 13.906ms
-		{12 * ms, 1, 501, [3]int64{0, 0, 0}},    // 501/s x 2 > 1000: near the count, no lease
-		{20 * ms, 1, 500, [3]int64{0, 1, 3906}}, // 500/s: at most half, so leased
-		{30 * ms, 495, 500, [3]int64{0, 0, 0}},  // 500 in the window now: half full, no lease
+		{0, 1, 5000, [3]int64{0, 0, 0}},            // 5000/s would more than half fill 4096 per 1.024s
+		{10 * ms, 1, 2000, [3]int64{0, 2, 1000}},   // 2000/s: 2 tokens for 1ms; the first group ends with them, at 11ms
+		{10*ms + 500, 1, 0, [3]int64{0, 0, 0}},     // a pass within the lease counts from its end, 11ms
+		{12 * ms, 1, 2001, [3]int64{0, 0, 0}},      // 2001/s x 2 > 4096 per 1.024s: near the count, no lease
+		{20 * ms, 1, 1999, [3]int64{0, 1, 1000}},   // 1 token; the second group ends at 21ms
+		{30 * ms, 2040, 2000, [3]int64{0, 0, 0}},   // 2048 in the window: half full, no lease
+		{40 * ms, 2048, 0, [3]int64{0, 0, 0}},      // full
+		{40 * ms, 1, 0, [3]int64{995 * ms, 0, 0}},  // until the first group leaves at 11ms + 1024ms
+		{1035 * ms, 1, 0, [3]int64{0, 0, 0}},       // it did: 4 tokens free
+		{1035 * ms, 3, 0, [3]int64{0, 0, 0}},       //
+		{1035 * ms, 1, 0, [3]int64{10 * ms, 0, 0}}, // the second group, ended by a lease, leaves at 21ms + 1024ms
 	}
 	for i, s := range steps {
-		if got := w.call(s.at, 1000, s.n, iv, s.demand); got != s.want {
+		if got := w.call(s.at, count, s.n, iv, s.demand); got != s.want {
 			t.Errorf("step %d: %d tokens at %.3fms asking a lease for %d/s: got %v, want %v", i, s.n, float64(s.at)/1000, s.demand, got, s.want)
 		}
 	}
-	// 1 + 1 + 1 (leased) + 1 + 1 + 1 + 1 (leased) + 495 = 502 counted: 498
-	// more fit until the first passes leave.
-	if got := w.call(40*ms, 1000, 498, iv, 0); got[0] != 0 {
-		t.Errorf("498 more at 40ms: %v, want a pass", got)
-	}
-	if got := w.call(40*ms, 1000, 1, iv, 0); got[0] != 1000*ms-40*ms {
-		t.Errorf("the 1001st token at 40ms: %v, want to wait until the pass at 0 leaves (960ms)", got)
-	}
-	// The pass at 11ms was stamped 13.906ms (the lease of 10ms ends then), so
-	// it counts until 1013.906ms.
-	for _, at := range []int64{1000 * ms, 1010 * ms} {
-		if got := w.call(at, 1000, 1, iv, 0); got[0] != 0 {
-			t.Errorf("at %dms: %v, want a pass (one of the first passes left)", at/ms, got)
-		}
-	}
-	if got := w.call(1012*ms, 1000, 1, iv, 0); got[0] != 13906+1000*ms-1012*ms {
-		t.Errorf("at 1012ms: %v, want to wait until 1013.906ms, when the lease of 10ms and the pass stamped with it leave", got)
-	}
 }
 
-// Memory per window is bounded at any count: a 48-byte header and at most
+// Memory per window is bounded at any count: a 64-byte header and at most
 // 1024 slots of 8 bytes.
 func TestWindowMemoryIsBounded(t *testing.T) {
 	for _, c := range []struct {
 		count float64
 		want  int64
 	}{
-		{1, 48 + 8}, {10, 48 + 80}, {1000, 48 + 8000}, {1024, 48 + 8192},
-		{1025, 48 + 8*513}, {100000, 48 + 8*1021}, {1e12, 48 + 8*1024},
+		{1, 8}, {10, 80}, {1000, 8000}, {1024, 8192},
+		{1025, 8 * 513}, {100000, 8 * 1021}, {1e12, 8 * 1024},
 	} {
 		w := newScriptWindow(t)
 		w.call(0, c.count, 1, 1000, 0)
+		c.want += cluster.HeaderBytes
 		if got := w.strlen(); got != c.want {
 			t.Errorf("count %g: window is %d bytes, want %d", c.count, got, c.want)
 		}
 		t.Logf("count %g: %d bytes per window", c.count, w.strlen())
 	}
-	if cluster.RingSlots != 1024 {
-		t.Errorf("RingSlots = %d: the script's NMAX and this test say 1024", cluster.RingSlots)
+	if cluster.RingSlots != 1024 || cluster.HeaderBytes != 64 {
+		t.Errorf("RingSlots = %d, HeaderBytes = %d: the script's NMAX and HDR say 1024 and 64", cluster.RingSlots, cluster.HeaderBytes)
 	}
 }
 
@@ -201,8 +190,8 @@ func (w *scriptWindow) setLive(n int) {
 func (w *scriptWindow) callAvg(atUs int64, count float64, n int64) int64 {
 	w.t.Helper()
 	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
-		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "1", 0).Int64Slice()
-	if err != nil || len(res) != 3 {
+		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "1", 0, 0, 0).Int64Slice()
+	if err != nil || len(res) != 4 {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
 	}
 	return res[0]
