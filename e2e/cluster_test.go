@@ -19,10 +19,11 @@ import (
 	"time"
 )
 
-// Cluster flow control (docs/cluster.md) against real gateway processes sharing
-// Redis: a global count across three gateways, avgLocal following the live
+// Cluster flow control (docs/cluster.md) against real gateway processes
+// sharing Redis: clients paced under their share never refused, a global
+// count across three gateways, avgLocal following the live
 // gateways, Redis killed and restarted under load, and (SLUICE_BENCH=1) the
-// cost of a cluster rule against the same rule local. Budget: about 27 s of
+// cost of a cluster rule against the same rule local. Budget: about 35 s of
 // load in all, plus the benchmark when asked for.
 
 const clSharedRedis = "127.0.0.1:6379"
@@ -61,6 +62,27 @@ func clPing(addr string) error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// clZCard asks a Redis at addr for ZCARD key.
+func clZCard(addr, key string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := fmt.Fprintf(c, "*2\r\n$5\r\nZCARD\r\n$%d\r\n%s\r\n", len(key), key); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if !strings.HasPrefix(line, ":") {
+		return 0, fmt.Errorf("ZCARD answered %q", line)
+	}
+	return strconv.Atoi(strings.TrimSpace(line[1:]))
 }
 
 // clRedisURL returns the shared Redis's URL when it answers.
@@ -282,6 +304,135 @@ func clRedisUp(g *gateway) (up, ok bool) {
 		}
 	}
 	return up && ok, ok
+}
+
+// clRefusalsExplained sorts the 429s of clients paced at 99% of their share
+// into those the machine can explain and the rest. Such a client has 1% of
+// the interval to spare (slack): the call count calls after one comes that
+// much later than the window needs. So a paced call is refused only if some
+// decision of the interval before it came more than slack after its due
+// time; a 429 is explained when some request due in that interval (any
+// loadgen's: they start a few ms apart, hence the margin) was answered that
+// late, since its answer time bounds when its gateway decided.
+func clRefusalsExplained(rs []*result, interval, slack time.Duration) (explained, unexplained int, worst time.Duration) {
+	for _, r := range rs {
+		for _, q := range r.hits {
+			if q.status != http.StatusTooManyRequests {
+				continue
+			}
+			late := time.Duration(0)
+			for _, o := range rs {
+				for _, h := range o.hits {
+					if h.due >= q.due-interval-50*time.Millisecond && h.due <= q.due {
+						late = max(late, h.done-h.due)
+					}
+				}
+			}
+			worst = max(worst, late)
+			if late >= slack {
+				explained++
+			} else {
+				unexplained++
+			}
+		}
+	}
+	return explained, unexplained, worst
+}
+
+// TestClusterPacedClientsAreNeverRefused: two gateways share Redis; on each,
+// a client paced at 99% of its share, for global and avgLocal counts, with
+// statIntervalMs 10 s (count 5000 global: 247.5/s a client, at which the
+// gateways hold leases; count 500 avgLocal: 49.5/s) and 1 s (count 100
+// global, 50 avgLocal: 49.5/s; count 10 global: 4.95/s, of which the
+// bucketed window refused 16%). The window is exact, so a client keeping
+// under its share always finds room: on the 10 s rules, 1% of the interval
+// is 100 ms to spare, more than the send lag the harness accepts, and no
+// request may be refused (one the machine explains makes the run
+// inconclusive). On the 1 s rules 1% is 10 ms, which this shared machine's
+// lag often exceeds: a refusal there fails the test unless a late send or
+// answer explains it (then it is logged). The rules do not fall back to
+// local limiting: a call Redis does not answer within its 20 ms (a busy
+// machine) passes. The local window is not what this test is about, and an
+// avgLocal rule's local one, which also counts this gateway's cluster passes,
+// holds 99% of its count here and can refuse.
+func TestClusterPacedClientsAreNeverRefused(t *testing.T) {
+	redisURL := clRedisURL(t)
+	up := startUpstream(t, nil)
+	rules := []struct {
+		path, tt   string
+		count, ivS int
+		rate       float64 // a gateway's client: 99% of its share
+	}{
+		{"g10", "global", 5000, 10, 247.5}, {"a10", "avgLocal", 500, 10, 49.5},
+		{"g", "global", 100, 1, 49.5}, {"a", "avgLocal", 50, 1, 49.5}, {"ten", "global", 10, 1, 4.95},
+	}
+	var routes, flow strings.Builder
+	for _, r := range rules {
+		fmt.Fprintf(&routes, "  - path: /%s\n    upstream: up\n    resource: %s\n", r.path, r.path)
+		fmt.Fprintf(&flow, "  - resource: %s\n    count: %d\n    statIntervalMs: %d\n    clusterMode: true\n    clusterConfig:\n      thresholdType: %s\n      fallbackToLocalWhenFail: false\n",
+			r.path, r.count, r.ivS*1000, r.tt)
+	}
+	ns := clNamespace(t)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf("routes:\n%sflowRules:\n%scluster:\n  redis: %s\n  namespace: %s\n",
+		routes.String(), flow.String(), redisURL, ns)))
+	// Watch the live gateways: avgLocal's limit follows them.
+	stop := make(chan struct{})
+	var dips []string
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		start := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if n, err := clZCard(clSharedRedis, "{"+ns+"}:gw"); err == nil && n != 2 {
+				dips = append(dips, fmt.Sprintf("%d at %v", n, time.Since(start).Round(time.Millisecond)))
+			}
+		}
+	})
+	const d = 15 * time.Second
+	var loads []load // gateway-major: loads[g*len(rules)+i] is rule i on gateway g
+	for _, g := range gs {
+		for _, r := range rules {
+			loads = append(loads, load{Rate: r.rate, Duration: d, MaxLag: clMaxLag, Targets: []target{to(g.URL + "/" + r.path)}})
+		}
+	}
+	rs := clRunAll(t, loads)
+	close(stop)
+	watch.Wait()
+	clOnly200And429(t, "paced", rs...)
+	var lags []time.Duration
+	for _, r := range rs {
+		lags = append(lags, r.maxLag)
+	}
+	t.Logf("loadgen max send lag %v; live gateways other than 2 during the run: %v", lags, dips)
+	inconclusive := ""
+	for i, rule := range rules {
+		path := []*result{rs[i], rs[len(rules)+i]}
+		iv := time.Duration(rule.ivS) * time.Second
+		refused, sent := 0, 0
+		for _, r := range path {
+			refused += r.count(http.StatusTooManyRequests)
+			sent += len(r.hits)
+		}
+		explained, unexplained, worst := clRefusalsExplained(path, iv, iv/100)
+		name := fmt.Sprintf("%s count %d per %v (/%s)", rule.tt, rule.count, iv, rule.path)
+		t.Logf("%s, 2 clients at %.4g/s (99%% of their share): %d of %d refused; passes per second %v; latest answer in the interval before a refusal %v after its due time",
+			name, rule.rate, refused, sent, clPerSecond(path, int(d/time.Second)), worst)
+		switch {
+		case unexplained > 0:
+			t.Errorf("%s: %d requests refused though paced under their share and answered in time (%d more the machine explains)", name, unexplained, explained)
+		case explained > 0 && rule.ivS == 1:
+			t.Logf("%s: %d refusals, each after a request answered over %v late: this machine's lag, not the gateway", name, explained, iv/100)
+		case explained > 0:
+			inconclusive += fmt.Sprintf("; %s: %d refusals after answers over %v late", name, explained, iv/100)
+		}
+	}
+	if inconclusive != "" && !t.Failed() {
+		t.Fatalf("the machine was too busy to tell%s", inconclusive)
+	}
 }
 
 // TestClusterGlobalCountAcrossThreeGateways: three gateways share a global
