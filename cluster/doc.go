@@ -63,21 +63,24 @@
 // A window far from its count is served mostly from leases: a call that
 // goes to Redis also states this gateway's recent demand on the window (tokens
 // per second), and when that demand would fill at most half of K in an
-// interval and the window stays at most half full, the script counts about
-// demand x statIntervalMs/1024 extra tokens for the gateway (so at most
-// K/2048: only windows of 2048 tokens or more lease), which calls take
-// locally, in about 200ns without allocating, for statIntervalMs/1024.
-// Leased tokens are stamped with the last instant they may be used, so the
-// window keeps each at least an interval after its use and the bound holds;
-// passes decided meanwhile are stamped no earlier (times along the ring
-// never decrease), so at most statIntervalMs/1024 late. A leased token left
-// unused is returned by the gateway with its next call on the window, once,
-// and the script removes one of the window's newest slots stamped no later
-// than it. So while leases are out, the window holds back at most about 0.2%
-// of K from clients (tokens leased but not yet used, passes counted a little
-// late): clients that together stay that much under the count are never
-// refused, and a client at exactly the count never gets a lease. Near the
-// count every pass is decided in Redis.
+// interval and the window stays at most half full, the script counts demand
+// x L extra tokens for the gateway, which calls take locally, in about 200ns
+// without allocating, for L. L is statIntervalMs/40 at most, and at most as
+// long as K/2048 tokens take at that demand or at the window's rate (over the
+// interval and over its last 64th), so a lease is at most K/2048 tokens: only
+// windows of 2048 tokens or more lease, and a never-blocking rule costs about
+// 40 round trips per interval per gateway. Leased tokens are stamped with the
+// last instant they may be used, so the window keeps each at least an
+// interval after its use and the bound holds; passes decided meanwhile are
+// stamped no earlier (times along the ring never decrease), so at most L
+// late. A leased token left unused is returned by the gateway with its next
+// call on the window, once, and the script removes one of the window's newest
+// slots stamped no later than it. So while leases are out the window holds
+// back from clients about K/2048 tokens per leasing gateway (leased, not yet
+// used) and K/2048 more (passes counted late) while the rate holds:
+// clients that together stay that much under the count are never refused,
+// and a client at exactly the count never gets a lease. Near the count
+// every pass is decided in Redis.
 //
 // When the cluster refuses a call the script also says when the window can
 // take its tokens (when the slot in the way leaves), and until then calls

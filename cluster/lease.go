@@ -8,9 +8,10 @@ import (
 // Token leasing. A call that goes to Redis also states its window's recent
 // demand on this gateway (tokens per second). Far from the count (this
 // gateway's demand would fill at most half the window in an interval, and the
-// window stays at most half full), the script counts about demand x
-// statIntervalMs/1024 extra tokens for this gateway, stamped with the last
-// instant they may be used (statIntervalMs/1024 after the script ran), and
+// window stays at most half full), the script counts demand x L extra
+// tokens for this gateway (L: see acquireSrc; at most statIntervalMs/40, a
+// lease at most count/2048 tokens), stamped with the last instant they may
+// be used (L after the script ran), and
 // says how long that is. Calls until then take those tokens locally without
 // a round trip. Since a leased token is used before its stamp, the window
 // keeps it at least an interval after its use, so no real interval of

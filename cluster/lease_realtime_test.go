@@ -11,7 +11,7 @@ import (
 )
 
 // A hot window far from its count is decided mostly from leased tokens: one
-// round trip per lease (statIntervalMs/1024) instead of one per batch of calls.
+// round trip per lease (up to statIntervalMs/40) instead of one per batch of calls.
 func TestLeasingSavesRoundTripsFarFromTheCount(t *testing.T) {
 	srv := startPrivateRedis(t)
 	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: time.Second, Heartbeat: time.Hour})

@@ -43,10 +43,14 @@ const (
 //
 // Leases: after a pass, if the caller's demand would fill at most half of K
 // in an interval and the window stays at most half full with them, the
-// script adds demand x interval/1024 tokens stamped interval/1024 from now,
-// the last instant the caller may use them: so they stay in the window long
-// enough wherever they are used, and passes decided meanwhile are stamped no
-// earlier (at most interval/1024 late). A leased token the caller did not
+// script adds demand x L tokens stamped L from now, the last instant the
+// caller may use them: so they stay in the window long enough wherever they
+// are used, and passes decided meanwhile are stamped no earlier (at most L
+// late). L is at most interval/40, and at most as long as K/2048 tokens take
+// at the caller's demand or at the window's rate (over the interval, and
+// over its last 64th, which follows a rising load), so that what leases hold
+// back from clients stays about K/2048 a gateway and K/2048 in all: a lease
+// is at most K/2048 tokens. A leased token the caller did not
 // use would count as a pass for an interval; the caller returns it with its
 // next call on the window, once, and the script removes as many of the
 // window's newest slots stamped no later than it (the unused tokens, or as
@@ -189,6 +193,12 @@ local function below(s, v)
   return lo
 end
 
+-- the tokens of the window stamped after t (t >= now - I)
+local function since(s, t)
+  if s.tn <= t then return 0 end
+  return (s.S - below(s, t + 1) - 1) * s.g + s.f
+end
+
 -- r leased tokens stamped at went unused. Each counts until at + I, so
 -- removing a slot of the window stamped at or before it never lets a real
 -- interval hold more than K; the newest such slots are removed (the unused
@@ -315,7 +325,12 @@ for _, c in ipairs(calls) do
       -- far from the count only: the caller alone would fill at most half
       -- the window in an interval, and it stays at most half full
       if c.demand > 0 and 2 * c.demand * c.I <= K * 1000000 then
-        local L = math.floor(c.I / SPAN)
+        -- as long as K/SPAN tokens take at the caller's rate or the
+        -- window's (over the interval, and over its last 64th), at most
+        -- I/40: what leases hold back stays small
+        local rate = math.max(c.demand, since(s, now - c.I) * 1000000 / c.I,
+          since(s, now - math.floor(c.I / 64)) * 64000000 / c.I)
+        local L = math.floor(math.min(c.I / 40, K * 1000000 / (SPAN * 2 * rate)))
         x = math.floor(c.demand * L / 1000000)
         local ok2, m2, f3, fill2 = false
         if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end

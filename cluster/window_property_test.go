@@ -206,7 +206,7 @@ func TestWindowOverloadPassesExactlyCount(t *testing.T) {
 
 // Two gateways share a global count: each client paced at 99% of half the
 // count is never refused, though at the largest count the gateways hold
-// leases (stamped up to statIntervalMs/1024 late, well under the 1% to
+// leases (stamped a few ms late at most, well under the 1% to
 // spare); and under overload the two together pass exactly count per
 // interval.
 func TestWindowTwoGatewaysShareExactly(t *testing.T) {
