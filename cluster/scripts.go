@@ -156,13 +156,16 @@ local function slot(s, i)
       end
     end
   end
+  if i == s.li then return s.lv end
   if not (s.c0 and i >= s.c0 and i < s.c0 + s.cn) then
     s.c0, s.cn = i, math.min(32, s.S - i)
     s.cs = redis.call('GETRANGE', s.k, HDR + i * 8, HDR + (i + s.cn) * 8 - 1)
   end
   local p = (i - s.c0) * 8
-  if #s.cs < p + 8 then return 0 end
-  return (struct.unpack('<d', s.cs, p + 1))
+  local v = 0
+  if #s.cs >= p + 8 then v = struct.unpack('<d', s.cs, p + 1) end
+  s.li, s.lv = i, v
+  return v
 end
 
 -- cnt slots from ring position pos on, and writing b (whole slots) there
@@ -223,7 +226,7 @@ local function unvoid(s, r, at)
   if z < 1 then return end
   writeRing(s, (s.h + q + z) % s.S, readRing(s, (s.h + q) % s.S, p - z - q))
   writeRing(s, (s.h + q) % s.S, string.rep('\0', z * 8))
-  s.c0 = nil
+  s.c0, s.li = nil, nil
   s.pc = s.pc - z * s.g
 end
 
@@ -287,11 +290,7 @@ local function flush(s)
   redis.call('PEXPIRE', s.k, ttl)
 end
 
--- first every window of the batch, with the tokens its callers return
-local calls = {}
-for i = 2, #KEYS do
-  local a = (i - 2) * 7 + 3
-  local c = {k = KEYS[i], n = tonumber(ARGV[a + 1]), I = tonumber(ARGV[a + 2]) * 1000, demand = tonumber(ARGV[a + 4])}
+local function limitOf(a)
   local limit = tonumber(ARGV[a])
   if ARGV[a + 3] == '1' then
     if live < 0 then
@@ -301,37 +300,52 @@ for i = 2, #KEYS do
     end
     limit = limit * live
   end
-  c.K = math.floor(limit + 1e-9)
-  if c.K >= 1 then
-    local s = st[c.k]
-    if not s then
-      s = load(c.k, c.K, c.I)
-      st[c.k] = s
-      order[#order + 1] = c.k
-    end
-    local void = tonumber(ARGV[a + 5])
-    if void > 0 then unvoid(s, void, tonumber(ARGV[a + 6])) end
-  end
-  calls[#calls + 1] = c
+  return math.floor(limit + 1e-9)
 end
-for _, c in ipairs(calls) do
-  local res, x, rem, stamp = c.I, 0, 0, 0
-  if c.K >= 1 then
-    local s, K = st[c.k], c.K
-    local ok, m, f2, fill = plan(s, K, c.n)
+
+local function window(k, K, I)
+  local s = st[k]
+  if not s then
+    s = load(k, K, I)
+    st[k] = s
+    order[#order + 1] = k
+  end
+  return s
+end
+
+-- first the tokens callers return, so that the whole batch sees them
+for i = 2, #KEYS do
+  local a = (i - 2) * 7 + 3
+  if ARGV[a + 5] ~= '0' then
+    local K = limitOf(a)
+    if K >= 1 then
+      local I = tonumber(ARGV[a + 2]) * 1000
+      unvoid(window(KEYS[i], K, I), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]))
+    end
+  end
+end
+for i = 2, #KEYS do
+  local a = (i - 2) * 7 + 3
+  local K = limitOf(a)
+  local I = tonumber(ARGV[a + 2]) * 1000
+  local res, x, rem, stamp = I, 0, 0, 0
+  if K >= 1 then
+    local s = window(KEYS[i], K, I)
+    local demand = tonumber(ARGV[a + 4])
+    local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
     if ok then
       res = 0
       add(s, m, f2, fill, math.max(now, s.tn))
       -- far from the count only: the caller alone would fill at most half
       -- the window in an interval, and it stays at most half full
-      if c.demand > 0 and 2 * c.demand * c.I <= K * 1000000 then
+      if demand > 0 and 2 * demand * I <= K * 1000000 then
         -- as long as K/SPAN tokens take at the caller's rate or the
         -- window's (over the interval, and over its last 64th), at most
         -- I/40: what leases hold back stays small
-        local rate = math.max(c.demand, since(s, now - c.I) * 1000000 / c.I,
-          since(s, now - math.floor(c.I / 64)) * 64000000 / c.I)
-        local L = math.floor(math.min(c.I / 40, K * 1000000 / (SPAN * 2 * rate)))
-        x = math.floor(c.demand * L / 1000000)
+        local rate = math.max(demand, since(s, now - I) * 1000000 / I,
+          since(s, now - math.floor(I / 64)) * 64000000 / I)
+        local L = math.floor(math.min(I / 40, K * 1000000 / (SPAN * 2 * rate)))
+        x = math.floor(demand * L / 1000000)
         local ok2, m2, f3, fill2 = false
         if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end
         if ok2 then
