@@ -134,7 +134,7 @@ func windowKeys(t *testing.T, cl *redistest.Cluster, ns string) []string {
 		if !n.Running() {
 			continue
 		}
-		ks, err := n.Keys("*" + ns + "*:f:*")
+		ks, err := n.Keys("*" + ns + "*:w:*")
 		if err != nil {
 			t.Fatal(err)
 		}
