@@ -193,6 +193,10 @@ func (rt *route) settle(ex *exchange, now int64, finished, gone bool) {
 	switch {
 	case ex.bodyFailed(), gone && ex.status == 0:
 		code, o = 0, ups.Abandoned
+	case gone && !finished:
+		// The client hung up while the answer streamed (the copy to it
+		// broke): the target answered, and is not to blame.
+		o = ups.Abandoned
 	case !finished, ex.failed:
 		code, o = 0, ups.Failure
 	case ups.FailureStatus(code):
