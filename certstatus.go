@@ -33,9 +33,11 @@ func (c *certStatus) export() {
 	if c.tr.certs == nil {
 		return
 	}
+	var served []admin.CertExpiry
 	for _, ci := range c.tr.certs.Certificates() {
-		c.expiry.Certificate(ci.Name, ci.NotAfter)
+		served = append(served, admin.CertExpiry{Name: ci.Name, NotAfter: ci.NotAfter})
 	}
+	c.expiry.Served(served)
 }
 
 // report records one reload of the certificate files.

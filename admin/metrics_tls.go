@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,8 @@ import (
 // use; build it with NewTLSMetrics.
 type TLSMetrics struct {
 	expiry *prometheus.GaugeVec // name
+	mu     sync.Mutex
+	names  map[string]bool // the names last served; guarded by mu
 }
 
 // NewTLSMetrics creates the collectors and registers them on reg (nil: not
@@ -27,7 +30,33 @@ func NewTLSMetrics(reg prometheus.Registerer) *TLSMetrics {
 	return m
 }
 
-// Certificate sets the expiry of the certificate served for name.
-func (m *TLSMetrics) Certificate(name string, notAfter time.Time) {
-	m.expiry.WithLabelValues(name).Set(float64(notAfter.Unix()))
+// CertExpiry is one served certificate's name and end.
+type CertExpiry struct {
+	Name     string
+	NotAfter time.Time
+}
+
+// Served sets the expiry series to the certificates served now: a name
+// that is no longer served loses its series (its old expiry would fire an
+// alert for a certificate nobody gets), and a name two certificates share
+// (an RSA and an ECDSA one) shows the earlier expiry.
+func (m *TLSMetrics) Served(certs []CertExpiry) {
+	first := make(map[string]time.Time, len(certs))
+	for _, c := range certs {
+		if t, ok := first[c.Name]; !ok || c.NotAfter.Before(t) {
+			first[c.Name] = c.NotAfter
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name := range m.names {
+		if _, ok := first[name]; !ok {
+			m.expiry.DeleteLabelValues(name)
+		}
+	}
+	m.names = make(map[string]bool, len(first))
+	for name, t := range first {
+		m.expiry.WithLabelValues(name).Set(float64(t.Unix()))
+		m.names[name] = true
+	}
 }
