@@ -41,7 +41,9 @@ func (p *Pool) Status(now int64) []UpstreamStatus {
 	p.mu.Unlock()
 	out := make([]UpstreamStatus, 0, len(ups))
 	for _, u := range ups {
-		us := UpstreamStatus{Name: u.name, Balance: u.balance, Panic: u.sh.panicking.Load()}
+		// Panic is read from the targets, not from the last request's
+		// verdict, which stays set until a request comes after a recovery.
+		us := UpstreamStatus{Name: u.name, Balance: u.balance, Panic: true}
 		if u.retries > 0 {
 			b := u.sh.budget
 			b.mu.Lock()
@@ -62,6 +64,7 @@ func (p *Pool) Status(now int64) []UpstreamStatus {
 				Available:    st.available(now),
 				InFlight:     st.inFlight.Load(),
 			}
+			us.Panic = us.Panic && !ts.Available
 			st.mu.Lock()
 			perSec := float64(time.Second) / float64(windowBuckets*statsWidth)
 			ts.RequestsPerSecond = float64(st.stats.total(now, cRequests)) * perSec

@@ -154,3 +154,20 @@ func TestRetryBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPanicShownOnlyWhileNoTargetIsAvailable: the status (the API, the
+// dashboard's badge) says panic while no target is available, and stops
+// saying it once one is, whether or not a request came since.
+func TestPanicShownOnlyWhileNoTargetIsAvailable(t *testing.T) {
+	p, u := build(t, upstream.Spec{Targets: targets(2),
+		Passive: &upstream.Passive{ConsecutiveFailures: 1, EjectFor: 10 * time.Second, MaxEjectedPercent: 100}}, nil)
+	pick(u, 0, 0)
+	pick(u, 0, 0)
+	pick(u, sec, 200) // in panic mode
+	if !p.Status(sec)[0].Panic {
+		t.Fatal("no target available, yet the status does not say panic")
+	}
+	if p.Status(20 * sec)[0].Panic {
+		t.Fatal("the ejections are over and both targets are available, yet the status still says panic")
+	}
+}
