@@ -107,8 +107,9 @@ func clonePtr[T any](p *T) *T {
 // Commit makes ups (built by Build) the upstreams in force: probes start
 // for targets with a health check and none running, restart where the
 // check changed (keeping the target's up or down), and stop for targets
-// that left or lost their check (which are then up). It returns once every
-// stopped probe has ended.
+// that left or lost their check (which are then up). A target whose
+// upstream lost its passive ejection is back in at once. It returns once
+// every stopped probe has ended.
 func (p *Pool) Commit(ups []*Upstream) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -120,6 +121,9 @@ func (p *Pool) Commit(ups []*Upstream) {
 			states[key{u.name, m.st.url}] = m.st
 			if u.hc != nil {
 				want[m.st] = u.hc
+			}
+			if u.passive == nil {
+				m.st.forgetEjections() // as a target that loses its checks is up
 			}
 		}
 	}

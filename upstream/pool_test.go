@@ -172,3 +172,34 @@ func TestStateKeyedByUpstream(t *testing.T) {
 		t.Fatalf("ejected in a: %v, in b: %v; want only in a", st[0].Targets[0].Ejected, st[1].Targets[0].Ejected)
 	}
 }
+
+// TestPassiveRemoved: a reload that drops passive ejection brings back a
+// target it had ejected, as dropping the health check does for one the
+// probes took down; a later passive block starts its backoff from 1x.
+func TestPassiveRemoved(t *testing.T) {
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }})
+	defer p.Close()
+	ts := targets(2)
+	pass := &upstream.Passive{ConsecutiveFailures: 1, EjectFor: time.Minute, MaxEjectedPercent: 50}
+	u, _ := p.Build("orders", upstream.Spec{Targets: ts, Passive: pass})
+	p.Commit([]*upstream.Upstream{u})
+	if pick(u, 0, 0) != 0 {
+		t.Fatal("round robin did not start with the first target")
+	}
+	if st := byTarget(p, sec)[ts[0].URL]; !st.Ejected {
+		t.Fatalf("not ejected after a failure: %+v", st)
+	}
+	u2, _ := p.Build("orders", upstream.Spec{Targets: ts})
+	p.Commit([]*upstream.Upstream{u2})
+	if st := byTarget(p, sec)[ts[0].URL]; st.Ejected || !st.Available {
+		t.Fatalf("passive ejection removed, yet the target stays out: %+v", st)
+	}
+	u3, _ := p.Build("orders", upstream.Spec{Targets: ts, Passive: pass})
+	p.Commit([]*upstream.Upstream{u3})
+	if pick(u3, 2*sec, 0) != 0 {
+		t.Fatal("round robin did not start with the first target")
+	}
+	if st := byTarget(p, 2*sec)[ts[0].URL]; !st.Ejected || st.EjectedUntil != 2*sec+int64(time.Minute) {
+		t.Fatalf("ejected again: %+v; want for 1x ejectFor (until %d)", st, 2*sec+int64(time.Minute))
+	}
+}

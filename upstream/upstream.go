@@ -52,6 +52,14 @@ func newState(upstream, raw string, u *url.URL) *state {
 	return s
 }
 
+// forgetEjections ends the target's ejection and its backoff.
+func (s *state) forgetEjections() {
+	s.mu.Lock()
+	s.passive = passive{}
+	s.mu.Unlock()
+	s.ejectedUntil.Store(math.MinInt64)
+}
+
 func (s *state) available(now int64) bool {
 	return !s.down.Load() && now >= s.ejectedUntil.Load()
 }
