@@ -126,6 +126,7 @@ func (d *decoder) check(cfg *Config) {
 	c.applyUpstreamDefaults()
 	c.validate()
 	c.validateEdge()
+	c.distinctListeners()
 	c.validateRulesSource()
 }
 

@@ -49,6 +49,14 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
 			"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",
 		}},
+		{"listen_bad_port.yaml", []string{
+			"testdata/listen_bad_port.yaml:1: listen: the port must be a number in 0..65535 or a service name, got \":99999\"",
+			"testdata/listen_bad_port.yaml:3: admin.listen: the port must be a number in 0..65535 or a service name, got \"127.0.0.1:notaport\"",
+		}},
+		{"listen_clash.yaml", []string{
+			"testdata/listen_clash.yaml:3: admin.listen: \"127.0.0.1:18080\" takes the port of listen (\":18080\", line 1): each listener needs its own port",
+			"testdata/listen_clash.yaml:5: tls.listen: \"0.0.0.0:18080\" takes the port of listen (\":18080\", line 1): each listener needs its own port",
+		}},
 		{"bad_method.yaml", []string{
 			"testdata/bad_method.yaml:6: routes[0].methods[1]: must be an HTTP method (GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE), got \"FETCH\"",
 			"testdata/bad_method.yaml:6: routes[0].methods[2]: duplicate method GET",

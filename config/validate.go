@@ -192,9 +192,57 @@ func (c *checker) listenAddr(path, addr string, emptyOK bool) {
 		}
 		return
 	}
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
 		c.add(path, "must be host:port or :port, got %s", quote(addr))
+		return
 	}
+	// net.Listen resolves the port the same way: 99999 or a name not in
+	// /etc/services would stop the gateway at start, or at a restart.
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		c.add(path, "the port must be a number in 0..65535 or a service name, got %s", quote(addr))
+	}
+}
+
+// distinctListeners refuses two listeners on one port: the second bind
+// would fail at start (":8080" and "127.0.0.1:8080" clash too).
+func (c *checker) distinctListeners() {
+	cfg := c.cfg
+	ls := [...]struct{ path, addr string }{
+		{"listen", cfg.Listen}, {"tls.listen", cfg.TLS.Listen}, {"admin.listen", *cfg.Admin.Listen},
+	}
+	for j := range ls {
+		for i := range j {
+			if !sharePort(ls[i].addr, ls[j].addr) {
+				continue
+			}
+			if ls[i].addr == ls[j].addr {
+				c.add(ls[j].path, "must differ from %s (both are %s)", ls[i].path, quote(ls[j].addr))
+			} else {
+				c.add(ls[j].path, "%s takes the port of %s (%s, line %d): each listener needs its own port",
+					quote(ls[j].addr), ls[i].path, quote(ls[i].addr), c.lineOf(ls[i].path))
+			}
+			break
+		}
+	}
+}
+
+// sharePort reports whether listeners on a and b would take one port: the
+// same port (not 0, which picks a free one) on the same host, or on any
+// host when either listens on every address.
+func sharePort(a, b string) bool {
+	ha, pa, erra := net.SplitHostPort(a)
+	hb, pb, errb := net.SplitHostPort(b)
+	if erra != nil || errb != nil {
+		return false
+	}
+	na, erra := net.LookupPort("tcp", pa)
+	nb, errb := net.LookupPort("tcp", pb)
+	if erra != nil || errb != nil || na != nb || na == 0 {
+		return false
+	}
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || every(ha) || every(hb)
 }
 
 func checkTarget(t string) string {

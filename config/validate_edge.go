@@ -26,9 +26,6 @@ func (c *checker) validateEdge() {
 		}
 	} else {
 		c.listenAddr("tls.listen", t.Listen, false)
-		if t.Listen == cfg.Listen {
-			c.add("tls.listen", "must differ from listen (both are %s)", quote(t.Listen))
-		}
 		if len(t.Certificates) == 0 && !c.bad["tls.certificates"] {
 			c.add("tls.certificates", "at least one certificate is required with tls.listen ({certFile, keyFile})")
 		}
