@@ -2,6 +2,7 @@ package rulesource
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -106,8 +107,10 @@ func isReply(err error) bool {
 }
 
 // pushScript stores the next version if the stored one is ARGV[1].
-// KEYS[1]: the document hash. ARGV: basedOn, text, channel.
-// Returns {1, version, pushedAt ms} or {0, stored version}.
+// KEYS[1]: the document hash. ARGV: basedOn, text, channel, push id.
+// Returns {1, version, pushedAt ms} or {0, stored version}. The push id
+// makes a try that the client sends again (its answer came after the read
+// timeout) report the version the first try stored, not a conflict.
 const pushScript = `
 local v = redis.call('HGET', KEYS[1], 'version')
 local cur = 0
@@ -118,12 +121,15 @@ if v then
   end
 end
 if cur ~= tonumber(ARGV[1]) then
+  if cur == tonumber(ARGV[1]) + 1 and redis.call('HGET', KEYS[1], 'pushId') == ARGV[4] then
+    return {1, cur, tonumber(redis.call('HGET', KEYS[1], 'pushedAt')) or 0}
+  end
   return {0, cur}
 end
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local next = cur + 1
-redis.call('HSET', KEYS[1], 'version', next, 'doc', ARGV[2], 'pushedAt', ms)
+redis.call('HSET', KEYS[1], 'version', next, 'doc', ARGV[2], 'pushedAt', ms, 'pushId', ARGV[4])
 redis.call('PUBLISH', ARGV[3], next)
 return {1, next, ms}
 `
@@ -136,7 +142,9 @@ func (s *Store) Push(ctx context.Context, text []byte, basedOn int64) (Doc, erro
 	if len(text) > MaxDocSize {
 		return Doc{}, fmt.Errorf("rulesource: the document is %d bytes, over the %d MiB limit", len(text), MaxDocSize>>20)
 	}
-	res, err := s.push.Run(ctx, s.rdb, []string{s.key}, basedOn, text, s.channel).Int64Slice()
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	res, err := s.push.Run(ctx, s.rdb, []string{s.key}, basedOn, text, s.channel, hex.EncodeToString(id[:])).Int64Slice()
 	s.seen(err)
 	if err != nil {
 		if isReply(err) {

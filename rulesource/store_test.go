@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/redistest"
 	"sluice/rulesource"
 )
 
@@ -152,5 +153,46 @@ func TestPushRefusesATooLargeDocument(t *testing.T) {
 	}
 	if d, _ := s.Pull(ctxT(t)); d.Version != 0 {
 		t.Fatalf("version %d stored", d.Version)
+	}
+}
+
+// busyScript keeps Redis busy for ARGV[1] ms, as a slow command of another
+// client would.
+const busyScript = `local t0 = redis.call('TIME')
+local s0 = t0[1] * 1000000 + t0[2]
+while true do
+  local t = redis.call('TIME')
+  if t[1] * 1000000 + t[2] - s0 > tonumber(ARGV[1]) * 1000 then return 1 end
+end`
+
+// A push whose answer comes after the client's read timeout was stored all
+// the same, and the client sends it again: that second try must report the
+// version the first one stored, not a conflict ("nothing was stored" would
+// be false, and a user pushing again would store it twice).
+func TestPushRetriedAfterATimeoutReportsItsVersion(t *testing.T) {
+	srv := redistest.Start(t)
+	c := dial(t, srv.URL()) // a 1 s read timeout and one retry, as a gateway's
+	t.Cleanup(func() { c.Close() })
+	s := rulesource.New(c, "sluice-test:rulesource:slow")
+	ctx := ctxT(t)
+	if _, err := s.Push(ctx, []byte("a: 1\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan error, 1)
+	go func() {
+		_, err := srv.Do("EVAL", busyScript, "0", "1500")
+		busy <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the busy script runs
+	d, err := s.Push(ctx, []byte("b: 2\n"), 1)
+	if err := <-busy; err != nil {
+		t.Fatalf("busy script: %v", err)
+	}
+	if err != nil || d.Version != 2 {
+		t.Fatalf("Push based on 1 while Redis was slow = %+v, %v; want version 2 (it was stored)", d, err)
+	}
+	got, err := s.Pull(ctx)
+	if err != nil || got.Version != 2 || string(got.Text) != "b: 2\n" {
+		t.Fatalf("Pull = %+v, %v; want version 2, stored once", got, err)
 	}
 }
