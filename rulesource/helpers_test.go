@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,66 +74,6 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// privateRedis is a redis-server of the test's own on a free port, which it
-// may kill (by PID) and start again on the same port.
-type privateRedis struct {
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd
-}
-
-func startPrivateRedis(t testing.TB) *privateRedis {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		needRedis(t, "redis-server not installed")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &privateRedis{t: t, port: port}
-	r.start()
-	t.Cleanup(r.kill)
-	return r
-}
-
-func (r *privateRedis) url() string { return "redis://127.0.0.1:" + strconv.Itoa(r.port) + "/0" }
-
-func (r *privateRedis) start() {
-	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(r.port)})
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("private redis-server on port %d did not answer: %v", r.port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *privateRedis) kill() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-	r.cmd = nil
 }
 
 // waitFor polls cond until it holds or within passes.

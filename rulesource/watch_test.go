@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"sluice/internal/redistest"
 	"sluice/rulesource"
 )
 
@@ -142,8 +143,8 @@ func TestWatchPollFindsAnUnpublishedWrite(t *testing.T) {
 // rebuilt from scratch reaches the version in force again with other text:
 // the first read after the outage compares the text, not only the version.
 func TestWatchFollowsRedisThroughARestart(t *testing.T) {
-	srv := startPrivateRedis(t)
-	c := client(t, srv.url())
+	srv := redistest.Start(t)
+	c := client(t, srv.URL())
 	s := rulesource.New(c, "sluice:rules")
 	ctx := ctxT(t)
 	v1, err := s.Push(ctx, []byte("before: outage\n"), 0)
@@ -154,13 +155,15 @@ func TestWatchFollowsRedisThroughARestart(t *testing.T) {
 	waitFor(t, 5*time.Second, "watch up", func() bool { up, ok := r.lastState(); return ok && up })
 	seenBefore := s.LastSeen()
 
-	srv.kill()
+	srv.Kill()
 	waitFor(t, 5*time.Second, "watch down after the kill", func() bool { up, _ := r.lastState(); return !up })
 	time.Sleep(200 * time.Millisecond)
 	if gap := time.Since(s.LastSeen()); gap < 150*time.Millisecond {
 		t.Fatalf("LastSeen %v ago while Redis is down", gap)
 	}
-	srv.start()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 5*time.Second, "watch up again", func() bool { up, _ := r.lastState(); return up })
 	if !s.LastSeen().After(seenBefore) {
 		t.Fatal("LastSeen did not move after Redis came back")
@@ -188,9 +191,9 @@ func TestWatchFollowsRedisThroughARestart(t *testing.T) {
 // A watch that starts while Redis is down says so first, then picks up the
 // document once Redis answers.
 func TestWatchStartsWhileRedisIsDown(t *testing.T) {
-	srv := startPrivateRedis(t)
-	url := srv.url()
-	srv.kill()
+	srv := redistest.Start(t)
+	url := srv.URL()
+	srv.Kill()
 	c := dial(t, url)
 	defer c.Close()
 	s := rulesource.New(c, "sluice:rules")
@@ -199,8 +202,10 @@ func TestWatchStartsWhileRedisIsDown(t *testing.T) {
 	if !s.LastSeen().IsZero() {
 		t.Fatal("LastSeen set although Redis never answered")
 	}
-	srv.start()
-	other := redis.NewClient(&redis.Options{Addr: url[len("redis://") : len(url)-2]})
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer other.Close()
 	if err := other.HSet(ctxT(t), "sluice:rules", "version", 1, "doc", "x: 1\n").Err(); err != nil {
 		t.Fatal(err)
