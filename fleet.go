@@ -145,6 +145,16 @@ func (f *fleet) merge(path string) (*config.Config, document, error) {
 	return cfg, d, err
 }
 
+// mergeInForce parses the rules file with the document in force, so that a
+// change to the file applies while the newest document is refused.
+func (f *fleet) mergeInForce(path string) (*config.Config, document, error) {
+	f.mu.Lock()
+	d := f.inForce
+	f.mu.Unlock()
+	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	return cfg, d, err
+}
+
 // accepted records d as the document in force and keeps it as the last
 // good one on disk.
 func (f *fleet) accepted(d document) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -54,9 +55,8 @@ func (r *reloader) apply(cfg *config.Config) bool {
 func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 	t := time.Now()
 	r.lastReload = t
-	prev := r.gw.Current()
 	if err == nil {
-		err = r.gw.Load(cfg)
+		err = r.swapLocked(cfg)
 	}
 	if err != nil {
 		r.lastError = err.Error()
@@ -64,14 +64,24 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
 		return false
 	}
+	r.lastError, r.loadedAt = "", t
+	r.metrics.Reload(true, t)
+	return true
+}
+
+// swapLocked puts cfg in force: the gateway's snapshot, the admin token and
+// the warnings for settings that apply only at restart.
+func (r *reloader) swapLocked(cfg *config.Config) error {
+	prev := r.gw.Current()
+	if err := r.gw.Load(cfg); err != nil {
+		return err
+	}
 	if prev == nil {
 		r.started = cfg
 		r.applyAdminToken(nil, cfg)
 	} else {
 		r.announceSettings(r.started, prev.Config, cfg)
 	}
-	r.lastError, r.loadedAt = "", t
-	r.metrics.Reload(true, t)
 	// Export every breaker's state from the start (and after edits reset
 	// them), not only after its first change.
 	for res, st := range r.gw.Current().Breakers.States() {
@@ -79,7 +89,7 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 	}
 	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
 		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).Msg("rules loaded")
-	return true
+	return nil
 }
 
 // reload reads the file again (merged with the newest rules document, with
@@ -97,6 +107,18 @@ func (r *reloader) reload() {
 		return
 	}
 	cfg, doc, err := r.fleet.merge(r.path)
+	if err != nil {
+		// The newest document is refused, but the file may have changed
+		// meanwhile (a rotated admin.token): it applies with the document
+		// in force, and the document's errors are still reported below.
+		if kept, _, kerr := r.fleet.mergeInForce(r.path); kerr == nil && (r.gw.Current() == nil || !reflect.DeepEqual(kept, r.gw.Current().Config)) {
+			if serr := r.swapLocked(kept); serr != nil {
+				logConfigErrors(r.log, serr, "the rules file with the document in force did not load")
+			} else {
+				r.loadedAt = time.Now()
+			}
+		}
+	}
 	if r.applyLocked(cfg, err) {
 		r.fleet.accepted(doc)
 		r.logDocument(doc)

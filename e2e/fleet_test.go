@@ -215,6 +215,26 @@ func TestFleetRefusesWhatDoesNotValidate(t *testing.T) {
 		}
 	}
 
+	// While the document is refused, an operator rotates gateway 0's admin
+	// token in its own file: the file applies with the document in force
+	// (the new token works, the old one is refused), and the document's
+	// errors stay reported.
+	reload := func(token string) int {
+		code, _, _ := admDo(t, "POST", gs[0].AdminURL+"/api/reload", "", "Authorization: Bearer "+token)
+		return code
+	}
+	gs[0].writeRules(s.gatewayFile() + "admin:\n  token: first\n")
+	flWait(t, gs[:1], 3*time.Second, "admin.token set in the file", func(flState) bool { return reload("first") == 202 && reload("none") == 401 })
+	gs[0].writeRules(s.gatewayFile() + "admin:\n  token: second\n")
+	flWait(t, gs[:1], 3*time.Second, "admin.token rotated in the file", func(flState) bool { return reload("second") == 202 })
+	if code := reload("first"); code != 401 {
+		t.Errorf("the old token after the rotation: %d, want 401", code)
+	}
+	if st := flRules(t, gs[0]); st.LastError != strings.Join(wantErr, "\n") || st.Source.Version != v3 || st.count() != 7 {
+		t.Errorf("gateway 0 after the rotation: lastError %q, version %d, count %v; want the document's errors, version %d, count 7",
+			st.LastError, st.Source.Version, st.count(), v3)
+	}
+
 	// A valid push after it clears the error everywhere.
 	v5 := s.mustPush(flDoc(up.URL, 9))
 	flWait(t, gs, 2*time.Second, "the next valid version", func(st flState) bool {
