@@ -248,6 +248,13 @@ func startWatch(t *testing.T, opts Options) *watched {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return watchStore(t, s)
+}
+
+// watchStore watches s until the test ends; it returns once the watch is
+// in place.
+func watchStore(t *testing.T, s *Store) *watched {
+	t.Helper()
 	w := &watched{Store: s}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
@@ -425,6 +432,26 @@ func TestRenewalServedToNewConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRenewalBeforeTheWatchStarts: a renewal written after the files were
+// first loaded (at start, before the listener) but before the watch was in
+// place is served once the watch is: nothing else would load it until the
+// next renewal, months later, after the old certificate expired.
+func TestRenewalBeforeTheWatchStarts(t *testing.T) {
+	ca := testcert.NewCA(t, "test CA")
+	dir := t.TempDir()
+	v1 := ca.Server(t, time.Now().Add(time.Hour), "shop.example.com")
+	v1.Write(t, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	s, err := New(Options{Dir: dir, Pairs: []Pair{{"tls.crt", "tls.key"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := server(t, s)
+	v2 := ca.Server(t, time.Now().Add(90*24*time.Hour), "shop.example.com")
+	v2.Write(t, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	watchStore(t, s)
+	waitServed(t, addr, "shop.example.com", v2)
 }
 
 func TestBrokenRenewalKeepsTheOldCertificate(t *testing.T) {

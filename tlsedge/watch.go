@@ -48,6 +48,10 @@ func (s *Store) watch(ctx context.Context, debounce time.Duration, log zerolog.L
 		case <-watching:
 			watching = nil
 			log.Info().Strs("files", s.Files()).Msg("watching the TLS certificate files")
+			// The files are read once more: a renewal written since they
+			// were first loaded, before the watch was in place, would
+			// otherwise wait for the next one.
+			timer.Reset(debounce)
 			if ready != nil {
 				close(ready)
 			}
