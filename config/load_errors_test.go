@@ -503,7 +503,7 @@ func TestRulesDocumentErrors(t *testing.T) {
 			"redis-sentinel://mymaster/2/sluice:rules:13: paramRules[0].param: no route of resource \"/order/{id}\" has a path parameter {nope}",
 		}},
 		{"minimal.yaml", "fleet/doc.yaml", []string{
-			"testdata/minimal.yaml: names no rulesSource, so a rules document cannot be merged into it",
+			"testdata/minimal.yaml: names no rulesSource, so no rules document can be merged into it; a gateway started with one keeps it until a restart (removing rulesSource takes effect at restart)",
 		}},
 	}
 	for _, tt := range tests {

@@ -155,7 +155,7 @@ func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*C
 		return nil, errs
 	}
 	if !namesRulesSource(root) {
-		return nil, Errors{{File: path, Msg: "names no rulesSource, so a rules document cannot be merged into it"}}
+		return nil, Errors{{File: path, Msg: "names no rulesSource, so no rules document can be merged into it; a gateway started with one keeps it until a restart (removing rulesSource takes effect at restart)"}}
 	}
 	docRoot, errs := parseRoot(docName, doc, "rules document")
 	if errs != nil {
