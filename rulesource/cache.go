@@ -39,14 +39,22 @@ func (c *Cache) Save(d Doc) error {
 		pushed = d.PushedAt.UnixMilli()
 	}
 	var b bytes.Buffer
+	// YAML allows a byte order mark only at the start of the stream: it
+	// stays first, before the header.
+	text, bom := bytes.CutPrefix(d.Text, byteOrderMark)
+	if bom {
+		b.Write(byteOrderMark)
+	}
 	fmt.Fprintf(&b, "# sluice: last good rules of %s version %d sha256 %s pushedAt %d (written by the gateway; edits are lost)\n",
 		c.source, d.Version, d.SHA(), pushed)
-	b.Write(d.Text)
+	b.Write(text)
 	if err := atomicfile.Write(c.path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("rulesource: saving the last good rules: %w", err)
 	}
 	return nil
 }
+
+var byteOrderMark = []byte("\ufeff")
 
 // ErrNoCache is returned by Load when there is no cache file.
 var ErrNoCache = errors.New("rulesource: no last good rules saved")
@@ -68,7 +76,8 @@ func (c *Cache) Load() (Doc, []byte, error) {
 	if err != nil {
 		return Doc{}, nil, fmt.Errorf("rulesource: reading the last good rules: %w", err)
 	}
-	m := cacheHeader.FindSubmatch(data)
+	rest, bom := bytes.CutPrefix(data, byteOrderMark)
+	m := cacheHeader.FindSubmatch(rest)
 	if m == nil {
 		return Doc{}, nil, fmt.Errorf("rulesource: %s: the first line is not the header sluice writes", c.path)
 	}
@@ -76,7 +85,10 @@ func (c *Cache) Load() (Doc, []byte, error) {
 		return Doc{}, nil, fmt.Errorf("rulesource: %s holds the rules of %s, not of %s", c.path, m[1], c.source)
 	}
 	v, _ := strconv.ParseInt(string(m[2]), 10, 64)
-	d := Doc{Version: v, Text: data[len(m[0]):]}
+	d := Doc{Version: v, Text: rest[len(m[0]):]}
+	if bom {
+		d.Text = append([]byte("\ufeff"), d.Text...)
+	}
 	if ms, _ := strconv.ParseInt(string(m[4]), 10, 64); ms != 0 {
 		d.PushedAt = time.UnixMilli(ms)
 	}

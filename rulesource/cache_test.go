@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/config"
 	"sluice/rulesource"
 )
 
@@ -75,5 +76,28 @@ func TestCacheRefusesWhatItDidNotWrite(t *testing.T) {
 				t.Fatalf("Load: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A document saved by a Windows editor starts with a UTF-8 byte order mark,
+// which YAML allows only at the start of the stream. Its cache must still
+// read as the document, or a gateway that starts while Redis is down would
+// refuse the last good rules it wrote itself.
+func TestCacheOfADocumentWithAByteOrderMark(t *testing.T) {
+	gateway := []byte("rulesSource:\n  redis: redis://127.0.0.1:6379/0\n  key: sluice:rules\n")
+	doc := rulesource.Doc{Version: 3, Text: []byte("\ufeffupstreams:\n  up:\n    targets: [\"http://127.0.0.1:9001\"]\nroutes:\n  - path: /a\n    upstream: up\n")}
+	if _, err := config.ParseWithDocument("rules.yaml", gateway, src, doc.Text); err != nil {
+		t.Fatalf("the document itself: %v", err)
+	}
+	c := rulesource.NewCache(filepath.Join(t.TempDir(), "rules.last-good.yaml"), src)
+	if err := c.Save(doc); err != nil {
+		t.Fatal(err)
+	}
+	got, file, err := c.Load()
+	if err != nil || got.Version != doc.Version || string(got.Text) != string(doc.Text) || got.SHA() != doc.SHA() {
+		t.Fatalf("Load = %+v, %v; want %+v", got, err, doc)
+	}
+	if _, err := config.ParseWithDocument("rules.yaml", gateway, c.Path(), file); err != nil {
+		t.Fatalf("the cache file does not read as the document: %v", err)
 	}
 }
