@@ -88,6 +88,7 @@ func TestUpstreamLoadErrors(t *testing.T) {
 			"testdata/upstreams/targets.yaml:10: upstreams.app.targets[5].url: must be an absolute http:// or https:// URL with a host, got \"127.0.0.1:9005\"",
 			"testdata/upstreams/targets.yaml:11: upstreams.app.targets[6]: needs a url (a target is a URL, or {url, weight})",
 			"testdata/upstreams/targets.yaml:12: upstreams.app.targets[7]: expected a mapping, got a list",
+			"testdata/upstreams/targets.yaml:13: upstreams.app.targets[8]: must not hold a user or password: sluice does not send them, and target URLs show in metrics, logs and the admin API",
 		}},
 		{"balance.yaml", []string{
 			"testdata/upstreams/balance.yaml:4: upstreams.odd.balance: must be one of roundRobin, leastRequest, hash, got \"random\"",

@@ -253,6 +253,10 @@ func checkTarget(t string) string {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "must not have a query or fragment, got " + quote(t)
 	}
+	if u.User != nil {
+		// Not quoted: the message is logged and served too.
+		return "must not hold a user or password: sluice does not send them, and target URLs show in metrics, logs and the admin API"
+	}
 	// url.Parse only checks that a port is digits; 0 or 99999 would parse
 	// and then fail every request with 502.
 	if p := u.Port(); p != "" {
