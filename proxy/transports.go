@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -111,8 +112,12 @@ func (e *connectError) Unwrap() error { return e.err }
 func classify(err error) failKind {
 	var ce *connectError
 	var op *net.OpError
+	// A certificate that does not verify fails the TLS handshake, before
+	// anything is sent (other handshake errors, like a TLS 1.3 alert, may
+	// come after the request was written).
+	var cv *tls.CertificateVerificationError
 	switch {
-	case errors.As(err, &ce), errors.As(err, &op) && op.Op == "dial":
+	case errors.As(err, &ce), errors.As(err, &op) && op.Op == "dial", errors.As(err, &cv):
 		return failConnect
 	case isTimeout(err):
 		return failOther
