@@ -17,7 +17,15 @@ func (o upstreamObserver) Target(upstream, target string) ups.TargetObserver {
 	return o.m.Target(upstream, target)
 }
 
-var _ ups.Observer = upstreamObserver{}
+// ForgetTarget and ForgetUpstream drop the series of what a reload removed.
+func (o upstreamObserver) ForgetTarget(upstream, target string) { o.m.ForgetTarget(upstream, target) }
+
+func (o upstreamObserver) ForgetUpstream(name string) { o.m.ForgetUpstream(name) }
+
+var (
+	_ ups.Observer  = upstreamObserver{}
+	_ ups.Forgetter = upstreamObserver{}
+)
 
 // adminUpstreams is the upstreams' state for the admin API, an ejection's
 // end as a wall-clock time.

@@ -114,6 +114,21 @@ func (u *UpstreamMetrics) Panicked() {
 	}
 }
 
+// ForgetTarget drops the series of a target its upstream no longer has.
+func (m *Metrics) ForgetTarget(upstream, target string) {
+	for _, c := range codeClasses {
+		m.up.requests.DeleteLabelValues(upstream, target, c)
+	}
+	m.up.ejections.DeleteLabelValues(upstream, target)
+}
+
+// ForgetUpstream drops the series of an upstream no longer configured
+// (its targets' go with ForgetTarget).
+func (m *Metrics) ForgetUpstream(name string) {
+	m.up.retries.DeleteLabelValues(name)
+	m.up.panicTotal.DeleteLabelValues(name)
+}
+
 // TargetMetrics are one target's pre-resolved series. Safe for concurrent
 // use; a nil one ignores every call.
 type TargetMetrics struct {

@@ -78,3 +78,36 @@ func TestUpstreamsAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestForgottenUpstreamSeriesGo: the series of a target or upstream that a
+// reload dropped leave /metrics; the others stay.
+func TestForgottenUpstreamSeriesGo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := admin.NewMetrics(reg)
+	srv := admin.New(admin.Options{Registry: reg})
+	gone, kept := "http://10.0.0.9:9001", "http://10.0.0.1:9001"
+	for _, u := range []string{gone, kept} {
+		m.Target("orders", u).Answered(200)
+		m.Target("orders", u).Ejected()
+	}
+	m.Upstream("orders").Retried()
+	m.Upstream("users").Retried()
+	m.Upstream("users").Panicked()
+	m.ForgetTarget("orders", gone)
+	m.ForgetUpstream("users")
+	text := scrape(t, srv)
+	for _, stale := range []string{gone, `upstream="users"`} {
+		if strings.Contains(text, stale) {
+			t.Errorf("/metrics still has series of %s", stale)
+		}
+	}
+	for _, want := range []string{
+		`sluice_upstream_requests_total{code="2xx",target="http://10.0.0.1:9001",upstream="orders"} 1`,
+		`sluice_upstream_ejections_total{target="http://10.0.0.1:9001",upstream="orders"} 1`,
+		`sluice_upstream_retries_total{upstream="orders"} 1`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -24,6 +24,15 @@ type TargetObserver interface {
 	Ejected() // the target was ejected
 }
 
+// Forgetter is an Observer that is also told, at a Commit, of each target
+// and upstream the committed snapshot no longer has, so that it can drop
+// what it keeps for them (metric series: target URLs change with
+// deployments, and the series of targets long gone would pile up).
+type Forgetter interface {
+	ForgetTarget(upstream, target string)
+	ForgetUpstream(name string)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Upstream(string) UpstreamObserver     { return nopObserver{} }

@@ -108,8 +108,9 @@ func clonePtr[T any](p *T) *T {
 // for targets with a health check and none running, restart where the
 // check changed (keeping the target's up or down), and stop for targets
 // that left or lost their check (which are then up). A target whose
-// upstream lost its passive ejection is back in at once. It returns once
-// every stopped probe has ended.
+// upstream lost its passive ejection is back in at once. An Observer that
+// is a Forgetter is told of the targets and upstreams that left. It returns
+// once every stopped probe has ended.
 func (p *Pool) Commit(ups []*Upstream) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -145,6 +146,18 @@ func (p *Pool) Commit(ups []*Upstream) {
 		for st, hc := range want {
 			if p.probes[st] == nil {
 				p.probes[st] = p.startProbe(st, *hc)
+			}
+		}
+	}
+	if f, ok := p.opts.Observer.(Forgetter); ok {
+		for k := range p.states {
+			if states[k] == nil {
+				f.ForgetTarget(k.upstream, k.url)
+			}
+		}
+		for name := range p.shareds {
+			if shareds[name] == nil {
+				f.ForgetUpstream(name)
 			}
 		}
 	}

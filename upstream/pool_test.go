@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -201,5 +202,43 @@ func TestPassiveRemoved(t *testing.T) {
 	}
 	if st := byTarget(p, 2*sec)[ts[0].URL]; !st.Ejected || st.EjectedUntil != 2*sec+int64(time.Minute) {
 		t.Fatalf("ejected again: %+v; want for 1x ejectFor (until %d)", st, 2*sec+int64(time.Minute))
+	}
+}
+
+// forgetting is an Observer that also records what a Commit forgets.
+type forgetting struct {
+	*counting
+	targets, upstreams []string
+}
+
+func (f *forgetting) ForgetTarget(upstream, target string) {
+	f.targets = append(f.targets, upstream+" "+target)
+}
+
+func (f *forgetting) ForgetUpstream(name string) { f.upstreams = append(f.upstreams, name) }
+
+// TestCommitForgetsWhatLeft: the observer is told of every target and
+// upstream a reload dropped (so their metric series go: target URLs change
+// with each deployment, and series of targets long gone would pile up),
+// and of nothing that stays.
+func TestCommitForgetsWhatLeft(t *testing.T) {
+	obs := &forgetting{counting: newCounting()}
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }, Observer: obs})
+	defer p.Close()
+	ts := targets(2)
+	orders, _ := p.Build("orders", upstream.Spec{Targets: ts})
+	users, _ := p.Build("users", upstream.Spec{Targets: ts[:1]})
+	p.Commit([]*upstream.Upstream{orders, users})
+	if len(obs.targets)+len(obs.upstreams) != 0 {
+		t.Fatalf("forgot %v %v at the first commit", obs.targets, obs.upstreams)
+	}
+	orders2, _ := p.Build("orders", upstream.Spec{Targets: ts[:1]})
+	p.Commit([]*upstream.Upstream{orders2})
+	slices.Sort(obs.targets)
+	if want := []string{"orders " + ts[1].URL, "users " + ts[0].URL}; !slices.Equal(obs.targets, want) {
+		t.Errorf("forgot targets %v, want %v", obs.targets, want)
+	}
+	if !slices.Equal(obs.upstreams, []string{"users"}) {
+		t.Errorf("forgot upstreams %v, want [users]", obs.upstreams)
 	}
 }
