@@ -196,3 +196,31 @@ func TestPushRetriedAfterATimeoutReportsItsVersion(t *testing.T) {
 		t.Fatalf("Pull = %+v, %v; want version 2, stored once", got, err)
 	}
 }
+
+// An ACL user of Redis 7 has no channel permission unless given one
+// (acl-pubsub-default resetchannels): the push's publication is refused.
+// The document is stored all the same (a script is not rolled back), so the
+// push must say so, not fail; the gateways see it at their next poll.
+func TestPushByAUserThatMayNotPublish(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("ACL", "SETUSER", "pusher", "on", ">pw", "~*", "+@all", "resetchannels"); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, "redis://pusher:pw@"+srv.Addr()+"/0")
+	t.Cleanup(func() { c.Close() })
+	s := rulesource.New(c, "sluice-test:rulesource:acl")
+	ctx := ctxT(t)
+	d, err := s.Push(ctx, []byte("a: 1\n"), 0)
+	if err != nil || d.Version != 1 {
+		t.Fatalf("Push by a user that may not publish = %+v, %v; want version 1", d, err)
+	}
+	if got, err := s.Pull(ctx); err != nil || got.Version != 1 || string(got.Text) != "a: 1\n" {
+		t.Fatalf("Pull = %+v, %v; want version 1", got, err)
+	}
+	// A gateway of that user cannot subscribe either: its poll delivers.
+	r := watchFor(t, s, rulesource.WatchOptions{Known: d, Poll: 50 * time.Millisecond})
+	if d, err := s.Push(ctx, []byte("a: 2\n"), 1); err != nil || d.Version != 2 {
+		t.Fatalf("second Push = %+v, %v; want version 2", d, err)
+	}
+	waitFor(t, 2*time.Second, "version 2 delivered by the poll", func() bool { d, _ := r.last(); return d.Version == 2 })
+}
