@@ -55,21 +55,8 @@ func TestFleetViewInRealBrowser(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	actx, cancelAlloc := browsertest.Allocator(ctx, t, chromium)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelTimeout()
-	poll := func(what, js string) {
-		t.Helper()
-		if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](js,
-			chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	bctx := browsertest.Tab(t, chromium, 60*time.Second)
+	poll := func(what, js string) { t.Helper(); browsertest.Poll(t, bctx, 15*time.Second, what, js) }
 	text := func(sel string) string { return browsertest.Text(t, bctx, sel) }
 
 	if err := chromedp.Do(bctx, chromedp.Navigate(ts.URL+"/")); err != nil {

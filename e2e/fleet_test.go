@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -435,21 +434,8 @@ func TestFleetDashboardInRealBrowser(t *testing.T) {
 	}()
 	defer func() { close(stopLoad); <-loadDone }()
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	actx, cancelAlloc := browsertest.Allocator(ctx, t, chromium)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelTimeout()
-	poll := func(what, js string) {
-		t.Helper()
-		if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](js,
-			chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	bctx := browsertest.Tab(t, chromium, 60*time.Second)
+	poll := func(what, js string) { t.Helper(); browsertest.Poll(t, bctx, 15*time.Second, what, js) }
 	if err := chromedp.Do(bctx, chromedp.Navigate(gs[0].AdminURL+"/")); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -59,4 +60,24 @@ func Text(t testing.TB, ctx context.Context, sel string) string {
 		t.Fatalf("reading %s: %v", sel, err)
 	}
 	return s
+}
+
+// Tab starts chromium (see Allocator) and returns a tab's context, which
+// ends after within; the browser is closed when the test ends.
+func Tab(t testing.TB, chromium string, within time.Duration) context.Context {
+	actx, cancelAlloc := Allocator(context.Background(), t, chromium)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	bctx, cancelTimeout := context.WithTimeout(bctx, within)
+	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
+	return bctx
+}
+
+// Poll waits up to within for the JavaScript expression js to be true on
+// the page in ctx, or fails the test saying what was awaited.
+func Poll(t testing.TB, ctx context.Context, within time.Duration, what, js string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](js,
+		chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
