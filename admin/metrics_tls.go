@@ -39,7 +39,7 @@ type CertExpiry struct {
 // Served sets the expiry series to the certificates served now: a name
 // that is no longer served loses its series (its old expiry would fire an
 // alert for a certificate nobody gets), and a name two certificates share
-// (an RSA and an ECDSA one) shows the earlier expiry.
+// shows the earlier expiry, so that an alert fires for whichever ends first.
 func (m *TLSMetrics) Served(certs []CertExpiry) {
 	first := make(map[string]time.Time, len(certs))
 	for _, c := range certs {

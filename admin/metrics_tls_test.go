@@ -13,8 +13,8 @@ import (
 // TestTLSExpiryFollowsTheServedCertificates: the expiry series are those of
 // the certificates served now. A renewal that changes a certificate's name
 // drops the old name's series (its old expiry would page someone for a
-// certificate no longer served), and two certificates for one name (an
-// RSA and an ECDSA one) show the one that expires first.
+// certificate no longer served), and two certificates with one first name
+// show the one that expires first.
 func TestTLSExpiryFollowsTheServedCertificates(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := admin.NewTLSMetrics(reg)
@@ -23,8 +23,8 @@ func TestTLSExpiryFollowsTheServedCertificates(t *testing.T) {
 
 	m.Served([]admin.CertExpiry{{Name: "old.example.com", NotAfter: soon}})
 	m.Served([]admin.CertExpiry{
-		{Name: "shop.example.com", NotAfter: later}, // RSA
-		{Name: "shop.example.com", NotAfter: soon},  // ECDSA, expires first
+		{Name: "shop.example.com", NotAfter: later},
+		{Name: "shop.example.com", NotAfter: soon}, // expires first
 	})
 	text := scrape(t, srv)
 	if strings.Contains(text, "old.example.com") {
