@@ -229,7 +229,8 @@ func (c *checker) distinctListeners() {
 
 // sharePort reports whether listeners on a and b would take one port: the
 // same port (not 0, which picks a free one) on the same host, or on any
-// host when either listens on every address.
+// host when either listens on every address ("", "0.0.0.0" and "::": Go
+// listens on both IPv4 and IPv6 for each).
 func sharePort(a, b string) bool {
 	ha, pa, erra := net.SplitHostPort(a)
 	hb, pb, errb := net.SplitHostPort(b)
