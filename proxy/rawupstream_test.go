@@ -12,57 +12,67 @@ import (
 	"time"
 )
 
-// rawUp is an upstream written by hand, for answers no HTTP server library
-// would send: it writes answer after each request it reads, and closes the
-// connection then if close is set.
-type rawUp struct {
-	ln net.Listener
-	wg sync.WaitGroup
-}
-
-func newRawUp(t *testing.T, answer string, close bool) *rawUp {
+// serveConns listens on a free loopback port and runs serve on each
+// connection it accepts, closing the connection when serve returns; the
+// test's end closes the listener and every live connection and waits for
+// them.
+func serveConns(t *testing.T, serve func(c net.Conn)) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUp{ln: ln}
-	var live sync.Map
-	u.wg.Add(1)
+	var (
+		live sync.Map
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
 	go func() {
-		defer u.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			live.Store(c, true)
-			u.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer u.wg.Done()
+				defer wg.Done()
 				defer c.Close()
 				defer live.Delete(c)
-				br := bufio.NewReader(c)
-				for {
-					r, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, r.Body)
-					_, _ = io.WriteString(c, answer)
-					if close {
-						return
-					}
-				}
+				serve(c)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		live.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		u.wg.Wait()
+		wg.Wait()
 	})
-	return u
+	return ln
+}
+
+// rawUp is an upstream written by hand, for answers no HTTP server library
+// would send: it writes answer after each request it reads, and closes the
+// connection then if close is set.
+type rawUp struct{ ln net.Listener }
+
+func newRawUp(t *testing.T, answer string, close bool) *rawUp {
+	t.Helper()
+	return &rawUp{ln: serveConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(c, answer)
+			if close {
+				return
+			}
+		}
+	})}
 }
 
 func (u *rawUp) url() string { return "http://" + u.ln.Addr().String() }

@@ -26,59 +26,33 @@ type countingUp struct {
 	mu     sync.Mutex
 	seen   map[string]int
 	bodies []int // length of each request body read
-	wg     sync.WaitGroup
 }
 
 func newCountingUp(t *testing.T, mode string) *countingUp {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &countingUp{ln: ln, mode: mode, seen: map[string]int{}}
-	var live sync.Map
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
+	u := &countingUp{mode: mode, seen: map[string]int{}}
+	u.ln = serveConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			r, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			live.Store(c, true)
-			u.wg.Add(1)
-			go func() {
-				defer u.wg.Done()
-				defer c.Close()
-				defer live.Delete(c)
-				br := bufio.NewReader(c)
-				for {
-					r, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					n, _ := io.Copy(io.Discard, r.Body)
-					u.mu.Lock()
-					u.seen[r.Method]++
-					u.bodies = append(u.bodies, int(n))
-					u.mu.Unlock()
-					switch u.mode {
-					case "reset":
-						c.(*net.TCPConn).SetLinger(0)
-						return
-					case "503":
-						io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
-					default:
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					}
-				}
-			}()
+			n, _ := io.Copy(io.Discard, r.Body)
+			u.mu.Lock()
+			u.seen[r.Method]++
+			u.bodies = append(u.bodies, int(n))
+			u.mu.Unlock()
+			switch u.mode {
+			case "reset":
+				c.(*net.TCPConn).SetLinger(0)
+				return
+			case "503":
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+			default:
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
 		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		live.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		u.wg.Wait()
 	})
 	return u
 }
