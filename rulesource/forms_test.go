@@ -19,10 +19,25 @@ import (
 func TestPushWatchAndBeatOnSentinelAndCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0, 2*time.Second)
 	se := redistest.StartSentinels(t, redistest.SentinelOptions{Password: "pw"})
-	for name, tg := range map[string]config.RedisTarget{
-		"cluster":  {ClusterAddrs: cl.Addrs()},
-		"sentinel": {Sentinel: &config.Sentinel{MasterName: se.MasterName, Addrs: se.Addrs(), Password: "pw"}},
+	for name, f := range map[string]struct {
+		target config.RedisTarget
+		nodes  []*redistest.Server // where a subscription may be
+	}{
+		"cluster":  {config.RedisTarget{ClusterAddrs: cl.Addrs()}, cl.Nodes},
+		"sentinel": {config.RedisTarget{Sentinel: &config.Sentinel{MasterName: se.MasterName, Addrs: se.Addrs(), Password: "pw"}}, []*redistest.Server{se.Master}},
 	} {
+		tg := f.target
+		// subscribed reports whether a client listens on channel, on any node.
+		subscribed := func(channel string) bool {
+			for _, n := range f.nodes {
+				if r, err := n.Do("PUBSUB", "NUMSUB", channel); err == nil {
+					if l, ok := r.([]redistest.Reply); ok && len(l) == 2 && l[1] != "0" {
+						return true
+					}
+				}
+			}
+			return false
+		}
 		t.Run(name, func(t *testing.T) {
 			c, err := redisconn.New(tg, redisconn.Options{Timeout: time.Second, DialTimeout: 500 * time.Millisecond, Retries: 1, PoolSize: 4})
 			if err != nil {
@@ -44,7 +59,7 @@ func TestPushWatchAndBeatOnSentinelAndCluster(t *testing.T) {
 					}})
 					close(done)
 				}()
-				time.Sleep(300 * time.Millisecond) // subscribed before the push
+				waitFor(t, 5*time.Second, key+" subscribed", func() bool { return subscribed(key + ":changed") })
 				d, err := s.Push(ctx, []byte("a: 1\n"), 0)
 				if err != nil {
 					t.Fatalf("%s push: %v", key, err)
