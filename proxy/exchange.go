@@ -26,9 +26,13 @@ type exchange struct {
 	status     int
 	failed     bool // transport failure or timeout
 	clientGone bool
-	body       *clientBody // the request body as forwarded; nil: none
-	call       call        // what the route's guards know and hold of the request
-	try        tries       // the targets it was sent to
+	// writeFailed: a write to the client failed, so it is gone even if
+	// its context has not been cancelled yet (the server's reader may not
+	// have seen the closed connection).
+	writeFailed bool
+	body        *clientBody // the request body as forwarded; nil: none
+	call        call        // what the route's guards know and hold of the request
+	try         tries       // the targets it was sent to
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with
@@ -94,7 +98,11 @@ func (e *exchange) Write(b []byte) (int, error) {
 	if e.status == 0 {
 		e.status = http.StatusOK
 	}
-	return e.ResponseWriter.Write(b)
+	n, err := e.ResponseWriter.Write(b)
+	if err != nil {
+		e.writeFailed = true
+	}
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach Flush and Hijack (streaming,

@@ -105,7 +105,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	defer func() {
 		end := s.clock.Now()
 		elapsed := time.Duration(end - start)
-		gone := ex.clientCtx.Err() != nil
+		gone := ex.clientCtx.Err() != nil || ex.writeFailed
 		rt.settle(ex, end, finished, gone)
 		failed := !gone && (!finished || ex.failed || ex.status >= 500)
 		ex.call.exit(end, outcome{rt: elapsed, failed: failed, abandoned: gone && ex.status == 0})
