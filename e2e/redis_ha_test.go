@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice/internal/redistest"
+)
+
+// A Redis that survives (docs/redis-ha.md): gateways counting cluster rules
+// in a Redis watched by Sentinel, through a failover under load, and in a
+// three-shard Redis Cluster, every process real and started by the test.
+
+// haSeries scrapes a gateway's sluice_cluster_redis_up series: master ->
+// value, and the form label they carry.
+func haSeries(g *gateway) (series map[string]float64, form string) {
+	resp, err := http.Get(g.AdminURL + "/metrics")
+	if err != nil {
+		return nil, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	series = map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "sluice_cluster_redis_up{")
+		if !ok {
+			continue
+		}
+		labels, v, _ := strings.Cut(rest, "} ")
+		var master string
+		for _, kv := range strings.Split(labels, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			val = strings.Trim(val, `"`)
+			switch k {
+			case "form":
+				form = val
+			case "master":
+				master = val
+			}
+		}
+		var f float64
+		fmt.Sscan(v, &f)
+		series[master] = f
+	}
+	return series, form
+}
+
+// haUpAt reports whether the gateway's only series is master addr, up.
+func haUpAt(g *gateway, addr string) bool {
+	s, _ := haSeries(g)
+	return len(s) == 1 && s[addr] == 1
+}
+
+// TestRedisSentinelFailoverUnderLoad: a master, its replica and three
+// Sentinels (with requirepass); two gateways share a global count of 40,
+// each offered 60/s. The master is killed with SIGKILL at 4 s. Before, the
+// two pass 40/s in all; while no master answers each falls back to the rule
+// as a local one (40/s each, 80/s in all); once the Sentinels have
+// promoted the replica the gateways find it by themselves and pass 40/s in
+// all again, within a few seconds, with no restart. Every answer is a 200
+// or a 429, and the metric and /api/rules name the new master, never the
+// password.
+func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
+	const password = "hunter2-sentinel"
+	sen := redistest.StartSentinels(t, redistest.SentinelOptions{DownAfter: time.Second, Password: password})
+	up := startUpstream(t, nil)
+	rules := rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /c
+    upstream: up
+    resource: c
+flowRules:
+  - resource: c
+    count: 40
+    clusterMode: true
+    clusterConfig:
+      thresholdType: global
+      fallbackToLocalWhenFail: true
+cluster:
+  sentinel:
+    masterName: %s
+    addrs: [%s]
+    password: %s
+  namespace: %s
+`, sen.MasterName, strings.Join(sen.Addrs(), ", "), password, clNamespace(t)))
+	gs := clStartGateways(t, 2, rules)
+	for i, g := range gs {
+		if !haUpAt(g, sen.Master.Addr()) {
+			s, form := haSeries(g)
+			t.Fatalf("gateway %d: sluice_cluster_redis_up %v (form %q), want master %s up", i, s, form, sen.Master.Addr())
+		}
+	}
+
+	const (
+		killAt = 4 * time.Second
+		end    = 16 * time.Second
+	)
+	var mu sync.Mutex
+	var promotedAt time.Duration
+	downAt := make([]time.Duration, len(gs)) // the gauge of the old master went to 0
+	upAt := make([]time.Duration, len(gs))   // the new master's gauge is 1
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var once sync.Once
+	finish := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer finish()
+	launched := time.Now()
+	wg.Go(func() {
+		time.Sleep(killAt - time.Since(launched))
+		sen.Master.Kill()
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			at := time.Since(launched)
+			if at < killAt {
+				continue
+			}
+			promoted := sen.CurrentMaster() == sen.Replica.Addr()
+			mu.Lock()
+			if promoted && promotedAt == 0 {
+				promotedAt = at
+			}
+			for i, g := range gs {
+				s, _ := haSeries(g)
+				if downAt[i] == 0 && s[sen.Master.Addr()] == 0 {
+					downAt[i] = at
+				}
+				if upAt[i] == 0 && len(s) == 1 && s[sen.Replica.Addr()] == 1 {
+					upAt[i] = at
+				}
+			}
+			mu.Unlock()
+		}
+	})
+	rs := clRunAll(t, clEach(gs, "/c", 60, end))
+	finish()
+
+	clOnly200And429(t, "Sentinel failover", rs...)
+	secs := int(end / time.Second)
+	ps := clPerSecond(rs, secs)
+	t.Logf("global count 40, 2 gateways x 60/s, master SIGKILLed at %v: passes per second %v; Sentinels promoted the replica at %v; gauge of the old master 0 at %v, new master 1 at %v",
+		killAt, ps, promotedAt, downAt, upAt)
+	if promotedAt == 0 {
+		t.Fatalf("the Sentinels never promoted the replica")
+	}
+	back := max(upAt[0], upAt[1])
+	for i := range gs {
+		if downAt[i] == 0 || downAt[i]-killAt > 1500*time.Millisecond {
+			t.Errorf("gateway %d: the old master's gauge went to 0 at %v, want within about 1 s of the kill at %v", i, downAt[i], killAt)
+		}
+		if upAt[i] == 0 || upAt[i]-promotedAt > 3*time.Second {
+			t.Errorf("gateway %d: the new master's gauge was 1 at %v, want within 3 s of the promotion at %v", i, upAt[i], promotedAt)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// Global before: every whole second before the kill.
+	for s := 0; s < int(killAt/time.Second); s++ {
+		if !clWithin(ps[s], 40, 0.10) {
+			t.Errorf("second %d, before the kill: %d passes in all, want 40 ±10%%", s, ps[s])
+		}
+	}
+	// Local during: from 0.5 s after both gateways saw the master go until
+	// both saw the new one, each gateway passes its local 40/s.
+	local := [2]time.Duration{max(downAt[0], downAt[1]) + 500*time.Millisecond, min(upAt[0], upAt[1]) - 200*time.Millisecond}
+	if span := local[1] - local[0]; span >= time.Second {
+		got := clPasses(rs, local[0], local[1])
+		want := 80 * span.Seconds()
+		if !clWithin(got, want, 0.15) {
+			t.Errorf("during the failover [%v, %v): %d passes in all, want %.0f (each gateway's local 40/s) ±15%%", local[0], local[1], got, want)
+		}
+	} else {
+		t.Logf("the failover left less than 1 s of local limiting [%v, %v); its rate is not checked", local[0], local[1])
+	}
+	// Global again after: from 1 s after both found the new master.
+	after := [2]time.Duration{back.Truncate(time.Second) + 2*time.Second, end}
+	if after[1]-after[0] < 3*time.Second {
+		t.Fatalf("global limiting resumed at %v: less than 3 s of load left to check it", back)
+	}
+	for s := int(after[0] / time.Second); s < secs; s++ {
+		if !clWithin(ps[s], 40, 0.10) {
+			t.Errorf("second %d, after the failover: %d passes in all, want 40 ±10%%", s, ps[s])
+		}
+	}
+	// The admin API names the form and the new master, never the password.
+	for i, g := range gs {
+		resp, body := get(t, g.AdminURL+"/api/rules")
+		if resp.StatusCode != 200 || strings.Contains(body, password) {
+			t.Errorf("gateway %d: /api/rules %d, shows the password: %v", i, resp.StatusCode, strings.Contains(body, password))
+		}
+		var doc struct {
+			Cluster struct {
+				Form    string
+				Up      bool
+				Masters []struct {
+					Addr string
+					Up   bool
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatal(err)
+		}
+		c := doc.Cluster
+		if c.Form != "sentinel" || !c.Up || len(c.Masters) != 1 || c.Masters[0].Addr != sen.Replica.Addr() {
+			t.Errorf("gateway %d: /api/rules cluster = %+v, want form sentinel, up, master %s", i, c, sen.Replica.Addr())
+		}
+		if n := len(g.logs.events("cluster: redis failing")); n != 1 {
+			t.Errorf("gateway %d logged %d 'redis failing' events, want 1", i, n)
+		}
+	}
+}
