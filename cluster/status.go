@@ -56,6 +56,9 @@ func (s *Service) probeMasters(ctx context.Context, beatErr error) (ms []redisco
 		return s.rdb.Masters(ctx), beatErr
 	}
 	ms, err = s.rdb.PingMasters(ctx)
+	if err == nil && len(ms) == 0 {
+		err = errors.New("cluster: the Redis Cluster has no master serving slots yet")
+	}
 	for _, m := range ms {
 		if m.Err != nil && err == nil {
 			err = errors.New("cluster: master " + m.Addr + ": " + m.Err.Error())

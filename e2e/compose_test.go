@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,13 +15,22 @@ import (
 )
 
 // Docker cannot run on our machines, so this test checks what it can of
-// docker-compose.yml: every sluice service's rules file passes `sluice
-// validate`, and the services refer to each other consistently.
+// each compose file: every sluice service's rules file passes `sluice
+// validate`, and the services refer to each other consistently (every host
+// the rules name, an upstream or a Redis in any of its forms, is a service
+// the gateway depends on).
 func TestDockerComposeIsConsistent(t *testing.T) {
-	raw, err := os.ReadFile("../docker-compose.yml")
+	for _, file := range []string{"../docker-compose.yml", "../deploy/compose-sentinel.yml", "../deploy/compose-cluster.yml"} {
+		t.Run(filepath.Base(file), func(t *testing.T) { checkCompose(t, file) })
+	}
+}
+
+func checkCompose(t *testing.T, file string) {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := filepath.Dir(file)
 	var compose struct {
 		Services map[string]struct {
 			Build     string    `yaml:"build"`
@@ -33,9 +43,6 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat("../Dockerfile"); err != nil {
-		t.Errorf("docker-compose.yml builds '.', but: %v", err)
 	}
 	hostPorts := map[string]string{}
 	gateways := 0
@@ -53,8 +60,15 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 			}
 			hostPorts[host] = name
 		}
-		if svc.Build != "." {
+		if svc.Build == "" {
 			continue
+		}
+		// A sluice service: built from the repository's root.
+		if filepath.Join(dir, svc.Build) != ".." {
+			t.Errorf("service %s builds %q, not the repository's root", name, svc.Build)
+		}
+		if _, err := os.Stat(filepath.Join(dir, svc.Build, "Dockerfile")); err != nil {
+			t.Errorf("service %s builds %q, but: %v", name, svc.Build, err)
 		}
 		gateways++
 		// The rules file is the volume mounted where -config points.
@@ -68,7 +82,7 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 			for _, v := range svc.Volumes {
 				parts := strings.Split(v, ":")
 				if len(parts) >= 2 && parts[1] == inside {
-					return filepath.Join("..", parts[0])
+					return filepath.Join(dir, parts[0])
 				}
 			}
 			return ""
@@ -95,43 +109,78 @@ func TestDockerComposeIsConsistent(t *testing.T) {
 			t.Errorf("service %s: sluice validate %s: %v\n%s", name, local, err, out)
 			continue
 		}
-		// Every host the rules name (upstream targets, Redis) is a service.
-		var rules struct {
-			Upstreams map[string]struct{ Targets []string } `yaml:"upstreams"`
-			Cluster   struct{ Redis string }                `yaml:"cluster"`
-			Source    struct{ Redis string }                `yaml:"rulesSource"`
-		}
-		b, _ := os.ReadFile(local)
-		if err := yaml.Unmarshal(b, &rules); err != nil {
-			t.Fatal(err)
-		}
-		var urls []string
-		for _, u := range rules.Upstreams {
-			urls = append(urls, u.Targets...)
-		}
-		if rules.Cluster.Redis != "" {
-			urls = append(urls, rules.Cluster.Redis)
-		}
-		if rules.Source.Redis != "" {
-			urls = append(urls, rules.Source.Redis)
-		}
-		for _, raw := range urls {
-			u, err := url.Parse(raw)
-			if err != nil {
-				t.Errorf("service %s: %q: %v", name, raw, err)
-				continue
+		for _, host := range composeHosts(t, local) {
+			if _, ok := compose.Services[host]; !ok {
+				t.Errorf("service %s: rules name host %q, which is no compose service", name, host)
 			}
-			if _, ok := compose.Services[u.Hostname()]; !ok {
-				t.Errorf("service %s: rules name host %q, which is no compose service", name, u.Hostname())
-			}
-			if !contains(svc.DependsOn, u.Hostname()) {
-				t.Errorf("service %s: uses %s but does not depend on it", name, u.Hostname())
+			if !contains(svc.DependsOn, host) {
+				t.Errorf("service %s: uses %s but does not depend on it", name, host)
 			}
 		}
 	}
 	if gateways < 2 {
-		t.Errorf("%d sluice gateways in docker-compose.yml, want at least 2 sharing a cluster rule", gateways)
+		t.Errorf("%d sluice gateways in %s, want at least 2 sharing a cluster rule", gateways, file)
 	}
+}
+
+// redisNamed is a Redis as a rules file names it, in any of its forms.
+type redisNamed struct {
+	Redis    string `yaml:"redis"`
+	Sentinel struct {
+		Addrs []string `yaml:"addrs"`
+	} `yaml:"sentinel"`
+	ClusterAddrs []string `yaml:"clusterAddrs"`
+}
+
+// composeHosts are the hosts a rules file names: its upstream targets and
+// the Redis of cluster and rulesSource, in whichever form (URL, Sentinels,
+// Cluster seeds).
+func composeHosts(t *testing.T, rulesFile string) []string {
+	t.Helper()
+	var rules struct {
+		Upstreams map[string]struct{ Targets []string } `yaml:"upstreams"`
+		Cluster   redisNamed                            `yaml:"cluster"`
+		Source    redisNamed                            `yaml:"rulesSource"`
+	}
+	b, _ := os.ReadFile(rulesFile)
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var urls, addrs []string
+	for _, u := range rules.Upstreams {
+		urls = append(urls, u.Targets...)
+	}
+	for _, r := range []redisNamed{rules.Cluster, rules.Source} {
+		if r.Redis != "" {
+			urls = append(urls, r.Redis)
+		}
+		addrs = append(addrs, r.Sentinel.Addrs...)
+		for _, a := range r.ClusterAddrs {
+			if strings.Contains(a, "://") {
+				urls = append(urls, a)
+			} else {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	var hosts []string
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Errorf("%s: %q: %v", rulesFile, raw, err)
+			continue
+		}
+		hosts = append(hosts, u.Hostname())
+	}
+	for _, a := range addrs {
+		h, _, err := net.SplitHostPort(a)
+		if err != nil {
+			t.Errorf("%s: %q: %v", rulesFile, a, err)
+			continue
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // dependsOn reads depends_on in both of compose's forms: a list of
