@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -168,12 +169,31 @@ cluster:
 	if t.Failed() {
 		return
 	}
-	// Global before: every whole second before the kill.
-	for s := 0; s < int(killAt/time.Second); s++ {
-		if !clWithin(ps[s], 40, 0.10) {
-			t.Errorf("second %d, before the kill: %d passes in all, want 40 ±10%%", s, ps[s])
+	// global checks that [from, to) passed 40/s in all: ±10% over the span,
+	// ±15% in each of its seconds (an exact window under a strictly periodic
+	// overload can leave a freed token to the next send, so one second may
+	// pass a few less), and never more than about 40 in a real second.
+	global := func(what string, from, to int) {
+		sum := 0
+		for s := from; s < to; s++ {
+			sum += ps[s]
+			if !clWithin(ps[s], 40, 0.15) {
+				t.Errorf("second %d, %s: %d passes in all, want 40 ±15%%", s, what, ps[s])
+			}
+		}
+		if want := 40.0 * float64(to-from); !clWithin(sum, want, 0.10) {
+			t.Errorf("seconds [%d, %d), %s: %d passes in all, want %.0f (40/s) ±10%%", from, to, what, sum, want)
+		}
+		span := clMerged(rs)
+		span.hits = slices.DeleteFunc(slices.Clone(span.hits), func(h hit) bool {
+			return h.sent < time.Duration(from)*time.Second || h.sent >= time.Duration(to)*time.Second
+		})
+		// Loadgens start a few ms apart, so merged send times may shift a little.
+		if m := span.maxInWindow(200, time.Second); m > 44 {
+			t.Errorf("%s: a real 1 s interval passed %d in all, want at most about 40", what, m)
 		}
 	}
+	global("before the kill", 0, int(killAt/time.Second))
 	// Local during: from 0.5 s after both gateways saw the master go until
 	// both saw the new one, each gateway passes its local 40/s.
 	local := [2]time.Duration{max(downAt[0], downAt[1]) + 500*time.Millisecond, min(upAt[0], upAt[1]) - 200*time.Millisecond}
@@ -191,11 +211,7 @@ cluster:
 	if after[1]-after[0] < 3*time.Second {
 		t.Fatalf("global limiting resumed at %v: less than 3 s of load left to check it", back)
 	}
-	for s := int(after[0] / time.Second); s < secs; s++ {
-		if !clWithin(ps[s], 40, 0.10) {
-			t.Errorf("second %d, after the failover: %d passes in all, want 40 ±10%%", s, ps[s])
-		}
-	}
+	global("after the failover", int(after[0]/time.Second), secs)
 	// The admin API names the form and the new master, never the password.
 	for i, g := range gs {
 		resp, body := get(t, g.AdminURL+"/api/rules")
