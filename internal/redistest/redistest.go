@@ -405,6 +405,9 @@ func StartCluster(t testing.TB, shards, replicas int, nodeTimeout time.Duration)
 // StartSingleShardCluster is a Redis Cluster of one master holding every
 // slot: the baseline that shows what adding shards adds.
 func StartSingleShardCluster(t testing.TB, nodeTimeout time.Duration) *Cluster {
+	if nodeTimeout <= 0 {
+		nodeTimeout = time.Second
+	}
 	t.Helper()
 	c := startNodes(t, 1, nodeTimeout)
 	if _, err := c.Nodes[0].Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
