@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // call is one Acquire waiting for its batch. The batcher fills ok and then
@@ -27,8 +29,8 @@ type call struct {
 	stamp    int64         // their stamp in the window (Redis µs), to return them if unused
 	done     chan error
 	// scratch for deciding this call alone, without allocating
-	keys [2]string
-	args [9]any
+	keys [1]string
+	args [10]any
 }
 
 // batcher takes the first waiting call, then every call already queued behind
@@ -38,8 +40,8 @@ type call struct {
 func (s *Service) batcher() {
 	defer s.wg.Done()
 	batch := make([]*call, 0, maxBatch)
-	keys := make([]string, 0, maxBatch+1)
-	args := make([]any, 0, 2+7*maxBatch)
+	keys := make([]string, 0, maxBatch)
+	args := make([]any, 0, 3+7*maxBatch)
 	for {
 		select {
 		case <-s.quit:
@@ -82,33 +84,124 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		return
 	}
 	now := time.Now()
-	keys = append(keys[:0], s.gwKey)
-	args = append(args[:0], s.expiry, 0)
 	live := batch[:0]
-	var latest time.Duration
+	oneSlot := true
 	for _, c := range batch {
 		if !now.Before(c.deadline) { // its caller has given up
 			c.done <- ErrTimeout
 			continue
 		}
-		keys = append(keys, c.key)
-		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt)
 		live = append(live, c)
-		latest = max(latest, c.at)
+		oneSlot = oneSlot && c.spec.slot == live[0].spec.slot
 	}
 	if len(live) == 0 {
 		return
+	}
+	if s.sharded && !oneSlot {
+		s.decideSlots(live)
+		return
+	}
+	keys, args = s.scriptArgs(live, keys, args)
+	ctx, cancel := s.callContext()
+	// The socket deadlines (Options.Timeout) bound the round trip; callers
+	// queued longer than that have their own timers.
+	res, err := s.scripts.acquire.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	cancel()
+	s.answer(live, res, err)
+	clear(args) // drop references to keys and specs
+	clear(keys)
+}
+
+// scriptArgs appends the acquire script's keys and arguments for calls.
+func (s *Service) scriptArgs(calls []*call, keys []string, args []any) ([]string, []any) {
+	n, at := any(0), any(0)
+	if r := s.gateways.Load(); r != nil {
+		n, at = r.nArg, r.atArg
+	}
+	keys = keys[:0]
+	args = append(args[:0], n, 0, at)
+	var latest time.Duration
+	for _, c := range calls {
+		keys = append(keys, c.key)
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt)
+		latest = max(latest, c.at)
 	}
 	if s.clock != nil {
 		// A test's clock: decide at the batch's latest start, as TIME
 		// would be no earlier than any of them.
 		args[1] = latest.Microseconds()
 	}
-	// The socket deadlines (Options.Timeout) bound the round trip; callers
-	// queued longer than that have their own timers.
-	res, err := s.scripts.acquire.Run(context.Background(), s.rdb, keys, args...).Int64Slice()
-	if err == nil && len(res) != 4*len(live) {
-		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(live)) + " calls")
+	return keys, args
+}
+
+// callContext bounds a script run on a Redis Cluster, where go-redis may
+// follow a redirect or retry another node within one call; elsewhere the
+// socket deadlines do, at no allocation.
+func (s *Service) callContext() (context.Context, context.CancelFunc) {
+	if !s.sharded {
+		return context.Background(), func() {}
+	}
+	return context.WithTimeout(context.Background(), s.opts.Timeout)
+}
+
+// decideSlots decides a batch whose windows sit in several hash slots of a
+// Redis Cluster: one script run per slot (a script's keys must share one),
+// all sent in one pipeline, which go-redis splits by node and sends to the
+// nodes at once. A slot whose shard fails fails only its own calls.
+func (s *Service) decideSlots(calls []*call) {
+	bySlot := map[int][]*call{}
+	var slots []int
+	for _, c := range calls {
+		if _, ok := bySlot[c.spec.slot]; !ok {
+			slots = append(slots, c.spec.slot)
+		}
+		bySlot[c.spec.slot] = append(bySlot[c.spec.slot], c)
+	}
+	ctx, cancel := s.callContext()
+	defer cancel()
+	run := func(slots []int, sha bool) []*redis.Cmd {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(slots))
+		for i, slot := range slots {
+			keys, args := s.scriptArgs(bySlot[slot], nil, nil)
+			if sha {
+				cmds[i] = s.scripts.acquire.EvalSha(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = s.scripts.acquire.Eval(ctx, pipe, keys, args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command holds its own error
+		return cmds
+	}
+	cmds := run(slots, true)
+	// A node that has not seen the script yet (a new or promoted master)
+	// says NOSCRIPT: send those again with the script's text.
+	var again []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, slots[i])
+		}
+	}
+	if len(again) > 0 {
+		for i, cmd := range run(again, false) {
+			for j, slot := range slots {
+				if slot == again[i] {
+					cmds[j] = cmd
+				}
+			}
+		}
+	}
+	for i, slot := range slots {
+		res, err := cmds[i].Int64Slice()
+		s.answer(bySlot[slot], res, err)
+	}
+}
+
+// answer hands one script run's results (or error) to its calls and feeds
+// the breaker.
+func (s *Service) answer(calls []*call, res []int64, err error) {
+	if err == nil && len(res) != 4*len(calls) {
+		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(calls)) + " calls")
 	}
 	s.report(err, false)
 	if err != nil {
@@ -117,12 +210,12 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		} else {
 			err = errors.Join(ErrUnavailable, err)
 		}
-		for _, c := range live {
+		for _, c := range calls {
 			c.done <- err
 		}
 		return
 	}
-	for i, c := range live {
+	for i, c := range calls {
 		r := res[4*i : 4*i+4]
 		c.ok = r[0] == 0
 		c.retry = time.Duration(r[0]) * time.Microsecond
@@ -131,8 +224,6 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 		c.stamp = r[3]
 		c.done <- nil
 	}
-	clear(args) // drop references to keys and specs
-	clear(keys)
 }
 
 func isTimeout(err error) bool {

@@ -13,6 +13,7 @@ import (
 
 	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/redistest"
 )
 
 // The benchmarks run against the local Redis. Compare the Service (batched)
@@ -98,11 +99,11 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	script := redis.NewScript(cluster.AcquireSrc)
-	ns := "{" + namespace(b) + "}:"
-	keys := []string{ns + "gw", ns + "w:baseline:"}
+	keys := []string{"{" + namespace(b) + ":w:baseline}:"}
 	call := func(ctx context.Context) error {
-		// expiry, Redis's clock, then count, n, statIntervalMs, avgLocal, demand (no lease)
-		return script.Run(ctx, rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
+		// live gateways, Redis's clock, their stamp, then count, n,
+		// statIntervalMs, avgLocal, demand (no lease), no returned tokens
+		return script.Run(ctx, rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
 	}
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -198,11 +199,10 @@ func BenchmarkLatency(b *testing.B) {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	script := redis.NewScript(cluster.AcquireSrc)
-	ns := "{" + namespace(b) + "}:"
-	keys := []string{ns + "gw", ns + "w:baseline:"}
+	keys := []string{"{" + namespace(b) + ":w:baseline}:"}
 	b.Run("baseline", func(b *testing.B) {
 		runLatency(b, func() error {
-			return script.Run(context.Background(), rdb, keys, "3000", 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
+			return script.Run(context.Background(), rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
 		})
 	})
 }
@@ -282,4 +282,76 @@ func BenchmarkAcquireNearCount(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		b.ReportMetric(float64(passes.Load())/math.Ceil(b.Elapsed().Seconds()), "passes/interval")
 	})
+}
+
+// BenchmarkAcquireShards is throughput near the count on a Redis Cluster of
+// one shard and of three: six rules, each window filled past half so that
+// every call is a pass decided in Redis (no lease), called from 16
+// goroutines per CPU; calls on several rules spread over the shards' slots,
+// one script run per slot, sent to the shards at once.
+//
+//	go test -run '^$' -bench AcquireShards -benchtime=3s ./cluster
+func BenchmarkAcquireShards(b *testing.B) {
+	for _, shards := range []int{1, 3} {
+		b.Run("shards="+strconv.Itoa(shards), func(b *testing.B) {
+			var cl *redistest.Cluster
+			if shards == 1 {
+				cl = redistest.StartSingleShardCluster(b, time.Second)
+			} else {
+				cl = redistest.StartCluster(b, shards, 0, time.Second)
+			}
+			s := newService(b, cluster.Options{Redis: config.RedisTarget{ClusterAddrs: cl.Addrs()},
+				Namespace: namespace(b), Timeout: time.Second})
+			var rules []*config.FlowRule
+			for i := range 6 {
+				r := qpsRule(4e6, config.ThresholdGlobal)
+				r.Resource = "r" + strconv.Itoa(i)
+				r.StatIntervalMs = 3600 * 1000
+				if ok, err := s.Acquire(r, "", 2_100_000); !ok || err != nil {
+					b.Fatalf("filling rule %d: %v, %v", i, ok, err)
+				}
+				rules = append(rules, r)
+			}
+			// Redis's own CPU per shard (INFO cpu), to tell what bounds the
+			// rate: a shard at one core is full; shards on their own cores
+			// or hosts add up.
+			cpu := func() []float64 {
+				out := make([]float64, len(cl.Nodes))
+				for i, n := range cl.Nodes {
+					for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+						v, _ := strconv.ParseFloat(n.Info(f), 64)
+						out[i] += v
+					}
+				}
+				return out
+			}
+			before := cpu()
+			var next atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				r := rules[next.Add(1)%int64(len(rules))]
+				for pb.Next() {
+					if ok, err := s.Acquire(r, "", 1); !ok || err != nil {
+						b.Error(ok, err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			after := cpu()
+			var total, busiest float64
+			for i := range after {
+				d := after[i] - before[i]
+				total += d
+				busiest = max(busiest, d)
+			}
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "passes/s")
+			b.ReportMetric(total*1e6/float64(b.N), "redis-µs/pass")
+			b.ReportMetric(busiest/b.Elapsed().Seconds(), "busiest-shard-cores")
+			// What the shards could pass with a core each, at this cost.
+			b.ReportMetric(rate*b.Elapsed().Seconds()/busiest, "passes/s-at-a-core-per-shard")
+		})
+	}
 }

@@ -170,10 +170,12 @@ func TestAvgLocalCountsLiveGateways(t *testing.T) {
 	took := waitFor(t, 5*time.Second, "stopped gateway dropped out", func() bool { return live() == 2 })
 	t.Logf("a gateway that stopped beating (heartbeat %v, expiry 3x) dropped out after %v", beat, took)
 
-	svcs[1].Close() // a clean shutdown leaves at once
-	if n := live(); n != 1 {
-		t.Errorf("after a gateway's Close the cluster counts %d gateways, want 1", n)
-	}
+	// A clean shutdown leaves the set at once; the others read it within
+	// a quarter heartbeat while an avgLocal rule is in use (live() keeps
+	// one in use).
+	svcs[1].Close()
+	took = waitFor(t, beat, "a closed gateway dropped out", func() bool { return live() == 1 })
+	t.Logf("a closed gateway dropped out after %v", took)
 }
 
 func TestRedisDeathAndReturn(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"sluice/config"
+	"sluice/internal/redisconn"
 )
 
 // ruleIdent is the part of a FlowRule that defines what is counted and how
@@ -33,7 +34,12 @@ func identOf(r *config.FlowRule) ruleIdent {
 
 // ruleSpec is what the acquire script needs about a rule, prepared once.
 type ruleSpec struct {
-	prefix string // namespace + "w:" + rule hash + ":"; the origin follows
+	// prefix is "{namespace:w:<rule hash>}:", the origin follows: the hash
+	// tag is the rule's, so all of a rule's windows share one Redis Cluster
+	// slot and different rules spread over the shards.
+	prefix string
+	slot   int  // the prefix's hash slot: calls of one slot share a script run
+	avg    bool // thresholdType avgLocal
 	// argv is the rule's script arguments besides n and demand, boxed once so
 	// that a call does not box them again: count, statIntervalMs, avgLocal flag.
 	argv [3]any
@@ -65,11 +71,14 @@ func newSpec(ns string, id ruleIdent) *ruleSpec {
 	if id.threshold == config.ThresholdAvgLocal {
 		avg = "1"
 	}
+	// "w:" rather than the bucketed window's "f:", and the rule's own hash
+	// tag rather than the namespace's: a gateway of an old layout meeting
+	// a new one counts apart instead of failing on a key of another type.
+	prefix := "{" + ns + ":w:" + strconv.FormatUint(id.hash(), 16) + "}:"
 	return &ruleSpec{
-		// "w:" rather than the bucketed window's "f:": a gateway of the old
-		// layout meeting a new one counts apart instead of failing on a
-		// key of another type.
-		prefix: ns + "w:" + strconv.FormatUint(id.hash(), 16) + ":",
+		prefix: prefix,
+		slot:   redisconn.Slot(prefix),
+		avg:    id.threshold == config.ThresholdAvgLocal,
 		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
 			strconv.FormatInt(iv, 10),
@@ -82,7 +91,7 @@ func newSpec(ns string, id ruleIdent) *ruleSpec {
 // config, not requests, so it stays small; it is cleared when it reaches
 // maxSpecs so that years of reloads cannot grow it.
 type specCache struct {
-	ns string
+	ns string // the namespace
 	mu sync.Mutex
 	m  map[ruleIdent]*ruleSpec // guarded by mu
 }

@@ -8,17 +8,20 @@ const (
 	// slot is one token, above it one group of ceil(limit/ringSlots) tokens.
 	ringSlots = 1024
 	// headerBytes precede the ring in a window's string: K, g, S, head,
-	// tail fill, newest stamp, and returned leased tokens not yet removed and
-	// their stamp, as little-endian doubles.
-	headerBytes = 64
+	// tail fill, newest stamp, returned leased tokens not yet removed and
+	// their stamp, and (avgLocal) the live gateways counted with and when
+	// they were read, as little-endian doubles.
+	headerBytes = 80
 )
 
 // acquireSrc decides a batch of calls atomically, on Redis's clock.
 //
-// KEYS[1] is the namespace's gateway set (member: gateway id, score: last
-// beat in Redis ms); KEYS[2..] are the calls' windows. ARGV[1] is the gateway
-// expiry in ms; ARGV[2] is 0, or (tests only) the instant in µs to decide at
-// instead of TIME; then 7 per call: count, n, statIntervalMs, avgLocal flag,
+// KEYS are the calls' windows, all in one hash slot (on a Redis Cluster
+// the caller runs one script per slot). ARGV[1] is the caller's latest
+// reading of the namespace's live gateways (0: none yet) and ARGV[3] when it
+// was read (Redis ms, on the gateway set's clock); ARGV[2] is 0, or (tests
+// only) the instant in µs to decide at instead of TIME; then 7 per call:
+// count, n, statIntervalMs, avgLocal flag,
 // demand (the caller's tokens per second on this window; 0: no lease), and
 // the caller's unused leased tokens with the stamp they were leased with
 // (0 0: none). Returns four numbers per call: first 0 for a pass, else the
@@ -29,7 +32,7 @@ const (
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
-// limit = count (x live gateways for avgLocal). It is a string: a 64-byte
+// limit = count (x live gateways for avgLocal). It is a string: an 80-byte
 // header, then a ring of S slots of 8 bytes, each the time (Redis µs, as a
 // double) of one group of g tokens, g = ceil(K/1024), S = ceil(K/g), in
 // insertion order; head is the oldest slot, head-1 the newest (the tail),
@@ -57,7 +60,13 @@ const (
 // good; whole groups above 1024), moving the older ones up so the ring stays
 // in order.
 //
-// When K changes (an avgLocal gateway joins or leaves) the ring is rebuilt
+// avgLocal: limit = count x live gateways. The gateway set sits in another
+// slot than the windows on a Redis Cluster, so a script cannot read it:
+// each gateway reads it with its heartbeat and passes its reading along,
+// and an avgLocal window keeps the newest reading any gateway gave it (by
+// the stamp), ignoring older ones. So gateways whose readings are a beat
+// apart do not make K flap; a joining gateway's reading, newer than every
+// other, counts from its first call. When K changes the ring is rebuilt
 // with the newest min(passes, K) of its passes: a pass dropped is older than
 // every pass kept, so no real interval gets more than the new K.
 //
@@ -71,8 +80,8 @@ local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = tonumber(ARGV[2])
 local synthetic = now > 0
 if not synthetic then now = real end
-local NMAX, HDR, SPAN = 1024, 64, 1024
-local live = -1
+local NMAX, HDR, SPAN = 1024, 80, 1024
+local gwn, gwa = tonumber(ARGV[1]), tonumber(ARGV[3])
 local out = {}
 local st = {}
 local order = {}
@@ -131,18 +140,6 @@ local function rebuild(s, K2)
     s.f = fill
     s.tn = groups[#groups]
   end
-end
-
-local function load(k, K, I)
-  local s = {k = k, I = I, len = 0, runs = {}, dirty = false}
-  local h = redis.call('GETRANGE', k, 0, HDR - 1)
-  if #h == HDR then
-    s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps = struct.unpack('<dddddddd', h)
-    if s.K ~= K then rebuild(s, K) end
-  else
-    fresh(s, K)
-  end
-  return s
 end
 
 -- the stamp of slot i: this batch's writes (s.runs, from slot s.lo) first
@@ -283,54 +280,54 @@ local function flush(s)
     for i, r in ipairs(s.runs) do parts[i] = string.rep(struct.pack('<d', r[1]), r[2]) end
     writeRing(s, s.lo, table.concat(parts))
   end
-  redis.call('SETRANGE', s.k, 0, struct.pack('<dddddddd', s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps))
+  redis.call('SETRANGE', s.k, 0, struct.pack('<dddddddddd', s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps, s.gn, s.ga))
   local ttl = math.max(1, math.ceil((s.tn + s.I - now) / 1000) + 1)
   -- a test's clock may run slower than Redis's: keep its windows
   if synthetic then ttl = math.max(ttl, 600000) end
   redis.call('PEXPIRE', s.k, ttl)
 end
 
-local function limitOf(a)
-  local limit = tonumber(ARGV[a])
-  if ARGV[a + 3] == '1' then
-    if live < 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', math.floor(real / 1000) - tonumber(ARGV[1]))
-      live = redis.call('ZCARD', KEYS[1])
-      if live < 1 then live = 1 end
-    end
-    limit = limit * live
-  end
-  return math.floor(limit + 1e-9)
-end
-
-local function window(k, K, I)
+-- the window of call a's key, read once per batch, and its K; nil when K < 1
+local function window(k, a)
   local s = st[k]
   if not s then
-    s = load(k, K, I)
+    s = {k = k, I = tonumber(ARGV[a + 2]) * 1000, len = 0, runs = {}, dirty = false, gn = 0, ga = 0}
+    local h = redis.call('GETRANGE', k, 0, HDR - 1)
+    if #h == HDR then
+      s.K, s.g, s.S, s.h, s.f, s.tn, s.pc, s.ps, s.gn, s.ga = struct.unpack('<dddddddddd', h)
+    end
     st[k] = s
+  end
+  local limit = tonumber(ARGV[a])
+  if ARGV[a + 3] == '1' then
+    -- the newest reading of the live gateways wins
+    if gwn > 0 and gwa > s.ga then s.gn, s.ga, s.dirty = gwn, gwa, true end
+    limit = limit * math.max(1, s.gn)
+  end
+  local K = math.floor(limit + 1e-9)
+  if K < 1 then return nil, K end
+  if not s.K then fresh(s, K) elseif s.K ~= K then rebuild(s, K) end
+  if not s.listed then
+    s.listed = true
     order[#order + 1] = k
   end
-  return s
+  return s, K
 end
 
 -- first the tokens callers return, so that the whole batch sees them
-for i = 2, #KEYS do
-  local a = (i - 2) * 7 + 3
+for i = 1, #KEYS do
+  local a = (i - 1) * 7 + 4
   if ARGV[a + 5] ~= '0' then
-    local K = limitOf(a)
-    if K >= 1 then
-      local I = tonumber(ARGV[a + 2]) * 1000
-      unvoid(window(KEYS[i], K, I), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]))
-    end
+    local s = window(KEYS[i], a)
+    if s then unvoid(s, tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])) end
   end
 end
-for i = 2, #KEYS do
-  local a = (i - 2) * 7 + 3
-  local K = limitOf(a)
+for i = 1, #KEYS do
+  local a = (i - 1) * 7 + 4
+  local s, K = window(KEYS[i], a)
   local I = tonumber(ARGV[a + 2]) * 1000
   local res, x, rem, stamp = I, 0, 0, 0
-  if K >= 1 then
-    local s = window(KEYS[i], K, I)
+  if s then
     local demand = tonumber(ARGV[a + 4])
     local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
     if ok then
@@ -374,6 +371,8 @@ return out
 
 // beatSrc announces a gateway: KEYS[1] gateway set, ARGV[1] gateway id,
 // ARGV[2] expiry ms. The set itself expires when every gateway is gone.
+// Returns the live gateways and the instant (Redis ms) they were counted:
+// the reading a gateway passes to avgLocal windows.
 const beatSrc = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -382,15 +381,24 @@ local exp = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - exp)
 redis.call('PEXPIRE', KEYS[1], exp * 2)
-return redis.call('ZCARD', KEYS[1])
+return {redis.call('ZCARD', KEYS[1]), now}
+`
+
+// countSrc reads the live gateways between heartbeats, writing nothing:
+// KEYS[1] gateway set, ARGV[1] expiry ms. Returns them and the instant
+// (Redis ms) as beatSrc does.
+const countSrc = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {redis.call('ZCOUNT', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf'), now}
 `
 
 // scripts are immutable once built; Service holds its own so that no
 // package state exists.
 type scripts struct {
-	acquire, beat *redis.Script
+	acquire, beat, count *redis.Script
 }
 
 func newScripts() scripts {
-	return scripts{acquire: redis.NewScript(acquireSrc), beat: redis.NewScript(beatSrc)}
+	return scripts{acquire: redis.NewScript(acquireSrc), beat: redis.NewScript(beatSrc), count: redis.NewScript(countSrc)}
 }

@@ -51,6 +51,14 @@ type Service struct {
 	specs   specCache
 	gwKey   string // namespace's gateway set
 	expiry  string // gateway expiry in ms, as a script argument
+	sharded bool   // a Redis Cluster: a script's keys must share a slot
+
+	// gateways is the newest reading of the live gateways, for avgLocal
+	// windows (nil before the first); avgAt is when an avgLocal rule was
+	// last asked for (on the epoch's timeline), so that readings are
+	// refreshed while in use.
+	gateways atomic.Pointer[reading]
+	avgAt    atomic.Int64
 
 	calls   chan *call
 	active  atomic.Int64         // Acquire calls in progress
@@ -92,13 +100,13 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, errors.New("cluster: " + err.Error())
 	}
-	ns := "{" + opts.Namespace + "}:" // hash tag: one slot, so a batch may span rules on Redis Cluster too
 	s := &Service{
 		opts:    opts,
 		rdb:     rdb,
 		scripts: newScripts(),
-		specs:   specCache{ns: ns},
-		gwKey:   ns + "gw",
+		specs:   specCache{ns: opts.Namespace},
+		gwKey:   "{" + opts.Namespace + "}:gw",
+		sharded: rdb.Form() == config.RedisFormCluster,
 		expiry:  itoa(3 * opts.Heartbeat.Milliseconds()),
 		calls:   make(chan *call, 4096),
 		epoch:   time.Now(),
@@ -139,6 +147,12 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	spec := s.specs.get(rule)
 	start := time.Now()
 	at := start.Sub(s.epoch)
+	if spec.avg {
+		// Rarely written: the heartbeat only needs to know it is recent.
+		if int64(at)-s.avgAt.Load() > int64(100*time.Millisecond) {
+			s.avgAt.Store(int64(at))
+		}
+	}
 	if s.clock != nil {
 		at = s.clock()
 	}
@@ -248,7 +262,7 @@ func (s *Service) Close() error {
 // Service is closed, leaving no goroutine behind.
 func (s *Service) Run(ctx context.Context) {
 	probe := minProbe
-	var upSince time.Time
+	var upSince, lastBeat time.Time
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -260,7 +274,12 @@ func (s *Service) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		wasUp := s.up.Load()
-		s.beat(ctx)
+		if !wasUp || time.Since(lastBeat) >= s.opts.Heartbeat-s.opts.Heartbeat/8 {
+			s.beat(ctx)
+			lastBeat = time.Now()
+		} else {
+			s.count(ctx)
+		}
 		if s.up.Load() {
 			if !wasUp {
 				upSince = time.Now()
@@ -270,12 +289,65 @@ func (s *Service) Run(ctx context.Context) {
 			if time.Since(upSince) > stableUp {
 				probe = minProbe
 			}
-			t.Reset(s.opts.Heartbeat)
+			next := s.opts.Heartbeat - time.Since(lastBeat)
+			if s.avgInUse() {
+				// avgLocal windows count with the readings gateways pass
+				// them: read the live gateways four times a heartbeat, so a
+				// gateway that left stops counting within a quarter of it.
+				next = min(next, s.opts.Heartbeat/4)
+			}
+			t.Reset(max(next, time.Millisecond))
 		} else {
 			t.Reset(probe)
 			probe = min(2*probe, maxProbe)
 		}
 	}
+}
+
+// count reads the live gateways between heartbeats, for avgLocal windows.
+func (s *Service) count(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	res, err := s.scripts.count.Run(ctx, s.rdb, []string{s.gwKey}, s.expiry).Int64Slice()
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	if err == nil {
+		s.noteGateways(res)
+	}
+	s.report(err, false)
+}
+
+// reading is a count of the live gateways and when it was made (Redis ms),
+// boxed once as the script's arguments.
+type reading struct {
+	at          int64
+	nArg, atArg any
+}
+
+// noteGateways keeps a reading ({count, Redis ms}) if it is newer than the
+// one kept.
+func (s *Service) noteGateways(res []int64) {
+	if len(res) != 2 {
+		return
+	}
+	r := &reading{at: res[1], nArg: res[0], atArg: res[1]}
+	for {
+		old := s.gateways.Load()
+		if old != nil && old.at >= r.at {
+			return
+		}
+		if s.gateways.CompareAndSwap(old, r) {
+			return
+		}
+	}
+}
+
+// avgInUse reports whether an avgLocal rule was asked for within the last
+// three heartbeats.
+func (s *Service) avgInUse() bool {
+	at := s.avgAt.Load()
+	return at != 0 && time.Since(s.epoch)-time.Duration(at) < 3*s.opts.Heartbeat
 }
 
 // beat announces this gateway; it doubles as the probe while Redis is down.
@@ -287,9 +359,12 @@ func (s *Service) beat(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey}, s.opts.GatewayID, s.expiry).Err()
+	res, err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey}, s.opts.GatewayID, s.expiry).Int64Slice()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down, not a Redis failure
+	}
+	if err == nil {
+		s.noteGateways(res)
 	}
 	ms, err := s.probeMasters(ctx, err)
 	s.report(err, true)

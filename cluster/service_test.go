@@ -159,7 +159,7 @@ func TestKeysExpire(t *testing.T) {
 			t.Fatalf("no heartbeat wrote the gateway set within 3 s (err %v)", err)
 		}
 	}
-	keys, err := rdb.Keys(ctx, "{"+ns+"}:*").Result()
+	keys, err := rdb.Keys(ctx, "{"+ns+"[}:]*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

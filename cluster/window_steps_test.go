@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,14 +21,15 @@ type scriptWindow struct {
 	rdb    *redis.Client
 	script *redis.Script
 	keys   []string
+	live   int64 // the reading of live gateways passed to avgLocal calls
+	liveAt int64 // and its stamp (Redis ms)
 }
 
 func newScriptWindow(t *testing.T) *scriptWindow {
 	t.Helper()
 	rdb := redis.NewClient(must(redis.ParseURL(redisURL(t))))
 	t.Cleanup(func() { rdb.Close() })
-	ns := "{" + namespace(t) + "}:"
-	return &scriptWindow{t: t, rdb: rdb, script: redis.NewScript(cluster.AcquireSrc), keys: []string{ns + "gw", ns + "w:steps:"}}
+	return &scriptWindow{t: t, rdb: rdb, script: redis.NewScript(cluster.AcquireSrc), keys: []string{"{" + namespace(t) + ":w:steps}:"}}
 }
 
 // call asks n tokens of a window of count per intervalMs at the instant atUs
@@ -37,7 +37,7 @@ func newScriptWindow(t *testing.T) *scriptWindow {
 // three numbers: 0 or µs until n could pass, tokens leased, µs they last.
 func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int64) [3]int64 {
 	w.t.Helper()
-	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
+	res, err := w.script.Run(context.Background(), w.rdb, w.keys, 0, synthBase+atUs, 0,
 		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand, 0, 0).Int64Slice()
 	if err != nil || len(res) != 4 {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
@@ -47,7 +47,7 @@ func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int
 
 func (w *scriptWindow) strlen() int64 {
 	w.t.Helper()
-	return must(w.rdb.StrLen(context.Background(), w.keys[1]).Result())
+	return must(w.rdb.StrLen(context.Background(), w.keys[0]).Result())
 }
 
 const ms = int64(1000) // µs
@@ -149,7 +149,7 @@ func TestWindowLeaseSteps(t *testing.T) {
 	}
 }
 
-// Memory per window is bounded at any count: a 64-byte header and at most
+// Memory per window is bounded at any count: an 80-byte header and at most
 // 1024 slots of 8 bytes.
 func TestWindowMemoryIsBounded(t *testing.T) {
 	for _, c := range []struct {
@@ -167,29 +167,21 @@ func TestWindowMemoryIsBounded(t *testing.T) {
 		}
 		t.Logf("count %g: %d bytes per window", c.count, w.strlen())
 	}
-	if cluster.RingSlots != 1024 || cluster.HeaderBytes != 64 {
-		t.Errorf("RingSlots = %d, HeaderBytes = %d: the script's NMAX and HDR say 1024 and 64", cluster.RingSlots, cluster.HeaderBytes)
+	if cluster.RingSlots != 1024 || cluster.HeaderBytes != 80 {
+		t.Errorf("RingSlots = %d, HeaderBytes = %d: the script's NMAX and HDR say 1024 and 80", cluster.RingSlots, cluster.HeaderBytes)
 	}
 }
 
-// setLive makes the gateway set hold exactly n gateways, beating now.
+// setLive makes the next avgLocal calls pass a fresh reading of n live
+// gateways, newer than every reading before.
 func (w *scriptWindow) setLive(n int) {
-	w.t.Helper()
-	ctx := context.Background()
-	if err := w.rdb.Del(ctx, w.keys[0]).Err(); err != nil {
-		w.t.Fatal(err)
-	}
-	for i := range n {
-		z := redis.Z{Score: float64(time.Now().UnixMilli()), Member: "g" + strconv.Itoa(i)}
-		if err := w.rdb.ZAdd(ctx, w.keys[0], z).Err(); err != nil {
-			w.t.Fatal(err)
-		}
-	}
+	w.live = int64(n)
+	w.liveAt++
 }
 
 func (w *scriptWindow) callAvg(atUs int64, count float64, n int64) int64 {
 	w.t.Helper()
-	res, err := w.script.Run(context.Background(), w.rdb, w.keys, "3000", synthBase+atUs,
+	res, err := w.script.Run(context.Background(), w.rdb, w.keys, w.live, synthBase+atUs, w.liveAt,
 		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "1", 0, 0, 0).Int64Slice()
 	if err != nil || len(res) != 4 {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
@@ -244,5 +236,38 @@ func TestWindowResizesWithLiveGateways(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Gateways read the live gateways a heartbeat apart, so their readings
+// disagree for a moment: an avgLocal window counts with the newest reading
+// it was given and ignores older ones, so its limit does not flap between
+// gateways (each flap would rebuild the ring and drop passes). A call with
+// no reading yet (0) uses the window's; a window with none counts one.
+func TestWindowKeepsTheNewestLiveReading(t *testing.T) {
+	w := newScriptWindow(t)
+	type step struct {
+		live, stamp int64 // the caller's reading
+		at, n       int64
+		wantRetry   int64
+	}
+	steps := []step{
+		{0, 0, 0, 10, 0},              // no reading anywhere: one gateway, 10
+		{0, 0, 1 * ms, 1, 999 * ms},   //
+		{2, 100, 2 * ms, 10, 0},       // a reading of 2: 20
+		{1, 90, 3 * ms, 1, 997 * ms},  // an older reading of 1 is ignored: still 20, full
+		{0, 0, 4 * ms, 1, 996 * ms},   // no reading: the window's, 2
+		{3, 100, 5 * ms, 1, 995 * ms}, // a reading as old as the window's is not newer
+	}
+	for i, s := range steps {
+		w.live, w.liveAt = s.live, s.stamp
+		if got := w.callAvg(s.at, 10, s.n); got != s.wantRetry {
+			t.Errorf("step %d: reading %d at %d, %d tokens at %.3fms: got %d, want %d", i, s.live, s.stamp, s.n, float64(s.at)/1000, got, s.wantRetry)
+		}
+	}
+	// A newer reading of 1 shrinks the window to the newest 10 passes.
+	w.live, w.liveAt = 1, 101
+	if got := w.callAvg(10*ms, 10, 1); got != 992*ms {
+		t.Errorf("newer reading of 1: got %d, want %d (full until the passes at 2ms leave)", got, 992*ms)
 	}
 }
