@@ -25,17 +25,22 @@
 // window may count up to g-1 passes that have left (under 0.1%), so it
 // passes at most that much less than K and never more, and a client at
 // count-(g-1) per interval is never refused. A window takes at most
-// 64+8*1024 bytes (8 KB) whatever the count, and expires one interval after
+// 80+8*1024 bytes (8 KB) whatever the count, and expires one interval after
 // its newest pass. When an avgLocal window's limit changes, the ring is
 // rebuilt with its newest passes, up to the new limit: a dropped pass is
 // older than every kept one, so no real interval gets more than the new limit.
 //
-// Keys are "{namespace}:w:<rule hash>:<origin>". The rule hash is a stable
+// Keys are "{namespace:w:<rule hash>}:<origin>". The rule hash is a stable
 // FNV-1a of the fields that define the limit (resource, limitApp, grade,
 // count, strategy, refResource, statIntervalMs, thresholdType), so equal rules
 // on different gateways, or a rule moved to another line, share one window and
-// a changed count starts a new one. The {namespace} hash tag keeps all of a
-// namespace in one Redis Cluster slot.
+// a changed count starts a new one. The hash tag is the rule's: on a Redis
+// Cluster all of a rule's windows (one per origin) sit in one slot, and
+// different rules spread over the shards, so shards add capacity. A script
+// run touches one slot only: on a Redis Cluster a batch is split by slot and
+// the runs go out in one pipeline, which go-redis sends to the shards at
+// once; a shard that fails fails only its own calls. The gateway set is
+// "{namespace}:gw".
 //
 // Only qps rules are counted in the cluster, with reject behaviour (as in
 // Sentinel's cluster mode); Acquire returns ErrUnsupported for concurrency
@@ -45,9 +50,16 @@
 //
 // thresholdType avgLocal multiplies count by the live gateways of the
 // namespace: Run puts the gateway in a sorted set every Heartbeat with Redis's
-// time as score, and the script drops entries older than 3 heartbeats, so a
-// dead gateway stops counting within about 3s by default. Close removes the
-// gateway at once.
+// time as score, entries older than 3 heartbeats are dropped, so a dead
+// gateway stops counting within about 3s by default, and Close removes the
+// gateway at once. The set sits in another slot than the windows on a Redis
+// Cluster, so a script cannot read it: each heartbeat (and, while an avgLocal
+// rule is in use, a read four times a heartbeat) returns the count with
+// Redis's time, the gateway passes that reading with its calls, and a window
+// keeps the newest reading it was given. Gateways' readings a beat apart do
+// not make the limit flap (each change rebuilds the ring); a gateway that
+// joins counts from its first call, one that leaves within a quarter
+// heartbeat. The same holds on a single Redis and under Sentinel.
 //
 // # Round trips
 //
