@@ -111,6 +111,17 @@
 // its heartbeat, backing off from 50ms to 1s, until it answers. Each change
 // of state is logged once and reported once through Options.OnState.
 //
+// The Redis may fail over under the Service (internal/redisconn builds the
+// client for each form). Under Sentinel, calls fail while no master answers
+// (the breaker opens: rules fall back) and go-redis asks the Sentinels for
+// the master on each new connection, so the first probe that reaches the
+// promoted replica closes the breaker. On a Redis Cluster the heartbeat
+// reads the slot map anew and pings every shard's master, and it succeeds
+// only when all answer, so a shard's promoted replica is found by the next
+// probe and the breaker does not close on a half-dead cluster; MOVED and ASK
+// are followed by go-redis within a call. Status and OnStatus name the form
+// and the masters in use, for the sluice_cluster_redis_up gauge.
+//
 // go-redis logs failed dials through its own process-wide logger
 // (redis.SetLogger); main decides where that goes.
 package cluster
