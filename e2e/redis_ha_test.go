@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -239,4 +240,109 @@ cluster:
 			t.Errorf("gateway %d logged %d 'redis failing' events, want 1", i, n)
 		}
 	}
+}
+
+// TestRedisClusterSixRulesOverShards: a Redis Cluster of three shards (as
+// redis-cli --cluster create builds it); two gateways share six global
+// rules of counts 10 to 60, each gateway offered 75% of each count (150% in
+// all). Each rule passes its count, within 10%, every answer is a 200 or a
+// 429, and the rules' windows sit on more than one shard: each rule in one
+// slot of its own, found by asking every node.
+func TestRedisClusterSixRulesOverShards(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0, time.Second)
+	up := startUpstream(t, nil)
+	ns := clNamespace(t)
+	var routes, rules strings.Builder
+	counts := []int{10, 20, 30, 40, 50, 60}
+	for i, c := range counts {
+		fmt.Fprintf(&routes, "  - {path: /r%d, upstream: up, resource: r%d}\n", i, i)
+		fmt.Fprintf(&rules, "  - {resource: r%d, count: %d, clusterMode: true}\n", i, c)
+	}
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+%sflowRules:
+%scluster:
+  clusterAddrs: [%s]
+  namespace: %s
+`, routes.String(), rules.String(), strings.Join(cl.Addrs(), ", "), ns)))
+	// Rule i appears i+1 times in each loadgen's rotation: 21 targets at
+	// 157.5/s is 7.5/s per unit of count 10 per gateway, 75% of each count.
+	const secs = 6
+	loads := make([]load, len(gs))
+	for g, gw := range gs {
+		var ts []target
+		for i := range counts {
+			for range i + 1 {
+				ts = append(ts, to(gw.URL+"/r"+strconv.Itoa(i)))
+			}
+		}
+		loads[g] = load{Rate: 157.5, Duration: secs * time.Second, MaxLag: clMaxLag, Targets: ts}
+	}
+	rs := clRunAll(t, loads)
+	clOnly200And429(t, "Redis Cluster", rs...)
+	for i, c := range counts {
+		var per []*result
+		for _, r := range rs {
+			var hits []hit
+			for j := range len(r.hits) {
+				h := r.hits[j]
+				// target index -> rule: targets 0, 1-2, 3-5, ...
+				if ruleOf(h.target) == i {
+					hits = append(hits, h)
+				}
+			}
+			per = append(per, &result{hits: hits})
+		}
+		// From 1 s on: the first second may take a burst of every count.
+		got := clPasses(per, time.Second, secs*time.Second)
+		want := float64(c * (secs - 1))
+		t.Logf("rule r%d, count %d: passes per second %v", i, c, clPerSecond(per, secs))
+		if !clWithin(got, want, 0.10) {
+			t.Errorf("rule r%d, count %d: %d passes in [1s, %ds), want %.0f ±10%%", i, c, got, secs, want)
+		}
+	}
+	// Where the windows are: every node asked for the namespace's windows.
+	shards := 0
+	slotOf := map[string]int{}
+	for _, n := range cl.Nodes {
+		keys, err := n.Keys("*" + ns + ":w:*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 0 {
+			shards++
+		}
+		for _, k := range keys {
+			slotOf[k] = cl.Slot(t, k)
+		}
+		t.Logf("node %s holds windows %v", n.Addr(), keys)
+	}
+	if len(slotOf) != len(counts) {
+		t.Errorf("%d windows in the cluster, want one per rule (%d)", len(slotOf), len(counts))
+	}
+	if shards < 2 {
+		t.Errorf("the six rules' windows sit on %d shard(s) of 3, want more than one", shards)
+	}
+	// The gauge has one series per shard's master, each up.
+	for i, g := range gs {
+		series, form := haSeries(g)
+		if form != "cluster" || len(series) != 3 {
+			t.Errorf("gateway %d: sluice_cluster_redis_up %v (form %q), want the 3 masters", i, series, form)
+		}
+		for _, n := range cl.Nodes {
+			if series[n.Addr()] != 1 {
+				t.Errorf("gateway %d: master %s: sluice_cluster_redis_up %v, want 1", i, n.Addr(), series[n.Addr()])
+			}
+		}
+	}
+}
+
+// ruleOf maps a loadgen target index of TestRedisClusterSixRulesOverShards
+// back to its rule: rule i owns targets i(i+1)/2 .. i(i+1)/2+i.
+func ruleOf(target int) int {
+	i := 0
+	for (i+1)*(i+2)/2 <= target {
+		i++
+	}
+	return i
 }
