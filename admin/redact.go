@@ -12,7 +12,7 @@ import (
 
 // redactSecrets returns the rules file's text with secrets masked, for the
 // open read endpoint: admin.token's value, and the passwords of the Redis
-// that cluster names (see redisSecrets). The ETag is still computed over the
+// that cluster and rulesSource name (see redisSecrets). The ETag is still computed over the
 // real bytes. If a secret cannot be located exactly, ok is false and the
 // text must not be served.
 func redactSecrets(data []byte) (text string, ok bool) {
@@ -31,6 +31,7 @@ func redactSecrets(data []byte) (text string, ok bool) {
 		masks = append(masks, secret{n, "********"})
 	}
 	masks = append(masks, redisSecrets(lookup(doc.Content[0], "cluster"))...)
+	masks = append(masks, redisSecrets(lookup(doc.Content[0], "rulesSource"))...)
 	// Right to left, bottom up: a mask changes the columns after it on its
 	// line, and a flow list holds several on one line.
 	slices.SortFunc(masks, func(a, b secret) int {

@@ -190,6 +190,12 @@ func TestRawRulesMaskRedisPasswords(t *testing.T) {
 			"cluster:\n  clusterAddrs: [\"redis://u:xxxxx@10.0.0.1:7000\", \"redis://u:xxxxx@10.0.0.2:7000\"]\n"},
 		{"cluster:\n  clusterAddrs:\n    - rediss://u:hunter2@10.0.0.1:7000\n    - 10.0.0.2:7000\n",
 			"cluster:\n  clusterAddrs:\n    - \"rediss://u:xxxxx@10.0.0.1:7000\"\n    - 10.0.0.2:7000\n"},
+		// A rules source's Redis too: a gateway that serves this file (it
+		// started before rulesSource was added) shows it until its restart.
+		{"rulesSource:\n  redis: redis://:hunter2@10.0.0.1:6379/0\n  key: sluice:rules\n",
+			"rulesSource:\n  redis: \"redis://:xxxxx@10.0.0.1:6379/0\"\n  key: sluice:rules\n"},
+		{"rulesSource:\n  sentinel: {masterName: m, addrs: [\"10.0.0.1:26379\"], password: hunter2, sentinelPassword: hunter3}\n  key: k\n",
+			"rulesSource:\n  sentinel: {masterName: m, addrs: [\"10.0.0.1:26379\"], password: \"********\", sentinelPassword: \"********\"}\n  key: k\n"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "rules.yaml")
