@@ -14,7 +14,7 @@
 // apart is never refused, and a steady overload passes exactly count per
 // interval.
 //
-// The window is a Redis string: a 64-byte header and a ring of up to 1024
+// The window is a Redis string: an 80-byte header and a ring of up to 1024
 // slots, each the time of one passed token in insertion order, with times
 // never decreasing along the ring; so "does the window hold room for n" is
 // one look at the slot n places from the oldest, and a call costs O(1). If
