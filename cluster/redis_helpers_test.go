@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -19,29 +18,17 @@ import (
 
 	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose, so keep that out of the output.
-	redis.SetLogger(quietLogger{})
+	redis.SetLogger(redistest.QuietLogger{})
 	goleak.VerifyTestMain(m)
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 const sharedRedis = "redis://127.0.0.1:6379/0"
-
-// needRedis fails under CI=true and skips elsewhere, loudly, when Redis is missing.
-func needRedis(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("REDIS NEEDED (CI=true): %s", why)
-	}
-	t.Skipf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why)
-}
 
 // redisURL returns the shared local Redis, checked with a PING.
 func redisURL(t testing.TB) string {
@@ -52,7 +39,7 @@ func redisURL(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		needRedis(t, "no redis at 127.0.0.1:6379: "+err.Error())
+		redistest.Missing(t, "no redis at 127.0.0.1:6379: "+err.Error())
 	}
 	return sharedRedis
 }
@@ -75,7 +62,7 @@ type privateRedis struct {
 func startPrivateRedis(t testing.TB) *privateRedis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		needRedis(t, "redis-server not installed")
+		redistest.Missing(t, "redis-server not installed")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,35 +4,23 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"sluice/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the tests kill Redis on purpose.
-	redis.SetLogger(quietLogger{})
+	redis.SetLogger(redistest.QuietLogger{})
 	goleak.VerifyTestMain(m)
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 const sharedRedis = "redis://127.0.0.1:6379/0"
-
-// needRedis fails under CI=true and skips elsewhere, loudly.
-func needRedis(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("REDIS NEEDED (CI=true): %s", why)
-	}
-	t.Skipf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why)
-}
 
 // client returns a client of url, checked with a PING, closed at the end.
 func client(t testing.TB, url string) *redis.Client {
@@ -42,7 +30,7 @@ func client(t testing.TB, url string) *redis.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		needRedis(t, "no redis at "+url+": "+err.Error())
+		redistest.Missing(t, "no redis at "+url+": "+err.Error())
 	}
 	return c
 }

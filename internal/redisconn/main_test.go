@@ -1,20 +1,17 @@
 package redisconn_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"sluice/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose.
-	redis.SetLogger(quietLogger{})
+	redis.SetLogger(redistest.QuietLogger{})
 	os.Exit(m.Run())
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -11,6 +11,7 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -532,3 +533,20 @@ func (s *Server) Keys(pattern string) ([]string, error) {
 }
 
 func str(r Reply) string { s, _ := r.(string); return s }
+
+// Missing ends a test that needs Redis and cannot reach it: failed under
+// CI=true, skipped loudly elsewhere.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("REDIS NEEDED (CI=true): %s", why)
+	}
+	t.Skipf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why)
+}
+
+// QuietLogger is a go-redis logger (redis.SetLogger) that drops every
+// message: tests kill Redis on purpose, and go-redis logs each failed dial.
+type QuietLogger struct{}
+
+// Printf drops the message.
+func (QuietLogger) Printf(context.Context, string, ...any) {}
