@@ -192,44 +192,15 @@ func runH2load(ctx context.Context, o options, h2load, u string, d time.Duration
 
 // nginxTLSConf is nginxConf with the listener on TLS and HTTP/2.
 func nginxTLSConf(dir, addr, upAddr, cert, key string, conns int) (string, error) {
-	conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/nginx-error.log warn;
-events { worker_connections %[4]d; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/client_temp;
-  proxy_temp_path %[1]s/proxy_temp;
-  fastcgi_temp_path %[1]s/fastcgi_temp;
-  uwsgi_temp_path %[1]s/uwsgi_temp;
-  scgi_temp_path %[1]s/scgi_temp;
-  limit_req_zone $binary_remote_addr zone=bench:1m rate=100000000r/s;
-  upstream up { server %[3]s; keepalive %[4]d; }
-  server {
-    listen %[2]s ssl http2;
-    ssl_certificate %[5]s;
-    ssl_certificate_key %[6]s;
+	listen := fmt.Sprintf(`listen %s ssl http2;
+    ssl_certificate %s;
+    ssl_certificate_key %s;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
     ssl_session_cache shared:SSL:1m;
     keepalive_requests 1000000;
-    http2_max_requests 1000000;
-    location / {
-      limit_req zone=bench burst=1000000 nodelay;
-      proxy_pass http://up;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffer_size 16k;
-      proxy_buffers 16 16k;
-      proxy_busy_buffers_size 32k;
-    }
-  }
-}
-`, dir, addr, upAddr, max(conns*2, 1024), cert, key)
-	p := filepath.Join(dir, "nginx-tls.conf")
-	return p, os.WriteFile(p, []byte(conf), 0o644)
+    http2_max_requests 1000000;`, addr, cert, key)
+	return writeNginxConf(dir, "nginx-tls.conf", listen, upAddr, conns)
 }
 
 // selfSigned writes an ECDSA P-256 certificate for 127.0.0.1 into dir.

@@ -549,6 +549,12 @@ paramRules:
 // limit_req never blocking, keep-alive to the upstream, buffers large
 // enough that a 64 KiB body never touches disk, everything in dir.
 func nginxConf(dir, addr, upAddr string, conns int) (string, error) {
+	return writeNginxConf(dir, "nginx.conf", "listen "+addr+";", upAddr, conns)
+}
+
+// writeNginxConf writes nginxConf's configuration to dir/name, with listen
+// (the listen directive and anything else the server block needs first).
+func writeNginxConf(dir, name, listen, upAddr string, conns int) (string, error) {
 	conf := fmt.Sprintf(`daemon off;
 master_process off;
 worker_processes 1;
@@ -565,7 +571,7 @@ http {
   limit_req_zone $binary_remote_addr zone=bench:1m rate=100000000r/s;
   upstream up { server %[3]s; keepalive %[4]d; }
   server {
-    listen %[2]s;
+    %[2]s
     location / {
       limit_req zone=bench burst=1000000 nodelay;
       proxy_pass http://up;
@@ -577,8 +583,8 @@ http {
     }
   }
 }
-`, dir, addr, upAddr, max(conns*2, 1024))
-	p := filepath.Join(dir, "nginx.conf")
+`, dir, listen, upAddr, max(conns*2, 1024))
+	p := filepath.Join(dir, name)
 	return p, os.WriteFile(p, []byte(conf), 0o644)
 }
 
