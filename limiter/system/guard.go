@@ -84,9 +84,12 @@ func New(cfg config.System, prev *Guard, cpu CPUUsage) *Guard {
 		g.st = newStats()
 	}
 	if g.maxQps > 0 {
-		if prev != nil && prev.qps != nil && prev.maxQps == g.maxQps {
+		switch {
+		case prev != nil && prev.qps != nil && prev.maxQps == g.maxQps:
 			g.qps = prev.qps
-		} else {
+		case prev != nil && prev.qps != nil:
+			g.qps = prev.qps.Resized(g.maxQps) // the last second's passes still count
+		default:
 			g.qps = window.NewExact(qpsInterval, g.maxQps)
 		}
 	}

@@ -88,3 +88,39 @@ func maxPerSecond(passed []int64) int64 {
 	}
 	return best
 }
+
+// A reload that changes maxQps keeps counting the last second's passes: 5
+// passed under maxQps 5, so maxQps 6 lets one more through in that second,
+// not six; and the passes still leave exactly one second after they passed.
+func TestMaxQpsReloadKeepsTheWindow(t *testing.T) {
+	start := int64(1e12)
+	g := system.New(config.System{MaxQps: 5}, nil, nil)
+	for i := range int64(5) {
+		if tok, v := g.Enter(start + i*ms); v.Blocked {
+			t.Fatalf("call %d blocked", i)
+		} else {
+			tok.Exit(start+i*ms, false)
+		}
+	}
+	for _, tt := range []struct {
+		maxQps float64
+		at     int64
+		passes int
+	}{
+		{6, start + 500*ms, 1},     // 5 of 6 already used
+		{4, start + 600*ms, 0},     // 6 passed, over the new 4
+		{4, start + sec + 2*ms, 1}, // the calls at 0..2 ms left; 3, 4 and 500 ms still count
+	} {
+		g = system.New(config.System{MaxQps: tt.maxQps}, g, nil)
+		got := 0
+		for range 10 {
+			if tok, v := g.Enter(tt.at); !v.Blocked {
+				got++
+				tok.Exit(tt.at, false)
+			}
+		}
+		if got != tt.passes {
+			t.Errorf("maxQps %v at +%d ms: %d passed, want %d", tt.maxQps, (tt.at-start)/ms, got, tt.passes)
+		}
+	}
+}

@@ -314,3 +314,22 @@ func (w *Exact) Bytes() int {
 	defer w.mu.Unlock()
 	return 8*(cap(w.ring)+cap(w.cnt)) + sizeofExact
 }
+
+// Resized returns a window over the same interval sized for capacity that
+// holds the passes w holds (as many of the newest as it can), so a limit
+// that changes keeps counting what already passed instead of starting
+// empty.
+func (w *Exact) Resized(capacity float64) *Exact {
+	nw := NewExact(w.interval, capacity)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := 0; k < w.n; k++ {
+		i := w.at(k)
+		c := int64(1)
+		if w.cnt != nil {
+			c = w.cnt[i]
+		}
+		nw.push(w.ring[i], c)
+	}
+	return nw
+}
