@@ -191,6 +191,9 @@ func TestLoadErrors(t *testing.T) {
 		{"missing_count.yaml", []string{
 			"testdata/missing_count.yaml:8: flowRules[0].count: is required (a number > 0)",
 		}},
+		{"warmup_fraction.yaml", []string{
+			"testdata/warmup_fraction.yaml:9: flowRules[0].count: must be >= 1 with controlBehavior warmUp, got 0.5 (warmUpThrottle spaces calls at any rate)",
+		}},
 		{"negative_count.yaml", []string{
 			"testdata/negative_count.yaml:9: flowRules[0].count: must be > 0, got -5",
 		}},

@@ -465,6 +465,11 @@ func (c *checker) flowRules(ix routeIndex) {
 			}
 			c.duration(p+".warmUpPeriodSec", r.WarmUpPeriodSec, true)
 		}
+		if r.ControlBehavior == BehaviorWarmUp && r.Grade != GradeConcurrency && r.Count > 0 && r.Count < 1 {
+			// its window passes whole calls and its cold rate is under one:
+			// it could pass nothing, ever
+			c.add(p+".count", "must be >= 1 with controlBehavior warmUp, got %s (warmUpThrottle spaces calls at any rate)", num(r.Count))
+		}
 		if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
 			c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
 		}

@@ -30,7 +30,7 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
 	case bReject:
-		s.tryWindow(o, now, n, d.count, quota)
+		s.tryWindow(o, now, n, d.winLimit, quota)
 	case bWarmUp:
 		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), quota)
 	case bThrottle:

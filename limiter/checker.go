@@ -173,7 +173,8 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota)
 		if o.hasQuota && !v.HasQuota && !d.dryRun {
 			v.HasQuota = true
-			v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+			limit, window := d.quota()
+			v.Quota = Quota{Policy: c.resource, Limit: limit, Window: window, Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
 		}
 		if !o.pass {
 			if d.dryRun {
@@ -188,7 +189,8 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 			ks.unpin()
 			if o.hasQuota {
 				v.HasQuota = true
-				v.Quota = Quota{Policy: c.resource, Limit: d.count, Window: time.Duration(d.intervalNs), Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+				limit, window := d.quota()
+				v.Quota = Quota{Policy: c.resource, Limit: limit, Window: window, Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
 			}
 			t.block(now, &v, o.retry)
 			return Token{}, v

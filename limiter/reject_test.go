@@ -184,3 +184,30 @@ func TestRejectNoRealIntervalAboveCount(t *testing.T) {
 		}
 	}
 }
+
+// A count under one call an interval is a rate: 0.5 a second passes one call
+// every 2 s (a window of whole calls over one interval would pass none), and
+// the Quota says 1 per 2 s. A fractional count above one passes its whole
+// calls, and the Quota says those, not a rate no window keeps.
+func TestRejectFractionalCount(t *testing.T) {
+	c := compile(t, qps("r", 0.5)).Checker("r", "default")
+	steps := []struct {
+		at   int64
+		pass bool
+	}{{t0, true}, {t0 + sec, false}, {t0 + 2*sec - 1, false}, {t0 + 2*sec, true}, {t0 + 3*sec, false}, {t0 + 4*sec, true}}
+	for i, s := range steps {
+		tok, v := c.Enter(s.at, "", 1)
+		if v.Blocked == s.pass {
+			t.Fatalf("step %d: blocked %v, want pass %v", i, v.Blocked, s.pass)
+		}
+		tok.Exit(s.at, false)
+		if v.Quota.Limit != 1 || v.Quota.Window != 2*time.Second {
+			t.Fatalf("step %d: quota %v per %v, want 1 per 2s", i, v.Quota.Limit, v.Quota.Window)
+		}
+	}
+	c = compile(t, qps("r", 10.5)).Checker("r", "default")
+	_, v := c.Enter(t0, "", 1)
+	if v.Quota.Limit != 10 || v.Quota.Window != time.Second {
+		t.Errorf("count 10.5: quota %v per %v, want 10 per 1s", v.Quota.Limit, v.Quota.Window)
+	}
+}

@@ -43,6 +43,13 @@ type ruleDef struct {
 	perToken   float64 // throttle spacing of one token at count, ns
 	dryRun     bool
 	warm       warmParams
+	// The reject window: winLimit whole calls per winNs. For a count under
+	// one a call per interval, the interval is stretched to the fewest whole
+	// intervals that hold one call (0.5 a second: 1 per 2 s), since a window
+	// of whole calls could pass none; else it is count (rounded down) per
+	// statIntervalMs. The RateLimit fields state this.
+	winNs    int64
+	winLimit float64
 }
 
 // keyState is the limiting state of one rule for one key (all callers, or one
@@ -73,7 +80,7 @@ func newKeyState(d *ruleDef) *keyState {
 	s := &keyState{def: d}
 	switch d.behavior {
 	case bReject:
-		s.win = window.NewExact(d.intervalNs, d.count)
+		s.win = window.NewExact(d.winNs, d.winLimit)
 	case bWarmUp:
 		s.win = window.NewExact(d.intervalNs, d.count)
 		s.warm = newWarmState(d.warm)
@@ -160,7 +167,21 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 	if r.Count > 0 {
 		d.perToken = float64(d.intervalNs) / r.Count
 	}
+	d.winNs, d.winLimit = d.intervalNs, math.Floor(r.Count)
+	if r.Count > 0 && r.Count < 1 {
+		m := math.Ceil(1 / r.Count)
+		d.winNs, d.winLimit = int64(m)*d.intervalNs, math.Floor(m*r.Count+1e-9)
+	}
 	return d, nil
+}
+
+// quota is what the RateLimit fields state for the rule: the reject
+// window's whole calls, else count per statIntervalMs.
+func (d *ruleDef) quota() (limit float64, window time.Duration) {
+	if d.behavior == bReject {
+		return d.winLimit, time.Duration(d.winNs)
+	}
+	return d.count, time.Duration(d.intervalNs)
 }
 
 func newRuleState(d *ruleDef, r *config.FlowRule, maxOrigins int) *ruleState {

@@ -30,8 +30,8 @@ func (r Reason) String() string {
 // r=Remaining;t=Reset.
 type Quota struct {
 	Policy    string        // policy name: the rule's resource
-	Limit     float64       // the rule's count
-	Window    time.Duration // the rule's statIntervalMs
+	Limit     float64       // whole calls per Window for reject rules (a count under 1 stretches Window), else the count
+	Window    time.Duration // statIntervalMs (for a reject count under 1, the whole intervals that hold one call)
 	Remaining float64       // passes left in the current window after this call
 	Reset     time.Duration // until at least one more pass is allowed
 }
