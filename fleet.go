@@ -233,14 +233,23 @@ func (f *fleet) watch(ctx context.Context, reload func()) {
 func (f *fleet) beat(ctx context.Context, listen string, rates func() (pass, block float64)) {
 	t := time.NewTicker(rulesource.BeatEvery)
 	defer t.Stop()
+	failing := false // a gateway missing from /api/fleet is said once, at warn
 	for {
 		pass, block := rates()
 		f.mu.Lock()
 		v := f.inForce.doc.Version
 		f.mu.Unlock()
 		bctx, cancel := context.WithTimeout(ctx, time.Second)
-		if err := f.store.Beat(bctx, rulesource.Beat{ID: f.id, Listen: listen, Version: v, PassQps: pass, BlockQps: block}); err != nil && ctx.Err() == nil {
+		err := f.store.Beat(bctx, rulesource.Beat{ID: f.id, Listen: listen, Version: v, PassQps: pass, BlockQps: block})
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			f.log.Warn().Err(err).Msg("fleet heartbeat not written: this gateway is missing from /api/fleet until it is")
+		case err != nil && ctx.Err() == nil:
 			f.log.Debug().Err(err).Msg("heartbeat not written")
+		case err == nil && failing:
+			failing = false
+			f.log.Info().Msg("fleet heartbeat written again")
 		}
 		cancel()
 		select {
