@@ -6,6 +6,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -142,12 +143,12 @@ func TestAvgLocalCountsLiveGateways(t *testing.T) {
 	probe := qpsRule(1, config.ThresholdAvgLocal)
 	probe.StatIntervalMs = 60000
 	probes := 0
-	live := func() int {
+	liveAt := func(s *cluster.Service) int {
 		probes++
 		key := "probe-" + time.Now().String()
 		n := 0
 		for range 5 {
-			ok, err := svcs[0].Acquire(probe, key, 1)
+			ok, err := s.Acquire(probe, key, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,12 @@ func TestAvgLocalCountsLiveGateways(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 3*time.Second, "three gateways announced", func() bool { return live() == 3 })
+	live := func() int { return liveAt(svcs[0]) }
+	// Every gateway has read the three live ones (each passes its own
+	// reading with its calls) before the load starts.
+	for i, s := range svcs {
+		waitFor(t, 3*time.Second, fmt.Sprintf("gateway %d counts three gateways", i), func() bool { return liveAt(s) == 3 })
+	}
 
 	rule := qpsRule(50, config.ThresholdAvgLocal)
 	const d = 3 * time.Second

@@ -581,6 +581,9 @@ routes:
 		}
 		return ""
 	})
+	// The end is logged by the first request that finds a target available;
+	// the status may say it before any request came.
+	get(t, g.URL+"/x")
 	g.waitLog("upstream out of panic mode", 5*time.Second)
 	bBefore := b.total()
 	for range 10 {
