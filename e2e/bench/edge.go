@@ -19,7 +19,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -237,20 +236,5 @@ func selfSigned(dir string) (certFile, keyFile string, err error) {
 func waitHTTPS(ctx context.Context, u string, size int) error {
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(15 * time.Second)
-	var last error
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		resp, err := c.Get(u)
-		if err == nil {
-			n, _ := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 && int(n) == size {
-				return nil
-			}
-			err = fmt.Errorf("GET %s: %d with %d bytes", u, resp.StatusCode, n)
-		}
-		last = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready: %v", last)
+	return waitReady(ctx, c, u, size)
 }

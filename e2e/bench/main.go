@@ -747,10 +747,15 @@ func (p *processes) stopAll() {
 }
 
 func waitHTTP(ctx context.Context, u string, size int) error {
+	return waitReady(ctx, http.DefaultClient, u, size)
+}
+
+// waitReady polls u with c until it answers 200 with size bytes (15 s at most).
+func waitReady(ctx context.Context, c *http.Client, u string, size int) error {
 	deadline := time.Now().Add(15 * time.Second)
 	var last error
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		resp, err := http.Get(u)
+		resp, err := c.Get(u)
 		if err == nil {
 			n, _ := io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
