@@ -103,14 +103,7 @@ func TestForwarderWebSocketUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("handshake: %v", err)
-	}
+	br, resp := wsHandshake(t, conn, "x")
 	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Accept") != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
 		t.Fatalf("handshake: %d %v", resp.StatusCode, resp.Header)
 	}
@@ -265,4 +258,19 @@ func TestForwarderTrailers(t *testing.T) {
 		}
 		checkForwarder(t, g, c.path, fwdExpect(c.auto, false))
 	}
+}
+
+// wsHandshake sends the RFC 6455 sample WebSocket upgrade for /ws on conn
+// (5 s deadline) and reads the answer; br then reads the frames that follow.
+func wsHandshake(t *testing.T, conn net.Conn, host string) (*bufio.Reader, *http.Response) {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", host)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	return br, resp
 }
