@@ -53,6 +53,12 @@ routes:
 		}
 	}
 	kill()
+	// Traffic must find the dead target before its next probe does (at most
+	// 300 ms away): a probe that takes it down first keeps traffic off it,
+	// so it is never ejected and the panel rightly shows it "down".
+	for range 9 {
+		get(t, g.URL+"/x")
+	}
 	sick.sick.Store(true)
 	eventually(t, "the panel shows the dead target ejected and the sick one down", func() string {
 		get(t, g.URL+"/x") // traffic finds out about the dead target
