@@ -125,7 +125,7 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 	case config.SourceHost:
 		return strings.Contains(strings.ToLower(r.Host), v)
 	case config.SourceIP:
-		peer := hostOnly(r.RemoteAddr)
+		peer := canonical(hostOnly(r.RemoteAddr))
 		if !s.peerTrusted(r) {
 			return v == peer // the spoofing property
 		}
@@ -137,11 +137,7 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 		}
 		for _, line := range r.Header["X-Forwarded-For"] {
 			for _, part := range strings.Split(line, ",") {
-				part = hostOnly(strings.TrimSpace(part))
-				if a, err := netip.ParseAddr(part); err == nil && a.Is4In6() {
-					part = a.Unmap().String()
-				}
-				if part == v {
+				if canonical(hostOnly(strings.TrimSpace(part))) == v {
 					return true
 				}
 			}
@@ -149,4 +145,13 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 		return false
 	}
 	return false
+}
+
+// canonical is the oracle's canonical address: netip's own form, unmapped
+// and without a zone; anything else as it is.
+func canonical(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone("").String()
+	}
+	return s
 }

@@ -26,11 +26,23 @@ func newSources(trusted []string) (*sources, error) {
 			if aerr != nil {
 				return nil, err
 			}
+			a = a.WithZone("")
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		s.trusted = append(s.trusted, p.Masked())
+		s.trusted = append(s.trusted, canonicalPrefix(p))
 	}
 	return s, nil
+}
+
+// canonicalPrefix masks p and writes an IPv4-mapped prefix
+// (::ffff:10.0.0.0/104) as the IPv4 one (10.0.0.0/8), which is what the
+// canonical addresses it is compared with are.
+func canonicalPrefix(p netip.Prefix) netip.Prefix {
+	p = p.Masked()
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
 }
 
 // value returns the request's value for src; ok is false when the request lacks it.
@@ -75,12 +87,16 @@ func (s *sources) value(r *http.Request, params *chi.Context, src config.Source)
 // clientIP is the TCP peer, unless the peer is a trusted proxy: then the
 // right-most X-Forwarded-For address that is not itself trusted. A header
 // sent by an untrusted peer is never read, so it cannot buy another key.
+// Addresses are canonical (canonicalAddr), the peer's and the header's
+// alike, so that one client is one key.
 func (s *sources) clientIP(r *http.Request) (string, bool) {
-	peer := hostOnly(r.RemoteAddr)
-	if peer == "" {
-		return "", false
+	raw := hostOnly(r.RemoteAddr)
+	a, peer, ok := canonicalAddr(raw)
+	if !ok {
+		// Not an address (a Unix socket's peer): as the server gave it.
+		return raw, raw != ""
 	}
-	if len(s.trusted) == 0 || !s.isTrusted(peer) {
+	if !s.trustedAddr(a) {
 		return peer, true
 	}
 	xff := r.Header["X-Forwarded-For"]
@@ -99,29 +115,41 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 			if part == "" {
 				continue
 			}
-			if !s.isTrusted(part) {
-				a, err := netip.ParseAddr(part)
-				if err != nil {
-					// Garbage in the header: stop at the last hop we can vouch for.
-					return peer, true
-				}
-				if a.Is4In6() {
-					return a.Unmap().String(), true // one client, one key
-				}
-				return part, true
+			a, hop, ok := canonicalAddr(part)
+			if !ok {
+				// Garbage in the header: stop at the last hop we can vouch for.
+				return peer, true
 			}
-			peer = part
+			if !s.trustedAddr(a) {
+				return hop, true
+			}
+			peer = hop
 		}
 	}
 	return peer, true
 }
 
-func (s *sources) isTrusted(ip string) bool {
-	a, err := netip.ParseAddr(ip)
+// canonicalAddr parses an address written without a port and returns it
+// in the one form that makes one client one key: an IPv4-mapped IPv6
+// address as its IPv4 address (::ffff:1.2.3.4 is 1.2.3.4), IPv6 as RFC 5952
+// writes it (netip's String: lower case, zeros compressed), no zone. It
+// allocates only when that form differs from s; ok is false when s is not
+// an address.
+func canonicalAddr(s string) (a netip.Addr, canon string, ok bool) {
+	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return false
+		return netip.Addr{}, "", false
 	}
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
+	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
+	if b := a.AppendTo(buf[:0]); string(b) != s {
+		return a, string(b), true
+	}
+	return a, s, true
+}
+
+// trustedAddr reports whether a canonical address is in trustedProxies.
+func (s *sources) trustedAddr(a netip.Addr) bool {
 	for _, p := range s.trusted {
 		if p.Contains(a) {
 			return true
@@ -132,7 +160,11 @@ func (s *sources) isTrusted(ip string) bool {
 
 // peerTrusted reports whether the request came from a trusted proxy.
 func (s *sources) peerTrusted(r *http.Request) bool {
-	return len(s.trusted) > 0 && s.isTrusted(hostOnly(r.RemoteAddr))
+	if len(s.trusted) == 0 {
+		return false
+	}
+	a, _, ok := canonicalAddr(hostOnly(r.RemoteAddr))
+	return ok && s.trustedAddr(a)
 }
 
 // canonicalHost lower-cases a host name and drops a trailing dot, so that

@@ -91,3 +91,76 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 }
 
 var _ http.Handler = (*route)(nil)
+
+// TestCanonicalAddr: one client is one key however its address is written
+// (SPEC §3 Sources): IPv4-mapped IPv6 is its IPv4 address, IPv6 is RFC 5952,
+// zones are dropped.
+func TestCanonicalAddr(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"1.2.3.4", "1.2.3.4"},
+		{"::ffff:1.2.3.4", "1.2.3.4"},
+		{"::FFFF:1.2.3.4", "1.2.3.4"},
+		{"::ffff:102:304", "1.2.3.4"},
+		{"0:0:0:0:0:ffff:1.2.3.4", "1.2.3.4"},
+		{"2001:DB8::1", "2001:db8::1"},
+		{"2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8::1"},
+		{"2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"},
+		{"2001:db8::0:1", "2001:db8::1"},
+		{"::1", "::1"},
+		{"0:0:0:0:0:0:0:1", "::1"},
+		{"fe80::1%eth0", "fe80::1"},
+		{"::", "::"},
+	} {
+		_, got, ok := canonicalAddr(c.in)
+		if !ok || got != c.want {
+			t.Errorf("canonicalAddr(%q) = %q, %v; want %q", c.in, got, ok, c.want)
+		}
+	}
+	for _, bad := range []string{"", "not-an-ip", "1.2.3.4:80", "[::1]", "01.2.3.4", "1.2.3"} {
+		if _, got, ok := canonicalAddr(bad); ok {
+			t.Errorf("canonicalAddr(%q) = %q, true; want not an address", bad, got)
+		}
+	}
+}
+
+// TestClientIPCanonical: the ip source gives one key per client whether
+// the address came from the TCP peer or from X-Forwarded-For, with or
+// without port, brackets, zone or IPv4 mapping; trustedProxies are
+// compared on the same canonical form, a mapped CIDR included.
+func TestClientIPCanonical(t *testing.T) {
+	src, err := newSources([]string{"10.0.0.0/8", "::ffff:192.168.0.0/112", "2001:db8:ffff::/48"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := config.Source{Kind: config.SourceIP}
+	for _, c := range []struct {
+		name, remote, xff, want string
+	}{
+		{"v4 peer", "1.2.3.4:5", "", "1.2.3.4"},
+		{"mapped peer", "[::ffff:1.2.3.4]:5", "", "1.2.3.4"},
+		{"v6 peer not RFC 5952", "[2001:DB8:0:0::1]:5", "", "2001:db8::1"},
+		{"v6 peer with zone", "[fe80::1%eth0]:5", "", "fe80::1"},
+		{"mapped peer is trusted by its v4 CIDR", "[::ffff:10.1.2.3]:5", "9.9.9.9", "9.9.9.9"},
+		{"v4 peer is trusted by a mapped CIDR", "192.168.1.1:5", "9.9.9.9", "9.9.9.9"},
+		{"v6 peer trusted", "[2001:db8:ffff::7]:5", "2001:db8::1", "2001:db8::1"},
+		{"untrusted peer's XFF ignored, peer canonical", "[::ffff:1.2.3.4]:5", "9.9.9.9", "1.2.3.4"},
+		{"XFF mapped hop", "10.1.2.3:5", "::ffff:9.9.9.9", "9.9.9.9"},
+		{"XFF mapped hop with port", "10.1.2.3:5", "[::ffff:9.9.9.9]:443", "9.9.9.9"},
+		{"XFF v6 upper case with port", "10.1.2.3:5", "[2001:DB8::0:1]:443", "2001:db8::1"},
+		{"XFF v6 with zone", "10.1.2.3:5", "fe80::a%en0", "fe80::a"},
+		{"XFF mapped trusted hop skipped", "10.1.2.3:5", "9.9.9.9, ::ffff:10.0.0.7", "9.9.9.9"},
+		{"XFF all trusted: last hop canonical", "10.1.2.3:5", "::ffff:10.0.0.9", "10.0.0.9"},
+		{"XFF garbage: last trusted hop canonical", "[::ffff:10.1.2.3]:5", "junk", "10.1.2.3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.remote
+			if c.xff != "" {
+				r.Header.Set("X-Forwarded-For", c.xff)
+			}
+			if got, ok := src.value(r, nil, ip); !ok || got != c.want {
+				t.Errorf("ip = %q, %v; want %q", got, ok, c.want)
+			}
+		})
+	}
+}
