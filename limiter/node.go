@@ -1,11 +1,9 @@
 package limiter
 
 import (
-	"math"
-	"sync"
 	"sync/atomic"
 
-	"sluice/limiter/window"
+	"sluice/internal/ring"
 )
 
 const (
@@ -15,25 +13,30 @@ const (
 
 // statNode holds one node's statistics: a 1 s sliding window of pass, block,
 // success and error counts (in tokens) and response time, and a concurrency
-// gauge. Counts are statistics, not limits: a bucket reset is serialised by mu
-// but increments racing a reset may be lost. Safe for concurrent use.
+// gauge. Counts are statistics, not limits: a bucket reset is serialised but
+// increments racing a reset may be lost (ring.Atomic). Safe for concurrent use.
 type statNode struct {
-	mu      sync.Mutex // serialises bucket resets
-	buckets [nodeBuckets]statBucket
+	win     ring.Atomic[statBucket, *statBucket]
+	buckets [nodeBuckets]ring.Slot[statBucket] // win's slots
 	conc    atomic.Int64
 	pins    atomic.Int64 // calls in flight holding this node (origin LRU)
 }
 
 type statBucket struct {
-	epoch                             atomic.Int64
 	pass, block, success, errs, rtSum atomic.Int64 // rtSum: response time x tokens
+}
+
+func (b *statBucket) Reset() {
+	b.pass.Store(0)
+	b.block.Store(0)
+	b.success.Store(0)
+	b.errs.Store(0)
+	b.rtSum.Store(0)
 }
 
 func newStatNode() *statNode {
 	n := &statNode{}
-	for i := range n.buckets {
-		n.buckets[i].epoch.Store(math.MinInt64)
-	}
+	n.win.Init(nodeBucketWidth, n.buckets[:])
 	return n
 }
 
@@ -41,52 +44,22 @@ func (n *statNode) pin()       { n.pins.Add(1) }
 func (n *statNode) unpin()     { n.pins.Add(-1) }
 func (n *statNode) busy() bool { return n.pins.Load() > 0 }
 
-func (n *statNode) bucket(now int64) *statBucket {
-	e := window.FloorDiv(now, nodeBucketWidth)
-	b := &n.buckets[window.Mod(e, nodeBuckets)]
-	if b.epoch.Load() != e {
-		return n.rotate(b, e)
-	}
-	return b
-}
-
-// rotate resets b for epoch e, unless it already holds a newer one.
-func (n *statNode) rotate(b *statBucket, e int64) *statBucket {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	old := b.epoch.Load()
-	if old > e {
-		return nil // now is older than the ring: drop the count
-	}
-	if old < e {
-		b.pass.Store(0)
-		b.block.Store(0)
-		b.success.Store(0)
-		b.errs.Store(0)
-		b.rtSum.Store(0)
-		b.epoch.Store(e) // last: writers that see e find the bucket zeroed
-	}
-	return b
-}
-
 func (n *statNode) addPass(now, k int64) {
-	if b := n.bucket(now); b != nil {
+	if b := n.win.At(now); b != nil {
 		b.pass.Add(k)
 	}
 	n.conc.Add(1)
 }
 
 func (n *statNode) addBlock(now, k int64) {
-	if b := n.bucket(now); b != nil {
+	if b := n.win.At(now); b != nil {
 		b.block.Add(k)
 	}
 }
 
 // undoPass takes back a pass counted at enter if its bucket is still current.
 func (n *statNode) undoPass(enter, k int64) {
-	e := window.FloorDiv(enter, nodeBucketWidth)
-	b := &n.buckets[window.Mod(e, nodeBuckets)]
-	if b.epoch.Load() == e {
+	if b := n.win.Still(enter); b != nil {
 		b.pass.Add(-k)
 	}
 	n.conc.Add(-1)
@@ -94,7 +67,7 @@ func (n *statNode) undoPass(enter, k int64) {
 
 func (n *statNode) complete(now, k, rt int64, failed bool) {
 	n.conc.Add(-1)
-	b := n.bucket(now)
+	b := n.win.At(now)
 	if b == nil {
 		return
 	}
@@ -108,11 +81,10 @@ func (n *statNode) complete(now, k, rt int64, failed bool) {
 
 // passes returns the tokens passed in the last second.
 func (n *statNode) passes(now int64) int64 {
-	e := window.FloorDiv(now, nodeBucketWidth)
+	e := n.win.Num(now)
 	var s int64
-	for i := range n.buckets {
-		b := &n.buckets[i]
-		if d := e - b.epoch.Load(); d >= 0 && d < nodeBuckets {
+	for i := range nodeBuckets {
+		if b := n.win.Live(e, i); b != nil {
 			s += b.pass.Load()
 		}
 	}
@@ -120,11 +92,10 @@ func (n *statNode) passes(now int64) int64 {
 }
 
 func (n *statNode) stats(now int64) NodeStats {
-	e := window.FloorDiv(now, nodeBucketWidth)
+	e := n.win.Num(now)
 	var pass, block, succ, errs, rt int64
-	for i := range n.buckets {
-		b := &n.buckets[i]
-		if d := e - b.epoch.Load(); d >= 0 && d < nodeBuckets {
+	for i := range nodeBuckets {
+		if b := n.win.Live(e, i); b != nil {
 			pass += b.pass.Load()
 			block += b.block.Load()
 			succ += b.success.Load()

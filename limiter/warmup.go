@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"sluice/limiter/window"
+	"sluice/internal/ring"
 )
 
 // warmParams are Guava's SmoothWarmingUp quantities, in tokens of the rule's
@@ -99,7 +99,7 @@ func (s *keyState) syncWarm(now int64) float64 {
 		w.due.Store(now + iv)
 		return p.maxTok
 	}
-	idx := window.FloorDiv(now-w.anchor, iv)
+	idx := ring.FloorDiv(now-w.anchor, iv)
 	gap := idx - w.last
 	prev := float64(w.passed.Swap(0))
 	if gap > 1 {

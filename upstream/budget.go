@@ -25,7 +25,7 @@ type budget struct {
 	primed bool
 }
 
-func newBudget() *budget { return &budget{w: counts{width: budgetWidth}} }
+func newBudget() *budget { return &budget{w: newCounts(budgetWidth)} }
 
 // request counts one client request (not its retries) at now.
 func (b *budget) request(now int64) {

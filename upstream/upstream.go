@@ -47,7 +47,7 @@ type state struct {
 const statsWidth = int64(100 * time.Millisecond)
 
 func newState(upstream, raw string, u *url.URL) *state {
-	s := &state{upstream: upstream, url: raw, u: u, stats: counts{width: statsWidth}}
+	s := &state{upstream: upstream, url: raw, u: u, stats: newCounts(statsWidth)}
 	s.ejectedUntil.Store(math.MinInt64)
 	return s
 }

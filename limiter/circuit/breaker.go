@@ -53,7 +53,7 @@ type breaker struct {
 	retryAt atomic.Int64
 
 	mu  sync.Mutex
-	win *window
+	win window
 	res *resource // shared by every breaker of this resource, across reloads
 }
 
@@ -106,7 +106,7 @@ func (b *breaker) exit(now int64, rt time.Duration, failed, probe bool) {
 		bad = rt > b.maxRt
 	}
 	b.mu.Lock()
-	b.win.add(now, bad)
+	b.win.Add(now, call(bad))
 	switch {
 	case probe && b.state.Load() == sProbing:
 		// A slowRatio probe that failed fast (connection refused, 5xx) is no
@@ -117,7 +117,7 @@ func (b *breaker) exit(now int64, rt time.Duration, failed, probe bool) {
 			b.state.Store(sOpen)
 			b.res.changed()
 		} else {
-			b.win.clear()
+			b.win.Clear()
 			b.state.Store(sClosed)
 			b.res.changed()
 		}
@@ -142,7 +142,7 @@ func (b *breaker) cancelProbe() {
 //     applies the "== 1" rule to slowRatio only; we apply it to errorRatio too
 //     so that the two ratios read alike.
 func (b *breaker) tripped() bool {
-	w := b.win
+	w := b.win.Sum()
 	if w.total < b.minReq || w.total == 0 {
 		return false
 	}

@@ -157,7 +157,7 @@ const qpsInterval = int64(1e9)
 // pass are counted there.
 func (g *Guard) admit(now, others int64) bool {
 	st := g.st
-	if g.maxRt > 0 && others >= 1 && st.done > 0 && st.rtSum/st.done > g.maxRt {
+	if done, rtSum := st.completed(); g.maxRt > 0 && others >= 1 && done > 0 && rtSum/done > g.maxRt {
 		return false
 	}
 	cpuHigh := g.maxCpu > 0 && g.cpuHigh()

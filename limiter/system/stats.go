@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"sluice/limiter/window"
+	"sluice/internal/ring"
 )
 
 // Window geometry. The completed calls' average RT is taken over the current
@@ -17,78 +17,60 @@ const (
 	fineWidth   = int64(1e9) / fineBuckets
 	secBuckets  = 10
 	secWidth    = int64(1e9)
-	minInt64    = -1 << 63
 )
 
 // stats is the gateway-wide statistics a Guard checks. A reload hands the
 // same *stats to the new Guard, so in-flight counts and windows carry over.
 //
-// inFlight is an atomic; everything else is guarded by mu.
-// Invariant: done, rtSum are the sums of fine buckets fineHead-20 ..
-// fineHead, and every bucket outside the window is zero (same for sec).
+// inFlight is an atomic; everything else is guarded by mu. fine's sum is the
+// completed calls of the last 1 to 1.05 s; sec's buckets are read one by one.
 type stats struct {
 	inFlight atomic.Int64
 
-	mu       sync.Mutex
-	fineHead int64
-	fine     [fineRing]fineBucket
-	done     int64 // completed calls in the window
-	rtSum    int64 // their response times, ns
-
-	secHead int64
-	sec     [secBuckets]secBucket
+	mu   sync.Mutex
+	fine ring.Ring[fineBucket, *fineBucket]
+	sec  ring.Ring[secBucket, *secBucket]
 }
 
-type fineBucket struct{ done, rtSum int64 }
+type fineBucket struct{ done, rtSum int64 } // rtSum: their response times, ns
+
+func (b *fineBucket) Add(o fineBucket) { b.done += o.done; b.rtSum += o.rtSum }
+func (b *fineBucket) Sub(o fineBucket) { b.done -= o.done; b.rtSum -= o.rtSum }
 
 // secBucket holds one second of successful calls, for the BBR estimate.
 type secBucket struct{ succ, rtSum int64 }
 
-func newStats() *stats { return &stats{fineHead: minInt64, secHead: minInt64} }
+func (b *secBucket) Add(o secBucket) { b.succ += o.succ; b.rtSum += o.rtSum }
+func (b *secBucket) Sub(o secBucket) { b.succ -= o.succ; b.rtSum -= o.rtSum }
+
+func newStats() *stats {
+	return &stats{
+		fine: ring.New[fineBucket](fineRing, fineWidth),
+		sec:  ring.New[secBucket](secBuckets, secWidth),
+	}
+}
 
 // advance slides both windows to now (mu held). An instant older than the
 // newest bucket counts as the newest: concurrent calls finish out of order.
 func (s *stats) advance(now int64) {
-	if idx := window.FloorDiv(now, fineWidth); idx > s.fineHead {
-		if s.fineHead == minInt64 || idx-s.fineHead >= fineRing {
-			s.fine = [fineRing]fineBucket{}
-			s.done, s.rtSum = 0, 0
-		} else {
-			for i := s.fineHead + 1; i <= idx; i++ {
-				b := &s.fine[window.Mod(i, fineRing)]
-				s.done -= b.done
-				s.rtSum -= b.rtSum
-				*b = fineBucket{}
-			}
-		}
-		s.fineHead = idx
-	}
-	if idx := window.FloorDiv(now, secWidth); idx > s.secHead {
-		if s.secHead == minInt64 || idx-s.secHead >= secBuckets {
-			s.sec = [secBuckets]secBucket{}
-		} else {
-			for i := s.secHead + 1; i <= idx; i++ {
-				s.sec[window.Mod(i, secBuckets)] = secBucket{}
-			}
-		}
-		s.secHead = idx
-	}
+	s.fine.Advance(now)
+	s.sec.Advance(now)
+}
+
+// completed is the calls completed in the fine window and the sum of their
+// response times, ns (mu held, after advance).
+func (s *stats) completed() (done, rtSum int64) {
+	f := s.fine.Sum()
+	return f.done, f.rtSum
 }
 
 // complete records a finished call (mu held). Every call counts towards the
 // average RT (a timeout is the slowest call of all); only successes count
 // towards the BBR estimate, so that fast failures do not pass for capacity.
 func (s *stats) complete(now, rt int64, failed bool) {
-	s.advance(now)
-	b := &s.fine[window.Mod(s.fineHead, fineRing)]
-	b.done++
-	b.rtSum += rt
-	s.done++
-	s.rtSum += rt
+	s.fine.Add(now, fineBucket{done: 1, rtSum: rt})
 	if !failed {
-		sb := &s.sec[window.Mod(s.secHead, secBuckets)]
-		sb.succ++
-		sb.rtSum += rt
+		s.sec.Add(now, secBucket{succ: 1, rtSum: rt})
 	}
 }
 
@@ -102,16 +84,15 @@ func (s *stats) complete(now, rt int64, failed bool) {
 // (successes so far over at least 100 ms), so a ramp-up is not mistaken
 // for saturation; it can only raise the estimate.
 func (s *stats) capacity(now int64) (calls float64, ok bool) {
-	cur := window.Mod(s.secHead, secBuckets)
+	cur, head := s.sec.NewestSlot(), s.sec.Head()
 	var maxRate, minRt float64
-	for i := range s.sec {
-		b := s.sec[i]
+	for i, b := range s.sec.Slots() {
 		if b.succ == 0 {
 			continue
 		}
 		rate := float64(b.succ)
-		if int64(i) == cur {
-			elapsed := max(now-s.secHead*secWidth, secWidth/10)
+		if i == cur {
+			elapsed := max(now-head*secWidth, secWidth/10)
 			rate = float64(b.succ) * float64(secWidth) / float64(elapsed)
 		} else {
 			ok = true

@@ -1,0 +1,5 @@
+package window
+
+import "unsafe"
+
+var sizeofExact = int(unsafe.Sizeof(Exact{}))
