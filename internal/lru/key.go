@@ -39,11 +39,12 @@ type ref struct {
 // picks the shard.
 func (c *Cache[V]) locate(key string, k *ref) *Shard[V] {
 	k.key = key
+	shards := c.shardList()
 	if len(key) <= MaxKeyLen {
 		if c.mask == 0 {
-			return &c.shards[0]
+			return &shards[0]
 		}
-		return &c.shards[maphash.String(c.seeds[0], key)&c.mask]
+		return &shards[maphash.String(c.seeds[0], key)&c.mask]
 	}
 	h := maphash.String(c.seeds[0], key)
 	k.long = true
@@ -54,7 +55,7 @@ func (c *Cache[V]) locate(key string, k *ref) *Shard[V] {
 	binary.LittleEndian.PutUint64(k.form[prefixLen:], h)
 	binary.LittleEndian.PutUint64(k.form[prefixLen+8:], maphash.String(c.seeds[1], key))
 	k.form[longLen-1] = byte(n)
-	return &c.shards[h&c.mask]
+	return &shards[h&c.mask]
 }
 
 // find returns k's entry in s, if tracked; the caller holds s.mu. The

@@ -62,7 +62,10 @@ type Cache[V any] struct {
 	mask   uint64
 	cap    int64
 	count  atomic.Int64 // entries in all shards; <= cap unless Grow
-	shards []Shard[V]
+	// shards are made by the first Get: a rule that no request reaches
+	// costs a few hundred bytes, not its shards' (64 for a large cap,
+	// about 12 KiB), so loading many rules stays cheap.
+	shards atomic.Pointer[[]Shard[V]]
 }
 
 // Entry is one tracked key. V is the caller's; the links and key are guarded
@@ -104,15 +107,35 @@ type Shard[V any] struct {
 func New[V any](o Options[V]) *Cache[V] {
 	o.Cap = max(o.Cap, 1)
 	n := shardsFor(o.Cap)
-	c := &Cache[V]{opts: o, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		mask: uint64(n - 1), cap: int64(o.Cap), shards: make([]Shard[V], n)}
-	for i := range c.shards {
-		s := &c.shards[i]
+	return &Cache[V]{opts: o, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		mask: uint64(n - 1), cap: int64(o.Cap)}
+}
+
+// shardList returns the shards, making them on first use; calls racing to
+// make them all get the one that was stored first.
+func (c *Cache[V]) shardList() []Shard[V] {
+	if p := c.shards.Load(); p != nil {
+		return *p
+	}
+	ss := make([]Shard[V], c.mask+1)
+	for i := range ss {
+		s := &ss[i]
 		s.idx = uint32(i)
 		s.m = make(map[string]*Entry[V])
 		s.root.next, s.root.prev = &s.root, &s.root
 	}
-	return c
+	if !c.shards.CompareAndSwap(nil, &ss) {
+		return *c.shards.Load()
+	}
+	return ss
+}
+
+// made returns the shards, or none if no Get has made them yet.
+func (c *Cache[V]) made() []Shard[V] {
+	if p := c.shards.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // shardsFor picks a power-of-two shard count: one shard (an exact LRU) for
@@ -169,7 +192,7 @@ func (s *Shard[V]) Unlock() { s.mu.Unlock() }
 // scan is watching e. It takes no lock.
 func (c *Cache[V]) Released(e *Entry[V]) {
 	if f := e.flags.Load(); f&watched != 0 {
-		c.shards[f>>1].released.Add(1)
+		c.made()[f>>1].released.Add(1)
 	}
 }
 
@@ -248,8 +271,9 @@ func (c *Cache[V]) free(e *Entry[V]) int64 {
 // another call at that instant is skipped.
 func (c *Cache[V]) evictElsewhere(own *Shard[V], now int64) bool {
 	after := false
-	for i := range c.shards {
-		s := &c.shards[i]
+	shards := c.made()
+	for i := range shards {
+		s := &shards[i]
 		if s == own {
 			after = true
 			continue
@@ -272,8 +296,9 @@ func (c *Cache[V]) evictElsewhere(own *Shard[V], now int64) bool {
 // turn.
 func (c *Cache[V]) Len() int {
 	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
+	shards := c.made()
+	for i := range shards {
+		s := &shards[i]
 		s.mu.Lock()
 		n += len(s.m)
 		s.mu.Unlock()
@@ -285,8 +310,9 @@ func (c *Cache[V]) Len() int {
 // a shard, with the entry's shard locked. name is the key as shown to people
 // (see Name). It is for statistics, not the hot path.
 func (c *Cache[V]) Each(fn func(name string, v *V)) {
-	for i := range c.shards {
-		s := &c.shards[i]
+	shards := c.made()
+	for i := range shards {
+		s := &shards[i]
 		s.mu.Lock()
 		for e := s.root.next; e != &s.root; e = e.next {
 			fn(name(e.key), &e.V)

@@ -280,3 +280,35 @@ func TestGetTrackedKeyDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// A cache that no key has reached holds almost nothing, whatever its cap:
+// a gateway loads one per rule (100,000 values by default), and 10,000
+// rules held 150 MB of empty shards. Len and Each see an empty cache; the
+// first Get makes the shards and works as before.
+func TestUnusedCacheIsSmall(t *testing.T) {
+	const n = 1000
+	caches := make([]*lru.Cache[slot], n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range caches {
+		caches[i] = newCache(100000, lru.Refuse)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n; per > 512 {
+		t.Errorf("an unused cache of cap 100000 holds %d bytes, want under 512", per)
+	}
+	c := caches[0]
+	if c.Len() != 0 {
+		t.Errorf("an unused cache has %d keys", c.Len())
+	}
+	c.Each(func(name string, _ *slot) { t.Errorf("Each of an unused cache showed %q", name) })
+	for i := range 3 {
+		use(c, strconv.Itoa(i), 0, math.MinInt64)
+	}
+	if c.Len() != 3 {
+		t.Errorf("tracked %d after 3 keys, want 3", c.Len())
+	}
+	runtime.KeepAlive(caches)
+}
