@@ -475,7 +475,7 @@ func TestRulesDocumentErrors(t *testing.T) {
 		}},
 		{"fleet/gateway_holds_rules.yaml", "fleet/doc.yaml", []string{
 			"testdata/fleet/gateway_holds_rules.yaml:5: routes: is in both this file and the rules document (" + fleetDoc + ":7); with rulesSource it belongs in the document only",
-			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
+			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, server, admin, log, cluster, rulesSource",
 			// The file's errors first, then the document's.
 			fleetDoc + ":16: flowRules[1].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 		}},
@@ -550,8 +550,8 @@ func TestGatewayFileAlone(t *testing.T) {
 		want []string
 	}{
 		{"gateway_holds_rules.yaml", []string{
-			"testdata/fleet/gateway_holds_rules.yaml:5: routes: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
-			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, admin, log, cluster, rulesSource",
+			"testdata/fleet/gateway_holds_rules.yaml:5: routes: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, server, admin, log, cluster, rulesSource",
+			"testdata/fleet/gateway_holds_rules.yaml:8: system: belongs in the rules document, not in this file: with rulesSource, each gateway's file holds only listen, tls, http2, server, admin, log, cluster, rulesSource",
 		}},
 		{"gateway_no_redis.yaml", []string{
 			"testdata/fleet/gateway_no_redis.yaml:2: rulesSource: names no Redis: set one of rulesSource.redis (a redis:// URL), rulesSource.sentinel or rulesSource.clusterAddrs",

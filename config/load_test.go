@@ -25,6 +25,7 @@ func TestLoadFull(t *testing.T) {
 	}
 	want := &config.Config{
 		Listen:         ":8081",
+		Server:         config.Server{MergeSlashes: ptr(false)},
 		Admin:          config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret"},
 		Log:            config.Log{Level: "debug", Format: "console", Access: true},
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
@@ -71,6 +72,9 @@ func TestLoadFull(t *testing.T) {
 		g, _ := json.MarshalIndent(cfg, "", " ")
 		w, _ := json.MarshalIndent(want, "", " ")
 		t.Errorf("Load:\n got %s\nwant %s", g, w)
+	}
+	if cfg.Server.MergesSlashes() || !(&config.Config{}).Server.MergesSlashes() {
+		t.Errorf("mergeSlashes: false reads %v; unset reads %v, want true", cfg.Server.MergesSlashes(), (&config.Config{}).Server.MergesSlashes())
 	}
 	if cfg.AdminListen() != "127.0.0.1:9191" || cfg.BlockResponse.Headers() || cfg.FlowRules[0].ClusterConfig.Fallback() {
 		t.Errorf("AdminListen/Headers/Fallback = %q/%v/%v", cfg.AdminListen(), cfg.BlockResponse.Headers(), cfg.FlowRules[0].ClusterConfig.Fallback())

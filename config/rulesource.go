@@ -29,7 +29,7 @@ type RulesSource struct {
 
 // gatewaySections are the settings that belong to one gateway: they stay in
 // its rules file when a rulesSource holds the rest.
-var gatewaySections = []string{"listen", "tls", "http2", "admin", "log", "cluster", "rulesSource"}
+var gatewaySections = []string{"listen", "tls", "http2", "server", "admin", "log", "cluster", "rulesSource"}
 
 func isGatewaySection(name string) bool { return slices.Contains(gatewaySections, name) }
 

@@ -10,6 +10,7 @@ type Config struct {
 	Listen         string              `yaml:"listen" json:"listen"`
 	TLS            TLS                 `yaml:"tls" json:"tls"`
 	HTTP2          HTTP2               `yaml:"http2" json:"http2"`
+	Server         Server              `yaml:"server" json:"server"`
 	Admin          Admin               `yaml:"admin" json:"admin"`
 	Log            Log                 `yaml:"log" json:"log"`
 	Origin         OriginConfig        `yaml:"origin" json:"origin"`
@@ -38,6 +39,17 @@ type Admin struct {
 	Listen *string `yaml:"listen" json:"listen"`
 	Token  string  `yaml:"token" json:"-"`
 }
+
+// Server is how the traffic listeners read a client's request (SPEC §11,
+// docs/configuration.md#server).
+type Server struct {
+	// MergeSlashes makes "//" in a path one "/", for matching and
+	// forwarding; nil (unset) is true (see MergesSlashes).
+	MergeSlashes *bool `yaml:"mergeSlashes" json:"mergeSlashes"`
+}
+
+// MergesSlashes reports whether "//" in a path is one "/" (default true).
+func (s Server) MergesSlashes() bool { return s.MergeSlashes == nil || *s.MergeSlashes }
 
 // Log configures logging; command-line flags override it.
 type Log struct {
