@@ -16,6 +16,15 @@ var (
 	bodyBadPath       = []byte(`{"error":"bad request path"}` + "\n")
 )
 
+// badTargetBodies answer a target readTarget refuses, by its reason.
+var badTargetBodies = [...][]byte{
+	badFragment: []byte(`{"error":"bad request target","reason":"fragment"}` + "\n"),
+	badForm:     []byte(`{"error":"bad request target","reason":"not a path"}` + "\n"),
+	badDot:      bodyBadPath,
+	badEscape:   []byte(`{"error":"bad request path","reason":"malformed escape"}` + "\n"),
+	badQuery:    []byte(`{"error":"bad request query","reason":"';', a malformed escape or over 10000 parameters"}` + "\n"),
+}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentTypeJSON

@@ -20,6 +20,7 @@ import (
 type exchange struct {
 	http.ResponseWriter
 	req        *http.Request
+	view       view // the request's one reading (readTarget)
 	src        *sources
 	params     *chi.Context // the path parameters; nil: none
 	clientCtx  context.Context
@@ -111,16 +112,18 @@ func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // Value implements hotparam.Values; an *exchange is a pointer, so passing
 // it as an interface allocates nothing.
-func (e *exchange) Value(src config.Source) (string, bool) { return e.src.value(e.req, e.params, src) }
+func (e *exchange) Value(src config.Source) (string, bool) {
+	return e.src.value(e.req, &e.view, e.params, src)
+}
 
 type exchangePool struct{ p sync.Pool }
 
-func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, src *sources, params *chi.Context) *exchange {
+func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, v view, src *sources, params *chi.Context) *exchange {
 	e, _ := p.p.Get().(*exchange)
 	if e == nil {
 		e = new(exchange)
 	}
-	*e = exchange{ResponseWriter: w, req: r, src: src, params: params, clientCtx: r.Context()}
+	*e = exchange{ResponseWriter: w, req: r, view: v, src: src, params: params, clientCtx: r.Context()}
 	return e
 }
 

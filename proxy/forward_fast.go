@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,7 +97,7 @@ func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 	req, resp := &c.req, &c.resp
 	for i := up.first(ex); ; {
 		t := up.fast[i]
-		f.buildRequest(c, t, r)
+		f.buildRequest(c, t, r, &ex.view)
 		f.setBody(c, r, kept)
 		resp.Header.SetNoDefaultContentType(true)
 		if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
@@ -137,8 +135,9 @@ func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
 var errRetried = errors.New("proxy: answer dropped, the request is sent to another target")
 
 // buildRequest fills c.req as ReverseProxy's Rewrite and Transport would
-// write the outgoing request.
-func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request) {
+// write the outgoing request, to the request-target the standard forwarder
+// sends too (appendUpstreamTarget).
+func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request, v *view) {
 	rt := f.rt
 	req := &c.req
 	h := &req.Header
@@ -146,7 +145,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 	h.SetNoDefaultContentType(true)
 	req.UseHostHeader = true
 	h.SetMethod(r.Method)
-	c.uri = appendRequestURI(c.uri[:0], t, r, rt.stripPrefix)
+	c.uri, _ = appendUpstreamTarget(c.uri[:0], t.url, v, rt.stripPrefix)
 	h.SetRequestURIBytes(c.uri)
 	h.SetHostBytes(t.host)
 	if t.https {
@@ -315,68 +314,4 @@ func closeStream(body io.Reader, err error) error {
 		return c.CloseWithError(err)
 	}
 	return nil
-}
-
-// appendRequestURI appends the request-target ReverseProxy would send:
-// the route's prefix stripped from the client's path, joined to the
-// target's path (httputil's joinURLPath), and the target's query merged
-// before the client's.
-func appendRequestURI(dst []byte, t *fastTarget, r *http.Request, strip string) []byte {
-	path, raw := r.URL.Path, r.URL.RawPath
-	if strip != "" {
-		path = stripPrefix(path, strip)
-		if raw != "" {
-			raw = stripPrefix(raw, strip)
-		}
-	}
-	query := r.URL.RawQuery
-	if t.joinPath {
-		path, raw = joinURLPath(t.url, path, raw)
-		if tq := t.url.RawQuery; tq != "" {
-			if query == "" {
-				query = tq
-			} else {
-				query = tq + "&" + query
-			}
-		}
-	}
-	u := url.URL{Path: path, RawPath: raw}
-	ep := u.EscapedPath()
-	if ep == "" {
-		ep = "/"
-	}
-	dst = append(dst, ep...)
-	if query != "" {
-		dst = append(append(dst, '?'), query...)
-	}
-	return dst
-}
-
-// joinURLPath joins the target's path and the request's as
-// httputil.ProxyRequest.SetURL does.
-func joinURLPath(a *url.URL, bPath, bRaw string) (path, rawpath string) {
-	if a.RawPath == "" && bRaw == "" {
-		return singleJoiningSlash(a.Path, bPath), ""
-	}
-	b := url.URL{Path: bPath, RawPath: bRaw}
-	apath, bpath := a.EscapedPath(), b.EscapedPath()
-	aslash, bslash := strings.HasSuffix(apath, "/"), strings.HasPrefix(bpath, "/")
-	switch {
-	case aslash && bslash:
-		return a.Path + bPath[1:], apath + bpath[1:]
-	case !aslash && !bslash:
-		return a.Path + "/" + bPath, apath + "/" + bpath
-	}
-	return a.Path + bPath, apath + bpath
-}
-
-func singleJoiningSlash(a, b string) string {
-	aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
-	switch {
-	case aslash && bslash:
-		return a + b[1:]
-	case !aslash && !bslash:
-		return a + "/" + b
-	}
-	return a + b
 }

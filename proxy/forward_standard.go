@@ -58,6 +58,13 @@ func newStandardForwarder(rt *route, transport http.RoundTripper, copyBuffers ht
 func (f *standardForwarder) forward(ex *exchange, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), f.timeout)
 	defer cancel()
+	// The request's URL is made the view, whence ReverseProxy's clone and
+	// Rewrite (which reach nothing else without an allocation) take it:
+	// RawPath is the view's path, RawQuery its query; a client's userinfo
+	// (absolute-form) is not turned into an Authorization header.
+	u := r.URL
+	u.Opaque, u.User, u.Path, u.RawPath = "", nil, unescapedPath(ex.view.path), ex.view.path
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = ex.view.query, false, "", ""
 	req := r.WithContext(ctx)
 	up := f.rt.upstream
 	body, err := f.keepBody(ex, r)
@@ -119,18 +126,26 @@ var retryStatuses = [...]*retryStatusError{{502}, {503}, {504}}
 // attempt instead of reaching the client.
 func newStandardProxy(rt *route, target *url.URL, retry bool, transport http.RoundTripper,
 	copyBuffers httputil.BufferPool, log zerolog.Logger) *httputil.ReverseProxy {
+	joins := target.Path != "" || target.RawPath != "" || target.RawQuery != ""
 	return &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			// The prefix is stripped from the client's path before it is
-			// joined to the target's own path (if any).
-			if rt.stripPrefix != "" {
-				pr.Out.URL.Path = stripPrefix(pr.Out.URL.Path, rt.stripPrefix)
-				if pr.Out.URL.RawPath != "" {
-					pr.Out.URL.RawPath = stripPrefix(pr.Out.URL.RawPath, rt.stripPrefix)
+			// The request-target is the one the fast forwarder sends:
+			// the view's path (forward put it in In.URL.RawPath), the
+			// prefix stripped, joined to the target's path, and the
+			// target's query before the view's (SetURL's, on the view).
+			out := pr.Out.URL // a copy of the view (forward)
+			if rt.stripPrefix != "" || joins {
+				v := view{path: out.RawPath, query: out.RawQuery}
+				b, n := appendUpstreamTarget(nil, target, &v, rt.stripPrefix)
+				out.RawPath, out.RawQuery = string(b[:n]), ""
+				if n < len(b) {
+					out.RawQuery = string(b[n+1:])
 				}
+				out.Path = unescapedPath(out.RawPath)
 			}
-			pr.SetURL(target)
+			out.Scheme, out.Host = target.Scheme, target.Host
+			pr.Out.Host = ""
 			// ReverseProxy drops inbound X-Forwarded-* before Rewrite. A chain
 			// is only extended when the peer is a trusted proxy; otherwise the
 			// client's own claims are replaced by what we saw.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -55,11 +56,11 @@ func parseForwarderMode(s string) (forwarderMode, error) {
 const fastBodyCap = 64 << 10
 
 // forwarderFor picks the forwarder of one request.
-func (rt *route) forwarderFor(r *http.Request) forwarder {
+func (rt *route) forwarderFor(r *http.Request, v *view) forwarder {
 	switch {
 	case rt.mode == modeStandard || rt.fast == nil:
 		return rt.std
-	case mustStandard(r):
+	case mustStandard(r, v):
 		return rt.std
 	case rt.mode == modeAuto && preferStandard(r):
 		return rt.std
@@ -70,9 +71,12 @@ func (rt *route) forwarderFor(r *http.Request) forwarder {
 // mustStandard reports a request the fast path cannot forward exactly as
 // httputil.ReverseProxy would, so it never takes it, whatever the mode:
 // protocol upgrades (WebSocket, h2c), request trailers, Expect (100-continue
-// is negotiated hop by hop), a body on GET/HEAD, CONNECT, opaque or
-// scheme-relative targets, and queries ReverseProxy would re-encode.
-func mustStandard(r *http.Request) bool {
+// is negotiated hop by hop), a body on GET/HEAD, CONNECT, and a path with
+// "//" (server.mergeSlashes: false), which fasthttp could take for a
+// scheme-relative URL. What is sent is the same either way
+// (appendUpstreamTarget); readTarget has refused the targets that could be
+// read two ways.
+func mustStandard(r *http.Request, v *view) bool {
 	h := r.Header
 	if len(h["Upgrade"]) > 0 || len(h["Expect"]) > 0 || r.Trailer != nil {
 		return true
@@ -80,11 +84,7 @@ func mustStandard(r *http.Request) bool {
 	if r.ContentLength != 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}
-	if r.Method == http.MethodConnect || r.URL.Opaque != "" || r.URL.ForceQuery ||
-		!strings.HasPrefix(r.URL.Path, "/") || strings.HasPrefix(r.URL.Path, "//") {
-		return true
-	}
-	return queryNeedsCleaning(r.URL.RawQuery)
+	return r.Method == http.MethodConnect || strings.Contains(v.path, "//")
 }
 
 // preferStandard reports a request auto sends the standard path although
@@ -108,33 +108,47 @@ func preferStandard(r *http.Request) bool {
 	return false
 }
 
-// queryNeedsCleaning mirrors the check httputil.ReverseProxy makes before
-// re-encoding a query (a ';' or a malformed escape, or too many params).
-func queryNeedsCleaning(q string) bool {
-	if q == "" {
-		return false
-	}
-	if strings.Count(q, "&") >= 10000 {
-		return true
-	}
-	for i := 0; i < len(q); {
-		switch q[i] {
-		case ';':
-			return true
-		case '%':
-			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
-				return true
-			}
-			i += 3
-		default:
-			i++
-		}
-	}
-	return false
-}
-
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// appendUpstreamTarget appends the request-target that the upstream
+// receives from either forwarder, and returns the length of its path part:
+// the view's path with the route's prefix stripped, joined to the target's
+// own path as httputil.ProxyRequest.SetURL joins them (on escaped paths,
+// one slash between), then the target's query before the view's. It
+// allocates nothing for a target whose path needs no escaping.
+func appendUpstreamTarget(dst []byte, t *url.URL, v *view, strip string) ([]byte, int) {
+	start := len(dst)
+	p := v.path
+	if strip != "" {
+		p = stripPrefix(p, strip)
+	}
+	if tp := t.EscapedPath(); tp != "" {
+		switch aslash := strings.HasSuffix(tp, "/"); {
+		case aslash && strings.HasPrefix(p, "/"):
+			dst = append(dst, tp...)
+			p = p[1:]
+		case !aslash && !strings.HasPrefix(p, "/"):
+			dst = append(append(dst, tp...), '/')
+		default:
+			dst = append(dst, tp...)
+		}
+	}
+	dst = append(dst, p...)
+	n := len(dst) - start
+	if n == 0 {
+		dst, n = append(dst, '/'), 1
+	}
+	switch tq := t.RawQuery; {
+	case tq != "" && v.query != "":
+		dst = append(append(append(append(dst, '?'), tq...), '&'), v.query...)
+	case tq != "":
+		dst = append(append(dst, '?'), tq...)
+	case v.query != "":
+		dst = append(append(dst, '?'), v.query...)
+	}
+	return dst, n
 }
 
 // containsFold reports whether s contains sub, ASCII case-insensitively,

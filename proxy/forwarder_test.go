@@ -30,10 +30,10 @@ func TestForwarderChoice(t *testing.T) {
 		{name: "large body", method: "PUT", url: "/a", body: strings.Repeat("x", fastBodyCap+1), auto: "standard", force: "fast"},
 		{name: "body at cap", method: "PUT", url: "/a", body: strings.Repeat("x", fastBodyCap), auto: "fast", force: "fast"},
 		{name: "GET with body", method: "GET", url: "/a", body: "x", auto: "standard", force: "standard"},
-		{name: "query ReverseProxy re-encodes", method: "GET", url: "/a?x=1;y=2", auto: "standard", force: "standard"},
-		{name: "bad escape in query", method: "GET", url: "/a?x=%zz", auto: "standard", force: "standard"},
-		{name: "empty query", method: "GET", url: "/a?", auto: "standard", force: "standard"},
-		{name: "double slash path", method: "GET", url: "//a/b", auto: "standard", force: "standard"},
+		// The view drops an empty "?" on both, so fast can carry it.
+		{name: "empty query", method: "GET", url: "/a?", auto: "fast", force: "fast"},
+		// Only with server.mergeSlashes: false (this test's view).
+		{name: "double slash path", method: "GET", url: "/a//b", auto: "standard", force: "standard"},
 	}
 	for _, c := range cases {
 		r := httptest.NewRequest(c.method, c.url, nil)
@@ -47,12 +47,16 @@ func TestForwarderChoice(t *testing.T) {
 			k, v, _ := strings.Cut(h, ":")
 			r.Header.Add(k, strings.TrimSpace(v))
 		}
+		v, bad := readTarget(r, false)
+		if bad != badNone {
+			t.Fatalf("%s: readTarget: %d", c.name, bad)
+		}
 		for _, m := range []struct {
 			mode forwarderMode
 			want string
 		}{{modeAuto, c.auto}, {modeFast, c.force}, {modeStandard, "standard"}} {
 			rt := &route{mode: m.mode, std: std, fast: fast}
-			if got := rt.forwarderFor(r).name(); got != m.want {
+			if got := rt.forwarderFor(r, &v).name(); got != m.want {
 				t.Errorf("%s, mode %d: %s, want %s", c.name, m.mode, got, m.want)
 			}
 		}
@@ -60,7 +64,7 @@ func TestForwarderChoice(t *testing.T) {
 	// A request with trailers declared must go standard.
 	r := httptest.NewRequest("POST", "/a", strings.NewReader("x"))
 	r.Trailer = http.Header{"X-Sum": nil}
-	if got := (&route{mode: modeFast, std: std, fast: fast}).forwarderFor(r).name(); got != "standard" {
+	if got := (&route{mode: modeFast, std: std, fast: fast}).forwarderFor(r, &view{path: "/a"}).name(); got != "standard" {
 		t.Errorf("request trailers: %s, want standard", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,18 +156,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
 		return
 	}
-	if hasDotSegment(r.URL.Path) {
-		writeJSON(w, http.StatusBadRequest, bodyBadPath)
+	v, bad := readTarget(r, s.mergeSlashes)
+	if bad != badNone {
+		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
 		return
 	}
 	dropH2CUpgrade(r)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		s.router.ServeHTTP(w, r)
+		s.router.serve(w, r, v)
 		return
 	}
 	b := &clientBody{rc: r.Body, rw: w}
 	r.Body = b
-	s.router.ServeHTTP(w, r)
+	s.router.serve(w, r, v)
 	if !b.eof.Load() {
 		// The answer went out with the body unread (blocked, 404, upstream
 		// failed or answered early). net/http would now read up to 256 KiB
@@ -178,22 +178,4 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// then answers and closes the connection.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
-}
-
-// hasDotSegment reports a "." or ".." path segment (after unescaping, so
-// %2e%2e and ..%2f count too). Such a path could match one route here and
-// be cleaned into another route's path by the upstream, escaping the first
-// route's rules, so it is refused rather than forwarded.
-func hasDotSegment(p string) bool {
-	if !strings.Contains(p, "/.") {
-		return false
-	}
-	for p != "" {
-		var seg string
-		seg, p, _ = strings.Cut(p, "/")
-		if seg == "." || seg == ".." {
-			return true
-		}
-	}
-	return false
 }

@@ -44,6 +44,7 @@ func newHostRouter(routes []hostRoute) *hostRouter {
 			}
 		}
 	}
+	h.any.headFromGet()
 	group := func(matches func(host string) bool) *router {
 		g := newRouter(notFound, notAllowed)
 		for _, r := range routes {
@@ -54,6 +55,7 @@ func newHostRouter(routes []hostRoute) *hostRouter {
 				}
 			}
 		}
+		g.headFromGet()
 		return g
 	}
 	if len(exact) > 0 {
@@ -78,18 +80,20 @@ func wildcardMatches(pattern, name string) bool {
 	return ok && strings.HasSuffix(name, "."+s)
 }
 
-func (h *hostRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve routes r by its Host and its view's path (readTarget), and serves
+// it with the route found.
+func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
 	rctx, _ := h.ctxs.Get().(*chi.Context)
 	if rctx == nil {
 		rctx = chi.NewRouteContext()
 	}
 	rctx.Reset()
-	path := routePath(r)
+	path := v.path
 	var g *router
 	if h.exact != nil || h.wild != nil {
 		if g = h.group(r.Host); g != nil {
 			if rt := g.match(rctx, r.Method, path); rt != nil {
-				rt.serve(w, r, rctx)
+				rt.serve(w, r, v, rctx)
 				h.ctxs.Put(rctx)
 				return
 			}
@@ -98,7 +102,7 @@ func (h *hostRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rt := h.any.match(rctx, r.Method, path); {
 	case rt != nil:
-		rt.serve(w, r, rctx)
+		rt.serve(w, r, v, rctx)
 	case g != nil && !h.any.knows(rctx, path) && g.knows(rctx, path):
 		g.miss(w, r, rctx, path) // the host's routes have the path: their 405
 	default:

@@ -29,19 +29,25 @@ type route struct {
 }
 
 // ServeHTTP serves a request chi routed itself (router falls back to chi
-// only for what it cannot resolve, so this is rare).
+// only for what it cannot resolve, so this is rare); chi routed it on the
+// view's path (router.miss), read again here.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt.serve(w, r, chi.RouteContext(r.Context()))
+	v, bad := readTarget(r, rt.snap.mergeSlashes)
+	if bad != badNone {
+		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
+		return
+	}
+	rt.serve(w, r, v, chi.RouteContext(r.Context()))
 }
 
 // serve is the hot path: origin, the route's guards in a loop (in the
 // documented order: docs/rules.md#combining-rules), an optional throttle
 // wait, then forwarding. params is the routing context holding the path
-// parameters.
-func (rt *route) serve(w http.ResponseWriter, r *http.Request, params *chi.Context) {
+// parameters, v the request's view (readTarget).
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *chi.Context) {
 	s := rt.snap
 	start := s.clock.Now()
-	ex := s.pool.get(w, r, s.sources, params)
+	ex := s.pool.get(w, r, v, s.sources, params)
 	defer s.pool.put(ex)
 
 	var origin string
@@ -98,7 +104,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, params *chi.Conte
 // with http.ErrAbortHandler), so in-flight counts are always released.
 func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin string) {
 	s := rt.snap
-	fwd := rt.forwarderFor(r)
+	fwd := rt.forwarderFor(r, &ex.view)
 	ex.watchBody(r, rt.upstream.timeout)
 	finished := false
 	ex.try.now = start
@@ -116,7 +122,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		}
 		if s.accessLog {
 			s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
-				Str("path", r.URL.Path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
+				Str("path", ex.view.path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
 				Dur("latency", elapsed).Str("decision", "pass").Str("forwarder", fwd.name()).Msg("access")
 		}
 	}()

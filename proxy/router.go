@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -29,6 +30,15 @@ type router struct {
 	anyMux    *chi.Mux
 	anyRoutes map[string]*route // by pattern
 	notFound  http.HandlerFunc
+
+	// gets are the routes that took GET on their pattern: headFromGet
+	// gives each HEAD there too, unless a route lists HEAD itself.
+	gets []pendingHead
+}
+
+type pendingHead struct {
+	pattern, key string
+	rt           *route
 }
 
 // routeKey is a method and the chi pattern it was registered on.
@@ -56,6 +66,9 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		rr.taken[routeKey{m, key}] = true
 		rr.mux.Method(m, pattern, rt)
 		rr.routes[routeKey{m, pattern}] = rt
+		if m == http.MethodGet {
+			rr.gets = append(rr.gets, pendingHead{pattern, key, rt})
+		}
 	}
 	for _, m := range rr.methods {
 		if !slices.Contains(methods, m) {
@@ -68,6 +81,22 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 	rr.taken[routeKey{"", key}] = true
 	rr.anyMux.Method(http.MethodGet, pattern, rt)
 	rr.anyRoutes[pattern] = rt
+}
+
+// headFromGet runs once every route is handled: HEAD on a pattern that no
+// route lists HEAD for is served by the route that has GET there, as Go's
+// ServeMux does, and counted on its resource. A route listing HEAD itself,
+// before or after, keeps it.
+func (rr *router) headFromGet() {
+	for _, p := range rr.gets {
+		if rr.taken[routeKey{http.MethodHead, p.key}] {
+			continue
+		}
+		rr.taken[routeKey{http.MethodHead, p.key}] = true
+		rr.mux.Method(http.MethodHead, p.pattern, p.rt)
+		rr.routes[routeKey{http.MethodHead, p.pattern}] = p.rt
+	}
+	rr.gets = nil
 }
 
 // match returns the route serving method on path (nil: none), leaving
@@ -97,23 +126,14 @@ func (rr *router) knows(rctx *chi.Context, path string) bool {
 
 // miss answers a request no route takes: chi's 405 where a route has the
 // path under another method, else 404 (chi itself would answer 405 to any
-// path for a method it does not know).
+// path for a method it does not know). chi is handed path (the view's) to
+// route on, not the request's URL.
 func (rr *router) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, path string) {
 	if slices.Contains(rr.methods, r.Method) || rr.knows(rctx, path) {
-		rr.mux.ServeHTTP(w, r)
+		rctx.Reset()
+		rctx.RoutePath = path
+		rr.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
 		return
 	}
 	rr.notFound(w, r)
-}
-
-// routePath is the path chi's routeHTTP matches on.
-func routePath(r *http.Request) string {
-	path := r.URL.RawPath
-	if path == "" {
-		path = r.URL.Path
-	}
-	if path == "" {
-		path = "/"
-	}
-	return path
 }

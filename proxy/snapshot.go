@@ -25,6 +25,7 @@ type Snapshot struct {
 	upstreams        map[string]*upstream
 	sources          *sources
 	originSrc        config.Source
+	mergeSlashes     bool
 	rateLimitHeaders bool
 	accessLog        bool
 	clock            Clock
@@ -66,6 +67,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	s = &Snapshot{
 		Config:           cfg,
 		originSrc:        cfg.Origin.From,
+		mergeSlashes:     cfg.Server.MergesSlashes(),
 		rateLimitHeaders: cfg.BlockResponse.Headers(),
 		accessLog:        cfg.Log.Access,
 		clock:            g.clock,

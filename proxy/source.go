@@ -46,8 +46,9 @@ func canonicalPrefix(p netip.Prefix) netip.Prefix {
 }
 
 // value returns the request's value for src; ok is false when the request lacks it.
-// params holds the path parameters (nil: none).
-func (s *sources) value(r *http.Request, params *chi.Context, src config.Source) (string, bool) {
+// v is the request's view (readTarget): query and path sources read it, not
+// r.URL. params holds the path parameters (nil: none).
+func (s *sources) value(r *http.Request, v *view, params *chi.Context, src config.Source) (string, bool) {
 	switch src.Kind {
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
@@ -56,20 +57,15 @@ func (s *sources) value(r *http.Request, params *chi.Context, src config.Source)
 			return v[0], true
 		}
 	case config.SourceQuery:
-		return queryValue(r.URL.RawQuery, src.Name)
+		return queryValue(v.query, src.Name)
 	case config.SourcePath:
 		if params != nil {
-			if v := params.URLParam(src.Name); v != "" {
-				// The router matched the escaped path when the client's
-				// escaping differs from Go's (RawPath set), so the
-				// parameter is as the client spelled it: /order/%31%30%32
-				// is order 102 to the upstream, and must be to the rule.
-				if r.URL.RawPath != "" && strings.IndexByte(v, '%') >= 0 {
-					if u, err := url.PathUnescape(v); err == nil {
-						v = u
-					}
-				}
-				return v, true
+			// The router matched the view's path, which is escaped: a
+			// parameter is decoded as the upstream decodes its path
+			// (/order/a%20b is order "a b"; unreserved escapes such as
+			// %31 are decoded in the view already).
+			if p := params.URLParam(src.Name); p != "" {
+				return unescapedPath(p), true
 			}
 		}
 	case config.SourceCookie:

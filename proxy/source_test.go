@@ -65,7 +65,8 @@ func TestSourceValues(t *testing.T) {
 			}
 			rc := chi.NewRouteContext()
 			rc.URLParams.Add("orderId", "102")
-			got, ok := src.value(r, rc, c.source)
+			v, _ := readTarget(r, true)
+			got, ok := src.value(r, &v, rc, c.source)
 			if got != c.want || ok != c.wantOK {
 				t.Errorf("value = %q, %v; want %q, %v", got, ok, c.want, c.wantOK)
 			}
@@ -80,11 +81,12 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "9.9.9.9")
 	r.Header.Set("X-Origin", "app")
 	r.Header.Set("Cookie", "a=1; sid=x")
+	v, _ := readTarget(r, true)
 	for _, s := range []config.Source{
 		{Kind: config.SourceHeader, Name: "X-Origin"}, {Kind: config.SourceQuery, Name: "id"},
 		{Kind: config.SourceCookie, Name: "sid"}, {Kind: config.SourceIP}, {Kind: config.SourceHost},
 	} {
-		if n := testing.AllocsPerRun(100, func() { src.value(r, nil, s) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { src.value(r, &v, nil, s) }); n != 0 {
 			t.Errorf("%s: %v allocs per read, want 0", s.Kind, n)
 		}
 	}
@@ -158,7 +160,7 @@ func TestClientIPCanonical(t *testing.T) {
 			if c.xff != "" {
 				r.Header.Set("X-Forwarded-For", c.xff)
 			}
-			if got, ok := src.value(r, nil, ip); !ok || got != c.want {
+			if got, ok := src.value(r, &view{path: "/"}, nil, ip); !ok || got != c.want {
 				t.Errorf("ip = %q, %v; want %q", got, ok, c.want)
 			}
 		})

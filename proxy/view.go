@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// view is the one reading of a request's target (SPEC §11, docs/rules.md#one-view-of-a-request):
+// Gateway.ServeHTTP decides it once, before routing, and everything after
+// uses it alone: the routes match its path, the `path:` and `query:`
+// sources read it, and both forwarders send exactly it (then stripPrefix
+// and the target's own path and query). So what was limited is what is
+// forwarded, whichever forwarder carries it.
+type view struct {
+	// path is the normalized path, escaped: unreserved escapes decoded,
+	// other escapes as the client wrote them, bytes a path may not hold
+	// raw escaped (%XX), "//" merged when server.mergeSlashes. It is a
+	// valid escaped path, so url.URL.EscapedPath keeps it as it is.
+	path string
+	// query is the raw query, byte for byte as the client sent it (no
+	// "?"): what query sources read and the upstream receives.
+	query string
+}
+
+// Why readTarget refuses a target (400).
+const (
+	badNone     = iota
+	badFragment // a '#' anywhere in the target
+	badForm     // not a path: "*", opaque or authority-form (but for CONNECT)
+	badDot      // a "." or ".." segment, escaped or not
+	badEscape   // a '%' not followed by two hex digits
+	badQuery    // a query that url.ParseQuery reads differently from the raw bytes
+)
+
+// maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
+// parameters than this, so a longer query is not forwarded.
+const maxQueryParams = 10000
+
+// readTarget decides r's view; bad is non-zero (and the request is
+// answered 400) when the target cannot be read one way only:
+//   - a '#' anywhere in the target: net/http leaves a fragment in the path or
+//     the query, where the sources would read it and an upstream would drop it;
+//   - a target that is not a path ("*", "http:opaque"); CONNECT's
+//     authority-form is read as the path "/";
+//   - a dot segment ("." or "..", also escaped: %2e, ..%2f), which an
+//     upstream may clean into another route's path;
+//   - a query holding a ';' or a malformed escape, or more than 10,000
+//     parameters: Go's url.ParseQuery (and so ReverseProxy and most Go
+//     services) drops those parameters, which the sources would read.
+//
+// A target that needs no change (no escapes, no "//", no byte a path may
+// not hold raw) costs no allocation.
+func readTarget(r *http.Request, mergeSlashes bool) (v view, bad int) {
+	raw, ok := rawPath(r)
+	if !ok {
+		return v, badForm
+	}
+	if strings.IndexByte(r.RequestURI, '#') >= 0 || r.URL.Fragment != "" {
+		return v, badFragment
+	}
+	if hasDotSegment(r.URL.Path) {
+		return v, badDot
+	}
+	if v.path, ok = normalizePath(raw, mergeSlashes); !ok {
+		return v, badEscape
+	}
+	v.query = r.URL.RawQuery
+	if !plainQuery(v.query) {
+		return v, badQuery
+	}
+	return v, badNone
+}
+
+// rawPath is the path of r's target as the client wrote it (escapes
+// kept), "/" for an empty one; false for a target that is no path.
+func rawPath(r *http.Request) (string, bool) {
+	ruri := r.RequestURI
+	switch {
+	case ruri == "":
+		// Built in-process (tests, not a server): its URL is all there is.
+		if r.URL.Opaque != "" {
+			return "", false
+		}
+		return orRoot(r.URL.EscapedPath()), true
+	case ruri[0] == '/':
+		p, _, _ := strings.Cut(ruri, "?")
+		return p, true
+	case r.Method == http.MethodConnect && r.URL.Path == "" && r.URL.Host != "":
+		return "/", true // authority-form: host:port
+	case r.URL.Opaque != "" || r.URL.Host == "":
+		return "", false // "*", "http:x", a relative path without its slash
+	}
+	// absolute-form, scheme://authority/path?query
+	i := strings.Index(ruri, "://")
+	if i < 0 {
+		return "", false
+	}
+	rest := ruri[i+3:]
+	j := strings.IndexAny(rest, "/?")
+	if j < 0 || rest[j] == '?' {
+		return "/", true
+	}
+	p, _, _ := strings.Cut(rest[j:], "?")
+	return p, true
+}
+
+func orRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+// normalizePath returns p normalized (see view.path); false for a
+// malformed escape. It allocates only when p changes.
+func normalizePath(p string, mergeSlashes bool) (string, bool) {
+	i := 0
+	for ; i < len(p); i++ {
+		c := p[i]
+		if c == '%' {
+			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				return "", false
+			}
+			if isUnreserved(unhex(p[i+1])<<4 | unhex(p[i+2])) {
+				break
+			}
+			i += 2
+			continue
+		}
+		if !pathByte(c) || c == '/' && mergeSlashes && i+1 < len(p) && p[i+1] == '/' {
+			break
+		}
+	}
+	if i == len(p) {
+		return orRoot(p), true
+	}
+	b := make([]byte, i, len(p)+16)
+	copy(b, p[:i])
+	for ; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				return "", false
+			}
+			if d := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(d) {
+				b = append(b, d)
+			} else {
+				b = append(b, p[i:i+3]...)
+			}
+			i += 2
+		case c == '/' && mergeSlashes && len(b) > 0 && b[len(b)-1] == '/':
+			// merged into the one before
+		case !pathByte(c):
+			b = append(b, '%', upperHex[c>>4], upperHex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b), true
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// isUnreserved reports RFC 3986's unreserved characters: their escapes
+// mean the character itself (RFC 3986 6.2.2.2).
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// pathByte reports a byte an escaped path may hold raw, as
+// url.URL.EscapedPath accepts it: unreserved, sub-delims, ':', '@', '/',
+// '%', and '[' ']' (which Go keeps). Anything else (non-ASCII, '"', '<',
+// '\\', '{', ...) is escaped, as the upstream leg would write it anyway.
+func pathByte(c byte) bool {
+	if isUnreserved(c) {
+		return true
+	}
+	switch c {
+	case '/', '%', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@', '[', ']':
+		return true
+	}
+	return false
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// plainQuery reports a query that Go's url.ParseQuery reads as its bytes
+// say: no ';', every '%' followed by two hex digits, at most
+// maxQueryParams parameters. (ReverseProxy re-encodes any other query,
+// dropping what it cannot parse, which the sources would have read.)
+func plainQuery(q string) bool {
+	if q == "" {
+		return true
+	}
+	n := 1
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '&':
+			if n++; n > maxQueryParams {
+				return false
+			}
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+// unescapedPath is the decoded form of an escaped path (%2F becomes '/');
+// p itself when it holds no escape.
+func unescapedPath(p string) string {
+	if strings.IndexByte(p, '%') < 0 {
+		return p
+	}
+	if u, err := url.PathUnescape(p); err == nil {
+		return u
+	}
+	return p
+}
+
+// hasDotSegment reports a "." or ".." path segment (after unescaping, so
+// %2e%2e and ..%2f count too). Such a path could match one route here and
+// be cleaned into another route's path by the upstream, escaping the first
+// route's rules, so it is refused rather than forwarded.
+func hasDotSegment(p string) bool {
+	if !strings.Contains(p, "/.") {
+		return false
+	}
+	for p != "" {
+		var seg string
+		seg, p, _ = strings.Cut(p, "/")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"bufio"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// readRaw reads a request target as the server does (net/http's own
+// parser), so readTarget sees what it sees in production: RequestURI as
+// sent, URL as net/http parsed it. ok is false when net/http refuses it.
+func readRaw(method, target string) (*http.Request, bool) {
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\nHost: h\r\n\r\n")))
+	return r, err == nil
+}
+
+// TestReadTarget pins the one view of a target: the normalized path the
+// routes match and the upstream receives, and the targets refused (400).
+func TestReadTarget(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		merge  bool
+		path   string // want; "" with bad
+		query  string
+		bad    int
+	}{
+		{"/item/42?x=1", true, "/item/42", "x=1", badNone},
+		{"/", true, "/", "", badNone},
+		{"/%68ello", true, "/hello", "", badNone},
+		{"/%68%65%6C%6c%6F", true, "/hello", "", badNone},
+		{"/%7e%7E%2d%5F%2e%41z", true, "/~~-_.Az", "", badNone},
+		{"/a%2Fb/a%2fb", true, "/a%2Fb/a%2fb", "", badNone}, // not separators, kept as written
+		{"/a%20b%00%25%3F%23", true, "/a%20b%00%25%3F%23", "", badNone},
+		{"/caf\xc3\xa9", true, "/caf%C3%A9", "", badNone}, // raw bytes a path may not hold: escaped
+		{"/a\\b\"<>^`{|}", true, "/a%5Cb%22%3C%3E%5E%60%7B%7C%7D", "", badNone},
+		{"/a;b=c,d+e!$&'()*:@[]", true, "/a;b=c,d+e!$&'()*:@[]", "", badNone},
+		{"//a///b//", true, "/a/b/", "", badNone},
+		{"//a///b//", false, "//a///b//", "", badNone},
+		{"/%2F/%2F", true, "/%2F/%2F", "", badNone}, // an escaped slash is no slash to merge
+		{"/Hello/", true, "/Hello/", "", badNone},   // case and trailing slash kept
+		{"/a?", true, "/a", "", badNone},
+		{"/a?q=1&id=a%20b+c", true, "/a", "q=1&id=a%20b+c", badNone},
+		{"http://other.example/%68i?x=1", true, "/hi", "x=1", badNone},
+		{"http://other.example", true, "/", "", badNone},
+		{"http://other.example?x=1", true, "/", "x=1", badNone},
+
+		{"/item?id=102#zN", true, "", "", badFragment},
+		{"/item#x", true, "", "", badFragment},
+		{"/item?%23=1#", true, "", "", badFragment},
+		{"*", true, "", "", badForm},
+		{"http:opaque", true, "", "", badForm},
+		{"/a/../b", true, "", "", badDot},
+		{"/a/%2e%2E/b", true, "", "", badDot},
+		{"/a/.%2fb", true, "", "", badDot},
+		{"/a/.", true, "", "", badDot},
+		{"/a?x=1;y=2", true, "", "", badQuery},
+		{"/a?x=%zz&y=1", true, "", "", badQuery},
+		{"/a?x=%4", true, "", "", badQuery},
+		{"/a?" + strings.Repeat("a=1&", maxQueryParams) + "b", true, "", "", badQuery},
+		{"/a?" + strings.Repeat("a=1&", maxQueryParams-1) + "b", true, "/a", strings.Repeat("a=1&", maxQueryParams-1) + "b", badNone},
+	} {
+		r, ok := readRaw("GET", c.target)
+		if !ok {
+			t.Errorf("%.60q: net/http refuses it", c.target)
+			continue
+		}
+		v, bad := readTarget(r, c.merge)
+		if bad != c.bad || bad == badNone && (v.path != c.path || v.query != c.query) {
+			t.Errorf("%.60q merge=%v: %q %.40q bad %d; want %q %.40q bad %d", c.target, c.merge, v.path, v.query, bad, c.path, c.query, c.bad)
+		}
+		if bad != badNone {
+			continue
+		}
+		// A fixed point: the view read again is itself (what the
+		// upstream receives, it reads as the gateway did).
+		again, ok := readRaw("GET", v.path)
+		if w, b := readTarget(again, c.merge); !ok || b != badNone || w.path != v.path {
+			t.Errorf("%q: its view %q reads as %q (%d)", c.target, v.path, w.path, b)
+		}
+		// It is a path url.URL writes as it is, and means what the
+		// client's meant.
+		u := &url.URL{Path: unescapedPath(v.path), RawPath: v.path}
+		if u.EscapedPath() != v.path {
+			t.Errorf("%q: EscapedPath of the view %q is %q", c.target, v.path, u.EscapedPath())
+		}
+	}
+	// CONNECT's authority-form is read as "/".
+	if r, ok := readRaw("CONNECT", "example.com:443"); !ok {
+		t.Error("CONNECT: net/http refuses it")
+	} else if v, bad := readTarget(r, true); bad != badNone || v.path != "/" {
+		t.Errorf("CONNECT: %q %d", v.path, bad)
+	}
+}
+
+// TestReadTargetAllocatesNothing: a target that needs no change costs no
+// allocation (the hot path reads every request's).
+func TestReadTargetAllocatesNothing(t *testing.T) {
+	for _, target := range []string{"/item/42?x=1", "/a%2Fb/c%20d?q=a+b", "/"} {
+		r, _ := readRaw("GET", target)
+		if n := testing.AllocsPerRun(100, func() { readTarget(r, true) }); n != 0 {
+			t.Errorf("%s: %v allocations", target, n)
+		}
+	}
+}
+
+// TestAppendUpstreamTarget: the request-target both forwarders send, with
+// stripPrefix and a target's own path and query (joined as SetURL joins).
+func TestAppendUpstreamTarget(t *testing.T) {
+	for _, c := range []struct {
+		target, path, query, strip, want string
+	}{
+		{"http://u", "/a/b", "x=1", "", "/a/b?x=1"},
+		{"http://u", "/api/a%2Fb", "", "/api", "/a%2Fb"},
+		{"http://u", "/api", "", "/api", "/"},
+		{"http://u/base/", "/x", "q=1", "", "/base/x?q=1"},
+		{"http://u/base", "/x", "", "", "/base/x"},
+		{"http://u/b%20s/", "/x%2Fy", "", "", "/b%20s/x%2Fy"},
+		{"http://u/base?t=1", "/x", "q=1", "", "/base/x?t=1&q=1"},
+		{"http://u?t=1", "/x", "", "", "/x?t=1"},
+	} {
+		u, _ := url.Parse(c.target)
+		b, n := appendUpstreamTarget(nil, u, &view{path: c.path, query: c.query}, c.strip)
+		if string(b) != c.want || n != len(strings.SplitN(c.want, "?", 2)[0]) {
+			t.Errorf("%s + %s?%s strip %q: %q (path %d), want %q", c.target, c.path, c.query, c.strip, b, n, c.want)
+		}
+	}
+}
