@@ -20,6 +20,7 @@ const (
 	DefaultMaxTrackedValues = 100000
 	DefaultMinRequestAmount = 5
 	DefaultRetryTimeoutMs   = 5000
+	DefaultProbeNum         = 1
 	DefaultBlockStatus      = 429
 	DefaultBlockContentType = "application/json"
 	DefaultBlockBody        = `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`
@@ -136,6 +137,12 @@ func (c *checker) applyDefaults() {
 		}
 		if !c.has(p + ".retryTimeoutMs") {
 			r.RetryTimeoutMs = DefaultRetryTimeoutMs
+		}
+		if !c.has(p + ".errorStatuses") {
+			r.ErrorStatuses = DefaultErrorStatuses()
+		}
+		if !c.has(p + ".probeNum") {
+			r.ProbeNum = DefaultProbeNum
 		}
 	}
 	b := &cfg.BlockResponse

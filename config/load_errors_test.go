@@ -155,6 +155,15 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/degrade_threshold.yaml:13: degradeRules[1].threshold: must be an error count >= 1 with strategy errorCount, got 0.5",
 			"testdata/degrade_threshold.yaml:15: degradeRules[2].strategy: must be one of slowRatio, errorRatio, errorCount, got \"timeout\"",
 		}},
+		{"degrade_statuses.yaml", []string{
+			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[2]: duplicate status \"5xx\" (also errorStatuses[1])",
+			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[3]: must be a status code in 100..599 (429) or a class (\"5xx\"), got \"600\"",
+			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[4]: must be a status code in 100..599 (429) or a class (\"5xx\"), got \"4x\"",
+			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[5]: must be a status code in 100..599 (429) or a class (\"5xx\"), got \"error\"",
+			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[6]: must be a status code in 100..599 (429) or a class (\"5xx\"), got \"99\"",
+			"testdata/degrade_statuses.yaml:12: degradeRules[0].probeNum: must be >= 1 (probe calls in half-open), got 0",
+			"testdata/degrade_statuses.yaml:17: degradeRules[1].probeNum: must be >= 1 (probe calls in half-open), got -2",
+		}},
 		{"duplicate_key.yaml", []string{
 			"testdata/duplicate_key.yaml:10: flowRules[0].count: duplicate key (first at line 9)",
 		}},

@@ -217,6 +217,8 @@ type DegradeRule struct {
 	StatIntervalMs   int64           `yaml:"statIntervalMs" json:"statIntervalMs"`
 	MinRequestAmount int64           `yaml:"minRequestAmount" json:"minRequestAmount"`
 	RetryTimeoutMs   int64           `yaml:"retryTimeoutMs" json:"retryTimeoutMs"`
+	ErrorStatuses    []string        `yaml:"errorStatuses" json:"errorStatuses"` // codes ("429") or classes ("5xx"), see ParseStatus
+	ProbeNum         int64           `yaml:"probeNum" json:"probeNum"`           // half-open: probe calls, all must succeed to close
 
 	Line int `yaml:"-" json:"line"`
 }

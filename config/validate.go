@@ -568,6 +568,24 @@ func (c *checker) degradeRules(ix routeIndex) {
 			c.add(p+".retryTimeoutMs", "must be > 0, got %d", r.RetryTimeoutMs)
 		}
 		c.duration(p+".retryTimeoutMs", r.RetryTimeoutMs, false)
+		seen := map[string]int{}
+		for j, st := range r.ErrorStatuses {
+			sp := idx(p+".errorStatuses", j)
+			if _, _, ok := ParseStatus(st); !ok {
+				c.add(sp, "must be a status code in 100..599 (429) or a class (\"5xx\"), got %s", quote(st))
+				continue
+			}
+			key := strings.ToLower(st)
+			if first, dup := seen[key]; dup {
+				c.add(sp, "duplicate status %s (also errorStatuses[%d])", quote(st), first)
+				continue
+			}
+			seen[key] = j
+		}
+		if r.ProbeNum < 1 {
+			c.add(p+".probeNum", "must be >= 1 (probe calls in half-open), got %d", r.ProbeNum)
+		}
+		c.atMostInt(p+".probeNum", r.ProbeNum, MaxCount, "2^31")
 	}
 }
 

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -353,5 +356,224 @@ degradeRules:
 	evs := g.logs.events("circuit breaker")
 	if len(evs) != 2 || evs[1]["from"] != "open" || evs[1]["to"] != "closed" {
 		t.Errorf("circuit breaker events %v, want closed>open then open>closed", evs)
+	}
+}
+
+// TestDegradeErrorStatuses: a breaker counts as errors the answers its
+// errorStatuses name, and only those (plus no answer at all). Each case is
+// its own route and breaker (errorCount 2: the third error trips it); ten
+// requests in a row, answered by the upstream with one status. A breaker
+// that counts the status lets three reach the upstream and blocks the rest
+// (degrade); one that does not lets all ten through with the upstream's
+// answer, 429s included.
+func TestDegradeErrorStatuses(t *testing.T) {
+	var mu sync.Mutex
+	received := map[string]int{}
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received[r.URL.Path]++
+		mu.Unlock()
+		code, _ := strconv.Atoi(r.URL.Query().Get("s"))
+		http.Error(w, "answer", code)
+	})
+	cases := []struct {
+		path     string
+		statuses string // "": the default, 5xx
+		answer   int
+		trips    bool
+	}{
+		{"/only429-500", "[429]", 500, false},
+		{"/only429-429", "[429]", 429, true},
+		{"/both-503", `["5xx", 429]`, 503, true},
+		{"/both-429", `["5xx", 429]`, 429, true},
+		{"/both-404", `["5xx", 429]`, 404, false},
+		{"/default-429", "", 429, false},
+		{"/default-500", "", 500, true},
+	}
+	var routes, rules strings.Builder
+	for _, c := range cases {
+		fmt.Fprintf(&routes, "  - path: %s\n    upstream: up\n    resource: %s\n", c.path, c.path[1:])
+		fmt.Fprintf(&rules, "  - resource: %s\n    strategy: errorCount\n    threshold: 2\n    minRequestAmount: 1\n    retryTimeoutMs: 60000\n", c.path[1:])
+		if c.statuses != "" {
+			fmt.Fprintf(&rules, "    errorStatuses: %s\n", c.statuses)
+		}
+	}
+	g := startGateway(t, rulesFor(up.URL, "routes:\n"+routes.String()+"degradeRules:\n"+rules.String()))
+	for _, c := range cases {
+		t.Run(c.path[1:], func(t *testing.T) {
+			var answers, blocked int
+			for i := 0; i < 10; i++ {
+				resp, _ := get(t, fmt.Sprintf("%s%s?s=%d", g.URL, c.path, c.answer))
+				switch {
+				case resp.Header.Get("X-Sluice-Blocked") == "degrade":
+					blocked++
+				case resp.StatusCode == c.answer:
+					answers++
+				default:
+					t.Errorf("request %d: %d (X-Sluice-Blocked %q), want %d from the upstream or a degrade block",
+						i, resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"), c.answer)
+				}
+			}
+			mu.Lock()
+			got := received[c.path]
+			mu.Unlock()
+			// A breaker learns of an answer as the gateway finishes it, which
+			// the client may see a moment before: the request after the
+			// third error may still pass.
+			if c.trips && (got < 3 || got > 4 || blocked != 10-got) {
+				t.Errorf("the upstream received %d and %d were blocked, want 3 (maybe 4) and the rest blocked: %d answers count as errors", got, blocked, c.answer)
+			}
+			if !c.trips && (got != 10 || answers != 10) {
+				t.Errorf("the upstream received %d and the client got %d of its answers, want 10 and 10: %d answers are not errors", got, answers, c.answer)
+			}
+		})
+	}
+}
+
+// TestDegradeProbeNum: with probeNum 3 a half-open breaker lets exactly
+// three probes reach the upstream, however many requests arrive, and
+// closes only once all three have succeeded; one failing opens it again.
+// The upstream holds each probe until the test tells it how to answer.
+func TestDegradeProbeNum(t *testing.T) {
+	const retry = 500 * time.Millisecond
+	var failing atomic.Bool
+	failing.Store(true)
+	answers := make(chan int)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		select {
+		case code := <-answers:
+			http.Error(w, "probe answer", code)
+		case <-r.Context().Done():
+		}
+	})
+	g := startGateway(t, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /cb
+    upstream: up
+    resource: cb
+degradeRules:
+  - resource: cb
+    strategy: errorCount
+    threshold: 1
+    minRequestAmount: 1
+    retryTimeoutMs: %d
+    probeNum: 3
+`, retry.Milliseconds())))
+	state := func() string { return metric(t, g, `sluice_circuit_state{resource="cb"}`) }
+	blockedNow := func(when string) {
+		t.Helper()
+		resp, _ := get(t, g.URL+"/cb")
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Sluice-Blocked") != "degrade" {
+			t.Fatalf("%s: %d %q, want 429 degrade", when, resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+		}
+	}
+
+	// Trip: two 500s (errorCount 1 trips on the second).
+	for i := 0; i < 2; i++ {
+		get(t, g.URL+"/cb")
+	}
+	eventually(t, "the breaker opens", func() string {
+		if s := state(); s != "1" {
+			return "sluice_circuit_state " + s
+		}
+		return ""
+	})
+	failing.Store(false)
+
+	// spell sends a request every 10 ms, each in its own goroutine, until
+	// three have reached the upstream and 300 ms more have passed; it checks
+	// that exactly three reached it and every other request was a degrade
+	// block, and returns the probes' results.
+	spell := func(name string) chan int {
+		t.Helper()
+		up.resetStats()
+		probes := make(chan int, 3)
+		var others sync.WaitGroup
+		var wrong atomic.Int32
+		deadline := time.Now().Add(retry + 5*time.Second)
+		var enough time.Time
+		sent := 0
+		for time.Now().Before(deadline) && (enough.IsZero() || time.Since(enough) < 300*time.Millisecond) {
+			others.Add(1)
+			sent++
+			go func() {
+				defer others.Done()
+				resp, err := http.Get(g.URL + "/cb")
+				if err != nil {
+					wrong.Add(1)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.Header.Get("X-Sluice-Blocked") == "degrade" {
+					return
+				}
+				probes <- resp.StatusCode
+			}()
+			if n, _ := up.stats(); n >= 3 && enough.IsZero() {
+				enough = time.Now()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n, inFlight := up.stats(); n != 3 || inFlight != 3 {
+			t.Fatalf("%s: the upstream received %d requests (%d at once) of %d sent to a half-open breaker, want exactly the 3 probes", name, n, inFlight, sent)
+		}
+		if s := state(); s != "2" {
+			t.Errorf("%s: sluice_circuit_state %s with the probes out, want 2 (half-open)", name, s)
+		}
+		t.Logf("%s: %d requests sent, 3 reached the upstream", name, sent)
+		go func() { others.Wait(); close(probes) }()
+		return probes
+	}
+	answer := func(code int, probes chan int) {
+		t.Helper()
+		answers <- code
+		if got := <-probes; got != code {
+			t.Fatalf("a probe answered %d reached the client as %d", code, got)
+		}
+	}
+
+	// First spell: two good probes do not close; the third failing re-opens.
+	probes := spell("first half-open")
+	answer(200, probes)
+	answer(200, probes)
+	blockedNow("two of three probes good")
+	if s := state(); s != "2" {
+		t.Errorf("two of three probes good: sluice_circuit_state %s, want 2 (half-open)", s)
+	}
+	answer(503, probes)
+	blockedNow("the third probe failed")
+	if s := state(); s != "1" {
+		t.Errorf("the third probe failed: sluice_circuit_state %s, want 1 (open)", s)
+	}
+	if n, _ := up.stats(); n != 3 {
+		t.Errorf("the upstream received %d requests in the first spell, want 3", n)
+	}
+
+	// Second spell: all three good close the breaker, not before.
+	probes = spell("second half-open")
+	answer(200, probes)
+	answer(200, probes)
+	blockedNow("two of three probes good again")
+	answer(200, probes)
+	if s := state(); s != "0" {
+		t.Errorf("all three probes good: sluice_circuit_state %s, want 0 (closed)", s)
+	}
+	for range probes {
+		t.Error("a blocked request reached the upstream")
+	}
+	go func() {
+		for i := 0; i < 5; i++ {
+			answers <- 200
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		if resp, _ := get(t, g.URL+"/cb"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d after the breaker closed: %d, want 200", i, resp.StatusCode)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type token interface {
 type outcome struct {
 	rt     time.Duration
 	failed bool // upstream 5xx, transport failure or timeout
+	// status is the upstream's answer, 0 if none came (transport failure
+	// or timeout); each breaker counts it as an error by its errorStatuses.
+	status int
 	// abandoned: the client left before any answer, which says nothing
 	// about the upstream's health, so a breaker neither counts it as a
 	// success nor spends its probe on it, and the adaptive system check
@@ -192,7 +195,7 @@ func (t *degradeToken) exit(now int64, o outcome) {
 	if o.abandoned {
 		(*circuit.Token)(t).Abandon(now, o.rt)
 	} else {
-		(*circuit.Token)(t).Exit(now, o.rt, o.failed)
+		(*circuit.Token)(t).Exit(now, o.rt, o.status)
 	}
 }
 

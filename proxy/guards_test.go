@@ -289,3 +289,47 @@ degradeRules:
 		}
 	}
 }
+
+// The breaker judges the upstream's answers by its errorStatuses: the
+// gateway passes it the status, not its own idea of a failure.
+func TestBreakerErrorStatusesOnTheClock(t *testing.T) {
+	tests := []struct {
+		statuses string // "" leaves the default (5xx)
+		answer   int32
+		trips    bool
+	}{
+		{"", 500, true},
+		{"", 429, false},
+		{"[429]", 429, true},
+		{"[429]", 500, false},
+		{`["5xx", 429]`, 429, true},
+		{`["5xx", 429]`, 503, true},
+		{`["5xx", 429]`, 404, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.statuses+" "+http.StatusText(int(tt.answer)), func(t *testing.T) {
+			rule := `
+degradeRules:
+  - resource: item
+    strategy: errorCount
+    threshold: 1
+    minRequestAmount: 2
+    retryTimeoutMs: 5000
+`
+			if tt.statuses != "" {
+				rule += "    errorStatuses: " + tt.statuses + "\n"
+			}
+			g, _, up := clockedGateway(t, rule)
+			up.status.Store(tt.answer)
+			for i := range 2 {
+				if status, _, _ := get(g, "1", ""); status != int(tt.answer) {
+					t.Fatalf("call %d: status %d, want the upstream's %d", i, status, tt.answer)
+				}
+			}
+			_, blocked, _ := get(g, "1", "")
+			if got := blocked == "degrade"; got != tt.trips {
+				t.Errorf("after 2 answers %d: blocked by the breaker %v, want %v", tt.answer, got, tt.trips)
+			}
+		})
+	}
+}

@@ -113,8 +113,16 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		elapsed := time.Duration(end - start)
 		gone := ex.clientCtx.Err() != nil || ex.writeFailed
 		rt.settle(ex, end, finished, gone)
-		failed := !gone && (!finished || ex.failed || ex.status >= 500)
-		ex.call.exit(end, outcome{rt: elapsed, failed: failed, abandoned: gone && ex.status == 0})
+		broken := !finished || ex.failed
+		failed := !gone && (broken || ex.status >= 500)
+		// The breakers judge the upstream's answer by their errorStatuses;
+		// none came when the exchange broke (unless the client's leaving
+		// broke it: then the answer it had begun stands).
+		status := ex.status
+		if broken && !gone {
+			status = 0
+		}
+		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, abandoned: gone && ex.status == 0})
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {

@@ -71,7 +71,7 @@ func TestAbandon(t *testing.T) {
 			if blocked := tc.want == circuit.Open; v.Blocked != blocked {
 				t.Errorf("next call blocked=%v, want %v (%+v)", v.Blocked, blocked, v)
 			}
-			next.Exit(at*ms+int64(tc.rt)+2*ms, time.Millisecond, false)
+			next.Exit(at*ms+int64(tc.rt)+2*ms, time.Millisecond, 200)
 		})
 	}
 }

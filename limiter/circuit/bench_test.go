@@ -30,7 +30,7 @@ func BenchmarkEnterExit(b *testing.B) {
 	for b.Loop() {
 		now += 1000 // 1 µs per call: the window keeps sliding
 		tok, _ := bs.Enter(now)
-		tok.Exit(now, time.Millisecond, false)
+		tok.Exit(now, time.Millisecond, 200)
 	}
 }
 
@@ -42,7 +42,7 @@ func BenchmarkEnterExitParallel(b *testing.B) {
 		for pb.Next() {
 			now := clock.Add(1000)
 			tok, _ := bs.Enter(now)
-			tok.Exit(now, time.Millisecond, false)
+			tok.Exit(now, time.Millisecond, 200)
 		}
 	})
 }
@@ -52,7 +52,7 @@ func BenchmarkEnterOpen(b *testing.B) {
 	bs := benchBreakers(b, 1)
 	for i := int64(0); i < 10; i++ {
 		tok, _ := bs.Enter(i)
-		tok.Exit(i, 0, true)
+		tok.Exit(i, 0, 500)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -67,6 +67,6 @@ func BenchmarkNoRules(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tok, _ := bs.Enter(0)
-		tok.Exit(0, 0, false)
+		tok.Exit(0, 0, 200)
 	}
 }

@@ -8,20 +8,18 @@ import (
 	"sluice/config"
 )
 
-// Internal states. HalfOpen is split in two so that one atomic word says both
-// the state and whether the single probe slot is taken.
+// Internal states, one atomic word so that a closed breaker costs one load.
 const (
 	sClosed   uint32 = iota
 	sOpen            // blocking until retryAt
-	sHalfOpen        // half-open, probe slot free (the last probe was cancelled)
-	sProbing         // half-open, the probe is in flight
+	sHalfOpen        // letting probeNum probes through, deciding on their outcomes
 )
 
 func public(s uint32) State {
 	switch s {
 	case sOpen:
 		return Open
-	case sHalfOpen, sProbing:
+	case sHalfOpen:
 		return HalfOpen
 	}
 	return Closed
@@ -29,18 +27,19 @@ func public(s uint32) State {
 
 // breaker is the circuit breaker of one degrade rule.
 //
-// Goroutine safe. Enter is lock-free (one atomic load while closed). Exit takes
-// mu to record the call in the window and to decide a transition.
+// Goroutine safe. Enter is lock-free while closed (one atomic load) and
+// while open before retryAt; deciding a probe and Exit take mu.
 //
 // Invariants:
-//   - state moves Closed->Open and Probing->Closed/Open only under mu (on
-//     Exit); Open->Probing and HalfOpen->Probing by a CAS on Enter, which is
-//     how exactly one call wins the probe; Probing->HalfOpen by the probe's
-//     Cancel.
+//   - state changes only under mu, and every change is followed, mu still
+//     held, by res.changed, so the resource's summary never misses one.
 //   - retryAt is written (under mu) before state is stored as Open.
-//   - every transition but Probing->HalfOpen (invisible outside: both are
-//     HalfOpen) is followed, mu still held, by res.changed, so the resource's
-//     summary never misses one.
+//   - half-open (mu): issued probes were let through in this half-open
+//     spell (read without mu to refuse calls once all are out), good of
+//     them succeeded, good <= issued <= probeNum; out counts the
+//     probes in flight, of this spell or of one that a failure ended.
+//     A new spell starts only when out is 0, so every probe that finishes
+//     while half-open is one of the current spell's.
 type breaker struct {
 	resource string
 	strategy config.DegradeStrategy
@@ -48,16 +47,29 @@ type breaker struct {
 	thresh   float64
 	minReq   int64
 	retry    int64 // ns open before a probe is allowed
+	probeNum int64
+	errors   statusSet // answers that count as errors
 
 	state   atomic.Uint32
 	retryAt atomic.Int64
 
-	mu  sync.Mutex
-	win window
-	res *resource // shared by every breaker of this resource, across reloads
+	mu     sync.Mutex
+	issued atomic.Int64 // half-open: probes let through in this spell (written under mu)
+	good   int64        // half-open: of them, succeeded
+	out    int64        // probes in flight
+	win    window
+	res    *resource // shared by every breaker of this resource, across reloads
 }
 
 func newBreaker(r config.DegradeRule, interval int64, res *resource) *breaker {
+	probes := r.ProbeNum
+	if probes < 1 {
+		probes = 1
+	}
+	statuses := r.ErrorStatuses
+	if statuses == nil {
+		statuses = config.DefaultErrorStatuses()
+	}
 	return &breaker{
 		res:      res,
 		resource: r.Resource,
@@ -66,72 +78,106 @@ func newBreaker(r config.DegradeRule, interval int64, res *resource) *breaker {
 		thresh:   r.Threshold,
 		minReq:   r.MinRequestAmount,
 		retry:    r.RetryTimeoutMs * 1e6,
+		probeNum: probes,
+		errors:   newStatusSet(statuses),
 		win:      newWindow(interval),
 	}
 }
 
-// enter reports whether the call may pass, whether it is this breaker's probe,
-// and, when blocked, how long the breaker stays open (0 if unknown).
+// enter reports whether the call may pass, whether it is one of this
+// breaker's probes, and, when blocked, how long the breaker stays open (0
+// if unknown: a probe decides).
 func (b *breaker) enter(now int64) (pass, probe bool, left int64) {
-	for {
-		switch s := b.state.Load(); s {
-		case sClosed:
-			return true, false, 0
-		case sOpen:
-			at := b.retryAt.Load()
-			if now < at {
-				return false, false, at - now
-			}
-			if b.state.CompareAndSwap(sOpen, sProbing) {
-				b.mu.Lock()
-				b.res.changed()
-				b.mu.Unlock()
-				return true, true, 0
-			}
-		case sHalfOpen:
-			if b.state.CompareAndSwap(sHalfOpen, sProbing) {
-				return true, true, 0
-			}
-		default: // sProbing: the one probe is out; nothing else passes
+	switch b.state.Load() {
+	case sClosed:
+		return true, false, 0
+	case sOpen:
+		if at := b.retryAt.Load(); now < at {
+			return false, false, at - now
+		}
+	case sHalfOpen:
+		if b.issued.Load() >= b.probeNum {
+			return false, false, 0 // the probes are out; their outcomes decide
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state.Load() {
+	case sClosed: // closed meanwhile
+		return true, false, 0
+	case sOpen:
+		if at := b.retryAt.Load(); now < at {
+			return false, false, at - now
+		}
+		if b.out > 0 {
+			// Probes of the spell a failure ended are still out; the next
+			// spell waits for them, so that their outcomes are not taken
+			// for its own.
 			return false, false, 0
 		}
-		// Lost a CAS: the state moved under us; look again.
+		b.issued.Store(0)
+		b.good = 0
+		b.state.Store(sHalfOpen)
+		b.res.changed()
 	}
+	if b.issued.Load() >= b.probeNum {
+		return false, false, 0
+	}
+	b.issued.Add(1)
+	b.out++
+	return true, true, 0
 }
 
-// exit records a completed call and makes the transition it implies.
-func (b *breaker) exit(now int64, rt time.Duration, failed, probe bool) {
+// exit records a completed call (status: see Token.Exit) and makes the
+// transition it implies.
+func (b *breaker) exit(now int64, rt time.Duration, status int, probe bool) {
+	failed := b.errors.has(status)
 	bad := failed
 	if b.strategy == config.DegradeSlowRatio {
 		bad = rt > b.maxRt
 	}
 	b.mu.Lock()
 	b.win.Add(now, call(bad))
-	switch {
-	case probe && b.state.Load() == sProbing:
-		// A slowRatio probe that failed fast (connection refused, 5xx) is no
-		// evidence of recovery either, so any probe that was slow or failed
-		// re-opens, whatever the strategy counts in its window.
+	if probe {
+		b.out--
+	}
+	switch st := b.state.Load(); {
+	case probe && st == sHalfOpen:
+		// A slowRatio probe that failed fast (connection refused, an
+		// error status) is no evidence of recovery either, so any probe
+		// that was slow or failed re-opens, whatever the strategy counts
+		// in its window.
 		if bad || failed {
-			b.retryAt.Store(now + b.retry)
-			b.state.Store(sOpen)
-			b.res.changed()
-		} else {
+			b.open(now)
+			break
+		}
+		if b.good++; b.good == b.probeNum {
 			b.win.Clear()
 			b.state.Store(sClosed)
 			b.res.changed()
 		}
-	case b.state.Load() == sClosed && b.tripped():
-		b.retryAt.Store(now + b.retry)
-		b.state.Store(sOpen)
-		b.res.changed()
+	case st == sClosed && b.tripped():
+		b.open(now)
 	}
 	b.mu.Unlock()
 }
 
-// cancelProbe gives the probe slot back: the probe was not forwarded after all.
+// open opens the breaker for retryTimeoutMs from now (mu held).
+func (b *breaker) open(now int64) {
+	b.retryAt.Store(now + b.retry)
+	b.state.Store(sOpen)
+	b.res.changed()
+}
+
+// cancelProbe gives a probe back: it was not forwarded after all, or its
+// outcome is unknown. In the same half-open spell its slot is free again.
 func (b *breaker) cancelProbe() {
-	b.state.CompareAndSwap(sProbing, sHalfOpen)
+	b.mu.Lock()
+	b.out--
+	if b.state.Load() == sHalfOpen {
+		b.issued.Add(-1)
+	}
+	b.mu.Unlock()
 }
 
 // tripped applies Sentinel's trip conditions to the window (mu held):
@@ -151,4 +197,33 @@ func (b *breaker) tripped() bool {
 	}
 	ratio := float64(w.bad) / float64(w.total)
 	return ratio > b.thresh || (b.thresh >= 1 && w.bad == w.total)
+}
+
+// statusSet is a set of HTTP statuses (100..599) as bits; status 0 (no
+// answer: a transport failure) is always in it. Reading it allocates
+// nothing.
+type statusSet [(600 + 63) / 64]uint64
+
+// newStatusSet builds the set of the statuses config validated
+// (config.ParseStatus); an entry it cannot read is skipped.
+func newStatusSet(list []string) statusSet {
+	var s statusSet
+	for _, e := range list {
+		lo, hi, ok := config.ParseStatus(e)
+		if !ok {
+			continue
+		}
+		for c := lo; c <= hi; c++ {
+			s[c/64] |= 1 << (c % 64)
+		}
+	}
+	s[0] |= 1 // status 0
+	return s
+}
+
+func (s *statusSet) has(status int) bool {
+	if status < 0 || status >= 600 {
+		return false
+	}
+	return s[status/64]&(1<<(status%64)) != 0
 }

@@ -60,7 +60,7 @@ func run(bs *circuit.Breakers, calls []call) (blocked int) {
 			blocked++
 			continue
 		}
-		tok.Exit((c.At+c.RtMs)*ms, time.Duration(c.RtMs)*time.Millisecond, c.Failed)
+		tok.Exit((c.At+c.RtMs)*ms, time.Duration(c.RtMs)*time.Millisecond, statusOf(c.Failed))
 	}
 	return blocked
 }
@@ -173,7 +173,7 @@ func TestOpenHalfOpenProbe(t *testing.T) {
 	}
 
 	// The probe fails: open again for a whole retryTimeoutMs from then.
-	probe.Exit(5100*ms, 90*time.Millisecond, true)
+	probe.Exit(5100*ms, 90*time.Millisecond, 500)
 	if _, v := bs.Enter(5100 * ms); !v.Blocked || v.RetryAfter != 5000*time.Millisecond {
 		t.Fatalf("after failed probe: %+v, want blocked for 5s", v)
 	}
@@ -187,7 +187,7 @@ func TestOpenHalfOpenProbe(t *testing.T) {
 	if v.Blocked {
 		t.Fatalf("second probe blocked: %+v", v)
 	}
-	probe.Exit(10110*ms, 10*time.Millisecond, false)
+	probe.Exit(10110*ms, 10*time.Millisecond, 200)
 	if got := s.States()["r"]; got != circuit.Closed {
 		t.Fatalf("after good probe: %v, want closed", got)
 	}
@@ -226,7 +226,7 @@ func TestSlowRatioProbe(t *testing.T) {
 			if v.Blocked {
 				t.Fatalf("probe blocked: %+v", v)
 			}
-			probe.Exit((1500+tt.rtMs)*ms, time.Duration(tt.rtMs)*time.Millisecond, tt.failed)
+			probe.Exit((1500+tt.rtMs)*ms, time.Duration(tt.rtMs)*time.Millisecond, statusOf(tt.failed))
 			if got := s.States()["r"]; got != tt.want {
 				t.Errorf("state %v, want %v", got, tt.want)
 			}
@@ -248,7 +248,7 @@ func TestCancelGivesProbeBack(t *testing.T) {
 	}
 	probe.Cancel(2000 * ms)
 	probe.Cancel(2000 * ms) // a second Cancel does nothing
-	probe.Exit(2000*ms, 0, true)
+	probe.Exit(2000*ms, 0, 500)
 	if got := s.States()["r"]; got != circuit.HalfOpen {
 		t.Fatalf("after cancel: %v, want half-open", got)
 	}
@@ -259,7 +259,7 @@ func TestCancelGivesProbeBack(t *testing.T) {
 	if _, v := bs.Enter(2002 * ms); !v.Blocked {
 		t.Fatalf("a second probe passed")
 	}
-	probe2.Exit(2010*ms, time.Millisecond, false)
+	probe2.Exit(2010*ms, time.Millisecond, 200)
 	want := "r: closed->open, r: open->half-open, r: half-open->closed"
 	if got := tr.list(); got != want {
 		t.Errorf("transitions:\n got %s\nwant %s", got, want)
@@ -304,7 +304,7 @@ func TestOneProbeUnderConcurrency(t *testing.T) {
 		if len(passed) != 1 {
 			t.Fatalf("round %d: %d calls passed a half-open breaker, want exactly 1", round, len(passed))
 		}
-		passed[0].Exit(now, 0, true) // fail: open for another 100 ms
+		passed[0].Exit(now, 0, 500) // fail: open for another 100 ms
 	}
 	if got := strings.Count(tr.list(), "open->half-open"); got != rounds {
 		t.Errorf("%d open->half-open transitions reported, want %d", got, rounds)
@@ -330,7 +330,7 @@ func TestSeveralRulesOneResource(t *testing.T) {
 	if v.Blocked {
 		t.Fatalf("at 5s both breakers should let the probe through: %+v", v)
 	}
-	tok.Exit(5001*ms, time.Millisecond, false)
+	tok.Exit(5001*ms, time.Millisecond, 200)
 	if got := s.States()["r"]; got != circuit.Closed {
 		t.Errorf("after the probe: %v, want closed", got)
 	}
@@ -360,7 +360,7 @@ func TestCompileKeepsUnchangedRules(t *testing.T) {
 		t.Errorf("kept breaker: %+v, want blocked for 4001ms", v)
 	}
 	// A call that entered before the reload finishes into the kept breaker.
-	inFlight.Exit(2*ms, time.Millisecond, true)
+	inFlight.Exit(2*ms, time.Millisecond, 500)
 
 	if s2.For("nope") != nil {
 		t.Errorf("For of a resource without rules is not nil")
@@ -369,7 +369,7 @@ func TestCompileKeepsUnchangedRules(t *testing.T) {
 	if tok, v := none.Enter(0); v.Blocked {
 		t.Errorf("nil Breakers blocked")
 	} else {
-		tok.Exit(0, 0, true)
+		tok.Exit(0, 0, 500)
 	}
 }
 
@@ -431,7 +431,7 @@ func TestEnterExitAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		now += ms
 		tok, _ := bs.Enter(now)
-		tok.Exit(now, time.Millisecond, false)
+		tok.Exit(now, time.Millisecond, 200)
 		tok, _ = bs.Enter(now)
 		tok.Cancel(now)
 		tok, _ = bs.Enter(now)
@@ -440,4 +440,12 @@ func TestEnterExitAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Enter+Exit allocates %v times, want 0", allocs)
 	}
+}
+
+// statusOf is the status of a call that failed (500) or not (200).
+func statusOf(failed bool) int {
+	if failed {
+		return 500
+	}
+	return 200
 }

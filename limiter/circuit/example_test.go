@@ -29,7 +29,7 @@ func Example() {
 		}
 		// ... forward; the upstream answers 503 after 20 ms ...
 		now += int64(20 * time.Millisecond)
-		tok.Exit(now, 20*time.Millisecond, true)
+		tok.Exit(now, 20*time.Millisecond, 500)
 	}
 	_, v := breakers.Enter(now)
 	fmt.Println(v.Blocked, v.Reason, v.RetryAfter)

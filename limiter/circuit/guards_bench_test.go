@@ -39,7 +39,7 @@ func (g guards) request(now int64) {
 		st.Cancel(now)
 		return
 	}
-	ct.Exit(now, time.Millisecond, false)
+	ct.Exit(now, time.Millisecond, 200)
 	st.Exit(now, false)
 }
 

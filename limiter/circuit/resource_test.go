@@ -30,7 +30,7 @@ func TestReportsResourceStateNotBreakerState(t *testing.T) {
 	if v.Blocked {
 		t.Fatalf("at 1.5s the probe should pass both breakers: %+v", v)
 	}
-	tok.Exit(1900*ms, 400*time.Millisecond, false)
+	tok.Exit(1900*ms, 400*time.Millisecond, 200)
 	if got, want := tr.list(), "r: closed->open, r: open->half-open, r: half-open->open"; got != want {
 		t.Errorf("transitions %q, want %q", got, want)
 	}
@@ -42,7 +42,7 @@ func TestReportsResourceStateNotBreakerState(t *testing.T) {
 	if v.Blocked {
 		t.Fatalf("at 2.9s the probe should pass: %+v", v)
 	}
-	tok.Exit(2910*ms, 10*time.Millisecond, false)
+	tok.Exit(2910*ms, 10*time.Millisecond, 200)
 	if got, want := tr.list(), "r: closed->open, r: open->half-open, r: half-open->open, r: open->half-open, r: half-open->closed"; got != want {
 		t.Errorf("transitions %q, want %q", got, want)
 	}
@@ -88,13 +88,13 @@ func TestReloadReportsChangedResourceState(t *testing.T) {
 	tr2.got = nil
 	tr2.mu.Unlock()
 	tok, _ := s1.For("edited").Enter(6000 * ms) // old breaker: its probe
-	tok.Exit(6001*ms, time.Millisecond, false)
+	tok.Exit(6001*ms, time.Millisecond, 200)
 	if len(tr2.got) != 0 {
 		t.Errorf("a dropped breaker's transition was reported: %q", tr2.got)
 	}
 	// The kept breaker reports to the new onChange.
 	tok, _ = s2.For("kept").Enter(6000 * ms)
-	tok.Exit(6001*ms, time.Millisecond, false)
+	tok.Exit(6001*ms, time.Millisecond, 200)
 	if got := tr2.list(); got != "kept: open->half-open, kept: half-open->closed" {
 		t.Errorf("kept breaker after reload reported %q", got)
 	}

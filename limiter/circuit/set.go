@@ -1,17 +1,21 @@
 // Package circuit implements degradeRules: Sentinel-style circuit breakers
-// that cut a resource off while its upstream is slow or failing, then let one
-// probe call decide when it has recovered.
+// that cut a resource off while its upstream is slow or failing, then let a
+// few probe calls decide when it has recovered.
 //
 // Each rule has a breaker with a sliding window of statIntervalMs (ten
 // buckets) counting completed calls and the bad ones among them (slow for
-// slowRatio, failed for errorRatio and errorCount). Closed trips to Open when
+// slowRatio, failed for errorRatio and errorCount: an answer in the rule's
+// errorStatuses, default 5xx, or no answer at all). Closed trips to Open when
 // the window holds at least minRequestAmount calls and the strategy's
 // condition holds (see tripped). Open blocks everything for retryTimeoutMs,
-// then becomes HalfOpen: exactly one probe passes; its success closes the
-// breaker with an empty window, its failure opens it for retryTimeoutMs more.
+// then becomes HalfOpen: exactly probeNum probes pass (default 1); when all
+// have succeeded the breaker closes with an empty window, and the first
+// failure opens it for retryTimeoutMs more. The next half-open spell waits
+// for the probes of the last one still out.
 //
-// The package knows nothing of HTTP and never reads the clock: callers pass
-// now (ns on a monotonic timeline with any origin) and the response time.
+// The package knows nothing of HTTP beyond status numbers and never reads
+// the clock: callers pass now (ns on a monotonic timeline with any origin),
+// the response time and the status.
 package circuit
 
 import (
@@ -195,19 +199,25 @@ func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
 	return Token{bs: b, probes: probes}, limiter.Verdict{}
 }
 
-// Exit finishes a forwarded call: rt is its response time, failed says the
-// upstream answered 5xx, failed to connect or timed out. It records the call
-// in every breaker's window and makes the transition that implies (a probe
-// closes or re-opens its breaker).
-func (t *Token) Exit(now int64, rt time.Duration, failed bool) {
+// Exit finishes a forwarded call: rt is its response time, status the
+// upstream's answer, or 0 if it gave none (it could not be reached, reset
+// the connection or timed out), which is always an error. Each breaker
+// counts the call as failed when status is in its rule's errorStatuses
+// (default 5xx). Exit records the call in every breaker's window and makes
+// the transition that implies (a probe closes or re-opens its breaker).
+func (t *Token) Exit(now int64, rt time.Duration, status int) {
 	if t.bs == nil {
 		return
 	}
 	for i, br := range t.bs.list {
-		br.exit(now, rt, failed, t.probes&(1<<i) != 0)
+		br.exit(now, rt, status, t.probes&(1<<i) != 0)
 	}
 	*t = Token{}
 }
+
+// unanswered is the status an abandoned slow call is recorded with: its
+// slowness is certain, an error is not (no status set holds it).
+const unanswered = -1
 
 // Abandon finishes a forwarded call whose client went away before the
 // upstream answered. Its outcome is unknown, so it counts only where it is
@@ -224,7 +234,7 @@ func (t *Token) Abandon(now int64, rt time.Duration) {
 		probe := t.probes&(1<<i) != 0
 		switch {
 		case br.strategy == config.DegradeSlowRatio && rt > br.maxRt:
-			br.exit(now, rt, false, probe)
+			br.exit(now, rt, unanswered, probe)
 		case probe:
 			br.cancelProbe()
 		}

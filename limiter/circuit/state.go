@@ -8,8 +8,8 @@ const (
 	Closed State = iota
 	// Open blocks every call until retryTimeoutMs has passed since it opened.
 	Open
-	// HalfOpen lets exactly one probe call through; its outcome closes or
-	// re-opens the breaker.
+	// HalfOpen lets exactly probeNum probe calls through; all succeeding
+	// closes the breaker, one failing re-opens it.
 	HalfOpen
 )
 
