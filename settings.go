@@ -13,9 +13,9 @@ type startSetting struct {
 	// flagged reports whether a command-line flag fixes the setting: the
 	// file's value then never applies, at reload or at restart.
 	flagged func(o options) bool
-	value   func(c *config.Config) string
-	// shown is value as logged, with any password masked; nil: value.
-	shown func(c *config.Config) string
+	// value is the setting as one string; it is logged as value of the
+	// redacted file (config.Redacted), so a secret never is.
+	value func(c *config.Config) string
 }
 
 // startSettings lists every setting read only at start; everything else in
@@ -50,27 +50,21 @@ func startSettings() []startSetting {
 		{name: "http2.h2c", flagged: never,
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) }},
 		{name: "cluster.redis", flagged: never,
-			value: func(c *config.Config) string { return c.Cluster.Redis },
-			shown: func(c *config.Config) string { return c.Cluster.RedisRedacted() }},
+			value: func(c *config.Config) string { return c.Cluster.Redis }},
 		{name: "cluster.sentinel", flagged: never,
-			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) },
-			shown: func(c *config.Config) string { return sentinelSetting(c.Cluster.Redacted().Sentinel) }},
+			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) }},
 		{name: "cluster.clusterAddrs", flagged: never,
-			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") },
-			shown: func(c *config.Config) string { return strings.Join(c.Cluster.Redacted().ClusterAddrs, ",") }},
+			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") }},
 		{name: "cluster.namespace", flagged: never,
 			value: func(c *config.Config) string { return c.Cluster.Namespace }},
 		// The rules source is connected once; a reload keeps merging the
 		// document of the source the gateway started with.
 		{name: "rulesSource.redis", flagged: never,
-			value: func(c *config.Config) string { return c.RulesSource.Redis },
-			shown: func(c *config.Config) string { return c.RulesSource.Redacted().Redis }},
+			value: func(c *config.Config) string { return c.RulesSource.Redis }},
 		{name: "rulesSource.sentinel", flagged: never,
-			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) },
-			shown: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Redacted().Sentinel) }},
+			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) }},
 		{name: "rulesSource.clusterAddrs", flagged: never,
-			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") },
-			shown: func(c *config.Config) string { return strings.Join(c.RulesSource.Redacted().ClusterAddrs, ",") }},
+			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") }},
 		{name: "rulesSource.key", flagged: never,
 			value: func(c *config.Config) string { return c.RulesSource.Key }},
 		{name: "rulesSource.cacheFile", flagged: never,
@@ -112,11 +106,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 		if s.flagged(r.opts) || now == s.value(prev) || now == s.value(started) {
 			continue
 		}
-		show := s.shown
-		if show == nil {
-			show = s.value
-		}
-		old, shown := show(started), show(next)
+		old, shown := s.value(started.Redacted()), s.value(next.Redacted())
 		if shown == old {
 			shown += " (a hidden password changed)"
 		}

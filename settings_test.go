@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
 
 	"sluice/config"
 )
@@ -135,6 +136,32 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 				if strings.Contains(logs, secret) {
 					t.Errorf("a secret (%s) was logged: %s", secret, logs)
 				}
+			}
+		})
+	}
+}
+
+// TestAnnounceSettingsMaskEverySecret: a reload that sets any secret that
+// config.Secrets lists logs the changed setting with the secret masked.
+func TestAnnounceSettingsMaskEverySecret(t *testing.T) {
+	for _, s := range config.Secrets() {
+		t.Run(s.Path, func(t *testing.T) {
+			value := "hunter2"
+			if s.URL {
+				value = "redis://u:hunter2@10.0.0.1:6379/0"
+			}
+			var next config.Config
+			if err := yaml.Unmarshal([]byte(s.Document(value)), &next); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			r := &reloader{log: zerolog.New(&buf), clusterOn: true, setToken: func(string) {}}
+			r.announceSettings(&config.Config{}, &config.Config{}, &next)
+			if strings.Contains(buf.String(), "hunter2") {
+				t.Errorf("logged the secret:\n%s", buf.String())
+			}
+			if buf.Len() == 0 {
+				t.Error("nothing logged: the reload did not see the setting change")
 			}
 		})
 	}

@@ -3,18 +3,18 @@ package admin
 import (
 	"bytes"
 	"cmp"
-	"net/url"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"sluice/config"
 )
 
-// redactSecrets returns the rules file's text with secrets masked, for the
-// open read endpoint: admin.token's value, and the passwords of the Redis
-// that cluster and rulesSource name (see redisSecrets). The ETag is still computed over the
-// real bytes. If a secret cannot be located exactly, ok is false and the
-// text must not be served.
+// redactSecrets returns the rules file's text with every secret that
+// config.Secrets lists masked as config masks it, for the open read
+// endpoint. The ETag is still computed over the real bytes. If a secret
+// cannot be located exactly, ok is false and the text must not be served.
 func redactSecrets(data []byte) (text string, ok bool) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 {
@@ -27,11 +27,16 @@ func redactSecrets(data []byte) (text string, ok bool) {
 	}
 	lines := splitLines(data)
 	var masks []secret
-	if n := lookup(doc.Content[0], "admin", "token"); n != nil && n.Value != "" {
-		masks = append(masks, secret{n, "********"})
+	for _, s := range config.Secrets() {
+		for _, n := range lookupAll(doc.Content[0], s.Keys()) {
+			if n.Kind != yaml.ScalarNode {
+				return "", false // an alias, or a section where a value belongs: cannot mask it exactly
+			}
+			if with := s.Masked(n.Value); with != n.Value {
+				masks = append(masks, secret{n, with})
+			}
+		}
 	}
-	masks = append(masks, redisSecrets(lookup(doc.Content[0], "cluster"))...)
-	masks = append(masks, redisSecrets(lookup(doc.Content[0], "rulesSource"))...)
 	// Right to left, bottom up: a mask changes the columns after it on its
 	// line, and a flow list holds several on one line.
 	slices.SortFunc(masks, func(a, b secret) int {
@@ -39,9 +44,6 @@ func redactSecrets(data []byte) (text string, ok bool) {
 	})
 	for _, m := range masks {
 		n := m.node
-		if n.Kind != yaml.ScalarNode {
-			return "", false
-		}
 		from, to, found := scalarSpan(lines, n)
 		if !found {
 			return "", false
@@ -59,32 +61,26 @@ type secret struct {
 	with string
 }
 
-// redisSecrets finds the passwords in a section that names a Redis (see
-// config.RedisTarget): a URL's in redis and in clusterAddrs, and sentinel's
-// password and sentinelPassword. section may be nil.
-func redisSecrets(section *yaml.Node) []secret {
-	var out []secret
-	inURL := func(n *yaml.Node) {
-		if n != nil && strings.Contains(n.Value, "@") {
-			masked := "********"
-			if u, err := url.Parse(n.Value); err == nil {
-				masked = u.Redacted()
-			}
-			out = append(out, secret{n, masked})
-		}
+// lookupAll follows the keys of a config.Secret's path from n, "[]" into
+// every element of a list; it returns the nodes found.
+func lookupAll(n *yaml.Node, keys []string) []*yaml.Node {
+	if n == nil {
+		return nil
 	}
-	inURL(lookup(section, "redis"))
-	if list := lookup(section, "clusterAddrs"); list != nil && list.Kind == yaml.SequenceNode {
-		for _, n := range list.Content {
-			inURL(n)
-		}
+	if len(keys) == 0 {
+		return []*yaml.Node{n}
 	}
-	for _, k := range []string{"password", "sentinelPassword"} {
-		if n := lookup(section, "sentinel", k); n != nil && n.Value != "" {
-			out = append(out, secret{n, "********"})
+	if keys[0] == "[]" {
+		if n.Kind != yaml.SequenceNode {
+			return lookupAll(n, keys[1:]) // a single value where a list belongs: still masked
 		}
+		var out []*yaml.Node
+		for _, e := range n.Content {
+			out = append(out, lookupAll(e, keys[1:])...)
+		}
+		return out
 	}
-	return out
+	return lookupAll(lookup(n, keys[0]), keys[1:])
 }
 
 // lookup follows mapping keys from n.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sluice/admin"
+	"sluice/config"
 )
 
 func TestRawRulesMaskSecrets(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRawRulesMaskSecrets(t *testing.T) {
 	if strings.Contains(raw.Text, "hunter2") || strings.Contains(raw.Text, "p4ss") {
 		t.Fatalf("secret served on an open endpoint:\n%s", raw.Text)
 	}
-	want := "admin:\n  listen: 127.0.0.1:9090\n  token: \"********\" # rotate monthly\ncluster:\n  redis: \"redis://:xxxxx@redis:6379/0\"\nflowRules:\n  - resource: a\n    count: 1\n"
+	want := "admin:\n  listen: 127.0.0.1:9090\n  token: \"xxxxx\" # rotate monthly\ncluster:\n  redis: \"redis://:xxxxx@redis:6379/0\"\nflowRules:\n  - resource: a\n    count: 1\n"
 	if raw.Text != want {
 		t.Errorf("masked text:\n%s\nwant:\n%s", raw.Text, want)
 	}
@@ -185,7 +186,7 @@ func TestSetTokenRotates(t *testing.T) {
 func TestRawRulesMaskRedisPasswords(t *testing.T) {
 	tests := []struct{ file, want string }{
 		{"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"10.0.0.1:26379\"]\n    password: hunter2\n    sentinelPassword: 'hunter3' # sentinels' own\n",
-			"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"10.0.0.1:26379\"]\n    password: \"********\"\n    sentinelPassword: \"********\" # sentinels' own\n"},
+			"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"10.0.0.1:26379\"]\n    password: \"xxxxx\"\n    sentinelPassword: \"xxxxx\" # sentinels' own\n"},
 		{"cluster:\n  clusterAddrs: [\"redis://u:hunter2@10.0.0.1:7000\", redis://u:hunter2@10.0.0.2:7000]\n",
 			"cluster:\n  clusterAddrs: [\"redis://u:xxxxx@10.0.0.1:7000\", \"redis://u:xxxxx@10.0.0.2:7000\"]\n"},
 		{"cluster:\n  clusterAddrs:\n    - rediss://u:hunter2@10.0.0.1:7000\n    - 10.0.0.2:7000\n",
@@ -195,7 +196,7 @@ func TestRawRulesMaskRedisPasswords(t *testing.T) {
 		{"rulesSource:\n  redis: redis://:hunter2@10.0.0.1:6379/0\n  key: sluice:rules\n",
 			"rulesSource:\n  redis: \"redis://:xxxxx@10.0.0.1:6379/0\"\n  key: sluice:rules\n"},
 		{"rulesSource:\n  sentinel: {masterName: m, addrs: [\"10.0.0.1:26379\"], password: hunter2, sentinelPassword: hunter3}\n  key: k\n",
-			"rulesSource:\n  sentinel: {masterName: m, addrs: [\"10.0.0.1:26379\"], password: \"********\", sentinelPassword: \"********\"}\n  key: k\n"},
+			"rulesSource:\n  sentinel: {masterName: m, addrs: [\"10.0.0.1:26379\"], password: \"xxxxx\", sentinelPassword: \"xxxxx\"}\n  key: k\n"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "rules.yaml")
@@ -212,5 +213,32 @@ func TestRawRulesMaskRedisPasswords(t *testing.T) {
 		if raw.Text != tt.want {
 			t.Errorf("masked text:\n%s\nwant:\n%s", raw.Text, tt.want)
 		}
+	}
+}
+
+// TestRawRulesMaskEverySecret: every secret config.Secrets lists, set in
+// the rules file, is served masked by GET /api/rules/raw, with config.Mask.
+func TestRawRulesMaskEverySecret(t *testing.T) {
+	for _, s := range config.Secrets() {
+		t.Run(s.Path, func(t *testing.T) {
+			value := "hunter2"
+			if s.URL {
+				value = "redis://u:hunter2@10.0.0.1:6379/0"
+			}
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(path, []byte(s.Document(value)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			srv := admin.New(admin.Options{ConfigPath: path})
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+			var raw struct{ Text string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || rec.Code != 200 {
+				t.Fatalf("GET /api/rules/raw: %d %v %s", rec.Code, err, rec.Body)
+			}
+			if strings.Contains(raw.Text, "hunter2") || !strings.Contains(raw.Text, config.Mask) {
+				t.Errorf("served:\n%s", raw.Text)
+			}
+		})
 	}
 }

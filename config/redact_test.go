@@ -2,8 +2,11 @@ package config
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestClusterJSONHidesRedisPassword(t *testing.T) {
@@ -27,8 +30,81 @@ func TestRedisRedacted(t *testing.T) {
 		{"redis://user:s3c@ret@h:x", "redis://user:xxxxx@h:x"},
 	}
 	for _, tt := range tests {
-		if got := (Cluster{RedisTarget: RedisTarget{Redis: tt.in}}).RedisRedacted(); got != tt.want {
-			t.Errorf("RedisRedacted(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := (Cluster{RedisTarget: RedisTarget{Redis: tt.in}}).Redacted().Redis; got != tt.want {
+			t.Errorf("Redacted().Redis of %q = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// secretValue is what TestSecretsMasked writes in each secret's place.
+func secretValue(s Secret) string {
+	if s.URL {
+		return "redis://u:hunter2@10.0.0.1:6379/0"
+	}
+	return "hunter2"
+}
+
+// TestSecretsMasked: every secret in Secrets is masked in the copy that logs
+// and warnings show (Redacted) and in the rules served as JSON, and the
+// original keeps it. admin's and main's tests walk the same list.
+func TestSecretsMasked(t *testing.T) {
+	for _, s := range Secrets() {
+		t.Run(s.Path, func(t *testing.T) {
+			var c Config
+			if err := yaml.Unmarshal([]byte(s.Document(secretValue(s))), &c); err != nil {
+				t.Fatalf("%s: %v", s.Document(secretValue(s)), err)
+			}
+			if !strings.Contains(allStrings(reflect.ValueOf(c)), "hunter2") {
+				t.Fatalf("the document did not set the secret:\n%s", s.Document(secretValue(s)))
+			}
+			r := c.Redacted()
+			if got := allStrings(reflect.ValueOf(*r)); strings.Contains(got, "hunter2") || !strings.Contains(got, Mask) {
+				t.Errorf("Redacted() shows %q", got)
+			}
+			if !strings.Contains(allStrings(reflect.ValueOf(c)), "hunter2") {
+				t.Error("Redacted() changed the original")
+			}
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "hunter2") {
+				t.Errorf("JSON shows the secret: %s", b)
+			}
+		})
+	}
+}
+
+// allStrings is every string value in v, joined.
+func allStrings(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String() + "\n"
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return ""
+		}
+		return allStrings(v.Elem())
+	case reflect.Slice, reflect.Array:
+		var b strings.Builder
+		for i := range v.Len() {
+			b.WriteString(allStrings(v.Index(i)))
+		}
+		return b.String()
+	case reflect.Map:
+		var b strings.Builder
+		for it := v.MapRange(); it.Next(); {
+			b.WriteString(allStrings(it.Key()) + allStrings(it.Value()))
+		}
+		return b.String()
+	case reflect.Struct:
+		var b strings.Builder
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				b.WriteString(allStrings(v.Field(i)))
+			}
+		}
+		return b.String()
+	}
+	return ""
 }

@@ -60,32 +60,6 @@ func (t RedisTarget) Form() string {
 	return RedisFormNone
 }
 
-// masked stands for a password wherever settings are shown.
-const masked = "xxxxx"
-
-// Redacted is t with every password masked, for logs and the admin API.
-func (t RedisTarget) Redacted() RedisTarget {
-	out := RedisTarget{Redis: redactURL(t.Redis)}
-	if s := t.Sentinel; s != nil {
-		c := *s
-		c.Addrs = append([]string(nil), s.Addrs...)
-		if c.Password != "" {
-			c.Password = masked
-		}
-		if c.SentinelPassword != "" {
-			c.SentinelPassword = masked
-		}
-		out.Sentinel = &c
-	}
-	if t.ClusterAddrs != nil {
-		out.ClusterAddrs = make([]string, len(t.ClusterAddrs))
-		for i, a := range t.ClusterAddrs {
-			out.ClusterAddrs[i] = redactURL(a)
-		}
-	}
-	return out
-}
-
 // String describes the Redis in one line, never with a password:
 // "redis://127.0.0.1:6379/0", "sentinel mymaster at 10.0.0.1:26379,10.0.0.2:26379",
 // "cluster at 10.0.0.1:7000,10.0.0.2:7000".

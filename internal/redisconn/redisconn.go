@@ -165,7 +165,7 @@ func redactErr(err error, s string) string {
 	msg := err.Error()
 	if u, perr := url.Parse(s); perr == nil && u.User != nil {
 		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
+			msg = strings.ReplaceAll(msg, p, config.Mask)
 		}
 	}
 	return msg

@@ -1,0 +1,203 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+)
+
+// Mask stands for a secret wherever a setting is shown: logs, messages, the
+// admin API (the rules as JSON and the rules file's raw text) and the
+// settings a reload warns about.
+const Mask = "xxxxx"
+
+// A Secret is one place in the rules file that holds a secret, named by its
+// YAML path: keys joined by ".", "[]" after a key for every element of its
+// list ("cluster.clusterAddrs[]").
+type Secret struct {
+	Path string
+	// URL: the value is a Redis URL, and only its password is secret.
+	URL bool
+}
+
+// Secrets is every secret the rules file can hold. Every place that shows
+// settings masks exactly these, with Mask (Config.Redacted, the sections'
+// MarshalJSON, admin's raw rules file, the reload's warnings): a secret
+// added here is masked everywhere, and TestSecretsMasked checks it.
+func Secrets() []Secret {
+	out := []Secret{{Path: "admin.token"}}
+	for _, section := range []string{"cluster", "rulesSource"} {
+		for _, s := range redisTargetSecrets() {
+			out = append(out, Secret{Path: section + "." + s.Path, URL: s.URL})
+		}
+	}
+	return out
+}
+
+// redisTargetSecrets are a RedisTarget's secrets, relative to the section
+// that embeds it.
+func redisTargetSecrets() []Secret {
+	return []Secret{
+		{Path: "redis", URL: true},
+		{Path: "clusterAddrs[]", URL: true},
+		{Path: "sentinel.password"},
+		{Path: "sentinel.sentinelPassword"},
+	}
+}
+
+// Masked is the value v of s as shown: Mask for a whole secret that is set,
+// the URL with its password masked for a URL.
+func (s Secret) Masked(v string) string {
+	if s.URL {
+		return redactURL(v)
+	}
+	if v == "" {
+		return ""
+	}
+	return Mask
+}
+
+// Keys is the path's keys, "[]" standing for a list's elements.
+func (s Secret) Keys() []string {
+	var keys []string
+	for _, k := range strings.Split(s.Path, ".") {
+		if name, ok := strings.CutSuffix(k, "[]"); ok {
+			keys = append(keys, name, "[]")
+		} else {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Document is a rules-file fragment that sets s, and nothing else, to v: for
+// the tests of every place that masks secrets.
+func (s Secret) Document(v string) string {
+	var b strings.Builder
+	indent := ""
+	keys := s.Keys()
+	for i, k := range keys {
+		last := i == len(keys)-1 || (i == len(keys)-2 && keys[i+1] == "[]")
+		switch {
+		case k == "[]":
+			continue
+		case last && i+1 < len(keys):
+			fmt.Fprintf(&b, "%s%s:\n%s  - %q\n", indent, k, indent, v)
+		case last:
+			fmt.Fprintf(&b, "%s%s: %q\n", indent, k, v)
+		default:
+			fmt.Fprintf(&b, "%s%s:\n", indent, k)
+		}
+		indent += "  "
+	}
+	return b.String()
+}
+
+// Redacted is a copy of c with every secret (Secrets) masked, for logs and
+// the admin API; c is unchanged.
+func (c *Config) Redacted() *Config {
+	out := *c
+	redact(reflect.ValueOf(&out).Elem(), Secrets())
+	return &out
+}
+
+// Redacted is t with every password masked, for logs and the admin API.
+func (t RedisTarget) Redacted() RedisTarget {
+	redact(reflect.ValueOf(&t).Elem(), redisTargetSecrets())
+	return t
+}
+
+// redact masks secrets in v, an addressable struct, copying every pointer
+// and slice on a secret's way so that the original is not changed.
+func redact(v reflect.Value, secrets []Secret) {
+	for _, s := range secrets {
+		maskAt(v, s.Keys(), s)
+	}
+}
+
+func maskAt(v reflect.Value, keys []string, s Secret) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		c := reflect.New(v.Type().Elem())
+		c.Elem().Set(v.Elem())
+		v.Set(c)
+		maskAt(c.Elem(), keys, s)
+		return
+	case reflect.Slice:
+		if len(keys) == 0 || keys[0] != "[]" {
+			panic("config: secret " + s.Path + " is a list: its path needs []")
+		}
+		if v.IsNil() {
+			return
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(c, v)
+		v.Set(c)
+		for i := range c.Len() {
+			maskAt(c.Index(i), keys[1:], s)
+		}
+		return
+	case reflect.String:
+		if len(keys) != 0 {
+			panic("config: secret " + s.Path + " goes past a string")
+		}
+		v.SetString(s.Masked(v.String()))
+		return
+	case reflect.Struct:
+		if len(keys) == 0 {
+			panic("config: secret " + s.Path + " names a section, not a value")
+		}
+		f, ok := fieldByYAML(v, keys[0])
+		if !ok {
+			panic("config: secret " + s.Path + ": no field " + keys[0])
+		}
+		maskAt(f, keys[1:], s)
+		return
+	}
+	panic("config: secret " + s.Path + " is of kind " + v.Kind().String())
+}
+
+// fieldByYAML is the field of struct v that the YAML key name fills, looking
+// into inline structs.
+func fieldByYAML(v reflect.Value, name string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == name {
+			return v.Field(i), true
+		}
+		if strings.Contains(t.Field(i).Tag.Get("yaml"), ",inline") {
+			if f, ok := fieldByYAML(v.Field(i), name); ok {
+				return f, true
+			}
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// redactURL masks the password of a redis:// URL; anything else, a
+// host:port included, is returned as it is.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), Mask)
+			return u.String()
+		}
+		return s
+	}
+	// Unparsable (a bad port, say): mask what may be a password, between
+	// the first ":" after "//" and the last "@".
+	start := strings.Index(s, "//") + 2
+	at := strings.LastIndexByte(s, '@')
+	if start < 2 || at < start {
+		return s
+	}
+	if i := strings.IndexByte(s[start:at], ':'); i >= 0 {
+		return s[:start+i+1] + Mask + s[at:]
+	}
+	return s
+}
