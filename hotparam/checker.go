@@ -7,12 +7,20 @@ import (
 	"sluice/limiter"
 )
 
-// Values gives a request's value for a source; ok=false when the request
-// lacks it (the rule then does not apply). The returned string may alias a
-// buffer the caller reuses: hotparam copies it (or, past 64 bytes, its
-// prefix and a digest) before keeping it.
+// Values gives a request's values for a source. A source may occur more
+// than once in a request (?id=101&id=102): a rule checks each of its
+// values, and the call passes only if every one does, so that a value
+// cannot hide behind an empty or decoy one.
 type Values interface {
-	Value(src config.Source) (string, bool)
+	// Values returns the distinct non-empty values of src in the request;
+	// none: the request lacks it and the rule does not apply. The slice
+	// and its strings may alias a buffer the caller reuses: they are read
+	// before the next call, and hotparam copies (or, past 64 bytes,
+	// digests) a value before keeping it. ok is false when the request
+	// cannot be checked on src (the caller's limit on values was passed):
+	// Enter then stops, gives back what it took and blocks the call with
+	// ReasonNone, and the caller answers it as it sees fit.
+	Values(src config.Source) (vals []string, ok bool)
 }
 
 // Checker checks the param rules of one resource, in file order. A nil
@@ -23,19 +31,22 @@ type Checker struct {
 	rules []*rule
 }
 
-// Enter checks every rule of the checker against the call's values at now,
-// for n tokens (n < 1 counts as 1; concurrency rules count the call once,
-// whatever n). Looking up
-// a value already tracked does not allocate.
+// Enter checks every rule of the checker against each of the call's values
+// for the rule's source at now, for n tokens (n < 1 counts as 1;
+// concurrency rules count the call once per value, whatever n). Looking
+// up a value already tracked does not allocate, nor does a call with one
+// value per rule and at most three rules.
 //
 // If the call passes, the returned Token must be ended exactly once with Exit
 // or Cancel; Verdict.Wait > 0 when a throttle rule queued the call (the caller
 // waits that long before forwarding, or Cancels if the client goes away). If
-// a rule blocks, the verdict has Blocked, Reason limiter.ReasonParam and, when
-// known, RetryAfter; what earlier rules took for the call is given back and
-// the Token is zero. A dryRun rule that would block is counted in
-// Verdict.DryRun and the call goes on; dryRun rules never delay a call.
-// Verdict.Quota describes the qps-reject rule with the fewest tokens left.
+// a rule blocks one of the values, the verdict has Blocked, Reason
+// limiter.ReasonParam and, when known, RetryAfter; what was taken for the
+// call (earlier rules, earlier values) is given back and the Token is zero.
+// A dryRun rule that would block is counted in Verdict.DryRun (once per
+// value) and the call goes on; dryRun rules never delay a call.
+// Verdict.Quota describes the qps-reject rule and value with the fewest
+// tokens left.
 func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 	var t Token
 	var vd limiter.Verdict
@@ -46,52 +57,65 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		n = 1
 	}
 	for _, r := range c.rules {
-		val, ok := v.Value(r.src)
+		vals, ok := v.Values(r.src)
 		if !ok {
-			continue
-		}
-		// Entered with the value's shard locked, so that enters of one
-		// value are serialised (the CAS loops only race Exit and Cancel)
-		// and the value cannot be evicted between lookup and enter.
-		e, sh := r.table.Get(val, now)
-		var o outcome
-		if e == nil {
-			// Every tracked value is in flight or queued: the rule cannot
-			// track one more without passing its cap, so it fails closed.
-			o = outcome{blocked: true}
-		} else {
-			o = r.enter(&e.V, now, n)
-		}
-		sh.Unlock()
-		if o.took {
-			t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
-		}
-		if o.blocked {
-			if r.dryRun {
-				vd.DryRun++
-				continue
-			}
 			t.Cancel(now)
-			vd = limiter.Verdict{
-				Blocked:    true,
-				Reason:     limiter.ReasonParam,
-				RetryAfter: time.Duration(o.retry),
-				DryRun:     vd.DryRun,
+			return Token{}, limiter.Verdict{Blocked: true, DryRun: vd.DryRun}
+		}
+		for _, val := range vals {
+			if r.enterValue(now, val, n, &t, &vd) {
+				t.Cancel(now)
+				return Token{}, vd
 			}
-			if o.p != nil {
-				vd.Quota, vd.HasQuota = r.quota(&o), true
-			}
-			return Token{}, vd
-		}
-		if r.dryRun {
-			continue
-		}
-		if w := time.Duration(o.wait); w > vd.Wait {
-			vd.Wait = w
-		}
-		if o.p != nil && (!vd.HasQuota || o.remaining < vd.Quota.Remaining) {
-			vd.Quota, vd.HasQuota = r.quota(&o), true
 		}
 	}
 	return t, vd
+}
+
+// enterValue checks one value of the call against r, adding what it takes
+// to t and its wait, quota or dry-run block to vd. It reports whether the
+// call is blocked; vd is then the block's verdict.
+func (r *rule) enterValue(now int64, val string, n int64, t *Token, vd *limiter.Verdict) (blocked bool) {
+	// Entered with the value's shard locked, so that enters of one
+	// value are serialised (the CAS loops only race Exit and Cancel)
+	// and the value cannot be evicted between lookup and enter.
+	e, sh := r.table.Get(val, now)
+	var o outcome
+	if e == nil {
+		// Every tracked value is in flight or queued: the rule cannot
+		// track one more without passing its cap, so it fails closed.
+		o = outcome{blocked: true}
+	} else {
+		o = r.enter(&e.V, now, n)
+	}
+	sh.Unlock()
+	if o.took {
+		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
+	}
+	if o.blocked {
+		if r.dryRun {
+			vd.DryRun++
+			return false
+		}
+		*vd = limiter.Verdict{
+			Blocked:    true,
+			Reason:     limiter.ReasonParam,
+			RetryAfter: time.Duration(o.retry),
+			DryRun:     vd.DryRun,
+		}
+		if o.p != nil {
+			vd.Quota, vd.HasQuota = r.quota(&o), true
+		}
+		return true
+	}
+	if r.dryRun {
+		return false
+	}
+	if w := time.Duration(o.wait); w > vd.Wait {
+		vd.Wait = w
+	}
+	if o.p != nil && (!vd.HasQuota || o.remaining < vd.Quota.Remaining) {
+		vd.Quota, vd.HasQuota = r.quota(&o), true
+	}
+	return false
 }

@@ -13,15 +13,32 @@ var (
 	userHdr = config.Source{Kind: config.SourceHeader, Name: "X-User"}
 )
 
-// vals is a request's values by source.
+// vals is a request's value by source.
 type vals map[config.Source]string
 
-func (v vals) Value(s config.Source) (string, bool) { x, ok := v[s]; return x, ok }
+func (v vals) Values(s config.Source) ([]string, bool) {
+	if x, ok := v[s]; ok {
+		return []string{x}, true
+	}
+	return nil, true
+}
 
-// one is a request carrying a single value for every source; it allocates nothing.
-type one string
+// many is a request's values by source, several per source; a source
+// mapped to nil cannot be checked (too many values).
+type many map[config.Source][]string
 
-func (o one) Value(config.Source) (string, bool) { return string(o), true }
+func (m many) Values(s config.Source) ([]string, bool) {
+	x, ok := m[s]
+	return x, !ok || x != nil
+}
+
+// single is a request carrying one value for every source; reading it
+// allocates nothing.
+type single struct{ v [1]string }
+
+func (s *single) Values(config.Source) ([]string, bool) { return s.v[:], true }
+
+func one(v string) hotparam.Values { return &single{[1]string{v}} }
 
 func order(id string) hotparam.Values {
 	if id == "" {

@@ -14,6 +14,8 @@ var (
 	bodyBadBody       = []byte(`{"error":"bad request body"}` + "\n")
 	bodyClientTimeout = []byte(`{"error":"request body timeout"}` + "\n")
 	bodyBadPath       = []byte(`{"error":"bad request path"}` + "\n")
+	bodyAmbiguous     = []byte(`{"error":"several values where one is expected"}` + "\n")
+	bodyTooManyValues = []byte(`{"error":"more than 16 values of one parameter"}` + "\n")
 )
 
 // badTargetBodies answer a target readTarget refuses, by its reason.

@@ -34,6 +34,11 @@ type exchange struct {
 	body        *clientBody // the request body as forwarded; nil: none
 	call        call        // what the route's guards know and hold of the request
 	try         tries       // the targets it was sent to
+	// vals holds the values of the source read last (Values, one).
+	vals valueSet
+	// tooMany: a source read by Values had more than maxValues values,
+	// so the request is answered 400.
+	tooMany bool
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with
@@ -110,10 +115,29 @@ func (e *exchange) Write(b []byte) (int, error) {
 // WebSocket upgrades) on the real writer.
 func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
-// Value implements hotparam.Values; an *exchange is a pointer, so passing
-// it as an interface allocates nothing.
-func (e *exchange) Value(src config.Source) (string, bool) {
-	return e.src.value(e.req, &e.view, e.params, src)
+// Values implements hotparam.Values; an *exchange is a pointer, so passing
+// it as an interface allocates nothing, and the values it returns are held
+// in e.vals until the next read.
+func (e *exchange) Values(src config.Source) ([]string, bool) {
+	if !e.src.values(e.req, &e.view, e.params, src, &e.vals) {
+		e.tooMany = true
+		return nil, false
+	}
+	return e.vals.list(), true
+}
+
+// one reads a source that must give one value (origin.from, hashOn): v is
+// its value, found false when the request has none, and ok false when it
+// has several distinct ones (the request is answered 400).
+func (e *exchange) one(src config.Source) (v string, found, ok bool) {
+	e.src.values(e.req, &e.view, e.params, src, &e.vals)
+	switch e.vals.n {
+	case 0:
+		return "", false, true
+	case 1:
+		return e.vals.v[0], true, true
+	}
+	return "", false, false
 }
 
 type exchangePool struct{ p sync.Pool }

@@ -89,9 +89,15 @@ func decide(s *Snapshot, r *http.Request) (decision, int) {
 		d.resource = rt.resource
 	}
 	for _, src := range diffSources {
-		val, ok := s.sources.value(r, &v, rctx, src)
-		if !ok {
+		var vs valueSet
+		var val string
+		switch {
+		case !s.sources.values(r, &v, rctx, src, &vs):
+			val = "<too many>"
+		case vs.n == 0:
 			val = "<none>"
+		default:
+			val = fmt.Sprint(vs.list())
 		}
 		d.values = append(d.values, val)
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -50,9 +51,19 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	ex := s.pool.get(w, r, v, s.sources, params)
 	defer s.pool.put(ex)
 
+	// The sources that must give one value are read before any guard, so
+	// a request that cannot be decided on is refused before it counts.
 	var origin string
 	if s.originSrc.Kind != "" {
-		origin, _ = ex.Value(s.originSrc)
+		var ok bool
+		if origin, _, ok = ex.one(s.originSrc); !ok {
+			rt.badRequest(ex, bodyAmbiguous, start)
+			return
+		}
+	}
+	if !rt.upstream.hashKey(ex) {
+		rt.badRequest(ex, bodyAmbiguous, start)
+		return
 	}
 
 	c := &ex.call
@@ -67,6 +78,13 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	for i, g := range gs {
 		tok, v := g.enter(start, c)
 		if v.Blocked {
+			if ex.tooMany {
+				// A param rule's source has more values than a request may
+				// give: a bad request, which counts nowhere.
+				c.cancel(start, limiter.ReasonNone)
+				rt.badRequest(ex, bodyTooManyValues, start)
+				return
+			}
 			c.cancel(start, v.Reason)
 			for _, later := range gs[i+1:] {
 				later.refused(start, c)
@@ -138,4 +156,16 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	// fast one without a context, which would cost allocations).
 	fwd.forward(ex, r)
 	finished = true
+}
+
+// badRequest answers 400 to a request the guards cannot decide on (SPEC §3
+// Sources: Several values); it is counted as neither a pass nor a block.
+func (rt *route) badRequest(ex *exchange, body []byte, start int64) {
+	writeJSON(ex, http.StatusBadRequest, body)
+	if s := rt.snap; s.accessLog {
+		s.log.Info().Str("resource", rt.resource).Str("method", ex.req.Method).
+			Str("path", ex.req.URL.Path).Int("status", http.StatusBadRequest).
+			Dur("latency", time.Duration(s.clock.Now()-start)).Str("decision", "badRequest").
+			Str("error", strings.TrimSuffix(string(body), "\n")).Msg("access")
+	}
 }

@@ -45,19 +45,59 @@ func canonicalPrefix(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-// value returns the request's value for src; ok is false when the request lacks it.
-// v is the request's view (readTarget): query and path sources read it, not
-// r.URL. params holds the path parameters (nil: none).
-func (s *sources) value(r *http.Request, v *view, params *chi.Context, src config.Source) (string, bool) {
+// maxValues is the most distinct values one source may give a request
+// (SPEC §3 Sources: Several values); a request with more is 400.
+const maxValues = 16
+
+// valueSet is the distinct non-empty values of one source in one request,
+// in the order they occur. It lives in the pooled exchange, so reading a
+// source builds no slice; its strings alias the request unless they had to
+// be unescaped.
+type valueSet struct {
+	v    [maxValues]string
+	n    int
+	over bool // more than maxValues distinct values occurred
+}
+
+// add adds v unless it is empty or already there. Past maxValues distinct
+// values it sets over and reports false: the reader stops.
+func (vs *valueSet) add(v string) bool {
+	if v == "" {
+		return true
+	}
+	for _, x := range vs.v[:vs.n] {
+		if x == v {
+			return true
+		}
+	}
+	if vs.n == len(vs.v) {
+		vs.over = true
+		return false
+	}
+	vs.v[vs.n] = v
+	vs.n++
+	return true
+}
+
+func (vs *valueSet) list() []string { return vs.v[:vs.n] }
+
+// values reads the distinct non-empty values of src in r into vs (emptied
+// first) and reports false when there are more than maxValues of them.
+// v is the request's view (readTarget): query and path sources read it,
+// not r.URL. params holds the path parameters (nil: none). A query
+// parameter, a header or a cookie may occur more than once, and each
+// occurrence is a value; a header's field lines are split into their list
+// elements (headerValues); the other sources give at most one value.
+func (s *sources) values(r *http.Request, v *view, params *chi.Context, src config.Source, vs *valueSet) bool {
+	clear(vs.v[:vs.n])
+	vs.n, vs.over = 0, false
 	switch src.Kind {
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
-		// (Header.Get would canonicalize again on every request).
-		if v := r.Header[src.Name]; len(v) > 0 && v[0] != "" {
-			return v[0], true
-		}
+		// (Header.Values would canonicalize again on every request).
+		headerValues(r.Header[src.Name], isList(src.Name), vs)
 	case config.SourceQuery:
-		return queryValue(v.query, src.Name)
+		queryValues(v.query, src.Name, vs)
 	case config.SourcePath:
 		if params != nil {
 			// The router matched the view's path, which is escaped: a
@@ -65,19 +105,19 @@ func (s *sources) value(r *http.Request, v *view, params *chi.Context, src confi
 			// (/order/a%20b is order "a b"; unreserved escapes such as
 			// %31 are decoded in the view already).
 			if p := params.URLParam(src.Name); p != "" {
-				return unescapedPath(p), true
+				vs.add(unescapedPath(p))
 			}
 		}
 	case config.SourceCookie:
-		return cookieValue(r.Header["Cookie"], src.Name)
+		cookieValues(r.Header["Cookie"], src.Name, vs)
 	case config.SourceHost:
-		if h := canonicalHost(hostOnly(r.Host)); h != "" {
-			return h, true
-		}
+		vs.add(canonicalHost(hostOnly(r.Host)))
 	case config.SourceIP:
-		return s.clientIP(r)
+		if v, ok := s.clientIP(r); ok {
+			vs.add(v)
+		}
 	}
-	return "", false
+	return !vs.over
 }
 
 // clientIP is the TCP peer, unless the peer is a trusted proxy: then the
@@ -190,9 +230,9 @@ func hostOnly(hostport string) string {
 	return hostport
 }
 
-// queryValue finds the first value of key in a raw query without building
+// queryValues adds the values of key in a raw query without building
 // url.Values (which allocates a map per request).
-func queryValue(raw, key string) (string, bool) {
+func queryValues(raw, key string, vs *valueSet) {
 	for raw != "" {
 		var kv string
 		if i := strings.IndexByte(raw, '&'); i >= 0 {
@@ -207,12 +247,10 @@ func queryValue(raw, key string) (string, bool) {
 		if strings.ContainsAny(v, "%+") {
 			v = unescaped(v)
 		}
-		if v == "" {
-			return "", false
+		if !vs.add(v) {
+			return
 		}
-		return v, true
 	}
-	return "", false
 }
 
 func unescaped(s string) string {
@@ -223,8 +261,61 @@ func unescaped(s string) string {
 	return u
 }
 
-// cookieValue finds a cookie by name without parsing every cookie.
-func cookieValue(lines []string, name string) (string, bool) {
+// isList reports whether a header's field lines are comma-separated lists
+// (RFC 9110 §5.3), as every field is unless it is one of the singletons
+// whose values hold commas of their own: credentials, the user agent,
+// cookies (read them with cookie:), the referrer and dates.
+func isList(name string) bool {
+	switch name {
+	case "Authorization", "Proxy-Authorization", "User-Agent", "Cookie", "Referer",
+		"Date", "If-Modified-Since", "If-Unmodified-Since", "If-Range":
+		return false
+	}
+	return true
+}
+
+// headerValues adds the values of a header's field lines. A list field's
+// line holds one value per comma outside a quoted string, spaces around it
+// trimmed: "X-Key: a, b" is the values a and b, exactly as two lines "a"
+// and "b" are (RFC 9110 lets any hop join or split them that way).
+func headerValues(lines []string, list bool, vs *valueSet) {
+	for _, line := range lines {
+		if !list {
+			if !vs.add(line) {
+				return
+			}
+			continue
+		}
+		for line != "" {
+			var part string
+			part, line = nextListElement(line)
+			if !vs.add(strings.Trim(part, " \t")) {
+				return
+			}
+		}
+	}
+}
+
+// nextListElement splits a list field's line at its first comma outside a
+// double-quoted string (where a backslash escapes the next character).
+func nextListElement(line string) (elem, rest string) {
+	quoted := false
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			return line[:i], line[i+1:]
+		}
+	}
+	return line, ""
+}
+
+// cookieValues adds the values of every cookie called name, without
+// parsing the others.
+func cookieValues(lines []string, name string, vs *valueSet) {
 	for _, line := range lines {
 		for line != "" {
 			var part string
@@ -237,12 +328,9 @@ func cookieValue(lines []string, name string) (string, bool) {
 			if !ok || k != name {
 				continue
 			}
-			v = strings.Trim(v, `"`)
-			if v == "" {
-				return "", false
+			if !vs.add(strings.Trim(v, `"`)) {
+				return
 			}
-			return v, true
 		}
 	}
-	return "", false
 }

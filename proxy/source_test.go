@@ -3,6 +3,9 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -21,8 +24,7 @@ func TestSourceValues(t *testing.T) {
 		remote  string
 		url     string
 		headers map[string]string
-		want    string
-		wantOK  bool
+		want    []string // nil: none
 	}
 	h := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -32,29 +34,30 @@ func TestSourceValues(t *testing.T) {
 		return m
 	}
 	ip := config.Source{Kind: config.SourceIP}
+	vs := func(v ...string) []string { return v }
 	cases := []tc{
-		{"header", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", h("X-Origin", "app-a"), "app-a", true},
-		{"header missing", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", nil, "", false},
-		{"query", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?a=1&id=42&id=43", nil, "42", true},
-		{"query escaped", config.Source{Kind: config.SourceQuery, Name: "q"}, "1.2.3.4:5", "/?q=a%20b+c", nil, "a b c", true},
-		{"query empty", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?id=", nil, "", false},
-		{"query prefix name", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?idx=1", nil, "", false},
-		{"cookie", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "a=1; sid=xyz; b=2"), "xyz", true},
-		{"cookie missing", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "sidx=1"), "", false},
-		{"host", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://shop.example:8080/", nil, "shop.example", true},
-		{"path", config.Source{Kind: config.SourcePath, Name: "orderId"}, "1.2.3.4:5", "/order/102", nil, "102", true},
-		{"ip untrusted peer ignores XFF", ip, "1.2.3.4:5", "/", h("X-Forwarded-For", "9.9.9.9"), "1.2.3.4", true},
-		{"ip trusted peer uses XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9"), "9.9.9.9", true},
-		{"ip right-most untrusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "6.6.6.6, 9.9.9.9, 10.0.0.7, 192.168.1.1"), "9.9.9.9", true},
-		{"ip all trusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "10.0.0.9"), "10.0.0.9", true},
-		{"ip garbage XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "not-an-ip"), "10.1.2.3", true},
-		{"ipv6 peer", ip, "[::1]:5", "/", nil, "::1", true},
-		{"ip XFF hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9:51234"), "9.9.9.9", true},
-		{"ip XFF ipv6 hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]:443"), "2001:db8::1", true},
-		{"ip XFF bracketed ipv6 hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]"), "2001:db8::1", true},
-		{"ip XFF ipv4-mapped hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "::ffff:9.9.9.9"), "9.9.9.9", true},
-		{"ip XFF trusted hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9, 10.0.0.7:80"), "9.9.9.9", true},
-		{"host case and trailing dot", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://SHOP.Example.:8080/", nil, "shop.example", true},
+		{"header", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", h("X-Origin", "app-a"), vs("app-a")},
+		{"header missing", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "1.2.3.4:5", "/", nil, nil},
+		{"query", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?a=1&id=42&id=43", nil, vs("42", "43")},
+		{"query escaped", config.Source{Kind: config.SourceQuery, Name: "q"}, "1.2.3.4:5", "/?q=a%20b+c", nil, vs("a b c")},
+		{"query empty", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?id=", nil, nil},
+		{"query prefix name", config.Source{Kind: config.SourceQuery, Name: "id"}, "1.2.3.4:5", "/?idx=1", nil, nil},
+		{"cookie", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "a=1; sid=xyz; b=2"), vs("xyz")},
+		{"cookie missing", config.Source{Kind: config.SourceCookie, Name: "sid"}, "1.2.3.4:5", "/", h("Cookie", "sidx=1"), nil},
+		{"host", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://shop.example:8080/", nil, vs("shop.example")},
+		{"path", config.Source{Kind: config.SourcePath, Name: "orderId"}, "1.2.3.4:5", "/order/102", nil, vs("102")},
+		{"ip untrusted peer ignores XFF", ip, "1.2.3.4:5", "/", h("X-Forwarded-For", "9.9.9.9"), vs("1.2.3.4")},
+		{"ip trusted peer uses XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9"), vs("9.9.9.9")},
+		{"ip right-most untrusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "6.6.6.6, 9.9.9.9, 10.0.0.7, 192.168.1.1"), vs("9.9.9.9")},
+		{"ip all trusted", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "10.0.0.9"), vs("10.0.0.9")},
+		{"ip garbage XFF", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "not-an-ip"), vs("10.1.2.3")},
+		{"ipv6 peer", ip, "[::1]:5", "/", nil, vs("::1")},
+		{"ip XFF hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9:51234"), vs("9.9.9.9")},
+		{"ip XFF ipv6 hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]:443"), vs("2001:db8::1")},
+		{"ip XFF bracketed ipv6 hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "[2001:db8::1]"), vs("2001:db8::1")},
+		{"ip XFF ipv4-mapped hop", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "::ffff:9.9.9.9"), vs("9.9.9.9")},
+		{"ip XFF trusted hop with port", ip, "10.1.2.3:5", "/", h("X-Forwarded-For", "9.9.9.9, 10.0.0.7:80"), vs("9.9.9.9")},
+		{"host case and trailing dot", config.Source{Kind: config.SourceHost}, "1.2.3.4:5", "http://SHOP.Example.:8080/", nil, vs("shop.example")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,10 +68,8 @@ func TestSourceValues(t *testing.T) {
 			}
 			rc := chi.NewRouteContext()
 			rc.URLParams.Add("orderId", "102")
-			v, _ := readTarget(r, true)
-			got, ok := src.value(r, &v, rc, c.source)
-			if got != c.want || ok != c.wantOK {
-				t.Errorf("value = %q, %v; want %q, %v", got, ok, c.want, c.wantOK)
+			if got, ok := readValues(src, r, rc, c.source); !ok || !slices.Equal(got, c.want) {
+				t.Errorf("values = %q, %v; want %q", got, ok, c.want)
 			}
 		})
 	}
@@ -86,7 +87,8 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 		{Kind: config.SourceHeader, Name: "X-Origin"}, {Kind: config.SourceQuery, Name: "id"},
 		{Kind: config.SourceCookie, Name: "sid"}, {Kind: config.SourceIP}, {Kind: config.SourceHost},
 	} {
-		if n := testing.AllocsPerRun(100, func() { src.value(r, &v, nil, s) }); n != 0 {
+		var vs valueSet
+		if n := testing.AllocsPerRun(100, func() { src.values(r, &v, nil, s, &vs) }); n != 0 {
 			t.Errorf("%s: %v allocs per read, want 0", s.Kind, n)
 		}
 	}
@@ -160,8 +162,77 @@ func TestClientIPCanonical(t *testing.T) {
 			if c.xff != "" {
 				r.Header.Set("X-Forwarded-For", c.xff)
 			}
-			if got, ok := src.value(r, &view{path: "/"}, nil, ip); !ok || got != c.want {
+			if got, ok := readValues(src, r, nil, ip); !ok || len(got) != 1 || got[0] != c.want {
 				t.Errorf("ip = %q, %v; want %q", got, ok, c.want)
+			}
+		})
+	}
+}
+
+// readValues reads src's values from r into a fresh set: the values, and
+// false past maxValues.
+func readValues(s *sources, r *http.Request, params *chi.Context, src config.Source) ([]string, bool) {
+	var vs valueSet
+	v, _ := readTarget(r, true)
+	ok := s.values(r, &v, params, src, &vs)
+	return vs.list(), ok
+}
+
+// TestSourceSeveralValues: a query parameter, header or cookie that occurs
+// more than once gives each distinct non-empty value (SPEC §3 Sources:
+// Several values), a header line being a comma-separated list unless the
+// field is a singleton; past 16 distinct values the source cannot be read.
+func TestSourceSeveralValues(t *testing.T) {
+	src, _ := newSources(nil)
+	query := config.Source{Kind: config.SourceQuery, Name: "id"}
+	key := config.Source{Kind: config.SourceHeader, Name: "X-Key"}
+	cookie := config.Source{Kind: config.SourceCookie, Name: "id"}
+	n := func(prefix, sep string, count int) string {
+		var parts []string
+		for i := range count {
+			parts = append(parts, prefix+strconv.Itoa(i))
+		}
+		return strings.Join(parts, sep)
+	}
+	for _, c := range []struct {
+		name    string
+		source  config.Source
+		url     string
+		header  map[string][]string
+		want    []string
+		tooMany bool
+	}{
+		{"query empty then value", query, "/?id=&id=102", nil, []string{"102"}, false},
+		{"query two values", query, "/?id=101&id=102", nil, []string{"101", "102"}, false},
+		{"query repeats are one", query, "/?id=102&x=1&id=102&id=101&id=102", nil, []string{"102", "101"}, false},
+		{"query escaped repeat is one", query, "/?id=10%32&i%64=102", nil, []string{"102"}, false},
+		{"query 16 values", query, "/?" + n("id=", "&", 16), nil, strings.Split(n("", " ", 16), " "), false},
+		{"query 17 values", query, "/?" + n("id=", "&", 17), nil, nil, true},
+		{"query 17 occurrences of 16 values", query, "/?" + n("id=", "&", 16) + "&id=0", nil, strings.Split(n("", " ", 16), " "), false},
+		{"header two lines", key, "/", map[string][]string{"X-Key": {"a", "b"}}, []string{"a", "b"}, false},
+		{"header list line", key, "/", map[string][]string{"X-Key": {"a, b"}}, []string{"a", "b"}, false},
+		{"header list and lines are one set", key, "/", map[string][]string{"X-Key": {"a,b", " b ,a", "c"}}, []string{"a", "b", "c"}, false},
+		{"header empty elements", key, "/", map[string][]string{"X-Key": {",, a ,,", ""}}, []string{"a"}, false},
+		{"header quoted comma", key, "/", map[string][]string{"X-Key": {`"a,\"b,", c`}}, []string{`"a,\"b,"`, "c"}, false},
+		{"header 17 values in a line", key, "/", map[string][]string{"X-Key": {n("k", ",", 17)}}, nil, true},
+		{"header 17 lines", key, "/", map[string][]string{"X-Key": strings.Split(n("k", ",", 17), ",")}, nil, true},
+		{"user agent is one value", config.Source{Kind: config.SourceHeader, Name: "User-Agent"}, "/",
+			map[string][]string{"User-Agent": {"Mozilla/5.0 (KHTML, like Gecko)"}}, []string{"Mozilla/5.0 (KHTML, like Gecko)"}, false},
+		{"authorization is one value", config.Source{Kind: config.SourceHeader, Name: "Authorization"}, "/",
+			map[string][]string{"Authorization": {`Digest username="a", realm="r"`}}, []string{`Digest username="a", realm="r"`}, false},
+		{"singleton header's lines are its values", config.Source{Kind: config.SourceHeader, Name: "Authorization"}, "/",
+			map[string][]string{"Authorization": {"Bearer a", "Bearer b"}}, []string{"Bearer a", "Bearer b"}, false},
+		{"cookies of one name", cookie, "/", map[string][]string{"Cookie": {`id=""; a=1; id=1; id=2`, "id=3; id=1"}}, []string{"1", "2", "3"}, false},
+		{"17 cookies", cookie, "/", map[string][]string{"Cookie": {n("id=", "; ", 17)}}, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", c.url, nil)
+			for k, lines := range c.header {
+				r.Header[k] = lines
+			}
+			got, ok := readValues(src, r, nil, c.source)
+			if ok == c.tooMany || !c.tooMany && !slices.Equal(got, c.want) {
+				t.Errorf("values = %q, %v; want %q, %v", got, ok, c.want, !c.tooMany)
 			}
 		})
 	}

@@ -103,16 +103,25 @@ type tries struct {
 	kept bool
 }
 
+// hashKey reads the request's hashOn value (route.serve, before the
+// guards) for first and retry; ok is false when the request has several
+// distinct ones, which it cannot be balanced on (400).
+func (u *upstream) hashKey(ex *exchange) (ok bool) {
+	if u.hashOn.Kind == config.SourceNone {
+		return true
+	}
+	v, found, ok := ex.one(u.hashOn)
+	if found {
+		ex.try.key, ex.try.hasKey = ups.HashKey(v), true
+	}
+	return ok
+}
+
 // first chooses the target of a request's first attempt, at ex.try.now
 // (the request's start).
 func (u *upstream) first(ex *exchange) int {
 	t := &ex.try
 	now := t.now
-	if u.hashOn.Kind != config.SourceNone {
-		if v, ok := ex.Value(u.hashOn); ok {
-			t.key, t.hasKey = ups.HashKey(v), true
-		}
-	}
 	i := u.bal.Pick(now, t.key, t.hasKey, &t.tried)
 	t.cur, t.now = i+1, now
 	return i
