@@ -75,9 +75,12 @@ func (c *checker) applyEdgeDefaults() {
 			cfg.Routes[i].Hosts[j] = NormalizeHost(h)
 		}
 	}
+	for i, h := range cfg.Admin.Hosts {
+		cfg.Admin.Hosts[i] = NormalizeHost(h)
+	}
 }
 
-// NormalizeHost is how a route's host is compared: lower case, without a
+// NormalizeHost is how a route's (or admin.hosts') host is compared: lower case, without a
 // trailing dot.
 func NormalizeHost(h string) string {
 	return strings.ToLower(strings.TrimSuffix(h, "."))

@@ -45,6 +45,12 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_hosts.yaml:15: routes[0].hosts[7]: duplicate host \"shop.example.com\" (also hosts[6])",
 			"testdata/bad_hosts.yaml:19: routes[2].path: duplicate route: /a is already served by routes[1] (line 16)",
 		}},
+		{"bad_admin_hosts.yaml", []string{
+			"testdata/bad_admin_hosts.yaml:5: admin.hosts[1]: must not have a port (the request's port is ignored when matching): write \"gateway-1.internal\"",
+			"testdata/bad_admin_hosts.yaml:7: admin.hosts[3]: a wildcard must be the first label, as in *.example.com, got \"admin.*.example.com\"",
+			"testdata/bad_admin_hosts.yaml:8: admin.hosts[4]: duplicate host \"gateway-1.internal\" (also hosts[0])",
+			"testdata/bad_admin_hosts.yaml:9: admin.hosts[5]: must not be empty (a name like shop.example.com, or *.example.com)",
+		}},
 		{"bad_listen.yaml", []string{
 			"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",
 			"testdata/bad_listen.yaml:3: admin.listen: must be host:port or :port, got \"localhost\"",

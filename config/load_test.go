@@ -26,7 +26,7 @@ func TestLoadFull(t *testing.T) {
 	want := &config.Config{
 		Listen:         ":8081",
 		Server:         config.Server{MergeSlashes: ptr(false)},
-		Admin:          config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret"},
+		Admin:          config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret", Hosts: []string{"gateway-1.internal", "*.admin.example.com"}},
 		Log:            config.Log{Level: "debug", Format: "console", Access: true},
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},

@@ -38,6 +38,10 @@ type Admin struct {
 	// user turned the admin listener off.
 	Listen *string `yaml:"listen" json:"listen"`
 	Token  string  `yaml:"token" json:"-"`
+	// Hosts are the Host names the listener answers to besides IP literals
+	// and localhost (DNS rebinding guard): lower case, no trailing dot, a
+	// leading "*." for every name under a domain.
+	Hosts []string `yaml:"hosts" json:"hosts"`
 }
 
 // Server is how the traffic listeners read a client's request (SPEC §11,

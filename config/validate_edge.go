@@ -7,7 +7,7 @@ import (
 )
 
 // validateEdge checks the edge settings: the TLS listener, HTTP/2 and the
-// routes' hosts (docs/edge.md).
+// routes' hosts (docs/edge.md) and admin.hosts.
 func (c *checker) validateEdge() {
 	cfg := c.cfg
 	t := cfg.TLS
@@ -69,22 +69,29 @@ func (c *checker) validateEdge() {
 		}
 	}
 	for i, r := range cfg.Routes {
-		seen := map[string]int{}
-		for j, h := range r.Hosts {
-			p := idx(idx("routes", i)+".hosts", j)
-			if msg := checkHost(h); msg != "" {
-				c.add(p, "%s", msg)
-				continue
-			}
-			if first, dup := seen[h]; dup {
-				c.add(p, "duplicate host %s (also hosts[%d])", quote(h), first)
-			}
-			seen[h] = j
+		c.hostList(idx("routes", i)+".hosts", r.Hosts)
+	}
+	c.hostList("admin.hosts", cfg.Admin.Hosts)
+}
+
+// hostList checks a list of host names (routes[].hosts, admin.hosts), each
+// already normalized: each a name checkHost accepts, each once.
+func (c *checker) hostList(path string, hosts []string) {
+	seen := map[string]int{}
+	for j, h := range hosts {
+		p := idx(path, j)
+		if msg := checkHost(h); msg != "" {
+			c.add(p, "%s", msg)
+			continue
 		}
+		if first, dup := seen[h]; dup {
+			c.add(p, "duplicate host %s (also hosts[%d])", quote(h), first)
+		}
+		seen[h] = j
 	}
 }
 
-// checkHost checks a route's host (already normalized): a DNS name, or
+// checkHost checks a route's or admin.hosts' host (already normalized): a DNS name, or
 // "*." and a DNS name for any one or more labels before it.
 func checkHost(h string) string {
 	const forms = " (a name like shop.example.com, or *.example.com)"
