@@ -80,6 +80,7 @@ func build(ctx context.Context, o options, cfg *config.Config, fl *fleet, log ze
 	if o.adminAddr(cfg) != "" {
 		g.admin = newAdmin(g)
 		g.reloader.setToken = g.admin.SetToken
+		g.reloader.setHosts = g.admin.SetHosts
 		go g.admin.Run(ctx)
 	}
 	if !g.reloader.apply(cfg) {

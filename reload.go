@@ -29,6 +29,9 @@ type reloader struct {
 	// setToken puts a new admin token in force; nil while the admin
 	// listener is off. Set before the first apply.
 	setToken func(token string)
+	// setHosts puts a new admin.hosts in force; nil while the admin
+	// listener is off. Set before the first apply.
+	setHosts func(hosts []string)
 	// fleet is the rules source whose document is merged with the file;
 	// nil: the file alone holds the rules.
 	fleet *fleet
@@ -79,6 +82,7 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 	if prev == nil {
 		r.started = cfg
 		r.applyAdminToken(nil, cfg)
+		r.applyAdminHosts(nil, cfg)
 	} else {
 		r.announceSettings(r.started, prev.Config, cfg)
 	}

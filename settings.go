@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,8 +20,8 @@ type startSetting struct {
 }
 
 // startSettings lists every setting read only at start; everything else in
-// rules.yaml applies at the reload (admin.token included, see
-// applyAdminToken; the certificate files themselves are watched and
+// rules.yaml applies at the reload (admin.token and admin.hosts included,
+// see applyAdminToken and applyAdminHosts; the certificate files themselves are watched and
 // reloaded, see traffic.watchCerts). A setting main starts reading once
 // belongs here.
 func startSettings() []startSetting {
@@ -97,7 +98,7 @@ func never(options) bool { return false }
 
 // announceSettings is the one place where a reload's settings are compared
 // with what is in force; it logs what the reload could not apply and puts
-// the admin token in force. started is the file the process started with
+// the admin token and hosts in force. started is the file the process started with
 // (start-only settings keep its values), prev the file loaded before next.
 func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	for _, s := range startSettings() {
@@ -114,6 +115,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 			Msg(s.name + " changed in the rules file: it takes effect at restart")
 	}
 	r.applyAdminToken(prev, next)
+	r.applyAdminHosts(prev, next)
 	if !r.clusterOn {
 		for _, fr := range next.FlowRules {
 			if fr.ClusterMode {
@@ -154,10 +156,25 @@ func (r *reloader) applyAdminToken(prev, next *config.Config) {
 	ev := r.log.Info().Str("setting", "admin.token").Bool("required", tok != "")
 	switch {
 	case tok == "":
-		ev.Msg("admin.token removed: writes need no token and are accepted only on localhost")
+		ev.Msg("admin.token removed: writes need no token and are accepted only from this machine (a loopback peer)")
 	case prev.Admin.Token == "":
 		ev.Msg("admin.token set: writes need it from now on")
 	default:
 		ev.Msg("admin.token changed: the new token is in force, the old one is refused")
 	}
+}
+
+// applyAdminHosts puts next's admin.hosts in force at once: the admin
+// listener answers to those Host names, besides IP addresses and localhost,
+// from this reload on. prev is nil at the first load.
+func (r *reloader) applyAdminHosts(prev, next *config.Config) {
+	if r.setHosts == nil {
+		return // the admin listener is off
+	}
+	r.setHosts(next.Admin.Hosts)
+	if prev == nil || slices.Equal(prev.Admin.Hosts, next.Admin.Hosts) {
+		return
+	}
+	r.log.Info().Str("setting", "admin.hosts").Strs("hosts", next.Admin.Hosts).
+		Msg("admin.hosts changed: the admin listener answers to these names from now on, besides IP addresses and localhost")
 }

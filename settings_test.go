@@ -60,6 +60,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 		started, prev, next string
 		want                []logged
 		token               string // the token put in force
+		hosts               string // the admin.hosts put in force, joined by ","
 	}{
 		{name: "nothing changed", started: startFile, prev: startFile, next: startFile, token: "t-One"},
 		{name: "every start-only setting changed", started: startFile, prev: startFile, next: changed, token: "t-One",
@@ -111,7 +112,16 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 		{name: "a removed token applies", started: startFile, prev: startFile,
 			next: strings.Replace(startFile, ", token: t-One", "", 1), token: "",
 			want: []logged{{"level": "info", "setting": "admin.token", "required": false,
-				"message": "admin.token removed: writes need no token and are accepted only on localhost"}}},
+				"message": "admin.token removed: writes need no token and are accepted only from this machine (a loopback peer)"}}},
+		{name: "admin.hosts applies", started: startFile, prev: startFile, token: "t-One",
+			next: strings.Replace(startFile, "token: t-One", "token: t-One, hosts: [Gateway-1.Internal., gw.internal]", 1),
+			hosts: "gateway-1.internal,gw.internal",
+			want: []logged{{"level": "info", "setting": "admin.hosts", "hosts": []any{"gateway-1.internal", "gw.internal"},
+				"message": "admin.hosts changed: the admin listener answers to these names from now on, besides IP addresses and localhost"}}},
+		{name: "admin.hosts emptied applies", started: startFile, token: "t-One",
+			prev: strings.Replace(startFile, "token: t-One", "token: t-One, hosts: [gw.internal]", 1), next: startFile,
+			want: []logged{{"level": "info", "setting": "admin.hosts", "hosts": []any{},
+				"message": "admin.hosts changed: the admin listener answers to these names from now on, besides IP addresses and localhost"}}},
 		{name: "SLUICE_ADMIN_TOKEN wins over a rotated token", opts: options{envToken: "t-Env"}, started: startFile, prev: startFile,
 			next: strings.Replace(startFile, "t-One", "t-Two", 1), token: "t-Env",
 			want: []logged{{"level": "warn", "setting": "admin.token",
@@ -120,9 +130,10 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			var token []string
+			var token, hosts []string
 			r := &reloader{opts: tt.opts, log: zerolog.New(&buf), clusterOn: true,
-				setToken: func(tok string) { token = append(token, tok) }}
+				setToken: func(tok string) { token = append(token, tok) },
+				setHosts: func(h []string) { hosts = append(hosts, strings.Join(h, ",")) }}
 			r.announceSettings(rulesWith(t, tt.started), rulesWith(t, tt.prev), rulesWith(t, tt.next))
 			logs := buf.String()
 			got := events(t, &buf)
@@ -131,6 +142,9 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 			}
 			if len(token) != 1 || token[0] != tt.token {
 				t.Errorf("tokens put in force: %q, want [%q]", token, tt.token)
+			}
+			if len(hosts) != 1 || hosts[0] != tt.hosts {
+				t.Errorf("admin.hosts put in force: %q, want [%q]", hosts, tt.hosts)
 			}
 			for _, secret := range []string{"pw-", "t-One", "t-Two", "t-Env"} {
 				if strings.Contains(logs, secret) {

@@ -5,16 +5,100 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
-// requireToken guards writes: a request whose Origin names another host is
-// refused (403) so a web page cannot drive the local listener through the
-// operator's browser; when a token is configured a request without the right
-// bearer token is refused (401); without a token, writes must name a loopback
-// Host (403 otherwise), which defeats DNS rebinding and makes a listener
-// opened to the network without a token read-only.
+// allowedHosts is the admin.hosts in force: names, and "*.suffix" wildcards
+// kept as ".suffix", each lower case without a trailing dot.
+type allowedHosts struct {
+	names []string
+}
+
+// newAllowedHosts takes admin.hosts as config normalizes them.
+func newAllowedHosts(hosts []string) *allowedHosts {
+	a := &allowedHosts{}
+	for _, h := range hosts {
+		h = strings.ToLower(strings.TrimSuffix(h, "."))
+		if h != "" {
+			a.names = append(a.names, strings.TrimPrefix(h, "*"))
+		}
+	}
+	return a
+}
+
+// SetHosts puts a new admin.hosts in force: from the next request on, a
+// Host that is neither an IP literal, localhost nor one of hosts is
+// refused (403). Names are compared without case and trailing dot;
+// "*.example.com" admits every name under example.com. Safe for concurrent
+// use.
+func (s *Server) SetHosts(hosts []string) {
+	s.hosts.Store(newAllowedHosts(hosts))
+}
+
+// checkHost refuses (403) every request whose Host is not an IP literal,
+// localhost or one of admin.hosts, reads included: a page whose name was
+// rebound to this listener's address (DNS rebinding) sends its own name,
+// so it can read nothing, not even the metrics. A request without Host
+// (HTTP/1.0) does not come from a browser and is let through.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "" && !s.hosts.Load().allows(r.Host) {
+			writeError(w, http.StatusForbidden, "admin: Host "+strconv.Quote(r.Host)+
+				" is not an IP address, localhost or one of admin.hosts; add the name to admin.hosts to use it")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allows reports whether a Host header (port dropped, case and trailing
+// dot ignored) is an IP literal, localhost or one of the names.
+func (a *allowedHosts) allows(hostport string) bool {
+	host := hostName(hostport)
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	if host == "localhost" {
+		return true
+	}
+	for _, n := range a.names {
+		if host == n || n[0] == '.' && len(host) > len(n) && strings.HasSuffix(host, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostName is a Host header's host: port and IPv6 brackets dropped, lower
+// case, without a trailing dot.
+func hostName(hostport string) string {
+	host := hostport
+	if _, err := netip.ParseAddr(host); err != nil { // not an unbracketed IPv6 literal
+		if h, _, err := net.SplitHostPort(hostport); err == nil {
+			host = h
+		}
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// loopbackPeer reports whether the TCP peer (r.RemoteAddr, never a header)
+// is on a loopback address: 127.0.0.0/8, ::1, or IPv4-mapped loopback.
+func loopbackPeer(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// requireToken guards writes and the profiler: a request whose Origin names
+// another host is refused (403) so a web page cannot drive the local
+// listener through the operator's browser; when a token is configured a
+// request without the right bearer token is refused (401); without a token,
+// only a peer on a loopback address may pass (403 otherwise), so a listener
+// opened to the network without a token is read-only. The peer is the TCP
+// connection's, never a header (Host, X-Forwarded-For) the client chose.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := s.token.Load() // one token for the whole check, even across a SetToken
@@ -25,8 +109,8 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if want.token == "" && !loopbackHost(r.Host) {
-			writeError(w, http.StatusForbidden, "admin: writes without an admin token are accepted only on localhost; set admin.token (or SLUICE_ADMIN_TOKEN)")
+		if want.token == "" && !loopbackPeer(r) {
+			writeError(w, http.StatusForbidden, "admin: without an admin token, writes and the profiler are accepted only from this machine (a loopback peer); set admin.token (or SLUICE_ADMIN_TOKEN)")
 			return
 		}
 		if want.token != "" {
@@ -35,26 +119,12 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			sum := sha256.Sum256([]byte(got))
 			if !ok || subtle.ConstantTimeCompare(sum[:], want.sum[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-				writeError(w, http.StatusUnauthorized, "admin: this write needs Authorization: Bearer <admin token>")
+				writeError(w, http.StatusUnauthorized, "admin: this request needs Authorization: Bearer <admin token>")
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// loopbackHost reports whether a Host header names this machine's loopback.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func bearer(h string) (string, bool) {

@@ -35,7 +35,7 @@ func Example() {
 	orders.Block("flow", 40*time.Microsecond)
 
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/readyz", nil))
 	fmt.Println(rec.Code, rec.Body.String())
 	// Output: 200 ready
 }

@@ -16,7 +16,7 @@ import (
 func scrape(t *testing.T, srv *admin.Server) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("/metrics: %d", rec.Code)
 	}

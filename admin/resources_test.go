@@ -23,7 +23,7 @@ func TestResourcesListTheMostActiveOrigins(t *testing.T) {
 	get := func(query string) (int, []admin.ResourceStats) {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/resources"+query, nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/resources"+query, nil))
 		var body struct{ Resources []admin.ResourceStats }
 		if rec.Code == 200 {
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"sluice/admin"
@@ -23,7 +24,7 @@ func TestRawRulesMaskSecrets(t *testing.T) {
 	}
 	srv := admin.New(admin.Options{ConfigPath: path})
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules/raw", nil))
 	var raw struct {
 		Text     string
 		ETag     string
@@ -47,39 +48,112 @@ func TestRawRulesMaskSecrets(t *testing.T) {
 	}
 }
 
-func TestTokenlessWritesOnlyOnLoopback(t *testing.T) {
-	reloads := 0
-	srv := admin.New(admin.Options{Reload: func() { reloads++ }})
-	for _, tc := range []struct {
-		host string
-		want int
+// Peers a test request comes from (RemoteAddr, the TCP peer).
+const (
+	loopback = "127.0.0.1:40000"
+	network  = "192.0.2.7:40000" // another machine
+)
+
+// TestAdminGuards: reads answer only Hosts that are IP literals, localhost
+// or in admin.hosts (DNS rebinding), whoever the peer; writes and the
+// profiler need the token, or without one a loopback TCP peer, whatever
+// the Host or X-Forwarded-For say.
+func TestAdminGuards(t *testing.T) {
+	var reloads atomic.Int32
+	srv := admin.New(admin.Options{ConfigPath: "testdata/rules.yaml", Hosts: []string{"gw.internal", "*.admin.example.com"},
+		Reload: func() { reloads.Add(1) }})
+	tests := []struct {
+		token, method, path, peer, host string
+		hdr                             []string // "Name: value"
+		want                            int
 	}{
-		{"127.0.0.1:9090", 202},
-		{"localhost:9090", 202},
-		{"[::1]:9090", 202},
-		{"attacker.example:9090", 403}, // DNS rebinding onto 127.0.0.1
-		{"10.0.0.5:9090", 403},
-	} {
-		req := httptest.NewRequest("POST", "/api/reload", nil)
-		req.Host = tc.host
+		// Writes without a token: the TCP peer decides.
+		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", nil, 202},
+		{"", "POST", "/api/reload", loopback, "localhost:9090", nil, 202},
+		{"", "POST", "/api/reload", "127.3.2.1:40000", "localhost:9090", nil, 202},
+		{"", "POST", "/api/reload", "[::1]:40000", "[::1]:9090", nil, 202},
+		{"", "POST", "/api/reload", "[::ffff:127.0.0.1]:40000", "127.0.0.1:9090", nil, 202},
+		{"", "POST", "/api/reload", network, "localhost:9090", nil, 403}, // the Host is the client's word
+		{"", "POST", "/api/reload", network, "127.0.0.1:9090", []string{"X-Forwarded-For: 127.0.0.1", "X-Real-Ip: 127.0.0.1"}, 403},
+		{"", "POST", "/api/reload", "[::ffff:192.0.2.7]:40000", "localhost", nil, 403},
+		{"", "POST", "/api/reload", network, "gw.internal:9090", nil, 403},
+		{"", "POST", "/api/reload", loopback, "attacker.example:9090", nil, 403}, // DNS rebinding onto 127.0.0.1
+		// With a token, the token decides, from any peer.
+		{"t", "POST", "/api/reload", network, "localhost:9090", nil, 401},
+		{"t", "POST", "/api/reload", loopback, "localhost:9090", nil, 401},
+		{"t", "POST", "/api/reload", network, "localhost:9090", []string{"Authorization: Bearer t"}, 202},
+		{"t", "POST", "/api/reload", network, "gw.internal:9090", []string{"Authorization: Bearer t"}, 202},
+		{"t", "POST", "/api/reload", network, "attacker.example:9090", []string{"Authorization: Bearer t"}, 403},
+		// Reads: the Host decides, from any peer.
+		{"", "GET", "/api/rules/raw", loopback, "evil.example", nil, 403},
+		{"", "GET", "/metrics", loopback, "evil.example:9090", nil, 403},
+		{"", "GET", "/", loopback, "evil.example:9090", nil, 403},
+		{"", "GET", "/healthz", loopback, "evil.example:9090", nil, 403},
+		{"", "GET", "/api/rules/raw", loopback, "localhost.evil.example", nil, 403},
+		{"", "GET", "/api/rules/raw", loopback, "127.0.0.1.nip.io", nil, 403},
+		{"", "GET", "/api/rules/raw", loopback, "admin.example.com", nil, 403}, // *.admin.example.com: a name under it
+		{"", "GET", "/api/rules/raw", loopback, "x.gw.internal", nil, 403},
+		{"", "GET", "/api/rules/raw", loopback, "127.0.0.1:9090", nil, 200},
+		{"", "GET", "/metrics", loopback, "localhost:9090", nil, 200},
+		{"", "GET", "/metrics", loopback, "LocalHost.:9090", nil, 200},
+		{"", "GET", "/metrics", network, "[::1]:9090", nil, 200},
+		{"", "GET", "/healthz", network, "10.1.2.3:9090", nil, 200}, // a Kubernetes probe: Host is the pod IP
+		{"", "GET", "/api/rules/raw", network, "gw.internal:9090", nil, 200},
+		{"", "GET", "/metrics", network, "GW.Internal.", nil, 200},
+		{"", "GET", "/metrics", network, "a.b.admin.example.com:9090", nil, 200},
+		{"", "GET", "/readyz", network, "", nil, 503}, // HTTP/1.0 without Host: not a browser
+		// The profiler: like a write.
+		{"", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 200},
+		{"", "GET", "/debug/pprof/", loopback, "localhost:9090", nil, 200},
+		{"", "GET", "/debug/pprof/cmdline", "[::1]:40000", "[::1]:9090", nil, 200},
+		{"", "GET", "/debug/pprof/heap", network, "localhost:9090", nil, 403},
+		{"", "GET", "/debug/pprof/goroutine", network, "192.0.2.1:9090", nil, 403},
+		{"", "GET", "/debug/pprof/heap", loopback, "evil.example", nil, 403},
+		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", []string{"Authorization: Bearer t"}, 200},
+		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", nil, 401},
+		{"t", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 401},
+	}
+	want202 := int32(0)
+	for _, tc := range tests {
+		srv.SetToken(tc.token)
+		req := httptest.NewRequest(tc.method, tc.path, nil)
+		req.RemoteAddr, req.Host = tc.peer, tc.host
+		for _, h := range tc.hdr {
+			k, v, _ := strings.Cut(h, ": ")
+			req.Header.Set(k, v)
+		}
 		rec := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(rec, req)
 		if rec.Code != tc.want {
-			t.Errorf("POST /api/reload with Host %s: %d, want %d", tc.host, rec.Code, tc.want)
+			t.Errorf("token %q: %s %s from %s, Host %q, %q: %d, want %d: %s", tc.token, tc.method, tc.path, tc.peer, tc.host, tc.hdr,
+				rec.Code, tc.want, rec.Body)
+		}
+		if tc.want == 202 {
+			want202++
 		}
 	}
-	if reloads != 3 {
-		t.Errorf("Reload called %d times, want 3", reloads)
+	if got := reloads.Load(); got != want202 {
+		t.Errorf("Reload called %d times, want %d", got, want202)
 	}
-	// With a token, the token decides, whatever the Host.
-	srv = admin.New(admin.Options{Token: "t"})
-	req := httptest.NewRequest("POST", "/api/reload", nil)
-	req.Host = "gateway.internal:9090"
-	req.Header.Set("Authorization", "Bearer t")
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, req)
-	if rec.Code != 202 {
-		t.Errorf("POST with token from a network Host: %d, want 202", rec.Code)
+}
+
+// TestSetHostsApplies: admin.hosts from a reload is in force from the next
+// request on.
+func TestSetHostsApplies(t *testing.T) {
+	srv := admin.New(admin.Options{Hosts: []string{"old.internal"}})
+	get := func(host string) int {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if a, b := get("old.internal:9090"), get("new.internal:9090"); a != 200 || b != 403 {
+		t.Fatalf("before SetHosts: old %d, new %d; want 200, 403", a, b)
+	}
+	srv.SetHosts([]string{"new.internal"})
+	if a, b := get("old.internal:9090"), get("new.internal:9090"); a != 403 || b != 200 {
+		t.Fatalf("after SetHosts: old %d, new %d; want 403, 200", a, b)
 	}
 }
 
@@ -136,9 +210,9 @@ func TestEditThroughSymlinkReplacesTarget(t *testing.T) {
 // the old one is refused; /api/rules says whether a token is required.
 func TestSetTokenRotates(t *testing.T) {
 	srv := admin.New(admin.Options{Token: "old"})
-	write := func(token, host string) int {
-		req := httptest.NewRequest("POST", "/api/reload", nil)
-		req.Host = host
+	write := func(token, peer string) int {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:9090/api/reload", nil)
+		req.RemoteAddr = peer
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -148,14 +222,13 @@ func TestSetTokenRotates(t *testing.T) {
 	}
 	required := func() bool {
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules", nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules", nil))
 		return strings.Contains(rec.Body.String(), `"tokenRequired":true`)
 	}
-	const network = "gateway.internal:9090"
 	steps := []struct {
 		set      string // "-": keep
 		token    string
-		host     string
+		peer     string
 		want     int
 		required bool
 	}{
@@ -163,16 +236,16 @@ func TestSetTokenRotates(t *testing.T) {
 		{"new", "old", network, 401, true},
 		{"-", "new", network, 202, true},
 		{"-", "", network, 401, true},
-		// No token: writes only from localhost, with any Authorization.
+		// No token: writes only from a loopback peer, with any Authorization.
 		{"", "new", network, 403, false},
-		{"-", "", "127.0.0.1:9090", 202, false},
+		{"-", "", loopback, 202, false},
 	}
 	for i, s := range steps {
 		if s.set != "-" {
 			srv.SetToken(s.set)
 		}
-		if got := write(s.token, s.host); got != s.want {
-			t.Errorf("step %d: write with token %q from %s: %d, want %d", i, s.token, s.host, got, s.want)
+		if got := write(s.token, s.peer); got != s.want {
+			t.Errorf("step %d: write with token %q from %s: %d, want %d", i, s.token, s.peer, got, s.want)
 		}
 		if got := required(); got != s.required {
 			t.Errorf("step %d: tokenRequired %v, want %v", i, got, s.required)
@@ -205,7 +278,7 @@ func TestRawRulesMaskRedisPasswords(t *testing.T) {
 		}
 		srv := admin.New(admin.Options{ConfigPath: path})
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules/raw", nil))
 		var raw struct{ Text string }
 		if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || rec.Code != 200 {
 			t.Fatalf("GET /api/rules/raw: %d %v %s", rec.Code, err, rec.Body)

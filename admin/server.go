@@ -21,8 +21,11 @@ import (
 // then reports not ready, Stats no resources, Validate only checks that the
 // file is YAML, Reload does nothing and Now is time.Now.
 type Options struct {
-	Log      zerolog.Logger
-	Token    string               // bearer token for writes at first; "" = writes need none (see SetToken)
+	Log   zerolog.Logger
+	Token string // bearer token for writes at first; "" = writes need none (see SetToken)
+	// Hosts is admin.hosts at first: the Host names answered besides IP
+	// literals and localhost (see SetHosts).
+	Hosts    []string
 	Registry *prometheus.Registry // served on /metrics; nil = a new empty one
 	State    func() State         // rules in force and the last reload result
 	Stats    func() []ResourceStats
@@ -71,6 +74,7 @@ type Server struct {
 	handler http.Handler
 	editMu  sync.Mutex // serialises read-check-write of rules.yaml
 	token   atomic.Pointer[writeToken]
+	hosts   atomic.Pointer[allowedHosts]
 }
 
 // writeToken is the bearer token writes need, with its hash for the
@@ -80,9 +84,9 @@ type writeToken struct {
 	sum   [sha256.Size]byte
 }
 
-// SetToken puts a new bearer token in force for writes ("" = writes need
-// none, and are accepted only on localhost): from the next request on, the
-// old token is refused. Safe for concurrent use.
+// SetToken puts a new bearer token in force for writes and the profiler
+// ("" = they need none, and are accepted only from a loopback peer): from
+// the next request on, the old token is refused. Safe for concurrent use.
 func (s *Server) SetToken(token string) {
 	s.token.Store(&writeToken{token: token, sum: sha256.Sum256([]byte(token))})
 }
@@ -110,6 +114,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, hist: newHistory()}
 	s.SetToken(opts.Token)
+	s.SetHosts(opts.Hosts)
 	if err := opts.Registry.Register(newConcurrencyCollector(opts.Stats)); err != nil {
 		opts.Log.Error().Err(err).Msg("admin: registering sluice_concurrency")
 	}
@@ -125,6 +130,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.checkHost) // every request, reads and probes included
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
@@ -144,6 +150,7 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.requireToken)
 		r.Put("/api/rules/{section}/{index}", s.editRule)
 		r.Post("/api/reload", s.reload)
+		mountProfiler(r)
 	})
 	r.Get("/", s.dashboard)
 	r.Get("/static/*", s.static)

@@ -69,7 +69,7 @@ func TestReadyz(t *testing.T) {
 	srv := admin.New(admin.Options{State: func() admin.State { return admin.State{Ready: ready.Load()} }})
 	get := func(p string) int {
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090"+p, nil))
 		return rec.Code
 	}
 	if c := get("/readyz"); c != http.StatusServiceUnavailable {
@@ -104,7 +104,7 @@ func TestAPIRulesAndResources(t *testing.T) {
 	get := func(p string, v any) {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090"+p, nil))
 		if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
 			t.Fatalf("GET %s: %d %s", p, rec.Code, rec.Header().Get("Content-Type"))
 		}
@@ -147,7 +147,7 @@ func TestDashboardIsSelfContained(t *testing.T) {
 	srv := admin.New(admin.Options{})
 	for _, p := range []string{"/", "/static/app.js", "/static/style.css"} {
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090"+p, nil))
 		if rec.Code != 200 || rec.Body.Len() == 0 {
 			t.Fatalf("GET %s: %d", p, rec.Code)
 		}

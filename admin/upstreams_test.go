@@ -32,7 +32,7 @@ func TestUpstreamsAPI(t *testing.T) {
 	m := admin.NewMetrics(reg)
 	srv := admin.New(admin.Options{Registry: reg, Upstreams: func() []admin.UpstreamStats { return exampleUpstreams(until) }})
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/upstreams", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/upstreams", nil))
 	var body struct {
 		Upstreams []map[string]any `json:"upstreams"`
 	}
@@ -60,7 +60,7 @@ func TestUpstreamsAPI(t *testing.T) {
 	m.Upstream("orders").Retried()
 	m.Upstream("orders").Panicked()
 	rec = httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/metrics", nil))
 	text, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`sluice_upstream_requests_total{code="2xx",target="http://10.0.0.2:9001",upstream="orders"} 1`,
