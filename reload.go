@@ -81,8 +81,8 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 	}
 	if prev == nil {
 		r.started = cfg
-		r.applyAdminToken(nil, cfg)
 		r.applyAdminHosts(nil, cfg)
+		r.applyAdminToken(nil, cfg)
 	} else {
 		r.announceSettings(r.started, prev.Config, cfg)
 	}

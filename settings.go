@@ -114,8 +114,8 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 		r.log.Warn().Str("setting", s.name).Str("old", old).Str("new", shown).
 			Msg(s.name + " changed in the rules file: it takes effect at restart")
 	}
+	r.applyAdminHosts(prev, next) // before the token: a client that sees the token in force sees the hosts too
 	r.applyAdminToken(prev, next)
-	r.applyAdminHosts(prev, next)
 	if !r.clusterOn {
 		for _, fr := range next.FlowRules {
 			if fr.ClusterMode {
