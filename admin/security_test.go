@@ -304,7 +304,7 @@ func TestRawRulesMaskEverySecret(t *testing.T) {
 			}
 			srv := admin.New(admin.Options{ConfigPath: path})
 			rec := httptest.NewRecorder()
-			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/rules/raw", nil))
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules/raw", nil))
 			var raw struct{ Text string }
 			if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || rec.Code != 200 {
 				t.Fatalf("GET /api/rules/raw: %d %v %s", rec.Code, err, rec.Body)
