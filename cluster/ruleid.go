@@ -12,9 +12,13 @@ import (
 )
 
 // ruleIdent is the part of a FlowRule that defines what is counted and how
-// much. Two rules with equal idents share a Redis window, in this gateway and
-// in every other one; Line and local-only behaviour fields are not part of it,
-// so moving a rule in the file or editing dryRun keeps its window.
+// much: the fields config.RuleIdentity marks Cluster (TestRedisWindowFollowsRuleIdentity
+// checks that it reads exactly those). Two rules with equal idents share a
+// Redis window, in this gateway and in every other one; Line and local-only
+// behaviour fields are not part of it, so moving a rule in the file or
+// editing dryRun keeps its window. The fields are written out here, in a
+// fixed order, so that the hash (the Redis keys) stays what every gateway
+// of the fleet computes, whatever version it runs.
 type ruleIdent struct {
 	resource, limitApp, refResource string
 	grade                           config.Grade

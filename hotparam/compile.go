@@ -43,7 +43,7 @@ func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 	}
 	var errs []error
 	for i, pr := range rules {
-		k := ruleid.Of(pr)
+		k := config.RuleID(pr)
 		r, ok := s.ids.Reuse(old, k)
 		if !ok {
 			var err error

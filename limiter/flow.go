@@ -94,7 +94,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 			errs = append(errs, fmt.Errorf("limiter: flowRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
 			continue
 		}
-		k := ruleid.Of(*r)
+		k := config.RuleID(*r)
 		st, ok := f.states.Reuse(old, k)
 		if !ok {
 			st = newRuleState(d, r, opts.MaxOrigins)

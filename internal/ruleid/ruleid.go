@@ -8,42 +8,46 @@ package ruleid
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Key is a rule's definition: every field but Line. Equal keys mean equal
-// limits.
+// Key is a rule's definition: every field that is part of its identity.
+// Equal keys mean equal limits.
 type Key string
 
 // Of returns the key of rule, a config rule struct (config.FlowRule,
-// ParamRule, DegradeRule): its fields in order but its top-level Line,
-// lists element by element, a pointer by the value it points to (an unset
-// field differs from one set to its default, as any edit does). It
-// allocates: call it when compiling, not per request.
-func Of(rule any) Key {
+// ParamRule, DegradeRule): its fields in order but those whose path
+// ("Line", "ClusterConfig.FallbackToLocalWhenFail") is in skip, lists
+// element by element, a pointer by the value it points to (an unset field
+// differs from one set to its default, as any edit does). Which fields are
+// skipped is config's decision (config.RuleID). It allocates: call it when
+// compiling, not per request.
+func Of(rule any, skip ...string) Key {
 	v := reflect.ValueOf(rule)
 	if v.Kind() != reflect.Struct {
 		panic(fmt.Sprintf("ruleid: Of(%T): not a struct", rule))
 	}
 	var b strings.Builder
 	b.WriteString(v.Type().String())
-	write(&b, v, true)
+	write(&b, v, "", skip)
 	return Key(b.String())
 }
 
-func write(b *strings.Builder, v reflect.Value, top bool) {
+func write(b *strings.Builder, v reflect.Value, path string, skip []string) {
 	switch v.Kind() {
 	case reflect.Struct:
 		b.WriteByte('{')
 		t := v.Type()
 		for i := range t.NumField() {
-			if top && t.Field(i).Name == "Line" {
+			p := path + t.Field(i).Name
+			if slices.Contains(skip, p) {
 				continue
 			}
 			b.WriteString(t.Field(i).Name)
 			b.WriteByte(':')
-			write(b, v.Field(i), false)
+			write(b, v.Field(i), p+".", skip)
 			b.WriteByte(' ')
 		}
 		b.WriteByte('}')
@@ -53,11 +57,11 @@ func write(b *strings.Builder, v reflect.Value, top bool) {
 			return
 		}
 		b.WriteByte('&')
-		write(b, v.Elem(), false)
+		write(b, v.Elem(), path, skip)
 	case reflect.Slice, reflect.Array:
 		b.WriteByte('[')
 		for i := range v.Len() {
-			write(b, v.Index(i), false)
+			write(b, v.Index(i), path, skip)
 			b.WriteByte(' ')
 		}
 		b.WriteByte(']')

@@ -88,7 +88,7 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
 			continue
 		}
-		key := ruleid.Of(r)
+		key := config.RuleID(r)
 		b, ok := s.ids.Reuse(old, key)
 		if !ok {
 			interval := r.StatIntervalMs

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	"sluice/internal/ruleid"
+)
+
+// Identity is what a rule field's value is part of.
+type Identity struct {
+	// Local: the rule's key in this gateway (RuleID). A reload that changes
+	// the field makes a new rule, whose state (windows, buckets, queues,
+	// breakers, calls in flight) starts afresh; a rule whose Local fields are
+	// unchanged keeps its state, wherever it moved in the file.
+	Local bool
+	// Cluster (flow rules): the rule's Redis window. clusterMode rules of any
+	// gateways that agree on every Cluster field share one window.
+	Cluster bool
+}
+
+// RuleIdentity is the decision, for every field of a rule type (FlowRule,
+// ParamRule, DegradeRule; a nested field by its path,
+// "ClusterConfig.ThresholdType"), whether it is part of the rule's
+// identity. A field added to a rule type is added here, decided:
+// TestRuleIdentityCoversEveryField fails until it is, and the local keys
+// (RuleID) and cluster's Redis windows are checked against this table.
+func RuleIdentity(rule any) map[string]Identity {
+	local, both, none := Identity{Local: true}, Identity{Local: true, Cluster: true}, Identity{}
+	switch rule.(type) {
+	case FlowRule:
+		return map[string]Identity{
+			"Resource":       both,
+			"LimitApp":       both,
+			"Grade":          both,
+			"Count":          both,
+			"Strategy":       both,
+			"RefResource":    both,
+			"StatIntervalMs": both,
+			// How a gateway shapes the calls its window passes is its own.
+			"ControlBehavior":             local,
+			"WarmUpPeriodSec":             local,
+			"ColdFactor":                  local,
+			"MaxQueueingTimeMs":           local,
+			"DryRun":                      local,
+			"ClusterMode":                 local,
+			"ClusterConfig.ThresholdType": both,
+			// Falling back to local limiting is each gateway's choice.
+			"ClusterConfig.FallbackToLocalWhenFail": local,
+			"Line":                                  none,
+		}
+	case ParamRule:
+		return map[string]Identity{
+			"Resource": local, "Param": local, "Grade": local, "Count": local,
+			"DurationSec": local, "BurstCount": local, "ControlBehavior": local,
+			"MaxQueueingTimeMs": local, "MaxTrackedValues": local, "DryRun": local,
+			"Items": local, "Line": none,
+		}
+	case DegradeRule:
+		return map[string]Identity{
+			"Resource": local, "Strategy": local, "MaxAllowedRtMs": local,
+			"Threshold": local, "StatIntervalMs": local, "MinRequestAmount": local,
+			"RetryTimeoutMs": local, "ErrorStatuses": local, "ProbeNum": local,
+			"Line": none,
+		}
+	}
+	panic(fmt.Sprintf("config: RuleIdentity(%T): not a rule", rule))
+}
+
+// RuleID is rule's key in this gateway (FlowRule, ParamRule, DegradeRule):
+// its Local fields (RuleIdentity). Rules with equal keys are the same rule
+// to a reload.
+func RuleID(rule any) ruleid.Key {
+	var skip []string
+	for path, id := range RuleIdentity(rule) {
+		if !id.Local {
+			skip = append(skip, path)
+		}
+	}
+	slices.Sort(skip)
+	return ruleid.Of(rule, skip...)
+}
