@@ -44,9 +44,9 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		return usage()
 	}
 
-	local, err := os.ReadFile(*cfgPath)
+	local, err := config.ReadFile(*cfgPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", *cfgPath, err)
+		printConfigErrors(stderr, err)
 		return 1
 	}
 	cfg, err := config.Parse(*cfgPath, local)
@@ -123,12 +123,15 @@ func readDoc(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, rulesource.MaxDocSize+1))
+	if st, err := f.Stat(); err == nil && st.Size() > config.MaxDocumentBytes {
+		return nil, errors.New(config.TooLarge("file", st.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxDocumentBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > rulesource.MaxDocSize {
-		return nil, fmt.Errorf("over the %d MiB a rules document may have", rulesource.MaxDocSize>>20)
+	if len(data) > config.MaxDocumentBytes {
+		return nil, errors.New(config.TooLarge("file", -1))
 	}
 	return data, nil
 }

@@ -12,7 +12,7 @@ import (
 
 // maxAliasNodes bounds the nodes decoded through aliases, so that aliases
 // that expand exponentially ("billion laughs") are refused instead of eating
-// time and memory. Nodes written out in the file are bounded by MaxFileSize.
+// time and memory. Nodes written out in the file are bounded by MaxDocumentBytes.
 const maxAliasNodes = 100_000
 
 // decoder turns a yaml.Node tree into Config values strictly: every unknown

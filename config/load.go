@@ -15,9 +15,21 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// MaxFileSize is the largest rules file Load accepts (10 MiB); a larger file is
-// refused before it is read or parsed.
-const MaxFileSize = 10 << 20
+// MaxDocumentBytes is the largest rules document sluice takes (8 MiB): a
+// rules file, a rulesSource's document in Redis, a file pushed with `sluice
+// rules push` or the result of an edit in the admin editor. A larger one is
+// refused before it is read whole, with TooLarge's message.
+const MaxDocumentBytes = 8 << 20
+
+// TooLarge is the message for a rules document over MaxDocumentBytes: what
+// names the document ("file", "the document at sluice:rules") and size is
+// its size in bytes, or -1 when it is only known to be over.
+func TooLarge(what string, size int64) string {
+	if size < 0 {
+		return fmt.Sprintf("%s is over the %d MiB limit of a rules document", what, MaxDocumentBytes>>20)
+	}
+	return fmt.Sprintf("%s is %d bytes, over the %d MiB limit of a rules document", what, size, MaxDocumentBytes>>20)
+}
 
 // Defaults used by main and the docs.
 const (
@@ -37,7 +49,8 @@ func Load(path string) (*Config, error) {
 }
 
 // ReadFile reads a rules file as Load does: a missing file, a directory, a
-// FIFO or a file over MaxFileSize is an Errors naming path.
+// FIFO or a file over MaxDocumentBytes is an Errors naming path; a file over
+// it is never read past its first MaxDocumentBytes+1 bytes.
 func ReadFile(path string) ([]byte, error) {
 	fail := func(msg string) ([]byte, error) {
 		return nil, Errors{{File: path, Msg: msg}}
@@ -53,8 +66,8 @@ func ReadFile(path string) ([]byte, error) {
 	case !st.Mode().IsRegular():
 		// A FIFO or device could block or never end.
 		return fail("is not a regular file (" + fileKind(st.Mode()) + ")")
-	case st.Size() > MaxFileSize:
-		return fail(tooLarge(st.Size()))
+	case st.Size() > MaxDocumentBytes:
+		return fail(TooLarge("file", st.Size()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -62,9 +75,12 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	// The file may grow between Stat and Read: read at most one byte too many.
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
 	if err != nil {
 		return fail("cannot read file: " + unwrapPathError(err))
+	}
+	if len(data) > MaxDocumentBytes {
+		return fail(TooLarge("file", -1))
 	}
 	return data, nil
 }
@@ -86,10 +102,6 @@ func unwrapPathError(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-func tooLarge(n int64) string {
-	return fmt.Sprintf("file is %d bytes, over the %d MiB limit", n, MaxFileSize>>20)
 }
 
 // Parse is Load on bytes already read: path is used in messages and stored in
@@ -136,8 +148,8 @@ func parseRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 	fail := func(line int, msg string) (*yaml.Node, Errors) {
 		return nil, Errors{{File: name, Line: line, Msg: msg}}
 	}
-	if len(data) > MaxFileSize {
-		return fail(0, strings.Replace(tooLarge(int64(len(data))), "file", what, 1))
+	if len(data) > MaxDocumentBytes {
+		return fail(0, TooLarge(what, int64(len(data))))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return fail(0, what+" is empty")

@@ -374,18 +374,24 @@ func assertErrors(t *testing.T, err error, want []string) {
 func TestLoadFileProblems(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, make([]byte, config.MaxFileSize+1), 0o644); err != nil {
+	if err := os.WriteFile(big, make([]byte, config.MaxDocumentBytes+1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// 50 MB, sparse: refused from its size alone, never read into memory.
-	huge := filepath.Join(dir, "huge.yaml")
-	if f, err := os.Create(huge); err != nil {
-		t.Fatal(err)
-	} else if err := f.Truncate(50 << 20); err != nil {
-		t.Fatal(err)
-	} else {
+	// 9 MiB and 64 MiB, sparse: refused from their size alone, never read
+	// into memory.
+	sparse := func(name string, size int64) string {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
 		f.Close()
+		return p
 	}
+	nine, huge := sparse("nine.yaml", 9<<20), sparse("huge.yaml", 64<<20)
 	unreadable := filepath.Join(dir, "secret.yaml")
 	if err := os.WriteFile(unreadable, []byte("listen: :1\n"), 0o000); err != nil {
 		t.Fatal(err)
@@ -400,8 +406,9 @@ func TestLoadFileProblems(t *testing.T) {
 		{"fifo", fifo, fifo + ": is not a regular file (a named pipe)"},
 		{"directory", dir, dir + ": is a directory, not a file"},
 		{"missing", filepath.Join(dir, "nope.yaml"), filepath.Join(dir, "nope.yaml") + ": file does not exist"},
-		{"oversize", big, big + ": file is 10485761 bytes, over the 10 MiB limit"},
-		{"50 MB", huge, huge + ": file is 52428800 bytes, over the 10 MiB limit"},
+		{"one byte over", big, big + ": file is 8388609 bytes, over the 8 MiB limit of a rules document"},
+		{"9 MiB", nine, nine + ": file is 9437184 bytes, over the 8 MiB limit of a rules document"},
+		{"64 MiB", huge, huge + ": file is 67108864 bytes, over the 8 MiB limit of a rules document"},
 	}
 	if os.Geteuid() != 0 { // root reads anything
 		tests = append(tests, struct{ name, path, want string }{"unreadable", unreadable, unreadable + ": cannot read file: permission denied"})
@@ -416,9 +423,28 @@ func TestLoadFileProblems(t *testing.T) {
 
 func TestParseOversizeRefusedBeforeParsing(t *testing.T) {
 	// Invalid YAML past the limit: the size, not the syntax, is reported.
-	data := []byte(strings.Repeat("{", config.MaxFileSize+1))
+	data := []byte(strings.Repeat("{", config.MaxDocumentBytes+1))
 	_, err := config.Parse("big.yaml", data)
-	assertErrors(t, err, []string{"big.yaml: file is 10485761 bytes, over the 10 MiB limit"})
+	assertErrors(t, err, []string{"big.yaml: file is 8388609 bytes, over the 8 MiB limit of a rules document"})
+}
+
+// A file of exactly MaxDocumentBytes (a valid file padded with a comment)
+// loads: the limit refuses only what is over it.
+func TestLoadAtTheSizeLimit(t *testing.T) {
+	head := "routes:\n  - {path: /a, upstream: app}\nupstreams:\n  app: {targets: [\"http://127.0.0.1:9001\"]}\n# "
+	data := head + strings.Repeat("x", config.MaxDocumentBytes-len(head)-1) + "\n"
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err != nil {
+		t.Errorf("a valid file of %d bytes: %v", len(data), err)
+	}
+	if err := os.WriteFile(path, []byte(data+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(path)
+	assertErrors(t, err, []string{path + ": file is 8388609 bytes, over the 8 MiB limit of a rules document"})
 }
 
 func TestErrorString(t *testing.T) {

@@ -201,7 +201,7 @@ func resolve(path string) (links []string, target string, ok bool) {
 	return nil, "", false // a loop
 }
 
-// fileHash returns the SHA-256 of the file's content (at most MaxFileSize+1
+// fileHash returns the SHA-256 of the file's content (at most MaxDocumentBytes+1
 // bytes), or a marker for a file that cannot be read.
 func fileHash(path string) string {
 	f, err := os.Open(path)
@@ -213,7 +213,7 @@ func fileHash(path string) string {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, MaxFileSize+1)); err != nil {
+	if _, err := io.Copy(h, io.LimitReader(f, MaxDocumentBytes+1)); err != nil {
 		return "unreadable: " + err.Error()
 	}
 	return string(h.Sum(nil))

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"sluice/config"
 	"sluice/internal/atomicfile"
 )
 
@@ -72,7 +73,8 @@ func (c *Cache) Load() (Doc, []byte, error) {
 		return Doc{}, nil, fmt.Errorf("rulesource: reading the last good rules: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxDocSize+4096))
+	// The header line, then at most a document's bytes.
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxDocumentBytes+4096))
 	if err != nil {
 		return Doc{}, nil, fmt.Errorf("rulesource: reading the last good rules: %w", err)
 	}

@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// MaxDocSize is the largest document Push stores and Pull accepts (10 MiB,
-// the size a rules file may have).
-const MaxDocSize = 10 << 20
+	"sluice/config"
+)
 
 // ErrConflict is returned (wrapped in a *ConflictError) by Push when the
 // stored version is not the one the write was based on.
@@ -141,8 +139,8 @@ return {1, next, ms}
 // new version, or a *ConflictError (errors.Is ErrConflict) when another
 // writer came first; then nothing is stored. Push does not validate text.
 func (s *Store) Push(ctx context.Context, text []byte, basedOn int64) (Doc, error) {
-	if len(text) > MaxDocSize {
-		return Doc{}, fmt.Errorf("rulesource: the document is %d bytes, over the %d MiB limit", len(text), MaxDocSize>>20)
+	if len(text) > config.MaxDocumentBytes {
+		return Doc{}, errors.New("rulesource: " + config.TooLarge("the document", int64(len(text))))
 	}
 	var id [16]byte
 	_, _ = rand.Read(id[:])
@@ -164,8 +162,18 @@ func (s *Store) Push(ctx context.Context, text []byte, basedOn int64) (Doc, erro
 	return Doc{Version: res[1], Text: text, PushedAt: time.UnixMilli(res[2])}, nil
 }
 
-// Pull reads the stored document; Version 0 means the key holds none.
+// Pull reads the stored document; Version 0 means the key holds none. A
+// document over config.MaxDocumentBytes is a *DataError, found from its
+// length (HSTRLEN) before it is read.
 func (s *Store) Pull(ctx context.Context) (Doc, error) {
+	size, err := s.rdb.HStrLen(ctx, s.key, "doc").Result()
+	s.seen(err)
+	if err != nil {
+		return Doc{}, s.readErr(err)
+	}
+	if size > config.MaxDocumentBytes {
+		return Doc{}, s.tooLarge(size)
+	}
 	vals, err := s.rdb.HMGet(ctx, s.key, "version", "doc", "pushedAt").Result()
 	s.seen(err)
 	if err != nil {
@@ -176,8 +184,9 @@ func (s *Store) Pull(ctx context.Context) (Doc, error) {
 		return Doc{}, err
 	}
 	text, _ := vals[1].(string)
-	if len(text) > MaxDocSize {
-		return Doc{}, &DataError{Msg: fmt.Sprintf("the document at %s is %d bytes, over the %d MiB limit", s.key, len(text), MaxDocSize>>20)}
+	if len(text) > config.MaxDocumentBytes {
+		// Written between the two reads by something other than Push.
+		return Doc{}, s.tooLarge(int64(len(text)))
 	}
 	d := Doc{Version: v, Text: []byte(text)}
 	if ms, err := strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64); err == nil {
@@ -198,6 +207,10 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 		return 0, s.readErr(err)
 	}
 	return parseVersion(s.key, v)
+}
+
+func (s *Store) tooLarge(size int64) error {
+	return &DataError{Msg: config.TooLarge("the document at "+s.key, size)}
 }
 
 func (s *Store) readErr(err error) error {

@@ -1,11 +1,18 @@
 package rulesource_test
 
 import (
+	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"sluice/config"
 	"sluice/internal/redistest"
 	"sluice/rulesource"
 )
@@ -148,11 +155,68 @@ func TestKeyThatIsNoDocument(t *testing.T) {
 func TestPushRefusesATooLargeDocument(t *testing.T) {
 	c := client(t, sharedRedis)
 	s := rulesource.New(c, testKey(t, c))
-	if _, err := s.Push(ctxT(t), make([]byte, rulesource.MaxDocSize+1), 0); err == nil {
-		t.Fatal("a document over MaxDocSize was stored")
+	_, err := s.Push(ctxT(t), make([]byte, config.MaxDocumentBytes+1), 0)
+	if want := "rulesource: the document is 8388609 bytes, over the 8 MiB limit of a rules document"; err == nil || err.Error() != want {
+		t.Fatalf("Push of 8 MiB + 1: %v, want %q", err, want)
 	}
 	if d, _ := s.Pull(ctxT(t)); d.Version != 0 {
 		t.Fatalf("version %d stored", d.Version)
+	}
+}
+
+// countingConn counts the bytes a client reads from Redis.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// A document over 8 MiB stored by another writer (redis-cli, an older
+// sluice) is refused from its length: Pull reads a few bytes, not the 9
+// MiB, and says which key and what limit. A document of exactly 8 MiB is
+// pulled.
+func TestPullRefusesATooLargeDocumentUnread(t *testing.T) {
+	c := client(t, sharedRedis)
+	key := testKey(t, c)
+	var read atomic.Int64
+	o, err := redis.ParseURL(sharedRedis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{conn, &read}, nil
+	}
+	counted := redis.NewClient(o)
+	t.Cleanup(func() { counted.Close() })
+	s := rulesource.New(counted, key)
+
+	if err := c.HSet(ctxT(t), key, "version", 1, "doc", strings.Repeat("#", 9<<20)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Pull(ctxT(t))
+	var de *rulesource.DataError
+	want := "rulesource: the document at " + key + " is 9437184 bytes, over the 8 MiB limit of a rules document"
+	if !errors.As(err, &de) || err.Error() != want {
+		t.Errorf("Pull of 9 MiB: %v, want a DataError %q", err, want)
+	}
+	if n := read.Load(); n > 64<<10 {
+		t.Errorf("Pull of a 9 MiB document read %d bytes from Redis, want it refused unread", n)
+	}
+
+	if err := c.HSet(ctxT(t), key, "version", 2, "doc", strings.Repeat("#", config.MaxDocumentBytes)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Pull(ctxT(t)); err != nil || d.Version != 2 || len(d.Text) != config.MaxDocumentBytes {
+		t.Errorf("Pull of exactly 8 MiB: version %d, %d bytes, %v; want version 2 whole", d.Version, len(d.Text), err)
 	}
 }
 
