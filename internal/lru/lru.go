@@ -57,11 +57,11 @@ type Options[V any] struct {
 // Cache is a sharded, bounded LRU map. Build it with New; safe for
 // concurrent use.
 type Cache[V any] struct {
-	opts   Options[V]
-	seeds  [2]maphash.Seed // shard choice and a long key's digest
-	mask   uint64
-	cap    int64
-	count  atomic.Int64 // entries in all shards; <= cap unless Grow
+	opts  Options[V]
+	seeds [2]maphash.Seed // shard choice and a long key's digest
+	mask  uint64
+	cap   int64
+	count atomic.Int64 // entries in all shards; <= cap unless Grow
 	// shards are made by the first Get: a rule that no request reaches
 	// costs a few hundred bytes, not its shards' (64 for a large cap,
 	// about 12 KiB), so loading many rules stays cheap.
