@@ -10,16 +10,18 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"gopkg.in/yaml.v3"
+
+	"sluice/config"
 )
 
 // maxEditBody bounds a rule edit's body; a rule is a few hundred bytes.
+// The document the edit makes is bounded by config.MaxDocumentBytes.
 const maxEditBody = 1 << 20
 
 // editableSection reports whether name is a rules.yaml section the editor edits.
@@ -81,7 +83,7 @@ func (s *Server) rawRules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "admin: no rules file configured")
 		return
 	}
-	data, err := os.ReadFile(s.configFile())
+	data, err := config.ReadFile(s.configFile())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "admin: reading rules file: "+err.Error())
 		return
@@ -154,8 +156,12 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEditBody))
+	if _, over := errors.AsType[*http.MaxBytesError](err); over {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("admin: the request body is over the %d MiB limit of a rule edit; nothing was written", maxEditBody>>20))
+		return
+	}
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "admin: reading body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "admin: reading body: "+err.Error())
 		return
 	}
 	patch, err := parseEdit(r.Header.Get("Content-Type"), body)
@@ -192,7 +198,7 @@ func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
 	path := s.configFile()
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("admin: reading rules file: %w", err)
 	}
@@ -221,6 +227,9 @@ func editedRules(data []byte, section string, index int, patch ruleEdit, what st
 	}
 	if bytes.Equal(next, data) {
 		return nil, nil
+	}
+	if len(next) > config.MaxDocumentBytes {
+		return nil, editErr(http.StatusRequestEntityTooLarge, "admin: %s; nothing was written", config.TooLarge("the edited "+what, int64(len(next))))
 	}
 	if err := validate(next); err != nil {
 		ee := editErr(http.StatusUnprocessableEntity, "admin: the edited %s is invalid; nothing was written", what)

@@ -2,10 +2,13 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+
+	"sluice/config"
 )
 
 func TestEditValidRewritesOnlyThatRule(t *testing.T) {
@@ -203,5 +206,43 @@ func TestEditKeepsFileMode(t *testing.T) {
 	fi, err := os.Stat(f.path)
 	if err != nil || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("mode after edit: %v %v, want 0640", fi.Mode(), err)
+	}
+}
+
+// An edit whose body is over 1 MiB, or whose result would be a rules file
+// over 8 MiB (config.MaxDocumentBytes), is refused with 413 and a message
+// that names the limit; the file is left as it was and no reload is asked.
+func TestOversizedEditIsRefused(t *testing.T) {
+	f := newFixture(t, "")
+	// A file a few bytes under the limit: the second edit adds 6 bytes.
+	pad := config.MaxDocumentBytes - len(f.file(t)) - 4
+	padded := string(f.file(t)) + "#" + strings.Repeat("x", pad-2) + "\n"
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"body over 1 MiB", `{"count": 5, "x": "` + strings.Repeat("y", 1<<20) + `"}`,
+			"admin: the request body is over the 1 MiB limit of a rule edit; nothing was written"},
+		{"file over 8 MiB", `{"count": 100000000}`,
+			fmt.Sprintf("admin: the edited rules file is %d bytes, over the 8 MiB limit of a rules document; nothing was written", config.MaxDocumentBytes+2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(f.path, []byte(padded), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			// If-Match: * spares reading 8 MiB for the ETag.
+			code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+				map[string]string{"If-Match": "*", "Content-Type": "application/json"}, tc.body)
+			var e struct{ Error string }
+			_ = json.Unmarshal([]byte(body), &e)
+			if code != http.StatusRequestEntityTooLarge || e.Error != tc.want {
+				t.Errorf("PUT: %d %.300s, want 413 %q", code, body, tc.want)
+			}
+			if string(f.file(t)) != padded {
+				t.Error("the file changed")
+			}
+			if f.reloads.Load() != 0 {
+				t.Error("a reload was asked")
+			}
+		})
 	}
 }
