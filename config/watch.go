@@ -201,8 +201,10 @@ func resolve(path string) (links []string, target string, ok bool) {
 	return nil, "", false // a loop
 }
 
-// fileHash returns the SHA-256 of the file's content (at most MaxDocumentBytes+1
-// bytes), or a marker for a file that cannot be read.
+// fileHash returns the SHA-256 of the file's content, or a marker for a
+// file that cannot be read. A file over MaxDocumentBytes is not read: its
+// marker is its size and modification time, so that one oversized file
+// replacing another is still a change (Load refuses it from its size).
 func fileHash(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -212,6 +214,9 @@ func fileHash(path string) string {
 		return "unreadable: " + err.Error()
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxDocumentBytes {
+		return fmt.Sprintf("too large: %d bytes, modified %d", st.Size(), st.ModTime().UnixNano())
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.LimitReader(f, MaxDocumentBytes+1)); err != nil {
 		return "unreadable: " + err.Error()

@@ -342,3 +342,32 @@ func TestWatchReportsDeletion(t *testing.T) {
 	write(t, path, "v1")
 	w.waitFor("v1")
 }
+
+// A file over MaxDocumentBytes replaced by another is a change, although
+// both begin with the same bytes: the watch looks at an oversized file's
+// size and time, never reads it (both 16 and 64 MiB of zeros hashed alike
+// when the first bytes were hashed, and the reload that reports the second
+// never came).
+func TestFileHashTellsOversizedFilesApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	sizes := []int64{16 << 20, 64 << 20}
+	seen := map[string]int64{}
+	for _, size := range sizes {
+		if err := os.Truncate(path, 0); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		h := fileHash(path)
+		if prev, ok := seen[h]; ok {
+			t.Errorf("a %d MiB file hashes as the %d MiB file before it: a watch sees no change", size>>20, prev>>20)
+		}
+		seen[h] = size
+	}
+}
