@@ -136,8 +136,10 @@ func (d *decoder) check(cfg *Config) {
 	c.applyDefaults()
 	c.applyEdgeDefaults()
 	c.applyUpstreamDefaults()
+	c.applyServerDefaults()
 	c.validate()
 	c.validateEdge()
+	c.validateServer()
 	c.distinctListeners()
 	c.validateRulesSource()
 }

@@ -122,6 +122,17 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_tls.yaml:6: tls.certificates[1].keyFile: is required (the PEM private key of certFile)",
 			"testdata/bad_tls.yaml:7: tls.minVersion: must be one of 1.2, 1.3, got \"1.1\"",
 		}},
+		{"bad_server.yaml", []string{
+			"testdata/bad_server.yaml:2: server.readHeaderTimeout: must be > 0 and <= 1h, got 0s",
+			"testdata/bad_server.yaml:3: server.idleTimeout: must be > 0 and <= 1h, got 2h0m0s",
+			"testdata/bad_server.yaml:4: server.sendTimeout: must be > 0 and <= 1h, got -1s",
+			"testdata/bad_server.yaml:5: server.maxConcurrentStreams: must be between 1 and 2147483647 (HTTP/2 streams one connection may have open), got 0",
+		}},
+		{"bad_server_types.yaml", []string{
+			"testdata/bad_server_types.yaml:2: server.sendTimeout: expected a duration like \"30s\" or \"500ms\", got \"30\"",
+			"testdata/bad_server_types.yaml:3: server.maxConcurrentStreams: must be between 1 and 2147483647 (HTTP/2 streams one connection may have open), got 3000000000",
+			"testdata/bad_server_types.yaml:4: server.maxStreams: unknown field",
+		}},
 		{"bad_trusted_proxies.yaml", []string{
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
@@ -513,6 +524,7 @@ func TestRulesDocumentErrors(t *testing.T) {
 			fleetDoc + ":1: listen: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
 			fleetDoc + ":5: admin: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
 			fleetDoc + ":10: rulesSource: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
+			fleetDoc + ":12: server: is a gateway's own setting: it belongs in each gateway's rules file, not in the shared rules document",
 		}},
 		{"fleet/gateway_holds_rules.yaml", "fleet/doc.yaml", []string{
 			"testdata/fleet/gateway_holds_rules.yaml:5: routes: is in both this file and the rules document (" + fleetDoc + ":7); with rulesSource it belongs in the document only",

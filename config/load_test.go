@@ -24,10 +24,11 @@ func TestLoadFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:         ":8081",
-		Server:         config.Server{MergeSlashes: ptr(false)},
-		Admin:          config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret", Hosts: []string{"gateway-1.internal", "*.admin.example.com"}},
-		Log:            config.Log{Level: "debug", Format: "console", Access: true},
+		Listen: ":8081",
+		Admin:  config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret", Hosts: []string{"gateway-1.internal", "*.admin.example.com"}},
+		Log:    config.Log{Level: "debug", Format: "console", Access: true},
+		Server: config.Server{ReadHeaderTimeout: config.Duration(5 * time.Second), IdleTimeout: config.Duration(time.Minute),
+			SendTimeout: config.Duration(15 * time.Second), MaxConcurrentStreams: 50, MergeSlashes: ptr(false)},
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
 		Upstreams: map[string]config.Upstream{
@@ -92,9 +93,11 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:    config.DefaultListen,
-		Admin:     config.Admin{Listen: ptr(config.DefaultAdminListen)},
-		Log:       config.Log{Level: "info", Format: "json"},
+		Listen: config.DefaultListen,
+		Admin:  config.Admin{Listen: ptr(config.DefaultAdminListen)},
+		Log:    config.Log{Level: "info", Format: "json"},
+		Server: config.Server{ReadHeaderTimeout: config.Duration(10 * time.Second), IdleTimeout: config.Duration(120 * time.Second),
+			SendTimeout: config.Duration(30 * time.Second), MaxConcurrentStreams: 100},
 		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
 			AcquireCount: 1, Forwarder: "auto", Line: 5}},

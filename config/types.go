@@ -44,17 +44,6 @@ type Admin struct {
 	Hosts []string `yaml:"hosts" json:"hosts"`
 }
 
-// Server is how the traffic listeners read a client's request (SPEC §11,
-// docs/configuration.md#server).
-type Server struct {
-	// MergeSlashes makes "//" in a path one "/", for matching and
-	// forwarding; nil (unset) is true (see MergesSlashes).
-	MergeSlashes *bool `yaml:"mergeSlashes" json:"mergeSlashes"`
-}
-
-// MergesSlashes reports whether "//" in a path is one "/" (default true).
-func (s Server) MergesSlashes() bool { return s.MergeSlashes == nil || *s.MergeSlashes }
-
 // Log configures logging; command-line flags override it.
 type Log struct {
 	Level  string `yaml:"level" json:"level"`

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"math"
+	"time"
+)
+
+// Server is how the traffic listeners read a client's request and what one
+// client may hold on them (SPEC §11,
+// docs/configuration.md#server-what-one-client-may-hold): how long it may
+// take to send its request headers, to come back on an idle connection and
+// to take the bytes of a response, and how many HTTP/2 streams one
+// connection may have open. A gateway's own section: with a rulesSource it
+// stays in the gateway's file.
+type Server struct {
+	// MergeSlashes makes "//" in a path one "/", for matching and
+	// forwarding; nil (unset) is true (see MergesSlashes).
+	MergeSlashes *bool `yaml:"mergeSlashes" json:"mergeSlashes"`
+	// ReadHeaderTimeout bounds reading a request's header block (slowloris);
+	// the -read-header-timeout flag overrides it. Read at start.
+	ReadHeaderTimeout Duration `yaml:"readHeaderTimeout" json:"readHeaderTimeout"`
+	// IdleTimeout closes a keep-alive connection (HTTP/1.1 or HTTP/2) that
+	// carries no request for this long. Read at start.
+	IdleTimeout Duration `yaml:"idleTimeout" json:"idleTimeout"`
+	// SendTimeout is the longest a response waits for the client to take
+	// bytes: past it the connection (HTTP/1.1) or the stream (HTTP/2) is
+	// cut, the upstream call cancelled and the request's slots released. A
+	// reload applies it to new connections and streams.
+	SendTimeout Duration `yaml:"sendTimeout" json:"sendTimeout"`
+	// MaxConcurrentStreams is the number of HTTP/2 streams (requests) one
+	// connection may have open at once. Read at start.
+	MaxConcurrentStreams int `yaml:"maxConcurrentStreams" json:"maxConcurrentStreams"`
+}
+
+// MergesSlashes reports whether "//" in a path is one "/" (default true).
+func (s Server) MergesSlashes() bool { return s.MergeSlashes == nil || *s.MergeSlashes }
+
+// Defaults of the server section.
+const (
+	DefaultReadHeaderTimeout    = 10 * time.Second
+	DefaultIdleTimeout          = 120 * time.Second
+	DefaultSendTimeout          = 30 * time.Second
+	DefaultMaxConcurrentStreams = 100
+)
+
+// maxServerTimer bounds the server's timeouts: past an hour a setting is
+// surely a typo, and a client would hold what the timeout guards for as long.
+const maxServerTimer = time.Hour
+
+func (c *checker) applyServerDefaults() {
+	s := &c.cfg.Server
+	if !c.has("server.readHeaderTimeout") {
+		s.ReadHeaderTimeout = Duration(DefaultReadHeaderTimeout)
+	}
+	if !c.has("server.idleTimeout") {
+		s.IdleTimeout = Duration(DefaultIdleTimeout)
+	}
+	if !c.has("server.sendTimeout") {
+		s.SendTimeout = Duration(DefaultSendTimeout)
+	}
+	if !c.has("server.maxConcurrentStreams") {
+		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+}
+
+// validateServer checks the server section. A timeout of 0 is refused, not
+// read as "none": a client that stops reading would hold its slots forever.
+func (c *checker) validateServer() {
+	s := c.cfg.Server
+	for _, t := range []struct {
+		path string
+		d    Duration
+	}{
+		{"server.readHeaderTimeout", s.ReadHeaderTimeout},
+		{"server.idleTimeout", s.IdleTimeout},
+		{"server.sendTimeout", s.SendTimeout},
+	} {
+		if t.d <= 0 || t.d.D() > maxServerTimer {
+			c.add(t.path, "must be > 0 and <= 1h, got %s", t.d)
+		}
+	}
+	if n := s.MaxConcurrentStreams; n < 1 || n > math.MaxInt32 {
+		c.add("server.maxConcurrentStreams", "must be between 1 and %d (HTTP/2 streams one connection may have open), got %d",
+			math.MaxInt32, n)
+	}
+}
