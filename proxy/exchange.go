@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -39,6 +40,9 @@ type exchange struct {
 	// tooMany: a source read by Values had more than maxValues values,
 	// so the request is answered 400.
 	tooMany bool
+	// guard bounds each write of an HTTP/2 response by sendTimeout; nil
+	// over HTTP/1.1, where the connection bounds them (send.go).
+	guard *sendGuard
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with
@@ -104,11 +108,35 @@ func (e *exchange) Write(b []byte) (int, error) {
 	if e.status == 0 {
 		e.status = http.StatusOK
 	}
-	n, err := e.ResponseWriter.Write(b)
+	var (
+		n   int
+		err error
+	)
+	if e.guard == nil {
+		n, err = e.ResponseWriter.Write(b)
+	} else {
+		n, err = e.guard.write(e.ResponseWriter, b)
+	}
 	if err != nil {
 		e.writeFailed = true
 	}
 	return n, err
+}
+
+// FlushError is Flush under the guard: an HTTP/2 flush waits for the
+// client's window as a write does. http.ResponseController finds it.
+func (e *exchange) FlushError() error {
+	if e.guard != nil {
+		e.guard.arm()
+	}
+	err := http.NewResponseController(e.ResponseWriter).Flush()
+	if e.guard != nil {
+		e.guard.disarm()
+	}
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		e.writeFailed = true
+	}
+	return err
 }
 
 // Unwrap lets http.ResponseController reach Flush and Hijack (streaming,

@@ -156,6 +156,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
 		return
 	}
+	if r.ProtoMajor == 2 {
+		defer boundStreamFlush(w, s.sendTimeout)
+	}
 	v, bad := readTarget(r, s.mergeSlashes)
 	if bad != badNone {
 		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])

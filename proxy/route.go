@@ -126,7 +126,13 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	ex.watchBody(r, rt.upstream.timeout)
 	finished := false
 	ex.try.now = start
+	if r.ProtoMajor == 2 {
+		ex.guard = newSendGuard(ex.ResponseWriter, s.sendTimeout)
+	}
 	defer func() {
+		if ex.guard != nil {
+			ex.guard.done()
+		}
 		end := s.clock.Now()
 		elapsed := time.Duration(end - start)
 		gone := ex.clientCtx.Err() != nil || ex.writeFailed

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -28,6 +29,7 @@ type Snapshot struct {
 	mergeSlashes     bool
 	rateLimitHeaders bool
 	accessLog        bool
+	sendTimeout      time.Duration // server.sendTimeout (see send.go)
 	clock            Clock
 	pool             *exchangePool
 	log              zerolog.Logger
@@ -70,6 +72,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		mergeSlashes:     cfg.Server.MergesSlashes(),
 		rateLimitHeaders: cfg.BlockResponse.Headers(),
 		accessLog:        cfg.Log.Access,
+		sendTimeout:      cfg.Server.SendTimeout.D(),
 		clock:            g.clock,
 		pool:             &g.pool,
 		log:              g.deps.Log,
@@ -82,6 +85,9 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	}
 	if s.Breakers, err = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit); err != nil {
 		return nil, err
+	}
+	if s.sendTimeout <= 0 {
+		s.sendTimeout = defaultSendTimeout // a Config not from config.Load
 	}
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
 	if s.sources, err = newSources(cfg.TrustedProxies); err != nil {

@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Slow clients (docs/configuration.md#server-what-one-client-may-hold):
+// server.sendTimeout bounds each wait for a client to take bytes, like
+// nginx's send_timeout, in two places.
+//
+//   - The connection: every write to a client's socket (HTTP/1.1, a TLS
+//     record, an HTTP/2 frame, an upgraded connection's bytes) gets a
+//     deadline of sendTimeout from its start (Gateway.Listener). A client
+//     whose TCP window stays shut is cut there.
+//   - The HTTP/2 stream: a client may keep its connection read while never
+//     opening one stream's flow-control window; writes to that stream then
+//     wait in net/http's h2 server, not on the socket. A response's writes
+//     to the stream are bounded by a timer that resets the stream when one
+//     waits past sendTimeout (sendGuard), and the stream's own write
+//     deadline covers what net/http flushes after the handler returns.
+//
+// Either way the blocked write fails, the forwarder aborts the response (the
+// upstream call is cancelled) and route.forward's deferred release frees
+// every slot the request held.
+
+// Listener wraps the traffic listener ln: every write to a connection it
+// accepts must start taking bytes within the server.sendTimeout in force
+// when the connection was accepted, or it fails and the connection is cut.
+func (g *Gateway) Listener(ln net.Listener) net.Listener { return &sendListener{Listener: ln, g: g} }
+
+type sendListener struct {
+	net.Listener
+	g *Gateway
+}
+
+func (l *sendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sendConn{Conn: c, timeout: l.g.sendTimeout()}, nil
+}
+
+// sendTimeout is server.sendTimeout of the snapshot in force (the default
+// before the first Load).
+func (g *Gateway) sendTimeout() time.Duration {
+	if s := g.cur.Load(); s != nil {
+		return s.sendTimeout
+	}
+	return defaultSendTimeout
+}
+
+// defaultSendTimeout is config.DefaultSendTimeout, for connections accepted
+// before any rules are loaded (they get 503).
+const defaultSendTimeout = 30 * time.Second
+
+// sendConn gives each write to the client, in pieces of at most sendPiece
+// bytes, sendTimeout to be taken: close to nginx's send_timeout (the time
+// between two successive writes), a client that takes nothing for
+// sendTimeout is cut, and one that keeps reading is not, as long as it takes
+// a piece each sendTimeout. Reads, and a connection with nothing to write
+// (an idle keep-alive, a stream waiting for its upstream), are not bounded
+// by it.
+type sendConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+// sendPiece is the most a client must take within one sendTimeout: 32 KiB,
+// so a TLS record (16 KiB and its overhead) or an HTTP/2 frame batch is one
+// write, and a 64 KiB copy is two.
+const sendPiece = 32 << 10
+
+func (c *sendConn) Write(p []byte) (n int, err error) {
+	for len(p) > 0 {
+		q := p[:min(len(p), sendPiece)]
+		if err = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+			return n, err
+		}
+		var m int
+		m, err = c.Conn.Write(q)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// CloseWrite lets net/http half-close a connection it ends after a
+// response (a graceful close, so the client reads the whole answer).
+func (c *sendConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// sendGuard bounds each write of one HTTP/2 response: a write (or flush)
+// still waiting for the client's flow-control window after timeout resets
+// the stream, which fails the write. Built for HTTP/2 requests only
+// (HTTP/1.1 writes wait on the socket, which sendConn bounds). Safe for
+// the timer's goroutine and the handler's.
+type sendGuard struct {
+	timeout time.Duration
+	t       *time.Timer // nil until the first write
+
+	mu sync.Mutex
+	w  http.ResponseWriter // the stream's writer; nil once the response is over
+}
+
+func newSendGuard(w http.ResponseWriter, timeout time.Duration) *sendGuard {
+	return &sendGuard{timeout: timeout, w: w}
+}
+
+// write writes p to w in pieces of at most sendPiece, each given timeout
+// to be taken, as sendConn does on a connection.
+func (g *sendGuard) write(w http.ResponseWriter, p []byte) (n int, err error) {
+	for len(p) > 0 {
+		q := p[:min(len(p), sendPiece)]
+		g.arm()
+		m, err := w.Write(q)
+		g.disarm()
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// arm starts the wait of one write; disarm ends it.
+func (g *sendGuard) arm() {
+	if g.t == nil {
+		g.t = time.AfterFunc(g.timeout, g.expire)
+		return
+	}
+	g.t.Reset(g.timeout)
+}
+
+func (g *sendGuard) disarm() { g.t.Stop() }
+
+// expire resets the stream: net/http's h2 server does so at once for a
+// write deadline in the past, and the waiting write fails.
+func (g *sendGuard) expire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		_ = http.NewResponseController(g.w).SetWriteDeadline(longAgo)
+	}
+}
+
+// done ends the guard before the handler returns (net/http's writer must
+// not be touched after that).
+func (g *sendGuard) done() {
+	if g.t != nil {
+		g.t.Stop()
+	}
+	g.mu.Lock()
+	g.w = nil
+	g.mu.Unlock()
+}
+
+var longAgo = time.Unix(1, 0)
+
+// boundStreamFlush bounds what net/http's h2 server writes of the response
+// after the handler returns (the buffered rest, END_STREAM, trailers) by
+// the stream's own write deadline: a client that never opens the window
+// would otherwise keep the handler's goroutine and the stream. The stream's
+// close stops the deadline's timer.
+func boundStreamFlush(w http.ResponseWriter, timeout time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
+}
