@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.logFormat, "log-format", "", "log format: json|console (overrides log.format)")
 	fs.BoolVar(&o.demo, "demo", false, "also start the built-in demo upstreams on 127.0.0.1:9001 and :9002")
 	fs.DurationVar(&o.drain, "drain-timeout", 15*time.Second, "how long shutdown waits for in-flight requests")
-	fs.DurationVar(&o.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers (slowloris guard)")
+	fs.DurationVar(&o.readHeader, "read-header-timeout", 0, "how long a client may take to send its request headers, a slowloris guard (overrides server.readHeaderTimeout, default 10s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,8 +68,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 type options struct {
 	config, listen, admin, logLevel, logFormat string
 	demo                                       bool
-	drain, readHeader                          time.Duration
-	envToken                                   string // SLUICE_ADMIN_TOKEN
+	drain                                      time.Duration
+	readHeader                                 time.Duration // 0: server.readHeaderTimeout
+	envToken                                   string        // SLUICE_ADMIN_TOKEN
 }
 
 // validate is `sluice validate [rules.yaml]`: every error as FILE:LINE: message.

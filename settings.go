@@ -21,7 +21,8 @@ type startSetting struct {
 
 // startSettings lists every setting read only at start; everything else in
 // rules.yaml applies at the reload (admin.token and admin.hosts included,
-// see applyAdminToken and applyAdminHosts; the certificate files themselves are watched and
+// see applyAdminToken and applyAdminHosts; server.sendTimeout for new
+// connections, see announceLive; the certificate files themselves are watched and
 // reloaded, see traffic.watchCerts). A setting main starts reading once
 // belongs here.
 func startSettings() []startSetting {
@@ -50,6 +51,14 @@ func startSettings() []startSetting {
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.OverTLS()) }},
 		{name: "http2.h2c", flagged: never,
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) }},
+		// net/http reads these into its servers once; server.sendTimeout is
+		// the gateway's own and applies to new connections (announceLive).
+		{name: "server.readHeaderTimeout", flagged: func(o options) bool { return o.readHeader > 0 },
+			value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() }},
+		{name: "server.idleTimeout", flagged: never,
+			value: func(c *config.Config) string { return c.Server.IdleTimeout.String() }},
+		{name: "server.maxConcurrentStreams", flagged: never,
+			value: func(c *config.Config) string { return strconv.Itoa(c.Server.MaxConcurrentStreams) }},
 		{name: "cluster.redis", flagged: never,
 			value: func(c *config.Config) string { return c.Cluster.Redis }},
 		{name: "cluster.sentinel", flagged: never,
@@ -116,6 +125,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	}
 	r.applyAdminHosts(prev, next) // before the token: a client that sees the token in force sees the hosts too
 	r.applyAdminToken(prev, next)
+	r.announceLive(prev, next)
 	if !r.clusterOn {
 		for _, fr := range next.FlowRules {
 			if fr.ClusterMode {
@@ -124,6 +134,16 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 				break
 			}
 		}
+	}
+}
+
+// announceLive logs a reload's change to a setting that applies to what
+// opens next: server.sendTimeout bounds the connections and HTTP/2 streams
+// opened from the reload on (a connection open before keeps its socket's).
+func (r *reloader) announceLive(prev, next *config.Config) {
+	if old, now := prev.Server.SendTimeout, next.Server.SendTimeout; old != now {
+		r.log.Info().Str("setting", "server.sendTimeout").Str("old", old.String()).Str("new", now.String()).
+			Msg("server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on")
 	}
 }
 

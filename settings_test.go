@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
@@ -47,9 +48,12 @@ func TestAnnounceSettings(t *testing.T) {
 admin: {listen: "127.0.0.1:9090", token: t-One}
 log: {level: info}
 http2: {h2c: false}
+server: {readHeaderTimeout: 10s, idleTimeout: 120s, sendTimeout: 30s, maxConcurrentStreams: 100}
 cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 	changed := strings.NewReplacer(`":8080"`, `":8081"`, `"127.0.0.1:9090"`, `"127.0.0.1:9091"`, "level: info", "level: debug",
-		"h2c: false", "h2c: true", "127.0.0.1:6379/0", "127.0.0.2:6379/0", "namespace: a", "namespace: b").Replace(startFile)
+		"h2c: false", "h2c: true", "127.0.0.1:6379/0", "127.0.0.2:6379/0", "namespace: a", "namespace: b",
+		"readHeaderTimeout: 10s", "readHeaderTimeout: 5s", "idleTimeout: 120s", "idleTimeout: 1m",
+		"maxConcurrentStreams: 100", "maxConcurrentStreams: 3").Replace(startFile)
 	warn := func(setting, old, new string) logged {
 		return logged{"level": "warn", "setting": setting, "old": old, "new": new,
 			"message": setting + " changed in the rules file: it takes effect at restart"}
@@ -69,13 +73,19 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 				warn("admin.listen", "127.0.0.1:9090", "127.0.0.1:9091"),
 				warn("log.level", "info", "debug"),
 				warn("http2.h2c", "false", "true"),
+				warn("server.readHeaderTimeout", "10s", "5s"),
+				warn("server.idleTimeout", "2m0s", "1m0s"),
+				warn("server.maxConcurrentStreams", "100", "3"),
 				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.2:6379/0"),
 				warn("cluster.namespace", "a", "b"),
 			}},
-		{name: "flags fix listen, admin.listen and log.level", opts: options{listen: ":1", admin: ":2", logLevel: "warn"},
+		{name: "flags fix listen, admin.listen, log.level and server.readHeaderTimeout",
+			opts:    options{listen: ":1", admin: ":2", logLevel: "warn", readHeader: time.Second},
 			started: startFile, prev: startFile, next: changed, token: "t-One",
 			want: []logged{
 				warn("http2.h2c", "false", "true"),
+				warn("server.idleTimeout", "2m0s", "1m0s"),
+				warn("server.maxConcurrentStreams", "100", "3"),
 				warn("cluster.redis", "redis://u:xxxxx@127.0.0.1:6379/0", "redis://u:xxxxx@127.0.0.2:6379/0"),
 				warn("cluster.namespace", "a", "b"),
 			}},
@@ -105,6 +115,15 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 				warn("tls.certificates", "", "c.pem+k.pem"),
 				warn("tls.minVersion", "", "1.3"),
 			}},
+		{name: "server.sendTimeout applies to new connections", started: startFile, prev: startFile, token: "t-One",
+			next: strings.Replace(startFile, "sendTimeout: 30s", "sendTimeout: 5s", 1),
+			want: []logged{{"level": "info", "setting": "server.sendTimeout", "old": "30s", "new": "5s",
+				"message": "server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on"}}},
+		{name: "server.sendTimeout set where it was the default", token: "t-One",
+			started: strings.Replace(startFile, " sendTimeout: 30s,", "", 1), prev: strings.Replace(startFile, " sendTimeout: 30s,", "", 1),
+			next: strings.Replace(startFile, "sendTimeout: 30s", "sendTimeout: 1m", 1),
+			want: []logged{{"level": "info", "setting": "server.sendTimeout", "old": "30s", "new": "1m0s",
+				"message": "server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on"}}},
 		{name: "a rotated token applies", started: startFile, prev: startFile,
 			next: strings.Replace(startFile, "t-One", "t-Two", 1), token: "t-Two",
 			want: []logged{{"level": "info", "setting": "admin.token", "required": true,

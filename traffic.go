@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"sluice/config"
+	"sluice/proxy"
 	"sluice/tlsedge"
 )
 
@@ -31,7 +32,7 @@ type traffic struct {
 
 // listenTraffic opens the listeners of cfg. listen is the plain address in
 // force (the -listen flag or the file's); "" opens none.
-func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options, log zerolog.Logger) (*traffic, error) {
+func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o options, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
 	errLog := stdlog.New(serverLog{log}, "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
@@ -40,12 +41,14 @@ func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options
 			Protocols: &protos,
 			// A client dribbling its headers is cut after ReadHeaderTimeout.
 			// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
-			// as the route's upstream timeout allows.
-			ReadHeaderTimeout: o.readHeader,
-			IdleTimeout:       120 * time.Second,
+			// as the route's upstream timeout allows, and a client that stops
+			// taking the response is cut by server.sendTimeout (gw.Listener).
+			ReadHeaderTimeout: o.readHeaderTimeout(cfg),
+			IdleTimeout:       cfg.Server.IdleTimeout.D(),
 			// Larger headers get 431 from net/http before any handler runs
 			// (on HTTP/2, the same bound on the header list).
 			MaxHeaderBytes: maxHeaderBytes,
+			HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.MaxConcurrentStreams},
 			ErrorLog:       errLog,
 		}
 	}
@@ -72,6 +75,7 @@ func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options
 		if err != nil {
 			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)
 		}
+		ln = gw.Listener(ln)
 		srv := server(gw, protos)
 		srv.TLSConfig = certs.TLSConfig()
 		t.certs = certs
@@ -81,7 +85,7 @@ func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options
 		var protos http.Protocols
 		protos.SetHTTP1(true)
 		protos.SetUnencryptedHTTP2(cfg.HTTP2.H2C)
-		h := gw
+		var h http.Handler = gw
 		if cfg.TLS.RedirectHTTP && t.certs != nil {
 			h = tlsedge.Redirect(t.lns[0].Addr().String())
 		}
@@ -90,12 +94,21 @@ func listenTraffic(cfg *config.Config, listen string, gw http.Handler, o options
 			t.close()
 			return nil, fmt.Errorf("listen %s: %w", listen, err)
 		}
+		ln = gw.Listener(ln)
 		t.servers, t.lns = append(t.servers, server(h, protos)), append(t.lns, ln)
 	}
 	if len(t.servers) == 0 {
 		return nil, errors.New("no listener: set listen or tls.listen")
 	}
 	return t, nil
+}
+
+// readHeaderTimeout is -read-header-timeout, else server.readHeaderTimeout.
+func (o options) readHeaderTimeout(cfg *config.Config) time.Duration {
+	if o.readHeader > 0 {
+		return o.readHeader
+	}
+	return cfg.Server.ReadHeaderTimeout.D()
 }
 
 // addrs names the listeners for the start-up log.
