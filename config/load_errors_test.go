@@ -199,6 +199,12 @@ func TestLoadErrors(t *testing.T) {
 		{"empty.yaml", []string{
 			"testdata/empty.yaml: file is empty",
 		}},
+		{"flow_burst.yaml", []string{
+			"testdata/flow_burst.yaml:10: flowRules[0].burstCount: is only used with controlBehavior throttle, got controlBehavior \"reject\"",
+			"testdata/flow_burst.yaml:14: flowRules[1].burstCount: is only used with controlBehavior throttle, got controlBehavior \"warmUpThrottle\"",
+			"testdata/flow_burst.yaml:18: flowRules[2].burstCount: must be >= 0, got -1",
+			"testdata/flow_burst.yaml:22: flowRules[3].burstCount: must be <= 2147483648 (2^31), got 4294967296",
+		}},
 		{"limit_app_empty.yaml", []string{
 			"testdata/limit_app_empty.yaml:10: flowRules[0].limitApp: must not be empty (default, other, or a comma-separated list of origins)",
 			"testdata/limit_app_empty.yaml:12: flowRules[0].refResource: is only used with strategy relate or chain",

@@ -137,6 +137,7 @@ type FlowRule struct {
 	WarmUpPeriodSec   int64           `yaml:"warmUpPeriodSec" json:"warmUpPeriodSec"`
 	ColdFactor        float64         `yaml:"coldFactor" json:"coldFactor"`
 	MaxQueueingTimeMs int64           `yaml:"maxQueueingTimeMs" json:"maxQueueingTimeMs"`
+	BurstCount        int64           `yaml:"burstCount" json:"burstCount"` // throttle: permits stored while idle (Guava's SmoothBursty)
 	StatIntervalMs    int64           `yaml:"statIntervalMs" json:"statIntervalMs"`
 	DryRun            bool            `yaml:"dryRun" json:"dryRun"`
 	ClusterMode       bool            `yaml:"clusterMode" json:"clusterMode"`

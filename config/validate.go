@@ -475,6 +475,12 @@ func (c *checker) flowRules(ix routeIndex) {
 		}
 		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
 		c.duration(p+".maxQueueingTimeMs", r.MaxQueueingTimeMs, false)
+		if r.BurstCount != 0 && behaviorOK && r.ControlBehavior != BehaviorThrottle {
+			c.add(p+".burstCount", "is only used with controlBehavior throttle, got controlBehavior %s", quote(string(r.ControlBehavior)))
+		} else {
+			c.nonNegative(p+".burstCount", float64(r.BurstCount))
+			c.atMostInt(p+".burstCount", r.BurstCount, MaxCount, "2^31")
+		}
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
 		if r.ClusterMode {

@@ -3,14 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // Flow-rule (flowRules) tests against the real binary: every grade,
 // behaviour, strategy and limitApp of docs/rules.md#flow-rules, acquireCount, dryRun and
-// state kept across a reload. Budget: about 40 s in all, gateway start-ups
+// state kept across a reload. Budget: about 50 s in all, gateway start-ups
 // included.
 
 // flNear reports whether got is within frac of want, at least slack apart allowed.
@@ -610,5 +613,119 @@ flowRules:
 	// in 2 s, not q=0 (which tells a client nothing may ever pass).
 	if p := resp.Header.Get("RateLimit-Policy"); p != `"lane";q=1;w=2` {
 		t.Errorf(`RateLimit-Policy = %s, want "lane";q=1;w=2 for count 0.5 a second`, p)
+	}
+}
+
+// TestFlowThrottleBurstCount: a throttle rule of 2/s (one call every 500
+// ms, no queue) with burstCount 4 beside the same rule without it. After
+// idle, twenty requests at once: the bursty rule passes five (4 stored
+// permits and the call whose turn came), the plain one one. Then 20/s for
+// 3 s: even spacing again, about six passes. After 2.5 s idle (more than
+// 4 spacings) the burst is back. Counted at the upstream, with its arrival
+// times: no real second (less 100 ms for timing) holds more than count +
+// burstCount = 6.
+func TestFlowThrottleBurstCount(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][]time.Time{}
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = append(seen[r.URL.Path], time.Now())
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	})
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /bursty
+    upstream: up
+    resource: bursty
+  - path: /plain
+    upstream: up
+    resource: plain
+flowRules:
+  - resource: bursty
+    count: 2
+    controlBehavior: throttle
+    burstCount: 4
+  - resource: plain
+    count: 2
+    controlBehavior: throttle
+`))
+	received := func(path string) []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), seen[path]...)
+	}
+	// volley sends 20 requests at once and counts what passed; every other
+	// answer must be a flow block.
+	volley := func(path string) int {
+		t.Helper()
+		var wg sync.WaitGroup
+		var passed, wrong atomic.Int32
+		start := make(chan struct{})
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				resp, err := http.Get(g.URL + path)
+				if err != nil {
+					wrong.Add(1)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == 200:
+					passed.Add(1)
+				case resp.StatusCode != 429 || resp.Header.Get("X-Sluice-Blocked") != "flow":
+					wrong.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if wrong.Load() > 0 {
+			t.Errorf("%s: %d answers were neither 200 nor a flow block", path, wrong.Load())
+		}
+		return int(passed.Load())
+	}
+
+	if n := volley("/plain"); n != 1 {
+		t.Errorf("plain throttle after idle: %d of 20 passed at once, want 1", n)
+	}
+	if n := volley("/bursty"); n != 5 {
+		t.Fatalf("burstCount 4 after idle: %d of 20 passed at once, want 5 (4 stored + 1)", n)
+	}
+	if n := len(received("/bursty")); n != 5 {
+		t.Fatalf("the upstream received %d of the burst, want 5", n)
+	}
+
+	// Right after the burst, nothing is stored: 20/s passes one per 500 ms.
+	res := run(t, load{Rate: 20, Duration: 3 * time.Second, Targets: []target{to(g.URL + "/bursty")}, MaxLag: 100 * time.Millisecond})
+	res.checkLag(t)
+	if got := res.count(200); got < 5 || got > 7 {
+		t.Errorf("20/s for 3 s after the burst: %d passed, want about 6 (2/s)", got)
+	}
+	t.Logf("after the burst, 20/s for 3 s: %v", res.statuses())
+
+	// Idle for more than burstCount spacings: the burst is stored again.
+	time.Sleep(2500 * time.Millisecond)
+	if n := volley("/bursty"); n != 5 {
+		t.Errorf("after 2.5 s idle: %d of 20 passed at once, want 5", n)
+	}
+
+	at := received("/bursty")
+	const window = time.Second - 100*time.Millisecond
+	most := 0
+	for i := range at {
+		j := i
+		for j < len(at) && at[j].Sub(at[i]) < window {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	t.Logf("the upstream received %d; at most %d in any %v", len(at), most, window)
+	if most > 6 {
+		t.Errorf("the upstream received %d within %v, want at most count + burstCount = 6", most, window)
 	}
 }

@@ -34,14 +34,14 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	case bWarmUp:
 		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), quota)
 	case bThrottle:
-		s.tryThrottle(o, now, n, d.perToken)
+		s.tryThrottle(o, now, n, d.perToken, d.storeNs)
 	case bWarmUpThrottle:
 		r := d.warm.rate(s.syncWarm(now))
 		per := math.Inf(1)
 		if r > 0 {
 			per = float64(d.intervalNs) / r
 		}
-		s.tryThrottle(o, now, n, per)
+		s.tryThrottle(o, now, n, per, 0)
 		if o.pass {
 			s.warm.passed.Add(n) // the passes feed the next token sync
 		}
@@ -86,18 +86,20 @@ func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool
 
 // tryThrottle takes the next slot of the rule's virtual queue
 // (internal/throttle, the one param rules use), reusing a slot given back
-// inside it first.
-func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
+// inside it first; store is the spacing (ns) an idle queue banks as permits
+// (burstCount).
+func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64, store int64) {
 	o.hasQuota = true
 	o.at = math.MinInt64 // no slot taken
 	sp := perToken * float64(n)
 	if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
 		return // count 0: nothing passes
 	}
-	spacing := int64(sp + 0.5)
+	// Rounded up, so that count calls never fit in less than statIntervalMs.
+	spacing := int64(math.Ceil(sp))
 	o.span = spacing
 	maxQ := s.def.maxQueueNs
-	at, wait, ok := throttle.Take(&s.latest, &s.holes, now, spacing, maxQ)
+	at, wait, ok := throttle.TakeStored(&s.latest, &s.holes, now, spacing, store, maxQ)
 	if !ok {
 		o.retry = wait - maxQ
 		o.reset = o.retry
@@ -105,7 +107,8 @@ func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64) {
 	}
 	o.pass, o.at, o.wait = true, at, wait
 	o.reset = int64(perToken)
-	o.remain = throttleRemain(maxQ-wait, perToken)
+	// A stored permit's slot is in the past: the room it leaves counts too.
+	o.remain = throttleRemain(maxQ-(at-now), perToken)
 }
 
 // throttleRemain is how many more one-token calls the queue still takes now.

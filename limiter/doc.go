@@ -41,7 +41,12 @@
 //     or, with calls queued behind it, the slot is kept as a hole that the
 //     next call fitting it takes (at most 1024 per queue). So clients less
 //     patient than maxQueueingTimeMs cannot leave a queue of empty slots that
-//     forwards nothing.
+//     forwards nothing. The spacing is rounded up, so count calls never fit
+//     in less than statIntervalMs.
+//   - A throttle rule's burstCount is Guava's SmoothBursty: an idle queue
+//     stores one permit per spacing, at most burstCount, spent at once
+//     before the spacing resumes; no real interval passes more than count +
+//     burstCount.
 //   - relate rules compare the related resource's last-second pass count
 //     (scaled to statIntervalMs) or concurrency with count; controlBehavior
 //     does not apply to them.

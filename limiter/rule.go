@@ -41,6 +41,7 @@ type ruleDef struct {
 	intervalNs int64
 	maxQueueNs int64
 	perToken   float64 // throttle spacing of one token at count, ns
+	storeNs    int64   // throttle: burstCount one-token spacings, what an idle queue stores
 	dryRun     bool
 	warm       warmParams
 	// The reject window: winLimit whole calls per winNs. For a count under
@@ -58,7 +59,7 @@ type keyState struct {
 	def      *ruleDef
 	win      *window.Exact  // reject, warmUp: passes
 	warm     *warmState     // warmUp, warmUpThrottle
-	latest   atomic.Int64   // throttle: when the last passed call goes (ns)
+	latest   atomic.Int64   // throttle: the last passed call's slot (ns; past while burstCount permits are stored)
 	holes    throttle.Holes // throttle: slots given back inside the queue
 	inflight atomic.Int64   // concurrency
 	pins     atomic.Int64   // calls in flight holding it (other-rule LRU)
@@ -166,6 +167,9 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 	d.perToken = math.Inf(1) // count 0: nothing passes
 	if r.Count > 0 {
 		d.perToken = float64(d.intervalNs) / r.Count
+	}
+	if d.behavior == bThrottle && r.BurstCount > 0 {
+		d.storeNs = int64(min(float64(r.BurstCount)*math.Ceil(d.perToken), math.MaxInt64/4))
 	}
 	d.winNs, d.winLimit = d.intervalNs, math.Floor(r.Count)
 	if r.Count > 0 && r.Count < 1 {

@@ -1,10 +1,11 @@
 // Package throttle is the virtual queue of throttle rules, shared by flow
 // rules (throttle, warmUpThrottle) and param rules (throttle): calls pass at
 // most one per spacing, each waiting for its slot up to a bound, and a call
-// that will not go after all gives its slot back.
+// that will not go after all gives its slot back. A queue may store permits
+// while idle (TakeStored: a flow rule's burstCount), spent at once.
 //
-// A queue is a tail, one atomic word holding when the latest passed call
-// goes (ns), and its Holes. The caller keeps both, so that hotparam can keep
+// A queue is a tail, one atomic word holding the slot of the latest passed
+// call (ns; in the past when permits are stored), and its Holes. The caller keeps both, so that hotparam can keep
 // a value's queue in the state word its other rule kinds use. Times are ns
 // on the caller's monotonic timeline; the package never reads the clock.
 package throttle
@@ -17,15 +18,25 @@ import "sync/atomic"
 // away; wait is then how long the call would have waited. A slot taken must
 // be used (the call is forwarded at it) or given back with GiveBack.
 func Take(tail *atomic.Int64, h *Holes, now, spacing, maxWait int64) (at, wait int64, ok bool) {
+	return TakeStored(tail, h, now, spacing, 0, maxWait)
+}
+
+// TakeStored is Take for a queue that stores permits while idle (Guava's
+// SmoothBursty): its tail may lag now by up to store ns, so a queue idle
+// that long holds store/spacing slots in the past, which calls take at
+// once (wait 0, at <= now) before the spacing resumes. No real interval of
+// length L then holds more than (L + store)/spacing + 1 slots. store is at
+// most math.MaxInt64/4; 0 stores nothing (Take).
+func TakeStored(tail *atomic.Int64, h *Holes, now, spacing, store, maxWait int64) (at, wait int64, ok bool) {
 	if at, ok := h.take(now, spacing, maxWait); ok {
 		return at, at - now, true
 	}
 	for {
 		last := tail.Load()
-		next := last + spacing
+		next := max(last+spacing, now-store)
 		if next <= now {
-			if tail.CompareAndSwap(last, now) {
-				return now, 0, true
+			if tail.CompareAndSwap(last, next) {
+				return next, 0, true
 			}
 			continue
 		}
@@ -42,8 +53,9 @@ func Take(tail *atomic.Int64, h *Holes, now, spacing, maxWait int64) (at, wait i
 // GiveBack gives back, at now, the slot at that a call took with spacing
 // span (the spacing when it was taken: a warm-up rate may have changed
 // since) and will not use. If no later call queued behind it, the tail moves
-// back and GiveBack reports true; else the slot becomes a hole for the next
-// call that fits it.
+// back and GiveBack reports true (a stored permit spent is stored again);
+// else the slot becomes a hole for the next call that fits it (a slot
+// already due is gone).
 func GiveBack(tail *atomic.Int64, h *Holes, now, at, span int64) (tailMoved bool) {
 	if tail.CompareAndSwap(at, at-span) {
 		return true

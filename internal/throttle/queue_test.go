@@ -16,6 +16,7 @@ const ms = int64(1e6)
 type step struct {
 	now      int64
 	spacing  int64 // 0: 100 ms
+	store    int64 // ns of spacing an idle queue stores (TakeStored); 0: none
 	back     int   // >0: give back step back-1's slot instead of taking one
 	wantAt   int64
 	wantWait int64
@@ -78,6 +79,40 @@ func TestQueue(t *testing.T) {
 			{now: 100 * ms, back: 2},
 			{now: 100 * ms, wantAt: 300 * ms, wantWait: 200 * ms},
 		}},
+		{"a queue that stores 3 permits spends them at once, then spaces", []step{
+			{now: 0, store: 300 * ms, wantAt: -300 * ms}, // new: idle for ever
+			{now: 0, store: 300 * ms, wantAt: -200 * ms},
+			{now: 0, store: 300 * ms, wantAt: -100 * ms},
+			{now: 0, store: 300 * ms, wantAt: 0}, // 3 stored + the call whose turn came
+			{now: 0, store: 300 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
+		}},
+		{"idle 1.5 spacings past the next free slot stores 1 permit", []step{
+			{now: 0, store: 300 * ms, wantAt: -300 * ms},
+			{now: 0, store: 300 * ms, wantAt: -200 * ms},
+			{now: 0, store: 300 * ms, wantAt: -100 * ms},
+			{now: 0, store: 300 * ms, wantAt: 0},
+			{now: 0, store: 300 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
+			{now: 350 * ms, store: 300 * ms, wantAt: 200 * ms}, // next free slot: 200 ms
+			{now: 350 * ms, store: 300 * ms, wantAt: 300 * ms},
+			{now: 350 * ms, store: 300 * ms, wantAt: 400 * ms, wantWait: 50 * ms},
+		}},
+		{"a long idle stores no more than store", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 10_000 * ms, store: 200 * ms, wantAt: 9_800 * ms},
+			{now: 10_000 * ms, store: 200 * ms, wantAt: 9_900 * ms},
+			{now: 10_000 * ms, store: 200 * ms, wantAt: 10_000 * ms},
+			{now: 10_000 * ms, store: 200 * ms, wantAt: 10_100 * ms, wantWait: 100 * ms},
+		}},
+		{"a stored permit given back is stored again", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, back: 2, wantTail: true},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 0, store: 200 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +131,7 @@ func TestQueue(t *testing.T) {
 					}
 					continue
 				}
-				a, wait, ok := throttle.Take(&tail, &h, st.now, sp, 300*ms)
+				a, wait, ok := throttle.TakeStored(&tail, &h, st.now, sp, st.store, 300*ms)
 				if !ok {
 					a = -1
 				}
