@@ -352,3 +352,43 @@ func TestHardeningH2MaxConcurrentStreams(t *testing.T) {
 	}
 	hdHealthy(t, g)
 }
+
+// TestReloadSendTimeoutAppliesToNewConnections: a reload that shortens
+// sendTimeout applies it to the connections opened after it (a slow reader
+// there is cut and its slot freed) while one opened before keeps its own;
+// a reload that changes a start-only server setting warns.
+func TestReloadSendTimeoutAppliesToNewConnections(t *testing.T) {
+	up := startBigUpstream(t)
+	g := startGateway(t, scSlowRules(up.URL, "auto", 2, "{ sendTimeout: 1h }"))
+	addr := hdAddr(g.URL)
+	scDialSlow(t, addr, "/big/before")
+	admEventually(t, 10*time.Second, "the first slow reader holds a slot", func() bool {
+		return hdConcurrency(t, g, "big") == 1
+	})
+
+	g.writeRules(scSlowRules(up.URL, "auto", 2, "{ sendTimeout: 1s, idleTimeout: 1m }"))
+	hdWaitReloads(t, g, 2)
+	for _, want := range []string{"server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on",
+		"server.idleTimeout changed in the rules file: it takes effect at restart"} {
+		if len(g.logs.events(want)) != 1 {
+			t.Errorf("no %q after the reload", want)
+		}
+	}
+
+	reloaded := time.Now()
+	scDialSlow(t, addr, "/big/after")
+	admEventually(t, 10*time.Second, "the second slow reader holds a slot", func() bool {
+		return hdConcurrency(t, g, "big") == 2
+	})
+	admEventually(t, 10*time.Second, "the second slow reader cut", func() bool {
+		return hdConcurrency(t, g, "big") == 1
+	})
+	if took := time.Since(reloaded); took > 3*time.Second {
+		t.Errorf("the reader on a new connection was cut %v after the reload, want about the new sendTimeout (1s)", took)
+	}
+	// The one connected before the reload still holds its slot, past the
+	// new sendTimeout: its connection keeps 1h.
+	if inFlight, _ := up.counts(); inFlight != 1 || hdConcurrency(t, g, "big") != 1 {
+		t.Errorf("upstream in flight %d, concurrency %d; want the first reader's call still open", inFlight, hdConcurrency(t, g, "big"))
+	}
+}
