@@ -174,7 +174,7 @@ func TestHardeningMalformedRequests(t *testing.T) {
 		{"two Content-Lengths", "POST /echo/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 0},
 		{"unknown Transfer-Encoding", "POST /echo/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
 		// Targets that the gateway and its upstream could read two ways
-		// (docs/rules.md#one-view-of-a-request): a fragment, and queries
+		// (docs/configuration.md#one-view-of-a-request): a fragment, and queries
 		// Go's url.ParseQuery drops parameters of.
 		{"fragment", "GET /q?id=1#x HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"bad escape in query", "GET /echo/a?x=%zz&y=1 HTTP/1.1\r\nHost: x\r\n\r\n", 400},

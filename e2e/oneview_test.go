@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// One view of a request (SPEC §11, docs/rules.md#one-view-of-a-request):
+// One view of a request (SPEC §11, docs/configuration.md#one-view-of-a-request):
 // a limit holds however the client spells the target. Each test is a row
 // of issue 24's table, sent raw as an attacker would and counted at the
 // upstream. The limits count per minute, so that a busy machine cannot

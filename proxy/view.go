@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// view is the one reading of a request's target (SPEC §11, docs/rules.md#one-view-of-a-request):
+// view is the one reading of a request's target (SPEC §11, docs/configuration.md#one-view-of-a-request):
 // Gateway.ServeHTTP decides it once, before routing, and everything after
 // uses it alone: the routes match its path, the `path:` and `query:`
 // sources read it, and both forwarders send exactly it (then stripPrefix
