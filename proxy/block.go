@@ -88,7 +88,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	}
 	if s.accessLog {
 		s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", ex.req.Method).
-			Str("path", ex.req.URL.Path).Int("status", status).Dur("latency", elapsed).
+			Str("path", ex.view.path).Int("status", status).Dur("latency", elapsed).
 			Str("decision", "block").Str("reason", v.Reason.String()).Msg("access")
 	}
 }
