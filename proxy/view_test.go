@@ -127,3 +127,17 @@ func TestAppendUpstreamTarget(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadTarget is what the one view adds to every request:
+// reading a plain target, and one that must be normalized.
+func BenchmarkReadTarget(b *testing.B) {
+	for _, target := range []string{"/item/42?x=1", "//%68ello/caf%C3%A9/a%2Fb?q=1"} {
+		r, _ := readRaw("GET", target)
+		b.Run(target, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				readTarget(r, true)
+			}
+		})
+	}
+}
