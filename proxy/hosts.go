@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,8 +30,17 @@ type hostRoute struct {
 	rt *route
 }
 
-func newHostRouter(routes []hostRoute) *hostRouter {
+func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 	h := &hostRouter{any: newRouter(notFound, notAllowed)}
+	// Patterns are matched against the view's path, so their literal
+	// parts are normalized alike: `path: /café` matches /caf%C3%A9 (and
+	// /café, which the view escapes).
+	routes = slices.Clone(routes)
+	for i := range routes {
+		rc := *routes[i].rc
+		rc.Path = normalizePattern(rc.Path, mergeSlashes)
+		routes[i].rc = &rc
+	}
 	exact, wild := map[string]bool{}, map[string]bool{}
 	for _, r := range routes {
 		if len(r.rc.Hosts) == 0 {

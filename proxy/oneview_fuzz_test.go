@@ -54,6 +54,9 @@ routes:
   - path: /files/*
     upstream: up
     resource: files
+  - path: /café/{id}
+    upstream: up
+    resource: cafe
   - path: /*
     upstream: up
     resource: other
@@ -307,7 +310,7 @@ var diffSeeds = []string{
 	"/items/102?id=102#zN", "/items/102#", "/items/%31%30%32", "/items/a%2Fb", "/items/a%2fb", "/items/a%252Fb",
 	"/items/%00", "/items/a+b?q=a+b", "/items/caf\xc3\xa9", "/items/%C3%A9", "/items/\xff", "/items/a;b=c",
 	"/items/..;/hello", "/items/%2e%2e/hello", "/items/.%2e/x", "/items/%2E", "/a/%2F/b", "/a//b", "/a/x/b",
-	"/a/%78/b", "/files/../hello", "/files/x%2F..%2F..%2Fhello", "/files//x//", "/files/%7E%7e",
+	"/a/%78/b", "/caf%c3%a9/1", "/caf%C3%A9/%31", "/caf\xc3\xa9/x", "/files/../hello", "/files/x%2F..%2F..%2Fhello", "/files//x//", "/files/%7E%7e",
 	"/hello?id=&id=102", "/hello?id=1;id=2", "/hello?id=%zz&id=1", "/hello?id=%", "/hello?a%20b=1&a+b=2",
 	"/hello?q=%2B+%2b", "/hello?", "/hello?#", "*", "http://x/%68ello?q=1", "http://x", "HTTP://X/hello",
 	"/\\hello", "/%5Chello", "/hello%3F", "/hello%23x", "/%2568ello", "/items/%u0041", "/[::1]/x", "/@evil",
@@ -353,7 +356,7 @@ func FuzzOneView(f *testing.F) {
 
 // hostilePieces are what generated targets are made of.
 var hostilePieces = []string{
-	"/", "/", "/", "//", "hello", "items", "a", "b", "files", "x", "102", "%68", "%65llo", "%2F", "%2f", "%2e", "%2E",
+	"/", "/", "/", "//", "hello", "items", "a", "b", "files", "café", "caf%c3%a9", "x", "102", "%68", "%65llo", "%2F", "%2f", "%2e", "%2E",
 	".", "..", "%2e%2e", ";", ";x=1", "#", "#frag", "?", "&", "=", "+", "%2B", "%00", "%20", "%7E", "%7e", "~", "%41",
 	"é", "\xc3\xa9", "%C3%A9", "\xff", "\u2028", "%zz", "%", "%4", "%25", "%252F", "\\", "%5C", "\"", "<", ">", "{", "}",
 	"|", "^", "`", "[", "]", "@", ":", "*", "!", "$", "'", "(", ")", ",", "id=", "q=", "id=102", "a%20b=", "%3F", "%23",

@@ -95,6 +95,9 @@ routes:
     upstream: up
     stripPrefix: /api
     resource: api
+  - path: /café
+    upstream: up
+    resource: cafe
   - path: /*
     upstream: up
     resource: other
@@ -116,7 +119,10 @@ routes:
 		{"GET", "/Hello", 200, "other", "GET /Hello"},
 		{"GET", "/items/%31", 200, "items", "GET /items/1"},
 		{"GET", "/items/a%2Fb", 200, "items", "GET /items/a%2Fb"},
-		{"GET", "/items/a%2fb", 200, "items", "GET /items/a%2fb"},
+		{"GET", "/items/a%2fb", 200, "items", "GET /items/a%2Fb"},
+		{"GET", "/caf%C3%A9", 200, "cafe", "GET /caf%C3%A9"},
+		{"GET", "/caf%c3%a9", 200, "cafe", "GET /caf%C3%A9"},
+		{"GET", "/caf\xc3\xa9", 200, "cafe", "GET /caf%C3%A9"},
 		{"GET", "/items/caf\xc3\xa9", 200, "items", "GET /items/caf%C3%A9"},
 		{"GET", "/api//x/%7Ey", 200, "api", "GET /x/~y"},
 		{"GET", "/hello?", 200, "hello", "GET /hello"},

@@ -116,7 +116,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		}
 		routes[i] = hostRoute{rc, rt}
 	}
-	s.router = newHostRouter(routes)
+	s.router = newHostRouter(routes, s.mergeSlashes)
 	s.upstreams = ups
 	return s, nil
 }

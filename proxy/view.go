@@ -14,9 +14,11 @@ import (
 // forwarded, whichever forwarder carries it.
 type view struct {
 	// path is the normalized path, escaped: unreserved escapes decoded,
-	// other escapes as the client wrote them, bytes a path may not hold
-	// raw escaped (%XX), "//" merged when server.mergeSlashes. It is a
-	// valid escaped path, so url.URL.EscapedPath keeps it as it is.
+	// other escapes kept (%2F is no separator) with their hex digits
+	// upper-cased (RFC 3986 6.2.2.1: %2f is %2F, so no spelling of a
+	// route's escape misses it), bytes a path may not hold raw escaped
+	// (%XX), "//" merged when server.mergeSlashes. It is a valid escaped
+	// path, so url.URL.EscapedPath keeps it as it is.
 	path string
 	// query is the raw query, byte for byte as the client sent it (no
 	// "?"): what query sources read and the upstream receives.
@@ -122,7 +124,7 @@ func normalizePath(p string, mergeSlashes bool) (string, bool) {
 			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
 				return "", false
 			}
-			if isUnreserved(unhex(p[i+1])<<4 | unhex(p[i+2])) {
+			if isUnreserved(unhex(p[i+1])<<4|unhex(p[i+2])) || isLowerHex(p[i+1]) || isLowerHex(p[i+2]) {
 				break
 			}
 			i += 2
@@ -147,7 +149,7 @@ func normalizePath(p string, mergeSlashes bool) (string, bool) {
 			if d := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(d) {
 				b = append(b, d)
 			} else {
-				b = append(b, p[i:i+3]...)
+				b = append(b, '%', upperHex[d>>4], upperHex[d&15])
 			}
 			i += 2
 		case c == '/' && mergeSlashes && len(b) > 0 && b[len(b)-1] == '/':
@@ -162,6 +164,51 @@ func normalizePath(p string, mergeSlashes bool) (string, bool) {
 }
 
 const upperHex = "0123456789ABCDEF"
+
+func isLowerHex(c byte) bool { return 'a' <= c && c <= 'f' }
+
+// normalizePattern normalizes the literal parts of a chi pattern as
+// normalizePath does a path, leaving its {param} and {param:regexp} parts
+// as they are; a pattern with nothing to change is returned as is.
+func normalizePattern(p string, mergeSlashes bool) string {
+	var b strings.Builder
+	lit := 0 // start of the literal part being read
+	flush := func(end int) {
+		if n, ok := normalizePath(p[lit:end], mergeSlashes); ok {
+			b.WriteString(n)
+		} else {
+			b.WriteString(p[lit:end])
+		}
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '{' {
+			continue
+		}
+		end, depth := len(p), 0
+		for j := i; j < len(p); j++ {
+			if p[j] == '{' {
+				depth++
+			} else if p[j] == '}' {
+				if depth--; depth == 0 {
+					end = j + 1
+					break
+				}
+			}
+		}
+		if i > lit {
+			flush(i)
+		}
+		b.WriteString(p[i:end])
+		lit, i = end, end-1
+	}
+	if lit < len(p) {
+		flush(len(p))
+	}
+	if b.String() == p {
+		return p
+	}
+	return b.String()
+}
 
 // isUnreserved reports RFC 3986's unreserved characters: their escapes
 // mean the character itself (RFC 3986 6.2.2.2).

@@ -31,7 +31,9 @@ func TestReadTarget(t *testing.T) {
 		{"/%68ello", true, "/hello", "", badNone},
 		{"/%68%65%6C%6c%6F", true, "/hello", "", badNone},
 		{"/%7e%7E%2d%5F%2e%41z", true, "/~~-_.Az", "", badNone},
-		{"/a%2Fb/a%2fb", true, "/a%2Fb/a%2fb", "", badNone}, // not separators, kept as written
+		{"/%2F%3A%20", true, "/%2F%3A%20", "", badNone},     // nothing to change
+		{"/a%2Fb/a%2fb", true, "/a%2Fb/a%2Fb", "", badNone}, // not separators; hex upper-cased
+		{"/%c3%a9%C3%a9", true, "/%C3%A9%C3%A9", "", badNone},
 		{"/a%20b%00%25%3F%23", true, "/a%20b%00%25%3F%23", "", badNone},
 		{"/caf\xc3\xa9", true, "/caf%C3%A9", "", badNone}, // raw bytes a path may not hold: escaped
 		{"/a\\b\"<>^`{|}", true, "/a%5Cb%22%3C%3E%5E%60%7B%7C%7D", "", badNone},
@@ -139,5 +141,24 @@ func BenchmarkReadTarget(b *testing.B) {
 				readTarget(r, true)
 			}
 		})
+	}
+}
+
+// TestNormalizePattern: a route pattern's literal parts are normalized as
+// paths are, so that the spellings the view reads as one reach its route.
+func TestNormalizePattern(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		merge   bool
+		want    string
+	}{
+		{"/order/{orderId}", true, "/order/{orderId}"},
+		{"/caf\xc3\xa9/{id:[a-z%]+}/*", true, "/caf%C3%A9/{id:[a-z%]+}/*"},
+		{"/%68ello//{a}//b{c:\\d{2}}x%2f", true, "/hello/{a}/b{c:\\d{2}}x%2F"},
+		{"/a//b", false, "/a//b"},
+	} {
+		if got := normalizePattern(c.pattern, c.merge); got != c.want {
+			t.Errorf("normalizePattern(%q, %v) = %q, want %q", c.pattern, c.merge, got, c.want)
+		}
 	}
 }
