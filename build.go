@@ -54,6 +54,7 @@ func build(ctx context.Context, o options, cfg *config.Config, fl *fleet, log ze
 		Observer:  func(res string) proxy.Observer { return metrics.Resource(res) },
 		Upstreams: upstreamObserver{metrics},
 		CPU:       cpu,
+		Forwarder: o.forwarder,
 		OnCircuit: func(res string, from, to circuit.State) {
 			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
 			metrics.CircuitState(res, int(to))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/proxy"
 )
 
 // maxHeaderBytes bounds a request's header block (net/http adds 4 KiB of
@@ -55,7 +56,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice: unexpected argument %q: a subcommand (validate, rules, version) comes before any flag, and the gateway takes flags only; see sluice -h\n", fs.Arg(0))
+		return 2
+	}
 	o.envToken = os.Getenv(envAdminToken)
+	o.forwarder = os.Getenv(envForwarder)
+	if err := proxy.CheckForwarder(o.forwarder); err != nil {
+		fmt.Fprintf(stderr, "sluice: %s: %v\n", envForwarder, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, stderr); err != nil {
@@ -71,11 +81,21 @@ type options struct {
 	drain                                      time.Duration
 	readHeader                                 time.Duration // 0: server.readHeaderTimeout
 	envToken                                   string        // SLUICE_ADMIN_TOKEN
+	forwarder                                  string        // SLUICE_FORWARDER
 }
+
+// envForwarder names the environment variable that, when set, overrides
+// every route's `forwarder:` (auto | standard | fast), e.g. to run a whole
+// test suite forced one way.
+const envForwarder = "SLUICE_FORWARDER"
 
 // validate is `sluice validate [rules.yaml]`: every error as FILE:LINE: message.
 func validate(args []string, stdout, stderr io.Writer) int {
 	path := "rules.yaml"
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q: it checks one rules file\n", args[1])
+		return 2
+	}
 	if len(args) > 0 {
 		path = args[0]
 	}

@@ -549,19 +549,20 @@ func TestClientFaultsAreNotUpstreamErrors(t *testing.T) {
 	}
 }
 
-// TestForwarderEnvOverride: SLUICE_FORWARDER is read by New and, when
-// invalid, fails every Load with an error naming it.
-func TestForwarderEnvOverride(t *testing.T) {
+// TestForwarderOverride: a Deps.Forwarder that is not a forwarder fails
+// every Load with an error that says so; a valid one loads.
+func TestForwarderOverride(t *testing.T) {
 	cfg, err := config.Parse("x.yaml", []byte("upstreams:\n  up:\n    targets: [\"http://127.0.0.1:1\"]\nroutes:\n  - path: /\n    upstream: up\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(proxy.EnvForwarder, "bogus")
-	if err := proxy.New(proxy.Deps{Log: zerolog.Nop()}).Load(cfg); err == nil || !strings.Contains(err.Error(), proxy.EnvForwarder) {
-		t.Fatalf("Load with %s=bogus: %v, want an error naming the variable", proxy.EnvForwarder, err)
+	if err := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: "bogus"}).Load(cfg); err == nil || !strings.Contains(err.Error(), "forwarder override") {
+		t.Fatalf("Load with Forwarder bogus: %v, want an error naming the override", err)
 	}
-	t.Setenv(proxy.EnvForwarder, "standard")
-	if err := proxy.New(proxy.Deps{Log: zerolog.Nop()}).Load(cfg); err != nil {
-		t.Fatalf("Load with %s=standard: %v", proxy.EnvForwarder, err)
+	if proxy.CheckForwarder("bogus") == nil || proxy.CheckForwarder("fast") != nil || proxy.CheckForwarder("") != nil {
+		t.Error("CheckForwarder disagrees with Load")
+	}
+	if err := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: "standard"}).Load(cfg); err != nil {
+		t.Fatalf("Load with Forwarder standard: %v", err)
 	}
 }

@@ -33,10 +33,12 @@ const (
 	modeFast
 )
 
-// EnvForwarder names the environment variable that, when set, overrides
-// every route's `forwarder:` (auto | standard | fast) — e.g. to run a whole
-// test suite forced one way.
-const EnvForwarder = "SLUICE_FORWARDER"
+// CheckForwarder reports whether s is a forwarder override that New
+// accepts as Deps.Forwarder: "" (none), auto, standard or fast.
+func CheckForwarder(s string) error {
+	_, err := parseForwarderMode(s)
+	return err
+}
 
 func parseForwarderMode(s string) (forwarderMode, error) {
 	switch s {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,9 +58,9 @@ type Deps struct {
 	// Upstreams receives the upstreams' events (requests per target and
 	// code, retries, ejections, panic mode); nil: none.
 	Upstreams ups.Observer
-	// Forwarder, when set (auto | standard | fast), overrides every route's
-	// `forwarder:`. Empty: the SLUICE_FORWARDER environment variable, read
-	// once by New; empty too: each route's own setting.
+	// Forwarder, when set (auto | standard | fast, see CheckForwarder),
+	// overrides every route's `forwarder:` (main passes SLUICE_FORWARDER).
+	// Empty: each route's own setting.
 	Forwarder string
 }
 
@@ -123,12 +122,9 @@ func New(deps Deps) *Gateway {
 	}
 	g.upstreams = ups.NewPool(ups.Options{Log: deps.Log, Now: g.Now, Observer: deps.Upstreams})
 	g.forwarder = deps.Forwarder
-	if g.forwarder == "" {
-		g.forwarder = os.Getenv(EnvForwarder)
-	}
 	if g.forwarder != "" {
 		if g.forwarderMode, g.forwarderErr = parseForwarderMode(g.forwarder); g.forwarderErr != nil {
-			g.forwarderErr = fmt.Errorf("%w (from Deps.Forwarder or %s)", g.forwarderErr, EnvForwarder)
+			g.forwarderErr = fmt.Errorf("%w (the forwarder override for every route)", g.forwarderErr)
 		}
 	}
 	return g
