@@ -194,3 +194,33 @@ flowRules:
 		t.Errorf("upstream got %d requests, want 2", n)
 	}
 }
+
+// TestOnePeerOneKey: the TCP peer ::ffff:192.0.2.7 (an IPv4 client on a
+// dual-stack listener) and 192.0.2.7 are one client to an `ip` rule, and so
+// are the ways one IPv6 peer can be written; another client keeps its own
+// bucket.
+func TestOnePeerOneKey(t *testing.T) {
+	g, _, _ := clockedGateway(t, `
+paramRules:
+  - resource: item
+    param: ip
+    count: 2
+    durationSec: 60
+`)
+	for i, c := range []struct {
+		remote string
+		status int
+	}{
+		{"[::ffff:192.0.2.7]:40000", 200}, {"192.0.2.7:40001", 200}, {"[::ffff:c000:207]:40002", 429},
+		{"[2001:db8::7]:1", 200}, {"[2001:DB8:0:0::7]:2", 200}, {"[2001:db8::0:7%eth0]:3", 429},
+		{"192.0.2.8:1", 200},
+	} {
+		req := httptest.NewRequest("GET", "/item/x", nil)
+		req.RemoteAddr = c.remote
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, req)
+		if w.Code != c.status {
+			t.Errorf("request %d from %s: %d, want %d", i, c.remote, w.Code, c.status)
+		}
+	}
+}
