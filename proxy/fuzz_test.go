@@ -135,7 +135,9 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 	case config.SourcePath:
 		return unescapedPath(params.URLParam(src.Name)) == v // the router matched the escaped view
 	case config.SourceHost:
-		return strings.Contains(strings.ToLower(r.Host), v)
+		// Only ASCII letters are lowered (strings.ToLower would turn a
+		// byte that is not UTF-8 into U+FFFD).
+		return strings.Contains(strings.ToLower(r.Host), v) || strings.Contains(r.Host, v)
 	case config.SourceIP:
 		peer := canonical(hostOnly(r.RemoteAddr))
 		if !s.peerTrusted(r) {
