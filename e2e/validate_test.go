@@ -36,6 +36,12 @@ func TestValidateAgreesWithTheGateway(t *testing.T) {
 		{"degrade rules per resource", rules(degrade(65)),
 			`:74: degradeRules[64].resource: resource "r" has more than 64 degrade rules (the most one resource may have)`,
 			rules(degrade(64))},
+		{"degrade errorStatuses", rules("degradeRules:\n  - resource: r\n    strategy: errorCount\n    threshold: 1\n    errorStatuses: [\"5xx\", 600]\n"),
+			`:13: degradeRules[0].errorStatuses[1]: must be a status code in 100..599 (429) or a class ("5xx"), got "600"`,
+			rules("degradeRules:\n  - resource: r\n    strategy: errorCount\n    threshold: 1\n    errorStatuses: [\"5xx\", 599, 429, 1XX]\n    probeNum: 2147483648\n")},
+		{"flow burstCount", rules("flowRules:\n  - resource: r\n    count: 10\n    burstCount: 5\n"),
+			`:12: flowRules[0].burstCount: is only used with controlBehavior throttle, got controlBehavior "reject"`,
+			rules("flowRules:\n  - resource: r\n    count: 10\n    burstCount: 2147483648\n    controlBehavior: throttle\n")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -187,9 +187,9 @@ function showUpstreams(data) {
 // ---- rules in force and the last reload ----
 
 const RULE_COLS = {
-  flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "statIntervalMs", "dryRun", "clusterMode"],
+  flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
   paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun"],
-  degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs"],
+  degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs", "errorStatuses", "probeNum"],
 };
 let rulesState = null;
 
@@ -277,6 +277,26 @@ async function loadFile(keepSelection) {
   showFields();
 }
 
+// FIELDS is every field of a rule, by section, with the input it takes
+// (docs/rules.md): the editor offers those a rule does not set yet, empty,
+// so a field can be added. TestEditorFieldsAreConfigs keeps it in step with
+// config's rule types.
+const FIELDS = {
+  flowRules: {
+    resource: "string", limitApp: "string", grade: "string", count: "number", strategy: "string", refResource: "string",
+    controlBehavior: "string", warmUpPeriodSec: "number", coldFactor: "number", maxQueueingTimeMs: "number",
+    burstCount: "number", statIntervalMs: "number", dryRun: "bool", clusterMode: "bool", clusterConfig: "json",
+  },
+  paramRules: {
+    resource: "string", param: "string", grade: "string", count: "number", durationSec: "number", burstCount: "number",
+    controlBehavior: "string", maxQueueingTimeMs: "number", maxTrackedValues: "number", dryRun: "bool", items: "json",
+  },
+  degradeRules: {
+    resource: "string", strategy: "string", maxAllowedRtMs: "number", threshold: "number", statIntervalMs: "number",
+    minRequestAmount: "number", retryTimeoutMs: "number", errorStatuses: "json", probeNum: "number",
+  },
+};
+
 function currentRule() {
   const [sec, i] = $("#rule-select").value.split("/");
   return { sec, i: Number(i), rule: ((raw.sections || {})[sec] || [])[Number(i)] };
@@ -285,21 +305,35 @@ function currentRule() {
 function showFields() {
   const box = $("#editor-fields");
   box.replaceChildren();
-  const { rule } = raw && $("#rule-select").value ? currentRule() : {};
+  const { sec, rule } = raw && $("#rule-select").value ? currentRule() : {};
   if (!rule) { box.append(el("p", { class: "empty" }, raw && raw.parseError ? "rules file is not valid YAML: " + raw.parseError : "no rules in the file")); return; }
-  // The fields users change most come first; the rest in name order.
+  // The fields users change most come first, then the rest the rule sets,
+  // in name order, then the fields it does not set yet (empty: add one by
+  // filling it in).
+  const known = FIELDS[sec] || {};
   const first = ["resource", "limitApp", "param", "count", "threshold", "grade", "strategy", "controlBehavior"];
-  const rank = (k) => (first.includes(k) ? first.indexOf(k) : first.length);
-  const keys = Object.keys(rule).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  const rank = (k) => (first.includes(k) ? first.indexOf(k) : first.length) + (k in rule ? 0 : first.length + 1);
+  const keys = [...new Set([...Object.keys(rule), ...Object.keys(known)])].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   for (const k of keys) {
-    const v = rule[k];
+    const set = k in rule, v = rule[k];
+    let type = known[k] || "string";
+    if (set) {
+      if (typeof v === "boolean") type = "bool";
+      else if (typeof v === "number") type = "number";
+      else if (v !== null && typeof v === "object") type = "json";
+      else type = "string";
+    }
     let input;
-    if (typeof v === "boolean") input = el("input", { type: "checkbox", name: k, "data-type": "bool" });
-    else if (typeof v === "number") input = el("input", { type: "number", step: "any", name: k, "data-type": "number" });
-    else if (v !== null && typeof v === "object") input = el("textarea", { name: k, rows: "2", "data-type": "json" });
+    if (type === "bool") input = el("input", { type: "checkbox", name: k, "data-type": "bool" });
+    else if (type === "number") input = el("input", { type: "number", step: "any", name: k, "data-type": "number" });
+    else if (type === "json") input = el("textarea", { name: k, rows: "2", "data-type": "json" });
     else input = el("input", { type: "text", name: k, "data-type": "string" });
-    if (input.dataset.type === "bool") input.checked = v; else input.value = input.dataset.type === "json" ? JSON.stringify(v) : v;
-    box.append(el("label", { class: "row" }, k, input));
+    if (!set) {
+      input.dataset.unset = "1";
+      if (type !== "bool") input.placeholder = "not set";
+    } else if (type === "bool") input.checked = v;
+    else input.value = type === "json" ? JSON.stringify(v) : v;
+    box.append(el("label", { class: set ? "row" : "row unset" }, k, input));
   }
 }
 
@@ -310,6 +344,8 @@ function changedFields() {
   const out = {};
   for (const input of $("#editor-fields").querySelectorAll("[name]")) {
     const k = input.name, t = input.dataset.type;
+    // A field the rule does not set is added only when filled in.
+    if (input.dataset.unset && (t === "bool" ? !input.checked : input.value.trim() === "")) continue;
     let v;
     if (t === "bool") v = input.checked;
     else if (t === "number") v = input.value === "" ? null : Number(input.value);
