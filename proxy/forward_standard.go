@@ -75,7 +75,7 @@ func (f *standardForwarder) forward(ex *exchange, r *http.Request) {
 	i := up.first(ex)
 	for {
 		rp := f.pass[i]
-		if f.retry != nil && retryable(r.Method, failStatus, ex.try.kept) && up.bal.MayRetry(ex.try.now, &ex.try.tried) {
+		if f.retry != nil && retryable(r.Method, failStatus, ex.try.kept) && up.bal.MayRetry(ex.try.now, &ex.try.att) {
 			rp = f.retry[i]
 		}
 		if body != nil {

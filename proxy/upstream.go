@@ -68,7 +68,7 @@ func upstreamSpec(u config.Upstream) (ups.Spec, error) {
 		s.HealthCheck = &ups.HealthCheck{Path: h.Path, Interval: h.Interval.D(), Timeout: h.Timeout.D(),
 			HealthyThreshold: h.HealthyThreshold, UnhealthyThreshold: h.UnhealthyThreshold, Protocol: u.Proto()}
 	}
-	if p := u.Passive; p != nil {
+	if p := u.Passive; p != nil && p.ConsecutiveFailures > 0 {
 		s.Passive = &ups.Passive{ConsecutiveFailures: p.ConsecutiveFailures, EjectFor: p.EjectFor.D(),
 			MaxEjectedPercent: p.MaxEjectedPercent}
 	}
@@ -89,12 +89,11 @@ func committed(m map[string]*upstream) []*ups.Upstream {
 	return out
 }
 
-// tries is the upstream side of one request: the targets it was sent to,
-// the attempt in progress and its hash key. It lives in the pooled
-// exchange; its zero value is a request not yet sent.
+// tries is the upstream side of one request: its attempts (the targets it
+// was sent to, the attempt in progress) and its hash key. It lives in the
+// pooled exchange; its zero value is a request not yet sent.
 type tries struct {
-	tried  ups.Set
-	cur    int   // the target of the attempt in progress, plus one; 0: none
+	att    ups.Tries
 	next   int   // the standard error handler's choice for the next attempt, plus one; 0: none
 	now    int64 // when the attempt in progress was chosen
 	key    uint64
@@ -122,8 +121,8 @@ func (u *upstream) hashKey(ex *exchange) (ok bool) {
 func (u *upstream) first(ex *exchange) int {
 	t := &ex.try
 	now := t.now
-	i := u.bal.Pick(now, t.key, t.hasKey, &t.tried)
-	t.cur, t.now = i+1, now
+	i := u.bal.Pick(now, t.key, t.hasKey, &t.att)
+	t.now = now
 	return i
 }
 
@@ -166,26 +165,27 @@ func idempotent(method string) bool {
 }
 
 // retry settles the failed attempt in progress (code: the target's status,
-// 0 for none) and chooses the target of the next one, when the failure is
-// retryable and the upstream allows another retry now; otherwise it
-// returns -1 and leaves the attempt to be settled when the request ends.
+// 0 for none) and chooses the target of the next one (one not tried yet
+// while there is one), when the failure is retryable and the upstream
+// allows another retry now; otherwise it returns -1 and leaves the attempt
+// to be settled when the request ends. Both forwarders retry through it.
 func (rt *route) retry(ex *exchange, method string, kind failKind, code int) int {
 	u := rt.upstream
-	if u.retries == 0 || ex.try.cur == 0 || !retryable(method, kind, ex.try.kept) {
+	t := &ex.try
+	from := t.att.Current()
+	if u.retries == 0 || from < 0 || !retryable(method, kind, t.kept) {
 		return -1
 	}
-	t := &ex.try
 	now := rt.snap.clock.Now()
-	j := u.bal.Retry(now, t.key, t.hasKey, &t.tried)
+	j := u.bal.Retry(now, t.key, t.hasKey, &t.att, code)
 	if j < 0 {
 		return -1
 	}
 	if e := rt.snap.log.Debug(); e.Enabled() {
-		e.Str("upstream", u.name).Str("from", u.targets[t.cur-1].Host).Str("to", u.targets[j].Host).Int("code", code).
-			Msg("upstream attempt failed: retrying on another target")
+		e.Str("upstream", u.name).Str("from", u.targets[from].Host).Str("to", u.targets[j].Host).Int("code", code).
+			Int("attempt", t.att.Sent()).Msg("upstream attempt failed: retrying")
 	}
-	u.bal.Done(now, t.cur-1, code, ups.Failure)
-	t.cur, t.now = j+1, now
+	t.now = now
 	return j
 }
 
@@ -193,11 +193,9 @@ func (rt *route) retry(ex *exchange, method string, kind failKind, code int) int
 // request ends: finished is false when forwarding panicked (a broken
 // answer), gone when the client left.
 func (rt *route) settle(ex *exchange, now int64, finished, gone bool) {
-	c := ex.try.cur
-	if c == 0 {
+	if ex.try.att.Current() < 0 {
 		return
 	}
-	ex.try.cur = 0
 	code, o := ex.status, ups.Success
 	switch {
 	case ex.bodyFailed(), gone && ex.status == 0:
@@ -211,5 +209,5 @@ func (rt *route) settle(ex *exchange, now int64, finished, gone bool) {
 	case ups.FailureStatus(code):
 		o = ups.Failure
 	}
-	rt.upstream.bal.Done(now, c-1, code, o)
+	rt.upstream.bal.Done(now, &ex.try.att, code, o)
 }

@@ -28,17 +28,17 @@ func BenchmarkPick(b *testing.B) {
 				now := int64(0)
 				for pb.Next() {
 					now += 1000
-					var tried upstream.Set
-					i := u.Pick(now, key, true, &tried)
-					u.Done(now, i, 200, upstream.Success)
+					var tried upstream.Tries
+					u.Pick(now, key, true, &tried)
+					u.Done(now, &tried, 200, upstream.Success)
 				}
 			})
 		})
 	}
 }
 
-// TestPickAllocations: choosing a target and reporting it allocates
-// nothing, in every balance mode.
+// TestPickAllocations: choosing a target, a retry's and reporting them
+// allocates nothing, in every balance mode.
 func TestPickAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
@@ -48,9 +48,10 @@ func TestPickAllocations(t *testing.T) {
 		now := int64(0)
 		n := testing.AllocsPerRun(1000, func() {
 			now += 1000
-			var tried upstream.Set
-			i := u.Pick(now, upstream.HashKey("k"), true, &tried)
-			u.Done(now, i, 200, upstream.Success)
+			var tried upstream.Tries
+			u.Pick(now, upstream.HashKey("k"), true, &tried)
+			u.Retry(now, upstream.HashKey("k"), true, &tried, 503)
+			u.Done(now, &tried, 200, upstream.Success)
 		})
 		if n != 0 {
 			t.Errorf("%v: %.1f allocations per pick, want 0", bal, n)

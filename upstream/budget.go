@@ -1,74 +1,55 @@
 package upstream
 
-import "sync"
+import "sync/atomic"
 
-// Retry budget geometry: the share is of the client requests of the last
-// 10 s (ten 1 s buckets); the floor is a token bucket of 3 a second holding
-// at most 3, full at the start, so a quiet upstream may still retry.
-const (
-	budgetWidth    = int64(1e9)
-	floorPerSecond = 3
-	floorBurst     = 3
-)
+// minRetryConcurrency is how many retries may always be in flight to an
+// upstream, whatever its traffic (Envoy's min_retry_concurrency), so that a
+// quiet upstream still gets its retries.
+const minRetryConcurrency = 3
 
-// budget caps an upstream's retries, as Envoy's retry budget and Linkerd's
-// do: a retry is allowed while the retries of the last 10 s stay within
-// share x the requests of the last 10 s, or else when the floor has a
-// token. So over any run that starts with an empty window, retries are at
-// most share x requests + 3 a second + 3, and a failing service is not sent
-// twice its traffic. Safe for concurrent use.
+// budget caps an upstream's retries in flight, as Envoy's retry budget
+// does: a retry may start while the retries in flight stay within share x
+// the requests in flight to the upstream (every attempt, retries included,
+// as Envoy counts its active requests), or within minRetryConcurrency. A
+// failing service under load is so sent at most share more than its
+// traffic, while a request now and then is always retried. Safe for
+// concurrent use; it takes no lock.
 type budget struct {
-	mu     sync.Mutex
-	w      counts  // cRequests, cRetries; guarded by mu
-	tokens float64 // the floor's tokens; guarded by mu
-	filled int64   // when tokens was last topped up
-	primed bool
+	retrying atomic.Int64 // retries in flight
 }
 
-func newBudget() *budget { return &budget{w: newCounts(budgetWidth)} }
-
-// request counts one client request (not its retries) at now.
-func (b *budget) request(now int64) {
-	b.mu.Lock()
-	b.w.add(now, cRequests, 1)
-	b.mu.Unlock()
+// limit is how many retries may be in flight when active attempts are.
+func limit(active int64, share float64) int64 {
+	return max(minRetryConcurrency, int64(share*float64(active)))
 }
 
-// take spends one retry at now if the budget allows it, and reports whether
-// it did.
-func (b *budget) take(now int64, share float64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ok := b.allowLocked(now, share, true)
-	if ok {
-		b.w.add(now, cRetries, 1)
+// allows reports whether take would succeed, spending nothing. own: the
+// request's attempt in progress is a retry, whose place the next one takes.
+func (b *budget) allows(active int64, share float64, own bool) bool {
+	r := b.retrying.Load()
+	if own {
+		r--
 	}
-	return ok
+	return r < limit(active, share)
 }
 
-// allows reports whether take would succeed now, spending nothing.
-func (b *budget) allows(now int64, share float64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.allowLocked(now, share, false)
+// take starts a retry if the budget allows it, and reports whether it did.
+// own: the request's attempt in progress is a retry; the new one takes its
+// place in the count (which the caller then must not release).
+func (b *budget) take(active int64, share float64, own bool) bool {
+	for {
+		r := b.retrying.Load()
+		if own {
+			return r-1 < limit(active, share)
+		}
+		if r >= limit(active, share) {
+			return false
+		}
+		if b.retrying.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
 }
 
-func (b *budget) allowLocked(now int64, share float64, spend bool) bool {
-	if float64(b.w.total(now, cRetries)+1) <= share*float64(b.w.total(now, cRequests)) {
-		return true
-	}
-	switch {
-	case !b.primed:
-		b.tokens, b.filled, b.primed = floorBurst, now, true
-	case now > b.filled:
-		b.tokens = min(floorBurst, b.tokens+float64(now-b.filled)*floorPerSecond/1e9)
-		b.filled = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	if spend {
-		b.tokens--
-	}
-	return true
-}
+// release ends a retry.
+func (b *budget) release() { b.retrying.Add(-1) }

@@ -4,7 +4,7 @@ import buckets "sluice/internal/ring"
 
 // Counters a window keeps.
 const (
-	cRequests = iota // attempts sent (a target) or client requests (the budget)
+	cRequests = iota // attempts sent (a target) or client requests (an upstream)
 	cErrors          // attempts that failed
 	cRetries         // retries
 	nCounters

@@ -22,12 +22,13 @@ func ExamplePool() {
 	}
 	p.Commit([]*upstream.Upstream{u})
 
-	var tried upstream.Set
-	i := u.Pick(now, 0, false, &tried)
-	u.Done(now, i, 503, upstream.Failure) // the target answered 503: try another
-	if j := u.Retry(now, 0, false, &tried); j >= 0 {
-		u.Done(now, j, 200, upstream.Success)
+	var tries upstream.Tries
+	i := u.Pick(now, 0, false, &tries)
+	if j := u.Retry(now, 0, false, &tries, 503); j >= 0 { // the target answered 503: try another
+		u.Done(now, &tries, 200, upstream.Success)
 		fmt.Println(u.URL(i).Host, "then", u.URL(j).Host)
+	} else {
+		u.Done(now, &tries, 503, upstream.Failure) // no retry: the client gets the 503
 	}
 	// Output: 10.0.0.2:9001 then 10.0.0.1:9001
 }

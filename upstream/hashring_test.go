@@ -13,9 +13,9 @@ func owners(t *testing.T, ts []upstream.Target, n int) []string {
 	_, u := build(t, upstream.Spec{Targets: ts, Balance: upstream.Hash}, nil)
 	out := make([]string, n)
 	for k := range out {
-		var tried upstream.Set
+		var tried upstream.Tries
 		i := u.Pick(0, upstream.HashKey(fmt.Sprintf("user-%d", k)), true, &tried)
-		u.Done(0, i, 200, upstream.Success)
+		u.Done(0, &tried, 200, upstream.Success)
 		out[k] = ts[i].URL
 	}
 	return out
@@ -61,18 +61,18 @@ func TestHashKeepsKeysOfAvailableTargets(t *testing.T) {
 	_, u := build(t, upstream.Spec{Targets: ts, Balance: upstream.Hash,
 		Passive: &upstream.Passive{ConsecutiveFailures: 1, EjectFor: 10e9, MaxEjectedPercent: 50}}, nil)
 	at := func(now int64, k int) int {
-		var tried upstream.Set
+		var tried upstream.Tries
 		i := u.Pick(now, upstream.HashKey(fmt.Sprint(k)), true, &tried)
-		u.Done(now, i, 200, upstream.Success)
+		u.Done(now, &tried, 200, upstream.Success)
 		return i
 	}
 	before := make([]int, 1000)
 	for k := range before {
 		before[k] = at(0, k)
 	}
-	var tried upstream.Set
+	var tried upstream.Tries
 	i := u.Pick(0, upstream.HashKey("0"), true, &tried)
-	u.Done(0, i, 0, upstream.Failure) // ejects the owner of key "0"
+	u.Done(0, &tried, 0, upstream.Failure) // ejects the owner of key "0"
 	for k, b := range before {
 		got := at(1, k)
 		if b == i && got == i {

@@ -77,13 +77,13 @@ func (o countingTarget) Ejected() { o.c.mu.Lock(); o.c.ejected[o.target]++; o.c.
 
 // pick makes one request's first attempt and settles it with code.
 func pick(u *upstream.Upstream, now int64, code int) int {
-	var tried upstream.Set
+	var tried upstream.Tries
 	i := u.Pick(now, 0, false, &tried)
 	o := upstream.Success
 	if code == 0 || upstream.FailureStatus(code) {
 		o = upstream.Failure
 	}
-	u.Done(now, i, code, o)
+	u.Done(now, &tried, code, o)
 	return i
 }
 

@@ -30,31 +30,32 @@ func TestLeastRequestIdleFollowsWeights(t *testing.T) {
 func TestLeastRequestAvoidsLoaded(t *testing.T) {
 	_, u := build(t, upstream.Spec{Targets: targets(2, 1, 1), Balance: upstream.LeastRequest}, nil)
 	// Hold one request on target 0.
+	var held upstream.Tries
 	for {
-		var tried upstream.Set
-		if i := u.Pick(0, 0, false, &tried); i == 0 {
+		held = upstream.Tries{}
+		if i := u.Pick(0, 0, false, &held); i == 0 {
 			break
 		}
-		u.Done(0, 1, 200, upstream.Success)
+		u.Done(0, &held, 200, upstream.Success)
 	}
 	for range 1000 {
 		if got := pick(u, 0, 200); got != 1 {
 			t.Fatalf("picked the target with a request in flight over the idle one")
 		}
 	}
-	u.Done(0, 0, 200, upstream.Success)
+	u.Done(0, &held, 200, upstream.Success)
 	// Weight 4 vs 1: 3 in flight on the heavy one (0.75 a unit) is still
 	// less loaded than 1 on the light one (1 a unit).
 	_, u = build(t, upstream.Spec{Targets: targets(2, 4, 1), Balance: upstream.LeastRequest}, nil)
 	for heavy, light := 0, 0; heavy < 3 || light < 1; {
-		var tried upstream.Set
+		var tried upstream.Tries
 		switch i := u.Pick(0, 0, false, &tried); {
 		case i == 0 && heavy < 3:
 			heavy++
 		case i == 1 && light < 1:
 			light++
 		default:
-			u.Done(0, i, 200, upstream.Success)
+			u.Done(0, &tried, 200, upstream.Success)
 		}
 	}
 	for range 1000 {

@@ -76,7 +76,7 @@ func (p *Pool) Build(name string, s Spec) (*Upstream, error) {
 		log:     p.opts.Log,
 	}
 	if u.sh == nil {
-		u.sh = &shared{budget: newBudget()}
+		u.sh = newShared()
 	}
 	for _, t := range s.Targets {
 		st := p.states[key{name, t.URL}]

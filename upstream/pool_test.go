@@ -86,9 +86,9 @@ func TestProbesAndReload(t *testing.T) {
 		t.Fatalf("after 3 bad probes: %+v, want down", st)
 	}
 	for range 20 {
-		var tried upstream.Set
+		var tried upstream.Tries
 		i := u.Pick(0, 0, false, &tried)
-		u.Done(0, i, 200, upstream.Success)
+		u.Done(0, &tried, 200, upstream.Success)
 		if i == 0 {
 			t.Fatal("request sent to a target its health checks took down")
 		}

@@ -41,12 +41,12 @@ func TestRoundRobinWeights(t *testing.T) {
 		}
 		_, u := build(t, s, nil)
 		if c.ejected >= 0 {
-			var tried upstream.Set
+			var tried upstream.Tries
 			for i := u.Pick(0, 0, false, &tried); i != c.ejected; i = u.Pick(0, 0, false, &tried) {
-				u.Done(0, i, 200, upstream.Success)
-				tried = upstream.Set{}
+				u.Done(0, &tried, 200, upstream.Success)
+				tried = upstream.Tries{}
 			}
-			u.Done(0, c.ejected, 503, upstream.Failure)
+			u.Done(0, &tried, 503, upstream.Failure)
 		}
 		got := make([]int, len(c.weights))
 		for range 1000 {

@@ -85,11 +85,12 @@ type Spec struct {
 	Balance     Balance
 	HealthCheck *HealthCheck // nil: no active checks (targets count as healthy)
 	Passive     *Passive     // nil: no ejection
-	// Retries is how many times a request may be sent again to another
-	// target, where that is safe (the caller decides what is safe).
+	// Retries is how many times a request may be sent again, where that is
+	// safe (the caller decides what is safe): to a target it has not tried
+	// while there is one available, else to one it tried.
 	Retries int
-	// RetryBudget caps retries at this share of the requests of the last
-	// 10 s, plus 3 a second.
+	// RetryBudget caps the retries in flight at this share of the requests
+	// in flight to the upstream (retries included); 3 are always allowed.
 	RetryBudget float64
 }
 

@@ -45,12 +45,12 @@ func (p *Pool) Status(now int64) []UpstreamStatus {
 		// verdict, which stays set until a request comes after a recovery.
 		us := UpstreamStatus{Name: u.name, Balance: u.balance, Panic: true}
 		if u.retries > 0 {
-			b := u.sh.budget
-			b.mu.Lock()
-			window := float64(windowBuckets * budgetWidth / int64(time.Second))
-			us.RequestsPerSecond = float64(b.w.total(now, cRequests)) / window
-			us.RetriesPerSecond = float64(b.w.total(now, cRetries)) / window
-			b.mu.Unlock()
+			sh := u.sh
+			sh.mu.Lock()
+			window := float64(windowBuckets * ratesWidth / int64(time.Second))
+			us.RequestsPerSecond = float64(sh.rates.total(now, cRequests)) / window
+			us.RetriesPerSecond = float64(sh.rates.total(now, cRetries)) / window
+			sh.mu.Unlock()
 		}
 		for _, m := range u.members {
 			st := m.st

@@ -66,9 +66,24 @@ func (s *state) available(now int64) bool {
 
 // shared is the live state of an upstream, by name, shared like state.
 type shared struct {
-	budget    *budget
+	budget    budget
 	ejectMu   sync.Mutex // one ejection decision at a time (maxEjectedPercent)
 	panicking atomic.Bool
+
+	mu    sync.Mutex // guards rates
+	rates counts     // cRequests (client requests), cRetries over the last 10 s, for Status
+}
+
+func newShared() *shared { return &shared{rates: newCounts(ratesWidth)} }
+
+// ratesWidth: an upstream's requests and retries are shown over ten 1 s
+// buckets.
+const ratesWidth = int64(time.Second)
+
+func (sh *shared) count(now int64, k int) {
+	sh.mu.Lock()
+	sh.rates.add(now, k, 1)
+	sh.mu.Unlock()
 }
 
 // member is a target as one snapshot's upstream uses it.
@@ -82,9 +97,10 @@ type member struct {
 // and retries. Build it with Pool.Build. It is immutable except for its
 // live state and safe for concurrent use.
 //
-// A request calls Pick once, then Retry for each further attempt, and Done
-// once for every target it got from either. Every method takes now, ns on
-// the Pool's clock; none reads the clock.
+// A request keeps its Tries: it calls Pick once, Retry when an attempt
+// failed (which settles it when it makes another), and Done once at the
+// end, for the attempt in progress. Every method takes now, ns on the
+// Pool's clock; none reads the clock.
 type Upstream struct {
 	name    string
 	members []*member
@@ -112,38 +128,46 @@ func (u *Upstream) URL(i int) *url.URL { return u.members[i].st.u }
 // Retries is how many times a request may be sent again.
 func (u *Upstream) Retries() int { return u.retries }
 
-// Pick chooses the target of a request's first attempt and marks it in
-// tried (which must be empty). key is the request's hashed hashOn value
-// (HashKey); hasKey false serves a Hash upstream round robin. When no
-// target is available every target is a candidate (panic mode: a wrong
-// health check must not take a service down); that is logged when it
-// starts and ends, and counted per request.
-func (u *Upstream) Pick(now int64, key uint64, hasKey bool, tried *Set) int {
+// Pick chooses the target of a request's first attempt and makes it the
+// attempt in progress of t (which must be zero). key is the request's
+// hashed hashOn value (HashKey); hasKey false serves a Hash upstream round
+// robin. When no target is available every target is a candidate (panic
+// mode: a wrong health check must not take a service down); that is logged
+// when it starts and ends, and counted per request.
+func (u *Upstream) Pick(now int64, key uint64, hasKey bool, t *Tries) int {
 	if u.retries > 0 {
-		u.sh.budget.request(now)
+		u.sh.count(now, cRequests)
 	}
 	var cand Set
-	if !u.candidates(now, tried, &cand) {
+	if !u.candidates(now, &t.tried, &cand) {
 		u.panicMode()
 	} else if u.sh.panicking.Load() && u.sh.panicking.CompareAndSwap(true, false) {
 		u.log.Info().Str("upstream", u.name).Msg("upstream out of panic mode: a target is available again")
 	}
 	i := u.choose(&cand, key, hasKey)
-	u.begin(i, tried)
+	u.begin(i, t, false)
 	return i
 }
 
-// Retry chooses the target of another attempt: an available target not in
-// tried (any target not in tried, when none is available at all), while
-// fewer than Retries retries were made and the retry budget allows one.
-// It returns -1 when the request must not be sent again.
-func (u *Upstream) Retry(now int64, key uint64, hasKey bool, tried *Set) int {
+// Retry is called when t's attempt in progress failed (code: the target's
+// status, 0 for none). While fewer than Retries retries were made and the
+// retry budget allows one, it settles the failed attempt (as Done with
+// Failure) and chooses the target of the next, which becomes the attempt
+// in progress: an available target t has not tried while there is one,
+// else an available one it tried; when no target is available at all, a
+// target it has not tried, else any. It returns -1 when the request must
+// not be sent again, and leaves the failed attempt in progress, for Done.
+func (u *Upstream) Retry(now int64, key uint64, hasKey bool, t *Tries, code int) int {
 	var cand Set
-	if !u.retryCandidates(now, tried, &cand) || !u.sh.budget.take(now, u.share) {
+	if t.cur == 0 || !u.retryCandidates(now, t, &cand) || !u.sh.budget.take(u.active(), u.share, t.retry) {
 		return -1
 	}
+	// The new attempt takes the place in the budget of a failed retry.
+	u.done(now, t.cur-1, code, Failure)
+	t.cur = 0
 	i := u.choose(&cand, key, hasKey)
-	u.begin(i, tried)
+	u.begin(i, t, true)
+	u.sh.count(now, cRetries)
 	u.obs.Retried()
 	st := u.members[i].st
 	st.mu.Lock()
@@ -155,15 +179,27 @@ func (u *Upstream) Retry(now int64, key uint64, hasKey bool, tried *Set) int {
 // MayRetry reports whether Retry would find a target now, spending nothing
 // (a forwarder that must decide before an answer arrives whether it would
 // retry it).
-func (u *Upstream) MayRetry(now int64, tried *Set) bool {
+func (u *Upstream) MayRetry(now int64, t *Tries) bool {
 	var cand Set
-	return u.retryCandidates(now, tried, &cand) && u.sh.budget.allows(now, u.share)
+	return t.cur != 0 && u.retryCandidates(now, t, &cand) && u.sh.budget.allows(u.active(), u.share, t.retry)
 }
 
-// Done settles an attempt on target i (from Pick or Retry): code is the
-// target's status, or 0 when there was none. Failures in a row eject the
-// target (Spec.Passive), within maxEjectedPercent.
-func (u *Upstream) Done(now int64, i int, code int, o Outcome) {
+// Done settles t's attempt in progress, if any: code is the target's
+// status, or 0 when there was none. Failures in a row eject the target
+// (Spec.Passive), within maxEjectedPercent.
+func (u *Upstream) Done(now int64, t *Tries, code int, o Outcome) {
+	if t.cur == 0 {
+		return
+	}
+	if t.retry {
+		u.sh.budget.release()
+		t.retry = false
+	}
+	u.done(now, t.cur-1, code, o)
+	t.cur = 0
+}
+
+func (u *Upstream) done(now int64, i int, code int, o Outcome) {
 	m := u.members[i]
 	st := m.st
 	st.inFlight.Add(-1)
@@ -192,8 +228,20 @@ func (u *Upstream) Done(now int64, i int, code int, o Outcome) {
 	}
 }
 
-func (u *Upstream) begin(i int, tried *Set) {
-	tried.Add(i)
+// active is the number of attempts in flight to the upstream's targets,
+// retries included: what the retry budget is a share of.
+func (u *Upstream) active() int64 {
+	n := int64(0)
+	for _, m := range u.members {
+		n += m.st.inFlight.Load()
+	}
+	return n
+}
+
+func (u *Upstream) begin(i int, t *Tries, retry bool) {
+	t.tried.Add(i)
+	t.sent++
+	t.cur, t.retry = i+1, retry
 	u.members[i].st.inFlight.Add(1)
 }
 
@@ -217,21 +265,33 @@ func (u *Upstream) candidates(now int64, tried, cand *Set) bool {
 	return ok
 }
 
-// retryCandidates: the available targets not yet tried; when no target at
-// all is available (panic mode), every target not yet tried.
-func (u *Upstream) retryCandidates(now int64, tried, cand *Set) bool {
-	if tried.Len() > u.retries {
+// retryCandidates puts the targets a retry of t may go to in cand, and
+// reports whether it may be made (fewer than Retries retries so far): the
+// available targets not yet tried; if t tried them all, the available
+// ones; when no target is available (panic mode), the targets not yet
+// tried, else all of them.
+func (u *Upstream) retryCandidates(now int64, t *Tries, cand *Set) bool {
+	if t.sent > u.retries {
 		return false
 	}
-	if u.candidates(now, tried, cand) {
+	if u.candidates(now, &t.tried, cand) {
 		return true
 	}
-	for _, m := range u.members {
+	var avail Set
+	for i, m := range u.members {
 		if m.st.available(now) {
-			return false // the available ones were tried
+			avail.Add(i)
 		}
 	}
-	return !cand.Empty()
+	switch {
+	case !avail.Empty():
+		*cand = avail // every available target was tried: one of them again
+	case cand.Empty():
+		for i := range u.members {
+			cand.Add(i)
+		}
+	}
+	return true
 }
 
 func (u *Upstream) choose(cand *Set, key uint64, hasKey bool) int {

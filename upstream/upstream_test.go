@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -17,12 +18,12 @@ func TestEjectionTakesTargetOut(t *testing.T) {
 	// Target 0 fails every time, target 1 never: successes elsewhere do
 	// not break target 0's run.
 	for n := 0; n < 3; {
-		var tried upstream.Set
+		var tried upstream.Tries
 		if i := u.Pick(0, 0, false, &tried); i == 0 {
-			u.Done(0, i, 0, upstream.Failure)
+			u.Done(0, &tried, 0, upstream.Failure)
 			n++
 		} else {
-			u.Done(0, i, 200, upstream.Success)
+			u.Done(0, &tried, 200, upstream.Success)
 		}
 	}
 	if obs.ejected[bad] != 1 {
@@ -98,60 +99,176 @@ func TestPanicMode(t *testing.T) {
 	}
 }
 
-// TestRetryGoesElsewhere: a retry never goes to a target the request
-// tried, stops after Retries retries, and skips unavailable targets unless
-// none is available.
-func TestRetryGoesElsewhere(t *testing.T) {
-	_, u := build(t, upstream.Spec{Targets: targets(3), Retries: 5, RetryBudget: 1}, nil)
-	var tried upstream.Set
-	seen := map[int]bool{}
-	for i := u.Pick(0, 0, false, &tried); i >= 0; i = u.Retry(0, 0, false, &tried) {
-		if seen[i] {
-			t.Fatalf("target %d tried twice", i)
+// eject makes target k of u unavailable: requests are picked (and
+// answered 200) until one goes to k, which fails. u's Passive must eject
+// on one failure.
+func eject(t *testing.T, u *upstream.Upstream, k int) {
+	t.Helper()
+	for range 1000 {
+		var tr upstream.Tries
+		if u.Pick(0, 0, false, &tr) == k {
+			u.Done(0, &tr, 503, upstream.Failure)
+			return
 		}
-		seen[i] = true
-		u.Done(0, i, 503, upstream.Failure)
+		u.Done(0, &tr, 200, upstream.Success)
 	}
-	if len(seen) != 3 {
-		t.Fatalf("tried %d targets, want all 3", len(seen))
-	}
+	t.Fatalf("target %d never picked", k)
+}
 
-	_, u = build(t, upstream.Spec{Targets: targets(3), Retries: 1, RetryBudget: 1}, nil)
-	tried = upstream.Set{}
-	i := u.Pick(0, 0, false, &tried)
-	u.Done(0, i, 0, upstream.Failure)
-	j := u.Retry(0, 0, false, &tried)
-	u.Done(0, j, 0, upstream.Failure)
-	if j < 0 || u.Retry(0, 0, false, &tried) != -1 {
-		t.Fatal("retries: 1 allowed other than one retry")
+// TestRetryOrder: a retry goes to an available target the request has not
+// tried while there is one, then to available ones it tried (so retries
+// may outnumber the other targets), skips unavailable targets unless none
+// is available (panic mode), and stops after Retries retries.
+func TestRetryOrder(t *testing.T) {
+	cases := []struct {
+		name    string
+		targets int
+		retries int
+		ejected []int // made unavailable first
+		percent int   // maxEjectedPercent: room for ejected, none more
+		want    string
+	}{
+		// n: a target the request had not tried; a: one it had.
+		{"two targets, retries 2", 2, 2, nil, 0, "nna"},
+		{"three targets, retries 5", 3, 5, nil, 0, "nnnaaa"},
+		{"one target, retries 2", 1, 2, nil, 0, "naa"},
+		{"three targets, retries 1", 3, 1, nil, 0, "nn"},
+		{"an ejected target is skipped, tried ones again", 3, 3, []int{2}, 34, "nnaa"},
+		{"none available: untried first, then tried", 2, 3, []int{0, 1}, 100, "nnaa"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := upstream.Spec{Targets: targets(c.targets), Retries: c.retries, RetryBudget: 1}
+			if c.ejected != nil {
+				s.Passive = &upstream.Passive{ConsecutiveFailures: 1, EjectFor: time.Hour, MaxEjectedPercent: c.percent}
+			}
+			_, u := build(t, s, nil)
+			for _, k := range c.ejected {
+				eject(t, u, k)
+			}
+			var tr upstream.Tries
+			got, seq := "", []int{}
+			for i := u.Pick(0, 0, false, &tr); i >= 0; i = u.Retry(0, 0, false, &tr, 503) {
+				if tr.Current() != i {
+					t.Fatalf("attempt in progress %d, want %d", tr.Current(), i)
+				}
+				if slices.Contains(seq, i) {
+					got += "a"
+				} else {
+					got += "n"
+				}
+				seq = append(seq, i)
+				if len(c.ejected) == 1 && i == c.ejected[0] {
+					t.Errorf("attempt %d went to target %d, ejected, while others are available", len(seq), i)
+				}
+			}
+			u.Done(0, &tr, 503, upstream.Failure)
+			if got != c.want || tr.Sent() != len(c.want) {
+				t.Errorf("attempts %q (targets %v, %d sent), want %q", got, seq, tr.Sent(), c.want)
+			}
+		})
 	}
 }
 
-// TestRetryBudget: with every attempt failing, retries stay within share x
-// requests of the last 10 s plus the floor of 3 a second (3 in hand at the
-// start), at any request rate.
+// TestRetryBudget: retries in flight are at most retryBudget x the
+// requests in flight to the upstream (retries included), and 3 are always
+// allowed, whatever the rate; a retry that fails and is retried again
+// keeps its one place; a finished retry gives its place back.
 func TestRetryBudget(t *testing.T) {
-	for _, rate := range []int64{1, 10, 100, 1000} {
-		obs := newCounting()
-		_, u := build(t, upstream.Spec{Targets: targets(2), Retries: 3, RetryBudget: 0.2}, obs)
-		const seconds = 8
-		step := sec / rate
-		requests := int64(0)
-		for now := int64(0); now < seconds*sec; now += step {
-			requests++
-			var tried upstream.Set
-			for i := u.Pick(now, 0, false, &tried); i >= 0; i = u.Retry(now, 0, false, &tried) {
-				u.Done(now, i, 503, upstream.Failure)
+	cases := []struct {
+		name     string
+		share    float64
+		plain    int  // requests in flight on their first attempt
+		retrying int  // requests in flight on a retry
+		again    bool // the request asking is itself on a retry
+		want     bool
+	}{
+		{"alone", 0.2, 0, 0, false, true},
+		{"quiet, 2 retries in flight", 0.2, 0, 2, false, true},
+		{"quiet, 3 retries in flight", 0.2, 0, 3, false, false},
+		{"share 0, 2 in flight", 0, 0, 2, false, true},
+		{"share 0, 3 in flight", 0, 0, 3, false, false},
+		{"share 0, 3 in flight, one of them asks again", 0, 0, 2, true, true},
+		// 100 in flight with the asking request: 20 retries may be.
+		{"busy, 19 of 100", 0.2, 80, 19, false, true},
+		{"busy, 20 of 100", 0.2, 79, 20, false, false},
+		{"busy, 20 of 100, one of them asks again", 0.2, 80, 19, true, true},
+		{"busy, 5 of 20", 0.2, 14, 5, false, false},
+		{"share 1", 1, 0, 10, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, u := build(t, upstream.Spec{Targets: targets(2), Retries: 3, RetryBudget: c.share}, nil)
+			// Room to set up: 200 extra requests in flight while the
+			// retries start, finished before the question.
+			extra := make([]upstream.Tries, 200)
+			for i := range extra {
+				u.Pick(0, 0, false, &extra[i])
 			}
-			if limit := 0.2*float64(requests) + 3*float64(now)/1e9 + 3; float64(obs.retries) > limit {
-				t.Fatalf("rate %d/s at %v: %d retries for %d requests, over %.1f", rate, time.Duration(now), obs.retries, requests, limit)
+			plain := make([]upstream.Tries, c.plain)
+			for i := range plain {
+				u.Pick(0, 0, false, &plain[i])
 			}
+			retrying := make([]upstream.Tries, c.retrying)
+			for i := range retrying {
+				u.Pick(0, 0, false, &retrying[i])
+				if u.Retry(0, 0, false, &retrying[i], 503) < 0 {
+					t.Fatalf("setup: retry %d refused", i)
+				}
+			}
+			for i := range extra {
+				u.Done(0, &extra[i], 200, upstream.Success)
+			}
+			var ask upstream.Tries
+			if c.again {
+				// One of the retries in flight fails and asks for another.
+				ask = retrying[len(retrying)-1]
+				retrying = retrying[:len(retrying)-1]
+			} else {
+				u.Pick(0, 0, false, &ask)
+			}
+			may := u.MayRetry(0, &ask)
+			got := u.Retry(0, 0, false, &ask, 503) >= 0
+			if got != c.want || may != c.want {
+				t.Errorf("retry allowed %v (MayRetry %v), want %v", got, may, c.want)
+			}
+			// Every place is given back when the retries end.
+			u.Done(0, &ask, 200, upstream.Success)
+			for i := range retrying {
+				u.Done(0, &retrying[i], 200, upstream.Success)
+			}
+			for i := range plain {
+				u.Done(0, &plain[i], 200, upstream.Success)
+			}
+			for i := range 3 {
+				var tr upstream.Tries
+				u.Pick(0, 0, false, &tr)
+				if u.Retry(0, 0, false, &tr, 503) < 0 {
+					t.Fatalf("after every request ended, retry %d of 3 refused: a place was not given back", i+1)
+				}
+				defer u.Done(0, &tr, 200, upstream.Success)
+			}
+		})
+	}
+}
+
+// TestRetryBudgetAtLowTraffic: requests one after another, each failing
+// on both targets, are each retried: a quiet upstream gets every retry
+// (a rate-based budget would refuse most after the first few).
+func TestRetryBudgetAtLowTraffic(t *testing.T) {
+	obs := newCounting()
+	_, u := build(t, upstream.Spec{Targets: targets(2), Retries: 1, RetryBudget: 0.2}, obs)
+	const n = 1000
+	for k := range n {
+		now := int64(k) * sec / 10 // 10 requests a second
+		var tr upstream.Tries
+		u.Pick(now, 0, false, &tr)
+		for u.Retry(now, 0, false, &tr, 503) >= 0 {
 		}
-		// And the budget is used, not refused: at least the share (minus a
-		// bucket's rounding) or the floor.
-		if min := min(0.2*float64(requests)*0.9, 3*seconds); float64(obs.retries) < min {
-			t.Errorf("rate %d/s: only %d retries for %d requests, want >= %.0f", rate, obs.retries, requests, min)
-		}
+		u.Done(now, &tr, 503, upstream.Failure)
+	}
+	if obs.retries != n {
+		t.Errorf("%d retries for %d requests one at a time, want every one retried", obs.retries, n)
 	}
 }
 
