@@ -67,7 +67,8 @@ type Upstream struct {
 	// Balance is roundRobin, leastRequest or hash (on HashOn).
 	Balance string `yaml:"balance" json:"balance"`
 	HashOn  Source `yaml:"hashOn" json:"hashOn"`
-	// HealthCheck and Passive are nil when the file has none.
+	// HealthCheck is nil when the file has none; Passive is never nil
+	// once loaded (on by default, off with ConsecutiveFailures 0).
 	HealthCheck *HealthCheck `yaml:"healthCheck" json:"healthCheck"`
 	Passive     *Passive     `yaml:"passive" json:"passive"`
 	Retries     int          `yaml:"retries" json:"retries"`

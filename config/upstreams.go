@@ -41,7 +41,8 @@ type HealthCheck struct {
 	UnhealthyThreshold int      `yaml:"unhealthyThreshold" json:"unhealthyThreshold"`
 }
 
-// Passive configures ejection of targets that fail live traffic.
+// Passive configures ejection of targets that fail live traffic. It is on
+// by default; ConsecutiveFailures 0 turns it off.
 type Passive struct {
 	ConsecutiveFailures int      `yaml:"consecutiveFailures" json:"consecutiveFailures"`
 	EjectFor            Duration `yaml:"ejectFor" json:"ejectFor"`
@@ -70,10 +71,11 @@ const (
 
 // Bounds of the upstream settings: what the balancer can hold (targets are
 // a fixed-size set per request; weights scale a hash ring's points) and
-// times past which a setting is surely a typo.
+// values past which a setting is surely a typo.
 const (
 	MaxTargets       = 256
 	MaxTargetWeight  = 1000
+	MaxRetries       = 256       // retries; each is within timeout and the budget
 	maxUpstreamTimer = time.Hour // connectTimeout, health checks, ejectFor
 )
 
@@ -116,6 +118,11 @@ func (c *checker) applyUpstreamDefaults() {
 			if !c.has(hp + ".unhealthyThreshold") {
 				h.UnhealthyThreshold = DefaultUnhealthyThreshold
 			}
+		}
+		// Passive ejection is on unless the file turns it off
+		// (consecutiveFailures: 0), as Envoy's outlier detection.
+		if u.Passive == nil {
+			u.Passive = &Passive{}
 		}
 		if ps := u.Passive; ps != nil {
 			pp := p + ".passive"

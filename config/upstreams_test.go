@@ -16,15 +16,18 @@ import (
 // (and timeout) gets it.
 func upstreamDefaults(timeout config.Duration, urls ...string) config.Upstream {
 	u := config.Upstream{Timeout: timeout, ConnectTimeout: config.Duration(config.DefaultConnectTimeout),
-		Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget}
+		Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget,
+		Passive: &config.Passive{ConsecutiveFailures: config.DefaultConsecutiveFailures,
+			EjectFor: config.Duration(config.DefaultEjectFor), MaxEjectedPercent: config.DefaultMaxEjectedPercent}}
 	for _, s := range urls {
 		u.Targets = append(u.Targets, config.Target{URL: s, Weight: 1})
 	}
 	return u
 }
 
-// TestLoadUpstreams reads every upstream field, both forms of a target, and
-// the defaults of healthCheck and passive when given as empty sections.
+// TestLoadUpstreams reads every upstream field, both forms of a target, the
+// defaults of healthCheck and passive when given as empty sections, and
+// passive's when left out (on, as Envoy's outlier detection).
 func TestLoadUpstreams(t *testing.T) {
 	cfg, err := config.Load("testdata/upstreams/full.yaml")
 	if err != nil {
@@ -46,7 +49,13 @@ func TestLoadUpstreams(t *testing.T) {
 			u := upstreamDefaults(config.Duration(config.DefaultUpstreamTimeout), "http://127.0.0.1:9004")
 			u.HealthCheck = &config.HealthCheck{Path: "/ready", Interval: config.Duration(5 * time.Second),
 				Timeout: config.Duration(time.Second), HealthyThreshold: 2, UnhealthyThreshold: 3}
-			u.Passive = &config.Passive{ConsecutiveFailures: 5, EjectFor: config.Duration(30 * time.Second), MaxEjectedPercent: 50}
+			return u
+		}(),
+		// More retries than other targets; passive ejection off.
+		"again": func() config.Upstream {
+			u := upstreamDefaults(config.Duration(config.DefaultUpstreamTimeout), "http://127.0.0.1:9006", "http://127.0.0.1:9007")
+			u.Retries = 2
+			u.Passive.ConsecutiveFailures = 0
 			return u
 		}(),
 		// The default connectTimeout is no longer than timeout.
@@ -108,14 +117,14 @@ func TestUpstreamLoadErrors(t *testing.T) {
 			"testdata/upstreams/health.yaml:19: upstreams.slow.healthCheck.timeout: must be <= interval (1s), got 2s",
 		}},
 		{"passive.yaml", []string{
-			"testdata/upstreams/passive.yaml:5: upstreams.app.passive.consecutiveFailures: must be >= 1, got 0",
+			"testdata/upstreams/passive.yaml:5: upstreams.app.passive.consecutiveFailures: must be >= 0 (0 turns ejection off), got -1",
 			"testdata/upstreams/passive.yaml:6: upstreams.app.passive.ejectFor: must be > 0 and <= 1h, got 2h0m0s",
 			"testdata/upstreams/passive.yaml:7: upstreams.app.passive.maxEjectedPercent: must be in 0..100, got 101",
 			"testdata/upstreams/passive.yaml:11: upstreams.typo.passive.ejectFor: expected a duration like \"30s\" or \"500ms\", got \"30\"",
 		}},
 		{"retries.yaml", []string{
 			"testdata/upstreams/retries.yaml:5: upstreams.app.connectTimeout: must be <= timeout (1s), got 2s",
-			"testdata/upstreams/retries.yaml:6: upstreams.app.retries: must be at most 1: a retry goes to another target, and there are 2; got 2",
+			"testdata/upstreams/retries.yaml:6: upstreams.app.retries: must be at most 256, got 257",
 			"testdata/upstreams/retries.yaml:7: upstreams.app.retryBudget: must be a share in 0..1 of the requests (0.2 is a fifth), got 1.5",
 			"testdata/upstreams/retries.yaml:10: upstreams.one.connectTimeout: must be > 0 and <= 1h, got 0s",
 			"testdata/upstreams/retries.yaml:11: upstreams.one.retries: must be >= 0, got -1",

@@ -45,7 +45,9 @@ func (c *checker) upstreams() {
 		}
 		if ps := u.Passive; ps != nil {
 			pp := p + ".passive"
-			c.threshold(pp+".consecutiveFailures", ps.ConsecutiveFailures)
+			if n := ps.ConsecutiveFailures; n < 0 || n > math.MaxInt32 {
+				c.add(pp+".consecutiveFailures", "must be >= 0 (0 turns ejection off), got %d", n)
+			}
 			c.timer(pp+".ejectFor", ps.EjectFor)
 			if ps.MaxEjectedPercent < 0 || ps.MaxEjectedPercent > 100 {
 				c.add(pp+".maxEjectedPercent", "must be in 0..100, got %d", ps.MaxEjectedPercent)
@@ -54,9 +56,8 @@ func (c *checker) upstreams() {
 		switch {
 		case u.Retries < 0:
 			c.add(p+".retries", "must be >= 0, got %d", u.Retries)
-		case u.Retries > 0 && len(u.Targets) > 0 && u.Retries > len(u.Targets)-1:
-			c.add(p+".retries", "must be at most %d: a retry goes to another target, and there are %d; got %d",
-				len(u.Targets)-1, len(u.Targets), u.Retries)
+		case u.Retries > MaxRetries:
+			c.add(p+".retries", "must be at most %d, got %d", MaxRetries, u.Retries)
 		}
 		if !(u.RetryBudget >= 0 && u.RetryBudget <= 1) {
 			c.add(p+".retryBudget", "must be a share in 0..1 of the requests (0.2 is a fifth), got %s", num(u.RetryBudget))
