@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +114,87 @@ func TestEdgeH2load(t *testing.T) {
 		}
 		if !strings.Contains(out, "Application protocol: "+tt.proto) {
 			t.Errorf("%s: not spoken in %s:\n%s", tt.name, tt.proto, out)
+		}
+	}
+}
+
+// TestEdgeTLS12OffersAEADsOnly: the TLS listener of the real binary
+// speaks TLS 1.2 with forward-secret AEAD suites only (docs/edge.md): a
+// client offering only ECDHE with AES-CBC and HMAC-SHA1 (ECDHE-ECDSA-
+// AES128-SHA with an ECDSA certificate, ECDHE-RSA-AES256-SHA with an RSA
+// one) gets no handshake, one offering GCM or ChaCha20 gets its answer;
+// from Go's client and from openssl s_client.
+func TestEdgeTLS12OffersAEADsOnly(t *testing.T) {
+	ca := testcert.NewCA(t, "e2e CA")
+	dir := t.TempDir()
+	edgePair(t, ca, dir, "ec", "ec.example.com")
+	ca.ServerRSA(t, time.Now().Add(30*24*time.Hour), "rsa.example.com").
+		Write(t, filepath.Join(dir, "rsa.crt"), filepath.Join(dir, "rsa.key"))
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := echoUpstream(t)
+	g := startEdge(t, dir, fmt.Sprintf(`
+tls:
+  listen: "127.0.0.1:0"
+  certificates:
+    - { certFile: ec.crt, keyFile: ec.key }
+    - { certFile: rsa.crt, keyFile: rsa.key }
+upstreams:
+  up: { targets: [%q] }
+routes:
+  - path: /*
+    upstream: up
+`, up.URL))
+	cases := []struct {
+		name, sni string
+		suite     uint16
+		ok        bool
+	}{
+		{"ECDHE-ECDSA-AES128-SHA", "ec.example.com", tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, false},
+		{"ECDHE-RSA-AES256-SHA", "rsa.example.com", tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA, false},
+		{"ECDHE-ECDSA-AES128-GCM-SHA256", "ec.example.com", tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, true},
+		{"ECDHE-RSA-AES256-GCM-SHA384", "rsa.example.com", tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, true},
+		{"ECDHE-RSA-CHACHA20-POLY1305", "rsa.example.com", tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256, true},
+	}
+	for _, c := range cases {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: c.sni,
+			MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{c.suite}}}
+		cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		resp, err := cl.Get("https://" + g.TLSAddr + "/x")
+		if err == nil {
+			resp.Body.Close()
+		}
+		switch {
+		case c.ok && (err != nil || resp.StatusCode != 200 || resp.TLS.CipherSuite != c.suite):
+			t.Errorf("Go, TLS 1.2 offering %s only: %v; want 200 over it", c.name, err)
+		case !c.ok && err == nil:
+			t.Errorf("Go, TLS 1.2 offering %s only: %s over %s; want no handshake",
+				c.name, resp.Status, tls.CipherSuiteName(resp.TLS.CipherSuite))
+		}
+		tr.CloseIdleConnections()
+	}
+
+	openssl := needTool(t, "openssl", "openssl")
+	for _, c := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		// @SECLEVEL=0: this openssl must not be what refuses the suite.
+		cmd := exec.CommandContext(ctx, openssl, "s_client", "-connect", g.TLSAddr, "-servername", c.sni,
+			"-tls1_2", "-cipher", c.name+":@SECLEVEL=0", "-CAfile", caFile, "-verify_return_error")
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		cancel()
+		agreed := regexp.MustCompile(`Cipher is (\S+)`).FindSubmatch(out)
+		got := ""
+		if err == nil && agreed != nil {
+			got = string(agreed[1])
+		}
+		switch {
+		case c.ok && got != c.name:
+			t.Errorf("openssl s_client -tls1_2 -cipher %s: %v, agreed on %q; want %s:\n%s", c.name, err, got, c.name, out)
+		case !c.ok && got != "" && got != "(NONE)":
+			t.Errorf("openssl s_client -tls1_2 -cipher %s: agreed on %s; want no handshake:\n%s", c.name, got, out)
 		}
 	}
 }

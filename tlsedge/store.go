@@ -95,14 +95,31 @@ func New(opts Options) (*Store, error) {
 	}
 	s.cur.Store(g)
 	s.base = &tls.Config{
-		MinVersion: opts.MinVersion,
-		NextProtos: opts.NextProtos,
+		MinVersion:   opts.MinVersion,
+		CipherSuites: cipherSuites(),
+		NextProtos:   opts.NextProtos,
 		// Every handshake takes the generation in force at its start.
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.cur.Load().config, nil
 		},
 	}
 	return s, nil
+}
+
+// cipherSuites are the TLS 1.2 suites the edge offers: ECDHE (forward
+// secret) with an AEAD, AES-GCM or ChaCha20-Poly1305, for ECDSA and RSA
+// certificates. Go's defaults add ECDHE with AES-CBC and HMAC-SHA1, whose
+// MAC-then-encrypt padding is what LUCKY13 attacks. TLS 1.3's suites are all
+// AEADs and not configurable.
+func cipherSuites() []uint16 {
+	return []uint16{
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	}
 }
 
 // TLSConfig is the listener's config. Do not modify it.
@@ -176,6 +193,7 @@ func (s *Store) load(prev *generation) (*generation, error) {
 	g.index()
 	g.config = &tls.Config{
 		MinVersion:     s.opts.MinVersion,
+		CipherSuites:   cipherSuites(),
 		NextProtos:     s.opts.NextProtos,
 		GetCertificate: g.certificate,
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +176,69 @@ func TestMinVersion(t *testing.T) {
 	}
 	if _, err := New(Options{Dir: dir, Pairs: []Pair{{"a.crt", "a.key"}}, MinVersion: tls.VersionTLS11}); err == nil {
 		t.Error("MinVersion TLS 1.1 accepted")
+	}
+}
+
+// TestTLS12OffersAEADsOnly: a TLS 1.2 client gets a forward-secret AEAD
+// suite or no handshake at all: one offering only ECDHE with AES-CBC (Go's
+// defaults had them; LUCKY13 targets them) is refused, with an ECDSA and
+// with an RSA certificate; one offering GCM or ChaCha20 succeeds. Every
+// suite Go can speak is tried alone, and exactly the six AEAD ones pass.
+func TestTLS12OffersAEADsOnly(t *testing.T) {
+	ca := testcert.NewCA(t, "test CA")
+	dir := t.TempDir()
+	ca.Server(t, time.Now().Add(time.Hour), "a.test").Write(t, filepath.Join(dir, "ec.crt"), filepath.Join(dir, "ec.key"))
+	ca.ServerRSA(t, time.Now().Add(time.Hour), "a.test").Write(t, filepath.Join(dir, "rsa.crt"), filepath.Join(dir, "rsa.key"))
+	addrs := map[string]string{}
+	for _, kind := range []string{"ec", "rsa"} {
+		s, err := New(Options{Dir: dir, Pairs: []Pair{{kind + ".crt", kind + ".key"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[kind] = server(t, s)
+	}
+	tls12 := func(kind string, suites ...uint16) error {
+		_, err := dial(addrs[kind], "a.test", &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS12, CipherSuites: suites})
+		return err
+	}
+	for _, c := range []struct {
+		name, cert string
+		suites     []uint16
+		ok         bool
+	}{
+		{"ECDHE-ECDSA-AES128-SHA", "ec", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}, false},
+		{"ECDHE-ECDSA-AES256-SHA", "ec", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA}, false},
+		{"ECDHE-RSA-AES256-SHA", "rsa", []uint16{tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA}, false},
+		{"ECDHE-RSA-AES128-SHA", "rsa", []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA}, false},
+		{"both CBC suites", "ec", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA}, false},
+		{"ECDHE-ECDSA-AES128-GCM-SHA256", "ec", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, true},
+		{"ECDHE-RSA-AES256-GCM-SHA384", "rsa", []uint16{tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384}, true},
+		{"ECDHE-RSA-CHACHA20-POLY1305", "rsa", []uint16{tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256}, true},
+		{"CBC and GCM: GCM is chosen", "ec", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, true},
+	} {
+		if err := tls12(c.cert, c.suites...); (err == nil) != c.ok {
+			t.Errorf("TLS 1.2 client offering %s (%s certificate): err %v, want ok=%v", c.name, c.cert, err, c.ok)
+		}
+	}
+	var accepted []string
+	for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+		if !slices.Contains(cs.SupportedVersions, tls.VersionTLS12) {
+			continue
+		}
+		for _, kind := range []string{"ec", "rsa"} {
+			if tls12(kind, cs.ID) == nil {
+				accepted = append(accepted, cs.Name)
+			}
+		}
+	}
+	slices.Sort(accepted)
+	want := []string{
+		"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+		"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+		"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+	}
+	if !slices.Equal(accepted, want) {
+		t.Errorf("TLS 1.2 suites a client can get:\n%v\nwant the forward-secret AEADs only:\n%v", accepted, want)
 	}
 }
 

@@ -1,12 +1,14 @@
 // Package testcert makes certificate authorities and certificates for tests:
-// real X.509 (ECDSA P-256) generated on the spot, never a file checked in
-// that expires.
+// real X.509 (ECDSA P-256, or RSA 2048 for a leaf that asks) generated on
+// the spot, never a file checked in that expires.
 package testcert
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -67,23 +69,38 @@ type Leaf struct {
 // entries become IP SANs) valid until notAfter.
 func (ca *CA) Server(t testing.TB, notAfter time.Time, names ...string) *Leaf {
 	t.Helper()
-	return ca.sign(t, notAfter, x509.ExtKeyUsageServerAuth, names)
+	return ca.sign(t, notAfter, x509.ExtKeyUsageServerAuth, names, false)
+}
+
+// ServerRSA is Server with an RSA 2048 key (TLS 1.2's ECDHE_RSA suites).
+func (ca *CA) ServerRSA(t testing.TB, notAfter time.Time, names ...string) *Leaf {
+	t.Helper()
+	return ca.sign(t, notAfter, x509.ExtKeyUsageServerAuth, names, true)
 }
 
 // Client signs a client certificate with common name cn.
 func (ca *CA) Client(t testing.TB, cn string) *Leaf {
 	t.Helper()
-	return ca.sign(t, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth, []string{cn})
+	return ca.sign(t, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth, []string{cn}, false)
 }
 
-func (ca *CA) sign(t testing.TB, notAfter time.Time, usage x509.ExtKeyUsage, names []string) *Leaf {
-	key := newKey(t)
+func (ca *CA) sign(t testing.TB, notAfter time.Time, usage x509.ExtKeyUsage, names []string, rsaKey bool) *Leaf {
+	var key crypto.Signer = newKey(t)
+	keyUsage := x509.KeyUsageDigitalSignature
+	if rsaKey {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
+		keyUsage |= x509.KeyUsageKeyEncipherment
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: names[0]},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     notAfter.Truncate(time.Second),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
+		KeyUsage:     keyUsage,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	for _, n := range names {
@@ -93,17 +110,24 @@ func (ca *CA) sign(t testing.TB, notAfter time.Time, usage x509.ExtKeyUsage, nam
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
+	var kpem *pem.Block
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		kpem = &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}
+	case *ecdsa.PrivateKey:
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kpem = &pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}
 	}
 	l := &Leaf{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		KeyPEM:  pem.EncodeToMemory(kpem),
 	}
 	if l.Cert, err = x509.ParseCertificate(der); err != nil {
 		t.Fatal(err)
