@@ -5,7 +5,7 @@ package upstream
 // Pick to the last Done; the zero value is a request not yet sent. It
 // allocates nothing.
 type Tries struct {
-	tried Set
+	tried Set  // the targets tried in this round (see Upstream.Retry)
 	sent  int  // attempts made, the first included
 	cur   int  // the target of the attempt in progress, plus one; 0: none
 	retry bool // the attempt in progress is a retry (it holds a place in the budget)
@@ -18,5 +18,6 @@ func (t *Tries) Current() int { return t.cur - 1 }
 // Sent is how many attempts the request made, the first included.
 func (t *Tries) Sent() int { return t.sent }
 
-// Tried reports whether target i was sent an attempt.
+// Tried reports whether target i was sent an attempt in this round: once
+// every target it may go to was tried, retries start another round.
 func (t *Tries) Tried(i int) bool { return t.tried.Has(i) }

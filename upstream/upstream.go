@@ -154,17 +154,27 @@ func (u *Upstream) Pick(now int64, key uint64, hasKey bool, t *Tries) int {
 // retry budget allows one, it settles the failed attempt (as Done with
 // Failure) and chooses the target of the next, which becomes the attempt
 // in progress: an available target t has not tried while there is one,
-// else an available one it tried; when no target is available at all, a
-// target it has not tried, else any. It returns -1 when the request must
-// not be sent again, and leaves the failed attempt in progress, for Done.
+// else one it tried, going round them (another than the one that just
+// failed, while there is one); when no target is available at all, the
+// same among all targets. It returns -1 when the request must not be sent
+// again, and leaves the failed attempt in progress, for Done.
 func (u *Upstream) Retry(now int64, key uint64, hasKey bool, t *Tries, code int) int {
+	if t.cur == 0 {
+		return -1
+	}
 	var cand Set
-	if t.cur == 0 || !u.retryCandidates(now, t, &cand) || !u.sh.budget.take(u.active(), u.share, t.retry) {
+	ok, round := u.retryCandidates(now, t, &cand)
+	if !ok || !u.sh.budget.take(u.active(), u.share, t.retry) {
 		return -1
 	}
 	// The new attempt takes the place in the budget of a failed retry.
-	u.done(now, t.cur-1, code, Failure)
+	last := t.cur - 1
+	u.done(now, last, code, Failure)
 	t.cur = 0
+	if round {
+		t.tried = Set{}
+		t.tried.Add(last)
+	}
 	i := u.choose(&cand, key, hasKey)
 	u.begin(i, t, true)
 	u.sh.count(now, cRetries)
@@ -180,8 +190,12 @@ func (u *Upstream) Retry(now int64, key uint64, hasKey bool, t *Tries, code int)
 // (a forwarder that must decide before an answer arrives whether it would
 // retry it).
 func (u *Upstream) MayRetry(now int64, t *Tries) bool {
+	if t.cur == 0 {
+		return false
+	}
 	var cand Set
-	return t.cur != 0 && u.retryCandidates(now, t, &cand) && u.sh.budget.allows(u.active(), u.share, t.retry)
+	ok, _ := u.retryCandidates(now, t, &cand)
+	return ok && u.sh.budget.allows(u.active(), u.share, t.retry)
 }
 
 // Done settles t's attempt in progress, if any: code is the target's
@@ -266,32 +280,39 @@ func (u *Upstream) candidates(now int64, tried, cand *Set) bool {
 }
 
 // retryCandidates puts the targets a retry of t may go to in cand, and
-// reports whether it may be made (fewer than Retries retries so far): the
-// available targets not yet tried; if t tried them all, the available
-// ones; when no target is available (panic mode), the targets not yet
-// tried, else all of them.
-func (u *Upstream) retryCandidates(now int64, t *Tries, cand *Set) bool {
+// reports whether it may be made (fewer than Retries retries so far) and
+// whether it starts a new round. The candidates are the available targets
+// not tried in this round; when no target is available (panic mode), the
+// targets not tried in this round. When there are none, every target the
+// request may go to was tried: a new round starts, in which the target
+// that just failed counts as tried, so that the retries go round the
+// targets rather than back to it (unless it is the only one available).
+func (u *Upstream) retryCandidates(now int64, t *Tries, cand *Set) (ok, round bool) {
 	if t.sent > u.retries {
-		return false
+		return false, false
 	}
 	if u.candidates(now, &t.tried, cand) {
-		return true
+		return true, false
 	}
-	var avail Set
-	for i, m := range u.members {
+	avail := false
+	for _, m := range u.members {
 		if m.st.available(now) {
-			avail.Add(i)
+			avail = true
+			break
 		}
 	}
-	switch {
-	case !avail.Empty():
-		*cand = avail // every available target was tried: one of them again
-	case cand.Empty():
-		for i := range u.members {
-			cand.Add(i)
-		}
+	if !avail && !cand.Empty() {
+		return true, false
 	}
-	return true
+	var last Set
+	last.Add(t.cur - 1)
+	*cand = Set{}
+	if u.candidates(now, &last, cand) != avail || cand.Empty() {
+		// The target that just failed is the only available one (or the
+		// only one at all).
+		*cand = last
+	}
+	return true, true
 }
 
 func (u *Upstream) choose(cand *Set, key uint64, hasKey bool) int {

@@ -117,8 +117,9 @@ func eject(t *testing.T, u *upstream.Upstream, k int) {
 
 // TestRetryOrder: a retry goes to an available target the request has not
 // tried while there is one, then to available ones it tried (so retries
-// may outnumber the other targets), skips unavailable targets unless none
-// is available (panic mode), and stops after Retries retries.
+// may outnumber the other targets), going round them: never twice in a row
+// to one target while another may be tried. It skips unavailable targets
+// unless none is available (panic mode), and stops after Retries retries.
 func TestRetryOrder(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -130,6 +131,7 @@ func TestRetryOrder(t *testing.T) {
 	}{
 		// n: a target the request had not tried; a: one it had.
 		{"two targets, retries 2", 2, 2, nil, 0, "nna"},
+		{"two targets, retries 4", 2, 4, nil, 0, "nnaaa"},
 		{"three targets, retries 5", 3, 5, nil, 0, "nnnaaa"},
 		{"one target, retries 2", 1, 2, nil, 0, "naa"},
 		{"three targets, retries 1", 3, 1, nil, 0, "nn"},
@@ -158,6 +160,9 @@ func TestRetryOrder(t *testing.T) {
 					got += "n"
 				}
 				seq = append(seq, i)
+				if len(seq) > 1 && i == seq[len(seq)-2] && c.targets > 1 {
+					t.Errorf("attempt %d went to target %d again, the one that just failed (targets %v)", len(seq), i, seq)
+				}
 				if len(c.ejected) == 1 && i == c.ejected[0] {
 					t.Errorf("attempt %d went to target %d, ejected, while others are available", len(seq), i)
 				}
