@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -205,5 +206,50 @@ func TestRetrySafety(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRetryAfterStaleConnections: a target that went away after serving
+// (its pooled keep-alive connections closed, new ones refused) costs the
+// clients nothing: on both forwarders, GETs and POSTs sent to it are sent
+// to the other target, since nothing of them was written. The fast path
+// finds every pooled connection closed, one after another; that is a
+// connection failure, not a broken exchange.
+func TestRetryAfterStaleConnections(t *testing.T) {
+	for _, fwd := range []string{"fast", "standard"} {
+		t.Run(fwd, func(t *testing.T) {
+			good := newCountingUp(t, "ok")
+			gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				time.Sleep(20 * time.Millisecond) // concurrent requests open several connections
+				io.WriteString(w, "ok")
+			}))
+			url, _, _ := retryGateway(t, fwd, 1, gone.URL, good.url())
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if code, _ := send(t, "GET", url+"/warm", "", false); code != 200 {
+						t.Errorf("warm-up: %d", code)
+					}
+				}()
+			}
+			wg.Wait()
+			gone.Close() // its idle connections closed, its port refuses
+			time.Sleep(30 * time.Millisecond)
+			for i := range 8 {
+				method, body := "GET", ""
+				if i%2 == 1 {
+					method, body = "POST", "order=1"
+				}
+				if code, b := send(t, method, url+"/x", body, false); code != 200 {
+					t.Errorf("%s %d after the target went away: %d %q, want 200 from the other target", method, i, code, b)
+				}
+			}
+			if n := good.count("POST"); n != 4 {
+				t.Errorf("the other target got %d POSTs, want each of the 4 once", n)
+			}
+		})
 	}
 }

@@ -117,7 +117,10 @@ func classify(err error) failKind {
 	// come after the request was written).
 	var cv *tls.CertificateVerificationError
 	switch {
-	case errors.As(err, &ce), errors.As(err, &op) && op.Op == "dial", errors.As(err, &cv):
+	case errors.As(err, &ce), errors.As(err, &op) && op.Op == "dial", errors.As(err, &cv),
+		// Every pooled connection fasthttp tried was found closed before
+		// anything was written to it (a target that went away).
+		errors.Is(err, errStaleConn):
 		return failConnect
 	case isTimeout(err):
 		return failOther
