@@ -24,7 +24,9 @@ upstreams:
   web:
     targets: [%q, %q, %q]
     retries: 2
-    healthCheck: { path: /healthz, interval: 300ms, timeout: 200ms, unhealthyThreshold: 1 }
+    # Two bad probes in a row (at least 240 ms apart) take a target down:
+    # traffic has that long to find the killed one first (see below).
+    healthCheck: { path: /healthz, interval: 300ms, timeout: 200ms, unhealthyThreshold: 2 }
     passive: { consecutiveFailures: 2, ejectFor: 60s, maxEjectedPercent: 50 }
 routes:
   - path: /*
@@ -53,9 +55,11 @@ routes:
 		}
 	}
 	kill()
-	// Traffic must find the dead target before its next probe does (at most
-	// 300 ms away): a probe that takes it down first keeps traffic off it,
-	// so it is never ejected and the panel rightly shows it "down".
+	// Traffic must find the dead target before its probes do (the second
+	// bad one in a row, 240 to 600 ms away; with one, the next probe could
+	// come at once, and did in 1 run of 3): a probe that takes it down first
+	// keeps traffic off it, so it is never ejected and the panel rightly
+	// shows it "down".
 	for range 9 {
 		get(t, g.URL+"/x")
 	}
