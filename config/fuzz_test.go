@@ -62,7 +62,7 @@ func FuzzParse(f *testing.F) {
 		if len(cfg.Routes) == 0 && !cfg.NeedsDocument() {
 			t.Fatal("valid config without routes")
 		}
-		if _, err := cfg.BlockResponse.BodyTemplate(); err != nil {
+		if _, err := cfg.BlockResponse.BlockBody(); err != nil {
 			t.Fatalf("valid config with a bad body template: %v", err)
 		}
 	})

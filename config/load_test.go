@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+	"text/template"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -239,13 +241,12 @@ func TestBodyTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := cfg.BlockResponse.BodyTemplate()
+	body, err := cfg.BlockResponse.BlockBody()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b []byte
-	w := &sliceWriter{&b}
-	if err := tmpl.Execute(w, config.BlockData{Resource: "r", Reason: "flow"}); err != nil {
+	b, err := body.Render(config.BlockData{Resource: "r", Reason: "flow"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := string(b); got != `{"error":"blocked","resource":"r","reason":"flow"}` {
@@ -253,6 +254,37 @@ func TestBodyTemplate(t *testing.T) {
 	}
 }
 
-type sliceWriter struct{ b *[]byte }
-
-func (w *sliceWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
+// A block body renders the bytes text/template writes, whether it takes
+// the joined-parts path (text, {{.Resource}}, {{.Reason}}) or not.
+func TestBlockBodyRendersAsTextTemplate(t *testing.T) {
+	data := []config.BlockData{{Resource: "r", Reason: "flow"}, {Resource: "/orders/{id} é <&>", Reason: ""}, {}}
+	for _, body := range []string{
+		config.DefaultBlockBody,
+		"",
+		"plain text, no actions",
+		"{{.Reason}}{{.Resource}}",
+		"{{ .Resource }} and {{- .Reason -}} trimmed\n",
+		"{{/* a comment */}}{{.Resource}}",
+		`{{if eq .Reason "flow"}}slow down{{else}}{{.Reason}}{{end}}`,
+		"{{printf \"%q\" .Resource}}",
+		"{{.Resource | len}}",
+		"{{$r := .Resource}}{{$r}}",
+	} {
+		want, err := template.New("body").Parse(body)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		got, err := config.BlockResponse{Body: body}.BlockBody()
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		for _, d := range data {
+			var buf bytes.Buffer
+			werr := want.Execute(&buf, d)
+			b, gerr := got.Render(d)
+			if (werr != nil) != (gerr != nil) || string(b) != buf.String() {
+				t.Errorf("%q with %+v: rendered %q (%v), text/template %q (%v)", body, d, b, gerr, buf.String(), werr)
+			}
+		}
+	}
+}

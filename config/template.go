@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"text/template"
@@ -13,10 +14,105 @@ type BlockData struct {
 	Reason   string // flow, param, degrade or system
 }
 
-// BodyTemplate parses blockResponse.body. For a Config returned by Load it
+// BlockBody is blockResponse.body parsed once, to be rendered for each
+// resource and reason. A body made only of text, {{.Resource}} and
+// {{.Reason}} (the default one) is rendered by joining its parts, the same
+// bytes text/template writes at a fraction of the cost: a document of
+// 10,000 routes renders 60,000 bodies when it is checked and again when it
+// is built.
+type BlockBody struct {
+	tmpl   *template.Template
+	parts  []bodyPart
+	simple bool
+}
+
+// bodyPart is text, or the field of BlockData it names.
+type bodyPart struct {
+	text  string
+	field string // "Resource", "Reason"; "" for text
+}
+
+// BlockBody parses blockResponse.body. For a Config returned by Load it
 // never fails: the body was checked then.
-func (b BlockResponse) BodyTemplate() (*template.Template, error) {
-	return template.New("body").Parse(b.Body)
+func (b BlockResponse) BlockBody() (*BlockBody, error) {
+	return parseBlockBody(b.Body)
+}
+
+func parseBlockBody(body string) (*BlockBody, error) {
+	t, err := template.New("body").Parse(body)
+	if err != nil {
+		return nil, err
+	}
+	bb := &BlockBody{tmpl: t}
+	bb.parts, bb.simple = simpleParts(t)
+	return bb, nil
+}
+
+// simpleParts splits t into text and single-field actions, if that is all
+// it holds.
+func simpleParts(t *template.Template) ([]bodyPart, bool) {
+	if t.Tree == nil || t.Tree.Root == nil {
+		return nil, false
+	}
+	var parts []bodyPart
+	for _, n := range t.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, bodyPart{text: string(n.Text)})
+		case *parse.ActionNode:
+			p := n.Pipe
+			if p == nil || len(p.Decl) != 0 || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+				return nil, false
+			}
+			f, ok := p.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok || len(f.Ident) != 1 || (f.Ident[0] != "Resource" && f.Ident[0] != "Reason") {
+				return nil, false
+			}
+			parts = append(parts, bodyPart{field: f.Ident[0]})
+		default:
+			return nil, false
+		}
+	}
+	return parts, true
+}
+
+// Render returns the body for d.
+func (b *BlockBody) Render(d BlockData) ([]byte, error) {
+	if !b.simple {
+		var buf bytes.Buffer
+		if err := b.tmpl.Execute(&buf, d); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	out := make([]byte, 0, b.size(d))
+	for _, p := range b.parts {
+		switch p.field {
+		case "Resource":
+			out = append(out, d.Resource...)
+		case "Reason":
+			out = append(out, d.Reason...)
+		default:
+			out = append(out, p.text...)
+		}
+	}
+	return out, nil
+}
+
+// size is the length of a simple body rendered for d.
+func (b *BlockBody) size(d BlockData) int {
+	n := 0
+	for _, p := range b.parts {
+		switch p.field {
+		case "Resource":
+			n += len(d.Resource)
+		case "Reason":
+			n += len(d.Reason)
+		default:
+			n += len(p.text)
+		}
+	}
+	return n
 }
 
 // maxBodyBytes bounds what the sample execution may render.
@@ -30,10 +126,11 @@ const maxBodyBytes = 64 << 10
 // only ({{slice .Resource 5}} on "/a"). Without resources (the routes are
 // invalid) it renders a sample.
 func checkBodyTemplate(body string, resources []string) string {
-	t, err := template.New("body").Parse(body)
+	bb, err := parseBlockBody(body)
 	if err != nil {
 		return "invalid template: " + strings.TrimPrefix(err.Error(), "template: ")
 	}
+	t := bb.tmpl
 	if t.Tree != nil {
 		if msg := checkTemplateNode(t.Tree.Root); msg != "" {
 			return msg
@@ -43,6 +140,15 @@ func checkBodyTemplate(body string, resources []string) string {
 		resources = []string{"sample-resource"}
 	}
 	for _, res := range resources {
+		if bb.simple {
+			// It cannot fail; only its size depends on the values.
+			for _, reason := range blockReasons {
+				if bb.size(BlockData{Resource: res, Reason: reason}) > maxBodyBytes {
+					return "template renders more than 64 KiB for resource " + quote(res)
+				}
+			}
+			continue
+		}
 		for _, reason := range blockReasons {
 			w := &limitedWriter{left: maxBodyBytes}
 			if err := t.Execute(w, BlockData{Resource: res, Reason: reason}); err != nil {

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
-	"text/template"
 	"time"
 
 	"sluice/config"
@@ -32,22 +30,19 @@ var reasonHeader = func() (h [numReasons][]string) {
 	return h
 }()
 
-func renderBlock(b config.BlockResponse, resource string) (blockResponses, error) {
+// renderBlock renders a route's block bodies, one per reason, with body
+// (blockResponse.body, parsed once per snapshot).
+func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string) (blockResponses, error) {
 	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource)}
 	if out.status == 0 {
 		out.status = http.StatusTooManyRequests
 	}
-	tmpl, err := template.New("blockResponse.body").Parse(b.Body)
-	if err != nil {
-		return out, fmt.Errorf("proxy: blockResponse.body: %w", err)
-	}
 	for i := range out.body {
-		var buf bytes.Buffer
-		data := struct{ Resource, Reason string }{resource, limiter.Reason(i).String()}
-		if err := tmpl.Execute(&buf, data); err != nil {
+		rendered, err := body.Render(config.BlockData{Resource: resource, Reason: limiter.Reason(i).String()})
+		if err != nil {
 			return out, fmt.Errorf("proxy: blockResponse.body: %w", err)
 		}
-		out.body[i] = buf.Bytes()
+		out.body[i] = rendered
 	}
 	return out, nil
 }

@@ -107,10 +107,14 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			s, err = nil, fmt.Errorf("proxy: building routes: %v", p)
 		}
 	}()
+	body, err := cfg.BlockResponse.BlockBody()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: blockResponse.body: %w", err)
+	}
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
-		rt, err := s.newRoute(g, rc, ups[rc.Upstream])
+		rt, err := s.newRoute(g, rc, ups[rc.Upstream], body)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +150,7 @@ func (s *Snapshot) fastHosts() map[string]bool {
 	return m
 }
 
-func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route, error) {
+func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *config.BlockBody) (*route, error) {
 	if up == nil {
 		return nil, fmt.Errorf("proxy: route %s: unknown upstream %q", rc.Path, rc.Upstream)
 	}
@@ -176,7 +180,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream) (*route,
 		rt.stripOrigin = s.originSrc.Name
 	}
 	var err error
-	if rt.blocked, err = renderBlock(s.Config.BlockResponse, res); err != nil {
+	if rt.blocked, err = renderBlock(s.Config.BlockResponse, body, res); err != nil {
 		return nil, err
 	}
 	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), &g.copyBuffers, g.deps.Log)
