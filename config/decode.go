@@ -23,16 +23,35 @@ type decoder struct {
 	doc     string            // the rules document's name, "" when the file is alone
 	section map[string]string // top-level key -> the name of the file it came from
 	errs    Errors
-	lines   map[string]int  // field path -> line of its key (or list item)
-	set     map[string]bool // paths given a non-null value
-	bad     map[string]bool // paths that failed to decode; validation skips them
-	nodes   int             // nodes decoded through aliases
-	aliased int             // > 0 while decoding the target of an alias
-	dropped int             // errors not kept, past the bound
+	lines   map[string]int                    // field path -> line of its key (or list item)
+	set     map[string]bool                   // paths given a non-null value
+	bad     map[string]bool                   // paths that failed to decode; validation skips them
+	fields  map[reflect.Type]map[string][]int // yamlFields, once per type
+	nodes   int                               // nodes decoded through aliases
+	aliased int                               // > 0 while decoding the target of an alias
+	dropped int                               // errors not kept, past the bound
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, section: map[string]string{}, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{}}
+	return &decoder{file: file, section: map[string]string{}, lines: map[string]int{}, set: map[string]bool{}, bad: map[string]bool{},
+		fields: map[reflect.Type]map[string][]int{}}
+}
+
+// reserve sizes the path maps for the nodes under n (aliases not followed),
+// so that a large document does not grow them step by step.
+func (d *decoder) reserve(n *yaml.Node) {
+	count := 0
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		count++
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	// About half the nodes are keys; every value gets a line and a set mark.
+	d.lines = make(map[string]int, count/2)
+	d.set = make(map[string]bool, count/2)
 }
 
 // fileOf names the file a field path lives in: with a rules document, a
@@ -262,7 +281,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(n.Line, path, "expected a mapping, got "+describe(n))
 		return
 	}
-	fields := yamlFields(v.Type())
+	fields := d.fields[v.Type()]
+	if fields == nil {
+		fields = yamlFields(v.Type())
+		d.fields[v.Type()] = fields
+	}
 	for _, p := range d.pairs(n, path) {
 		fp := join(path, p.key.Value)
 		i, ok := fields[p.key.Value]

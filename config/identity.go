@@ -72,11 +72,35 @@ func RuleIdentity(rule any) map[string]Identity {
 // to a reload.
 func RuleID(rule any) ruleid.Key {
 	var skip []string
+	switch rule.(type) {
+	case FlowRule:
+		skip = flowSkip
+	case ParamRule:
+		skip = paramSkip
+	case DegradeRule:
+		skip = degradeSkip
+	default:
+		panic(fmt.Sprintf("config: RuleID(%T): not a rule", rule))
+	}
+	return ruleid.Of(rule, skip...)
+}
+
+// The fields of each rule type that are not part of its RuleID, worked out
+// once from RuleIdentity rather than for every rule of every load. They are
+// never changed.
+var (
+	flowSkip    = notLocal(FlowRule{})
+	paramSkip   = notLocal(ParamRule{})
+	degradeSkip = notLocal(DegradeRule{})
+)
+
+func notLocal(rule any) []string {
+	var skip []string
 	for path, id := range RuleIdentity(rule) {
 		if !id.Local {
 			skip = append(skip, path)
 		}
 	}
 	slices.Sort(skip)
-	return ruleid.Of(rule, skip...)
+	return skip
 }

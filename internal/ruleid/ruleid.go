@@ -8,7 +8,6 @@ package ruleid
 import (
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,13 +40,19 @@ func write(b *strings.Builder, v reflect.Value, path string, skip []string) {
 		b.WriteByte('{')
 		t := v.Type()
 		for i := range t.NumField() {
-			p := path + t.Field(i).Name
-			if slices.Contains(skip, p) {
+			name := t.Field(i).Name
+			if skipped(skip, path, name) {
 				continue
 			}
-			b.WriteString(t.Field(i).Name)
+			b.WriteString(name)
 			b.WriteByte(':')
-			write(b, v.Field(i), p+".", skip)
+			// Only a nested field's path is needed, and only if
+			// something is skipped: a key allocates little.
+			sub := path
+			if len(skip) > 0 && nests(v.Field(i).Kind()) {
+				sub = path + name + "."
+			}
+			write(b, v.Field(i), sub, skip)
 			b.WriteByte(' ')
 		}
 		b.WriteByte('}')
@@ -79,6 +84,21 @@ func write(b *strings.Builder, v reflect.Value, path string, skip []string) {
 		// Maps, funcs, channels and interfaces have no place in a rule.
 		panic(fmt.Sprintf("ruleid: a rule field of kind %s", v.Kind()))
 	}
+}
+
+// skipped reports whether path+name is in skip, without building it.
+func skipped(skip []string, path, name string) bool {
+	for _, s := range skip {
+		if len(s) == len(path)+len(name) && strings.HasPrefix(s, path) && s[len(path):] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// nests reports whether a value of kind k may hold fields of its own.
+func nests(k reflect.Kind) bool {
+	return k == reflect.Struct || k == reflect.Pointer || k == reflect.Slice || k == reflect.Array
 }
 
 // Index holds the states of one compile's rules by key, in file order, for
