@@ -113,10 +113,16 @@ func Parse(path string, data []byte) (*Config, error) {
 	if errs != nil {
 		return nil, errs
 	}
+	return parseFile(path, root)
+}
+
+// parseFile is Parse on the file's root node.
+func parseFile(path string, root *yaml.Node) (*Config, error) {
 	if namesRulesSource(root) {
 		return parseGatewayFile(path, root)
 	}
 	d := newDecoder(path)
+	d.reserve(root)
 	cfg := &Config{Path: path}
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
 	d.check(cfg)
@@ -152,6 +158,14 @@ func parseRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 	}
 	if len(data) > MaxDocumentBytes {
 		return fail(0, TooLarge(what, int64(len(data))))
+	}
+	return decodeRoot(name, data, what)
+}
+
+// decodeRoot is parseRoot without the size limit.
+func decodeRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
+	fail := func(line int, msg string) (*yaml.Node, Errors) {
+		return nil, Errors{{File: name, Line: line, Msg: msg}}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return fail(0, what+" is empty")

@@ -165,6 +165,7 @@ func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*C
 	d.doc = docName
 	keep, misplaced := splitSections(d, root, path, docRoot, docName)
 	cfg := &Config{Path: path, Document: docName}
+	d.reserve(keep)
 	d.decode(keep, reflect.ValueOf(cfg).Elem(), "")
 	d.check(cfg)
 	d.errs = append(d.errs, misplaced...)
