@@ -19,7 +19,8 @@ type Values interface {
 	// digests) a value before keeping it. ok is false when the request
 	// cannot be checked on src (the caller's limit on values was passed):
 	// Enter then stops, gives back what it took and blocks the call with
-	// ReasonNone, and the caller answers it as it sees fit.
+	// ReasonNone, and the caller answers it as it sees fit; a dryRun rule
+	// counts it in Verdict.DryRun instead.
 	Values(src config.Source) (vals []string, ok bool)
 }
 
@@ -59,6 +60,10 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 	for _, r := range c.rules {
 		vals, ok := v.Values(r.src)
 		if !ok {
+			if r.dryRun {
+				vd.DryRun++ // a dryRun rule never changes what passes
+				continue
+			}
 			t.Cancel(now)
 			return Token{}, limiter.Verdict{Blocked: true, DryRun: vd.DryRun}
 		}

@@ -133,3 +133,21 @@ func TestEnterSeveralTrackedValues(t *testing.T) {
 		t.Errorf("three tracked values: %v allocs, want 0", allocs)
 	}
 }
+
+// TestValuesNotCheckableDryRun: a dryRun rule whose source cannot be read
+// counts a would-be block and changes nothing; the rules after it still
+// decide.
+func TestValuesNotCheckableDryRun(t *testing.T) {
+	dry := seedRule()
+	dry.DryRun = true
+	after := seedRule()
+	after.Items, after.Count, after.Param = nil, 1, userHdr
+	c := compile(t, dry, after).For("get-order")
+	v := many{orderID: nil, userHdr: {"u1"}}
+	if _, vd := c.Enter(0, v, 1); vd.Blocked || vd.DryRun != 1 {
+		t.Fatalf("dryRun rule on an uncheckable source: %+v, want a pass with DryRun 1", vd)
+	}
+	if _, vd := c.Enter(0, v, 1); !vd.Blocked || vd.Reason != limiter.ReasonParam {
+		t.Fatalf("the next rule's block: %+v, want blocked by param", vd)
+	}
+}

@@ -78,9 +78,11 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	for i, g := range gs {
 		tok, v := g.enter(start, c)
 		if v.Blocked {
-			if ex.tooMany {
+			if v.Reason == limiter.ReasonNone && ex.tooMany {
 				// A param rule's source has more values than a request may
-				// give: a bad request, which counts nowhere.
+				// give: a bad request, which counts nowhere. (A dryRun
+				// rule's source may have too many while a later rule
+				// blocks: that block stands.)
 				c.cancel(start, limiter.ReasonNone)
 				rt.badRequest(ex, bodyTooManyValues, start)
 				return

@@ -224,3 +224,31 @@ paramRules:
 		}
 	}
 }
+
+// TestTooManyValuesDryRun: a dryRun param rule never changes what passes,
+// 17 values of its source included; a real rule after it still blocks
+// with 429, not 400.
+func TestTooManyValuesDryRun(t *testing.T) {
+	g, _, up := clockedGateway(t, `
+paramRules:
+  - resource: item
+    param: query:id
+    count: 1
+    dryRun: true
+  - resource: item
+    param: header:X-Key
+    count: 1
+`)
+	for i, st := range []step{
+		{target: "/item/x?" + ids(17), lines: []string{"X-Key", "k"}, status: 200},
+		{target: "/item/x?" + ids(17), lines: []string{"X-Key", "k"}, status: 429, reason: "param"},
+	} {
+		status, blocked := sendLines(g, st.target, st.lines...)
+		if status != st.status || blocked != st.reason {
+			t.Fatalf("step %d: %d %q, want %d %q", i, status, blocked, st.status, st.reason)
+		}
+	}
+	if n := up.calls.Load(); n != 1 {
+		t.Errorf("upstream got %d requests, want 1", n)
+	}
+}
