@@ -19,13 +19,14 @@ import (
 	"sluice/cluster"
 	"sluice/config"
 	"sluice/internal/redistest"
+	"sluice/internal/skipped"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose, so keep that out of the output.
 	redis.SetLogger(redistest.QuietLogger{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(skipped.Main(m))
 }
 
 const sharedRedis = "redis://127.0.0.1:6379/0"

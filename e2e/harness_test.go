@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/skipped"
 )
 
 // binary is the sluice binary, loadgenBinary the paced sender and
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
+	code := skipped.Main(m).Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

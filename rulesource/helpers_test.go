@@ -12,12 +12,13 @@ import (
 	"go.uber.org/goleak"
 
 	"sluice/internal/redistest"
+	"sluice/internal/skipped"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the tests kill Redis on purpose.
 	redis.SetLogger(redistest.QuietLogger{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(skipped.Main(m))
 }
 
 const sharedRedis = "redis://127.0.0.1:6379/0"

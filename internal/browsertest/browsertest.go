@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"sluice/internal/skipped"
 )
 
 // Chromium finds Debian's chromium (or $CHROMIUM). Under CI=true a missing
@@ -27,7 +29,7 @@ func Chromium(t testing.TB) string {
 	if os.Getenv("CI") == "true" {
 		t.Fatal("chromium not found and CI=true: install the Debian package chromium (apt-get install -y chromium)")
 	}
-	t.Skip("SKIPPING the real-browser dashboard test: chromium not found (apt-get install -y chromium, or set CHROMIUM=/path)")
+	skipped.Skip(t, "chromium", "SKIPPING the real-browser dashboard test: chromium not found (apt-get install -y chromium, or set CHROMIUM=/path)")
 	return ""
 }
 

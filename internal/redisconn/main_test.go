@@ -7,11 +7,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"sluice/internal/redistest"
+	"sluice/internal/skipped"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose.
 	redis.SetLogger(redistest.QuietLogger{})
-	os.Exit(m.Run())
+	os.Exit(skipped.Main(m).Run())
 }

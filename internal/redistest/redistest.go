@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/skipped"
 )
 
 // Need returns the path of the program name (redis-server, redis-cli), or
@@ -38,7 +40,8 @@ func Need(t testing.TB, name string) string {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("REDIS NEEDED (CI=true): %s not installed (Debian: apt-get install redis-server)", name)
 	}
-	t.Skipf("SKIPPED, REDIS NEEDED: %s not installed (Debian: apt-get install redis-server); these tests fail instead under CI=true", name)
+	skipped.Skip(t, "Redis ("+name+" not installed)",
+		fmt.Sprintf("SKIPPED, REDIS NEEDED: %s not installed (Debian: apt-get install redis-server); these tests fail instead under CI=true", name))
 	return ""
 }
 
@@ -541,7 +544,7 @@ func Missing(t testing.TB, why string) {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("REDIS NEEDED (CI=true): %s", why)
 	}
-	t.Skipf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why)
+	skipped.Skip(t, "Redis", fmt.Sprintf("SKIPPED, REDIS NEEDED: %s (these tests fail instead under CI=true)", why))
 }
 
 // QuietLogger is a go-redis logger (redis.SetLogger) that drops every
