@@ -1,9 +1,8 @@
-package main
+package lifecycle
 
 import (
 	"context"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -20,7 +19,7 @@ import (
 // gateway snapshots, keeping the last good one when a new file is invalid.
 type reloader struct {
 	path    string
-	opts    options // the flags that fix settings, SLUICE_ADMIN_TOKEN
+	opts    Options // the flags that fix settings, SLUICE_ADMIN_TOKEN
 	gw      *proxy.Gateway
 	log     zerolog.Logger
 	metrics *admin.Metrics
@@ -44,18 +43,18 @@ type reloader struct {
 	now        chan struct{}
 }
 
-func newReloader(o options, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
-	return &reloader{path: o.config, opts: o, gw: gw, log: log, metrics: m, now: make(chan struct{}, 1)}
+func newReloader(o Options, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
+	return &reloader{path: o.Config, opts: o, gw: gw, log: log, metrics: m, now: make(chan struct{}, 1)}
 }
 
-// apply swaps in cfg; it reports whether the gateway took it.
-func (r *reloader) apply(cfg *config.Config) bool {
+// apply swaps in cfg; it returns why the gateway did not take it.
+func (r *reloader) apply(cfg *config.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.applyLocked(cfg, nil)
 }
 
-func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
+func (r *reloader) applyLocked(cfg *config.Config, err error) error {
 	t := time.Now()
 	r.lastReload = t
 	if err == nil {
@@ -65,11 +64,11 @@ func (r *reloader) applyLocked(cfg *config.Config, err error) bool {
 		r.lastError = err.Error()
 		r.metrics.Reload(false, t)
 		logConfigErrors(r.log, err, "reload failed: the previous rules stay in force")
-		return false
+		return err
 	}
 	r.lastError, r.loadedAt = "", t
 	r.metrics.Reload(true, t)
-	return true
+	return nil
 }
 
 // swapLocked puts cfg in force: the gateway's snapshot, the admin token and
@@ -97,8 +96,8 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 }
 
 // reload reads the file again (merged with the newest rules document, with
-// a rules source) and applies it.
-func (r *reloader) reload() {
+// a rules source) and applies it; it returns why the rules in force stay.
+func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fleet == nil {
@@ -107,8 +106,7 @@ func (r *reloader) reload() {
 			// Serving the file's own settings alone would drop every route.
 			err = config.Errors{{File: r.path, Msg: "rulesSource was added: it takes effect at restart; the rules in force stay"}}
 		}
-		r.applyLocked(cfg, err)
-		return
+		return r.applyLocked(cfg, err)
 	}
 	cfg, doc, err := r.fleet.merge(r.path)
 	if err != nil {
@@ -123,10 +121,12 @@ func (r *reloader) reload() {
 			}
 		}
 	}
-	if r.applyLocked(cfg, err) {
-		r.fleet.accepted(doc)
-		r.logDocument(doc)
+	if err := r.applyLocked(cfg, err); err != nil {
+		return err
 	}
+	r.fleet.accepted(doc)
+	r.logDocument(doc)
+	return nil
 }
 
 // logDocument says which version of the rules document a load applied
@@ -147,9 +147,8 @@ func (r *reloader) request() {
 	}
 }
 
-// watch reloads on file changes, SIGHUP (delivered on hup) and requests
-// until ctx is done.
-func (r *reloader) watch(ctx context.Context, hup <-chan os.Signal) {
+// watch reloads on file changes and requests until ctx is done.
+func (r *reloader) watch(ctx context.Context) {
 	go func() {
 		if err := config.Watch(ctx, r.path, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
 			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")
@@ -159,11 +158,8 @@ func (r *reloader) watch(ctx context.Context, hup <-chan os.Signal) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-hup:
-			r.log.Info().Msg("SIGHUP: reloading")
-			r.reload()
 		case <-r.now:
-			r.reload()
+			_ = r.reload() // logged, and shown on /api/rules
 		}
 	}
 }

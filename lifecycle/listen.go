@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ type listeners struct {
 
 // listen opens the traffic listeners (plain and TLS, see listenTraffic) and,
 // unless it is off, the admin listener; on error it closes what it opened.
-func listen(o options, cfg *config.Config, g *gateway) (listeners, error) {
-	tr, err := listenTraffic(cfg, o.trafficAddr(cfg), g.proxy, o, g.log)
+func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
+	tr, err := listenTraffic(cfg, o.trafficAddr(cfg), inst.proxy, o, inst.log)
 	if err != nil {
 		return listeners{}, err
 	}
@@ -32,21 +32,21 @@ func listen(o options, cfg *config.Config, g *gateway) (listeners, error) {
 }
 
 // trafficAddr is where traffic is served: -listen, else the file's listen.
-func (o options) trafficAddr(cfg *config.Config) string {
-	if o.listen != "" {
-		return o.listen
+func (o Options) trafficAddr(cfg *config.Config) string {
+	if o.Listen != "" {
+		return o.Listen
 	}
 	return cfg.Listen
 }
 
 // adminAddr is where the admin API is served: -admin ("off": nowhere),
 // else the file's admin.listen; "" means off.
-func (o options) adminAddr(cfg *config.Config) string {
-	switch o.admin {
+func (o Options) adminAddr(cfg *config.Config) string {
+	switch o.Admin {
 	case "":
 		return cfg.AdminListen()
 	case "off":
 		return ""
 	}
-	return o.admin
+	return o.Admin
 }

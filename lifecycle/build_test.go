@@ -1,7 +1,6 @@
-package main
+package lifecycle
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,9 +20,7 @@ import (
 // needs it, the gateway with cfg loaded) and returns build's error.
 func buildErr(t *testing.T, cfg *config.Config) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g, err := build(ctx, options{config: cfg.Path, admin: "off"}, cfg, nil, zerolog.Nop())
+	g, err := build(Options{Config: cfg.Path, Admin: "off"}, cfg, nil, zerolog.Nop())
 	if err == nil {
 		g.close()
 	}
@@ -36,7 +33,7 @@ func buildErr(t *testing.T, cfg *config.Config) error {
 // builds.
 func TestBuildAcceptsEveryValidRulesFile(t *testing.T) {
 	var valid []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -60,7 +57,7 @@ func TestBuildAcceptsEveryValidRulesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"rules.yaml", "config/testdata/full.yaml", "config/testdata/limits_ok.yaml"} {
-		if !slices.Contains(valid, want) {
+		if !slices.Contains(valid, filepath.Join("..", want)) {
 			t.Errorf("%s was not found valid; valid files: %v", want, valid)
 		}
 	}
@@ -208,7 +205,7 @@ func TestBlockBodyRenderedForEveryReason(t *testing.T) {
 // validation accepts is one the gateway builds.
 func FuzzBuildAcceptsWhatValidateAccepts(f *testing.F) {
 	for _, glob := range []string{"*.yaml", "config/testdata/*.yaml", "admin/testdata/*.yaml", "deploy/*.yaml"} {
-		files, _ := filepath.Glob(glob)
+		files, _ := filepath.Glob(filepath.Join("..", glob))
 		for _, name := range files {
 			if data, err := os.ReadFile(name); err == nil && len(data) < 64<<10 {
 				f.Add(data)

@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type traffic struct {
 
 // listenTraffic opens the listeners of cfg. listen is the plain address in
 // force (the -listen flag or the file's); "" opens none.
-func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o options, log zerolog.Logger) (*traffic, error) {
+func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o Options, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
 	errLog := stdlog.New(serverLog{log}, "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
@@ -104,9 +104,9 @@ func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o optio
 }
 
 // readHeaderTimeout is -read-header-timeout, else server.readHeaderTimeout.
-func (o options) readHeaderTimeout(cfg *config.Config) time.Duration {
-	if o.readHeader > 0 {
-		return o.readHeader
+func (o Options) readHeaderTimeout(cfg *config.Config) time.Duration {
+	if o.ReadHeaderTimeout > 0 {
+		return o.ReadHeaderTimeout
 	}
 	return cfg.Server.ReadHeaderTimeout.D()
 }

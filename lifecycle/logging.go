@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"io"
@@ -11,7 +11,7 @@ import (
 
 // newLogger builds the zerolog logger: flags override the file; JSON unless
 // asked for console or stderr is a terminal.
-func newLogger(w io.Writer, o options, cfg *config.Config) zerolog.Logger {
+func newLogger(w io.Writer, o Options, cfg *config.Config) zerolog.Logger {
 	level, format := "info", ""
 	if cfg != nil {
 		if cfg.Log.Level != "" {
@@ -19,12 +19,12 @@ func newLogger(w io.Writer, o options, cfg *config.Config) zerolog.Logger {
 		}
 		format = cfg.Log.Format
 	}
-	if o.logLevel != "" {
-		level = o.logLevel
+	if o.LogLevel != "" {
+		level = o.LogLevel
 	}
 	switch {
-	case o.logFormat != "":
-		format = o.logFormat
+	case o.LogFormat != "":
+		format = o.LogFormat
 	case isTerminal(w):
 		format = "console"
 	}

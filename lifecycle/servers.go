@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"context"
@@ -21,18 +21,18 @@ type servers struct {
 
 // startServers serves lns: the admin API first, then traffic. It also starts
 // reporting the TLS certificates (expiry metrics, renewals).
-func (g *gateway) startServers(ctx context.Context, lns listeners) servers {
-	g.certs = newCertStatus(lns.traffic, g.metrics, admin.NewTLSMetrics(g.registry), g.log)
-	go lns.traffic.watchCerts(ctx, g.log, g.certs.report)
+func (inst *Instance) startServers(ctx context.Context, lns listeners) servers {
+	inst.certs = newCertStatus(lns.traffic, inst.metrics, admin.NewTLSMetrics(inst.registry), inst.log)
+	go lns.traffic.watchCerts(ctx, inst.log, inst.certs.report)
 	srvs := servers{traffic: lns.traffic, failed: make(chan error, 1)}
 	if lns.admin != nil {
-		srvs.admin = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		srvs.admin = &http.Server{Handler: inst.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srvs.admin.Serve(lns.admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				g.log.Error().Err(err).Msg("admin listener stopped")
+				inst.log.Error().Err(err).Msg("admin listener stopped")
 			}
 		}()
-		g.log.Info().Str("admin", lns.admin.Addr().String()).Msg("admin listening")
+		inst.log.Info().Str("admin", lns.admin.Addr().String()).Msg("admin listening")
 	}
 	lns.traffic.serve(srvs.failed)
 	return srvs

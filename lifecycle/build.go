@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"context"
@@ -20,108 +20,124 @@ import (
 	"sluice/proxy"
 )
 
-// gateway is everything build wires from the rules file, before any
-// listener is open.
-type gateway struct {
+// Instance is one gateway process's lifecycle: what New wires from the
+// rules file (metrics, the proxy with its snapshot, the reloader, the admin
+// API, the cluster token service, the rules source) and the listeners it
+// opened, which Run serves until its context ends.
+type Instance struct {
+	opts     Options
 	log      zerolog.Logger
 	proxy    *proxy.Gateway
 	reloader *reloader
 	registry *prometheus.Registry
 	metrics  *admin.Metrics
+	cpu      *system.ProcessCPU
 	admin    *admin.Server    // nil: the admin listener is off
 	cluster  *cluster.Service // nil: no clusterMode rule at start
 	fleet    *fleet           // nil: no rulesSource
 	// certs reports the TLS listener's certificates; set by startServers,
 	// before the admin API serves a request.
-	certs *certStatus
+	certs       *certStatus
+	lns         listeners             // opened by New, served by Run
+	adminListen string                // the admin address as configured; "": off
+	stopDemo    func(context.Context) // drains the -demo upstreams
 }
 
 // build wires metrics, the CPU sampler, the Redis token service (when a
 // clusterMode rule needs it), the gateway with cfg loaded, its reloader and
-// the admin server. Its goroutines stop with ctx; close releases the rest.
-// fl is the rules source cfg's document came from (nil: none); the gateway
-// owns it from here on.
-func build(ctx context.Context, o options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*gateway, error) {
+// the admin server; start runs their goroutines, close releases the rest.
+// fl is the rules source cfg's document came from (nil: none); the
+// instance owns it from here on.
+func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Instance, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := admin.NewMetrics(reg)
 
 	cpu := system.NewProcessCPU()
-	go cpu.Run(ctx, time.Second)
-
 	deps := proxy.Deps{
 		Log:       log,
 		Observer:  func(res string) proxy.Observer { return metrics.Resource(res) },
 		Upstreams: upstreamObserver{metrics},
 		CPU:       cpu,
-		Forwarder: o.forwarder,
+		Forwarder: o.Forwarder,
 		OnCircuit: func(res string, from, to circuit.State) {
 			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
 			metrics.CircuitState(res, int(to))
 		},
 	}
-	g := &gateway{log: log, registry: reg, metrics: metrics, fleet: fl}
-	svc, err := startCluster(ctx, cfg, log, metrics)
+	inst := &Instance{opts: o, log: log, registry: reg, metrics: metrics, cpu: cpu, fleet: fl, stopDemo: func(context.Context) {}}
+	svc, err := newCluster(cfg, log, metrics)
 	if err != nil {
 		return nil, err
 	}
 	if svc != nil {
-		g.cluster, deps.Cluster = svc, svc
+		inst.cluster, deps.Cluster = svc, svc
 	}
 
-	g.proxy = proxy.New(deps)
-	g.reloader = newReloader(o, g.proxy, log, metrics)
-	g.reloader.clusterOn = deps.Cluster != nil
-	g.reloader.fleet = fl
+	inst.proxy = proxy.New(deps)
+	inst.reloader = newReloader(o, inst.proxy, log, metrics)
+	inst.reloader.clusterOn = deps.Cluster != nil
+	inst.reloader.fleet = fl
 	if fl != nil {
-		if err := admin.RegisterSourceMetrics(reg, g.adminState, time.Now); err != nil {
+		if err := admin.RegisterSourceMetrics(reg, inst.adminState, time.Now); err != nil {
 			return nil, err
 		}
 	}
 	if o.adminAddr(cfg) != "" {
-		g.admin = newAdmin(g)
-		g.reloader.setToken = g.admin.SetToken
-		g.reloader.setHosts = g.admin.SetHosts
-		go g.admin.Run(ctx)
+		inst.admin = newAdmin(inst)
+		inst.reloader.setToken = inst.admin.SetToken
+		inst.reloader.setHosts = inst.admin.SetHosts
 	}
-	if !g.reloader.apply(cfg) {
-		g.close()
+	if err := inst.reloader.apply(cfg); err != nil {
+		inst.close()
 		return nil, errors.New("cannot build the gateway from the rules file")
 	}
 	if fl != nil {
-		g.reloader.logDocument(fl.started())
+		inst.reloader.logDocument(fl.started())
 	}
-	return g, nil
+	return inst, nil
+}
+
+// start runs the goroutines build's parts need until ctx ends: the CPU
+// sampler, the cluster token service's Redis link, the admin API's history.
+func (inst *Instance) start(ctx context.Context) {
+	go inst.cpu.Run(ctx, time.Second)
+	if inst.cluster != nil {
+		go inst.cluster.Run(ctx)
+	}
+	if inst.admin != nil {
+		go inst.admin.Run(ctx)
+	}
 }
 
 // adminState is what the admin API shows: the rules in force, the TLS
 // certificates' last error and the cluster token service's Redis.
-func (g *gateway) adminState() admin.State {
+func (inst *Instance) adminState() admin.State {
 	var st admin.State
-	if g.certs == nil {
-		st = g.reloader.state()
+	if inst.certs == nil {
+		st = inst.reloader.state()
 	} else {
-		st = g.certs.state(g.reloader.state)()
+		st = inst.certs.state(inst.reloader.state)()
 	}
-	if g.cluster != nil {
-		st.Cluster = g.cluster.Status()
+	if inst.cluster != nil {
+		st.Cluster = inst.cluster.Status()
 	}
 	return st
 }
 
-// close stops what build started that ctx does not stop.
-func (g *gateway) close() {
-	g.proxy.Close() // the upstreams' health probes
-	if g.cluster != nil {
-		g.cluster.Close()
+// close stops what build started that start's ctx does not stop.
+func (inst *Instance) close() {
+	inst.proxy.Close() // the upstreams' health probes
+	if inst.cluster != nil {
+		inst.cluster.Close()
 	}
-	if g.fleet != nil {
-		g.fleet.close()
+	if inst.fleet != nil {
+		inst.fleet.close()
 	}
 }
 
-// startCluster connects the Redis token service when a rule needs it.
-func startCluster(ctx context.Context, cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*cluster.Service, error) {
+// newCluster makes the Redis token service when a rule needs it; start runs it.
+func newCluster(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*cluster.Service, error) {
 	need := false
 	for _, r := range cfg.FlowRules {
 		need = need || r.ClusterMode
@@ -136,7 +152,6 @@ func startCluster(ctx context.Context, cfg *config.Config, log zerolog.Logger, m
 	// go-redis reports failed dials through its own process-wide logger,
 	// once per dial; the Service already logs each state change once.
 	redis.SetLogger(redisLog{log})
-	go svc.Run(ctx)
 	return svc, nil
 }
 
@@ -166,7 +181,7 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 
 var _ limiter.TokenService = (*cluster.Service)(nil)
 
-// envAdminToken names the environment variable whose token wins over
+// EnvAdminToken names the environment variable whose token wins over
 // admin.token; run reads it once, since a process's environment does not
 // change under it.
-const envAdminToken = "SLUICE_ADMIN_TOKEN"
+const EnvAdminToken = "SLUICE_ADMIN_TOKEN"

@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"time"
@@ -11,15 +11,15 @@ import (
 // newAdmin builds the admin API, metrics and dashboard. Its token is set by
 // the reloader at each load (reloader.setToken); the editor checks an edit
 // with checkRules, as `sluice validate` and the reload do.
-func newAdmin(g *gateway) *admin.Server {
-	gw := g.proxy
+func newAdmin(inst *Instance) *admin.Server {
+	gw := inst.proxy
 	o := admin.Options{
-		Log:        g.log,
-		Registry:   g.registry,
-		State:      g.adminState,
-		ConfigPath: g.reloader.path,
+		Log:        inst.log,
+		Registry:   inst.registry,
+		State:      inst.adminState,
+		ConfigPath: inst.reloader.path,
 		Validate:   checkRules,
-		Reload:     g.reloader.request,
+		Reload:     inst.reloader.request,
 		Now:        time.Now,
 		Stats: func() []admin.ResourceStats {
 			s := gw.Current()
@@ -30,22 +30,22 @@ func newAdmin(g *gateway) *admin.Server {
 		},
 		Upstreams: func() []admin.UpstreamStats { return adminUpstreams(gw) },
 	}
-	if g.fleet != nil {
+	if inst.fleet != nil {
 		// The editor writes the fleet's document, not this gateway's file.
-		o.Document = fleetDoc{f: g.fleet, path: g.reloader.path}
-		o.Fleet = g.fleet.gateways
+		o.Document = fleetDoc{f: inst.fleet, path: inst.reloader.path}
+		o.Fleet = inst.fleet.gateways
 	}
 	return admin.New(o)
 }
 
 // rates is the gateway's pass and block rate now, over every resource, for
 // its heartbeat.
-func (g *gateway) rates() (pass, block float64) {
-	s := g.proxy.Current()
+func (inst *Instance) rates() (pass, block float64) {
+	s := inst.proxy.Current()
 	if s == nil {
 		return 0, 0
 	}
-	for _, r := range s.Flow.Stats(g.proxy.Now()) {
+	for _, r := range s.Flow.Stats(inst.proxy.Now()) {
 		pass += r.Node.PassQps
 		block += r.Node.BlockQps
 	}

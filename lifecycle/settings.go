@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ type startSetting struct {
 	name string
 	// flagged reports whether a command-line flag fixes the setting: the
 	// file's value then never applies, at reload or at restart.
-	flagged func(o options) bool
+	flagged func(o Options) bool
 	// value is the setting as one string; it is logged as value of the
 	// redacted file (config.Redacted), so a secret never is.
 	value func(c *config.Config) string
@@ -27,13 +27,13 @@ type startSetting struct {
 // belongs here.
 func startSettings() []startSetting {
 	return []startSetting{
-		{name: "listen", flagged: func(o options) bool { return o.listen != "" },
+		{name: "listen", flagged: func(o Options) bool { return o.Listen != "" },
 			value: func(c *config.Config) string { return c.Listen }},
-		{name: "admin.listen", flagged: func(o options) bool { return o.admin != "" },
+		{name: "admin.listen", flagged: func(o Options) bool { return o.Admin != "" },
 			value: (*config.Config).AdminListen},
-		{name: "log.level", flagged: func(o options) bool { return o.logLevel != "" },
+		{name: "log.level", flagged: func(o Options) bool { return o.LogLevel != "" },
 			value: func(c *config.Config) string { return c.Log.Level }},
-		{name: "log.format", flagged: func(o options) bool { return o.logFormat != "" },
+		{name: "log.format", flagged: func(o Options) bool { return o.LogFormat != "" },
 			value: func(c *config.Config) string { return c.Log.Format }},
 		{name: "tls.listen", flagged: never, value: func(c *config.Config) string { return c.TLS.Listen }},
 		{name: "tls.certificates", flagged: never, value: func(c *config.Config) string {
@@ -53,7 +53,7 @@ func startSettings() []startSetting {
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) }},
 		// net/http reads these into its servers once; server.sendTimeout is
 		// the gateway's own and applies to new connections (announceLive).
-		{name: "server.readHeaderTimeout", flagged: func(o options) bool { return o.readHeader > 0 },
+		{name: "server.readHeaderTimeout", flagged: func(o Options) bool { return o.ReadHeaderTimeout > 0 },
 			value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() }},
 		{name: "server.idleTimeout", flagged: never,
 			value: func(c *config.Config) string { return c.Server.IdleTimeout.String() }},
@@ -103,7 +103,7 @@ func sentinelSetting(s *config.Sentinel) string {
 	return strings.Join(parts, " ")
 }
 
-func never(options) bool { return false }
+func never(Options) bool { return false }
 
 // announceSettings is the one place where a reload's settings are compared
 // with what is in force; it logs what the reload could not apply and puts
@@ -149,9 +149,9 @@ func (r *reloader) announceLive(prev, next *config.Config) {
 
 // adminToken is the admin token in force with cfg: SLUICE_ADMIN_TOKEN wins
 // over admin.token.
-func (o options) adminToken(cfg *config.Config) string {
-	if o.envToken != "" {
-		return o.envToken
+func (o Options) adminToken(cfg *config.Config) string {
+	if o.AdminToken != "" {
+		return o.AdminToken
 	}
 	return cfg.Admin.Token
 }
@@ -168,9 +168,9 @@ func (r *reloader) applyAdminToken(prev, next *config.Config) {
 	if prev == nil || next.Admin.Token == prev.Admin.Token {
 		return
 	}
-	if r.opts.envToken != "" {
+	if r.opts.AdminToken != "" {
 		r.log.Warn().Str("setting", "admin.token").
-			Msg("admin.token changed in the rules file, but " + envAdminToken + " overrides it: the token in force is unchanged")
+			Msg("admin.token changed in the rules file, but " + EnvAdminToken + " overrides it: the token in force is unchanged")
 		return
 	}
 	ev := r.log.Info().Str("setting", "admin.token").Bool("required", tok != "")

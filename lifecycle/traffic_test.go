@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"testing"
@@ -16,11 +16,11 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 		"server: {readHeaderTimeout: 3s, idleTimeout: 45s, sendTimeout: 2s, maxConcurrentStreams: 7}")
 	for _, tt := range []struct {
 		name       string
-		opts       options
+		opts       Options
 		readHeader time.Duration
 	}{
-		{"from the file", options{}, 3 * time.Second},
-		{"-read-header-timeout overrides it", options{readHeader: time.Second}, time.Second},
+		{"from the file", Options{}, 3 * time.Second},
+		{"-read-header-timeout overrides it", Options{ReadHeaderTimeout: time.Second}, time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})

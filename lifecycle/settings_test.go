@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"bufio"
@@ -60,7 +60,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 	}
 	tests := []struct {
 		name                string
-		opts                options
+		opts                Options
 		started, prev, next string
 		want                []logged
 		token               string // the token put in force
@@ -80,7 +80,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 				warn("cluster.namespace", "a", "b"),
 			}},
 		{name: "flags fix listen, admin.listen, log.level and server.readHeaderTimeout",
-			opts:    options{listen: ":1", admin: ":2", logLevel: "warn", readHeader: time.Second},
+			opts:    Options{Listen: ":1", Admin: ":2", LogLevel: "warn", ReadHeaderTimeout: time.Second},
 			started: startFile, prev: startFile, next: changed, token: "t-One",
 			want: []logged{
 				warn("http2.h2c", "false", "true"),
@@ -133,7 +133,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 			want: []logged{{"level": "info", "setting": "admin.token", "required": false,
 				"message": "admin.token removed: writes need no token and are accepted only from this machine (a loopback peer)"}}},
 		{name: "admin.hosts applies", started: startFile, prev: startFile, token: "t-One",
-			next: strings.Replace(startFile, "token: t-One", "token: t-One, hosts: [Gateway-1.Internal., gw.internal]", 1),
+			next:  strings.Replace(startFile, "token: t-One", "token: t-One, hosts: [Gateway-1.Internal., gw.internal]", 1),
 			hosts: "gateway-1.internal,gw.internal",
 			want: []logged{{"level": "info", "setting": "admin.hosts", "hosts": []any{"gateway-1.internal", "gw.internal"},
 				"message": "admin.hosts changed: the admin listener answers to these names from now on, besides IP addresses and localhost"}}},
@@ -141,7 +141,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 			prev: strings.Replace(startFile, "token: t-One", "token: t-One, hosts: [gw.internal]", 1), next: startFile,
 			want: []logged{{"level": "info", "setting": "admin.hosts", "hosts": []any{},
 				"message": "admin.hosts changed: the admin listener answers to these names from now on, besides IP addresses and localhost"}}},
-		{name: "SLUICE_ADMIN_TOKEN wins over a rotated token", opts: options{envToken: "t-Env"}, started: startFile, prev: startFile,
+		{name: "SLUICE_ADMIN_TOKEN wins over a rotated token", opts: Options{AdminToken: "t-Env"}, started: startFile, prev: startFile,
 			next: strings.Replace(startFile, "t-One", "t-Two", 1), token: "t-Env",
 			want: []logged{{"level": "warn", "setting": "admin.token",
 				"message": "admin.token changed in the rules file, but SLUICE_ADMIN_TOKEN overrides it: the token in force is unchanged"}}},
