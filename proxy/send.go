@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,7 +42,7 @@ func (l *sendListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sendConn{Conn: c, timeout: l.g.sendTimeout()}, nil
+	return newSendConn(c, l.g.sendTimeout()), nil
 }
 
 // sendTimeout is server.sendTimeout of the snapshot in force (the default
@@ -64,9 +65,16 @@ const defaultSendTimeout = 30 * time.Second
 // a piece each sendTimeout. Reads, and a connection with nothing to write
 // (an idle keep-alive, a stream waiting for its upstream), are not bounded
 // by it.
+//
+// Setting a socket's deadline costs about as much as a small write, so the
+// deadline is moved only when fewer than sendTimeout remain, to sendTimeout
+// and a quarter more: a piece gets between sendTimeout and 1.25 times it,
+// and a busy connection moves its deadline a few times a sendTimeout.
 type sendConn struct {
 	net.Conn
 	timeout time.Duration
+	born    time.Time    // the accept, the origin of until (monotonic)
+	until   atomic.Int64 // the write deadline set, as time since born; 0: none of ours
 }
 
 // sendPiece is the most a client must take within one sendTimeout: 32 KiB,
@@ -74,10 +82,14 @@ type sendConn struct {
 // write, and a 64 KiB copy is two.
 const sendPiece = 32 << 10
 
+func newSendConn(c net.Conn, timeout time.Duration) *sendConn {
+	return &sendConn{Conn: c, timeout: timeout, born: time.Now()}
+}
+
 func (c *sendConn) Write(p []byte) (n int, err error) {
 	for len(p) > 0 {
 		q := p[:min(len(p), sendPiece)]
-		if err = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		if err = c.arm(); err != nil {
 			return n, err
 		}
 		var m int
@@ -89,6 +101,30 @@ func (c *sendConn) Write(p []byte) (n int, err error) {
 		p = p[m:]
 	}
 	return n, nil
+}
+
+// arm makes sure the write about to start has at least sendTimeout.
+func (c *sendConn) arm() error {
+	el := time.Since(c.born)
+	if time.Duration(c.until.Load())-el >= c.timeout {
+		return nil
+	}
+	u := el + c.timeout + c.timeout/4
+	c.until.Store(int64(u))
+	return c.Conn.SetWriteDeadline(c.born.Add(u))
+}
+
+// SetDeadline and SetWriteDeadline (net/http clears the deadlines of a
+// hijacked connection; crypto/tls bounds its closing alert) are in force
+// until the next write, which sets sendTimeout's again.
+func (c *sendConn) SetDeadline(t time.Time) error {
+	c.until.Store(0)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *sendConn) SetWriteDeadline(t time.Time) error {
+	c.until.Store(0)
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // CloseWrite lets net/http half-close a connection it ends after a
@@ -118,7 +154,8 @@ func newSendGuard(w http.ResponseWriter, timeout time.Duration) *sendGuard {
 }
 
 // write writes p to w in pieces of at most sendPiece, each given timeout
-// to be taken, as sendConn does on a connection.
+// to be taken, as sendConn does on a connection (here exactly timeout: a
+// timer's Reset costs little).
 func (g *sendGuard) write(w http.ResponseWriter, p []byte) (n int, err error) {
 	for len(p) > 0 {
 		q := p[:min(len(p), sendPiece)]

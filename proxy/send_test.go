@@ -49,9 +49,13 @@ routes: [{ path: /, upstream: up }]
 		size int
 		// read is how the client reads: nil, not at all.
 		read func(c net.Conn)
-		cut  bool
+		// cleared: a first write, then the deadlines cleared as net/http
+		// does when it hands over (hijacks) the connection.
+		cleared bool
+		cut     bool
 	}{
 		{name: "a client that stops reading is cut", size: 64 << 20, cut: true},
+		{name: "a hijacked connection too", size: 64 << 20, cleared: true, cut: true},
 		{name: "a client that keeps reading is not", size: 1 << 20, read: func(c net.Conn) {
 			// 8 KiB every 10 ms: a 32 KiB piece in 40 ms, the whole
 			// MiB in over a second.
@@ -86,9 +90,29 @@ routes: [{ path: /, upstream: up }]
 				t.Fatal(err)
 			}
 			defer srv.Close()
+			if tt.cleared {
+				if _, err := srv.Write([]byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				_ = srv.SetDeadline(time.Time{})
+			}
+			type result struct {
+				n   int
+				err error
+			}
+			done := make(chan result, 1)
 			start := time.Now()
-			n, err := srv.Write(make([]byte, tt.size))
-			took := time.Since(start)
+			go func() {
+				n, err := srv.Write(make([]byte, tt.size))
+				done <- result{n, err}
+			}()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the write still waits after 10s")
+			}
+			n, err, took := res.n, res.err, time.Since(start)
 			if !tt.cut {
 				if err != nil || n != tt.size {
 					t.Fatalf("wrote %d of %d bytes in %v: %v; a reading client must not be cut", n, tt.size, took, err)
