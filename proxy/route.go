@@ -172,7 +172,7 @@ func (rt *route) badRequest(ex *exchange, body []byte, start int64) {
 	writeJSON(ex, http.StatusBadRequest, body)
 	if s := rt.snap; s.accessLog {
 		s.log.Info().Str("resource", rt.resource).Str("method", ex.req.Method).
-			Str("path", ex.req.URL.Path).Int("status", http.StatusBadRequest).
+			Str("path", ex.view.path).Int("status", http.StatusBadRequest).
 			Dur("latency", time.Duration(s.clock.Now()-start)).Str("decision", "badRequest").
 			Str("error", strings.TrimSuffix(string(body), "\n")).Msg("access")
 	}
