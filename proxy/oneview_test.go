@@ -169,8 +169,9 @@ routes:
 }
 
 // TestHeadFromGet: HEAD goes to the route whose methods have GET, unless
-// a route on the same pattern lists HEAD itself (before or after it); a
-// HEAD on a path whose routes have neither is 405.
+// a route on the same pattern lists HEAD itself (before or after it), on
+// host routes as on the others; a HEAD on a path whose routes have neither
+// is 405.
 func TestHeadFromGet(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
@@ -194,6 +195,14 @@ routes:
     methods: [POST]
     upstream: up
     resource: c-post
+  - path: /d
+    hosts: [gw]
+    methods: [GET]
+    upstream: up
+    resource: d-get
+  - path: /d
+    upstream: up
+    resource: d-any
 `, up.URL)))
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +223,7 @@ routes:
 		{"/a", 200, "a-head"},
 		{"/b/7", 200, "b-get"},
 		{"/c", 405, ""},
+		{"/d", 200, "d-get"}, // a host's GET route is tried first, its HEAD too
 	} {
 		before := obs.passes(c.resource)
 		if status, _ := rawExchange(t, addr, "HEAD", c.target); status != c.status {
