@@ -54,6 +54,15 @@ const maxQueryParams = 10000
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
 func readTarget(r *http.Request, mergeSlashes bool) (v view, bad int) {
+	if v, ok := plainTarget(r.RequestURI); ok {
+		return v, badNone
+	}
+	return readTargetLong(r, mergeSlashes)
+}
+
+// readTargetLong is readTarget for any target; plainTarget is its short
+// cut for the common one, and must agree with it.
+func readTargetLong(r *http.Request, mergeSlashes bool) (v view, bad int) {
 	raw, ok := rawPath(r)
 	if !ok {
 		return v, badForm
@@ -73,6 +82,48 @@ func readTarget(r *http.Request, mergeSlashes bool) (v view, bad int) {
 	}
 	return v, badNone
 }
+
+// plainTarget reads, in one pass, the common target that needs no change:
+// origin-form, its path of bytes a path holds raw with no '%', no "//" and
+// no "/." (so no dot segment either), and a plain query (plainQuery) with no
+// '#'. ok is false for anything else, which readTarget reads the long way.
+func plainTarget(ruri string) (v view, ok bool) {
+	if ruri == "" || ruri[0] != '/' {
+		return v, false
+	}
+	if len(ruri) > 1 && (ruri[1] == '.' || ruri[1] == '/') {
+		return v, false
+	}
+	i := 1
+	for ; i < len(ruri); i++ {
+		c := ruri[i]
+		if c == '/' && (ruri[i-1] == '/' || i+1 < len(ruri) && ruri[i+1] == '.') {
+			return v, false
+		}
+		if !plainPathByte[c] {
+			break
+		}
+	}
+	switch {
+	case i == len(ruri):
+		return view{path: ruri}, true
+	case ruri[i] != '?':
+		return v, false
+	}
+	q := ruri[i+1:]
+	if q == "" || strings.IndexByte(q, '#') >= 0 || !plainQuery(q) {
+		return v, false // an empty "?" is dropped the long way
+	}
+	return view{path: ruri[:i], query: q}, true
+}
+
+// plainPathByte: the bytes a path holds raw (pathByte), '%' excepted.
+var plainPathByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = pathByte(byte(c)) && c != '%'
+	}
+	return t
+}()
 
 // rawPath is the path of r's target as the client wrote it (escapes
 // kept), "/" for an empty one; false for a target that is no path.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -93,6 +94,36 @@ func TestReadTarget(t *testing.T) {
 		t.Error("CONNECT: net/http refuses it")
 	} else if v, bad := readTarget(r, true); bad != badNone || v.path != "/" {
 		t.Errorf("CONNECT: %q %d", v.path, bad)
+	}
+}
+
+// TestPlainTargetAgrees: the short cut for common targets reads each as
+// the long way does, on every target of the differential test.
+func TestPlainTargetAgrees(t *testing.T) {
+	targets := append([]string{"/", "/a/b/", "/a.b/c.d?x=1&y=%20", "/a?", "/a?b#", "/.a", "/a/.b", "/a//b"}, diffSeeds...)
+	rng := rand.New(rand.NewPCG(3, 24))
+	for range 2000 {
+		targets = append(targets, hostileTarget(rng))
+	}
+	plain := 0
+	for _, target := range targets {
+		r, ok := readRaw("GET", target)
+		if !ok {
+			continue
+		}
+		v, ok := plainTarget(r.RequestURI)
+		if !ok {
+			continue
+		}
+		plain++
+		for _, merge := range []bool{true, false} {
+			if w, bad := readTargetLong(r, merge); bad != badNone || w != v {
+				t.Errorf("%q merge=%v: short cut %+v, long way %+v (bad %d)", target, merge, v, w, bad)
+			}
+		}
+	}
+	if plain < 100 {
+		t.Errorf("only %d targets took the short cut", plain)
 	}
 }
 
