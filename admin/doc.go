@@ -56,4 +56,7 @@
 // with Options.Validate (422 with the error lines and the file untouched if it
 // fails), written atomically (temporary file in the same directory, fsync,
 // rename, same file mode), and Options.Reload is asked to apply it.
+//
+// Layer 5 of docs/architecture.md: it imports config and internal/ mechanisms;
+// what it shows of the gateway reaches it through Options, from package main.
 package admin

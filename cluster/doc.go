@@ -124,4 +124,7 @@
 //
 // go-redis logs failed dials through its own process-wide logger
 // (redis.SetLogger); main decides where that goes.
+//
+// Layer 4 of docs/architecture.md: it imports config and internal/redisconn;
+// no guard and nothing of HTTP.
 package cluster

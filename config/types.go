@@ -1,5 +1,8 @@
 // Package config holds the rules.yaml schema, its strict decoding with file:line
-// errors, defaults, validation and file watching. It imports no other sluice package.
+// errors, defaults, validation and file watching.
+//
+// Layer 1 of docs/architecture.md: it imports only internal/ mechanisms
+// (internal/ruleid); every other sluice package may import it.
 package config
 
 import "time"

@@ -21,4 +21,7 @@
 // before: a full token bucket, an empty queue, no calls in flight. A flood
 // of distinct values therefore cannot grow memory, at the cost that a value
 // idle long enough to be pushed out forgets its past.
+//
+// Layer 4 of docs/architecture.md: it imports limiter, config and internal/
+// mechanisms; knows nothing of HTTP.
 package hotparam

@@ -56,4 +56,7 @@
 //     accounts excess requests), so Verdict.DryRun counts exactly the blocks
 //     the rule would make; a dryRun concurrency rule counts every call really
 //     in flight.
+//
+// Layer 3 of docs/architecture.md: it imports config, limiter/window and
+// internal/ mechanisms; knows nothing of HTTP.
 package limiter

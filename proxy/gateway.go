@@ -2,6 +2,10 @@
 // request into (resource, origin, entrance, parameters), runs the guards in
 // the order of docs/rules.md#combining-rules and forwards what passes. A reload builds a complete new
 // Snapshot and swaps it in with one atomic store.
+//
+// Layer 5 of docs/architecture.md: it imports the guards (limiter, hotparam,
+// limiter/circuit, limiter/system), upstream and config; not admin, and not
+// package main.
 package proxy
 
 import (

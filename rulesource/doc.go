@@ -20,4 +20,6 @@
 // Heartbeats (Beat, Fleet) let an operator see every gateway that applies
 // the document: each gateway writes its own entry every second; entries older
 // than three seconds are not listed.
+//
+// Layer 5 of docs/architecture.md: it imports config and internal/ mechanisms.
 package rulesource

@@ -13,4 +13,7 @@
 // counts) is held per upstream name and target URL by a Pool, so it
 // survives reloads; the Pool also runs the probes, one goroutine per probed
 // target.
+//
+// Layer 2 of docs/architecture.md: it imports only internal/ mechanisms (its
+// counts are an internal/ring): neither config nor anything of limiter.
 package upstream

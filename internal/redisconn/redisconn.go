@@ -3,6 +3,9 @@
 // into a go-redis client, with the connection settings of its caller, and
 // tells which master node the client talks to. It never logs or returns a
 // password: String and the addresses it reports carry none.
+//
+// Layer 2 of docs/architecture.md: it imports config (for RedisTarget) and
+// nothing above it.
 package redisconn
 
 import (

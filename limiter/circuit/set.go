@@ -16,6 +16,9 @@
 // The package knows nothing of HTTP beyond status numbers and never reads
 // the clock: callers pass now (ns on a monotonic timeline with any origin),
 // the response time and the status.
+//
+// Layer 4 of docs/architecture.md: it imports limiter, config and internal/
+// mechanisms; knows nothing of HTTP.
 package circuit
 
 import (

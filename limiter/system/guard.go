@@ -5,6 +5,9 @@
 //
 // The package knows nothing of HTTP and never reads the clock in its checks:
 // callers pass now (ns on a monotonic timeline with any origin).
+//
+// Layer 4 of docs/architecture.md: it imports limiter, limiter/window, config
+// and internal/ mechanisms; knows nothing of HTTP.
 package system
 
 import (

@@ -4,6 +4,9 @@
 //
 // Every method takes the time as an argument (now, in nanoseconds on any
 // monotonic origin); nothing here reads a clock.
+//
+// Layer 2 of docs/architecture.md: it imports no sluice package; limiter and
+// limiter/system use it.
 package window
 
 import (
