@@ -89,8 +89,7 @@ func (vs *valueSet) list() []string { return vs.v[:vs.n] }
 // occurrence is a value; a header's field lines are split into their list
 // elements (headerValues); the other sources give at most one value.
 func (s *sources) values(r *http.Request, v *view, params *chi.Context, src config.Source, vs *valueSet) bool {
-	clear(vs.v[:vs.n])
-	vs.n, vs.over = 0, false
+	vs.n, vs.over = 0, false // the strings left behind are the pooled exchange's, zeroed with it
 	switch src.Kind {
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
@@ -286,14 +285,32 @@ func headerValues(lines []string, list bool, vs *valueSet) {
 			}
 			continue
 		}
+		if strings.IndexByte(line, ',') < 0 {
+			if !vs.add(trimOWS(line)) { // one element: the common case
+				return
+			}
+			continue
+		}
 		for line != "" {
 			var part string
 			part, line = nextListElement(line)
-			if !vs.add(strings.Trim(part, " \t")) {
+			if !vs.add(trimOWS(part)) {
 				return
 			}
 		}
 	}
+}
+
+// trimOWS trims the optional white space (spaces and tabs) around a list
+// element, without strings.Trim's per-call cutset.
+func trimOWS(s string) string {
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // nextListElement splits a list field's line at its first comma outside a
