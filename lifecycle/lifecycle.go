@@ -5,9 +5,10 @@
 // Reload (reload.go), applies each changed setting live or warns that it
 // takes effect at restart (settings.go, the one list), keeps the gateway's
 // membership of a fleet sharing a rules document (fleet.go), reports the
-// TLS certificates (certstatus.go) and the upstreams (upstreams.go), and
-// drains on the way out. It also holds the `validate` and `rules push|pull`
-// commands (commands.go) and -demo's upstreams (demo.go).
+// TLS certificates (certstatus.go) and the upstreams' statistics
+// (upstreamstats.go), and drains on the way out. It also holds the
+// `validate` and `rules push|pull` commands (commands.go) and -demo's
+// upstreams (demo.go).
 //
 // It is the top of the layering: it wires config, limiter, hotparam,
 // cluster, upstream, proxy, admin, rulesource and tlsedge, and nothing but
