@@ -133,16 +133,20 @@ func TestNewRefusesWhatCannotServe(t *testing.T) {
 	}
 }
 
-// TestServeReloadAndDrain: an instance serves its rules on 127.0.0.1:0; a
+// TestServeReloadAndDrain: an instance serves its rules and its admin API
+// on 127.0.0.1:0; a
 // reload (Reload, as on SIGHUP, or a change to the file) applies a new
 // route; an invalid file keeps the rules in force and Reload says why.
 func TestServeReloadAndDrain(t *testing.T) {
 	up := upstream(t)
 	path, write := rulesFile(t, up, "routes: [{path: /a, upstream: app}]")
 	var log logs
-	inst, addr := running(t, Options{Config: path, Admin: "off", Drain: time.Second, Log: &log})
+	inst, addr := running(t, Options{Config: path, Admin: "127.0.0.1:0", Drain: time.Second, Log: &log})
 	if got := status(t, addr, "/a"); got != http.StatusOK {
 		t.Fatalf("GET /a: %d, want 200", got)
+	}
+	if _, _, admin := inst.Addrs(); status(t, admin, "/readyz") != http.StatusOK {
+		t.Errorf("the admin listener (%q) does not answer /readyz with 200", admin)
 	}
 	if got := status(t, addr, "/b"); got != http.StatusNotFound {
 		t.Fatalf("GET /b before the reload: %d, want 404", got)
