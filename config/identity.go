@@ -42,6 +42,7 @@ func RuleIdentity(rule any) map[string]Identity {
 			"WarmUpPeriodSec":             local,
 			"ColdFactor":                  local,
 			"MaxQueueingTimeMs":           local,
+			"BurstCount":                  local,
 			"DryRun":                      local,
 			"ClusterMode":                 local,
 			"ClusterConfig.ThresholdType": both,

@@ -17,7 +17,7 @@ func identityRules() []any {
 	return []any{
 		config.FlowRule{Resource: "r", LimitApp: "a", Grade: config.GradeQPS, Count: 1, Strategy: config.StrategyDirect,
 			RefResource: "ref", ControlBehavior: config.BehaviorReject, WarmUpPeriodSec: 1, ColdFactor: 3,
-			MaxQueueingTimeMs: 5, StatIntervalMs: 1000, DryRun: true, ClusterMode: true,
+			MaxQueueingTimeMs: 5, BurstCount: 2, StatIntervalMs: 1000, DryRun: true, ClusterMode: true,
 			ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal, FallbackToLocalWhenFail: &yes}, Line: 3},
 		config.ParamRule{Resource: "r", Param: config.Source{Kind: config.SourceIP}, Count: 1, DurationSec: 1,
 			Items: []config.ParamItem{{Value: "a", Count: 2}}, Line: 3},
