@@ -35,6 +35,7 @@ type exchange struct {
 	body        *clientBody // the request body as forwarded; nil: none
 	call        call        // what the route's guards know and hold of the request
 	try         tries       // the targets it was sent to
+	out         prepared    // the request as the attempts loop sends it
 	// vals holds the values of the source read last (Values, one).
 	vals valueSet
 	// tooMany: a source read by Values had more than maxValues values,

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -78,57 +77,50 @@ var (
 // validStatus reports a final status a client may be sent.
 func validStatus(code int) bool { return code >= 200 && code <= 999 }
 
-// forward sends the request, and again to another target where
-// route.retry allows it (all within the route timeout); a body read whole
-// (up to fastBodyCap) is kept for that, a streamed one is sent again only
-// after a connect failure, when none of it was read.
-func (f *fastForwarder) forward(ex *exchange, r *http.Request) {
-	up := f.rt.upstream
-	deadline := time.Now().Add(up.timeout)
-	c := f.pool.get()
-	defer f.pool.put(c)
+func (f *fastForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
 
-	kept, err := f.readBody(c, r)
-	if err != nil {
-		upstreamFailed(ex, r, err, f.log)
-		return
+func (f *fastForwarder) open(p *prepared)  { p.fc = f.pool.get() }
+func (f *fastForwarder) close(p *prepared) { f.pool.put(p.fc) }
+func (f *fastForwarder) keeps() bool       { return true }
+
+// bodyBuf lends the pooled call's buffer, grown to n if needed.
+func (f *fastForwarder) bodyBuf(p *prepared, n int) []byte {
+	c := p.fc
+	if cap(c.buf) < n {
+		c.buf = make([]byte, max(n, copyBufSize))
 	}
-	ex.try.kept = kept
+	c.body = c.buf[:n]
+	return c.body
+}
+
+// send writes p's attempt to its target on the target's fasthttp client,
+// within p's deadline, and copies the answer to the client
+// (writeResponse).
+func (f *fastForwarder) send(p *prepared) (int, error) {
+	c := p.fc
 	req, resp := &c.req, &c.resp
-	for i := up.first(ex); ; {
-		t := up.fast[i]
-		f.buildRequest(c, t, r, &ex.view)
-		f.setBody(c, r, kept)
-		resp.Header.SetNoDefaultContentType(true)
-		if err := t.hc.DoDeadline(req, resp, deadline); err != nil {
-			if !ex.bodyFailed() && ex.clientCtx.Err() == nil {
-				if i = f.rt.retry(ex, r.Method, classify(err), 0); i >= 0 {
-					req.Reset()
-					continue
-				}
-			}
-			upstreamFailed(ex, r, err, f.log)
-			return
-		}
-		st := resp.StatusCode()
-		if !validStatus(st) {
-			// fasthttp skips 1xx interim answers, so a final one below 200
-			// here (an unasked-for 101, a 099) is the upstream's fault, as on
-			// the standard path.
-			_ = closeStream(resp.BodyStream(), errBadStatus)
-			upstreamFailed(ex, r, fmt.Errorf("%w %d", errBadStatus, st), f.log)
-			return
-		}
-		if ups.FailureStatus(st) {
-			if i = f.rt.retry(ex, r.Method, failStatus, st); i >= 0 {
-				_ = closeStream(resp.BodyStream(), errRetried)
-				req.Reset()
-				continue
-			}
-		}
-		f.writeResponse(ex, c, r)
-		return
+	t := f.rt.upstream.fast[p.target]
+	f.buildRequest(c, t, p.r, &p.ex.view)
+	f.setBody(c, p.r, p.ex.try.kept)
+	resp.Header.SetNoDefaultContentType(true)
+	if err := t.hc.DoDeadline(req, resp, p.deadline); err != nil {
+		req.Reset()
+		return 0, err
 	}
+	st := resp.StatusCode()
+	if !validStatus(st) {
+		// fasthttp skips 1xx interim answers, so a final one below 200
+		// here (an unasked-for 101, a 099) is the upstream's fault, as on
+		// the standard path.
+		_ = closeStream(resp.BodyStream(), errBadStatus)
+		return 0, fmt.Errorf("%w %d", errBadStatus, st)
+	}
+	if p.drop && ups.FailureStatus(st) {
+		_ = closeStream(resp.BodyStream(), errRetried)
+		req.Reset()
+		return st, errDropped
+	}
+	return st, f.writeResponse(p.ex, c)
 }
 
 // errRetried closes the body of an answer dropped for a retry.
@@ -197,30 +189,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 	}
 }
 
-// readBody reads the client's body into c.buf when its length is known and
-// at most fastBodyCap (bounded memory), so that it can be sent, and sent
-// again on a retry: kept reports that (or that there is no body). Reading
-// it is bounded by the route deadline set in route.forward
-// (exchange.watchBody).
-func (f *fastForwarder) readBody(c *fastCall, r *http.Request) (kept bool, err error) {
-	n := r.ContentLength
-	if n == 0 || r.Body == nil || r.Body == http.NoBody {
-		return true, nil
-	}
-	if n > 0 && n <= fastBodyCap {
-		if int64(cap(c.buf)) < n {
-			c.buf = make([]byte, max(n, copyBufSize))
-		}
-		if _, err := io.ReadFull(r.Body, c.buf[:n]); err != nil {
-			return false, err
-		}
-		c.body = c.buf[:n]
-		return true, nil
-	}
-	return false, nil
-}
-
-// setBody gives c.req the client's body: the one readBody kept, or a stream
+// setBody gives c.req the client's body: the one the attempts loop kept, or a stream
 // of it (only a forced fast route gets those).
 func (f *fastForwarder) setBody(c *fastCall, r *http.Request, kept bool) {
 	switch {
@@ -237,7 +206,7 @@ func (f *fastForwarder) setBody(c *fastCall, r *http.Request, kept bool) {
 // 502/504); anything else is streamed, with a flush per read when the
 // length is unknown or the body is an event stream, and a broken stream
 // aborts the response like ReverseProxy does.
-func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall, r *http.Request) {
+func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 	resp := &c.resp
 	status := resp.StatusCode()
 	body := resp.BodyStream()
@@ -245,19 +214,18 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall, r *http.Request
 	if body != nil && n >= 0 && n <= len(c.buf) {
 		if _, err := io.ReadFull(body, c.buf[:n]); err != nil {
 			_ = closeStream(body, err)
-			upstreamFailed(ex, r, err, f.log)
-			return
+			return err
 		}
 		_ = resp.CloseBodyStream() // the connection goes back to the pool now
 		copyResponseHeader(ex.Header(), &resp.Header, c)
 		ex.WriteHeader(status)
 		_, _ = ex.Write(c.buf[:n])
-		return
+		return nil
 	}
 	copyResponseHeader(ex.Header(), &resp.Header, c)
 	ex.WriteHeader(status)
 	if body == nil { // HEAD, 1xx, 204, 304
-		return
+		return nil
 	}
 	var rc *http.ResponseController
 	if n < 0 || isEventStream(resp.Header.ContentType()) {
@@ -298,6 +266,7 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall, r *http.Request
 		}
 	}
 	_ = resp.CloseBodyStream()
+	return nil
 }
 
 // abort ends a response whose status is already sent: the upstream

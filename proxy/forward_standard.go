@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -27,21 +26,21 @@ import (
 // target: pass sends every answer to the client; retry (nil when the
 // upstream never retries) fails an attempt answered 502/503/504, so that it
 // can be sent to another target. Which one an attempt uses is decided
-// before it is sent (ReverseProxy's hooks cannot reach the request's
-// state without an allocation), from whether a retry would be allowed.
+// before it is sent (prepared.drop: ReverseProxy's hooks cannot reach the
+// request's state without an allocation). It is the standard path's
+// transport: the attempts loop (route.attempts) owns the policy.
 type standardForwarder struct {
-	rt      *route
-	pass    []*httputil.ReverseProxy
-	retry   []*httputil.ReverseProxy
-	timeout time.Duration
-	log     zerolog.Logger
+	rt    *route
+	pass  []*httputil.ReverseProxy
+	retry []*httputil.ReverseProxy
+	log   zerolog.Logger
 }
 
 func (f *standardForwarder) name() string { return "standard" }
 
 func newStandardForwarder(rt *route, transport http.RoundTripper, copyBuffers httputil.BufferPool, log zerolog.Logger) *standardForwarder {
 	up := rt.upstream
-	f := &standardForwarder{rt: rt, timeout: up.timeout, log: log}
+	f := &standardForwarder{rt: rt, log: log}
 	for _, t := range up.targets {
 		f.pass = append(f.pass, newStandardProxy(rt, t, false, transport, copyBuffers, log))
 		if up.retries > 0 {
@@ -51,62 +50,53 @@ func newStandardForwarder(rt *route, transport http.RoundTripper, copyBuffers ht
 	return f
 }
 
-// forward bounds the whole exchange, retries included, by the route
-// timeout; the client going away cancels the upstream call through the
-// request's context. A failed attempt that may be retried (see
-// route.retry) writes nothing and names the next target in ex.try.next.
-func (f *standardForwarder) forward(ex *exchange, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), f.timeout)
-	defer cancel()
-	// The request's URL is made the view, whence ReverseProxy's clone and
-	// Rewrite (which reach nothing else without an allocation) take it:
-	// RawPath is the view's path, RawQuery its query; a client's userinfo
-	// (absolute-form) is not turned into an Authorization header.
+func (f *standardForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
+
+// open binds the request to the route deadline; the client going away
+// cancels the upstream call through its context. The request's URL is
+// made the view, whence ReverseProxy's clone and Rewrite (which reach
+// nothing else without an allocation) take it: RawPath is the view's
+// path, RawQuery its query; a client's userinfo (absolute-form) is not
+// turned into an Authorization header.
+func (f *standardForwarder) open(p *prepared) {
+	r, v := p.r, &p.ex.view
+	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
 	u := r.URL
-	u.Opaque, u.User, u.Path, u.RawPath = "", nil, unescapedPath(ex.view.path), ex.view.path
-	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = ex.view.query, false, "", ""
-	req := r.WithContext(ctx)
-	up := f.rt.upstream
-	body, err := f.keepBody(ex, r)
-	if err != nil {
-		upstreamFailed(ex, r, err, f.log)
-		return
-	}
-	i := up.first(ex)
-	for {
-		rp := f.pass[i]
-		if f.retry != nil && retryable(r.Method, failStatus, ex.try.kept) && up.bal.MayRetry(ex.try.now, &ex.try.att) {
-			rp = f.retry[i]
-		}
-		if body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		ex.try.next = 0
-		rp.ServeHTTP(ex, req)
-		if ex.try.next == 0 {
-			return
-		}
-		i = ex.try.next - 1
-	}
+	u.Opaque, u.User, u.Path, u.RawPath = "", nil, unescapedPath(v.path), v.path
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = v.query, false, "", ""
+	p.req, p.cancel = r.WithContext(ctx), cancel
 }
 
-// keepBody reads the request's body into memory when the upstream retries
-// and the body is small enough to keep (its length known and at most
-// fastBodyCap, as the fast path keeps it): a retry sends it again. A body
-// the client sends only once asked (Expect: 100-continue) is not read
-// ahead, so the target still decides whether it wants it.
-func (f *standardForwarder) keepBody(ex *exchange, r *http.Request) ([]byte, error) {
-	n := r.ContentLength
-	ex.try.kept = n == 0
-	if f.retry == nil || n <= 0 || n > fastBodyCap || len(r.Header["Expect"]) > 0 {
-		return nil, nil
+func (f *standardForwarder) close(p *prepared) { p.cancel() }
+func (f *standardForwarder) keeps() bool       { return false }
+
+// bodyBuf allocates: net/http's Transport may still read a body after
+// the handler returned, so it cannot be pooled.
+func (f *standardForwarder) bodyBuf(_ *prepared, n int) []byte { return make([]byte, n) }
+
+// send serves p's attempt through the target's ReverseProxy: the one
+// that drops a 502/503/504 answer when p.drop says a retry may follow.
+// The error handler writes nothing: it leaves the error in p.err.
+func (f *standardForwarder) send(p *prepared) (int, error) {
+	rp := f.pass[p.target]
+	if p.drop {
+		rp = f.retry[p.target]
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r.Body, b); err != nil {
-		return nil, err
+	if p.body != nil {
+		p.req.Body = io.NopCloser(bytes.NewReader(p.body))
 	}
-	ex.try.kept = true
-	return b, nil
+	p.err = nil
+	rp.ServeHTTP(p.ex, p.req)
+	err := p.err
+	if err == nil {
+		return p.ex.status, nil
+	}
+	p.err = nil
+	var rs *retryStatusError
+	if errors.As(err, &rs) {
+		return rs.code, errDropped
+	}
+	return p.ex.status, err
 }
 
 // retryStatusError fails an attempt answered 502, 503 or 504 that is to be
@@ -121,9 +111,9 @@ var retryStatuses = [...]*retryStatusError{{502}, {503}, {504}}
 
 // newStandardProxy builds the httputil.ReverseProxy of one route and
 // target: Rewrite strips the route's prefix and sets the X-Forwarded-*
-// headers; the error handler retries what route.retry allows and answers
-// the rest 502/504 with a JSON body. retry: a 502/503/504 answer fails the
-// attempt instead of reaching the client.
+// headers; the error handler hands the error to the attempts loop (send).
+// retry: a 502/503/504 answer fails the attempt instead of reaching the
+// client.
 func newStandardProxy(rt *route, target *url.URL, retry bool, transport http.RoundTripper,
 	copyBuffers httputil.BufferPool, log zerolog.Logger) *httputil.ReverseProxy {
 	joins := target.Path != "" || target.RawPath != "" || target.RawQuery != ""
@@ -171,25 +161,11 @@ func newStandardProxy(rt *route, target *url.URL, retry bool, transport http.Rou
 			}
 			return nil
 		},
+		// The attempts loop decides what an error means (route.attempts).
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if ex, ok := w.(*exchange); ok && !ex.bodyFailed() && ex.clientCtx.Err() == nil {
-				kind, code := classify(err), 0
-				var rs *retryStatusError
-				if errors.As(err, &rs) {
-					kind, code = failStatus, rs.code
-				}
-				if j := rt.retry(ex, r.Method, kind, code); j >= 0 {
-					ex.try.next = j + 1
-					return
-				}
-				if kind == failStatus {
-					// The answer was dropped for a retry that the budget,
-					// spent meanwhile by other requests, no longer allows.
-					ex.failed = true
-					log.Debug().Int("code", code).Str("path", r.URL.Path).Msg("upstream failed; retry budget spent")
-					writeJSON(w, http.StatusBadGateway, bodyBadGateway)
-					return
-				}
+			if ex, ok := w.(*exchange); ok {
+				ex.out.err = err
+				return
 			}
 			upstreamFailed(w, r, err, log)
 		},

@@ -94,7 +94,6 @@ func committed(m map[string]*upstream) []*ups.Upstream {
 // pooled exchange; its zero value is a request not yet sent.
 type tries struct {
 	att    ups.Tries
-	next   int   // the standard error handler's choice for the next attempt, plus one; 0: none
 	now    int64 // when the attempt in progress was chosen
 	key    uint64
 	hasKey bool
@@ -168,7 +167,7 @@ func idempotent(method string) bool {
 // 0 for none) and chooses the target of the next one (one not tried yet
 // while there is one), when the failure is retryable and the upstream
 // allows another retry now; otherwise it returns -1 and leaves the attempt
-// to be settled when the request ends. Both forwarders retry through it.
+// to be settled when the request ends. The attempts loop retries through it.
 func (rt *route) retry(ex *exchange, method string, kind failKind, code int) int {
 	u := rt.upstream
 	t := &ex.try

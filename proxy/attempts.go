@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// transport is what differs between the fast and the standard path: it
+// sends one prepared attempt to one target and streams the target's answer
+// back to the client. It decides nothing: which target, whether to send
+// again, which body is kept, what is reported to the upstream pool are the
+// attempts loop's (route.attempts), one policy for both (as Caddy's
+// reverseproxy loop owns its retries over any http.RoundTripper).
+//
+// send's results:
+//   - (0, err): no answer (connect failure, reset, timeout, a malformed or
+//     invalid answer); nothing was written to the client.
+//   - (code, errDropped): the target answered code (502/503/504) and p.drop
+//     was set: the answer was discarded, nothing was written.
+//   - (code, err): the answer broke before anything reached the client.
+//   - (code, nil): the answer was written to the client (a break while it
+//     streamed aborts the response: http.ErrAbortHandler).
+type transport interface {
+	name() string
+	// open readies the transport's state of one request in p, close
+	// releases it; both once per request, around every attempt.
+	open(p *prepared)
+	close(p *prepared)
+	// keeps reports that the transport sends a body it can keep whole
+	// (up to fastBodyCap) from memory even without retries (the fast
+	// path does: fasthttp writes a known body in one piece).
+	keeps() bool
+	// bodyBuf lends n bytes to keep the request's body in until close.
+	bodyBuf(p *prepared, n int) []byte
+	send(p *prepared) (code int, err error)
+}
+
+// prepared is one request as the attempts loop hands it to a transport:
+// the request, its deadline, the kept body, the target of the attempt in
+// progress and whether a failure answer is to be dropped for a retry. It
+// lives in the pooled exchange, so passing it costs nothing.
+type prepared struct {
+	ex       *exchange
+	r        *http.Request
+	deadline time.Time // the route timeout, over every attempt
+	target   int       // index into the upstream's targets
+	// body is the request's body kept in memory (bodyBuf) to be sent, and
+	// sent again; nil: none, or streamed from r.Body.
+	body []byte
+	// drop: a 502/503/504 answer is discarded rather than sent to the
+	// client, because a retry is allowed (decided before the attempt is
+	// sent: the standard path's ReverseProxy must know it then).
+	drop bool
+
+	// The transports' own state of the request.
+	fc     *fastCall     // fast: the pooled request and response
+	req    *http.Request // standard: r bound to the deadline
+	cancel func()        // standard: releases req's context
+	err    error         // standard: the error ReverseProxy reported
+}
+
+// errDropped is send's report of a failure answer discarded for a retry.
+var errDropped = errors.New("proxy: answer dropped, the request is sent to another target")
+
+// attempts forwards one request over tr: the whole exchange, retries
+// included, is bounded by the route timeout, and the client going away
+// ends it. It keeps a body it may send again (length known, at most
+// fastBodyCap, not awaiting 100-continue) when the upstream retries or
+// the transport keeps bodies anyway; chooses each attempt's target (the
+// upstream package: balancing, retries beyond the targets, the retry
+// budget) and settles every attempt it replaces (route.retry; the last is
+// settled by route.settle when the request ends); and decides what is
+// retried (retryable). A failure not retried is answered by
+// upstreamFailed: 502/504, 400/408 for the client's own body, nothing to
+// a client that left.
+func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerolog.Logger) {
+	up := rt.upstream
+	p := &ex.out
+	p.ex, p.r, p.deadline = ex, r, time.Now().Add(up.timeout)
+	tr.open(p)
+	defer tr.close(p)
+
+	n := r.ContentLength
+	kept := n == 0 || r.Body == nil || r.Body == http.NoBody
+	if !kept && n > 0 && n <= fastBodyCap && len(r.Header["Expect"]) == 0 && (up.retries > 0 || tr.keeps()) {
+		b := tr.bodyBuf(p, int(n))
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			upstreamFailed(ex, r, err, log)
+			return
+		}
+		p.body, kept = b, true
+	}
+	ex.try.kept = kept
+
+	for i := up.first(ex); ; {
+		p.target = i
+		p.drop = up.retries > 0 && retryable(r.Method, failStatus, kept) && up.bal.MayRetry(ex.try.now, &ex.try.att)
+		code, err := tr.send(p)
+		if err == nil {
+			return
+		}
+		kind := failStatus
+		if err != errDropped {
+			if code != 0 { // the answer broke before it reached the client
+				upstreamFailed(ex, r, err, log)
+				return
+			}
+			kind = classify(err)
+		}
+		if !ex.bodyFailed() && ex.clientCtx.Err() == nil {
+			if i = rt.retry(ex, r.Method, kind, code); i >= 0 {
+				continue
+			}
+			if err == errDropped {
+				// The answer was dropped for a retry that the budget,
+				// spent meanwhile by other requests, no longer allows.
+				ex.failed = true
+				log.Debug().Int("code", code).Str("path", r.URL.Path).Msg("upstream failed; retry budget spent")
+				writeJSON(ex, http.StatusBadGateway, bodyBadGateway)
+				return
+			}
+		}
+		upstreamFailed(ex, r, err, log)
+		return
+	}
+}
