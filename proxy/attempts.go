@@ -16,11 +16,12 @@ import (
 // attempts loop's (route.attempts), one policy for both (as Caddy's
 // reverseproxy loop owns its retries over any http.RoundTripper).
 //
-// send's results:
+// A transport that gets a 502, 503 or 504 answer asks p.mayDrop whether it
+// is sent again; if so it discards the answer. send's results:
 //   - (0, err): no answer (connect failure, reset, timeout, a malformed or
 //     invalid answer); nothing was written to the client.
-//   - (code, errDropped): the target answered code (502/503/504) and p.drop
-//     was set: the answer was discarded, nothing was written.
+//   - (code, errDropped): the target answered code (502/503/504) and
+//     p.mayDrop took a retry: the answer was discarded, nothing written.
 //   - (code, err): the answer broke before anything reached the client.
 //   - (code, nil): the answer was written to the client (a break while it
 //     streamed aborts the response: http.ErrAbortHandler).
@@ -40,10 +41,11 @@ type transport interface {
 }
 
 // prepared is one request as the attempts loop hands it to a transport:
-// the request, its deadline, the kept body, the target of the attempt in
-// progress and whether a failure answer is to be dropped for a retry. It
-// lives in the pooled exchange, so passing it costs nothing.
+// the request, its deadline, the kept body and the target of the attempt
+// in progress. It lives in the pooled exchange, so passing it costs
+// nothing.
 type prepared struct {
+	rt       *route
 	ex       *exchange
 	r        *http.Request
 	deadline time.Time // the route timeout, over every attempt
@@ -51,16 +53,26 @@ type prepared struct {
 	// body is the request's body kept in memory (bodyBuf) to be sent, and
 	// sent again; nil: none, or streamed from r.Body.
 	body []byte
-	// drop: a 502/503/504 answer is discarded rather than sent to the
-	// client, because a retry is allowed (decided before the attempt is
-	// sent: the standard path's ReverseProxy must know it then).
-	drop bool
+	next int // the target mayDrop chose for the next attempt
 
 	// The transports' own state of the request.
 	fc     *fastCall     // fast: the pooled request and response
 	req    *http.Request // standard: r bound to the deadline
 	cancel func()        // standard: releases req's context
-	err    error         // standard: the error ReverseProxy reported
+}
+
+// mayDrop is a transport's question when the attempt in progress was
+// answered code (502, 503 or 504): true when the request is sent again,
+// so the answer is to be discarded. The retry is taken then (the attempt
+// settled, the next target chosen, the budget spent): the answer reaches
+// the client whenever it is not.
+func (p *prepared) mayDrop(code int) bool {
+	ex := p.ex
+	if ex.bodyFailed() || ex.clientCtx.Err() != nil {
+		return false
+	}
+	p.next = p.rt.retry(ex, p.r.Method, failStatus, code)
+	return p.next >= 0
 }
 
 // errDropped is send's report of a failure answer discarded for a retry.
@@ -74,13 +86,13 @@ var errDropped = errors.New("proxy: answer dropped, the request is sent to anoth
 // upstream package: balancing, retries beyond the targets, the retry
 // budget) and settles every attempt it replaces (route.retry; the last is
 // settled by route.settle when the request ends); and decides what is
-// retried (retryable). A failure not retried is answered by
+// retried (retryable), failure answers included (prepared.mayDrop). A failure not retried is answered by
 // upstreamFailed: 502/504, 400/408 for the client's own body, nothing to
 // a client that left.
 func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerolog.Logger) {
 	up := rt.upstream
 	p := &ex.out
-	p.ex, p.r, p.deadline = ex, r, time.Now().Add(up.timeout)
+	p.rt, p.ex, p.r, p.deadline = rt, ex, r, time.Now().Add(up.timeout)
 	tr.open(p)
 	defer tr.close(p)
 
@@ -98,30 +110,20 @@ func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerol
 
 	for i := up.first(ex); ; {
 		p.target = i
-		p.drop = up.retries > 0 && retryable(r.Method, failStatus, kept) && up.bal.MayRetry(ex.try.now, &ex.try.att)
 		code, err := tr.send(p)
-		if err == nil {
+		switch {
+		case err == nil:
+			return
+		case err == errDropped:
+			i = p.next
+			continue
+		case code != 0: // the answer broke before it reached the client
+			upstreamFailed(ex, r, err, log)
 			return
 		}
-		kind := failStatus
-		if err != errDropped {
-			if code != 0 { // the answer broke before it reached the client
-				upstreamFailed(ex, r, err, log)
-				return
-			}
-			kind = classify(err)
-		}
 		if !ex.bodyFailed() && ex.clientCtx.Err() == nil {
-			if i = rt.retry(ex, r.Method, kind, code); i >= 0 {
+			if i = rt.retry(ex, r.Method, classify(err), 0); i >= 0 {
 				continue
-			}
-			if err == errDropped {
-				// The answer was dropped for a retry that the budget,
-				// spent meanwhile by other requests, no longer allows.
-				ex.failed = true
-				log.Debug().Int("code", code).Str("path", r.URL.Path).Msg("upstream failed; retry budget spent")
-				writeJSON(ex, http.StatusBadGateway, bodyBadGateway)
-				return
 			}
 		}
 		upstreamFailed(ex, r, err, log)

@@ -8,21 +8,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// dropRequestHeader reports the inbound headers the fast path does not copy:
-// the hop-by-hop ones (RFC 9110 7.6.1, as ReverseProxy removes them), the
-// forwarding headers it sets itself, and the framing the client writes
-// anew (Content-Length comes from the body).
-func dropRequestHeader(k string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
-		"Content-Length", "Host":
-		return true
-	}
-	return false
-}
-
 // dropResponseHeader reports the upstream's hop-by-hop response headers.
 // Trailer is kept: ReverseProxy re-announces the trailers it will send.
 func dropResponseHeader(k []byte) bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 
@@ -115,7 +114,7 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 		_ = closeStream(resp.BodyStream(), errBadStatus)
 		return 0, fmt.Errorf("%w %d", errBadStatus, st)
 	}
-	if p.drop && ups.FailureStatus(st) {
+	if ups.FailureStatus(st) && p.mayDrop(st) {
 		_ = closeStream(resp.BodyStream(), errRetried)
 		req.Reset()
 		return st, errDropped
@@ -126,9 +125,8 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 // errRetried closes the body of an answer dropped for a retry.
 var errRetried = errors.New("proxy: answer dropped, the request is sent to another target")
 
-// buildRequest fills c.req as ReverseProxy's Rewrite and Transport would
-// write the outgoing request, to the request-target the standard forwarder
-// sends too (appendUpstreamTarget).
+// buildRequest fills c.req with the outgoing request as outgoing.go
+// writes it (the standard transport applies the same in its Rewrite).
 func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request, v *view) {
 	rt := f.rt
 	req := &c.req
@@ -146,7 +144,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 
 	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) || k == rt.stripOrigin {
+		if !rt.forwardHeader(k, conn) {
 			continue
 		}
 		if k == "Cookie" {
@@ -169,24 +167,16 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 			break
 		}
 	}
-	// X-Forwarded-*: exactly ProxyRequest.SetXForwarded, with the inbound
-	// chain kept only from a trusted proxy (as the standard Rewrite does).
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+	if chain, ip, ok := rt.forwardedFor(r); ok {
 		b := c.xff[:0]
-		if rt.snap.sources.peerTrusted(r) {
-			for _, p := range r.Header["X-Forwarded-For"] {
-				b = append(append(b, p...), ", "...)
-			}
+		for _, p := range chain {
+			b = append(append(b, p...), ", "...)
 		}
 		c.xff = append(b, ip...)
 		h.SetBytesV("X-Forwarded-For", c.xff)
 	}
 	h.Set("X-Forwarded-Host", r.Host)
-	if r.TLS == nil {
-		h.Set("X-Forwarded-Proto", "http")
-	} else {
-		h.Set("X-Forwarded-Proto", "https")
-	}
+	h.Set("X-Forwarded-Proto", forwardedProto(r))
 }
 
 // setBody gives c.req the client's body: the one the attempts loop kept, or a stream

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,43 +20,35 @@ import (
 	ups "sluice/upstream"
 )
 
-// standardForwarder is httputil.ReverseProxy: it carries everything,
-// including upgrades, streams and trailers. It has two ReverseProxies per
-// target: pass sends every answer to the client; retry (nil when the
-// upstream never retries) fails an attempt answered 502/503/504, so that it
-// can be sent to another target. Which one an attempt uses is decided
-// before it is sent (prepared.drop: ReverseProxy's hooks cannot reach the
-// request's state without an allocation). It is the standard path's
-// transport: the attempts loop (route.attempts) owns the policy.
+// standardForwarder is the standard path's transport, on
+// httputil.ReverseProxy: it carries everything, including upgrades,
+// streams and trailers. The attempts loop (route.attempts) owns the
+// policy; ReverseProxy's hooks only apply the prepared attempt (Rewrite:
+// the outgoing request as outgoing.go writes it), ask the loop whether a
+// 502/503/504 answer is to be dropped for a retry (ModifyResponse:
+// prepared.mayDrop), and hand errors back to it (ErrorHandler). They reach
+// the attempt through a pooled stdCall, which holds a ReverseProxy of its
+// own, so nothing is allocated for that.
 type standardForwarder struct {
-	rt    *route
-	pass  []*httputil.ReverseProxy
-	retry []*httputil.ReverseProxy
-	log   zerolog.Logger
+	rt        *route
+	transport http.RoundTripper
+	calls     *stdCalls
+	log       zerolog.Logger
 }
 
 func (f *standardForwarder) name() string { return "standard" }
 
-func newStandardForwarder(rt *route, transport http.RoundTripper, copyBuffers httputil.BufferPool, log zerolog.Logger) *standardForwarder {
-	up := rt.upstream
-	f := &standardForwarder{rt: rt, log: log}
-	for _, t := range up.targets {
-		f.pass = append(f.pass, newStandardProxy(rt, t, false, transport, copyBuffers, log))
-		if up.retries > 0 {
-			f.retry = append(f.retry, newStandardProxy(rt, t, true, transport, copyBuffers, log))
-		}
-	}
-	return f
+func newStandardForwarder(rt *route, transport http.RoundTripper, calls *stdCalls, log zerolog.Logger) *standardForwarder {
+	return &standardForwarder{rt: rt, transport: transport, calls: calls, log: log}
 }
 
 func (f *standardForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
 
 // open binds the request to the route deadline; the client going away
 // cancels the upstream call through its context. The request's URL is
-// made the view, whence ReverseProxy's clone and Rewrite (which reach
-// nothing else without an allocation) take it: RawPath is the view's
-// path, RawQuery its query; a client's userinfo (absolute-form) is not
-// turned into an Authorization header.
+// made the view, whence ReverseProxy's clone takes it: RawPath is the
+// view's path, RawQuery its query; a client's userinfo (absolute-form) is
+// not turned into an Authorization header.
 func (f *standardForwarder) open(p *prepared) {
 	r, v := p.r, &p.ex.view
 	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
@@ -74,26 +65,20 @@ func (f *standardForwarder) keeps() bool       { return false }
 // the handler returned, so it cannot be pooled.
 func (f *standardForwarder) bodyBuf(_ *prepared, n int) []byte { return make([]byte, n) }
 
-// send serves p's attempt through the target's ReverseProxy: the one
-// that drops a 502/503/504 answer when p.drop says a retry may follow.
-// The error handler writes nothing: it leaves the error in p.err.
+// send serves p's attempt through a pooled ReverseProxy bound to p.
 func (f *standardForwarder) send(p *prepared) (int, error) {
-	rp := f.pass[p.target]
-	if p.drop {
-		rp = f.retry[p.target]
-	}
 	if p.body != nil {
 		p.req.Body = io.NopCloser(bytes.NewReader(p.body))
 	}
-	p.err = nil
-	rp.ServeHTTP(p.ex, p.req)
-	err := p.err
+	c := f.calls.get()
+	c.p, c.rp.Transport = p, f.transport
+	c.rp.ServeHTTP(p.ex, p.req)
+	err := c.err
+	f.calls.put(c)
 	if err == nil {
 		return p.ex.status, nil
 	}
-	p.err = nil
-	var rs *retryStatusError
-	if errors.As(err, &rs) {
+	if rs, ok := err.(*retryStatusError); ok {
 		return rs.code, errDropped
 	}
 	return p.ex.status, err
@@ -109,69 +94,93 @@ func (e *retryStatusError) Error() string {
 
 var retryStatuses = [...]*retryStatusError{{502}, {503}, {504}}
 
-// newStandardProxy builds the httputil.ReverseProxy of one route and
-// target: Rewrite strips the route's prefix and sets the X-Forwarded-*
-// headers; the error handler hands the error to the attempts loop (send).
-// retry: a 502/503/504 answer fails the attempt instead of reaching the
-// client.
-func newStandardProxy(rt *route, target *url.URL, retry bool, transport http.RoundTripper,
-	copyBuffers httputil.BufferPool, log zerolog.Logger) *httputil.ReverseProxy {
-	joins := target.Path != "" || target.RawPath != "" || target.RawQuery != ""
-	return &httputil.ReverseProxy{
-		Transport: transport,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			// The request-target is the one the fast forwarder sends:
-			// the view's path (forward put it in In.URL.RawPath), the
-			// prefix stripped, joined to the target's path, and the
-			// target's query before the view's (SetURL's, on the view).
-			out := pr.Out.URL // a copy of the view (forward)
-			if rt.stripPrefix != "" || joins {
-				v := view{path: out.RawPath, query: out.RawQuery}
-				b, n := appendUpstreamTarget(nil, target, &v, rt.stripPrefix)
-				out.RawPath, out.RawQuery = string(b[:n]), ""
-				if n < len(b) {
-					out.RawQuery = string(b[n+1:])
-				}
-				out.Path = unescapedPath(out.RawPath)
-			}
-			out.Scheme, out.Host = target.Scheme, target.Host
-			pr.Out.Host = ""
-			// ReverseProxy drops inbound X-Forwarded-* before Rewrite. A chain
-			// is only extended when the peer is a trusted proxy; otherwise the
-			// client's own claims are replaced by what we saw.
-			if rt.snap.sources.peerTrusted(pr.In) {
-				if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
-					pr.Out.Header["X-Forwarded-For"] = xff
-				}
-			}
-			pr.SetXForwarded()
-			if rt.stripOrigin != "" {
-				pr.Out.Header.Del(rt.stripOrigin)
-			}
-		},
-		// A final status net/http cannot write (below 100 or above 999)
-		// would panic in WriteHeader and reach the client as a cut
-		// connection: it is an upstream failure, answered 502.
-		ModifyResponse: func(resp *http.Response) error {
-			if !validStatus(resp.StatusCode) && resp.StatusCode != http.StatusSwitchingProtocols {
-				return fmt.Errorf("%w %d", errBadStatus, resp.StatusCode)
-			}
-			if retry && ups.FailureStatus(resp.StatusCode) {
-				return retryStatuses[resp.StatusCode-502]
-			}
-			return nil
-		},
-		// The attempts loop decides what an error means (route.attempts).
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if ex, ok := w.(*exchange); ok {
-				ex.out.err = err
-				return
-			}
-			upstreamFailed(w, r, err, log)
-		},
-		ErrorLog:   stdlog.New(debugWriter{log}, "", 0),
-		BufferPool: copyBuffers,
+// stdCall is one standard attempt's ReverseProxy, whose hooks reach the
+// attempt (p) and leave ReverseProxy's error (err) for send. Pooled
+// gateway-wide: its hooks take everything from p.
+type stdCall struct {
+	rp  httputil.ReverseProxy
+	p   *prepared
+	err error
+}
+
+// stdCalls pools the stdCalls. Safe for concurrent use.
+type stdCalls struct {
+	p           sync.Pool
+	copyBuffers *bufferPool
+	errorLog    *stdlog.Logger
+}
+
+func newStdCalls(copyBuffers *bufferPool, log zerolog.Logger) *stdCalls {
+	return &stdCalls{copyBuffers: copyBuffers, errorLog: stdlog.New(debugWriter{log}, "", 0)}
+}
+
+func (s *stdCalls) get() *stdCall {
+	if c, ok := s.p.Get().(*stdCall); ok {
+		return c
 	}
+	c := &stdCall{}
+	c.rp = httputil.ReverseProxy{
+		Rewrite:        c.rewrite,
+		ModifyResponse: c.modifyResponse,
+		ErrorHandler:   func(_ http.ResponseWriter, _ *http.Request, err error) { c.err = err },
+		ErrorLog:       s.errorLog,
+		BufferPool:     s.copyBuffers,
+	}
+	return c
+}
+
+func (s *stdCalls) put(c *stdCall) {
+	c.p, c.err, c.rp.Transport = nil, nil, nil
+	s.p.Put(c)
+}
+
+// rewrite applies the prepared attempt to ReverseProxy's outgoing request
+// (which it made from p.req, the view, with the hop-by-hop headers and
+// the inbound X-Forwarded-* removed): the request-target and
+// X-Forwarded-* as outgoing.go writes them, and the origin header
+// stripped.
+func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
+	p := c.p
+	rt := p.rt
+	target := rt.upstream.targets[p.target]
+	out := pr.Out.URL // a copy of the view (open)
+	if rt.stripPrefix != "" || target.Path != "" || target.RawPath != "" || target.RawQuery != "" {
+		b, n := appendUpstreamTarget(nil, target, &p.ex.view, rt.stripPrefix)
+		out.RawPath, out.RawQuery = string(b[:n]), ""
+		if n < len(b) {
+			out.RawQuery = string(b[n+1:])
+		}
+		out.Path = unescapedPath(out.RawPath)
+	}
+	out.Scheme, out.Host = target.Scheme, target.Host
+	pr.Out.Host = ""
+	h := pr.Out.Header
+	if chain, ip, ok := rt.forwardedFor(p.r); ok {
+		if len(chain) > 0 {
+			ip = strings.Join(chain, ", ") + ", " + ip
+		}
+		h["X-Forwarded-For"] = []string{ip}
+	}
+	h["X-Forwarded-Host"] = []string{p.r.Host}
+	h["X-Forwarded-Proto"] = []string{forwardedProto(p.r)}
+	if rt.stripOrigin != "" {
+		delete(h, rt.stripOrigin)
+	}
+}
+
+// modifyResponse refuses a final status net/http cannot write (below 100
+// or above 999: it would panic in WriteHeader and reach the client as a
+// cut connection; an upstream failure, answered 502), and drops a
+// 502/503/504 answer that the attempts loop sends again.
+func (c *stdCall) modifyResponse(resp *http.Response) error {
+	code := resp.StatusCode
+	if !validStatus(code) && code != http.StatusSwitchingProtocols {
+		return fmt.Errorf("%w %d", errBadStatus, code)
+	}
+	if ups.FailureStatus(code) && c.p.mayDrop(code) {
+		return retryStatuses[code-502]
+	}
+	return nil
 }
 
 // copyBuffers lends ReverseProxy its 32 KiB copy buffers; without it each
@@ -243,15 +252,4 @@ func isTimeout(err error) bool {
 	}
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
-}
-
-func stripPrefix(p, prefix string) string {
-	if !strings.HasPrefix(p, prefix) {
-		return p
-	}
-	p = p[len(prefix):]
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
-	}
-	return p
 }

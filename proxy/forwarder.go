@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -112,45 +111,6 @@ func preferStandard(r *http.Request) bool {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// appendUpstreamTarget appends the request-target that the upstream
-// receives from either forwarder, and returns the length of its path part:
-// the view's path with the route's prefix stripped, joined to the target's
-// own path as httputil.ProxyRequest.SetURL joins them (on escaped paths,
-// one slash between), then the target's query before the view's. It
-// allocates nothing for a target whose path needs no escaping.
-func appendUpstreamTarget(dst []byte, t *url.URL, v *view, strip string) ([]byte, int) {
-	start := len(dst)
-	p := v.path
-	if strip != "" {
-		p = stripPrefix(p, strip)
-	}
-	if tp := t.EscapedPath(); tp != "" {
-		switch aslash := strings.HasSuffix(tp, "/"); {
-		case aslash && strings.HasPrefix(p, "/"):
-			dst = append(dst, tp...)
-			p = p[1:]
-		case !aslash && !strings.HasPrefix(p, "/"):
-			dst = append(append(dst, tp...), '/')
-		default:
-			dst = append(dst, tp...)
-		}
-	}
-	dst = append(dst, p...)
-	n := len(dst) - start
-	if n == 0 {
-		dst, n = append(dst, '/'), 1
-	}
-	switch tq := t.RawQuery; {
-	case tq != "" && v.query != "":
-		dst = append(append(append(append(dst, '?'), tq...), '&'), v.query...)
-	case tq != "":
-		dst = append(append(dst, '?'), tq...)
-	case v.query != "":
-		dst = append(append(dst, '?'), v.query...)
-	}
-	return dst, n
 }
 
 // containsFold reports whether s contains sub, ASCII case-insensitively,

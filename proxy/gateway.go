@@ -113,6 +113,7 @@ type Gateway struct {
 	fastClients   fastClients
 	fastPool      fastCallPool
 	copyBuffers   bufferPool
+	stdCalls      *stdCalls // the standard transport's ReverseProxies
 }
 
 // New returns a gateway with no rules loaded: it answers 503 until Load.
@@ -124,6 +125,7 @@ func New(deps Deps) *Gateway {
 	if g.deps.Observer == nil {
 		g.deps.Observer = func(string) Observer { return nopObserver{} }
 	}
+	g.stdCalls = newStdCalls(&g.copyBuffers, deps.Log)
 	g.upstreams = ups.NewPool(ups.Options{Log: deps.Log, Now: g.Now, Observer: deps.Upstreams})
 	g.forwarder = deps.Forwarder
 	if g.forwarder != "" {

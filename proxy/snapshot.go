@@ -183,7 +183,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *co
 	if rt.blocked, err = renderBlock(s.Config.BlockResponse, body, res); err != nil {
 		return nil, err
 	}
-	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), &g.copyBuffers, g.deps.Log)
+	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), g.stdCalls, g.deps.Log)
 	if rt.mode, err = parseForwarderMode(rc.Forwarder); err != nil {
 		return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
 	}

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The outgoing request, written here once for both transports: each
+// applies these to its own request object (the fast one to a
+// fasthttp.Request, the standard one in ReverseProxy's Rewrite), so the
+// upstream gets the same request-target, Host, X-Forwarded-* and headers
+// whichever path carried it (docs/forwarding.md#same-semantics-on-both-paths).
+
+// forwardHeader reports whether the client's header k is passed on: not a
+// hop-by-hop one (those of dropRequestHeader and those the Connection
+// values conn name) nor the origin header that origin.strip removes.
+func (rt *route) forwardHeader(k string, conn []string) bool {
+	return !dropRequestHeader(k) && (len(conn) == 0 || !listedIn(conn, k)) && k != rt.stripOrigin
+}
+
+// forwardedFor is what X-Forwarded-For says, as
+// ProxyRequest.SetXForwarded writes it: the inbound chain (kept only when
+// the TCP peer is a trusted proxy), then the peer's address ip; joined
+// with ", ". ok is false when the peer has no address: none is sent.
+func (rt *route) forwardedFor(r *http.Request) (chain []string, ip string, ok bool) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return nil, "", false
+	}
+	if rt.snap.sources.peerTrusted(r) {
+		chain = r.Header["X-Forwarded-For"]
+	}
+	return chain, ip, true
+}
+
+// forwardedProto is X-Forwarded-Proto: how the client reached sluice.
+// X-Forwarded-Host is the client's Host.
+func forwardedProto(r *http.Request) string {
+	if r.TLS == nil {
+		return "http"
+	}
+	return "https"
+}
+
+// appendUpstreamTarget appends the request-target that the upstream
+// receives from either forwarder, and returns the length of its path part:
+// the view's path with the route's prefix stripped, joined to the target's
+// own path as httputil.ProxyRequest.SetURL joins them (on escaped paths,
+// one slash between), then the target's query before the view's. It
+// allocates nothing for a target whose path needs no escaping.
+func appendUpstreamTarget(dst []byte, t *url.URL, v *view, strip string) ([]byte, int) {
+	start := len(dst)
+	p := v.path
+	if strip != "" {
+		p = stripPrefix(p, strip)
+	}
+	if tp := t.EscapedPath(); tp != "" {
+		switch aslash := strings.HasSuffix(tp, "/"); {
+		case aslash && strings.HasPrefix(p, "/"):
+			dst = append(dst, tp...)
+			p = p[1:]
+		case !aslash && !strings.HasPrefix(p, "/"):
+			dst = append(append(dst, tp...), '/')
+		default:
+			dst = append(dst, tp...)
+		}
+	}
+	dst = append(dst, p...)
+	n := len(dst) - start
+	if n == 0 {
+		dst, n = append(dst, '/'), 1
+	}
+	switch tq := t.RawQuery; {
+	case tq != "" && v.query != "":
+		dst = append(append(append(append(dst, '?'), tq...), '&'), v.query...)
+	case tq != "":
+		dst = append(append(dst, '?'), tq...)
+	case v.query != "":
+		dst = append(append(dst, '?'), v.query...)
+	}
+	return dst, n
+}
+
+// dropRequestHeader reports the inbound headers no upstream gets as sent:
+// the hop-by-hop ones (RFC 9110 7.6.1; TE: trailers and an upgrade's
+// Connection and Upgrade are set anew), the forwarding headers set by
+// forwardedFor and forwardedProto, and the framing each transport's client
+// writes anew (Content-Length comes from the body). ReverseProxy removes
+// the same before the standard Rewrite (forward_parity_test.go checks
+// that both send the same headers).
+func dropRequestHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"Content-Length", "Host":
+		return true
+	}
+	return false
+}
+
+func stripPrefix(p, prefix string) string {
+	if !strings.HasPrefix(p, prefix) {
+		return p
+	}
+	p = p[len(prefix):]
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return p
+}
