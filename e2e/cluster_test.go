@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sluice/internal/skipped"
 )
 
 // Cluster flow control (docs/cluster.md) against real gateway processes
@@ -431,6 +433,9 @@ func TestClusterPacedClientsAreNeverRefused(t *testing.T) {
 		}
 	}
 	if inconclusive != "" && !t.Failed() {
+		if !measuringRates() {
+			skipped.Skip(t, idleNeed, "the machine was too busy to tell"+inconclusive)
+		}
 		t.Fatalf("the machine was too busy to tell%s", inconclusive)
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/skipped"
 )
 
 // load describes one paced open-loop run of the loadgen process: request i
@@ -91,14 +95,59 @@ func run(t *testing.T, l load) *result {
 	return res
 }
 
-// checkLag fails the test when the sender itself fell behind: then the
-// numbers say the machine was busy, not that the gateway is wrong.
+// ratesEnv turns on the rate measurements that need an idle machine: with
+// SLUICE_E2E_RATES=1 they run, and a sender that fell behind fails the test
+// ("the machine is too busy to measure"). Without it (the default suite, the
+// README's test command), tests that only an idle machine can measure are
+// skipped and tallied in the package's SKIPPED line, and a run whose sender
+// fell behind is skipped rather than failed. Exactness itself is proved on
+// synthetic time (limiter's property tests).
+const ratesEnv = "SLUICE_E2E_RATES"
+
+// idleNeed is what the SKIPPED line says such tests need.
+const idleNeed = "an idle machine (" + ratesEnv + "=1 runs them)"
+
+// measuringRates reports whether SLUICE_E2E_RATES=1.
+func measuringRates() bool { return os.Getenv(ratesEnv) == "1" }
+
+// needIdle skips t unless SLUICE_E2E_RATES=1: t measures a rate against
+// wall time that a busy machine's scheduling breaks, however correct the
+// gateway.
+func needIdle(t *testing.T, why string) {
+	t.Helper()
+	if !measuringRates() {
+		skipped.Skip(t, idleNeed, why+"; set "+ratesEnv+"=1 on an idle machine to run it")
+	}
+}
+
+// checkLag ends the test when the sender itself fell behind: then the
+// numbers say the machine was busy, not that the gateway is wrong. With
+// SLUICE_E2E_RATES=1 that fails the test; by default it skips it (counted
+// in the SKIPPED line), so that the suite passes on a busy machine.
 func (r *result) checkLag(t *testing.T) {
 	t.Helper()
 	if r.late > len(r.hits)/100 {
-		t.Fatalf("load generator lagged: %d of %d sends were more than %v late (max %v); the machine is too busy to measure",
+		msg := fmt.Sprintf("load generator lagged: %d of %d sends were more than %v late (max %v); the machine is too busy to measure",
 			r.late, len(r.hits), r.limit, r.maxLag)
+		if !measuringRates() {
+			skipped.Skip(t, idleNeed, msg)
+		}
+		t.Fatal(msg)
 	}
+}
+
+// span is the time from the first send to the last answer: every decision
+// the gateway made for the run lies inside it, however late the sender or
+// the answers were.
+func (r *result) span() time.Duration {
+	if len(r.hits) == 0 {
+		return 0
+	}
+	first, last := r.hits[0].sent, r.hits[0].done
+	for _, h := range r.hits {
+		first, last = min(first, h.sent), max(last, h.done)
+	}
+	return last - first
 }
 
 // only keeps the hits of one target.
