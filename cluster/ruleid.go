@@ -68,8 +68,8 @@ func (id ruleIdent) hash() uint64 {
 
 func newSpec(ns string, id ruleIdent) *ruleSpec {
 	iv := id.statIntervalMs
-	if iv <= 0 {
-		iv = 1000
+	if iv <= 0 { // a rule built in code: config's default
+		iv = config.DefaultStatIntervalMs
 	}
 	avg := "0"
 	if id.threshold == config.ThresholdAvgLocal {

@@ -115,8 +115,8 @@ func BenchmarkMemoryMillionValues(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		tracked := s.Tracked("get-order")
-		if tracked != hotparam.DefaultMaxTrackedValues {
-			b.Fatalf("tracked %d, want %d", tracked, hotparam.DefaultMaxTrackedValues)
+		if tracked != config.DefaultMaxTrackedValues {
+			b.Fatalf("tracked %d, want %d", tracked, config.DefaultMaxTrackedValues)
 		}
 		heap := float64(after.HeapAlloc) - float64(base.HeapAlloc)
 		b.ReportMetric(heap/(1<<20), "heapMB")

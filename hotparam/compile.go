@@ -9,12 +9,6 @@ import (
 	"sluice/internal/ruleid"
 )
 
-// Defaults applied to fields left zero (docs/rules.md#fields).
-const (
-	DefaultDurationSec      = 1
-	DefaultMaxTrackedValues = 100000
-)
-
 // Set is the compiled param rules of one snapshot. It is immutable after
 // Compile and safe for concurrent use; the per-value state inside it is
 // shared with the next Set for every rule whose definition did not change.
@@ -72,11 +66,12 @@ func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 // a programmer error.
 func compileRule(pr config.ParamRule) (*rule, error) {
 	dur, maxTracked := pr.DurationSec, pr.MaxTrackedValues
+	// A rule built in code gets config's defaults for what it left zero.
 	if dur == 0 {
-		dur = DefaultDurationSec
+		dur = config.DefaultParamDurationSec
 	}
 	if maxTracked == 0 {
-		maxTracked = DefaultMaxTrackedValues
+		maxTracked = config.DefaultMaxTrackedValues
 	}
 	r := &rule{
 		resource: pr.Resource,

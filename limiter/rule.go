@@ -112,14 +112,14 @@ type rule struct {
 }
 
 // compileDef compiles a rule that config has validated (every range and
-// limit, such as count <= config.MaxCount). Zero fields take the defaults,
-// for rules built by hand. An error means an enum value this package does
+// limit, such as count <= config.MaxCount). Zero fields take config's
+// defaults, for rules built by hand. An error means an enum value this package does
 // not know: a programmer error.
 func compileDef(r *config.FlowRule) (*ruleDef, error) {
 	d := &ruleDef{count: r.Count, dryRun: r.DryRun}
 	iv := r.StatIntervalMs
 	if iv == 0 {
-		iv = 1000
+		iv = config.DefaultStatIntervalMs
 	}
 	d.intervalNs = iv * int64(time.Millisecond)
 	d.maxQueueNs = r.MaxQueueingTimeMs * int64(time.Millisecond)
@@ -156,7 +156,7 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 	if d.behavior == bWarmUp || d.behavior == bWarmUpThrottle {
 		cf := r.ColdFactor
 		if cf == 0 {
-			cf = 3
+			cf = config.DefaultColdFactor
 		}
 		minRate := 0.0
 		if d.behavior == bWarmUp {

@@ -95,8 +95,8 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 		b, ok := s.ids.Reuse(old, key)
 		if !ok {
 			interval := r.StatIntervalMs
-			if interval == 0 {
-				interval = 1000
+			if interval == 0 { // a rule built in code: config's default
+				interval = config.DefaultStatIntervalMs
 			}
 			res := resources[r.Resource]
 			if res == nil {
