@@ -24,7 +24,7 @@ func TestEditorAddsFieldsInRealBrowser(t *testing.T) {
 	text := func(sel string) string { return browsertest.Text(t, bctx, sel) }
 	pick := func(rule string) chromedp.Action[chromedp.Void] {
 		return chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#rule-select');
-			s.value = '`+rule+`'; s.dispatchEvent(new Event('change')); })()`)
+			s.value = '` + rule + `'; s.dispatchEvent(new Event('change')); })()`)
 	}
 	field := func(name string) string { return `#editor-fields [name="` + name + `"]` }
 	// save sets the fields (by name) and saves; it waits for the result.
