@@ -2,7 +2,8 @@
 // control, configured by one live-reloaded rules.yaml. main parses the
 // command line, handles the signals and hands the rest to package
 // lifecycle, which wires config -> (limiter, hotparam, cluster) -> proxy,
-// and admin.
+// and admin. Layer 7 of docs/architecture.md: it imports lifecycle, and
+// proxy to check SLUICE_FORWARDER.
 package main
 
 import (

@@ -58,5 +58,5 @@
 // rename, same file mode), and Options.Reload is asked to apply it.
 //
 // Layer 5 of docs/architecture.md: it imports config and internal/ mechanisms;
-// what it shows of the gateway reaches it through Options, from package main.
+// what it shows of the gateway reaches it through Options, from package lifecycle.
 package admin

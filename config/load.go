@@ -31,7 +31,7 @@ func TooLarge(what string, size int64) string {
 	return fmt.Sprintf("%s is %d bytes, over the %d MiB limit of a rules document", what, size, MaxDocumentBytes>>20)
 }
 
-// Defaults used by main and the docs.
+// Defaults used by lifecycle and the docs.
 const (
 	DefaultListen      = ":8080"
 	DefaultAdminListen = "127.0.0.1:9090"

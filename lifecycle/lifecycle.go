@@ -10,10 +10,10 @@
 // `validate` and `rules push|pull` commands (commands.go) and -demo's
 // upstreams (demo.go).
 //
-// It is the top of the layering: it wires config, limiter, hotparam,
-// cluster, upstream, proxy, admin, rulesource and tlsedge, and nothing but
-// package main imports it. Package main parses the command line, handles
-// the signals and calls New, Run and Reload.
+// Layer 6 of docs/architecture.md: it wires config, limiter, hotparam,
+// cluster, upstream, proxy, admin, rulesource and tlsedge, and only package
+// main imports it. Package main parses the command line, handles the
+// signals and calls New, Run and Reload.
 package lifecycle
 
 import (

@@ -5,7 +5,7 @@
 //
 // Layer 5 of docs/architecture.md: it imports the guards (limiter, hotparam,
 // limiter/circuit, limiter/system), upstream and config; not admin, and not
-// package main.
+// lifecycle or package main.
 package proxy
 
 import (

@@ -1,7 +1,7 @@
 // Package tlsedge serves sluice's HTTPS listener: certificates loaded from
 // PEM files and chosen by SNI, an optional client CA (mTLS), and renewals of
 // those files picked up without a restart. It knows nothing of HTTP routing
-// or rules; main builds a Store and hands its TLSConfig to the listener.
+// or rules; package lifecycle builds a Store and hands its TLSConfig to the listener.
 //
 // Layer 5 of docs/architecture.md: it imports config only.
 package tlsedge
