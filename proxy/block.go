@@ -34,8 +34,8 @@ var reasonHeader = func() (h [numReasons][]string) {
 // (blockResponse.body, parsed once per snapshot).
 func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string) (blockResponses, error) {
 	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource)}
-	if out.status == 0 {
-		out.status = http.StatusTooManyRequests
+	if out.status == 0 { // a Config not from config.Load: config's default
+		out.status = config.DefaultBlockStatus
 	}
 	for i := range out.body {
 		rendered, err := body.Render(config.BlockData{Resource: resource, Reason: limiter.Reason(i).String()})

@@ -159,8 +159,8 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *co
 		res = rc.Path
 	}
 	entrance := rc.Entrance
-	if entrance == "" {
-		entrance = "default"
+	if entrance == "" { // a Config not from config.Load: config's default
+		entrance = config.DefaultEntrance
 	}
 	n := rc.AcquireCount
 	if n <= 0 {
