@@ -234,6 +234,14 @@ func TestForwardingPolicy(t *testing.T) {
 				if w.Code != c.status {
 					t.Errorf("status %d, want %d", w.Code, c.status)
 				}
+				// The gateway's own answer when the last attempt got none.
+				last := step{}
+				if c.attempts <= len(c.script) {
+					last = c.script[c.attempts-1]
+				}
+				if want := map[int][]byte{502: bodyBadGateway, 504: bodyTimeout}[c.status]; last.err != nil && w.Body.String() != string(want) {
+					t.Errorf("body %q, want %q", w.Body, want)
+				}
 				if len(tr.sent) != c.attempts {
 					t.Fatalf("%d attempts, want %d: %+v", len(tr.sent), c.attempts, tr.sent)
 				}

@@ -14,13 +14,13 @@ import (
 	ups "sluice/upstream"
 )
 
-// fastForwarder forwards with a fasthttp.HostClient per target: pooled
-// keep-alive connections, pooled request/response objects, and a response
-// copied to the client without the per-request allocations of
-// httputil.ReverseProxy. It keeps ReverseProxy's semantics (see
-// proxy/forward_standard.go): the same outgoing URL, Host, hop-by-hop
-// removal and X-Forwarded-* headers, the route timeout over the whole
-// exchange, 502/504 with the same JSON bodies, and streaming with a flush
+// fastForwarder is the fast path's transport: a fasthttp.HostClient per
+// target (pooled keep-alive connections), pooled request/response objects,
+// and a response copied to the client without the per-request allocations
+// of httputil.ReverseProxy. The attempts loop (route.attempts) owns the
+// policy and outgoing.go writes the request; what it keeps of
+// ReverseProxy's semantics is the answer's side: hop-by-hop removal, 502/504
+// with the same JSON bodies (through the loop), and streaming with a flush
 // per read for responses of unknown length or text/event-stream.
 type fastForwarder struct {
 	rt   *route

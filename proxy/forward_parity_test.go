@@ -125,10 +125,12 @@ func countedGateway(t *testing.T, fwd, target, timeout string) (string, *counter
 	return strings.TrimPrefix(srv.URL, "http://"), c
 }
 
-// TestForwardersSendAndAnswerAlike sends the same requests through the
-// standard and the fast forwarder and compares what the upstream saw and
-// what the client got, field by field.
-func TestForwardersSendAndAnswerAlike(t *testing.T) {
+// TestTransportsSendAndAnswerAlike is the transport seam: the attempts
+// loop and the outgoing request (outgoing.go) are one for both paths, so
+// the same request forced each way is the same prepared request, and the
+// two transports must send the same request (what the upstream saw) and
+// stream the same answer back (what the client got), field by field.
+func TestTransportsSendAndAnswerAlike(t *testing.T) {
 	rec := &recorder{seen: map[string]seen{}}
 	up := httptest.NewServer(rec)
 	defer up.Close()
@@ -296,27 +298,15 @@ func (c *counter) Block(string, time.Duration) {}
 func (c *counter) DryRun()                     {}
 func (c *counter) counts() (int, int)          { c.mu.Lock(); defer c.mu.Unlock(); return c.pass, c.error }
 
-// TestForwardersFailAlike checks 502, 504, upstream 5xx, a body cut short
-// and a client that leaves a stream: the same status and JSON body, the
-// same pass/error statistics, and the concurrency slot always released.
-func TestForwardersFailAlike(t *testing.T) {
+// TestStreamLeftByClient: a client that leaves an event stream on either
+// path frees its concurrency slot and is counted a pass, not an error of
+// the upstream's (route.forward); the failures themselves are the attempts
+// loop's (TestForwardingPolicy) and the seam's (TestTransportsFailAlike).
+func TestStreamLeftByClient(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/slow":
-			select {
-			case <-time.After(5 * time.Second):
-			case <-r.Context().Done():
-			}
-		case "/500":
-			w.WriteHeader(500)
-		case "/cut":
-			w.Header().Set("Content-Length", "1000")
-			w.Write([]byte("only a little"))
-			w.(http.Flusher).Flush()
-			conn, _, _ := http.NewResponseController(w).Hijack()
-			conn.Close()
 		case "/stream":
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: 1\n\n")
@@ -330,9 +320,6 @@ func TestForwardersFailAlike(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
 
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
@@ -343,12 +330,7 @@ upstreams:
   up:
     targets: [%q]
     timeout: 300ms
-  dead:
-    targets: ["http://%s"]
 routes:
-  - path: /dead
-    upstream: dead
-    resource: r
   - path: /*
     upstream: up
     resource: r
@@ -356,7 +338,7 @@ flowRules:
   - resource: r
     grade: concurrency
     count: 1
-`, up.URL, deadAddr)))
+`, up.URL)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -374,50 +356,7 @@ flowRules:
 			srv := httptest.NewServer(g)
 			defer srv.Close()
 
-			steps := []struct {
-				path       string
-				wantStatus int // 0: the connection is cut
-				wantBody   string
-				wantErr    bool
-			}{
-				{"/ok", 200, "ok", false},
-				{"/dead", 502, `{"error":"upstream unreachable"}` + "\n", true},
-				{"/slow", 504, `{"error":"upstream timeout"}` + "\n", true},
-				{"/500", 500, "", true},
-				// A body cut short: ReverseProxy has sent the status and cuts
-				// the connection; the fast path reads a small known-length
-				// body whole first, so it can still answer 502. Both count
-				// an error.
-				{"/cut", -1, "", true},
-				{"/ok", 200, "ok", false},
-			}
-			// No keep-alive: a reused connection would let the client retry
-			// the cut GET and count it twice.
-			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 			wantPass, wantErr := 0, 0
-			for _, s := range steps {
-				resp, err := client.Get(srv.URL + s.path)
-				status, body := 0, ""
-				if err == nil {
-					b, rerr := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if rerr == nil {
-						status, body = resp.StatusCode, string(b)
-					}
-				}
-				if s.wantStatus == -1 {
-					if status != 0 && status != 502 {
-						t.Errorf("%s: %d %q, want a cut connection or 502", s.path, status, body)
-					}
-				} else if status != s.wantStatus || (s.wantStatus != 0 && body != s.wantBody) {
-					t.Errorf("%s: %d %q, want %d %q", s.path, status, body, s.wantStatus, s.wantBody)
-				}
-				if s.wantErr {
-					wantErr++
-				} else {
-					wantPass++
-				}
-			}
 			// The client leaves an event stream: released, and (route.go)
 			// not an error of the upstream's.
 			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
@@ -449,7 +388,13 @@ flowRules:
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			// The stream's pass is counted just after its slot is freed
+			// (route.forward): poll for it.
 			pass, errs := obs["r"].counts()
+			for (pass != wantPass || errs != wantErr) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				pass, errs = obs["r"].counts()
+			}
 			if pass != wantPass || errs != wantErr {
 				t.Errorf("observed pass %d error %d, want %d %d", pass, errs, wantPass, wantErr)
 			}
