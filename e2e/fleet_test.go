@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -467,4 +469,58 @@ func TestFleetDashboardInRealBrowser(t *testing.T) {
 	flWait(t, gs, 2*time.Second, "the version saved in the editor", func(st flState) bool { return st.Source.Version == 2 && st.count() == 5 })
 	poll("both gateways shown on version 2", `[...document.querySelectorAll('#fleet-table [data-k="version"]')].filter((td) => td.textContent === "v2").length === 2`)
 	t.Logf("fleet view: %s", browsertest.Text(t, bctx, `#fleet-panel`))
+}
+
+// A rules document over 8 MiB never reaches a gateway: `sluice rules push`
+// refuses the file from its size and stores nothing, and one written
+// straight into Redis is refused by every gateway from its length (HSTRLEN)
+// before it is read, with the key and the limit on /api/rules; the rules
+// in force keep serving.
+func TestFleetRefusesOversizedDocument(t *testing.T) {
+	clRedisURL(t)
+	s := newFleetSource(t, clSharedRedis)
+	up := startUpstream(t, nil)
+	s.mustPush(flDoc(up.URL, 50))
+	gs := flStart(t, s, 1)
+	flWait(t, gs, 2*time.Second, "version 1", func(st flState) bool { return st.Source.Version == 1 })
+
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte(flDoc(up.URL, 60)+"# "+strings.Repeat("x", 9<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(big)
+	out, err := exec.Command(binary, "rules", "push", "-config", s.local, big).CombinedOutput()
+	want := fmt.Sprintf("%s: file is %d bytes, over the 8 MiB limit of a rules document", big, fi.Size())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), want) {
+		t.Errorf("sluice rules push of a 9 MiB file: %v, output:\n%s\nwant exit 1 and %s", err, out, want)
+	}
+	if v, _ := s.stored(); v != 1 {
+		t.Fatalf("after the refused push Redis holds version %d, want 1", v)
+	}
+
+	// Behind the CLI's back: redis-cli -x reads the value from stdin.
+	host, port, _ := strings.Cut(s.addr, ":")
+	cli := exec.Command("redis-cli", "-h", host, "-p", port, "-x", "HSET", s.key, "doc")
+	f, err := os.Open(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cli.Stdin = f
+	if out, err := cli.CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli -x HSET: %v: %s", err, out)
+	}
+	s.cli("HSET", s.key, "version", "2")
+	size, _ := strconv.ParseInt(s.cli("HSTRLEN", s.key, "doc"), 10, 64)
+	if size <= 8<<20 {
+		t.Fatalf("redis-cli stored a document of %d bytes, want the 9 MiB file", size)
+	}
+	wantErr := fmt.Sprintf("the document at %s is %d bytes, over the 8 MiB limit of a rules document", s.key, size)
+	st := flWait(t, gs, 5*time.Second, "the oversized document reported", func(st flState) bool { return strings.Contains(st.LastError, wantErr) })
+	if st[0].Source.Version != 1 || st[0].count() != 50 {
+		t.Errorf("after the oversized document: version %d, count %v; want version 1 and count 50 kept", st[0].Source.Version, st[0].count())
+	}
+	if n := flPasses(t, gs[0], 3); n != 3 {
+		t.Errorf("passed %d of 3 calls under count 50", n)
+	}
 }
