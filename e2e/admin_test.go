@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,59 +134,6 @@ func admTryJSON(url string, v any) error {
 	return nil
 }
 
-// admScrape reads /metrics into series ("name{labels}") -> value.
-func admScrape(t *testing.T, g *gateway) map[string]float64 {
-	t.Helper()
-	m, err := admTryScrape(g.AdminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// admTryScrape is admScrape for goroutines other than the test's.
-func admTryScrape(adminURL string) (map[string]float64, error) {
-	resp, err := http.Get(adminURL + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			return nil, fmt.Errorf("/metrics line %q", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("/metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
-}
-
-// admEventually polls cond every 50ms until it holds or timeout passes.
-func admEventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // admCount counts the hits to the given targets with one of the statuses
 // sent within [w[0], w[1]].
 func admCount(r *result, w [2]time.Duration, targets, statuses []int) int {
@@ -278,7 +223,7 @@ flowRules:
 				return
 			}
 			s.after = time.Now()
-			m, err := admTryScrape(g.AdminURL)
+			m, err := scrapeMetrics(g.AdminURL)
 			if err != nil {
 				sampleErr = err
 				return
@@ -398,8 +343,8 @@ flowRules:
 
 	// --- Prometheus counters after the run ---
 	var m map[string]float64
-	admEventually(t, 3*time.Second, "request counters never reached the client's total", func() bool {
-		m = admScrape(t, g)
+	poll(t, 3*time.Second, "request counters never reached the client's total", func() bool {
+		m = metrics(t, g)
 		n := 0.0
 		for _, k := range []string{`sluice_requests_total{resource="q",result="pass"}`, `sluice_requests_total{resource="q",result="block"}`,
 			`sluice_requests_total{resource="slow",result="pass"}`} {
@@ -457,7 +402,7 @@ flowRules:
   - resource: c
     count: 200
 `))
-	before := admScrape(t, g)
+	before := metrics(t, g)
 	const n = 11000
 	targets := make([]target, n)
 	for i := range targets {
@@ -474,7 +419,7 @@ flowRules:
 	if st[200] == 0 || st[429] == 0 || st[404] != n/20 {
 		t.Fatalf("statuses %v: want passes, blocks and %d 404s", st, n/20)
 	}
-	after := admScrape(t, g)
+	after := metrics(t, g)
 
 	var added []string
 	for k := range after {
@@ -584,7 +529,7 @@ flowRules:
 		rules.Config.FlowRules[0].Count != 2 || rules.Config.FlowRules[0].Resource != "r" {
 		t.Fatalf("/api/rules = %+v, want ready, path %s, no error, the rule r count 2", rules, g.Rules)
 	}
-	m := admScrape(t, g)
+	m := metrics(t, g)
 	okBefore, failedBefore := m[`sluice_rules_reloads_total{result="ok"}`], m[`sluice_rules_reloads_total{result="failed"}`]
 	if okBefore < 1 || failedBefore != 0 || m["sluice_rules_last_reload_success_timestamp_seconds"] < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("reload metrics at start: ok %.0f failed %.0f last success %.0f", okBefore, failedBefore, m["sluice_rules_last_reload_success_timestamp_seconds"])
@@ -610,7 +555,7 @@ flowRules:
 		}
 	}
 	g.writeRules(bad)
-	admEventually(t, 5*time.Second, "/api/rules never showed the reload error", func() bool {
+	poll(t, 5*time.Second, "/api/rules never showed the reload error", func() bool {
 		admJSON(t, g.AdminURL+"/api/rules", &rules)
 		return rules.LastError != ""
 	})
@@ -621,8 +566,8 @@ flowRules:
 	if !rules.Ready || rules.Config.FlowRules[0].Count != 2 {
 		t.Errorf("after a failed reload /api/rules shows count %v, want the old 2 in force", rules.Config.FlowRules[0].Count)
 	}
-	admEventually(t, 2*time.Second, "sluice_rules_reloads_total{failed} did not increment", func() bool {
-		return admScrape(t, g)[`sluice_rules_reloads_total{result="failed"}`] >= failedBefore+1
+	poll(t, 2*time.Second, "sluice_rules_reloads_total{failed} did not increment", func() bool {
+		return metrics(t, g)[`sluice_rules_reloads_total{result="failed"}`] >= failedBefore+1
 	})
 	// The old rule, with its window, still limits.
 	if got := fmt.Sprint(statuses(2)); got != "[429 429]" {
@@ -634,11 +579,11 @@ flowRules:
 
 	// Fixed again: the error clears and the new rule applies.
 	g.writeRules(strings.Replace(good, "count: 2", "count: 4", 1))
-	admEventually(t, 5*time.Second, "the fixed file was not loaded", func() bool {
+	poll(t, 5*time.Second, "the fixed file was not loaded", func() bool {
 		admJSON(t, g.AdminURL+"/api/rules", &rules)
 		return rules.LastError == "" && rules.Config.FlowRules[0].Count == 4
 	})
-	if ok := admScrape(t, g)[`sluice_rules_reloads_total{result="ok"}`]; ok < okBefore+1 {
+	if ok := metrics(t, g)[`sluice_rules_reloads_total{result="ok"}`]; ok < okBefore+1 {
 		t.Errorf("sluice_rules_reloads_total{ok} = %.0f after a good reload, was %.0f", ok, okBefore)
 	}
 }
@@ -673,7 +618,7 @@ func admReadRules(t *testing.T, g *gateway) string {
 // admWaitCount waits until the rule in force for resource r has count want.
 func admWaitCount(t *testing.T, g *gateway, want float64) {
 	t.Helper()
-	admEventually(t, 5*time.Second, fmt.Sprintf("count %v never came into force", want), func() bool {
+	poll(t, 5*time.Second, fmt.Sprintf("count %v never came into force", want), func() bool {
 		var rules admRules
 		admJSON(t, g.AdminURL+"/api/rules", &rules)
 		return len(rules.Config.FlowRules) > 0 && rules.Config.FlowRules[0].Count == want
@@ -826,7 +771,7 @@ flowRules:
 		get(t, g.URL+"/a", "X-Origin: "+o)
 	}
 	var evs []map[string]any
-	admEventually(t, 3*time.Second, "fewer than 3 access events", func() bool {
+	poll(t, 3*time.Second, "fewer than 3 access events", func() bool {
 		evs = evs[:0]
 		for _, ev := range g.logs.events("access") {
 			if ev["message"] == "access" {
@@ -972,7 +917,7 @@ routes:
 	// A reload puts a token and new admin.hosts in force.
 	const token = "s3cret-Token"
 	g.writeRules(rules("  token: " + token + "\n  hosts: [gw-2.internal]\n"))
-	admEventually(t, 5*time.Second, "the token was not put in force by the reload", func() bool {
+	poll(t, 5*time.Second, "the token was not put in force by the reload", func() bool {
 		var st admRules
 		admJSON(t, local+"/api/rules", &st)
 		return st.TokenRequired

@@ -291,18 +291,15 @@ func clWithin(got int, want, frac float64) bool {
 
 // clRedisUp scrapes a gateway's sluice_cluster_redis_up gauge.
 func clRedisUp(g *gateway) (up, ok bool) {
-	resp, err := http.Get(g.AdminURL + "/metrics")
+	m, err := scrapeMetrics(g.AdminURL)
 	if err != nil {
 		return false, false
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	// One series per master node: up when every one is.
 	up = true
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, found := strings.CutPrefix(line, "sluice_cluster_redis_up{"); found {
-			_, v, _ := strings.Cut(rest, "} ")
-			up, ok = up && strings.TrimSpace(v) == "1", true
+	for series, v := range m {
+		if strings.HasPrefix(series, "sluice_cluster_redis_up{") {
+			up, ok = up && v == 1, true
 		}
 	}
 	return up && ok, ok

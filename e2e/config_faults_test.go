@@ -16,7 +16,7 @@ import (
 // hdWaitEvents waits until the log holds more than n events with msg.
 func hdWaitEvents(t *testing.T, g *gateway, msg string, n int) {
 	t.Helper()
-	admEventually(t, 5*time.Second, fmt.Sprintf("a %q log event (had %d)", msg, n), func() bool {
+	poll(t, 5*time.Second, fmt.Sprintf("a %q log event (had %d)", msg, n), func() bool {
 		return len(g.logs.events(msg)) > n
 	})
 }

@@ -256,15 +256,8 @@ func cbTransitions(t *testing.T, g *gateway) {
 	if opened != 2 || closed != 2 {
 		t.Errorf("closed>open %d times and >closed %d times, want 2 and 2", opened, closed)
 	}
-	resp, body := get(t, g.AdminURL+"/metrics")
-	if resp.StatusCode != 200 || !strings.Contains(body, `sluice_circuit_state{resource="cb"} 0`) {
-		var lines []string
-		for _, l := range strings.Split(body, "\n") {
-			if strings.HasPrefix(l, "sluice_circuit_state") {
-				lines = append(lines, l)
-			}
-		}
-		t.Errorf("metrics: want sluice_circuit_state{resource=\"cb\"} 0 after recovery, got %q", lines)
+	if v := metric(t, g, `sluice_circuit_state{resource="cb"}`); v != "0" {
+		t.Errorf("metrics: want sluice_circuit_state{resource=\"cb\"} 0 after recovery, got %q", v)
 	}
 }
 
@@ -297,13 +290,10 @@ degradeRules:
 			t.Fatalf("call %d: %d, want the upstream's 500", i, resp.StatusCode)
 		}
 	}
-	metric := func() string {
+	state := func() string {
 		t.Helper()
-		_, body := get(t, g.AdminURL+"/metrics")
-		for _, l := range strings.Split(body, "\n") {
-			if strings.HasPrefix(l, `sluice_circuit_state{resource="cb"}`) {
-				return strings.TrimSpace(strings.TrimPrefix(l, `sluice_circuit_state{resource="cb"}`))
-			}
+		if v := metric(t, g, `sluice_circuit_state{resource="cb"}`); v != "" {
+			return v
 		}
 		return "(none)"
 	}
@@ -312,18 +302,14 @@ degradeRules:
 	reload := func(rules string, routes int) {
 		t.Helper()
 		g.writeRules(rules)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		poll(t, 10*time.Second, fmt.Sprintf("reload to %d routes", routes), func() string {
 			for _, ev := range g.logs.events("rules loaded") {
 				if n, _ := ev["routes"].(float64); int(n) == routes {
-					return
+					return ""
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("reload to %d routes not applied:\n%s", routes, g.logs)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return g.logs.String()
+		})
 	}
 	blocked := func(when string) {
 		t.Helper()
@@ -333,7 +319,7 @@ degradeRules:
 		}
 	}
 	blocked("after tripping")
-	if m := metric(); m != "1" {
+	if m := state(); m != "1" {
 		t.Errorf("sluice_circuit_state after tripping = %s, want 1 (open)", m)
 	}
 
@@ -350,7 +336,7 @@ degradeRules:
 	if resp, _ := get(t, g.URL+"/cb"); resp.StatusCode != http.StatusInternalServerError {
 		t.Errorf("after editing the rule: %d, want the upstream's 500 (a fresh breaker)", resp.StatusCode)
 	}
-	if m := metric(); m != "0" {
+	if m := state(); m != "0" {
 		t.Errorf("sluice_circuit_state after editing the rule = %s, want 0 (closed)", m)
 	}
 	evs := g.logs.events("circuit breaker")
@@ -476,7 +462,7 @@ degradeRules:
 	for i := 0; i < 2; i++ {
 		get(t, g.URL+"/cb")
 	}
-	eventually(t, "the breaker opens", func() string {
+	poll(t, 10*time.Second, "the breaker opens", func() string {
 		if s := state(); s != "1" {
 			return "sluice_circuit_state " + s
 		}
@@ -549,7 +535,7 @@ degradeRules:
 	blockedNow("the third probe failed")
 	// The breaker hears of an answer as the gateway finishes it, which the
 	// client may see a moment before.
-	eventually(t, "the third probe failed: the breaker opens", func() string {
+	poll(t, 10*time.Second, "the third probe failed: the breaker opens", func() string {
 		if s := state(); s != "1" {
 			return "sluice_circuit_state " + s + ", want 1 (open)"
 		}
@@ -565,7 +551,7 @@ degradeRules:
 	answer(200, probes)
 	blockedNow("two of three probes good again")
 	answer(200, probes)
-	eventually(t, "all three probes good: the breaker closes", func() string {
+	poll(t, 10*time.Second, "all three probes good: the breaker closes", func() string {
 		if s := state(); s != "0" {
 			return "sluice_circuit_state " + s + ", want 0 (closed)"
 		}

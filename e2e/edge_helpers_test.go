@@ -141,32 +141,6 @@ func needTool(t *testing.T, name, pkg string) string {
 	return ""
 }
 
-// metric reads one sample's value from /metrics ("" if absent).
-func metric(t *testing.T, g *gateway, series string) string {
-	t.Helper()
-	_, body := get(t, g.AdminURL+"/metrics")
-	for _, l := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// eventually polls f until it returns "" (done) or fails with its last message.
-func eventually(t *testing.T, what string, f func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var msg string
-	for time.Now().Before(deadline) {
-		if msg = f(); msg == "" {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s: %s", what, msg)
-}
-
 func unixString(tm time.Time) string {
 	return strconv.FormatFloat(float64(tm.Unix()), 'g', -1, 64)
 }

@@ -123,7 +123,7 @@ routes:
 	// certbot renews: new archive files, live/ links re-pointed.
 	shop2 := ca.Server(t, time.Now().Add(90*24*time.Hour), "shop.example.com")
 	certbotInstall(t, dir, shop2, 2)
-	eventually(t, "the renewed shop certificate is served", func() string {
+	poll(t, 10*time.Second, "the renewed shop certificate is served", func() string {
 		got, err := served("shop.example.com")
 		if err != nil || got.s != shop2.Cert.SerialNumber.String() {
 			return fmt.Sprintf("serial %v, err %v", got, err)
@@ -137,7 +137,7 @@ routes:
 	// A wildcard renewal written and renamed into place.
 	wild2 := ca.Server(t, time.Now().Add(90*24*time.Hour), "*.example.com")
 	renameInto(t, dir, "wild", wild2.CertPEM, wild2.KeyPEM)
-	eventually(t, "the renewed wildcard is served", func() string {
+	poll(t, 10*time.Second, "the renewed wildcard is served", func() string {
 		got, err := served("api.example.com")
 		if err != nil || got.s != wild2.Cert.SerialNumber.String() {
 			return fmt.Sprintf("serial %v, err %v", got, err)
@@ -149,7 +149,7 @@ routes:
 	failedBefore := metric(t, g.gateway, `sluice_rules_reloads_total{result="failed"}`)
 	renameInto(t, dir, "wild", wild2.CertPEM, first.KeyPEM)
 	var tlsErr string
-	eventually(t, "the broken renewal is reported in /api/rules", func() string {
+	poll(t, 10*time.Second, "the broken renewal is reported in /api/rules", func() string {
 		_, body := get(t, g.AdminURL+"/api/rules")
 		var st struct{ TLSError string }
 		json.Unmarshal([]byte(body), &st)
@@ -169,7 +169,7 @@ routes:
 	}
 	// Mended: the report clears.
 	renameInto(t, dir, "wild", wild2.CertPEM, wild2.KeyPEM)
-	eventually(t, "tlsError clears once the pair loads", func() string {
+	poll(t, 10*time.Second, "tlsError clears once the pair loads", func() string {
 		_, body := get(t, g.AdminURL+"/api/rules")
 		if strings.Contains(body, `"tlsError"`) {
 			return body
@@ -410,7 +410,7 @@ flowRules:
 	// The client's protocol does not choose the upstream's: h2 streams
 	// went upstream over HTTP/1.1, on the fast path as auto picks it.
 	want := fwdExpect("fast", false)
-	eventually(t, "the passes' access log", func() string {
+	poll(t, 10*time.Second, "the passes' access log", func() string {
 		got := map[string]int{}
 		for _, ev := range g.logs.events("access") {
 			if ev["decision"] == "pass" && ev["forwarder"] == want {
@@ -422,10 +422,10 @@ flowRules:
 		}
 		return ""
 	})
-	_, body := get(t, g.AdminURL+"/metrics")
-	for _, s := range []string{`sluice_requests_total{resource="tls",result="pass"} 5`, `sluice_requests_total{resource="h2c",result="block"} 15`} {
-		if !strings.Contains(body, s) {
-			t.Errorf("metrics lack %s", s)
+	m := metrics(t, g.gateway)
+	for series, want := range map[string]float64{`sluice_requests_total{resource="tls",result="pass"}`: 5, `sluice_requests_total{resource="h2c",result="block"}`: 15} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("metrics: %s = %v (exported: %v), want %v", series, got, ok, want)
 		}
 	}
 }
@@ -513,10 +513,7 @@ routes:
 	g.waitLog("reload failed", 5*time.Second)
 	g.writeRules(strings.Replace(rules(`, { certFile: b.crt, keyFile: b.key }`, "http2: { tls: false, h2c: true }"),
 		"certificates:", "minVersion: \"1.3\"\n  redirectHttp: true\n  certificates:", 1))
-	deadline := time.Now().Add(5 * time.Second)
-	for len(g.logs.events("rules loaded")) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll(t, 5*time.Second, "the second rules load", func() bool { return len(g.logs.events("rules loaded")) >= 2 })
 	for _, s := range []string{"tls.certificates", "tls.minVersion", "tls.redirectHttp", "http2.tls", "http2.h2c"} {
 		if len(g.logs.events(s+" changed in the rules file: it takes effect at restart")) != 1 {
 			t.Errorf("no warning for %s:\n%s", s, g.logs)

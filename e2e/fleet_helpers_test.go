@@ -179,17 +179,13 @@ func flWait(t *testing.T, gs []*gateway, within time.Duration, what string, cond
 	deadline := time.Now().Add(within)
 	out := make([]flState, len(gs))
 	for i, g := range gs {
-		for {
-			st := flRules(t, g)
-			if cond(st) {
-				out[i] = st
-				break
+		poll(t, time.Until(deadline), fmt.Sprintf("gateway %d: %s", i, what), func() string {
+			out[i] = flRules(t, g)
+			if !cond(out[i]) {
+				return fmt.Sprintf("now %+v", out[i])
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("gateway %d: %s: not within %v; now %+v", i, what, within, st)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return ""
+		})
 	}
 	return out
 }
@@ -215,9 +211,9 @@ func flPasses(t *testing.T, g *gateway, n int) int {
 // flMetric is the value of one series of the gateway's /metrics.
 func flMetric(t *testing.T, g *gateway, series string) float64 {
 	t.Helper()
-	v, err := strconv.ParseFloat(metric(t, g, series), 64)
-	if err != nil {
-		t.Fatalf("metric %s: %v", series, err)
+	v, ok := metrics(t, g)[series]
+	if !ok {
+		t.Fatalf("no metric %s", series)
 	}
 	return v
 }

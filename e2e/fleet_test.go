@@ -78,7 +78,7 @@ func TestFleetPushReachesEveryGateway(t *testing.T) {
 			Version    int64
 		}
 	}
-	eventually(t, "GET /api/fleet lists three gateways on the last version", func() string {
+	poll(t, 10*time.Second, "GET /api/fleet lists three gateways on the last version", func() string {
 		_, body := get(t, gs[2].AdminURL+"/api/fleet")
 		fleet.Gateways = nil
 		if err := json.Unmarshal([]byte(body), &fleet); err != nil {
@@ -105,7 +105,7 @@ func TestFleetPushReachesEveryGateway(t *testing.T) {
 	}
 	// A gateway that stops leaves the fleet at once.
 	gs[1].stop()
-	eventually(t, "a stopped gateway leaves the fleet", func() string {
+	poll(t, 10*time.Second, "a stopped gateway leaves the fleet", func() string {
 		_, body := get(t, gs[0].AdminURL+"/api/fleet")
 		if strings.Count(body, `"id"`) != 2 {
 			return body
@@ -254,7 +254,7 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 	g := startGateway(t, s.gatewayFile())
 	flWait(t, []*gateway{g}, 2*time.Second, "version 1", func(st flState) bool { return st.Source.Version == 1 })
 	cache := strings.TrimSuffix(g.Rules, ".yaml") + ".last-good.yaml"
-	eventually(t, "the last good rules written beside the rules file", func() string {
+	poll(t, 10*time.Second, "the last good rules written beside the rules file", func() string {
 		if b, err := os.ReadFile(cache); err != nil || !strings.Contains(string(b), "count: 4") {
 			return fmt.Sprintf("%s: %v %q", cache, err, b)
 		}

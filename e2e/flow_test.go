@@ -383,7 +383,7 @@ flowRules:
 	if st := dry.statuses(); st[200] != len(dry.hits) {
 		t.Errorf("dryRun rule: statuses %v, want every call to pass", st)
 	}
-	m := admScrape(t, g)
+	m := metrics(t, g)
 	would := m[`sluice_blocked_total{reason="dryrun",resource="dry"}`]
 	t.Logf("acquireCount: heavy %v; dryRun: dry %v, dryrun metric %v (count 5/s of 20/s offered: about %d would-be blocks)",
 		heavy.statuses(), dry.statuses(), would, secs*15)
@@ -436,13 +436,12 @@ flowRules:
 	}
 	before := len(g.logs.events("rules loaded"))
 	g.writeRules(rules(2))
-	deadline := time.Now().Add(2 * time.Second)
-	for len(g.logs.events("rules loaded")) <= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload within 2 s:\n%s", g.logs)
+	poll(t, 2*time.Second, "a reload", func() string {
+		if len(g.logs.events("rules loaded")) <= before {
+			return g.logs.String()
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
 	if n := passes("/kept"); n != 0 {
 		t.Errorf("unchanged rule after an unrelated edit: %d of 5 passed, want 0 (its window was used up)", n)
 	}
@@ -503,13 +502,12 @@ flowRules:
 		t.Errorf("%d rules loaded events, want the first and 4 reloads", n)
 	}
 	key := `sluice_concurrency{resource="c"}`
-	deadline := time.Now().Add(2 * time.Second)
-	for admScrape(t, g)[key] != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after the load ended, want 0", key, admScrape(t, g)[key])
+	poll(t, 2*time.Second, key+" back to 0 after the load ended", func() string {
+		if v := metrics(t, g)[key]; v != 0 {
+			return fmt.Sprintf("%s = %v", key, v)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 	// 6 at once: exactly 3 pass if the rule's count came back to 0.
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Second) // the 3 that pass still hold their slots when the rest arrive
@@ -561,7 +559,7 @@ flowRules:
 			t.Fatalf("call %d: %d, want 200 (dryRun never blocks)", i, resp.StatusCode)
 		}
 	}
-	if m := admScrape(t, g)[`sluice_blocked_total{reason="dryrun",resource="dry"}`]; m != 3 {
+	if m := metrics(t, g)[`sluice_blocked_total{reason="dryrun",resource="dry"}`]; m != 3 {
 		t.Errorf(`sluice_blocked_total{reason="dryrun",resource="dry"} = %v, want 3`, m)
 	}
 	logged := 0

@@ -52,21 +52,18 @@ routes:
 // checkForwarder asserts the access log's forwarder for path.
 func checkForwarder(t *testing.T, g *gateway, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	var got any
+	poll(t, 3*time.Second, "an access log for "+path, func() bool {
 		for _, ev := range g.logs.events("access") {
 			if ev["path"] == path {
-				if got := ev["forwarder"]; got != want {
-					t.Errorf("%s went the %v path, want %s", path, got, want)
-				}
-				return
+				got = ev["forwarder"]
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("no access log for %s", path)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	})
+	if got != want {
+		t.Errorf("%s went the %v path, want %s", path, got, want)
 	}
 }
 

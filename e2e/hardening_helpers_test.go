@@ -133,7 +133,7 @@ func hdConcurrency(t *testing.T, g *gateway, resource string) int64 {
 // hdWaitConcurrencyZero polls until the resource has nothing in flight.
 func hdWaitConcurrencyZero(t *testing.T, g *gateway, resource string) {
 	t.Helper()
-	admEventually(t, 5*time.Second, resource+" concurrency back to 0", func() bool {
+	poll(t, 5*time.Second, resource+" concurrency back to 0", func() bool {
 		return hdConcurrency(t, g, resource) == 0
 	})
 }
@@ -160,5 +160,5 @@ func hdHealthy(t *testing.T, g *gateway) {
 // hdErrors is sluice_requests_total{resource,result="error"}.
 func hdErrors(t *testing.T, g *gateway, resource string) float64 {
 	t.Helper()
-	return admScrape(t, g)[fmt.Sprintf(`sluice_requests_total{resource=%q,result="error"}`, resource)]
+	return metrics(t, g)[fmt.Sprintf(`sluice_requests_total{resource=%q,result="error"}`, resource)]
 }

@@ -321,7 +321,8 @@ func TestHardeningSlowloris(t *testing.T) {
 			cut <- time.Since(start)
 		}()
 	}
-	// Meanwhile the gateway serves.
+	// Meanwhile the gateway serves (300 ms into the slowloris: the
+	// subject is time passing with the slow clients connected).
 	time.Sleep(300 * time.Millisecond)
 	if resp, _ := get(t, g.URL+"/echo/fast"); resp.StatusCode != 200 {
 		t.Errorf("a normal request during the slowloris: %d", resp.StatusCode)
@@ -403,7 +404,7 @@ func TestHardeningClientsDisconnect(t *testing.T) {
 		hdWaitConcurrencyZero(t, g, "stream")
 	}
 	hdWaitConcurrencyZero(t, g, "stream")
-	admEventually(t, 5*time.Second, "upstream calls cancelled", func() bool {
+	poll(t, 5*time.Second, "upstream calls cancelled", func() bool {
 		up.mu.Lock()
 		defer up.mu.Unlock()
 		return up.inFlight == 0

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,20 +93,18 @@ func startGatewayFile(t *testing.T, path string, args ...string) *gateway {
 	g.URL = "http://" + started["listen"].(string)
 	admin := g.waitLog("admin listening", 5*time.Second)
 	g.AdminURL = "http://" + admin["admin"].(string)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll(t, 10*time.Second, "sluice ready", func() string {
 		resp, err := http.Get(g.AdminURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return g
-			}
+		if err != nil {
+			return fmt.Sprintf("%v\nlogs:\n%s", err, g.logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice not ready: %v\nlogs:\n%s", err, g.logs)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Sprintf("/readyz %d\nlogs:\n%s", resp.StatusCode, g.logs)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
+	return g
 }
 
 // stop sends SIGTERM and waits; it kills only the process it started.
@@ -130,21 +129,102 @@ func (g *gateway) stop() {
 // waitLog waits for a JSON log event whose message contains msg and returns it.
 func (g *gateway) waitLog(msg string, timeout time.Duration) map[string]any {
 	g.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if ev := g.logs.find(msg, 0); ev != nil {
-			return ev
-		}
+	var ev map[string]any
+	poll(g.t, timeout, fmt.Sprintf("log %q", msg), func() bool {
 		select {
 		case <-g.done:
 			g.t.Fatalf("sluice exited (%v) before logging %q:\n%s", g.exitErr, msg, g.logs)
 		default:
 		}
+		ev = g.logs.find(msg, 0)
+		return ev != nil
+	})
+	return ev
+}
+
+// poll is the e2e tests' one wait for a condition: it checks every 10 ms
+// until the condition holds, and fails t after within, saying what was
+// awaited. check is a func() bool, or a func() string that returns "" when
+// the condition holds and otherwise what it saw (the failure shows the last).
+func poll[C func() bool | func() string](t testing.TB, within time.Duration, what string, check C) {
+	t.Helper()
+	var holds func() string
+	switch c := any(check).(type) {
+	case func() bool:
+		holds = func() string {
+			if c() {
+				return ""
+			}
+			return "not yet"
+		}
+	case func() string:
+		holds = c
+	}
+	deadline := time.Now().Add(within)
+	for {
+		msg := holds()
+		if msg == "" {
+			return
+		}
 		if time.Now().After(deadline) {
-			g.t.Fatalf("no log %q within %v:\n%s", msg, timeout, g.logs)
+			t.Fatalf("%s: not within %v: %s", what, within, msg)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// scrapeMetrics is the e2e tests' one reader of /metrics: series
+// ("name{labels}", as exported) -> value. It does not fail the test, so
+// goroutines other than the test's may use it.
+func scrapeMetrics(adminURL string) (map[string]float64, error) {
+	resp, err := http.Get(adminURL + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			return nil, fmt.Errorf("/metrics line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// metrics is scrapeMetrics for the test's goroutine: an error fails t.
+func metrics(t testing.TB, g *gateway) map[string]float64 {
+	t.Helper()
+	m, err := scrapeMetrics(g.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// metric is one series' value, written as Go's shortest form ("20",
+// "+Inf", "1.7e+09"), or "" when the series is absent.
+func metric(t testing.TB, g *gateway, series string) string {
+	t.Helper()
+	v, ok := metrics(t, g)[series]
+	if !ok {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // writeRules replaces the rules file the way editors do: a temp file renamed over it.

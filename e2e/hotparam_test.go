@@ -342,13 +342,12 @@ paramRules:
 	reload := func(what, file string, reloads int) {
 		t.Helper()
 		g.writeRules(file)
-		start := time.Now()
-		for len(g.logs.events("rules loaded")) < reloads {
-			if time.Since(start) > 2*time.Second {
-				t.Fatalf("%s: no reload within 2 s:\n%s", what, g.logs)
+		poll(t, 2*time.Second, what+": a reload", func() string {
+			if len(g.logs.events("rules loaded")) < reloads {
+				return g.logs.String()
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return ""
+		})
 	}
 	if n := passes("5", 5); n != 3 {
 		t.Fatalf("count 3 per 60 s: %d of 5 passed", n)

@@ -247,13 +247,7 @@ flowRules:
 
 	// An invalid file changes nothing and its error names the line.
 	g.writeRules(strings.Replace(rules(1000), "count: 1000", "count: -5", 1))
-	deadline := time.Now().Add(2 * time.Second)
-	for len(g.logs.events("reload failed")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("invalid file: no failed reload logged:\n%s", g.logs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	g.waitLog("reload failed", 2*time.Second)
 	ev := g.logs.find("reload failed", 0)
 	if errs := fmt.Sprint(ev["errors"]); !strings.Contains(errs, "rules.yaml:12: flowRules[0].count") {
 		t.Errorf("failed reload errors = %s, want rules.yaml:12: flowRules[0].count ...", errs)

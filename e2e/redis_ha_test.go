@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,19 +20,17 @@ import (
 // haSeries scrapes a gateway's sluice_cluster_redis_up series: master ->
 // value, and the form label they carry.
 func haSeries(g *gateway) (series map[string]float64, form string) {
-	resp, err := http.Get(g.AdminURL + "/metrics")
+	m, err := scrapeMetrics(g.AdminURL)
 	if err != nil {
 		return nil, ""
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	series = map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "sluice_cluster_redis_up{")
+	for name, v := range m {
+		rest, ok := strings.CutPrefix(name, "sluice_cluster_redis_up{")
 		if !ok {
 			continue
 		}
-		labels, v, _ := strings.Cut(rest, "} ")
+		labels := strings.TrimSuffix(rest, "}")
 		var master string
 		for _, kv := range strings.Split(labels, ",") {
 			k, val, _ := strings.Cut(kv, "=")
@@ -46,9 +42,7 @@ func haSeries(g *gateway) (series map[string]float64, form string) {
 				master = val
 			}
 		}
-		var f float64
-		fmt.Sscan(v, &f)
-		series[master] = f
+		series[master] = v
 	}
 	return series, form
 }

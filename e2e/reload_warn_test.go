@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -34,18 +35,11 @@ cluster:
 		return s
 	}
 	g := startGateway(t, rules(":18080", "info", false))
-	_, metrics := get(t, g.AdminURL+"/metrics")
-	if !strings.Contains(metrics, `sluice_circuit_state{resource="q"} 0`) {
+	if metric(t, g, `sluice_circuit_state{resource="q"}`) != "0" {
 		t.Errorf("no closed breaker state exported after the first load")
 	}
 	g.writeRules(rules(":18081", "debug", true))
-	deadline := time.Now().Add(2 * time.Second)
-	for len(g.logs.events("rules loaded")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload:\n%s", g.logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	hdWaitReloads(t, g, 2)
 	for _, want := range []string{"log.level changed", "clusterMode rule checked locally"} {
 		if len(g.logs.events(want)) == 0 {
 			t.Errorf("no %q warning after the reload:\n%s", want, g.logs)
@@ -64,13 +58,12 @@ cluster:
 // hdWaitReloads waits until the rules have been loaded n times in all.
 func hdWaitReloads(t *testing.T, g *gateway, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(g.logs.events("rules loaded")) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the rules were not loaded %d times:\n%s", n, g.logs)
+	poll(t, 5*time.Second, fmt.Sprintf("the rules loaded %d times", n), func() string {
+		if len(g.logs.events("rules loaded")) < n {
+			return g.logs.String()
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestReloadRotatesAdminToken: a token rotated in rules.yaml is in force at

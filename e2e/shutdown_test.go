@@ -39,7 +39,7 @@ func hdHoldRequests(url string, n int) <-chan int {
 // hdWaitInFlight polls until the upstream has n calls in flight.
 func hdWaitInFlight(t *testing.T, up *upstream, n int64) {
 	t.Helper()
-	admEventually(t, 5*time.Second, fmt.Sprintf("%d calls in flight at the upstream", n), func() bool {
+	poll(t, 5*time.Second, fmt.Sprintf("%d calls in flight at the upstream", n), func() bool {
 		up.mu.Lock()
 		defer up.mu.Unlock()
 		return up.inFlight >= n
@@ -106,7 +106,7 @@ routes:
 		t.Fatal(err)
 	}
 	// New connections are refused soon after the signal.
-	admEventually(t, 2*time.Second, "new connections refused after SIGTERM", func() bool {
+	poll(t, 2*time.Second, "new connections refused after SIGTERM", func() bool {
 		c, err := net.DialTimeout("tcp", hdAddr(g.URL), 200*time.Millisecond)
 		if err != nil {
 			return true
@@ -231,10 +231,12 @@ func TestShutdownStopsAcceptingDespiteAdminClients(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n") // headers not finished
+	// The subject is a connection left idle mid-headers: nothing to poll.
 	time.Sleep(200 * time.Millisecond)
 	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	g.waitLog("shutting down", 2*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the subject: 300 ms into the drain
+
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	if resp, err := client.Get(g.URL + "/fast"); err == nil {
 		resp.Body.Close()
@@ -256,6 +258,8 @@ routes:
     upstream: demo
 `, "-demo", "-drain-timeout", "5s")
 	held := hdHoldRequests(g.URL+"/demo?sleep=1s", 1)
+	// Nothing exports a demo upstream's calls in flight to poll: 300 ms of
+	// the 1 s call puts it there.
 	time.Sleep(300 * time.Millisecond)
 	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	if s := <-held; s != 200 {

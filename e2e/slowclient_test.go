@@ -218,7 +218,7 @@ func TestHardeningSlowReadersReleaseSlots(t *testing.T) {
 			slow1 := scDialSlow(t, addr, "/big/h1")
 			h2 := scDialH2C(t, addr)
 			h2.get(1, "/big/h2")
-			admEventually(t, 10*time.Second, "both slow readers hold a slot", func() bool {
+			poll(t, 10*time.Second, "both slow readers hold a slot", func() bool {
 				return hdConcurrency(t, g, "big") == 2
 			})
 			held := time.Now()
@@ -255,7 +255,7 @@ func TestHardeningSlowReadersReleaseSlots(t *testing.T) {
 			}
 			// Both slow readers are cut, not only the first one: their slots
 			// are free within the same bound, before slow1 is read below.
-			admEventually(t, 10*time.Second, "both slow readers' slots released", func() bool {
+			poll(t, 10*time.Second, "both slow readers' slots released", func() bool {
 				return hdConcurrency(t, g, "big") == 0
 			})
 			if freed := time.Since(held); freed > sendTimeout+time.Second {
@@ -273,7 +273,7 @@ func TestHardeningSlowReadersReleaseSlots(t *testing.T) {
 				t.Errorf("the slow HTTP/1.1 reader got %d bytes, the whole answer", n)
 			}
 			// The h2 stream was reset, the connection kept.
-			admEventually(t, 5*time.Second, "the h2 stream reset", func() bool {
+			poll(t, 5*time.Second, "the h2 stream reset", func() bool {
 				_, _, _, reset := h2.stream(1)
 				return reset
 			})
@@ -288,7 +288,7 @@ func TestHardeningSlowReadersReleaseSlots(t *testing.T) {
 			}
 			// Every upstream call was cancelled: the two slow readers' and
 			// the third client's, and nothing is held.
-			admEventually(t, 5*time.Second, "upstream calls cancelled", func() bool {
+			poll(t, 5*time.Second, "upstream calls cancelled", func() bool {
 				inFlight, cut := up.counts()
 				return inFlight == 0 && cut >= 3
 			})
@@ -313,7 +313,7 @@ func TestHardeningH2MaxConcurrentStreams(t *testing.T) {
 	for i := range 10 {
 		h2.get(uint32(2*i+1), fmt.Sprintf("/big/%d", i))
 	}
-	admEventually(t, 10*time.Second, "7 of the 10 streams refused", func() bool {
+	poll(t, 10*time.Second, "7 of the 10 streams refused", func() bool {
 		n := 0
 		for i := range 10 {
 			if _, _, code, reset := h2.stream(uint32(2*i + 1)); reset && code != http2.ErrCodeInternal {
@@ -322,7 +322,7 @@ func TestHardeningH2MaxConcurrentStreams(t *testing.T) {
 		}
 		return n == 7
 	})
-	admEventually(t, 10*time.Second, "3 streams in flight upstream", func() bool {
+	poll(t, 10*time.Second, "3 streams in flight upstream", func() bool {
 		inFlight, _ := up.counts()
 		return inFlight == 3
 	})
@@ -362,7 +362,7 @@ func TestReloadSendTimeoutAppliesToNewConnections(t *testing.T) {
 	g := startGateway(t, scSlowRules(up.URL, "auto", 2, "{ sendTimeout: 1h }"))
 	addr := hdAddr(g.URL)
 	scDialSlow(t, addr, "/big/before")
-	admEventually(t, 10*time.Second, "the first slow reader holds a slot", func() bool {
+	poll(t, 10*time.Second, "the first slow reader holds a slot", func() bool {
 		return hdConcurrency(t, g, "big") == 1
 	})
 
@@ -377,10 +377,10 @@ func TestReloadSendTimeoutAppliesToNewConnections(t *testing.T) {
 
 	reloaded := time.Now()
 	scDialSlow(t, addr, "/big/after")
-	admEventually(t, 10*time.Second, "the second slow reader holds a slot", func() bool {
+	poll(t, 10*time.Second, "the second slow reader holds a slot", func() bool {
 		return hdConcurrency(t, g, "big") == 2
 	})
-	admEventually(t, 10*time.Second, "the second slow reader cut", func() bool {
+	poll(t, 10*time.Second, "the second slow reader cut", func() bool {
 		return hdConcurrency(t, g, "big") == 1
 	})
 	if took := time.Since(reloaded); took > 3*time.Second {

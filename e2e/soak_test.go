@@ -44,7 +44,7 @@ func hdSampleProcess(g *gateway) (hdSample, error) {
 			s.rssKB, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 		}
 	}
-	m, err := admTryScrape(g.AdminURL)
+	m, err := scrapeMetrics(g.AdminURL)
 	if err != nil {
 		return hdSample{}, err
 	}

@@ -199,17 +199,12 @@ routes:
 // sysWaitInFlight waits until the upstream has had n calls in flight at once.
 func sysWaitInFlight(t *testing.T, up *upstream, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, m := up.stats(); m >= n {
-			return
+	poll(t, 10*time.Second, fmt.Sprintf("%d calls in flight at the upstream", n), func() string {
+		if _, m := up.stats(); m < n {
+			return fmt.Sprintf("only %d", m)
 		}
-		if time.Now().After(deadline) {
-			_, m := up.stats()
-			t.Fatalf("upstream reached only %d calls in flight, want %d", m, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // sysStatus GETs url and returns the status (0 on a transport error); unlike

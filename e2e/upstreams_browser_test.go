@@ -64,7 +64,7 @@ routes:
 		get(t, g.URL+"/x")
 	}
 	sick.sick.Store(true)
-	eventually(t, "the panel shows the dead target ejected and the sick one down", func() string {
+	poll(t, 10*time.Second, "the panel shows the dead target ejected and the sick one down", func() string {
 		get(t, g.URL+"/x") // traffic finds out about the dead target
 		if s1, s2, s3 := state(a.URL), state(sick.URL), state(deadURL); s1 != "up" || s2 != "down" || s3 != "ejected" {
 			return fmt.Sprintf("states %s, %s, %s", s1, s2, s3)

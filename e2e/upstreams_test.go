@@ -197,7 +197,7 @@ routes:
 			// Attempts picked just before the ejection settle within
 			// milliseconds; none may follow.
 			time.Sleep(200 * time.Millisecond)
-			m, err := admTryScrape(g.AdminURL)
+			m, err := scrapeMetrics(g.AdminURL)
 			if err != nil {
 				watchErr <- err
 				return
@@ -221,7 +221,7 @@ routes:
 	if d := time.Duration(ejectedAt.Load() - killedAt.Load()); d > time.Second {
 		t.Errorf("ejected %v after the kill, want within 1s", d)
 	}
-	m := admScrape(t, g)
+	m := metrics(t, g)
 	after := upAttempts(m, "web", bURL)
 	before, _ := atEjection.Load().(float64)
 	if after != before {
@@ -533,7 +533,7 @@ routes:
 				prefix, i+1, resp.StatusCode, da, db)
 		}
 	}
-	retries := admScrape(t, g)[`sluice_upstream_retries_total{upstream="web"}`]
+	retries := metrics(t, g)[`sluice_upstream_retries_total{upstream="web"}`]
 	t.Logf("%d requests one after another: the targets got %d and %d attempts, %v retries counted", n, calls[0].Load(), calls[1].Load(), retries)
 	if retries != 2*n {
 		t.Errorf("sluice_upstream_retries_total %v, want %d", retries, 2*n)
@@ -581,7 +581,7 @@ routes:
 	const n = 20
 	getAll(n)
 	read := resetSeen("GET")
-	m := admScrape(t, g)
+	m := metrics(t, g)
 	ejections := m[`sluice_upstream_ejections_total{target="`+resetURL+`",upstream="web"}`]
 	ts, _, err := upTargets(g.AdminURL, "web")
 	if err != nil {
@@ -663,7 +663,7 @@ routes:
 	}
 	wg.Wait()
 	n, c := requests.Load(), calls.Load()
-	retries := admScrape(t, g)[`sluice_upstream_retries_total{upstream="web"}`]
+	retries := metrics(t, g)[`sluice_upstream_retries_total{upstream="web"}`]
 	t.Logf("%d clients, %d requests: %d upstream calls (%.2f x), %v retries counted", workers, n, c, float64(c)/float64(n), retries)
 	if bad.Load() != 0 {
 		t.Errorf("%d requests failed or were not the targets' 503", bad.Load())
@@ -698,7 +698,7 @@ routes:
   - path: /*
     upstream: web
 `, a.URL, b.URL))
-	eventually(t, "both targets down", func() string {
+	poll(t, 10*time.Second, "both targets down", func() string {
 		ts, _, err := upTargets(g.AdminURL, "web")
 		if err != nil {
 			return err.Error()
@@ -727,7 +727,7 @@ routes:
 		t.Errorf("%d panic-mode log lines, want 1 (when it starts)", n)
 	}
 	a.sick.Store(false)
-	eventually(t, "a back and panic mode over", func() string {
+	poll(t, 10*time.Second, "a back and panic mode over", func() string {
 		get(t, g.URL+"/x")
 		if _, p, _ := upTargets(g.AdminURL, "web"); p {
 			return "still in panic mode"
@@ -765,7 +765,7 @@ routes:
 `, a.URL, weight, strings.Join(targets, ""))
 	}
 	g := startGateway(t, rules(1, fmt.Sprintf(", %q", b.URL)))
-	eventually(t, "b down", func() string {
+	poll(t, 10*time.Second, "b down", func() string {
 		if ts, _, _ := upTargets(g.AdminURL, "web"); ts[b.URL].Healthy {
 			return "b still healthy"
 		}
@@ -774,7 +774,7 @@ routes:
 	b.sick.Store(false) // it would take 10 good probes (2.4 s at least) to come back
 	g.writeRules(rules(2, fmt.Sprintf(", %q", b.URL)))
 	g.waitLog("rules loaded", 5*time.Second)
-	eventually(t, "reloaded", func() string {
+	poll(t, 10*time.Second, "reloaded", func() string {
 		if len(g.logs.events("rules loaded")) < 2 {
 			return "no second load"
 		}
@@ -790,7 +790,7 @@ routes:
 	}
 
 	g.writeRules(rules(2))
-	eventually(t, "b dropped", func() string {
+	poll(t, 10*time.Second, "b dropped", func() string {
 		if len(g.logs.events("rules loaded")) < 3 {
 			return "no third load"
 		}
