@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A reload that needs a restart to take full effect says so (log.level and
@@ -39,7 +37,7 @@ cluster:
 		t.Errorf("no closed breaker state exported after the first load")
 	}
 	g.writeRules(rules(":18081", "debug", true))
-	hdWaitReloads(t, g, 2)
+	hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 	for _, want := range []string{"log.level changed", "clusterMode rule checked locally"} {
 		if len(g.logs.events(want)) == 0 {
 			t.Errorf("no %q warning after the reload:\n%s", want, g.logs)
@@ -53,17 +51,6 @@ cluster:
 	if resp, _ := get(t, g.URL+"/q"); resp.StatusCode != 200 {
 		t.Errorf("after the reload: %d, want 200 (the cluster rule applies locally)", resp.StatusCode)
 	}
-}
-
-// hdWaitReloads waits until the rules have been loaded n times in all.
-func hdWaitReloads(t *testing.T, g *gateway, n int) {
-	t.Helper()
-	poll(t, 5*time.Second, fmt.Sprintf("the rules loaded %d times", n), func() string {
-		if len(g.logs.events("rules loaded")) < n {
-			return g.logs.String()
-		}
-		return ""
-	})
 }
 
 // TestReloadRotatesAdminToken: a token rotated in rules.yaml is in force at
@@ -86,9 +73,9 @@ func TestReloadRotatesAdminToken(t *testing.T) {
 		if code := reload(g, oldTok); code != 202 {
 			t.Fatalf("the first token: %d, want 202", code)
 		}
-		hdWaitReloads(t, g, 2)
+		hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 		g.writeRules(rules(newTok))
-		hdWaitReloads(t, g, 3)
+		hdWaitEvents(t, g, "rules loaded", 2) // loaded 3 times
 		if code := reload(g, newTok); code != 202 {
 			t.Errorf("the rotated token after the reload: %d, want 202", code)
 		}
@@ -107,7 +94,7 @@ func TestReloadRotatesAdminToken(t *testing.T) {
 		t.Setenv("SLUICE_ADMIN_TOKEN", envTok) // inherited by the gateway process
 		g := startGateway(t, rules(oldTok))
 		g.writeRules(rules(newTok))
-		hdWaitReloads(t, g, 2)
+		hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 		if code := reload(g, envTok); code != 202 {
 			t.Errorf("the environment's token after the reload: %d, want 202", code)
 		}
@@ -142,7 +129,7 @@ func TestReloadWarnsStartOnlySettings(t *testing.T) {
 		t.Fatalf("admin listens on %s, want the file's %s", g.AdminURL, adminA)
 	}
 	g.writeRules(rules(adminB, "redis://sluice:pw-Two@127.0.0.2:6380/1", "e2e-b"))
-	hdWaitReloads(t, g, 2)
+	hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 	for _, want := range []struct{ setting, old, new string }{
 		{"admin.listen", adminA, adminB},
 		{"cluster.redis", "redis://sluice:xxxxx@127.0.0.1:6379/0", "redis://sluice:xxxxx@127.0.0.2:6380/1"},
@@ -162,7 +149,7 @@ func TestReloadWarnsStartOnlySettings(t *testing.T) {
 	}
 	// An unrelated edit does not repeat the warnings.
 	g.writeRules(rules(adminB, "redis://sluice:pw-Two@127.0.0.2:6380/1", "e2e-b") + "# touched\n")
-	hdWaitReloads(t, g, 3)
+	hdWaitEvents(t, g, "rules loaded", 2) // loaded 3 times
 	if n := len(g.logs.events("admin.listen changed")); n != 1 {
 		t.Errorf("admin.listen warned %d times after an unrelated edit, want once", n)
 	}
