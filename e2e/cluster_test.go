@@ -290,21 +290,41 @@ func clWithin(got int, want, frac float64) bool {
 }
 
 // clRedisKeptUp ends a test whose Redis was never stopped when a gateway
-// still found it failing (an answer later than the cluster's deadline): its
-// cluster rules fell back to local limits, as documented, and the counts say
-// the machine was busy, not that the cluster is wrong. Like checkLag, that
-// skips the test by default and fails it with SLUICE_E2E_RATES=1.
+// still found it failing. An answer later than the cluster's deadline (a
+// timeout) is the machine's: its cluster rules fell back to local limits, as
+// documented, and the counts say the machine was busy, not that the cluster
+// is wrong. Like checkLag, that skips the test by default and fails it with
+// SLUICE_E2E_RATES=1. Any other error (a script Redis refuses, a refused
+// connection) is a real failure and fails the test whatever the settings.
 func clRedisKeptUp(t *testing.T, gs []*gateway) {
 	t.Helper()
 	for i, g := range gs {
-		if evs := g.logs.events("cluster: redis failing"); len(evs) > 0 {
-			msg := fmt.Sprintf("gateway %d found Redis failing %d times (%v): the machine is too busy to measure", i, len(evs), evs[0]["error"])
-			if !measuringRates() {
-				skipped.Skip(t, idleNeed, msg)
+		evs := g.logs.events("cluster: redis failing")
+		if len(evs) == 0 {
+			continue
+		}
+		for _, ev := range evs {
+			if e, _ := ev["error"].(string); !clRedisSlow(e) {
+				t.Fatalf("gateway %d found Redis failing, not from a busy machine: %v", i, ev["error"])
 			}
-			t.Fatal(msg)
+		}
+		msg := fmt.Sprintf("gateway %d found Redis failing %d times (%v): the machine is too busy to measure", i, len(evs), evs[0]["error"])
+		if !measuringRates() {
+			skipped.Skip(t, idleNeed, msg)
+		}
+		t.Fatal(msg)
+	}
+}
+
+// clRedisSlow: a cluster error logged by a gateway says only that Redis
+// answered later than the deadline (or the pool waited for a connection).
+func clRedisSlow(err string) bool {
+	for _, s := range []string{"context deadline exceeded", "i/o timeout", "redis: connection pool timeout"} {
+		if strings.Contains(err, s) {
+			return true
 		}
 	}
+	return false
 }
 
 // clRedisUp scrapes a gateway's sluice_cluster_redis_up gauge.
@@ -819,5 +839,28 @@ func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
 	}
 	if p := burst(); p != 5 {
 		t.Errorf("Redis up: %d of 16 passed, want 5 (count 5 for the cluster)", p)
+	}
+}
+
+// TestClusterRedisSlowIsOnlyATimeout: only a timeout lets clRedisKeptUp skip
+// a cluster test; a Redis that refuses the gateway's scripts or connections
+// is a failure the skip must not hide (under CI=true as anywhere).
+func TestClusterRedisSlowIsOnlyATimeout(t *testing.T) {
+	for _, c := range []struct {
+		err  string
+		slow bool
+	}{
+		{"context deadline exceeded", true},
+		{"read tcp 127.0.0.1:51234->127.0.0.1:6379: i/o timeout", true},
+		{"redis: connection pool timeout", true},
+		{"dial tcp 127.0.0.1:6379: connect: connection refused", false},
+		{"ERR user_script:12: Script attempted to access nonexistent global variable 'x'", false},
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", false},
+		{"NOAUTH Authentication required.", false},
+		{"", false},
+	} {
+		if got := clRedisSlow(c.err); got != c.slow {
+			t.Errorf("clRedisSlow(%q) = %v, want %v", c.err, got, c.slow)
+		}
 	}
 }
