@@ -99,18 +99,7 @@ func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
 	}
 	rctx.Reset()
 	path := v.path
-	var g *router
-	if h.exact != nil || h.wild != nil {
-		if g = h.group(r.Host); g != nil {
-			if rt := g.match(rctx, r.Method, path); rt != nil {
-				rt.serve(w, r, v, rctx)
-				h.ctxs.Put(rctx)
-				return
-			}
-			rctx.Reset()
-		}
-	}
-	switch rt := h.any.match(rctx, r.Method, path); {
+	switch rt, g := h.find(rctx, r.Host, r.Method, path); {
 	case rt != nil:
 		rt.serve(w, r, v, rctx)
 	case g != nil && !h.any.knows(rctx, path) && g.knows(rctx, path):
@@ -119,6 +108,22 @@ func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
 		h.any.miss(w, r, rctx, path)
 	}
 	h.ctxs.Put(rctx)
+}
+
+// find returns the route serving method on path for host (nil: none),
+// its path parameters left in rctx, and the group of routes for host (nil:
+// none).
+func (h *hostRouter) find(rctx *chi.Context, host, method, path string) (*route, *router) {
+	var g *router
+	if h.exact != nil || h.wild != nil {
+		if g = h.group(host); g != nil {
+			if rt := g.match(rctx, method, path); rt != nil {
+				return rt, g
+			}
+			rctx.Reset()
+		}
+	}
+	return h.any.match(rctx, method, path), g
 }
 
 // group finds the routes for a Host header: port ignored, case-insensitive,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -17,10 +18,20 @@ import (
 // handed chi's routing context (its path parameters) instead. Whatever
 // Find does not resolve to a route — 404, 405, unknown methods — goes to
 // chi's ServeHTTP, so those answers are chi's own.
+//
+// Static patterns (no {param}, no *) are also kept in a map by method and
+// path, looked up before chi's tree: with thousands of routes a static
+// path costs one map lookup whatever their number, and a router whose
+// patterns are all static (a host's, often) never asks chi. chi tries a node's
+// static edges before its parameters, so where a static pattern has the
+// path under the method chi would find that route too; everything else
+// (a miss, a parameter, a catch-all) is chi's to decide.
 type router struct {
 	mux    *chi.Mux
 	routes map[routeKey]*route
-	taken  map[routeKey]bool // (method, config.PatternKey): the first route there wins
+	static map[routeKey]*route // the routes entries whose pattern is static, by (method, path)
+	params bool                // some pattern in mux is not static: chi has to be asked
+	taken  map[routeKey]bool   // (method, config.PatternKey): the first route there wins
 
 	// chi knows only the methods a route may list (config.RouteMethods).
 	// Routes that take all of them are also kept in a second tree, under
@@ -29,6 +40,8 @@ type router struct {
 	methods   []string
 	anyMux    *chi.Mux
 	anyRoutes map[string]*route // by pattern
+	anyStatic map[string]*route // anyRoutes' static patterns, by path
+	anyParams bool              // some pattern in anyMux is not static
 	notFound  http.HandlerFunc
 
 	// gets are the routes that took GET on their pattern: headFromGet
@@ -48,8 +61,23 @@ func newRouter(notFound, notAllowed http.HandlerFunc) *router {
 	mux := chi.NewRouter()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[routeKey]*route{}, taken: map[routeKey]bool{}, methods: config.RouteMethods(),
-		anyMux: chi.NewRouter(), anyRoutes: map[string]*route{}, notFound: notFound}
+	return &router{mux: mux, routes: map[routeKey]*route{}, static: map[routeKey]*route{}, taken: map[routeKey]bool{},
+		methods: config.RouteMethods(), anyMux: chi.NewRouter(), anyRoutes: map[string]*route{},
+		anyStatic: map[string]*route{}, notFound: notFound}
+}
+
+// isStatic reports whether a pattern matches only the path spelled as it.
+func isStatic(pattern string) bool { return !strings.ContainsAny(pattern, "{*") }
+
+// set records rt as the route for method on pattern.
+func (rr *router) set(method, pattern string, rt *route) {
+	rr.mux.Method(method, pattern, rt)
+	rr.routes[routeKey{method, pattern}] = rt
+	if isStatic(pattern) {
+		rr.static[routeKey{method, pattern}] = rt
+	} else {
+		rr.params = true
+	}
 }
 
 // handle registers rt on pattern for methods, which config has already
@@ -64,8 +92,7 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 			continue
 		}
 		rr.taken[routeKey{m, key}] = true
-		rr.mux.Method(m, pattern, rt)
-		rr.routes[routeKey{m, pattern}] = rt
+		rr.set(m, pattern, rt)
 		if m == http.MethodGet {
 			rr.gets = append(rr.gets, pendingHead{pattern, key, rt})
 		}
@@ -81,6 +108,11 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 	rr.taken[routeKey{"", key}] = true
 	rr.anyMux.Method(http.MethodGet, pattern, rt)
 	rr.anyRoutes[pattern] = rt
+	if isStatic(pattern) {
+		rr.anyStatic[pattern] = rt
+	} else {
+		rr.anyParams = true
+	}
 }
 
 // headFromGet runs once every route is handled: HEAD on a pattern that no
@@ -93,22 +125,29 @@ func (rr *router) headFromGet() {
 			continue
 		}
 		rr.taken[routeKey{http.MethodHead, p.key}] = true
-		rr.mux.Method(http.MethodHead, p.pattern, p.rt)
-		rr.routes[routeKey{http.MethodHead, p.pattern}] = p.rt
+		rr.set(http.MethodHead, p.pattern, p.rt)
 	}
 	rr.gets = nil
 }
 
 // match returns the route serving method on path (nil: none), leaving
-// its path parameters in rctx.
+// its path parameters in rctx. A static path is one map lookup.
 func (rr *router) match(rctx *chi.Context, method, path string) *route {
-	if rt := rr.routes[routeKey{method, rr.mux.Find(rctx, method, path)}]; rt != nil {
+	if rt := rr.static[routeKey{method, path}]; rt != nil {
 		return rt
+	}
+	if rr.params {
+		if rt := rr.routes[routeKey{method, rr.mux.Find(rctx, method, path)}]; rt != nil {
+			return rt
+		}
 	}
 	if slices.Contains(rr.methods, method) {
 		return nil
 	}
 	// A method chi does not know reaches a route that takes every method.
+	if rt := rr.anyStatic[path]; rt != nil || !rr.anyParams {
+		return rt
+	}
 	rctx.Reset()
 	return rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]
 }

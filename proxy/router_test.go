@@ -95,3 +95,65 @@ paramRules:
 		})
 	}
 }
+
+// TestStaticBeforeParams pins precedence where static paths are looked up
+// in a map before chi's tree: a static pattern serves only the methods it
+// took, and the same path under another method falls to a parameter
+// pattern (HEAD included, from its GET); a route taking every method
+// takes unknown methods on its static path.
+func TestStaticBeforeParams(t *testing.T) {
+	var targets []any
+	for _, name := range []string{"param", "me", "me2", "all"} {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s", name, r.Method)
+		}))
+		t.Cleanup(s.Close)
+		targets = append(targets, s.URL)
+	}
+	rules := fmt.Sprintf(`
+upstreams:
+  param: {targets: [%q]}
+  me:    {targets: [%q]}
+  me2:   {targets: [%q]}
+  all:   {targets: [%q]}
+routes:
+  - {path: "/users/{id}", methods: [GET], upstream: param}
+  - {path: /users/me, methods: [POST], upstream: me}
+  - {path: /users/me, methods: [PUT], upstream: me2}
+  - {path: /all, upstream: all}
+`, targets...)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			base := parityGateway(t, fwd, rules)
+			for _, c := range []struct {
+				method, path string
+				status       int
+				body         string
+			}{
+				{"GET", "/users/me", 200, "param GET"},
+				{"HEAD", "/users/me", 200, ""},
+				{"POST", "/users/me", 200, "me POST"},
+				{"PUT", "/users/me", 200, "me2 PUT"},
+				{"DELETE", "/users/me", 405, `{"error":"method not allowed"}`},
+				{"GET", "/users/7", 200, "param GET"},
+				{"GET", "/all", 200, "all GET"},
+				{"PROPFIND", "/all", 200, "all PROPFIND"},
+				{"GET", "/all/", 404, `{"error":"no route"}`},
+			} {
+				req, err := http.NewRequest(c.method, base+c.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != c.status || !strings.HasPrefix(string(b), c.body) {
+					t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, resp.StatusCode, b, c.status, c.body)
+				}
+			}
+		})
+	}
+}
