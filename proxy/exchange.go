@@ -58,9 +58,13 @@ type clientBody struct {
 	failed   atomic.Bool
 	timedOut atomic.Bool
 	eof      atomic.Bool
+	read     atomic.Bool // a Read was made: the body cannot be sent again whole unless kept
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
+	if !b.read.Load() {
+		b.read.Store(true)
+	}
 	n, err := b.rc.Read(p)
 	switch {
 	case err == io.EOF:
@@ -95,6 +99,9 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration) {
 
 // bodyFailed reports whether reading the client's body failed.
 func (e *exchange) bodyFailed() bool { return e.body != nil && e.body.failed.Load() }
+
+// bodyRead reports whether any of the client's body was read.
+func (e *exchange) bodyRead() bool { return e.body != nil && e.body.read.Load() }
 
 var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 

@@ -253,3 +253,39 @@ func TestRetryAfterStaleConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleConnectionKeepsStreamedBody: a streamed body (unknown length,
+// not kept) forced onto the fast path over a pooled connection the target
+// closed while idle: the header and the body's first bytes are read into
+// the write buffer before the dead connection is found. That attempt is
+// not retried with the rest of the body: no target ever gets a body cut
+// short (a corrupted POST answered 200).
+func TestStaleConnectionKeepsStreamedBody(t *testing.T) {
+	good := newCountingUp(t, "ok")
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	url, _, _ := retryGateway(t, "fast", 1, gone.URL, good.url())
+	for range 2 { // one pooled connection to each target
+		if code, _ := send(t, "GET", url+"/warm", "", false); code != 200 {
+			t.Fatalf("warm-up: %d", code)
+		}
+	}
+	gone.Close()
+	time.Sleep(30 * time.Millisecond) // past idleProbe: the pooled connection is peeked
+	body := strings.Repeat("p", 100<<10)
+	for i := range 4 {
+		code, _ := send(t, "POST", url+"/x", body, true)
+		if code != 200 && code != 502 {
+			t.Errorf("POST %d: %d, want 200 (sent whole) or 502 (not sent again)", i, code)
+		}
+	}
+	good.mu.Lock()
+	defer good.mu.Unlock()
+	for i, n := range good.bodies {
+		if n != 0 && n != len(body) {
+			t.Errorf("request %d reached the other target with a body of %d bytes, want %d or none", i, n, len(body))
+		}
+	}
+}

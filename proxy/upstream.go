@@ -143,12 +143,15 @@ const (
 )
 
 // retryable reports whether an attempt that failed so may be sent again:
-// a connect failure whatever the method; a reset or a 502/503/504 only for
-// an idempotent method whose body (if any) is kept to be sent again.
-func retryable(method string, kind failKind, kept bool) bool {
+// a connect failure whatever the method, if the body (if any) is kept or
+// none of it was read (the fast path finds a stale pooled connection only
+// once the header and the body's first bytes fill its write buffer); a
+// reset or a 502/503/504 only for an idempotent method whose body (if any)
+// is kept to be sent again.
+func retryable(method string, kind failKind, kept, bodyRead bool) bool {
 	switch kind {
 	case failConnect:
-		return true
+		return kept || !bodyRead
 	case failReset, failStatus:
 		return kept && idempotent(method)
 	}
@@ -172,7 +175,7 @@ func (rt *route) retry(ex *exchange, method string, kind failKind, code int) int
 	u := rt.upstream
 	t := &ex.try
 	from := t.att.Current()
-	if u.retries == 0 || from < 0 || !retryable(method, kind, t.kept) {
+	if u.retries == 0 || from < 0 || !retryable(method, kind, t.kept, ex.bodyRead()) {
 		return -1
 	}
 	now := rt.snap.clock.Now()
