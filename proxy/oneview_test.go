@@ -98,6 +98,14 @@ routes:
   - path: /café
     upstream: up
     resource: cafe
+  - path: /café/menu/*
+    upstream: up
+    stripPrefix: /café/menu
+    resource: menu
+  - path: /th%%c3%%a9/*
+    upstream: up
+    stripPrefix: /th%%c3%%a9
+    resource: tea
   - path: /*
     upstream: up
     resource: other
@@ -125,6 +133,11 @@ routes:
 		{"GET", "/caf\xc3\xa9", 200, "cafe", "GET /caf%C3%A9"},
 		{"GET", "/items/caf\xc3\xa9", 200, "items", "GET /items/caf%C3%A9"},
 		{"GET", "/api//x/%7Ey", 200, "api", "GET /x/~y"},
+		// stripPrefix is spelled like the route's path: it strips the view's
+		// normalized path however the prefix or the request spells it.
+		{"GET", "/caf%C3%A9/menu/x", 200, "menu", "GET /x"},
+		{"GET", "/caf\xc3\xa9/menu/x", 200, "menu", "GET /x"},
+		{"GET", "/th%C3%A9/x", 200, "tea", "GET /x"},
 		{"GET", "/hello?", 200, "hello", "GET /hello"},
 		{"GET", "http://elsewhere.example/%68ello?q=1", 200, "hello", "GET /hello?q=1"},
 		{"GET", "/hello?id=102#zN", 400, "", ""},

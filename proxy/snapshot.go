@@ -166,13 +166,20 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *co
 	if n <= 0 {
 		n = 1
 	}
+	// stripPrefix is spelled like a route's path, and strips the view's
+	// normalized path: it is normalized as route patterns are (/café and
+	// /caf%c3%a9 strip /caf%C3%A9).
+	strip := rc.StripPrefix
+	if p, ok := normalizePath(strip, s.mergeSlashes); ok && strip != "" {
+		strip = p
+	}
 	rt := &route{
 		snap:        s,
 		resource:    res,
 		entrance:    entrance,
 		n:           n,
 		upstream:    up,
-		stripPrefix: rc.StripPrefix,
+		stripPrefix: strip,
 		guards:      newGuards(s.System, s.Flow.Checker(res, entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
 	}
