@@ -89,6 +89,7 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 			addr = net.JoinHostPort(u.Hostname(), "80")
 		}
 	}
+	watch := new(closeWatch)
 	return &fasthttp.HostClient{
 		Addr:  addr,
 		IsTLS: u.Scheme == "https",
@@ -101,7 +102,7 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 			if err != nil {
 				return nil, &connectError{err}
 			}
-			return newProbedConn(c), nil
+			return newProbedConn(c, watch), nil
 		},
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,

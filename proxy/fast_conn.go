@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -13,70 +15,99 @@ var errStaleConn = errors.New("proxy: pooled upstream connection closed while id
 
 // idleProbe is how long a pooled connection must have been idle to be
 // checked before its next request. Upstreams close idle keep-alive
-// connections without a word (Node and Apache after 5 s, gunicorn after 2);
-// net/http's Transport sees that and retries, fasthttp would write the
-// request into the closed connection and fail a POST with 502. Connections
-// reused sooner (any busy upstream) are not checked, so the check costs
-// nothing under load and one non-blocking peek otherwise.
-const idleProbe = 10 * time.Millisecond
+// connections without a word (gunicorn after 2 s, Node, Apache and uvicorn
+// after 5 s, nginx after 75 s); fasthttp would write the next request into
+// the closed connection and fail a POST with 502, where net/http's
+// Transport sees the close and retries. A connection reused sooner than the
+// shortest of those timeouts cannot have been closed by one, so it is not
+// checked: under load (a connection reused every few milliseconds) no
+// request pays the peek, a syscall that cost about 3 µs a request on a VM
+// when every reuse past 10 ms was checked.
+const idleProbe = time.Second
+
+// closeWatch is shared by the connections to one target. closed counts the
+// times one of them was found closed by the target (a probe, or a read
+// ending in EOF or a reset): a target that goes away, killed or restarted,
+// closes all of them at once, and its other connections, however briefly
+// idle, are then each probed once before their next request.
+type closeWatch struct{ closed atomic.Uint64 }
 
 // probedConn is the fast path's upstream connection: before the first
-// write of a request on a connection idle for idleProbe, it peeks whether
-// the upstream has closed it (or sent stray bytes) and then fails with
-// errStaleConn, having written nothing, which retryStale retries on a new
-// connection whatever the method.
+// write of a request on a connection idle for idleProbe, or after another
+// connection to its target was found closed, it peeks whether the upstream
+// has closed it (or sent stray bytes) and then fails with errStaleConn,
+// having written nothing. retryStale retries that on a new connection, and
+// once every pooled connection was found closed it is a connection failure
+// (classify), retried on another target whatever the method: so probing
+// only where a close can have happened loses no request to a stale
+// connection. A request written into a connection closed before the watch
+// saw any close (the first after a target went away while none of its
+// connections was in use) fails as a reset: retried if idempotent.
 //
 // fasthttp uses a connection from one goroutine at a time and hands it over
 // through its pool's lock, so the fields need no synchronisation.
 type probedConn struct {
 	net.Conn
 	raw      syscall.RawConn // nil: cannot peek (not a TCP connection)
-	written  time.Time       // the last write (the clock is read once a request)
-	lastRead bool            // the last operation was a read: a request ended
+	watch    *closeWatch
+	seen     uint64    // watch.closed when the last request was written
+	written  time.Time // the last write (the clock is read once a request)
+	lastRead bool      // the last operation was a read: a request ended
 }
 
-func newProbedConn(c net.Conn) net.Conn {
-	p := &probedConn{Conn: c, written: time.Now()}
+func newProbedConn(c net.Conn, w *closeWatch) net.Conn {
+	p := &probedConn{Conn: c, watch: w, seen: w.closed.Load(), written: time.Now()}
 	if sc, ok := c.(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}
 	return p
 }
 
+// Read notes a connection the target closed in the watch.
 func (c *probedConn) Read(b []byte) (int, error) {
 	c.lastRead = true
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		c.watch.closed.Add(1)
+	}
+	return n, err
 }
 
 // Write peeks first when a request starts (a read came last) on a
-// connection whose previous request was written idleProbe ago or more:
-// counting from the write overstates idleness by the upstream's answer
-// time, which at worst costs a needless peek.
+// connection whose previous request was written idleProbe ago or more, or
+// when the watch saw a close since: counting from the write overstates
+// idleness by the upstream's answer time, which at worst costs a needless
+// peek.
 func (c *probedConn) Write(b []byte) (int, error) {
 	if c.lastRead {
 		now := time.Now()
-		if now.Sub(c.written) >= idleProbe && c.closedByPeer() {
-			return 0, errStaleConn
+		closed := c.watch.closed.Load()
+		if now.Sub(c.written) >= idleProbe || closed != c.seen {
+			if c.closedByPeer() {
+				c.watch.closed.Add(1)
+				return 0, errStaleConn
+			}
 		}
-		c.written, c.lastRead = now, false
+		c.written, c.seen, c.lastRead = now, closed, false
 	}
 	return c.Conn.Write(b)
 }
 
 // closedByPeer peeks one byte without waiting: end of stream (the upstream
 // closed) or data nobody asked for both mean the connection cannot carry a
-// new request.
+// new request. It peeks through Control, not RawConn.Read, which calls
+// nothing once the previous request's read deadline has passed: an idle
+// connection older than the route's timeout was never peeked at.
 func (c *probedConn) closedByPeer() bool {
 	if c.raw == nil {
 		return false
 	}
 	var buf [1]byte
 	stale := false
-	_ = c.raw.Read(func(fd uintptr) bool {
+	_ = c.raw.Control(func(fd uintptr) {
 		// 0 bytes: end of stream; 1: stray data; EAGAIN: alive and quiet.
 		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		stale = err == nil || err == syscall.ECONNRESET
-		return true // never wait
 	})
 	return stale
 }

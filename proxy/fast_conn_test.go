@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestProbeOnlyWhenItCanMatter: a pooled connection the target closed is
+// peeked at (and refused with errStaleConn, nothing written) when it was
+// idle for idleProbe or another connection to the target was found closed
+// since its last request; one reused sooner is not peeked at, and its
+// request is written, as any request under load is.
+func TestProbeOnlyWhenItCanMatter(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		idle      time.Duration
+		otherSeen bool // another connection to the target was found closed
+		want      error
+	}{
+		{"reused within idleProbe", 500 * time.Millisecond, false, nil},
+		{"idle for idleProbe", idleProbe, false, errStaleConn},
+		{"another connection found closed", time.Millisecond, true, errStaleConn},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			raw, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			peer, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := new(closeWatch)
+			pc := newProbedConn(raw, w).(*probedConn)
+			// One exchange, then the target closes the idle connection.
+			if _, err := pc.Write([]byte("q")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 1)
+			if _, err := peer.Read(buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := peer.Write([]byte("a")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pc.Read(buf); err != nil {
+				t.Fatal(err)
+			}
+			peer.Close()
+			for deadline := time.Now().Add(5 * time.Second); !pc.closedByPeer(); {
+				if time.Now().After(deadline) {
+					t.Fatal("the close never reached the connection")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			pc.written = time.Now().Add(-c.idle)
+			// The previous request's read deadline has passed, as it has
+			// on a connection idle longer than the route's timeout.
+			if err := raw.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if c.otherSeen {
+				w.closed.Add(1)
+			}
+			if _, err := pc.Write([]byte("q")); !errors.Is(err, c.want) {
+				t.Errorf("write after %v idle: %v, want %v", c.idle, err, c.want)
+			}
+		})
+	}
+}
