@@ -14,8 +14,9 @@ import (
 
 // TestFastPathAllocations bounds the allocations of one request served
 // through Gateway.ServeHTTP on the fast path (route match, checks, forward,
-// response): the RateLimit headers (2), fasthttp's streamed-body handle
-// (4) and the copied response header (2). Routing allocates nothing (it was
+// response): the RateLimit value (1; the policy is the snapshot's, and so
+// is a quota's value while its limit is small), fasthttp's streamed-body
+// handle (4) and the copied response header (2). Routing allocates nothing (it was
 // 4 through chi's ServeHTTP; see router.go). The standard path needs about 70.
 func TestFastPathAllocations(t *testing.T) {
 	if raceEnabled {
@@ -23,7 +24,7 @@ func TestFastPathAllocations(t *testing.T) {
 	}
 	up := startRawUpstream(t, 100)
 	g := benchGateway(t, up, "fast")
-	const limit = 8
+	const limit = 7
 	if n, w := allocsPerRequest(g, benchRequest("/item/42?x=1")); n > limit || w.status != 200 || w.n != 100 {
 		t.Errorf("fast path: %.1f allocations per request (status %d with %d bytes), want <= %d", n, w.status, w.n, limit)
 	}

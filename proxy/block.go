@@ -55,7 +55,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	h["X-Sluice-Blocked"] = reasonHeader[v.Reason]
 	retry := v.RetryAfter
 	if v.HasQuota && s.rateLimitHeaders {
-		setRateLimit(h, &v.Quota)
+		s.rateLimit.set(h, &v.Quota)
 		retry = max(retry, v.Quota.Reset)
 	}
 	if retry > 0 {

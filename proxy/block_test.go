@@ -30,3 +30,53 @@ func TestRateLimitFieldsNameAnyResource(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedRateLimitValues: the snapshot's shared RateLimit values are
+// the ones setRateLimit formats, for quotas inside and past the shared
+// table (BenchmarkRateLimitHeaders and TestFastPathAllocations show that
+// they cost no allocation).
+func TestSharedRateLimitValues(t *testing.T) {
+	var c rateLimitHeaders
+	for _, q := range []limiter.Quota{
+		{Policy: "item", Limit: 10, Window: time.Second, Remaining: 9, Reset: time.Second},
+		{Policy: "item", Limit: 10, Window: time.Second, Remaining: 0, Reset: 300 * time.Millisecond},
+		{Policy: "item", Limit: 10, Window: time.Second, Remaining: -1, Reset: 0},
+		{Policy: `say "hi"`, Limit: 0.5, Window: time.Second, Remaining: 0, Reset: 2 * time.Second},
+		{Policy: "big", Limit: 1e6, Window: time.Second, Remaining: 999999, Reset: time.Second},
+		{Policy: "slow", Limit: 100, Window: time.Hour, Remaining: 50, Reset: 30 * time.Minute},
+		{Policy: "a-resource-named-at-length-" + "0123456789012345678901234567890123456789", Limit: 1e9, Window: time.Second, Remaining: 5e8, Reset: time.Second},
+	} {
+		want, got := http.Header{}, http.Header{}
+		setRateLimit(want, &q)
+		for range 2 {
+			c.set(got, &q)
+			for _, f := range []string{"Ratelimit-Policy", "Ratelimit"} {
+				if got.Get(f) != want.Get(f) {
+					t.Errorf("%+v: %s %q, want %q", q, f, got.Get(f), want.Get(f))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkRateLimitHeaders: setting both fields from the snapshot's
+// shared values, against formatting them per response.
+func BenchmarkRateLimitHeaders(b *testing.B) {
+	q := limiter.Quota{Policy: "item", Limit: 1000, Window: time.Second, Reset: time.Second}
+	h := http.Header{}
+	b.Run("shared", func(b *testing.B) {
+		var c rateLimitHeaders
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			q.Remaining = float64(i % 1000)
+			c.set(h, &q)
+		}
+	})
+	b.Run("formatted", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			q.Remaining = float64(i % 1000)
+			setRateLimit(h, &q)
+		}
+	})
+}

@@ -109,7 +109,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		}
 	}
 	if hasQuota && s.rateLimitHeaders {
-		setRateLimit(ex.Header(), &quota)
+		s.rateLimit.set(ex.Header(), &quota)
 	}
 	if wait > 0 && !s.clock.Sleep(r.Context(), wait) {
 		// The client left while queued: it is not forwarded and counts nowhere.

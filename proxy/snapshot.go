@@ -28,6 +28,7 @@ type Snapshot struct {
 	originSrc        config.Source
 	mergeSlashes     bool
 	rateLimitHeaders bool
+	rateLimit        *rateLimitHeaders // the values RateLimit fields share
 	accessLog        bool
 	sendTimeout      time.Duration // server.sendTimeout (see send.go)
 	clock            Clock
@@ -71,6 +72,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		originSrc:        cfg.Origin.From,
 		mergeSlashes:     cfg.Server.MergesSlashes(),
 		rateLimitHeaders: cfg.BlockResponse.Headers(),
+		rateLimit:        &rateLimitHeaders{},
 		accessLog:        cfg.Log.Access,
 		sendTimeout:      cfg.Server.SendTimeout.D(),
 		clock:            g.clock,
