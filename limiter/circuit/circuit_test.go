@@ -280,27 +280,7 @@ func TestOneProbeUnderConcurrency(t *testing.T) {
 	now := int64(0)
 	for round := 0; round < rounds; round++ {
 		now += 100 * ms // the breaker is open until now
-		var (
-			start  = make(chan struct{})
-			wg     sync.WaitGroup
-			mu     sync.Mutex
-			passed []circuit.Token
-		)
-		for g := 0; g < goroutines; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				tok, v := bs.Enter(now)
-				if !v.Blocked {
-					mu.Lock()
-					passed = append(passed, tok)
-					mu.Unlock()
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		passed := enterAtOnce(bs, now, goroutines)
 		if len(passed) != 1 {
 			t.Fatalf("round %d: %d calls passed a half-open breaker, want exactly 1", round, len(passed))
 		}
@@ -309,6 +289,33 @@ func TestOneProbeUnderConcurrency(t *testing.T) {
 	if got := strings.Count(tr.list(), "open->half-open"); got != rounds {
 		t.Errorf("%d open->half-open transitions reported, want %d", got, rounds)
 	}
+}
+
+// enterAtOnce releases n goroutines at bs together at now, and returns the
+// tokens of the calls that passed.
+func enterAtOnce(bs *circuit.Breakers, now int64, n int) []circuit.Token {
+	var (
+		start  = make(chan struct{})
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		passed []circuit.Token
+	)
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			tok, v := bs.Enter(now)
+			if !v.Blocked {
+				mu.Lock()
+				passed = append(passed, tok)
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return passed
 }
 
 func TestSeveralRulesOneResource(t *testing.T) {

@@ -1,7 +1,6 @@
 package circuit_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -210,27 +209,7 @@ func TestProbeNumUnderConcurrency(t *testing.T) {
 		now := int64(0)
 		for round := 0; round < rounds; round++ {
 			now += 100 * ms // the breaker is open until now
-			var (
-				start  = make(chan struct{})
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				passed []circuit.Token
-			)
-			for g := 0; g < goroutines; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					tok, v := bs.Enter(now)
-					if !v.Blocked {
-						mu.Lock()
-						passed = append(passed, tok)
-						mu.Unlock()
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
+			passed := enterAtOnce(bs, now, goroutines)
 			if int64(len(passed)) != probes {
 				t.Fatalf("probeNum %d, round %d: %d calls passed a half-open breaker", probes, round, len(passed))
 			}
