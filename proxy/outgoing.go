@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,8 +24,10 @@ func (rt *route) forwardHeader(k string, conn []string) bool {
 // the TCP peer is a trusted proxy), then the peer's address ip; joined
 // with ", ". ok is false when the peer has no address: none is sent.
 func (rt *route) forwardedFor(r *http.Request) (chain []string, ip string, ok bool) {
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
+	// The peer as the ip source reads it (canonicalAddr), not a second
+	// parse of RemoteAddr: the address the limits keyed on is the one sent.
+	_, ip, ok = canonicalAddr(hostOnly(r.RemoteAddr))
+	if !ok {
 		return nil, "", false
 	}
 	if rt.snap.sources.peerTrusted(r) {
