@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,74 @@ func (c *checker) has(path string) bool { return c.set[path] }
 // idx returns "base[i]".
 func idx(base string, i int) string { return base + "[" + strconv.Itoa(i) + "]" }
 
+// Defaults gives cfg, built in code rather than read from a file, the
+// defaults Load gives a file: every field left at its zero value (or nil)
+// is taken as a key the file left out. It is the one place where rules
+// built by hand get their defaults; the packages that compile rules
+// (limiter, hotparam, limiter/circuit, cluster, proxy) take them as they
+// are. A field whose default is not zero cannot be set to zero through
+// Defaults (retryBudget, passive.consecutiveFailures): set it after.
+// Defaults does not validate; an invalid value stays as it is.
+func Defaults(cfg *Config) {
+	d := &decoder{set: map[string]bool{}, lines: map[string]int{}}
+	markSet(d.set, reflect.ValueOf(cfg).Elem(), "")
+	c := &checker{decoder: d, cfg: cfg}
+	c.applyAllDefaults()
+}
+
+// markSet marks as set every path under v (a field path as the decoder
+// writes it) that holds a non-zero value.
+func markSet(set map[string]bool, v reflect.Value, path string) {
+	if v.IsZero() {
+		return
+	}
+	if path != "" {
+		set[path] = true
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		markSet(set, v.Elem(), path)
+	case reflect.Struct:
+		for name, i := range yamlFields(v.Type()) {
+			markSet(set, v.FieldByIndex(i), join(path, name))
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			markSet(set, it.Value(), join(path, it.Key().String()))
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			markSet(set, v.Index(i), idx(path, i))
+		}
+	}
+}
+
+// applyAllDefaults fills every setting the file (or a Config built in
+// code, see Defaults) left out.
+func (c *checker) applyAllDefaults() {
+	c.applyDefaults()
+	c.applyEdgeDefaults()
+	c.applyUpstreamDefaults()
+	c.applyServerDefaults()
+}
+
+// setLines records the line of each rule, for errors and the admin API.
+func (c *checker) setLines() {
+	cfg := c.cfg
+	for i := range cfg.Routes {
+		cfg.Routes[i].Line = c.lines[idx("routes", i)]
+	}
+	for i := range cfg.FlowRules {
+		cfg.FlowRules[i].Line = c.lines[idx("flowRules", i)]
+	}
+	for i := range cfg.ParamRules {
+		cfg.ParamRules[i].Line = c.lines[idx("paramRules", i)]
+	}
+	for i := range cfg.DegradeRules {
+		cfg.DegradeRules[i].Line = c.lines[idx("degradeRules", i)]
+	}
+}
+
 // applyDefaults fills every setting the file left out. It runs before
 // validation so that validation sees the values the gateway will use; an
 // explicit value (even 0 or "") is kept and validated.
@@ -62,7 +131,6 @@ func (c *checker) applyDefaults() {
 	}
 	for i := range cfg.Routes {
 		r, p := &cfg.Routes[i], idx("routes", i)
-		r.Line = c.lines[p]
 		if !c.has(p + ".resource") {
 			r.Resource = r.Path
 		}
@@ -84,7 +152,6 @@ func (c *checker) applyDefaults() {
 	}
 	for i := range cfg.FlowRules {
 		r, p := &cfg.FlowRules[i], idx("flowRules", i)
-		r.Line = c.lines[p]
 		if !c.has(p + ".limitApp") {
 			r.LimitApp = LimitAppDefault
 		}
@@ -112,7 +179,6 @@ func (c *checker) applyDefaults() {
 	}
 	for i := range cfg.ParamRules {
 		r, p := &cfg.ParamRules[i], idx("paramRules", i)
-		r.Line = c.lines[p]
 		if !c.has(p + ".grade") {
 			r.Grade = GradeQPS
 		}
@@ -128,7 +194,6 @@ func (c *checker) applyDefaults() {
 	}
 	for i := range cfg.DegradeRules {
 		r, p := &cfg.DegradeRules[i], idx("degradeRules", i)
-		r.Line = c.lines[p]
 		if !c.has(p + ".statIntervalMs") {
 			r.StatIntervalMs = DefaultStatIntervalMs
 		}

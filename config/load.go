@@ -139,10 +139,8 @@ func (d *decoder) check(cfg *Config) {
 		return
 	}
 	c := &checker{decoder: d, cfg: cfg}
-	c.applyDefaults()
-	c.applyEdgeDefaults()
-	c.applyUpstreamDefaults()
-	c.applyServerDefaults()
+	c.setLines()
+	c.applyAllDefaults()
 	c.validate()
 	c.validateEdge()
 	c.validateServer()
