@@ -12,11 +12,11 @@ import (
 // holding the first two has been over for a whole second, so that no real
 // second ever passes more than 2.
 func Example() {
-	rules := []config.FlowRule{{Resource: "get-order", LimitApp: "default", Grade: config.GradeQPS, Count: 2, StatIntervalMs: 1000}}
-	flow, err := limiter.Compile(rules, nil, limiter.Options{})
-	if err != nil {
-		panic(err)
-	}
+	// Rules built in code get config's defaults (qps, reject, statIntervalMs
+	// 1000) from config.Defaults, as a rules file gets them from config.Load.
+	cfg := config.Config{FlowRules: []config.FlowRule{{Resource: "get-order", Count: 2}}}
+	config.Defaults(&cfg)
+	flow := limiter.Compile(cfg.FlowRules, nil, limiter.Options{})
 	c := flow.Checker("get-order", "web") // once per route, when the snapshot is built
 
 	now := int64(0) // the proxy passes nanoseconds since process start

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 
@@ -59,8 +58,9 @@ type entKey struct{ entrance, resource string }
 // position, in-flight counts, per-origin state) of every rule whose definition
 // (all fields but Line, see internal/ruleid) is unchanged, matched by
 // definition and occurrence index for identical duplicates, and each resource's statistics node by
-// resource name. It returns an error only for rules it cannot compile.
-func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
+// resource name. The rules are taken as config.Load gives them (or
+// config.Defaults, for rules built in code): defaulted and validated.
+func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	if opts.MaxOrigins <= 0 {
 		opts.MaxOrigins = 10000
 	}
@@ -86,14 +86,9 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 	if prev != nil {
 		old = &prev.states
 	}
-	var errs []error
 	for i := range f.rules {
 		r := &f.rules[i]
-		d, err := compileDef(r)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("limiter: flowRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
-			continue
-		}
+		d := compileDef(r)
 		k := config.RuleID(*r)
 		st, ok := f.states.Reuse(old, k)
 		if !ok {
@@ -121,10 +116,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) (*Flow, error) {
 		f.byRes[r.Resource] = append(f.byRes[r.Resource], cr)
 		f.resNode(r.Resource)
 	}
-	if len(errs) > 0 {
-		return nil, joinErrors(errs)
-	}
-	return f, nil
+	return f
 }
 
 // resNode returns the statistics of resource, creating them.

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"slices"
 	"testing"
 
 	"sluice/config"
@@ -16,11 +17,17 @@ const (
 
 func compile(t testing.TB, rules ...config.FlowRule) *limiter.Flow {
 	t.Helper()
-	f, err := limiter.Compile(rules, nil, limiter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := limiter.Compile(defaulted(rules...), nil, limiter.Options{})
 	return f
+}
+
+// defaulted gives rules built here config's defaults for the fields they
+// leave zero, as config.Load gives a file's rules; limiter takes rules as
+// they are.
+func defaulted(rules ...config.FlowRule) []config.FlowRule {
+	cfg := config.Config{FlowRules: slices.Clone(rules)}
+	config.Defaults(&cfg)
+	return cfg.FlowRules
 }
 
 func qps(resource string, count float64) config.FlowRule {

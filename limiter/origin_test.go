@@ -64,10 +64,7 @@ func TestLimitApp(t *testing.T) {
 // Random origins cannot grow memory past MaxOrigins, per resource node and per
 // other rule; the per-origin stats show the most recent ones.
 func TestOriginsBounded(t *testing.T) {
-	f, err := limiter.Compile([]config.FlowRule{app(qps("r", 1), "other")}, nil, limiter.Options{MaxOrigins: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := limiter.Compile(defaulted(app(qps("r", 1), "other")), nil, limiter.Options{MaxOrigins: 100})
 	c := f.Checker("r", "default")
 	for i := range 10000 {
 		o := fmt.Sprintf("o%d", i)
@@ -86,10 +83,7 @@ func TestOriginsBounded(t *testing.T) {
 // An origin with a call in flight is never evicted: its concurrency limit holds.
 func TestOriginInFlightNotEvicted(t *testing.T) {
 	r := config.FlowRule{Resource: "r", LimitApp: "other", Grade: config.GradeConcurrency, Count: 1}
-	f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{MaxOrigins: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := limiter.Compile(defaulted(r), nil, limiter.Options{MaxOrigins: 2})
 	c := f.Checker("r", "default")
 	held, v := c.Enter(t0, "a", 1)
 	if v.Blocked {

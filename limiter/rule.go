@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -111,38 +110,22 @@ type rule struct {
 	cluster bool
 }
 
-// compileDef compiles a rule that config has validated (every range and
-// limit, such as count <= config.MaxCount). Zero fields take config's
-// defaults, for rules built by hand. An error means an enum value this package does
-// not know: a programmer error.
-func compileDef(r *config.FlowRule) (*ruleDef, error) {
-	d := &ruleDef{count: r.Count, dryRun: r.DryRun}
-	iv := r.StatIntervalMs
-	if iv == 0 {
-		iv = config.DefaultStatIntervalMs
-	}
-	d.intervalNs = iv * int64(time.Millisecond)
+// compileDef compiles a rule as config.Load gives it, or config.Defaults
+// gives a rule built in code: defaults filled in, every enum and range (such
+// as count <= config.MaxCount) validated. It takes the rule as it is.
+func compileDef(r *config.FlowRule) *ruleDef {
+	d := &ruleDef{count: r.Count, dryRun: r.DryRun, relate: r.Strategy == config.StrategyRelate}
+	d.intervalNs = r.StatIntervalMs * int64(time.Millisecond)
 	d.maxQueueNs = r.MaxQueueingTimeMs * int64(time.Millisecond)
-	switch r.Strategy {
-	case "", config.StrategyDirect, config.StrategyChain:
-	case config.StrategyRelate:
-		d.relate = true
-	default:
-		return nil, fmt.Errorf("unknown strategy %q", r.Strategy)
-	}
-	switch r.Grade {
-	case config.GradeConcurrency:
+	if r.Grade == config.GradeConcurrency {
 		d.behavior = bConcurrency
-		return d, nil
-	case "", config.GradeQPS:
-	default:
-		return nil, fmt.Errorf("unknown grade %q", r.Grade)
+		return d
 	}
 	if d.relate {
-		return d, nil // checked against the related node; behaviour does not apply
+		return d // checked against the related node; behaviour does not apply
 	}
 	switch r.ControlBehavior {
-	case "", config.BehaviorReject:
+	case config.BehaviorReject:
 		d.behavior = bReject
 	case config.BehaviorWarmUp:
 		d.behavior = bWarmUp
@@ -150,19 +133,13 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 		d.behavior = bThrottle
 	case config.BehaviorWarmUpThrottle:
 		d.behavior = bWarmUpThrottle
-	default:
-		return nil, fmt.Errorf("unknown controlBehavior %q", r.ControlBehavior)
 	}
 	if d.behavior == bWarmUp || d.behavior == bWarmUpThrottle {
-		cf := r.ColdFactor
-		if cf == 0 {
-			cf = config.DefaultColdFactor
-		}
 		minRate := 0.0
 		if d.behavior == bWarmUp {
 			minRate = min(r.Count, 1)
 		}
-		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), cf, minRate)
+		d.warm = newWarmParams(r.Count, float64(r.WarmUpPeriodSec)*1e9/float64(d.intervalNs), r.ColdFactor, minRate)
 	}
 	d.perToken = math.Inf(1) // count 0: nothing passes
 	if r.Count > 0 {
@@ -176,7 +153,7 @@ func compileDef(r *config.FlowRule) (*ruleDef, error) {
 		m := math.Ceil(1 / r.Count)
 		d.winNs, d.winLimit = int64(m)*d.intervalNs, math.Floor(m*r.Count+1e-9)
 	}
-	return d, nil
+	return d
 }
 
 // quota is what the RateLimit fields state for the rule: the reject
@@ -213,7 +190,7 @@ func newRuleState(d *ruleDef, r *config.FlowRule, maxOrigins int) *ruleState {
 
 func limitOf(r *config.FlowRule) limitKind {
 	switch strings.TrimSpace(r.LimitApp) {
-	case "", config.LimitAppDefault:
+	case config.LimitAppDefault:
 		return limitDefault
 	case config.LimitAppOther:
 		return limitOther

@@ -79,9 +79,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pool:             &g.pool,
 		log:              g.deps.Log,
 	}
-	if s.Flow, err = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster}); err != nil {
-		return nil, err
-	}
+	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
 	if s.Params, err = hotparam.Compile(cfg.ParamRules, pParams); err != nil {
 		return nil, err
 	}
