@@ -28,9 +28,11 @@ func Example() {
 	defer cancel()
 	go svc.Run(ctx)
 
-	rule := &config.FlowRule{Resource: "get-order", LimitApp: "default", Grade: config.GradeQPS, Count: 100,
-		ClusterMode: true, ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}}
-	ok, err := svc.Acquire(rule, "", 1)
+	// A rule built in code takes config's defaults (qps, statIntervalMs
+	// 1000, thresholdType global) from config.Defaults, as a file's from Load.
+	cfg := config.Config{FlowRules: []config.FlowRule{{Resource: "get-order", Count: 100, ClusterMode: true}}}
+	config.Defaults(&cfg)
+	ok, err := svc.Acquire(&cfg.FlowRules[0], "", 1)
 	switch {
 	case err != nil:
 		fmt.Println("no cluster decision; apply the rule locally:", err)

@@ -67,10 +67,6 @@ func (id ruleIdent) hash() uint64 {
 }
 
 func newSpec(ns string, id ruleIdent) *ruleSpec {
-	iv := id.statIntervalMs
-	if iv <= 0 { // a rule built in code: config's default
-		iv = config.DefaultStatIntervalMs
-	}
 	avg := "0"
 	if id.threshold == config.ThresholdAvgLocal {
 		avg = "1"
@@ -85,7 +81,7 @@ func newSpec(ns string, id ruleIdent) *ruleSpec {
 		avg:    id.threshold == config.ThresholdAvgLocal,
 		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
-			strconv.FormatInt(iv, 10),
+			strconv.FormatInt(id.statIntervalMs, 10),
 			avg,
 		},
 	}
