@@ -141,6 +141,8 @@ type ResourceMetrics struct {
 	results [numResults]atomic.Uint64
 	reasons [numReasons]atomic.Uint64
 	dur     [numResults]histogram
+	// tooLarge counts requests answered 413 (maxBodyBytes).
+	tooLarge atomic.Uint64
 }
 
 // Results and reasons, as indexes into ResourceMetrics' arrays.
@@ -207,6 +209,17 @@ func (r *ResourceMetrics) DryRun() {
 	r.reasons[idxDryRun].Add(1)
 }
 
+// TooLarge counts a request answered 413 because its body passed the
+// route's maxBodyBytes (sluice_body_too_large_total). One refused by its
+// Content-Length is counted here only; one whose stream passed the cap
+// had passed the rules and is counted by Pass too.
+func (r *ResourceMetrics) TooLarge() {
+	if r == nil {
+		return
+	}
+	r.tooLarge.Add(1)
+}
+
 // Error counts a call that was let through but failed upstream (5xx,
 // transport failure or timeout), and its duration.
 func (r *ResourceMetrics) Error(elapsed time.Duration) {
@@ -255,11 +268,11 @@ func (h *histogram) read() (count uint64, sum float64, buckets map[float64]uint6
 }
 
 // resourceCollector exports every resource's series at scrape time:
-// sluice_requests_total, sluice_blocked_total and
-// sluice_request_duration_seconds. A resource keeps its series once named,
+// sluice_requests_total, sluice_blocked_total,
+// sluice_request_duration_seconds and sluice_body_too_large_total. A resource keeps its series once named,
 // as client_golang's vectors did.
 type resourceCollector struct {
-	requests, blocked, duration *prometheus.Desc
+	requests, blocked, duration, tooLarge *prometheus.Desc
 
 	mu     sync.RWMutex
 	byName map[string]*ResourceMetrics
@@ -278,6 +291,9 @@ func newResourceCollector() *resourceCollector {
 		duration: prometheus.NewDesc("sluice_request_duration_seconds",
 			"Time from the request reaching sluice to its answer, per resource and result.",
 			[]string{"resource", "result"}, nil),
+		tooLarge: prometheus.NewDesc("sluice_body_too_large_total",
+			"Requests per resource answered 413: the request body was over maxBodyBytes.",
+			[]string{"resource"}, nil),
 		byName: map[string]*ResourceMetrics{},
 	}
 }
@@ -302,6 +318,7 @@ func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.requests
 	ch <- c.blocked
 	ch <- c.duration
+	ch <- c.tooLarge
 }
 
 func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -312,6 +329,7 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.RUnlock()
 	for _, r := range rs {
+		ch <- prometheus.MustNewConstMetric(c.tooLarge, prometheus.CounterValue, float64(r.tooLarge.Load()), r.name)
 		for i := range numResults {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(r.results[i].Load()), r.name, resultNames[i])
 			count, sum, buckets := r.dur[i].read()

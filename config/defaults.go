@@ -224,6 +224,7 @@ func (c *checker) applyDefaults() {
 		t := true
 		b.RateLimitHeaders = &t
 	}
+	c.applyRouteDefaults()
 	if !c.has("cluster.namespace") {
 		cfg.Cluster.Namespace = DefaultClusterNamespace
 	}

@@ -17,6 +17,10 @@ func ptr[T any](v T) *T { return &v }
 
 var allMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
 
+// fullBlock is testdata/full.yaml's blockResponse, which its routes take
+// unless they set their own fields.
+var fullBlock = config.BlockResponse{Status: 503, ContentType: "text/plain", Body: "blocked {{.Resource}} ({{.Reason}})", RateLimitHeaders: ptr(false)}
+
 // TestLoadFull loads a file that sets every field of rules.yaml (docs/configuration.md,
 // docs/rules.md) and checks each
 // value, and the defaults of the fields a few entries leave out.
@@ -30,7 +34,7 @@ func TestLoadFull(t *testing.T) {
 		Admin:  config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret", Hosts: []string{"gateway-1.internal", "*.admin.example.com"}},
 		Log:    config.Log{Level: "debug", Format: "console", Access: true},
 		Server: config.Server{ReadHeaderTimeout: config.Duration(5 * time.Second), IdleTimeout: config.Duration(time.Minute),
-			SendTimeout: config.Duration(15 * time.Second), MaxConcurrentStreams: 50, MergeSlashes: ptr(false)},
+			SendTimeout: config.Duration(15 * time.Second), MaxConcurrentStreams: 50, MergeSlashes: ptr(false), MaxBodyBytes: 1 << 20},
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
 		Upstreams: map[string]config.Upstream{
@@ -39,36 +43,38 @@ func TestLoadFull(t *testing.T) {
 		},
 		Routes: []config.Route{
 			{Path: "/order/{orderId}", Methods: []string{"GET", "POST"}, Upstream: "orders", Resource: "get-order", Entrance: "web",
-				StripPrefix: "/order", AcquireCount: 2, Forwarder: "fast", Line: 24},
+				StripPrefix: "/order", AcquireCount: 2, Forwarder: "fast", MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 24},
 			{Path: "/users/{id:[0-9]+}", Methods: allMethods, Upstream: "users", Resource: "/users/{id:[0-9]+}", Entrance: "default",
-				AcquireCount: 1, Forwarder: "auto", Line: 32},
+				AcquireCount: 1, Forwarder: "auto", MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 32},
+			// Its own maxBodyBytes (0: none) and the blockResponse fields it sets.
 			{Path: "/admin/*", Methods: []string{"GET"}, Upstream: "users", Resource: "get-order", Entrance: "admin",
-				AcquireCount: 1, Forwarder: "auto", Line: 34},
+				AcquireCount: 1, Forwarder: "auto", Line: 34, BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain",
+					Body: "blocked {{.Resource}} ({{.Reason}})", Redirect: "https://status.example.com/", RateLimitHeaders: ptr(false), LegacyHeaders: true}},
 		},
 		FlowRules: []config.FlowRule{
 			{Resource: "get-order", LimitApp: "a, b", Grade: config.GradeQPS, Count: 100.5, Strategy: config.StrategyChain, RefResource: "web",
 				ControlBehavior: config.BehaviorWarmUpThrottle, WarmUpPeriodSec: 20, ColdFactor: 4, MaxQueueingTimeMs: 500, StatIntervalMs: 60000,
-				DryRun: true, ClusterMode: true, ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdAvgLocal, FallbackToLocalWhenFail: ptr(false)}, Line: 41},
+				DryRun: true, ClusterMode: true, ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdAvgLocal, FallbackToLocalWhenFail: ptr(false)}, Line: 43},
 			{Resource: "/users/{id:[0-9]+}", LimitApp: "default", Grade: config.GradeQPS, Count: 10, Strategy: config.StrategyDirect,
 				ControlBehavior: config.BehaviorThrottle, BurstCount: 5, WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
-				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}, Line: 57},
+				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}, Line: 59},
 		},
 		ParamRules: []config.ParamRule{
 			{Resource: "get-order", Param: config.Source{Kind: config.SourcePath, Name: "orderId"}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
 				BurstCount: 3, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
-				Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 63},
+				Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 65},
 			{Resource: "get-order", Param: config.Source{Kind: config.SourceQuery, Name: "id"}, Grade: config.GradeQPS, Count: 5, DurationSec: 1,
-				ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000, Line: 76},
+				ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000, Line: 78},
 		},
 		DegradeRules: []config.DegradeRule{
 			{Resource: "get-order", Strategy: config.DegradeSlowRatio, MaxAllowedRtMs: 200, Threshold: 0.5, StatIntervalMs: 2000,
-				MinRequestAmount: 10, RetryTimeoutMs: 3000, ErrorStatuses: []string{"429", "5xx"}, ProbeNum: 3, Line: 81},
+				MinRequestAmount: 10, RetryTimeoutMs: 3000, ErrorStatuses: []string{"429", "5xx"}, ProbeNum: 3, Line: 83},
 			{Resource: "get-order", Strategy: config.DegradeErrorCount, Threshold: 3, StatIntervalMs: 1000, MinRequestAmount: 5,
-				RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 90},
+				RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 92},
 		},
 		System:        config.System{MaxQps: 1000, MaxConcurrency: 200, MaxAvgRtMs: 300, MaxCpuUsage: 0.8, Adaptive: true},
 		Cluster:       config.Cluster{RedisTarget: config.RedisTarget{Redis: "redis://127.0.0.1:6379/0"}, Namespace: "shop"},
-		BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain", Body: "blocked {{.Resource}} ({{.Reason}})", RateLimitHeaders: ptr(false)},
+		BlockResponse: fullBlock,
 		Path:          "testdata/full.yaml",
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -87,6 +93,9 @@ func TestLoadFull(t *testing.T) {
 	}
 }
 
+var defaultBlock = config.BlockResponse{Status: 429, ContentType: "application/json",
+	Body: `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`, RateLimitHeaders: ptr(true)}
+
 // TestLoadDefaults checks every default documented in docs/configuration.md
 // and docs/rules.md on a minimal file.
 func TestLoadDefaults(t *testing.T) {
@@ -102,7 +111,7 @@ func TestLoadDefaults(t *testing.T) {
 			SendTimeout: config.Duration(30 * time.Second), MaxConcurrentStreams: 100},
 		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
-			AcquireCount: 1, Forwarder: "auto", Line: 5}},
+			AcquireCount: 1, Forwarder: "auto", BlockResponse: defaultBlock, Line: 5}},
 		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",
 			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
 			ClusterConfig: config.ClusterConfig{ThresholdType: "global"}, Line: 8}},
@@ -110,10 +119,9 @@ func TestLoadDefaults(t *testing.T) {
 			DurationSec: 1, ControlBehavior: "reject", MaxTrackedValues: 100000, Line: 11}},
 		DegradeRules: []config.DegradeRule{{Resource: "/api/{id}", Strategy: "errorRatio", Threshold: 0.5, StatIntervalMs: 1000,
 			MinRequestAmount: 5, RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 15}},
-		Cluster: config.Cluster{Namespace: "sluice"},
-		BlockResponse: config.BlockResponse{Status: 429, ContentType: "application/json",
-			Body: `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`, RateLimitHeaders: ptr(true)},
-		Path: "testdata/minimal.yaml",
+		Cluster:       config.Cluster{Namespace: "sluice"},
+		BlockResponse: defaultBlock,
+		Path:          "testdata/minimal.yaml",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		g, _ := json.MarshalIndent(cfg, "", " ")

@@ -30,6 +30,10 @@ type Server struct {
 	// MaxConcurrentStreams is the number of HTTP/2 streams (requests) one
 	// connection may have open at once. Read at start.
 	MaxConcurrentStreams int `yaml:"maxConcurrentStreams" json:"maxConcurrentStreams"`
+	// MaxBodyBytes caps every request body, 0: none; a route's own
+	// maxBodyBytes overrides it. A body over it is answered 413 (SPEC §4).
+	// A reload applies it.
+	MaxBodyBytes int64 `yaml:"maxBodyBytes" json:"maxBodyBytes"`
 }
 
 // MergesSlashes reports whether "//" in a path is one "/" (default true).
@@ -79,6 +83,7 @@ func (c *checker) validateServer() {
 			c.add(t.path, "must be > 0 and <= 1h, got %s", t.d)
 		}
 	}
+	c.nonNegative("server.maxBodyBytes", float64(s.MaxBodyBytes))
 	if n := s.MaxConcurrentStreams; n < 1 || n > math.MaxInt32 {
 		c.add("server.maxConcurrentStreams", "must be between 1 and %d (HTTP/2 streams one connection may have open), got %d",
 			math.MaxInt32, n)

@@ -92,6 +92,13 @@ type Route struct {
 	StripPrefix  string   `yaml:"stripPrefix" json:"stripPrefix"`
 	AcquireCount int64    `yaml:"acquireCount" json:"acquireCount"`
 	Forwarder    string   `yaml:"forwarder" json:"forwarder"` // auto | standard | fast
+	// MaxBodyBytes caps the request body (0: none); left out, it is
+	// server.maxBodyBytes (defaults.go).
+	MaxBodyBytes int64 `yaml:"maxBodyBytes" json:"maxBodyBytes"`
+	// BlockResponse is what this route's blocked calls get: the top-level
+	// blockResponse with the fields the route sets overriding it (merged
+	// in defaults.go, so it is complete once loaded).
+	BlockResponse BlockResponse `yaml:"blockResponse" json:"blockResponse"`
 
 	Line int `yaml:"-" json:"line"` // line of the route in the file, for messages
 }
@@ -237,12 +244,20 @@ type Cluster struct {
 	Namespace   string `yaml:"namespace" json:"namespace"`
 }
 
-// BlockResponse is what a blocked request gets.
+// BlockResponse is what a blocked request gets: the top-level one, or a
+// route's (Route.BlockResponse), which overrides the fields it sets.
 type BlockResponse struct {
-	Status           int    `yaml:"status" json:"status"`
-	ContentType      string `yaml:"contentType" json:"contentType"`
-	Body             string `yaml:"body" json:"body"`
+	Status      int    `yaml:"status" json:"status"`
+	ContentType string `yaml:"contentType" json:"contentType"`
+	Body        string `yaml:"body" json:"body"`
+	// Redirect, when set, answers 302 with this Location instead of
+	// status and body (Sentinel gateway's redirect): an absolute http(s)
+	// URL or a path starting with "/".
+	Redirect         string `yaml:"redirect" json:"redirect"`
 	RateLimitHeaders *bool  `yaml:"rateLimitHeaders" json:"rateLimitHeaders"`
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset for the
+	// policy RateLimit names.
+	LegacyHeaders bool `yaml:"legacyHeaders" json:"legacyHeaders"`
 }
 
 // Headers reports whether RateLimit headers are sent (default true).

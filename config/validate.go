@@ -594,16 +594,3 @@ func (c *checker) degradeRules(ix routeIndex) {
 		c.atMostInt(p+".probeNum", r.ProbeNum, MaxCount, "2^31")
 	}
 }
-
-func (c *checker) blockResponse(ix routeIndex) {
-	b := c.cfg.BlockResponse
-	if b.Status < 400 || b.Status > 599 {
-		c.add("blockResponse.status", "must be an HTTP error status in 400..599, got %d", b.Status)
-	}
-	if b.ContentType == "" {
-		c.add("blockResponse.contentType", "must not be empty")
-	}
-	if msg := checkBodyTemplate(b.Body, ix.order); msg != "" {
-		c.add("blockResponse.body", "%s", msg)
-	}
-}

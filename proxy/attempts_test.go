@@ -144,6 +144,7 @@ func (o *countingObserver) Error(time.Duration) {
 }
 func (o *countingObserver) Block(string, time.Duration) {}
 func (o *countingObserver) DryRun()                     {}
+func (o *countingObserver) TooLarge()                   {}
 
 // policyGateway serves /* on an upstream of two targets with two retries
 // (passive ejection off) and a qps rule of 2, its routes forwarding through

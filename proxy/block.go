@@ -13,13 +13,21 @@ import (
 
 const numReasons = int(limiter.ReasonDryRun) + 1
 
-// blockResponses are one route's block bodies, rendered once per reason at
-// build time so a block renders no template.
+// blockResponses are one route's block answer (its blockResponse: the
+// top-level one with the route's own fields over it), made once per
+// snapshot: the bodies rendered once per reason, so a block renders no
+// template, and the header values shared by every response.
 type blockResponses struct {
 	status      int
 	contentType []string
 	body        [numReasons][]byte
 	grpcMessage [numReasons][]string
+	// location is the Location of a redirect (nil: none): a blocked call
+	// is answered 302 with it, no body and no RateLimit fields.
+	location []string
+	// headers: RateLimit fields on passes and blocks; legacy: the
+	// X-RateLimit-* fields too.
+	headers, legacy bool
 }
 
 // reasonHeader holds the X-Sluice-Blocked values, shared by every response.
@@ -33,9 +41,13 @@ var reasonHeader = func() (h [numReasons][]string) {
 // renderBlock renders a route's block bodies, one per reason, with body
 // (blockResponse.body, parsed once per snapshot).
 func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string) (blockResponses, error) {
-	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource)}
+	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource),
+		headers: b.Headers(), legacy: b.LegacyHeaders}
 	if out.status == 0 { // a Config not from config.Load: config's default
 		out.status = config.DefaultBlockStatus
+	}
+	if b.Redirect != "" {
+		out.location = []string{b.Redirect}
 	}
 	for i := range out.body {
 		rendered, err := body.Render(config.BlockData{Resource: resource, Reason: limiter.Reason(i).String()})
@@ -47,22 +59,34 @@ func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string
 	return out, nil
 }
 
-// reject writes the block response for v.
+// reject writes the block response for v: the route's status and body, or
+// its redirect, or for a gRPC call the answer gRPC clients read.
 func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start int64) {
 	s := rt.snap
 	h := ex.Header()
-	h["Content-Type"] = rt.blocked.contentType
 	h["X-Sluice-Blocked"] = reasonHeader[v.Reason]
 	retry := v.RetryAfter
-	if v.HasQuota && s.rateLimitHeaders {
+	status := rt.blocked.status
+	grpc := isGRPC(ex.req)
+	if rt.blocked.location != nil && !grpc {
+		// Sentinel gateway's redirect: a 302 the client follows at once,
+		// so no Retry-After and no RateLimit fields (a client may wait
+		// for t before following a redirect: draft-10 section 6).
+		status = http.StatusFound
+		h["Location"] = rt.blocked.location
+		ex.WriteHeader(status)
+		rt.blockDone(ex, origin, v, start, status, retry)
+		return
+	}
+	h["Content-Type"] = rt.blocked.contentType
+	if v.HasQuota && rt.blocked.headers {
 		s.rateLimit.set(h, &v.Quota)
 		retry = max(retry, v.Quota.Reset)
 	}
 	if retry > 0 {
 		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(retry), 10)}
 	}
-	status := rt.blocked.status
-	if isGRPC(ex.req) {
+	if grpc {
 		// A gRPC client reads the outcome from grpc-status, not the HTTP
 		// status: 200 with headers only (a trailers-only response) and
 		// RESOURCE_EXHAUSTED, which clients may retry after backing off.
@@ -75,6 +99,12 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 		ex.WriteHeader(status)
 		_, _ = ex.Write(rt.blocked.body[v.Reason])
 	}
+	rt.blockDone(ex, origin, v, start, status, retry)
+}
+
+// blockDone counts and logs a block answered status.
+func (rt *route) blockDone(ex *exchange, origin string, v limiter.Verdict, start int64, status int, retry time.Duration) {
+	s := rt.snap
 	elapsed := time.Duration(s.clock.Now() - start)
 	rt.obs.Block(v.Reason.String(), elapsed)
 	if e := s.log.Debug(); e.Enabled() {

@@ -16,6 +16,7 @@ var (
 	bodyBadPath       = []byte(`{"error":"bad request path"}` + "\n")
 	bodyAmbiguous     = []byte(`{"error":"several values where one is expected"}` + "\n")
 	bodyTooManyValues = []byte(`{"error":"more than 16 values of one parameter"}` + "\n")
+	bodyTooLarge      = []byte(`{"error":"request body too large"}` + "\n")
 )
 
 // badTargetBodies answer a target readTarget refuses, by its reason.

@@ -59,13 +59,36 @@ type clientBody struct {
 	timedOut atomic.Bool
 	eof      atomic.Bool
 	read     atomic.Bool // a Read was made: the body cannot be sent again whole unless kept
+	// tooLarge: the body passed limit (the route's maxBodyBytes); the read
+	// that found it failed with errBodyTooLarge, and the reader got at most
+	// limit bytes in all.
+	tooLarge atomic.Bool
+	// limit caps the body (0: none) and got counts what was read; both
+	// are set and read by the one reader of the body.
+	limit, got int64
 }
+
+// errBodyTooLarge fails the read that passes a route's maxBodyBytes.
+var errBodyTooLarge = errors.New("proxy: request body over maxBodyBytes")
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	if !b.read.Load() {
 		b.read.Store(true)
 	}
+	if b.limit > 0 && int64(len(p)) > b.limit-b.got+1 {
+		// One byte past the cap is enough to know it was passed.
+		p = p[:b.limit-b.got+1]
+	}
 	n, err := b.rc.Read(p)
+	if b.limit > 0 {
+		if b.got += int64(n); b.got > b.limit {
+			n -= int(b.got - b.limit)
+			b.got = b.limit
+			b.tooLarge.Store(true)
+			b.failed.Store(true)
+			return n, errBodyTooLarge
+		}
+	}
 	switch {
 	case err == io.EOF:
 		// The whole body is in: lift the deadline before net/http's
@@ -87,13 +110,18 @@ func (b *clientBody) Close() error { return b.rc.Close() }
 // route timeout, on both forwarders: a client that dribbles its body cannot
 // hold the request past it. The deadline stays if the body never
 // completes, so that net/http's drain of the unread rest is bounded too.
+// A body of unknown length is capped at limit (the route's maxBodyBytes,
+// 0: none): the read that passes it fails, which aborts the upstream
+// request, and the client is answered 413 (upstreamFailed). A known length
+// over the cap never gets here (route.serve answers 413 first).
 // Requests without a body cost nothing here (not even a clock read).
-func (e *exchange) watchBody(r *http.Request, timeout time.Duration) {
+func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64) {
 	b, ok := r.Body.(*clientBody)
 	if !ok {
 		return
 	}
 	e.body = b
+	b.limit = limit
 	_ = http.NewResponseController(e).SetReadDeadline(time.Now().Add(timeout))
 }
 

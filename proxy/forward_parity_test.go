@@ -288,15 +288,21 @@ func trunc(s string) string {
 
 // counter is an Observer counting outcomes.
 type counter struct {
-	mu          sync.Mutex
-	pass, error int
+	mu                    sync.Mutex
+	pass, error, tooLarge int
 }
 
 func (c *counter) Pass(time.Duration)          { c.mu.Lock(); c.pass++; c.mu.Unlock() }
 func (c *counter) Error(time.Duration)         { c.mu.Lock(); c.error++; c.mu.Unlock() }
 func (c *counter) Block(string, time.Duration) {}
 func (c *counter) DryRun()                     {}
+func (c *counter) TooLarge()                   { c.mu.Lock(); c.tooLarge++; c.mu.Unlock() }
 func (c *counter) counts() (int, int)          { c.mu.Lock(); defer c.mu.Unlock(); return c.pass, c.error }
+func (c *counter) snapshot() (pass, errs, tooLarge int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pass, c.error, c.tooLarge
+}
 
 // TestStreamLeftByClient: a client that leaves an event stream on either
 // path frees its concurrency slot and is counted a pass, not an error of

@@ -207,8 +207,9 @@ func (w debugWriter) Write(p []byte) (int, error) {
 
 // upstreamFailed answers a transport failure: 504 when the route timeout
 // expired, 502 otherwise, nothing when the client itself went away. A
-// failure to read the client's own body is the client's: 408 for a body
-// that did not arrive in time, 400 otherwise, and no upstream error.
+// failure to read the client's own body is the client's: 413 for a body
+// over the route's maxBodyBytes, 408 for a body that did not arrive in
+// time, 400 otherwise, and no upstream error.
 func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerolog.Logger) {
 	ex, _ := w.(*exchange)
 	if ex != nil {
@@ -217,9 +218,12 @@ func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerol
 			// Answered even if the client seems gone: one that only
 			// half-closed is still reading, and an answer costs nothing.
 			ex.clientGone = ex.clientCtx.Err() != nil
-			if ex.body.timedOut.Load() {
+			switch {
+			case ex.body.tooLarge.Load():
+				writeJSON(w, http.StatusRequestEntityTooLarge, bodyTooLarge)
+			case ex.body.timedOut.Load():
 				writeJSON(w, http.StatusRequestTimeout, bodyClientTimeout)
-			} else {
+			default:
 				writeJSON(w, http.StatusBadRequest, bodyBadBody)
 			}
 			return

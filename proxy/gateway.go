@@ -32,6 +32,9 @@ type Observer interface {
 	Block(reason string, elapsed time.Duration)
 	DryRun()
 	Error(elapsed time.Duration)
+	// TooLarge counts a request answered 413: its body passed the
+	// route's maxBodyBytes.
+	TooLarge()
 }
 
 type nopObserver struct{}
@@ -40,6 +43,7 @@ func (nopObserver) Pass(time.Duration)          {}
 func (nopObserver) Block(string, time.Duration) {}
 func (nopObserver) DryRun()                     {}
 func (nopObserver) Error(time.Duration)         {}
+func (nopObserver) TooLarge()                   {}
 
 // Deps are what the gateway needs from outside; zero values are usable.
 type Deps struct {

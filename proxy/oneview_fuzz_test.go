@@ -134,6 +134,7 @@ func (o diffObserver) Pass(time.Duration)          { o.g.count(o.res) }
 func (o diffObserver) Error(time.Duration)         { o.g.count(o.res) }
 func (o diffObserver) Block(string, time.Duration) {}
 func (o diffObserver) DryRun()                     {}
+func (o diffObserver) TooLarge()                   {}
 
 func (g *diffGateway) count(res string) {
 	g.mu.Lock()

@@ -20,6 +20,7 @@ type route struct {
 	upstream    *upstream
 	stripPrefix string
 	stripOrigin string // origin header removed before forwarding ("" = keep)
+	maxBody     int64  // maxBodyBytes: a larger request body is answered 413 (0: no cap)
 
 	guards  guards
 	obs     Observer
@@ -50,6 +51,13 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	start := s.clock.Now()
 	ex := s.pool.get(w, r, v, s.sources, params)
 	defer s.pool.put(ex)
+
+	if rt.maxBody > 0 && r.ContentLength > rt.maxBody {
+		// Its length says it is over the cap: answered before any guard
+		// counts it and before the upstream sees a byte.
+		rt.tooLarge(ex, start)
+		return
+	}
 
 	// The sources that must give one value are read before any guard, so
 	// a request that cannot be decided on is refused before it counts.
@@ -108,7 +116,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 				Msg("would block (dryRun)")
 		}
 	}
-	if hasQuota && s.rateLimitHeaders {
+	if hasQuota && rt.blocked.headers {
 		s.rateLimit.set(ex.Header(), &quota)
 	}
 	if wait > 0 && !s.clock.Sleep(r.Context(), wait) {
@@ -125,7 +133,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin string) {
 	s := rt.snap
 	fwd := rt.forwarderFor(r, &ex.view)
-	ex.watchBody(r, rt.upstream.timeout)
+	ex.watchBody(r, rt.upstream.timeout, rt.maxBody)
 	finished := false
 	ex.try.now = start
 	if r.ProtoMajor == 2 {
@@ -154,6 +162,9 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		} else {
 			rt.obs.Pass(elapsed)
 		}
+		if ex.body != nil && ex.body.tooLarge.Load() {
+			rt.obs.TooLarge() // passed the guards, then its stream passed the cap
+		}
 		if s.accessLog {
 			s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
 				Str("path", ex.view.path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
@@ -164,6 +175,19 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	// fast one without a context, which would cost allocations).
 	fwd.forward(ex, r)
 	finished = true
+}
+
+// tooLarge answers 413 to a request whose Content-Length is over the
+// route's maxBodyBytes; it is counted as too large only, not as a pass or
+// a block (SPEC §4).
+func (rt *route) tooLarge(ex *exchange, start int64) {
+	writeJSON(ex, http.StatusRequestEntityTooLarge, bodyTooLarge)
+	rt.obs.TooLarge()
+	if s := rt.snap; s.accessLog {
+		s.log.Info().Str("resource", rt.resource).Str("method", ex.req.Method).
+			Str("path", ex.view.path).Int("status", http.StatusRequestEntityTooLarge).
+			Dur("latency", time.Duration(s.clock.Now()-start)).Str("decision", "tooLarge").Msg("access")
+	}
 }
 
 // badRequest answers 400 to a request the guards cannot decide on (SPEC §3

@@ -22,18 +22,17 @@ type Snapshot struct {
 	Breakers *circuit.Set
 	System   *system.Guard
 
-	router           *hostRouter
-	upstreams        map[string]*upstream
-	sources          *sources
-	originSrc        config.Source
-	mergeSlashes     bool
-	rateLimitHeaders bool
-	rateLimit        *rateLimitHeaders // the values RateLimit fields share
-	accessLog        bool
-	sendTimeout      time.Duration // server.sendTimeout (see send.go)
-	clock            Clock
-	pool             *exchangePool
-	log              zerolog.Logger
+	router       *hostRouter
+	upstreams    map[string]*upstream
+	sources      *sources
+	originSrc    config.Source
+	mergeSlashes bool
+	rateLimit    *rateLimitHeaders // the values RateLimit fields share
+	accessLog    bool
+	sendTimeout  time.Duration // server.sendTimeout (see send.go)
+	clock        Clock
+	pool         *exchangePool
+	log          zerolog.Logger
 }
 
 // Load compiles cfg into a new snapshot, carrying over the state of every
@@ -68,16 +67,15 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pFlow, pParams, pCB, pSys = prev.Flow, prev.Params, prev.Breakers, prev.System
 	}
 	s = &Snapshot{
-		Config:           cfg,
-		originSrc:        cfg.Origin.From,
-		mergeSlashes:     cfg.Server.MergesSlashes(),
-		rateLimitHeaders: cfg.BlockResponse.Headers(),
-		rateLimit:        &rateLimitHeaders{},
-		accessLog:        cfg.Log.Access,
-		sendTimeout:      cfg.Server.SendTimeout.D(),
-		clock:            g.clock,
-		pool:             &g.pool,
-		log:              g.deps.Log,
+		Config:       cfg,
+		originSrc:    cfg.Origin.From,
+		mergeSlashes: cfg.Server.MergesSlashes(),
+		rateLimit:    &rateLimitHeaders{},
+		accessLog:    cfg.Log.Access,
+		sendTimeout:  cfg.Server.SendTimeout.D(),
+		clock:        g.clock,
+		pool:         &g.pool,
+		log:          g.deps.Log,
 	}
 	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
 	if s.Params, err = hotparam.Compile(cfg.ParamRules, pParams); err != nil {
@@ -107,14 +105,21 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			s, err = nil, fmt.Errorf("proxy: building routes: %v", p)
 		}
 	}()
-	body, err := cfg.BlockResponse.BlockBody()
-	if err != nil {
-		return nil, fmt.Errorf("proxy: blockResponse.body: %w", err)
-	}
+	// Block bodies parsed once per distinct body: most routes take the
+	// top-level one.
+	bodies := map[string]*config.BlockBody{}
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
-		rt, err := s.newRoute(g, rc, ups[rc.Upstream], body)
+		br := routeBlock(cfg, rc)
+		body := bodies[br.Body]
+		if body == nil {
+			if body, err = br.BlockBody(); err != nil {
+				return nil, fmt.Errorf("proxy: route %s: blockResponse.body: %w", rc.Path, err)
+			}
+			bodies[br.Body] = body
+		}
+		rt, err := s.newRoute(g, rc, ups[rc.Upstream], br, body)
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +155,16 @@ func (s *Snapshot) fastHosts() map[string]bool {
 	return m
 }
 
-func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *config.BlockBody) (*route, error) {
+// routeBlock is rc's blockResponse: config merges the top-level one into
+// it; a Config built in code that leaves it zero gets the top-level one.
+func routeBlock(cfg *config.Config, rc *config.Route) config.BlockResponse {
+	if rc.BlockResponse == (config.BlockResponse{}) {
+		return cfg.BlockResponse
+	}
+	return rc.BlockResponse
+}
+
+func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br config.BlockResponse, body *config.BlockBody) (*route, error) {
 	if up == nil {
 		return nil, fmt.Errorf("proxy: route %s: unknown upstream %q", rc.Path, rc.Upstream)
 	}
@@ -180,6 +194,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *co
 		n:           n,
 		upstream:    up,
 		stripPrefix: strip,
+		maxBody:     rc.MaxBodyBytes,
 		guards:      newGuards(s.System, s.Flow.Checker(res, entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
 	}
@@ -187,7 +202,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, body *co
 		rt.stripOrigin = s.originSrc.Name
 	}
 	var err error
-	if rt.blocked, err = renderBlock(s.Config.BlockResponse, body, res); err != nil {
+	if rt.blocked, err = renderBlock(br, body, res); err != nil {
 		return nil, err
 	}
 	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), g.stdCalls, g.deps.Log)

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// noRedirects is a client that shows a redirect instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// TestBodyCapAndBlockAnswers runs the real binary: a route's own
+// blockResponse answers differently from the top-level one, a redirect
+// route answers 302 with Location; a body whose Content-Length is over
+// maxBodyBytes is answered 413 with nothing sent upstream, and a chunked
+// one over it is cut (the upstream got at most the cap) and answered 413;
+// both are counted in sluice_body_too_large_total.
+func TestBodyCapAndBlockAnswers(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		requests int
+		bytes    int64
+	)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requests++
+		bytes += n
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	})
+	atUpstream := func() (int, int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		return requests, bytes
+	}
+	g := startGateway(t, rulesFor(up.URL, `
+server:
+  maxBodyBytes: 64
+routes:
+  - path: /upload
+    upstream: up
+  - path: /top
+    upstream: up
+  - path: /own
+    upstream: up
+    blockResponse: { status: 503, contentType: text/plain, body: "busy: {{.Resource}}" }
+  - path: /away
+    upstream: up
+    blockResponse: { redirect: "https://status.example.com/down" }
+flowRules:
+  - { resource: /top, count: 1, statIntervalMs: 60000 }
+  - { resource: /own, count: 1, statIntervalMs: 60000 }
+  - { resource: /away, count: 1, statIntervalMs: 60000 }
+`))
+
+	// Block answers: the first call of each passes, the second is blocked.
+	answers := []struct {
+		path                        string
+		status                      int
+		contentType, body, location string
+	}{
+		{"/top", 429, "application/json", `{"error":"blocked","resource":"/top","reason":"flow"}`, ""},
+		{"/own", 503, "text/plain", "busy: /own", ""},
+		{"/away", 302, "", "", "https://status.example.com/down"},
+	}
+	for _, a := range answers {
+		for i := range 2 {
+			resp, err := noRedirects.Get(g.URL + a.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if i == 0 {
+				if resp.StatusCode != 200 {
+					t.Fatalf("%s: first call %d, want 200", a.path, resp.StatusCode)
+				}
+				continue
+			}
+			h := resp.Header
+			if resp.StatusCode != a.status || h.Get("Content-Type") != a.contentType || string(body) != a.body || h.Get("Location") != a.location {
+				t.Errorf("%s blocked: %d %q %q Location %q; want %d %q %q Location %q", a.path, resp.StatusCode,
+					h.Get("Content-Type"), body, h.Get("Location"), a.status, a.contentType, a.body, a.location)
+			}
+		}
+	}
+
+	// Content-Length over the cap: 413, and the upstream sees nothing.
+	reqs0, bytes0 := atUpstream()
+	resp, err := http.Post(g.URL+"/upload", "text/plain", strings.NewReader(strings.Repeat("x", 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || strings.TrimSpace(string(body)) != `{"error":"request body too large"}` {
+		t.Errorf("Content-Length 1000 over 64: %d %q, want 413", resp.StatusCode, body)
+	}
+	if reqs, n := atUpstream(); reqs != reqs0 || n != bytes0 {
+		t.Errorf("Content-Length over the cap: the upstream got %d requests, %d bytes; want none", reqs-reqs0, n-bytes0)
+	}
+
+	// Chunked (no length) over the cap: cut at the cap, 413.
+	req, _ := http.NewRequest("POST", g.URL+"/upload", io.MultiReader(strings.NewReader(strings.Repeat("y", 100000))))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 || req.ContentLength != 0 { // 0 with a body: sent chunked
+		t.Errorf("chunked body of 100000 over 64: %d (Content-Length %d), want 413, chunked", resp.StatusCode, req.ContentLength)
+	}
+	// Within the cap: passes whole (and, being answered after the cut
+	// request's upstream call ended, orders the count below after it).
+	resp, err = http.Post(g.URL+"/upload", "text/plain", strings.NewReader(strings.Repeat("z", 64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("64 bytes within the cap: %d, want 200", resp.StatusCode)
+	}
+	// Every upstream call begun (the harness counts them) has ended (counted here).
+	poll(t, 5*time.Second, "the upstream's calls ended", func() bool {
+		begun, _ := up.stats()
+		ended, _ := atUpstream()
+		return int64(ended) == begun
+	})
+	if _, n := atUpstream(); n-bytes0 < 64 || n-bytes0 > 128 {
+		t.Errorf("the upstream got %d bytes since the cut body, want the 64 passed and at most 64 of the cut body", n-bytes0)
+	}
+	if got := metric(t, g, `sluice_body_too_large_total{resource="/upload"}`); got != "2" {
+		t.Errorf("sluice_body_too_large_total{resource=\"/upload\"} = %q, want 2", got)
+	}
+}

@@ -1,0 +1,142 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/proxy"
+)
+
+// bodySink is an upstream that counts the requests and body bytes it got
+// per ?case=, and the requests it is still reading.
+type bodySink struct {
+	mu       sync.Mutex
+	requests map[string]int
+	bytes    map[string]int64
+	inFlight int
+}
+
+func (s *bodySink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inFlight++
+	s.mu.Unlock()
+	n, _ := io.Copy(io.Discard, r.Body)
+	k := r.URL.Query().Get("case")
+	s.mu.Lock()
+	s.requests[k]++
+	s.bytes[k] += n
+	s.inFlight--
+	s.mu.Unlock()
+	io.WriteString(w, "ok")
+}
+
+func (s *bodySink) got(k string) (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[k], s.bytes[k]
+}
+
+func (s *bodySink) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight == 0
+}
+
+// TestMaxBodyBytes: on both forwarders, a body whose Content-Length is
+// over the route's cap (or server.maxBodyBytes, which a route may lift
+// with 0) is answered 413 and the upstream gets no request; a body of
+// unknown length is cut at the cap, the upstream gets at most the cap,
+// and the client 413. Bodies within the cap pass whole.
+func TestMaxBodyBytes(t *testing.T) {
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			sink := &bodySink{requests: map[string]int{}, bytes: map[string]int64{}}
+			up := httptest.NewServer(sink)
+			t.Cleanup(up.Close)
+			c := &counter{}
+			cfg, err := config.Parse("cap.yaml", []byte(fmt.Sprintf(`
+server:
+  maxBodyBytes: 100
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /small
+    upstream: up
+    maxBodyBytes: 10
+  - path: /server
+    upstream: up
+  - path: /open
+    upstream: up
+    maxBodyBytes: 0
+`, up.URL)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(string) proxy.Observer { return c }})
+			if err := g.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Close)
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+
+			tests := []struct {
+				path    string
+				size    int
+				chunked bool
+				status  int
+				upBytes int64 // at most, for a cut stream
+			}{
+				{"/small", 10, false, 200, 10},
+				{"/small", 11, false, 413, 0},
+				{"/small", 10, true, 200, 10},
+				{"/small", 5000, true, 413, 10},
+				{"/server", 100, false, 200, 100},
+				{"/server", 101, false, 413, 0},
+				{"/server", 1 << 20, true, 413, 100},
+				{"/open", 1 << 20, false, 200, 1 << 20},
+			}
+			name := func(i int) string {
+				tc := tests[i]
+				return fmt.Sprintf("%s %d bytes (chunked %v)", tc.path, tc.size, tc.chunked)
+			}
+			for i, tc := range tests {
+				_, _, tooBefore := c.snapshot()
+				status, _ := send(t, "POST", fmt.Sprintf("%s%s?case=%d", srv.URL, tc.path, i), strings.Repeat("x", tc.size), tc.chunked)
+				_, _, tooAfter := c.snapshot()
+				if status != tc.status {
+					t.Errorf("%s: status %d, want %d", name(i), status, tc.status)
+				}
+				if want := map[bool]int{true: 1}[tc.status == 413]; tooAfter-tooBefore != want {
+					t.Errorf("%s: TooLarge counted %d times, want %d", name(i), tooAfter-tooBefore, want)
+				}
+			}
+			// A cut stream's upstream request ends after the client's 413.
+			deadline := time.Now().Add(5 * time.Second)
+			for !sink.idle() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			for i, tc := range tests {
+				reqs, n := sink.got(fmt.Sprint(i))
+				switch {
+				case tc.status == 200 && (reqs != 1 || n != tc.upBytes):
+					t.Errorf("%s: upstream got %d requests, %d bytes; want 1, %d", name(i), reqs, n, tc.upBytes)
+				case tc.status == 413 && n > tc.upBytes:
+					t.Errorf("%s: upstream got %d bytes, want at most %d", name(i), n, tc.upBytes)
+				case tc.status == 413 && !tc.chunked && reqs != 0:
+					t.Errorf("%s: upstream got %d requests, want none (Content-Length over the cap)", name(i), reqs)
+				}
+			}
+		})
+	}
+}
