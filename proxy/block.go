@@ -80,7 +80,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	}
 	h["Content-Type"] = rt.blocked.contentType
 	if v.HasQuota && rt.blocked.headers {
-		s.rateLimit.set(h, &v.Quota)
+		s.rateLimit.set(h, &v.Quota, rt.blocked.legacy)
 		retry = max(retry, v.Quota.Reset)
 	}
 	if retry > 0 {

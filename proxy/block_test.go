@@ -49,7 +49,7 @@ func TestSharedRateLimitValues(t *testing.T) {
 		want, got := http.Header{}, http.Header{}
 		setRateLimit(want, &q)
 		for range 2 {
-			c.set(got, &q)
+			c.set(got, &q, false)
 			for _, f := range []string{"Ratelimit-Policy", "Ratelimit"} {
 				if got.Get(f) != want.Get(f) {
 					t.Errorf("%+v: %s %q, want %q", q, f, got.Get(f), want.Get(f))
@@ -69,7 +69,7 @@ func BenchmarkRateLimitHeaders(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			q.Remaining = float64(i % 1000)
-			c.set(h, &q)
+			c.set(h, &q, false)
 		}
 	})
 	b.Run("formatted", func(b *testing.B) {

@@ -34,6 +34,7 @@ type quotaKey struct {
 // the RateLimit value for r remaining and t seconds to reset.
 type quotaValues struct {
 	policy    []string
+	limit     []string // X-RateLimit-Limit: the whole quota, as q states it
 	resets    int64
 	ratelimit []atomic.Pointer[[]string]
 }
@@ -51,9 +52,13 @@ const (
 	maxQuotaValues = 4096 // per quota: 32 KiB of pointers
 )
 
-// set writes the RateLimit fields for q into h (see setRateLimit).
-func (c *rateLimitHeaders) set(h http.Header, q *limiter.Quota) {
+// set writes the RateLimit fields for q into h (see setRateLimit), and
+// with legacy the X-RateLimit-* fields for it too.
+func (c *rateLimitHeaders) set(h http.Header, q *limiter.Quota, legacy bool) {
 	v := c.values(q)
+	if legacy {
+		setLegacy(h, v, q)
+	}
 	if v == nil {
 		setRateLimit(h, q)
 		return
@@ -121,7 +126,7 @@ func (c *rateLimitHeaders) values(q *limiter.Quota) *quotaValues {
 	// Seconds to reset run up to the window; remaining up to the limit.
 	resets := min(ceilSeconds(q.Window), 64) + 1
 	cells := min((int64(max(q.Limit, 0))+1)*resets, maxQuotaValues)
-	v := &quotaValues{policy: []string{string(b)}, resets: resets, ratelimit: make([]atomic.Pointer[[]string], cells)}
+	v := &quotaValues{policy: []string{string(b)}, limit: intValue(limit), resets: resets, ratelimit: make([]atomic.Pointer[[]string], cells)}
 	m := make(map[quotaKey]*quotaValues, 1)
 	if old != nil {
 		for k, v := range *old {
@@ -131,4 +136,40 @@ func (c *rateLimitHeaders) values(q *limiter.Quota) *quotaValues {
 	m[k] = v
 	c.m.Store(&m)
 	return v
+}
+
+// setLegacy writes the X-RateLimit-Limit, -Remaining and -Reset fields
+// that most clients still read (GitHub's, Twitter's), for the quota the
+// RateLimit field names: q, r and t (seconds) of the draft's fields. v is
+// q's shared values, nil past the table.
+func setLegacy(h http.Header, v *quotaValues, q *limiter.Quota) {
+	if v != nil {
+		h["X-Ratelimit-Limit"] = v.limit
+	} else {
+		limit, _ := wholeQuota(q.Limit, q.Window)
+		h["X-Ratelimit-Limit"] = intValue(limit)
+	}
+	h["X-Ratelimit-Remaining"] = intValue(int64(max(q.Remaining, 0)))
+	h["X-Ratelimit-Reset"] = intValue(ceilSeconds(q.Reset))
+}
+
+// maxSharedInt bounds smallInts.
+const maxSharedInt = 1024
+
+// smallInts are the header values "0" to "1024", shared by every response
+// (read only), so that a small count or time costs no allocation.
+var smallInts = func() (t [maxSharedInt + 1][1]string) {
+	for i := range t {
+		t[i][0] = strconv.Itoa(i)
+	}
+	return t
+}()
+
+// intValue is n as a header value: shared for 0..maxSharedInt, else one
+// allocation.
+func intValue(n int64) []string {
+	if n >= 0 && n <= maxSharedInt {
+		return smallInts[n][:]
+	}
+	return []string{strconv.FormatInt(n, 10)}
 }

@@ -117,7 +117,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		}
 	}
 	if hasQuota && rt.blocked.headers {
-		s.rateLimit.set(ex.Header(), &quota)
+		s.rateLimit.set(ex.Header(), &quota, rt.blocked.legacy)
 	}
 	if wait > 0 && !s.clock.Sleep(r.Context(), wait) {
 		// The client left while queued: it is not forwarded and counts nowhere.

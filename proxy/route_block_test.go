@@ -33,11 +33,15 @@ routes:
   - path: /quiet
     upstream: up
     blockResponse: { rateLimitHeaders: false }
+  - path: /legacy
+    upstream: up
+    blockResponse: { legacyHeaders: true }
 flowRules:
   - { resource: /top, count: 1, statIntervalMs: 60000 }
   - { resource: /own, count: 1, statIntervalMs: 60000 }
   - { resource: /away, count: 1, statIntervalMs: 60000 }
   - { resource: /quiet, count: 1, statIntervalMs: 60000 }
+  - { resource: /legacy, count: 1, statIntervalMs: 60000 }
 blockResponse:
   contentType: text/plain
   body: 'blocked {{.Resource}}'
@@ -58,12 +62,20 @@ blockResponse:
 		{"/own", "503", "text/plain", "busy /own", "", true},
 		{"/away", "302", "", "", "https://status.example.com/down", true},
 		{"/quiet", "429", "text/plain", "blocked /quiet", "", false},
+		{"/legacy", "429", "text/plain", "blocked /legacy", "", true},
 	}
 	for _, tc := range tests {
 		pass := httptest.NewRecorder()
 		g.ServeHTTP(pass, httptest.NewRequest("GET", tc.path, nil))
 		if pass.Code != 200 || (pass.Header().Get("RateLimit") != "") != tc.headers {
 			t.Errorf("%s pass: %d, RateLimit %q; want 200, RateLimit %v", tc.path, pass.Code, pass.Header().Get("RateLimit"), tc.headers)
+		}
+		// X-RateLimit-*: the same quota as RateLimit, on /legacy only.
+		legacy := fmt.Sprintf("%s %s %s", pass.Header().Get("X-RateLimit-Limit"), pass.Header().Get("X-RateLimit-Remaining"),
+			pass.Header().Get("X-RateLimit-Reset"))
+		if want := map[bool]string{true: "1 0 60", false: "  "}[tc.path == "/legacy"]; legacy != want {
+			t.Errorf("%s pass: X-RateLimit-Limit, -Remaining, -Reset %q, want %q (RateLimit %q)", tc.path, legacy, want,
+				pass.Header().Get("RateLimit"))
 		}
 		w := httptest.NewRecorder()
 		g.ServeHTTP(w, httptest.NewRequest("GET", tc.path, nil))
