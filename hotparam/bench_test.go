@@ -103,10 +103,7 @@ func BenchmarkMemoryMillionValues(b *testing.B) {
 	for range b.N {
 		runtime.GC()
 		runtime.ReadMemStats(&base)
-		s, err := hotparam.Compile([]config.ParamRule{r}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := hotparam.Compile(defaulted(r), nil)
 		c := s.For("get-order")
 		for i, k := range keys {
 			tok, _ := c.Enter(int64(i), k, 1)

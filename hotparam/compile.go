@@ -1,8 +1,6 @@
 package hotparam
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"sluice/config"
@@ -21,12 +19,10 @@ type Set struct {
 // Compile builds the param checkers of one snapshot, carrying over per-value
 // state of every rule whose definition (all fields but Line, see
 // internal/ruleid) is unchanged in prev (nil at first); identical rules are
-// matched in order, so two of them keep two states. The rules must have
-// passed config's validation; zero fields take the defaults (grade qps,
-// behaviour reject, durationSec 1, maxTrackedValues 100000) for rules built
-// by hand. An error (a grade or behaviour this package does not know) is a
-// programmer error; Compile then returns a nil Set.
-func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
+// matched in order, so two of them keep two states. The rules are taken as
+// config.Load gives them (or config.Defaults, for rules built in code):
+// defaulted and validated.
+func Compile(rules []config.ParamRule, prev *Set) *Set {
 	var old *ruleid.Index[*rule]
 	if prev != nil {
 		old = &prev.ids
@@ -35,16 +31,11 @@ func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 		rules: append([]config.ParamRule(nil), rules...),
 		byRes: map[string]*Checker{},
 	}
-	var errs []error
-	for i, pr := range rules {
+	for _, pr := range rules {
 		k := config.RuleID(pr)
 		r, ok := s.ids.Reuse(old, k)
 		if !ok {
-			var err error
-			if r, err = compileRule(pr); err != nil {
-				errs = append(errs, fmt.Errorf("hotparam: paramRules[%d] (line %d): %w", i, pr.Line, err))
-				continue
-			}
+			r = compileRule(pr)
 		}
 		s.ids.Add(k, r)
 		c := s.byRes[pr.Resource]
@@ -54,46 +45,27 @@ func Compile(rules []config.ParamRule, prev *Set) (*Set, error) {
 		}
 		c.rules = append(c.rules, r)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return s, nil
+	return s
 }
 
-// compileRule compiles a rule that config has validated (ranges, duplicate
-// items, counts <= config.MaxCount, which keeps a concurrency count within
-// an int64). An error means a grade or behaviour this package does not know:
-// a programmer error.
-func compileRule(pr config.ParamRule) (*rule, error) {
-	dur, maxTracked := pr.DurationSec, pr.MaxTrackedValues
-	// A rule built in code gets config's defaults for what it left zero.
-	if dur == 0 {
-		dur = config.DefaultParamDurationSec
-	}
-	if maxTracked == 0 {
-		maxTracked = config.DefaultMaxTrackedValues
-	}
+// compileRule compiles a rule that config has defaulted and validated
+// (enums, ranges, duplicate items, counts <= config.MaxCount, which keeps a
+// concurrency count within an int64).
+func compileRule(pr config.ParamRule) *rule {
 	r := &rule{
 		resource: pr.Resource,
 		src:      pr.Param,
 		dryRun:   pr.DryRun,
-		window:   time.Duration(dur) * time.Second,
+		window:   time.Duration(pr.DurationSec) * time.Second,
 		maxQueue: pr.MaxQueueingTimeMs * int64(time.Millisecond),
 	}
-	switch pr.Grade {
-	case config.GradeQPS, "":
-		switch pr.ControlBehavior {
-		case config.BehaviorReject, "":
-			r.kind = kindBucket
-		case config.BehaviorThrottle:
-			r.kind = kindQueue
-		default:
-			return nil, fmt.Errorf("controlBehavior %q is not one of reject, throttle", pr.ControlBehavior)
-		}
-	case config.GradeConcurrency:
+	switch {
+	case pr.Grade == config.GradeConcurrency:
 		r.kind = kindInFlight
-	default:
-		return nil, fmt.Errorf("grade %q is not one of qps, concurrency", pr.Grade)
+	case pr.ControlBehavior == config.BehaviorThrottle:
+		r.kind = kindQueue
+	case pr.ControlBehavior == config.BehaviorReject:
+		r.kind = kindBucket
 	}
 	r.items = make(map[string]int32, len(pr.Items))
 	for j, it := range pr.Items {
@@ -105,8 +77,8 @@ func compileRule(pr config.ParamRule) (*rule, error) {
 	for _, it := range pr.Items {
 		r.params = append(r.params, newParam(it.Count, window, burst))
 	}
-	r.table = newTable(r, maxTracked)
-	return r, nil
+	r.table = newTable(r, pr.MaxTrackedValues)
+	return r
 }
 
 func newParam(count, window, burst float64) param {
@@ -134,8 +106,8 @@ func (s *Set) For(resource string) *Checker {
 	return s.byRes[resource]
 }
 
-// Rules returns the rules the Set was compiled from, as given (defaults are
-// not filled in). The caller must not modify the slice.
+// Rules returns the rules the Set was compiled from, as given. The caller
+// must not modify the slice.
 func (s *Set) Rules() []config.ParamRule {
 	if s == nil {
 		return nil

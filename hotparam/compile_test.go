@@ -12,10 +12,7 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	a.Line = 10
 	b := seedRule()
 	b.Param, b.Items, b.Line = userHdr, nil, 20
-	s1, err := hotparam.Compile([]config.ParamRule{a, b}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := hotparam.Compile(defaulted(a, b), nil)
 	req := vals{orderID: "1", userHdr: "alice"}
 	c1 := s1.For("get-order")
 	for range 2 {
@@ -25,10 +22,7 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	// Rule a moved (new Line), rule b changed its count.
 	a2, b2 := a, b
 	a2.Line, b2.Count = 30, 3
-	s2, err := hotparam.Compile([]config.ParamRule{b2, a2}, s1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := hotparam.Compile(defaulted(b2, a2), s1)
 	if got := s2.Rules(); got[1].Line != 30 || got[0].Count != 3 {
 		t.Errorf("Rules() = %+v, want the new rules", got)
 	}
@@ -47,9 +41,9 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	// old one and ended after the reload is released where it was counted.
 	conc := inFlightRule()
 	conc.Count = 1
-	s3, _ := hotparam.Compile([]config.ParamRule{conc}, nil)
+	s3 := hotparam.Compile(defaulted(conc), nil)
 	tok, _ := s3.For("get-order").Enter(0, order("1"), 1)
-	s4, _ := hotparam.Compile([]config.ParamRule{conc}, s3)
+	s4 := hotparam.Compile(defaulted(conc), s3)
 	if _, v := s4.For("get-order").Enter(0, order("1"), 1); !v.Blocked {
 		t.Error("a call in flight before a reload was forgotten")
 	}
@@ -59,41 +53,10 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	}
 }
 
-// TestCompileRejectsInvalidRules: ranges are config's to check
-// (config.Parse); Compile refuses only a grade or behaviour it does not know.
-func TestCompileRejectsInvalidRules(t *testing.T) {
-	good := seedRule()
-	tests := []struct {
-		name string
-		edit func(r *config.ParamRule)
-		want string
-	}{
-		{"grade", func(r *config.ParamRule) { r.Grade = "thread" }, `grade "thread" is not one of qps, concurrency`},
-		{"behavior", func(r *config.ParamRule) { r.ControlBehavior = config.BehaviorWarmUp }, `controlBehavior "warmUp" is not one of reject, throttle`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			bad := seedRule()
-			bad.Line = 42
-			tc.edit(&bad)
-			s, err := hotparam.Compile([]config.ParamRule{good, bad}, nil)
-			if err == nil || s != nil {
-				t.Fatalf("Compile accepted it")
-			}
-			if want := "hotparam: paramRules[1] (line 42): " + tc.want; err.Error() != want {
-				t.Errorf("error %q\nwant %q", err, want)
-			}
-		})
-	}
-}
-
-func TestCompileDefaults(t *testing.T) {
-	// Zero grade, behaviour, durationSec and cap mean qps, reject, 1s, 100000.
-	s, err := hotparam.Compile([]config.ParamRule{{Resource: "r", Param: orderID, Count: 1}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.For("r")
+// TestDefaultedRule: a rule built in code and given config.Defaults (zero
+// grade, behaviour, durationSec and cap) is qps, reject, 1s.
+func TestDefaultedRule(t *testing.T) {
+	c := compile(t, config.ParamRule{Resource: "r", Param: orderID, Count: 1}).For("r")
 	if _, v := c.Enter(0, order("1"), 1); v.Blocked {
 		t.Fatal("first call blocked")
 	}

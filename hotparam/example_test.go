@@ -12,13 +12,14 @@ import (
 // per order id, except 102 (4) and 103 (10).
 func Example() {
 	orderID := config.Source{Kind: config.SourcePath, Name: "orderId"}
-	set, err := hotparam.Compile([]config.ParamRule{{
-		Resource: "get-order", Param: orderID, Grade: config.GradeQPS, Count: 2, DurationSec: 1,
+	// Rules built in code take config's defaults (qps, reject, durationSec
+	// 1) from config.Defaults, as a rules file takes them from config.Load.
+	cfg := config.Config{ParamRules: []config.ParamRule{{
+		Resource: "get-order", Param: orderID, Count: 2,
 		Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 10}},
-	}}, nil)
-	if err != nil {
-		panic(err)
-	}
+	}}}
+	config.Defaults(&cfg)
+	set := hotparam.Compile(cfg.ParamRules, nil)
 	check := set.For("get-order") // once per route, when the snapshot is built
 
 	start := int64(0) // nanoseconds on the caller's monotonic clock

@@ -1,6 +1,7 @@
 package hotparam_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -59,11 +60,17 @@ func compile(t testing.TB, rules ...config.ParamRule) *hotparam.Set {
 			rules[i].Param = orderID
 		}
 	}
-	s, err := hotparam.Compile(rules, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := hotparam.Compile(defaulted(rules...), nil)
 	return s
+}
+
+// defaulted gives rules built here config's defaults for the fields they
+// leave zero, as config.Load gives a file's rules; hotparam takes rules as
+// they are.
+func defaulted(rules ...config.ParamRule) []config.ParamRule {
+	cfg := config.Config{ParamRules: slices.Clone(rules)}
+	config.Defaults(&cfg)
+	return cfg.ParamRules
 }
 
 // seedRule is the example of docs/rules.md#the-seed-example: 2 per second per order id, 102 -> 4, 103 -> 10.

@@ -78,9 +78,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		log:          g.deps.Log,
 	}
 	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
-	if s.Params, err = hotparam.Compile(cfg.ParamRules, pParams); err != nil {
-		return nil, err
-	}
+	s.Params = hotparam.Compile(cfg.ParamRules, pParams)
 	if s.Breakers, err = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit); err != nil {
 		return nil, err
 	}
