@@ -1,10 +1,24 @@
-// Command bench measures sluice's forwarding against a bare
-// httputil.ReverseProxy and nginx with limit_req, interleaved in one run:
+// Command bench measures sluice's forwarding against its floors, a bare
+// httputil.ReverseProxy, nginx and Caddy, interleaved in one run:
 //
 //	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536] [-fasthttp-floor] [-fasthttp-front]
-//	go run ./e2e/bench -edge [...]   # TLS: HTTPS/1.1 (wrk) and h2 (h2load) vs nginx ssl+http2; see edge.go
+//	go run ./e2e/bench -all [-rounds 5] [-duration 5s] [-admin 127.0.0.1:9091]   # the protocol matrix, see matrix.go
+//	go run ./e2e/bench -edge [...]   # the matrix over HTTPS/1.1 and h2 only
 //
-// Each proxy (sluice with the fast path, sluice with the standard path —
+// -all measures sluice, the floor of the same front (net/http, over TLS
+// and h2 by ALPN too, + fasthttp client), the fasthttp-both floor (HTTP/1.1
+// only), nginx (limit_req) and Caddy (reverse_proxy; no rate limiting) over
+// HTTP/1.1 and HTTPS/1.1 (wrk) and h2 (h2load), and prints one table: CPU
+// µs/request of the front's core (median and min–max over the rounds),
+// requests/s, and sluice's CPU per request over each front's, taken within
+// each round. A sample, on a shared 2-core VM (docs/forwarding.md has the
+// full run and what its noise was):
+//
+//	sluice's CPU µs/request ÷ each front's, same-round ratio, median of 5 rounds [min–max]; target: ≤ 1.05x the floor of the same front
+//	 protocol  body            ÷ floor   ÷ fasthttp-floor            ÷ nginx            ÷ caddy  ≤ 1.05x floor
+//	 SAMPLE
+//
+// Without -all, each proxy (sluice with the fast path, sluice with the standard path —
 // both with a never-blocking qps rule and a never-blocking hot-param rule —,
 // the bare ReverseProxy, the design's floor, and nginx when installed) runs alone on CPU 0
 // (taskset -c 0, GOMAXPROCS=1, one nginx process); the load generator (wrk
@@ -15,7 +29,8 @@
 //
 // It listens on loopback only, stops by itself (every run is bounded; the
 // whole program has a deadline) and stops only the processes it started,
-// by PID. It is not part of `go test`.
+// by PID. nginx and Caddy run from configs it writes into a temp dir, never
+// as the system's services. It is not part of `go test`.
 //
 // The floor is the least any gateway built like sluice can cost: the
 // same net/http server and fasthttp.HostClient, with no routing, rules or
@@ -69,7 +84,7 @@ func main() {
 			serveBare(os.Args[2], os.Args[3])
 			return
 		case "floor":
-			serveFloor(os.Args[2], os.Args[3])
+			serveFloor(os.Args[2], os.Args[3], os.Args[4:]...)
 			return
 		case "fasthttp-floor":
 			serveFasthttpFloor(os.Args[2], os.Args[3])
@@ -100,7 +115,10 @@ type options struct {
 	useNginx bool
 	fhFloor  bool
 	fhFront  bool
+	all      bool
 	edge     bool
+	useCaddy bool
+	admin    string
 	deadline time.Duration
 }
 
@@ -118,9 +136,17 @@ func run() error {
 	flag.BoolVar(&o.useNginx, "nginx", true, "include nginx when installed")
 	flag.BoolVar(&o.fhFloor, "fasthttp-floor", false, "also measure the floor with a fasthttp server")
 	flag.BoolVar(&o.fhFront, "fasthttp-front", false, "also measure sluice's Gateway behind a fasthttp server (an experiment, see fasthttp_front.go)")
-	flag.BoolVar(&o.edge, "edge", false, "measure the TLS edge instead: sluice vs nginx (ssl, http2, limit_req) over HTTPS/1.1 with wrk and h2 with h2load")
+	flag.BoolVar(&o.all, "all", false, "measure the protocol matrix instead: sluice, the floors, nginx and Caddy over HTTP/1.1, HTTPS/1.1 and h2 (matrix.go)")
+	flag.BoolVar(&o.edge, "edge", false, "the protocol matrix over HTTPS/1.1 and h2 only")
+	flag.BoolVar(&o.useCaddy, "caddy", true, "include Caddy in the protocol matrix when installed")
+	flag.StringVar(&o.admin, "admin", "", "in the protocol matrix, sluice's admin listener (loopback, for /debug/pprof); default off")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
+	sizesSet := false
+	flag.Visit(func(f *flag.Flag) { sizesSet = sizesSet || f.Name == "sizes" })
+	if (o.all || o.edge) && !sizesSet {
+		sizes = "100"
+	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 0 || n > 16<<20 {
@@ -135,7 +161,7 @@ func run() error {
 		return errors.New("taskset (util-linux) is needed to pin processes")
 	}
 
-	var wrk, nginx string
+	var wrk, nginx, caddy string
 	if o.useWrk {
 		wrk, _ = exec.LookPath("wrk")
 	}
@@ -149,6 +175,9 @@ func run() error {
 			}
 		}
 	}
+	if o.useCaddy {
+		caddy, _ = exec.LookPath("caddy")
+	}
 	targets := []string{"sluice-fast", "sluice-standard", "bare-reverseproxy", "floor"}
 	if o.fhFloor {
 		targets = append(targets, "fasthttp-floor")
@@ -160,16 +189,14 @@ func run() error {
 		targets = append(targets, "nginx-limit_req")
 	}
 	runs := len(targets)
-	if o.edge {
-		runs = 4 // two targets under two clients
+	if o.all || o.edge {
+		runs = matrixRuns(o, nginx != "", caddy != "")
 	}
 	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)
 	if o.deadline == 0 {
 		o.deadline = plan + 2*time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.deadline)
-	defer cancel()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	dir, err := os.MkdirTemp("", "sluice-bench-")
@@ -195,6 +222,10 @@ func run() error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building sluice: %w", err)
 	}
+	// The deadline starts once the build is done: a cold build on a busy
+	// machine can take minutes.
+	ctx, cancel := context.WithTimeout(ctx, o.deadline)
+	defer cancel()
 
 	// The upstream: one fasthttp server on the load CPU.
 	upAddr := freeAddr()
@@ -206,8 +237,8 @@ func run() error {
 		return fmt.Errorf("upstream: %w", err)
 	}
 
-	if o.edge {
-		return runEdge(ctx, o, procs, dir, sluice, upAddr, wrk, nginx)
+	if o.all || o.edge {
+		return runMatrix(ctx, o, procs, dir, self, sluice, upAddr, wrk, nginx, caddy)
 	}
 
 	pids := map[string]int{}
@@ -293,6 +324,9 @@ type result struct {
 	cpuPerReq float64 // µs of proxy CPU per request
 	requests  int64
 	errors    int64
+	// others and steal are the shares of the proxy CPU's time, over the
+	// run, busy with other processes and stolen by the hypervisor.
+	others, steal float64
 }
 
 // measure runs the load for d and, when pid > 0, the proxy's CPU time over it.
@@ -653,8 +687,11 @@ func (c *floorClient) do(req *fasthttp.Request, resp *fasthttp.Response) error {
 }
 
 // serveFloor is the design's floor (see the package comment): net/http
-// in, fasthttp.HostClient out, nothing else.
-func serveFloor(addr, upAddr string) {
+// in, fasthttp.HostClient out, nothing else. With tls = TLSADDR CERT KEY it
+// serves the same handler on a TLS listener too, HTTP/1.1 and h2 by ALPN,
+// as sluice's tls.listen does (the same server settings that matter: h2's
+// MaxConcurrentStreams, the idle timeout).
+func serveFloor(addr, upAddr string, tls ...string) {
 	up := newFloorClient(upAddr)
 	h := func(w http.ResponseWriter, r *http.Request) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -672,10 +709,13 @@ func serveFloor(addr, upAddr string) {
 		w.WriteHeader(resp.StatusCode())
 		_, _ = w.Write(body)
 	}
-	if err := http.ListenAndServe(addr, http.HandlerFunc(h)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	errc := make(chan error, 2)
+	if len(tls) == 3 {
+		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], http.HandlerFunc(h)) }()
 	}
+	go func() { errc <- http.ListenAndServe(addr, http.HandlerFunc(h)) }()
+	fmt.Fprintln(os.Stderr, <-errc)
+	os.Exit(1)
 }
 
 // serveFasthttpFloor is serveFloor with a fasthttp server in front.
