@@ -79,9 +79,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	}
 	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
 	s.Params = hotparam.Compile(cfg.ParamRules, pParams)
-	if s.Breakers, err = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit); err != nil {
-		return nil, err
-	}
+	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
 	if s.sendTimeout <= 0 {
 		s.sendTimeout = defaultSendTimeout // a Config not from config.Load
 	}

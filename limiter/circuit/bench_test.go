@@ -15,11 +15,7 @@ func benchBreakers(b *testing.B, n int) *circuit.Breakers {
 		rules = append(rules, config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio,
 			Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000})
 	}
-	s, err := circuit.Compile(rules, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s.For("r")
+	return circuit.Compile(defaulted(rules...), nil, nil).For("r")
 }
 
 // BenchmarkEnterExit is the cost a closed breaker adds to one request.

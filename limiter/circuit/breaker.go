@@ -61,15 +61,7 @@ type breaker struct {
 	res    *resource // shared by every breaker of this resource, across reloads
 }
 
-func newBreaker(r config.DegradeRule, interval int64, res *resource) *breaker {
-	probes := r.ProbeNum
-	if probes < 1 {
-		probes = 1
-	}
-	statuses := r.ErrorStatuses
-	if statuses == nil {
-		statuses = config.DefaultErrorStatuses()
-	}
+func newBreaker(r config.DegradeRule, res *resource) *breaker {
 	return &breaker{
 		res:      res,
 		resource: r.Resource,
@@ -78,9 +70,9 @@ func newBreaker(r config.DegradeRule, interval int64, res *resource) *breaker {
 		thresh:   r.Threshold,
 		minReq:   r.MinRequestAmount,
 		retry:    r.RetryTimeoutMs * 1e6,
-		probeNum: probes,
-		errors:   newStatusSet(statuses),
-		win:      newWindow(interval),
+		probeNum: r.ProbeNum,
+		errors:   newStatusSet(r.ErrorStatuses),
+		win:      newWindow(r.StatIntervalMs),
 	}
 }
 

@@ -2,6 +2,7 @@ package circuit_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,19 @@ func compile(t *testing.T, rules []config.DegradeRule, prev *circuit.Set, tr *tr
 	if tr != nil {
 		fn = tr.record
 	}
-	s, err := circuit.Compile(rules, prev, fn)
-	if err != nil {
-		t.Fatalf("Compile: %v", err)
+	return circuit.Compile(defaulted(rules...), prev, fn)
+}
+
+// defaulted gives rules built here config's defaults, as config.Load gives
+// a file's rules (circuit takes rules as they are), but keeps minRequestAmount:
+// these tests write 0 for "no minimum", which Defaults reads as left out.
+func defaulted(rules ...config.DegradeRule) []config.DegradeRule {
+	cfg := config.Config{DegradeRules: slices.Clone(rules)}
+	config.Defaults(&cfg)
+	for i := range rules {
+		cfg.DegradeRules[i].MinRequestAmount = rules[i].MinRequestAmount
 	}
-	return s
+	return cfg.DegradeRules
 }
 
 // call is one request: it enters at ms At, takes RtMs and completes.
@@ -221,7 +230,7 @@ func TestSlowRatioProbe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := compile(t, []config.DegradeRule{rule}, nil, nil)
 			bs := s.For("r")
-			run(bs, []call{{0, 500, false}}) // statIntervalMs 0 defaults to 1 s
+			run(bs, []call{{0, 500, false}}) // statIntervalMs defaults to 1 s
 			probe, v := bs.Enter(1500 * ms)
 			if v.Blocked {
 				t.Fatalf("probe blocked: %+v", v)
@@ -377,41 +386,6 @@ func TestCompileKeepsUnchangedRules(t *testing.T) {
 		t.Errorf("nil Breakers blocked")
 	} else {
 		tok.Exit(0, 0, 500)
-	}
-}
-
-// TestCompileErrors: ranges are config's to check (config.Parse); Compile
-// refuses only what it cannot hold, naming the rule's index and line.
-func TestCompileErrors(t *testing.T) {
-	ok := config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio, Threshold: 0.5,
-		StatIntervalMs: 1000, RetryTimeoutMs: 1000, Line: 7}
-	tooMany := make([]config.DegradeRule, config.MaxDegradeRulesPerResource+1)
-	for i := range tooMany {
-		tooMany[i] = ok
-	}
-	bad := ok
-	bad.Strategy = "fast"
-	tests := []struct {
-		name  string
-		rules []config.DegradeRule
-		want  string
-	}{
-		{"bad strategy", []config.DegradeRule{ok, bad}, `circuit: degradeRules[1] (line 7, resource "r"): unknown strategy "fast" (want slowRatio, errorRatio or errorCount)`},
-		{"65 rules on one resource", tooMany, `circuit: degradeRules[64] (line 7, resource "r"): more than 64 degrade rules for one resource`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, err := circuit.Compile(tt.rules, nil, nil)
-			if err == nil || s != nil {
-				t.Fatalf("Compile = %v, %v; want an error", s, err)
-			}
-			if err.Error() != tt.want {
-				t.Errorf("error %q, want %q", err, tt.want)
-			}
-		})
-	}
-	if _, err := circuit.Compile(tooMany[:config.MaxDegradeRulesPerResource], nil, nil); err != nil {
-		t.Errorf("64 rules on one resource: %v", err)
 	}
 }
 

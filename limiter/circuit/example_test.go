@@ -9,16 +9,17 @@ import (
 )
 
 func Example() {
-	rules := []config.DegradeRule{{
+	// Rules built in code take config's defaults (statIntervalMs 1000,
+	// errorStatuses 5xx, probeNum 1) from config.Defaults, as a rules file
+	// takes them from config.Load.
+	cfg := config.Config{DegradeRules: []config.DegradeRule{{
 		Resource: "get-order", Strategy: config.DegradeErrorCount, Threshold: 2,
-		StatIntervalMs: 1000, MinRequestAmount: 1, RetryTimeoutMs: 5000,
-	}}
-	set, err := circuit.Compile(rules, nil, func(res string, from, to circuit.State) {
+		MinRequestAmount: 1, RetryTimeoutMs: 5000,
+	}}}
+	config.Defaults(&cfg)
+	set := circuit.Compile(cfg.DegradeRules, nil, func(res string, from, to circuit.State) {
 		fmt.Printf("%s: %s -> %s\n", res, from, to)
 	})
-	if err != nil {
-		panic(err)
-	}
 	breakers := set.For("get-order") // once per route
 
 	now := int64(0) // ns, from the caller's monotonic clock

@@ -18,13 +18,10 @@ type guards struct {
 }
 
 func newGuards(tb testing.TB) guards {
-	s, err := circuit.Compile([]config.DegradeRule{
-		{Resource: "r", Strategy: config.DegradeErrorRatio, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
-		{Resource: "r", Strategy: config.DegradeSlowRatio, MaxAllowedRtMs: 200, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
-	}, nil, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s := circuit.Compile(defaulted(
+		config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
+		config.DegradeRule{Resource: "r", Strategy: config.DegradeSlowRatio, MaxAllowedRtMs: 200, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
+	), nil, nil)
 	sys := system.New(config.System{MaxConcurrency: 1 << 40, Adaptive: true}, nil, nil)
 	return guards{sys: sys, cb: s.For("r")}
 }

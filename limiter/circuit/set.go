@@ -22,8 +22,6 @@
 package circuit
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"sluice/config"
@@ -70,12 +68,10 @@ type Breakers struct {
 // all removed reports Closed (and nothing after). Compile thus updates state
 // shared with prev's Set: compile a Set only to install it.
 //
-// The rules must have passed config's validation (ranges, at most 64 rules
-// per resource); zero fields take the defaults (statIntervalMs 0 means 1000)
-// for rules built by hand. An error (an unknown strategy, more than 64 rules
-// on one resource) is a programmer error; Compile then returns no Set and
-// prev stays in force.
-func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) (*Set, error) {
+// The rules are taken as config.Load gives them (or config.Defaults, for
+// rules built in code): defaulted and validated (strategies, ranges, at
+// most 64 rules per resource).
+func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource string, from, to State)) *Set {
 	var old *ruleid.Index[*breaker]
 	resources := map[string]*resource{}
 	if prev != nil {
@@ -84,26 +80,17 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 			resources[b.resource] = b.res
 		}
 	}
-	var errs []error
 	s := &Set{byResource: map[string]*Breakers{}}
-	for i, r := range rules {
-		if err := validate(r); err != nil {
-			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): %w", i, r.Line, r.Resource, err))
-			continue
-		}
+	for _, r := range rules {
 		key := config.RuleID(r)
 		b, ok := s.ids.Reuse(old, key)
 		if !ok {
-			interval := r.StatIntervalMs
-			if interval == 0 { // a rule built in code: config's default
-				interval = config.DefaultStatIntervalMs
-			}
 			res := resources[r.Resource]
 			if res == nil {
 				res = &resource{name: r.Resource}
 				resources[r.Resource] = res
 			}
-			b = newBreaker(r, interval, res)
+			b = newBreaker(r, res)
 		}
 		s.ids.Add(key, b)
 		bs := s.byResource[r.Resource]
@@ -111,15 +98,8 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 			bs = &Breakers{}
 			s.byResource[r.Resource] = bs
 		}
-		if len(bs.list) == maxRulesPerResource {
-			errs = append(errs, fmt.Errorf("circuit: degradeRules[%d] (line %d, resource %q): more than %d degrade rules for one resource", i, r.Line, r.Resource, maxRulesPerResource))
-			continue
-		}
 		bs.list = append(bs.list, b)
 		s.all = append(s.all, b)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
 	}
 	// Every resource of prev or s (a reused breaker's resource is in
 	// resources: it came from prev).
@@ -130,17 +110,7 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 		}
 		res.attach(list, onChange)
 	}
-	return s, nil
-}
-
-// validate refuses what config's validation cannot have let through: a
-// strategy this package does not know.
-func validate(r config.DegradeRule) error {
-	switch r.Strategy {
-	case config.DegradeSlowRatio, config.DegradeErrorRatio, config.DegradeErrorCount:
-		return nil
-	}
-	return fmt.Errorf("unknown strategy %q (want slowRatio, errorRatio or errorCount)", r.Strategy)
+	return s
 }
 
 // For returns the breakers of resource, or nil if it has no degrade rules.
