@@ -150,6 +150,9 @@ func (c *checker) applyDefaults() {
 			r.Methods[j] = strings.ToUpper(m)
 		}
 	}
+	for i := range cfg.APIGroups {
+		cfg.APIGroups[i].Line = c.lines[idx("apiGroups", i)]
+	}
 	for i := range cfg.FlowRules {
 		r, p := &cfg.FlowRules[i], idx("flowRules", i)
 		if !c.has(p + ".limitApp") {

@@ -25,6 +25,11 @@ type Identity struct {
 // identity. A field added to a rule type is added here, decided:
 // TestRuleIdentityCoversEveryField fails until it is, and the local keys
 // (RuleID) and cluster's Redis windows are checked against this table.
+//
+// A rule on an API group names it by Resource, so the group's name is part
+// of the rule's identity and the group's match list is not: editing a
+// group's match keeps the state of its rules (and its statistics node), as
+// editing a route's path keeps the state of the rules on its resource.
 func RuleIdentity(rule any) map[string]Identity {
 	local, both, none := Identity{Local: true}, Identity{Local: true, Cluster: true}, Identity{}
 	switch rule.(type) {

@@ -20,6 +20,7 @@ type Config struct {
 	TrustedProxies []string            `yaml:"trustedProxies" json:"trustedProxies"`
 	Upstreams      map[string]Upstream `yaml:"upstreams" json:"upstreams"`
 	Routes         []Route             `yaml:"routes" json:"routes"`
+	APIGroups      []APIGroup          `yaml:"apiGroups" json:"apiGroups"`
 	FlowRules      []FlowRule          `yaml:"flowRules" json:"flowRules"`
 	ParamRules     []ParamRule         `yaml:"paramRules" json:"paramRules"`
 	DegradeRules   []DegradeRule       `yaml:"degradeRules" json:"degradeRules"`
@@ -101,6 +102,28 @@ type Route struct {
 	BlockResponse BlockResponse `yaml:"blockResponse" json:"blockResponse"`
 
 	Line int `yaml:"-" json:"line"` // line of the route in the file, for messages
+}
+
+// APIGroup is a Sentinel gateway API definition: one resource over many
+// routes. A request is counted on its route's resource and on every group
+// one of whose Match entries its normalized path satisfies; rules of every
+// kind name a group as they name a route's resource. Its Name is neither a
+// route's resource nor another group's (validation).
+type APIGroup struct {
+	Name  string     `yaml:"name" json:"name"`
+	Match []APIMatch `yaml:"match" json:"match"`
+
+	Line int `yaml:"-" json:"line"`
+}
+
+// APIMatch is one predicate on the normalized path (SPEC §11); exactly one
+// field is set. Exact and Prefix are spelled like a route's path (and
+// normalized as route patterns are); Regex is Go RE2 syntax on the escaped
+// normalized path, anchored only where it says so.
+type APIMatch struct {
+	Exact  string `yaml:"exact" json:"exact,omitempty"`
+	Prefix string `yaml:"prefix" json:"prefix,omitempty"`
+	Regex  string `yaml:"regex" json:"regex,omitempty"`
 }
 
 // Grade is what a rule counts: passes per interval or requests in flight.

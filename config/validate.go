@@ -131,6 +131,15 @@ type routeIndex struct {
 	resources map[string]bool
 	entrances map[string]map[string]bool // resource -> entrances serving it
 	params    map[string]map[string]bool // resource -> path parameter names
+	groups    map[string]int             // API group name -> its index (nil: none)
+}
+
+// unknown describes what a rule's resource may be, for "unknown resource" messages.
+func (ix routeIndex) unknown() string {
+	if len(ix.groups) > 0 {
+		return "no route or API group has it"
+	}
+	return "no route has it"
 }
 
 func (c *checker) validate() {
@@ -149,6 +158,7 @@ func (c *checker) validate() {
 	c.originStrip()
 	c.upstreams()
 	ix := c.routes()
+	c.apiGroups(&ix)
 	c.flowRules(ix)
 	c.paramRules(ix)
 	c.degradeRules(ix)
@@ -412,7 +422,7 @@ func (c *checker) resource(path, res string, ix routeIndex) bool {
 		return false
 	}
 	if !ix.resources[res] && !c.bad["routes"] {
-		c.add(path, "unknown resource %s: no route has it (resources: %s)", quote(res), list(ix.resources))
+		c.add(path, "unknown resource %s: %s (resources: %s)", quote(res), ix.unknown(), list(ix.resources))
 		return false
 	}
 	return true
@@ -443,7 +453,7 @@ func (c *checker) flowRules(ix routeIndex) {
 			case r.RefResource == r.Resource:
 				c.add(p+".refResource", "must differ from resource with strategy relate")
 			case !ix.resources[r.RefResource] && !c.bad["routes"]:
-				c.add(p+".refResource", "unknown resource %s: no route has it (resources: %s)", quote(r.RefResource), list(ix.resources))
+				c.add(p+".refResource", "unknown resource %s: %s (resources: %s)", quote(r.RefResource), ix.unknown(), list(ix.resources))
 			}
 		case StrategyChain:
 			switch {
