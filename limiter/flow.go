@@ -131,5 +131,10 @@ func (f *Flow) resNode(resource string) *resNode {
 	return n
 }
 
+// Track keeps statistics for resource from now on, so that Stats lists it
+// before its first call (an API group no route has reached yet). A Checker
+// does this for its own resource.
+func (f *Flow) Track(resource string) { f.resNode(resource) }
+
 // Rules returns a copy of the rules compiled in.
 func (f *Flow) Rules() []config.FlowRule { return slices.Clone(f.rules) }

@@ -66,6 +66,12 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	h := ex.Header()
 	h["X-Sluice-Blocked"] = reasonHeader[v.Reason]
 	retry := v.RetryAfter
+	// A group's rule that blocked is named in the body; the rest of the
+	// answer is the route's.
+	body, grpcMessage := &rt.blocked.body, &rt.blocked.grpcMessage
+	if e := ex.call.blockedBy; e != nil {
+		body, grpcMessage = &e.blocked.body, &e.blocked.grpcMessage
+	}
 	status := rt.blocked.status
 	grpc := isGRPC(ex.req)
 	if rt.blocked.location != nil && !grpc {
@@ -93,11 +99,11 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 		status = http.StatusOK
 		h["Content-Type"] = ex.req.Header["Content-Type"] // the call's own flavour (+proto, -web)
 		h["Grpc-Status"] = grpcStatus8
-		h["Grpc-Message"] = rt.blocked.grpcMessage[v.Reason]
+		h["Grpc-Message"] = grpcMessage[v.Reason]
 		ex.WriteHeader(status)
 	} else {
 		ex.WriteHeader(status)
-		_, _ = ex.Write(rt.blocked.body[v.Reason])
+		_, _ = ex.Write(body[v.Reason])
 	}
 	rt.blockDone(ex, origin, v, start, status, retry)
 }
@@ -107,8 +113,13 @@ func (rt *route) blockDone(ex *exchange, origin string, v limiter.Verdict, start
 	s := rt.snap
 	elapsed := time.Duration(s.clock.Now() - start)
 	rt.obs.Block(v.Reason.String(), elapsed)
+	ex.call.observeBlock(v.Reason.String(), elapsed)
 	if e := s.log.Debug(); e.Enabled() {
-		e.Str("resource", rt.resource).Str("origin", origin).Str("reason", v.Reason.String()).
+		resource := rt.resource
+		if g := ex.call.blockedBy; g != nil {
+			resource = g.g.name
+		}
+		e.Str("resource", resource).Str("origin", origin).Str("reason", v.Reason.String()).
 			Dur("retryAfter", retry).Msg("blocked")
 	}
 	if s.accessLog {

@@ -211,11 +211,17 @@ func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, v view, src *
 	if e == nil {
 		e = new(exchange)
 	}
+	groups := e.call.groups
 	*e = exchange{ResponseWriter: w, req: r, view: v, src: src, params: params, clientCtx: r.Context()}
+	e.call.groups = groups
 	return e
 }
 
+// put keeps the room for API groups' calls (emptied) for the next request.
 func (p *exchangePool) put(e *exchange) {
+	clear(e.call.groups)
+	groups := e.call.groups[:0]
 	*e = exchange{}
+	e.call.groups = groups
 	p.p.Put(e)
 }

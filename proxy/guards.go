@@ -49,7 +49,7 @@ type outcome struct {
 	abandoned bool
 }
 
-const maxGuards = 4
+const maxGuards = 5 // system, flow, param, degrade, API groups
 
 // guards are one route's guards, in order.
 type guards struct {
@@ -87,6 +87,10 @@ type call struct {
 
 	held  [maxGuards]token // the tokens of the guards passed, in order
 	nheld int
+
+	path      string      // the view's path, which API groups match
+	groups    []groupCall // the API groups the call matched, in file order (apigroups.go)
+	blockedBy *groupEntry // the group whose rule blocked the call; nil: none did
 
 	sys   system.Token
 	flow  limiter.Token

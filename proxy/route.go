@@ -75,7 +75,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	}
 
 	c := &ex.call
-	c.origin, c.n, c.values = origin, rt.n, ex
+	c.origin, c.n, c.values, c.path = origin, rt.n, ex, ex.view.path
 	var (
 		wait     time.Duration
 		dry      int
@@ -162,6 +162,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		} else {
 			rt.obs.Pass(elapsed)
 		}
+		ex.call.observePass(elapsed, failed)
 		if ex.body != nil && ex.body.tooLarge.Load() {
 			rt.obs.TooLarge() // passed the guards, then its stream passed the cap
 		}

@@ -23,6 +23,7 @@ type Snapshot struct {
 	System   *system.Guard
 
 	router       *hostRouter
+	groups       []*apiGroup // the API groups, in file order
 	upstreams    map[string]*upstream
 	sources      *sources
 	originSrc    config.Source
@@ -104,6 +105,10 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	// Block bodies parsed once per distinct body: most routes take the
 	// top-level one.
 	bodies := map[string]*config.BlockBody{}
+	if err := s.compileGroups(g); err != nil {
+		return nil, err
+	}
+	groups := groupCache{guards: map[groupKey]guards{}, blocks: map[blockKey]*groupBlock{}}
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -118,6 +123,13 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		rt, err := s.newRoute(g, rc, ups[rc.Upstream], br, body)
 		if err != nil {
 			return nil, err
+		}
+		gg, err := s.groupsFor(normalizePattern(rc.Path, s.mergeSlashes), rt.entrance, br, body, &groups)
+		if err != nil {
+			return nil, err
+		}
+		if gg != nil {
+			rt.guards.add(gg)
 		}
 		routes[i] = hostRoute{rc, rt}
 	}

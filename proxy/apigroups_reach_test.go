@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"testing"
+
+	"sluice/config"
+)
+
+// TestAPIGroupReach: what the snapshot decides per route, before any
+// request: a static pattern is matched or not; a pattern with parameters
+// is decided by its literal start where that suffices, and left open (the
+// request's path is tested) where it does not. An open decision that is
+// wrong costs time; an "all" or "none" that is wrong would count requests
+// on the wrong groups, so each is checked against paths the route serves.
+func TestAPIGroupReach(t *testing.T) {
+	tests := []struct {
+		pattern string
+		match   config.APIMatch
+		want    reach
+		paths   []string // paths the route serves, to check the decision on
+	}{
+		{"/cart", config.APIMatch{Exact: "/cart"}, reachAll, []string{"/cart"}},
+		{"/cart", config.APIMatch{Exact: "/cart/"}, reachNone, []string{"/cart"}},
+		{"/cart", config.APIMatch{Prefix: "/ca"}, reachAll, []string{"/cart"}},
+		{"/cart", config.APIMatch{Regex: "^/c.rt$"}, reachAll, []string{"/cart"}},
+		{"/cart", config.APIMatch{Regex: "x"}, reachNone, []string{"/cart"}},
+		{"/order/{id}", config.APIMatch{Prefix: "/order/"}, reachAll, []string{"/order/1"}},
+		{"/order/{id}", config.APIMatch{Prefix: "/ord"}, reachAll, []string{"/order/1"}},
+		{"/order/{id}", config.APIMatch{Prefix: "/order/1"}, reachSome, []string{"/order/1", "/order/2"}},
+		{"/order/{id}", config.APIMatch{Prefix: "/cart"}, reachNone, []string{"/order/1"}},
+		{"/order/{id}", config.APIMatch{Exact: "/order/7"}, reachSome, []string{"/order/7", "/order/8"}},
+		{"/order/{id}", config.APIMatch{Exact: "/orders"}, reachNone, []string{"/order/1"}},
+		{"/v2/orders/{id}", config.APIMatch{Regex: "^/v[0-9]+/orders"}, reachSome, []string{"/v2/orders/1"}},
+		{"/v2/orders/{id}", config.APIMatch{Regex: "^/v1/"}, reachNone, []string{"/v2/orders/1"}}, // a prefix test
+		{"/v2/orders/{id}", config.APIMatch{Regex: "^/v2/"}, reachAll, []string{"/v2/orders/1"}},
+		{"/v2/orders/{id}", config.APIMatch{Regex: "^/x[0-9]"}, reachNone, []string{"/v2/orders/1"}},
+		{"/v2/orders/{id}", config.APIMatch{Regex: "orders/[0-9]+$"}, reachSome, []string{"/v2/orders/1", "/v2/orders/x"}},
+		{"/v2/orders/{id}", config.APIMatch{Regex: "(?i)^/V2/"}, reachSome, []string{"/v2/orders/1"}},
+		{"/*", config.APIMatch{Prefix: "/"}, reachAll, []string{"/", "/a/b"}},
+		{"/*", config.APIMatch{Prefix: "/a/"}, reachSome, []string{"/a/b", "/b"}},
+		{"/files/*", config.APIMatch{Exact: "/cart"}, reachNone, []string{"/files/x"}},
+	}
+	for _, tt := range tests {
+		pt, err := compilePathTest(tt.match, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pt.reach(tt.pattern); got != tt.want {
+			t.Errorf("%s on route %s: reach %d, want %d", describeMatch(tt.match), tt.pattern, got, tt.want)
+		}
+		for _, p := range tt.paths {
+			if m := pt.match(p); tt.want == reachAll && !m || tt.want == reachNone && m {
+				t.Errorf("%s on %s (route %s): match %v contradicts reach %d", describeMatch(tt.match), p, tt.pattern, m, tt.want)
+			}
+		}
+	}
+}
+
+func describeMatch(m config.APIMatch) string {
+	switch {
+	case m.Exact != "":
+		return "exact " + m.Exact
+	case m.Prefix != "":
+		return "prefix " + m.Prefix
+	}
+	return "regex " + m.Regex
+}
