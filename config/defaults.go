@@ -100,6 +100,9 @@ func (c *checker) setLines() {
 	for i := range cfg.Routes {
 		cfg.Routes[i].Line = c.lines[idx("routes", i)]
 	}
+	for i := range cfg.APIGroups {
+		cfg.APIGroups[i].Line = c.lines[idx("apiGroups", i)]
+	}
 	for i := range cfg.FlowRules {
 		cfg.FlowRules[i].Line = c.lines[idx("flowRules", i)]
 	}
@@ -149,9 +152,6 @@ func (c *checker) applyDefaults() {
 		for j, m := range r.Methods {
 			r.Methods[j] = strings.ToUpper(m)
 		}
-	}
-	for i := range cfg.APIGroups {
-		cfg.APIGroups[i].Line = c.lines[idx("apiGroups", i)]
 	}
 	for i := range cfg.FlowRules {
 		r, p := &cfg.FlowRules[i], idx("flowRules", i)
