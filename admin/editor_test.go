@@ -246,3 +246,39 @@ func TestOversizedEditIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestEditAPIGroup: the editor lists the file's apiGroups and edits one like
+// a rule: a new match list is written; an invalid regex is refused with its
+// file:line and the file stays as it was.
+func TestEditAPIGroup(t *testing.T) {
+	f := newFixture(t, "")
+	doc := string(f.file(t)) + "\napiGroups:\n  - name: orders-api\n    match: [{ prefix: /orders/ }]\n"
+	if err := os.WriteFile(f.path, []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := f.do(t, "GET", "/api/rules/raw", nil, "")
+	var raw struct{ Sections map[string][]map[string]any }
+	if code != 200 || json.Unmarshal([]byte(body), &raw) != nil || len(raw.Sections["apiGroups"]) != 1 || raw.Sections["apiGroups"][0]["name"] != "orders-api" {
+		t.Fatalf("GET /api/rules/raw: %d %s, want apiGroups[0] orders-api", code, body)
+	}
+	code, body, _ = f.do(t, "PUT", "/api/rules/apiGroups/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"match": [{"regex": "^/v[0-9"}]}`)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "apiGroups[0].match[0].regex: invalid regexp") {
+		t.Fatalf("PUT a bad regex: %d %s, want 422 naming apiGroups[0].match[0].regex", code, body)
+	}
+	if string(f.file(t)) != doc {
+		t.Fatalf("rules.yaml changed by a rejected edit:\n%s", f.file(t))
+	}
+	code, body, _ = f.do(t, "PUT", "/api/rules/apiGroups/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"match": [{"prefix": "/orders/"}, {"exact": "/cart"}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	cfg, err := config.Parse(f.path, f.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.APIGroups[0].Match; len(got) != 2 || got[1].Exact != "/cart" {
+		t.Errorf("apiGroups[0].match after the edit: %+v", got)
+	}
+}

@@ -4,7 +4,7 @@
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const WINDOW_MS = 5 * 60 * 1000;
-const SECTIONS = ["flowRules", "paramRules", "degradeRules"];
+const SECTIONS = ["apiGroups", "flowRules", "paramRules", "degradeRules"];
 const $ = (sel) => document.querySelector(sel);
 
 // el builds an element; strings become text nodes, never HTML.
@@ -187,6 +187,7 @@ function showUpstreams(data) {
 // ---- rules in force and the last reload ----
 
 const RULE_COLS = {
+  apiGroups: ["name", "match"],
   flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
   paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun"],
   degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs", "errorStatuses", "probeNum"],
@@ -269,7 +270,7 @@ async function loadFile(keepSelection) {
     if (!rules.length) continue;
     const og = el("optgroup", { label: sec });
     rules.forEach((r, i) => og.append(el("option", { value: sec + "/" + i },
-      sec + "[" + i + "] " + (r.resource || "?") + (r.limitApp ? " (" + r.limitApp + ")" : "") +
+      sec + "[" + i + "] " + (r.resource || r.name || "?") + (r.limitApp ? " (" + r.limitApp + ")" : "") +
       (r.count != null ? " · count " + r.count : r.threshold != null ? " · threshold " + r.threshold : ""))));
     sel.append(og);
   }
@@ -282,6 +283,7 @@ async function loadFile(keepSelection) {
 // so a field can be added. TestEditorFieldsAreConfigs keeps it in step with
 // config's rule types.
 const FIELDS = {
+  apiGroups: { name: "string", match: "json" },
   flowRules: {
     resource: "string", limitApp: "string", grade: "string", count: "number", strategy: "string", refResource: "string",
     controlBehavior: "string", warmUpPeriodSec: "number", coldFactor: "number", maxQueueingTimeMs: "number",
@@ -311,7 +313,7 @@ function showFields() {
   // in name order, then the fields it does not set yet (empty: add one by
   // filling it in).
   const known = FIELDS[sec] || {};
-  const first = ["resource", "limitApp", "param", "count", "threshold", "grade", "strategy", "controlBehavior"];
+  const first = ["resource", "name", "match", "limitApp", "param", "count", "threshold", "grade", "strategy", "controlBehavior"];
   const rank = (k) => (first.includes(k) ? first.indexOf(k) : first.length) + (k in rule ? 0 : first.length + 1);
   const keys = [...new Set([...Object.keys(rule), ...Object.keys(known)])].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   for (const k of keys) {
