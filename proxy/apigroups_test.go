@@ -314,3 +314,60 @@ flowRules:
 		}
 	}
 }
+
+// clusterTokens is a TokenService that grants count calls per rule
+// resource, across whatever gateways share it, and records what it was
+// asked.
+type clusterTokens struct {
+	mu    sync.Mutex
+	left  map[string]int64
+	asked []string
+}
+
+func (c *clusterTokens) Acquire(rule *config.FlowRule, key string, n int64) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, rule.Resource)
+	if _, ok := c.left[rule.Resource]; !ok {
+		c.left[rule.Resource] = int64(rule.Count)
+	}
+	if c.left[rule.Resource] < n {
+		return false, nil
+	}
+	c.left[rule.Resource] -= n
+	return true, nil
+}
+
+// TestAPIGroupClusterRule: a clusterMode flow rule on a group asks the
+// token service for the group, for requests of every route the group
+// matches, and its refusal blocks them; a route outside the group never
+// asks.
+func TestAPIGroupClusterRule(t *testing.T) {
+	cfg, err := config.Parse("groups.yaml", []byte(groupsHead+`
+cluster: { redis: "redis://127.0.0.1:6379/0" }
+flowRules:
+  - { resource: orders-api, count: 2, clusterMode: true }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := &clusterTokens{left: map[string]int64{}}
+	up := &stubUpstream{}
+	up.status.Store(200)
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: &fakeClock{}, Transport: up, Forwarder: "standard", Cluster: tokens})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, p := range []string{"/order/1", "/other", "/cart", "/v2/orders/1", "/other"} {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+		got = append(got, w.Code)
+	}
+	if want := []int{200, 200, 200, 429, 200}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("statuses %v, want %v", got, want)
+	}
+	if want := []string{"orders-api", "orders-api", "orders-api"}; fmt.Sprint(tokens.asked) != fmt.Sprint(want) {
+		t.Errorf("the token service was asked for %v, want %v", tokens.asked, want)
+	}
+}
