@@ -54,15 +54,16 @@ function card(name) {
     el("span", { class: "pass" }, "pass/s ", legPass), el("span", { class: "block" }, "block/s ", legBlock),
     el("span", { class: "span" }, "peak ", el("b", { "data-series": "peak" }, "0")));
   const detail = el("div");
+  const kind = el("span", { class: "hint", "data-kind": "" }, "");
   const root = el("section", { class: "card", "data-resource": name },
-    el("h3", null, name, el("span", { class: "hint" }, "")), stats, chart, legend,
+    el("h3", null, name, kind), stats, chart, legend,
     el("details", null, el("summary", null, "per origin and entrance"), detail));
   const grid = $("#resources");
   grid.querySelector(".empty")?.remove();
   // Keep cards sorted by name.
   const after = [...grid.children].find((n) => n.dataset.resource > name);
   grid.insertBefore(root, after || null);
-  c = { root, values, chart, legPass, legBlock, legend, detail };
+  c = { root, values, chart, legPass, legBlock, legend, detail, kind };
   cards.set(name, c);
   return c;
 }
@@ -79,8 +80,11 @@ function showResources(data) {
   // A resource dropped from the configuration disappears from the page.
   const live = new Set(data.resources.map((r) => r.resource));
   for (const [name, c] of cards) if (!live.has(name)) { c.root.remove(); cards.delete(name); }
+  // An API group's card says so: it counts the requests of several routes.
+  const groups = new Set((((rulesState || {}).config || {}).apiGroups || []).map((g) => g.name));
   for (const r of data.resources) {
     const c = card(r.resource);
+    c.kind.textContent = groups.has(r.resource) ? "API group" : "";
     for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
     const more = r.originsTotal > (r.origins || []).length ?
       el("p", { class: "empty" }, "the " + r.origins.length + " most active of " + r.originsTotal + " origins") : "";
