@@ -57,7 +57,9 @@ func RuleIdentity(rule any) map[string]Identity {
 		}
 	case ParamRule:
 		return map[string]Identity{
-			"Resource": local, "Param": local, "Grade": local, "Count": local,
+			// A changed match limits other values: a new rule, whose
+			// values start afresh (so does a changed item's match).
+			"Resource": local, "Param": local, "Match": local, "Grade": local, "Count": local,
 			"DurationSec": local, "BurstCount": local, "ControlBehavior": local,
 			"MaxQueueingTimeMs": local, "MaxTrackedValues": local, "DryRun": local,
 			"Items": local, "Line": none,

@@ -19,8 +19,9 @@ func identityRules() []any {
 			RefResource: "ref", ControlBehavior: config.BehaviorReject, WarmUpPeriodSec: 1, ColdFactor: 3,
 			MaxQueueingTimeMs: 5, BurstCount: 2, StatIntervalMs: 1000, DryRun: true, ClusterMode: true,
 			ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal, FallbackToLocalWhenFail: &yes}, Line: 3},
-		config.ParamRule{Resource: "r", Param: config.Source{Kind: config.SourceIP}, Count: 1, DurationSec: 1,
-			Items: []config.ParamItem{{Value: "a", Count: 2}}, Line: 3},
+		config.ParamRule{Resource: "r", Param: config.Key{{Kind: config.SourceIP}}, Count: 1, DurationSec: 1,
+			Match: config.ParamMatch{Strategy: config.MatchCIDR, Pattern: "10.0.0.0/8"},
+			Items: []config.ParamItem{{Value: "a", Match: config.MatchPrefix, Count: 2}}, Line: 3},
 		config.DegradeRule{Resource: "r", RetryTimeoutMs: 1, ErrorStatuses: []string{"5xx"}, Line: 3},
 	}
 }

@@ -60,10 +60,10 @@ func TestLoadFull(t *testing.T) {
 				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}, Line: 59},
 		},
 		ParamRules: []config.ParamRule{
-			{Resource: "get-order", Param: config.Source{Kind: config.SourcePath, Name: "orderId"}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
+			{Resource: "get-order", Param: config.Key{{Kind: config.SourcePath, Name: "orderId"}}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
 				BurstCount: 3, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
 				Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 65},
-			{Resource: "get-order", Param: config.Source{Kind: config.SourceQuery, Name: "id"}, Grade: config.GradeQPS, Count: 5, DurationSec: 1,
+			{Resource: "get-order", Param: config.Key{{Kind: config.SourceQuery, Name: "id"}}, Grade: config.GradeQPS, Count: 5, DurationSec: 1,
 				ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000, Line: 78},
 		},
 		DegradeRules: []config.DegradeRule{
@@ -115,7 +115,7 @@ func TestLoadDefaults(t *testing.T) {
 		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",
 			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
 			ClusterConfig: config.ClusterConfig{ThresholdType: "global"}, Line: 8}},
-		ParamRules: []config.ParamRule{{Resource: "/api/{id}", Param: config.Source{Kind: config.SourceIP}, Grade: "qps", Count: 1,
+		ParamRules: []config.ParamRule{{Resource: "/api/{id}", Param: config.Key{{Kind: config.SourceIP}}, Grade: "qps", Count: 1,
 			DurationSec: 1, ControlBehavior: "reject", MaxTrackedValues: 100000, Line: 11}},
 		DegradeRules: []config.DegradeRule{{Resource: "/api/{id}", Strategy: "errorRatio", Threshold: 0.5, StatIntervalMs: 1000,
 			MinRequestAmount: 5, RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 15}},

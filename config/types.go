@@ -206,8 +206,11 @@ func (c ClusterConfig) Fallback() bool {
 
 // ParamRule is Sentinel's ParamFlowRule.
 type ParamRule struct {
-	Resource          string          `yaml:"resource" json:"resource"`
-	Param             Source          `yaml:"param" json:"param"`
+	Resource string `yaml:"resource" json:"resource"`
+	Param    Key    `yaml:"param" json:"param"`
+	// Match limits the rule to the values that match it; the others pass
+	// the rule untouched. The zero ParamMatch matches every value.
+	Match             ParamMatch      `yaml:"match" json:"match,omitzero"`
 	Grade             Grade           `yaml:"grade" json:"grade"`
 	Count             float64         `yaml:"count" json:"count"`
 	DurationSec       int64           `yaml:"durationSec" json:"durationSec"`
@@ -221,11 +224,38 @@ type ParamRule struct {
 	Line int `yaml:"-" json:"line"`
 }
 
-// ParamItem is an exception value with its own threshold.
+// ParamItem is an exception value with its own threshold: the value itself,
+// or (with Match) every value that Value matches as a pattern, each value
+// in its own bucket.
 type ParamItem struct {
-	Value string  `yaml:"value" json:"value"`
-	Count float64 `yaml:"count" json:"count"`
+	Value string `yaml:"value" json:"value"`
+	// Match is how Value is matched: "" or exact (the value itself), or a
+	// class: prefix, contains, regex or cidr.
+	Match MatchStrategy `yaml:"match" json:"match,omitempty"`
+	Count float64       `yaml:"count" json:"count"`
 }
+
+// MatchStrategy is how a pattern is matched against a value (Sentinel
+// gateway's matchStrategy, and cidr).
+type MatchStrategy string
+
+const (
+	MatchExact    MatchStrategy = "exact"
+	MatchPrefix   MatchStrategy = "prefix"
+	MatchContains MatchStrategy = "contains"
+	MatchRegex    MatchStrategy = "regex" // Go RE2, anchored only if the pattern says so
+	MatchCIDR     MatchStrategy = "cidr"  // an address value inside a prefix (or equal to an address)
+)
+
+// ParamMatch is a param rule's match: only values that match Pattern by
+// Strategy are limited by the rule. The zero ParamMatch matches every value.
+type ParamMatch struct {
+	Strategy MatchStrategy `yaml:"strategy" json:"strategy"`
+	Pattern  string        `yaml:"pattern" json:"pattern"`
+}
+
+// IsZero reports whether m is unset (every value is limited).
+func (m ParamMatch) IsZero() bool { return m == ParamMatch{} }
 
 // DegradeStrategy is a circuit breaker's trip condition.
 type DegradeStrategy string

@@ -508,12 +508,15 @@ func (c *checker) paramRules(ix routeIndex) {
 	for i, r := range c.cfg.ParamRules {
 		p := idx("paramRules", i)
 		knownRes := c.resource(p+".resource", r.Resource, ix)
-		switch {
-		case r.Param.IsZero():
-			c.add(p+".param", "is required (%s)", sourceForms)
-		case r.Param.Kind == SourcePath && knownRes && !ix.params[r.Resource][r.Param.Name]:
-			c.add(p+".param", "no route of resource %s has a path parameter {%s}", quote(r.Resource), r.Param.Name)
+		if r.Param.IsZero() {
+			c.add(p+".param", "is required (%s, or several joined by \"+\")", sourceForms)
 		}
+		for _, src := range r.Param {
+			if src.Kind == SourcePath && knownRes && !ix.params[r.Resource][src.Name] {
+				c.add(p+".param", "no route of resource %s has a path parameter {%s}", quote(r.Resource), src.Name)
+			}
+		}
+		c.paramMatch(p, r)
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
 		c.count(p+".count", r.Count, false)
 		if r.Grade == GradeConcurrency {
@@ -537,16 +540,76 @@ func (c *checker) paramRules(ix routeIndex) {
 		seen := map[string]int{}
 		for j, it := range r.Items {
 			ip := idx(p+".items", j)
-			if first, dup := seen[it.Value]; dup {
+			// An exact item and a class with the same pattern are two items.
+			k := string(it.Match) + "\x00" + it.Value
+			if !it.Class() {
+				k = string(MatchExact) + "\x00" + it.Value
+			}
+			if first, dup := seen[k]; dup {
 				c.add(ip+".value", "duplicate value %s (also items[%d])", quote(it.Value), first)
 			}
-			seen[it.Value] = j
+			seen[k] = j
+			c.paramItem(ip, r.Param, it)
 			c.count(ip+".count", it.Count, true)
 			if r.Grade == GradeConcurrency {
 				c.wholeCount(ip+".count", it.Count)
 			}
 		}
 	}
+}
+
+// matchStrategies are the strategies a match may name, for messages.
+var matchStrategies = []string{string(MatchExact), string(MatchPrefix), string(MatchContains), string(MatchRegex), string(MatchCIDR)}
+
+// paramMatch checks a param rule's match: a known strategy, a pattern it
+// compiles, and cidr only on a key whose values may be addresses.
+func (c *checker) paramMatch(p string, r ParamRule) {
+	m, mp := r.Match, p+".match"
+	switch {
+	case m.IsZero():
+		return
+	case m.Strategy == "":
+		c.add(mp+".strategy", "is required with a pattern (one of %s)", strings.Join(matchStrategies, ", "))
+		return
+	case !c.oneOf(mp+".strategy", string(m.Strategy), matchStrategies...):
+		return
+	}
+	if m.Strategy == MatchCIDR && !c.cidrKey(mp+".strategy", r.Param) {
+		return
+	}
+	if _, err := m.Matcher(); err != nil {
+		c.add(mp+".pattern", "%s", err.Error())
+	}
+}
+
+// paramItem checks an item's match and, for an exact item of a composite
+// key, that its value joins as many parts as the key has sources.
+func (c *checker) paramItem(ip string, key Key, it ParamItem) {
+	if it.Match != "" && !c.oneOf(ip+".match", string(it.Match), matchStrategies...) {
+		return
+	}
+	if it.Match == MatchCIDR && !c.cidrKey(ip+".match", key) {
+		return
+	}
+	if it.Class() {
+		if _, err := it.Matcher(); err != nil {
+			c.add(ip+".value", "%s", err.Error())
+		}
+		return
+	}
+	if key.Composite() && joinedParts(it.Value) != len(key) {
+		c.add(ip+".value", "must be %d values joined by \"+\", one for each source of %s (\\+ and \\\\ stand for a \"+\" and a \"\\\" inside a value), got %s",
+			len(key), key.String(), quote(it.Value))
+	}
+}
+
+// cidrKey refuses a cidr match on a key whose values are never addresses.
+func (c *checker) cidrKey(path string, key Key) bool {
+	if key.IsZero() || key.AddressValued() {
+		return true
+	}
+	c.add(path, "cidr needs address values: param must be ip or a header holding an address, got %s", quote(key.String()))
+	return false
 }
 
 func (c *checker) degradeRules(ix routeIndex) {

@@ -7,13 +7,16 @@ import (
 	"sluice/limiter"
 )
 
-// Values gives a request's values for a source. A source may occur more
+// Values gives a request's values for a rule's key. A source may occur more
 // than once in a request (?id=101&id=102): a rule checks each of its
 // values, and the call passes only if every one does, so that a value
 // cannot hide behind an empty or decoy one.
 type Values interface {
-	// Values returns the distinct non-empty values of src in the request;
-	// none: the request lacks it and the rule does not apply. The slice
+	// Values returns the distinct non-empty values of k in the request
+	// (for a composite key, its sources' values joined by
+	// config.AppendJoined, one value per combination); none: the request
+	// lacks it (or one of a composite key's sources) and the rule does
+	// not apply. The slice
 	// and its strings may alias a buffer the caller reuses: they are read
 	// before the next call, and hotparam copies (or, past 64 bytes,
 	// digests) a value before keeping it. ok is false when the request
@@ -21,7 +24,7 @@ type Values interface {
 	// Enter then stops, gives back what it took and blocks the call with
 	// ReasonNone, and the caller answers it as it sees fit; a dryRun rule
 	// counts it in Verdict.DryRun instead.
-	Values(src config.Source) (vals []string, ok bool)
+	Values(k config.Key) (vals []string, ok bool)
 }
 
 // Checker checks the param rules of one resource, in file order. A nil
@@ -33,7 +36,7 @@ type Checker struct {
 }
 
 // Enter checks every rule of the checker against each of the call's values
-// for the rule's source at now, for n tokens (n < 1 counts as 1;
+// for the rule's key that the rule's match selects, at now, for n tokens (n < 1 counts as 1;
 // concurrency rules count the call once per value, whatever n). Looking
 // up a value already tracked does not allocate, nor does a call with one
 // value per rule and at most three rules.
@@ -58,7 +61,7 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 		n = 1
 	}
 	for _, r := range c.rules {
-		vals, ok := v.Values(r.src)
+		vals, ok := v.Values(r.key)
 		if !ok {
 			if r.dryRun {
 				vd.DryRun++ // a dryRun rule never changes what passes
@@ -68,6 +71,11 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 			return Token{}, limiter.Verdict{Blocked: true, DryRun: vd.DryRun}
 		}
 		for _, val := range vals {
+			// A value the rule's match leaves out passes it untouched,
+			// tracked nowhere.
+			if !r.match.Match(val) {
+				continue
+			}
 			if r.enterValue(now, val, n, &t, &vd) {
 				t.Cancel(now)
 				return Token{}, vd

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/match"
 	"sluice/internal/ruleid"
 )
 
@@ -50,11 +51,12 @@ func Compile(rules []config.ParamRule, prev *Set) *Set {
 
 // compileRule compiles a rule that config has defaulted and validated
 // (enums, ranges, duplicate items, counts <= config.MaxCount, which keeps a
-// concurrency count within an int64).
+// concurrency count within an int64, patterns that compile). Regexes are
+// compiled here, once per rule and snapshot.
 func compileRule(pr config.ParamRule) *rule {
 	r := &rule{
 		resource: pr.Resource,
-		src:      pr.Param,
+		key:      pr.Param,
 		dryRun:   pr.DryRun,
 		window:   time.Duration(pr.DurationSec) * time.Second,
 		maxQueue: pr.MaxQueueingTimeMs * int64(time.Millisecond),
@@ -67,9 +69,14 @@ func compileRule(pr config.ParamRule) *rule {
 	case pr.ControlBehavior == config.BehaviorReject:
 		r.kind = kindBucket
 	}
+	r.match = mustMatch(pr.Match.Matcher())
 	r.items = make(map[string]int32, len(pr.Items))
 	for j, it := range pr.Items {
-		r.items[it.Value] = int32(j + 1)
+		if !it.Class() {
+			r.items[it.Value] = int32(j + 1)
+			continue
+		}
+		r.classes = append(r.classes, class{m: mustMatch(it.Matcher()), param: int32(j + 1)})
 	}
 	window := float64(r.window)
 	burst := float64(pr.BurstCount)
@@ -127,4 +134,14 @@ func (s *Set) Tracked(resource string) int {
 		n += r.table.Len()
 	}
 	return n
+}
+
+// mustMatch returns a validated rule's matcher. config's validation
+// compiles every pattern with the same internal/match, so an error here is
+// a rule that skipped validation: a programmer error.
+func mustMatch(m match.Matcher, err error) match.Matcher {
+	if err != nil {
+		panic("hotparam: a param rule's pattern that config's validation would refuse: " + err.Error())
+	}
+	return m
 }

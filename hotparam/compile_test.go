@@ -11,7 +11,7 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	a := seedRule()
 	a.Line = 10
 	b := seedRule()
-	b.Param, b.Items, b.Line = userHdr, nil, 20
+	b.Param, b.Items, b.Line = config.Key{userHdr}, nil, 20
 	s1 := hotparam.Compile(defaulted(a, b), nil)
 	req := vals{orderID: "1", userHdr: "alice"}
 	c1 := s1.For("get-order")
@@ -56,7 +56,7 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 // TestDefaultedRule: a rule built in code and given config.Defaults (zero
 // grade, behaviour, durationSec and cap) is qps, reject, 1s.
 func TestDefaultedRule(t *testing.T) {
-	c := compile(t, config.ParamRule{Resource: "r", Param: orderID, Count: 1}).For("r")
+	c := compile(t, config.ParamRule{Resource: "r", Param: config.Key{orderID}, Count: 1}).For("r")
 	if _, v := c.Enter(0, order("1"), 1); v.Blocked {
 		t.Fatal("first call blocked")
 	}

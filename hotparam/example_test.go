@@ -15,7 +15,7 @@ func Example() {
 	// Rules built in code take config's defaults (qps, reject, durationSec
 	// 1) from config.Defaults, as a rules file takes them from config.Load.
 	cfg := config.Config{ParamRules: []config.ParamRule{{
-		Resource: "get-order", Param: orderID, Count: 2,
+		Resource: "get-order", Param: config.Key{orderID}, Count: 2,
 		Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 10}},
 	}}}
 	config.Defaults(&cfg)

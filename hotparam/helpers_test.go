@@ -17,8 +17,8 @@ var (
 // vals is a request's value by source.
 type vals map[config.Source]string
 
-func (v vals) Values(s config.Source) ([]string, bool) {
-	if x, ok := v[s]; ok {
+func (v vals) Values(k config.Key) ([]string, bool) {
+	if x, ok := v[k[0]]; ok {
 		return []string{x}, true
 	}
 	return nil, true
@@ -28,8 +28,8 @@ func (v vals) Values(s config.Source) ([]string, bool) {
 // mapped to nil cannot be checked (too many values).
 type many map[config.Source][]string
 
-func (m many) Values(s config.Source) ([]string, bool) {
-	x, ok := m[s]
+func (m many) Values(k config.Key) ([]string, bool) {
+	x, ok := m[k[0]]
 	return x, !ok || x != nil
 }
 
@@ -37,7 +37,7 @@ func (m many) Values(s config.Source) ([]string, bool) {
 // allocates nothing.
 type single struct{ v [1]string }
 
-func (s *single) Values(config.Source) ([]string, bool) { return s.v[:], true }
+func (s *single) Values(config.Key) ([]string, bool) { return s.v[:], true }
 
 func one(v string) hotparam.Values { return &single{[1]string{v}} }
 
@@ -56,8 +56,8 @@ func compile(t testing.TB, rules ...config.ParamRule) *hotparam.Set {
 		if rules[i].Resource == "" {
 			rules[i].Resource = "get-order"
 		}
-		if rules[i].Param.Kind == "" {
-			rules[i].Param = orderID
+		if rules[i].Param.IsZero() {
+			rules[i].Param = config.Key{orderID}
 		}
 	}
 	s := hotparam.Compile(defaulted(rules...), nil)
@@ -76,7 +76,7 @@ func defaulted(rules ...config.ParamRule) []config.ParamRule {
 // seedRule is the example of docs/rules.md#the-seed-example: 2 per second per order id, 102 -> 4, 103 -> 10.
 func seedRule() config.ParamRule {
 	return config.ParamRule{
-		Resource: "get-order", Param: orderID, Grade: config.GradeQPS, Count: 2,
+		Resource: "get-order", Param: config.Key{orderID}, Grade: config.GradeQPS, Count: 2,
 		DurationSec: 1, ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000,
 		Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 10}},
 	}

@@ -85,15 +85,15 @@ func TestConcurrencyDryRunCountsEveryCall(t *testing.T) {
 // A block by a later rule gives back what earlier rules took for the call.
 func TestLaterRuleBlockGivesBackEarlierTokens(t *testing.T) {
 	perUser := seedRule()
-	perUser.Param, perUser.Items, perUser.Count = userHdr, nil, 1
+	perUser.Param, perUser.Items, perUser.Count = config.Key{userHdr}, nil, 1
 	perOrder := inFlightRule()
 	perOrder.Count = 1
 	held := perUser
-	held.Param, held.Grade, held.Count = config.Source{Kind: config.SourceIP}, config.GradeConcurrency, 1
+	held.Param, held.Grade, held.Count = config.Key{{Kind: config.SourceIP}}, config.GradeConcurrency, 1
 	c := compile(t, held, perUser, perOrder).For("get-order")
 
 	req := func(ip, user, id string) hotparam.Values {
-		return vals{held.Param: ip, userHdr: user, orderID: id}
+		return vals{held.Param[0]: ip, userHdr: user, orderID: id}
 	}
 	tok, v := c.Enter(0, req("ip1", "alice", "1"), 1)
 	if v.Blocked {

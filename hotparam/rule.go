@@ -6,6 +6,7 @@ import (
 
 	"sluice/config"
 	"sluice/internal/lru"
+	"sluice/internal/match"
 	"sluice/internal/throttle"
 	"sluice/limiter"
 )
@@ -39,14 +40,41 @@ type param struct {
 // shared with the next snapshot when the rule's definition is unchanged.
 type rule struct {
 	resource string
-	src      config.Source
+	key      config.Key
+	match    match.Matcher // the values the rule limits (the zero Matcher: all)
 	kind     kind
 	dryRun   bool
-	window   time.Duration // durationSec, for Quota.Window
-	maxQueue int64         // throttle: maxQueueingTimeMs in nanoseconds
-	params   []param       // params[0] is the rule's count, params[i] is items[i-1]
-	items    map[string]int32
+	window   time.Duration    // durationSec, for Quota.Window
+	maxQueue int64            // throttle: maxQueueingTimeMs in nanoseconds
+	params   []param          // params[0] is the rule's count, params[i] is items[i-1]
+	items    map[string]int32 // exact items: value -> index into params
+	classes  []class          // items with a match, in file order
 	table    *lru.Cache[value]
+}
+
+// class is an item that matches a class of values (prefix, contains,
+// regex, cidr): each matching value gets params[param], in its own bucket.
+type class struct {
+	m     match.Matcher
+	param int32
+}
+
+// paramOf is the index into params of a value seen for the first time: the
+// first item in file order that matches it (an exact item by the value
+// itself, a class by its matcher), else 0, the rule's count. Exact items
+// are one map lookup; classes are tried only up to the exact item's place.
+func (r *rule) paramOf(v string) int32 {
+	p := r.items[v]
+	for i := range r.classes {
+		c := &r.classes[i]
+		if p != 0 && c.param > p {
+			break
+		}
+		if c.m.Match(v) {
+			return c.param
+		}
+	}
+	return p
 }
 
 // outcome is one rule's decision for one call.

@@ -97,7 +97,7 @@ func TestSeveralValuesConcurrencyExit(t *testing.T) {
 // call is blocked with no reason, for the caller to answer.
 func TestValuesNotCheckable(t *testing.T) {
 	first := seedRule()
-	first.Items, first.Count, first.Param = nil, 1, userHdr
+	first.Items, first.Count, first.Param = nil, 1, config.Key{userHdr}
 	second := seedRule()
 	c := compile(t, first, second).For("get-order")
 	tok, v := c.Enter(0, many{userHdr: {"u1"}, orderID: nil}, 1)
@@ -141,7 +141,7 @@ func TestValuesNotCheckableDryRun(t *testing.T) {
 	dry := seedRule()
 	dry.DryRun = true
 	after := seedRule()
-	after.Items, after.Count, after.Param = nil, 1, userHdr
+	after.Items, after.Count, after.Param = nil, 1, config.Key{userHdr}
 	c := compile(t, dry, after).For("get-order")
 	v := many{orderID: nil, userHdr: {"u1"}}
 	if _, vd := c.Enter(0, v, 1); vd.Blocked || vd.DryRun != 1 {

@@ -34,9 +34,10 @@ func newTable(r *rule, capacity int) *lru.Cache[value] {
 }
 
 // initValue sets up a value seen for the first time (or again after its
-// eviction): items are matched on the exact value, before any digest.
+// eviction): items are matched on the whole value, before any digest, once
+// per value tracked rather than per call.
 func (r *rule) initValue(v *value, key string) {
-	v.param = r.items[key] // 0 (the rule's count) when not an item
+	v.param = r.paramOf(key) // 0 (the rule's count) when no item matches
 	if r.kind != kindInFlight {
 		v.state.Store(idle)
 	}

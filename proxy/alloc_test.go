@@ -134,7 +134,8 @@ degradeRules:
 // TestSourcesAllocateNothing: reading a query parameter, a header, a
 // cookie and the client address for param rules and the origin adds no
 // allocation to a request with one value of each (several values are read
-// into the pooled exchange, not a slice of their own).
+// into the pooled exchange, not a slice of their own), nor do composite
+// keys (joined in the exchange's kept buffer) and matches.
 func TestSourcesAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
@@ -165,6 +166,23 @@ paramRules:
 trustedProxies: ["127.0.0.0/8"]
 paramRules:
   - { resource: item, param: ip, count: 1000000000 }
+`,
+		// (A call holds the tokens of three param rules without allocating.)
+		"composite keys": base + `
+trustedProxies: ["127.0.0.0/8"]
+paramRules:
+  - { resource: item, param: "ip+header:X-Key", count: 1000000000 }
+  - { resource: item, param: "header:X-Key+query:id+cookie:sid", count: 1000000000 }
+`,
+		"matches": base + `
+trustedProxies: ["127.0.0.0/8"]
+paramRules:
+  - { resource: item, param: ip, count: 1000000000, match: { strategy: cidr, pattern: "9.0.0.0/8" } }
+  - resource: item
+    param: query:id
+    count: 1000000000
+    match: { strategy: regex, pattern: "^[0-9]+$" }
+    items: [{ value: "1", match: prefix, count: 1000000000 }]
 `,
 	}
 	req := benchRequest("/item/42?a=1&id=102")

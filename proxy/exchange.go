@@ -38,6 +38,9 @@ type exchange struct {
 	out         prepared    // the request as the attempts loop sends it
 	// vals holds the values of the source read last (Values, one).
 	vals valueSet
+	// key joins the values of a composite key (Values); its buffer is
+	// kept across the exchange's uses.
+	key joined
 	// tooMany: a source read by Values had more than maxValues values,
 	// so the request is answered 400.
 	tooMany bool
@@ -181,13 +184,20 @@ func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // Values implements hotparam.Values; an *exchange is a pointer, so passing
 // it as an interface allocates nothing, and the values it returns are held
-// in e.vals until the next read.
-func (e *exchange) Values(src config.Source) ([]string, bool) {
-	if !e.src.values(e.req, &e.view, e.params, src, &e.vals) {
-		e.tooMany = true
-		return nil, false
+// in e.vals (a composite key's in e.key) until the next read.
+func (e *exchange) Values(k config.Key) ([]string, bool) {
+	if len(k) == 1 {
+		if !e.src.values(e.req, &e.view, e.params, k[0], &e.vals) {
+			e.tooMany = true
+			return nil, false
+		}
+		return e.vals.list(), true
 	}
-	return e.vals.list(), true
+	vals, ok := e.key.values(e, k)
+	if !ok {
+		e.tooMany = true
+	}
+	return vals, ok
 }
 
 // one reads a source that must give one value (origin.from, hashOn): v is
@@ -211,17 +221,20 @@ func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, v view, src *
 	if e == nil {
 		e = new(exchange)
 	}
-	groups := e.call.groups
+	groups, key := e.call.groups, e.key.buf
 	*e = exchange{ResponseWriter: w, req: r, view: v, src: src, params: params, clientCtx: r.Context()}
-	e.call.groups = groups
+	e.call.groups, e.key.buf = groups, key
 	return e
 }
 
-// put keeps the room for API groups' calls (emptied) for the next request.
+// put keeps the room for API groups' calls (emptied) and the composite
+// keys' buffer for the next request.
 func (p *exchangePool) put(e *exchange) {
 	clear(e.call.groups)
 	groups := e.call.groups[:0]
+	e.key.reset()
+	key := e.key.buf
 	*e = exchange{}
-	e.call.groups = groups
+	e.call.groups, e.key.buf = groups, key
 	p.p.Put(e)
 }

@@ -1,14 +1,17 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // sources reads config.Sources from requests. It is built once per snapshot;
@@ -20,29 +23,15 @@ type sources struct {
 func newSources(trusted []string) (*sources, error) {
 	s := &sources{}
 	for _, t := range trusted {
-		p, err := netip.ParsePrefix(t)
-		if err != nil {
-			a, aerr := netip.ParseAddr(t)
-			if aerr != nil {
-				return nil, err
-			}
-			a = a.WithZone("")
-			p = netip.PrefixFrom(a, a.BitLen())
+		// Canonical (masked, an IPv4-mapped prefix as its IPv4 one), as
+		// the addresses it is compared with are.
+		p, ok := match.ParsePrefix(t)
+		if !ok {
+			return nil, errors.New("proxy: trustedProxies: not a CIDR or an IP address: " + strconv.Quote(t))
 		}
-		s.trusted = append(s.trusted, canonicalPrefix(p))
+		s.trusted = append(s.trusted, p)
 	}
 	return s, nil
-}
-
-// canonicalPrefix masks p and writes an IPv4-mapped prefix
-// (::ffff:10.0.0.0/104) as the IPv4 one (10.0.0.0/8), which is what the
-// canonical addresses it is compared with are.
-func canonicalPrefix(p netip.Prefix) netip.Prefix {
-	p = p.Masked()
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p
 }
 
 // maxValues is the most distinct values one source may give a request

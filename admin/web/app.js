@@ -294,7 +294,7 @@ const FIELDS = {
     burstCount: "number", statIntervalMs: "number", dryRun: "bool", clusterMode: "bool", clusterConfig: "json",
   },
   paramRules: {
-    resource: "string", param: "string", grade: "string", count: "number", durationSec: "number", burstCount: "number",
+    resource: "string", param: "string", match: "json", grade: "string", count: "number", durationSec: "number", burstCount: "number",
     controlBehavior: "string", maxQueueingTimeMs: "number", maxTrackedValues: "number", dryRun: "bool", items: "json",
   },
   degradeRules: {
