@@ -28,13 +28,18 @@ const MaxSlots = 1024
 // whose calls are at least interval/limit apart is never refused, and a
 // steady overload passes exactly the limit per interval.
 //
-// It is a FIFO ring of slots holding pass times in the order they were
-// passed; a slot leaves the window once now >= its time + interval. Times are
-// kept non-decreasing (a call whose now is older than the newest slot is
-// stamped with the newest time), so a concurrent caller's slightly stale now
-// can only make the window count a pass longer, never shorter. Memory grows
-// with the passes actually held, up to MaxSlots slots (+2), whatever the
-// limit.
+// It is a FIFO ring of slots holding pass times, sorted; a slot leaves the
+// window once now >= its time + interval. A pass is stamped with the latest
+// now any call gave (last), so a concurrent caller's slightly stale now can
+// only make the window count a pass longer, never shorter. Memory grows with
+// the passes actually held, up to MaxSlots slots (+2), whatever the limit.
+//
+// A pass may also be reserved for a moment ahead of now (Reserve: a
+// prioritized call, which waits for it): the window then holds slots stamped
+// after last, and every check counts them at their own time, so that no
+// real interval holds more than the limit with them either: a call passes at
+// t only if every interval containing t has room for it (EarliestRoom).
+// Reserved slots are at most MaxSlots beyond the window's capacity.
 //
 // Safe for concurrent use: one short mutex guards it (measured faster on two
 // cores than the lock-free bucket ring it replaced; see BenchmarkQpsCheck).
@@ -43,7 +48,7 @@ type Exact struct {
 	mu       sync.Mutex
 	interval int64 // ns
 	group    int64 // tokens a slot can hold: 1 up to MaxSlots tokens
-	maxSlots int   // slots the ring may grow to
+	maxSlots int   // slots the passes up to last may take
 	// ring holds the live slots' times from first, n of them, oldest
 	// first; cnt (nil when group is 1) their token counts.
 	ring  []int64
@@ -51,13 +56,16 @@ type Exact struct {
 	first int
 	n     int
 	total int64 // tokens in the live slots
+	// last is the latest now a call gave: passes are stamped no earlier,
+	// and slots stamped after it are reserved (Reserve).
+	last int64
 }
 
 // NewExact builds a window over interval ns able to hold up to capacity
 // tokens (the highest limit it will be asked about; a warm-up rule's limit
 // varies below its count).
 func NewExact(interval int64, capacity float64) *Exact {
-	w := &Exact{interval: max(interval, 1), group: 1}
+	w := &Exact{interval: max(interval, 1), group: 1, last: math.MinInt64}
 	c := int64(1)
 	if capacity >= 1 {
 		c = int64(math.Min(capacity, math.MaxInt64/4))
@@ -72,8 +80,18 @@ func NewExact(interval int64, capacity float64) *Exact {
 // Interval returns the window's length in ns.
 func (w *Exact) Interval() int64 { return w.interval }
 
-// expire drops the slots that left the window by now (mu held).
+// wholeLimit is limit in whole tokens.
+func wholeLimit(limit float64) int64 {
+	if limit >= math.MaxInt64/4 {
+		return math.MaxInt64 / 4
+	}
+	return int64(math.Floor(limit))
+}
+
+// expire drops the slots that left the window by now (mu held) and moves
+// last up to now.
 func (w *Exact) expire(now int64) {
+	w.last = max(w.last, now)
 	edge := now - w.interval
 	for w.n > 0 && w.ring[w.first] <= edge {
 		if w.cnt != nil {
@@ -90,6 +108,19 @@ func (w *Exact) expire(now int64) {
 	}
 }
 
+// stamp and weight are live slot k's time and tokens (mu held).
+func (w *Exact) stamp(k int) int64 { return w.ring[w.at(k)] }
+
+func (w *Exact) weight(k int) int64 {
+	if w.cnt == nil {
+		return 1
+	}
+	return w.cnt[w.at(k)]
+}
+
+// ahead reports whether a slot is reserved after last (mu held).
+func (w *Exact) ahead() bool { return w.n > 0 && w.stamp(w.n-1) > w.last }
+
 // Result is what a check saw, for the RateLimit fields and Retry-After.
 type Result struct {
 	// Total is the tokens in the window after the call (its own included
@@ -105,17 +136,21 @@ type Result struct {
 
 // TryAdd passes n tokens at now if the window then holds at most limit, and
 // counts them. res is filled when quota is true or the call is refused.
+// With passes reserved ahead, every interval containing now must have room.
 func (w *Exact) TryAdd(now, n int64, limit float64, quota bool, res *Result) bool {
-	lim := int64(math.Floor(limit))
-	if limit >= math.MaxInt64/4 {
-		lim = math.MaxInt64 / 4
-	}
+	lim := wholeLimit(limit)
 	w.mu.Lock()
 	w.expire(now)
-	if w.total+n > lim || !w.push(now, n) {
+	var ok bool
+	if !w.ahead() {
+		ok = w.total+n <= lim && w.push(w.last, n)
+	} else {
+		ok = w.fits(w.last, n, lim) && w.insert(w.last, n)
+	}
+	if !ok {
 		res.Total = w.total
 		res.Reset = w.resetLocked(now)
-		res.Retry = w.retryLocked(now, lim-n)
+		res.Retry = w.retryLocked(now, n, lim)
 		w.mu.Unlock()
 		return false
 	}
@@ -133,12 +168,173 @@ func (w *Exact) TryAdd(now, n int64, limit float64, quota bool, res *Result) boo
 func (w *Exact) Add(now, n int64) {
 	w.mu.Lock()
 	w.expire(now)
-	w.push(now, n)
+	if w.ahead() {
+		w.insert(w.last, n)
+	} else {
+		w.push(w.last, n)
+	}
 	w.mu.Unlock()
 }
 
-// push records n tokens at now (mu held, expired slots dropped). It fails,
-// recording nothing, if the ring cannot hold them.
+// EarliestRoom returns the earliest moment at, from max(from, the latest
+// now seen) up to until, at which n tokens fit: adding them at at leaves no
+// interval of the window's length with more than limit tokens, reserved
+// ones included. ok is false if there is none. It reserves nothing (see
+// Reserve); now is the caller's clock, from may lie ahead of it.
+//
+// The earliest such moment is from itself, a slot's time or a slot's time
+// plus the interval (when it leaves); each is tested in order, so the cost
+// is the slots held times the slots within an interval of the candidate,
+// only for candidates before the last reserved slot: past it, one pass
+// over the slots.
+func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at int64, ok bool) {
+	lim := wholeLimit(limit)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expire(now)
+	return w.earliest(max(from, w.last), n, lim, until)
+}
+
+// Reserve counts n tokens at at (or at the latest now seen, if later) if
+// they fit there as EarliestRoom says, and returns the time they are
+// stamped with. The caller passes at that time, or gives the tokens back
+// with Unreserve(now, stamp, n).
+func (w *Exact) Reserve(now, at, n int64, limit float64) (stamp int64, ok bool) {
+	lim := wholeLimit(limit)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expire(now)
+	stamp = max(at, w.last)
+	if !w.fits(stamp, n, lim) || !w.insert(stamp, n) {
+		return 0, false
+	}
+	return stamp, true
+}
+
+// Unreserve takes back n tokens reserved at stamp (Reserve), as far as
+// the window still holds them.
+func (w *Exact) Unreserve(now, stamp, n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expire(now)
+	k := w.n - 1
+	for k >= 0 && w.stamp(k) > stamp {
+		k--
+	}
+	for n > 0 && k >= 0 && w.stamp(k) == stamp {
+		i := w.at(k)
+		d := int64(1)
+		if w.cnt != nil {
+			d = min(w.cnt[i], n)
+			w.cnt[i] -= d
+		}
+		w.total -= d
+		n -= d
+		if w.cnt == nil || w.cnt[i] == 0 {
+			w.remove(k)
+		}
+		k--
+	}
+}
+
+// fits reports whether n more tokens at t leave every interval [s, s+len)
+// containing t (t-len < s <= t) with at most lim tokens (mu held, t at or
+// after last). Such an interval holds the most with s at a slot's time or
+// at t, as its count only drops when s passes a slot.
+func (w *Exact) fits(t, n, lim int64) bool {
+	room := lim - n
+	if room < 0 {
+		return false
+	}
+	lo := 0
+	for lo < w.n && w.stamp(lo) <= t-w.interval {
+		lo++
+	}
+	hi, sum := lo, int64(0)
+	for {
+		s := t
+		if lo < w.n && w.stamp(lo) <= t {
+			s = w.stamp(lo)
+		}
+		for hi < w.n && w.stamp(hi) < s+w.interval {
+			sum += w.weight(hi)
+			hi++
+		}
+		if sum > room {
+			return false
+		}
+		if s == t {
+			return true
+		}
+		for lo < w.n && w.stamp(lo) == s {
+			sum -= w.weight(lo)
+			lo++
+		}
+	}
+}
+
+// earliest is EarliestRoom from t on (mu held, t at or after last).
+func (w *Exact) earliest(t, n, lim, until int64) (int64, bool) {
+	if n > lim || t > until {
+		return 0, false
+	}
+	if w.n == 0 || w.stamp(w.n-1) <= t {
+		at := w.tail(t, n, lim)
+		return at, at <= until
+	}
+	// Before the newest slot: the candidates in order, t, then each slot's
+	// time and each slot's time + interval after t.
+	newest := w.stamp(w.n - 1)
+	prev := t
+	if w.fits(t, n, lim) {
+		return t, true
+	}
+	a, b := 0, 0 // next slot whose leaving, and whose time, is a candidate
+	for {
+		c := int64(math.MaxInt64)
+		for a < w.n && w.stamp(a)+w.interval <= prev {
+			a++
+		}
+		for b < w.n && w.stamp(b) <= prev {
+			b++
+		}
+		if a < w.n {
+			c = w.stamp(a) + w.interval
+		}
+		if b < w.n {
+			c = min(c, w.stamp(b))
+		}
+		if c >= newest || c > until {
+			break
+		}
+		if w.fits(c, n, lim) {
+			return c, true
+		}
+		prev = c
+	}
+	at := w.tail(newest, n, lim)
+	return at, at <= until
+}
+
+// tail is the earliest moment from t on, with no slot after t, at which
+// the interval ending there has room for n tokens (mu held).
+func (w *Exact) tail(t, n, lim int64) int64 {
+	room := lim - n
+	k, sum := 0, w.total
+	for k < w.n && w.stamp(k) <= t-w.interval {
+		sum -= w.weight(k)
+		k++
+	}
+	for ; k < w.n && sum > room; k++ {
+		sum -= w.weight(k)
+		t = max(t, w.stamp(k)+w.interval)
+	}
+	return t
+}
+
+// push records n tokens at now, after every slot (mu held, expired slots
+// dropped, no slot reserved after now). It fails, recording nothing, if the
+// ring cannot hold them.
 func (w *Exact) push(now, n int64) bool {
 	if w.n > 0 {
 		now = max(now, w.ring[w.at(w.n-1)]) // keep times in order
@@ -185,6 +381,63 @@ func (w *Exact) push(now, n int64) bool {
 	return true
 }
 
+// insert records n tokens at t in time order, before the slots reserved
+// after t (mu held). A pass (t at or before last) may join the slot before
+// it, whose time is then t, as push does; a reservation joins only a slot
+// of its own time, so that no slot is stamped later than the last now but
+// a reservation's. The passes up to last take at most maxSlots slots, the
+// reservations MaxSlots more; it fails, recording nothing, past that.
+func (w *Exact) insert(t, n int64) bool {
+	p := w.n
+	for p > 0 && w.stamp(p-1) > t {
+		p--
+	}
+	past := t <= w.last
+	join := int64(0) // tokens the slot before p takes
+	if w.cnt != nil && p > 0 && (past || w.stamp(p-1) == t) {
+		join = min(w.group-w.weight(p-1), n)
+	}
+	slots := int(n - join)
+	if w.cnt != nil {
+		slots = int((n - join + w.group - 1) / w.group)
+	}
+	if past {
+		if p+slots > w.maxSlots {
+			return false
+		}
+	} else if w.n+slots > w.maxSlots+MaxSlots {
+		return false
+	}
+	if join > 0 {
+		i := w.at(p - 1)
+		w.cnt[i] += join
+		w.ring[i] = t
+	}
+	w.grow(w.n + slots)
+	rest := n - join
+	for rest > 0 {
+		d := int64(1)
+		if w.cnt != nil {
+			d = min(w.group, rest)
+		}
+		for j := w.n; j > p; j-- {
+			w.ring[w.at(j)] = w.ring[w.at(j-1)]
+			if w.cnt != nil {
+				w.cnt[w.at(j)] = w.cnt[w.at(j-1)]
+			}
+		}
+		w.ring[w.at(p)] = t
+		if w.cnt != nil {
+			w.cnt[w.at(p)] = d
+		}
+		w.n++
+		p++
+		rest -= d
+	}
+	w.total += n
+	return true
+}
+
 func (w *Exact) at(k int) int {
 	i := w.first + k
 	if i >= len(w.ring) {
@@ -202,7 +455,7 @@ func (w *Exact) grow(k int) {
 	for size < k {
 		size *= 2
 	}
-	size = min(size, w.maxSlots)
+	size = max(min(size, w.maxSlots), k)
 	ring := make([]int64, size)
 	var cnt []int64
 	if w.group > 1 {
@@ -221,7 +474,7 @@ func (w *Exact) grow(k int) {
 // them from the newest slots stamped at or before at's slot, so the tokens
 // that stay are stamped no earlier than their real pass: the window may
 // count them longer, never shorter. Tokens that already left are not
-// taken back.
+// taken back, nor are reserved ones (Unreserve).
 func (w *Exact) Sub(now, at, n int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -236,8 +489,8 @@ func (w *Exact) Sub(now, at, n int64) {
 	}
 	for n > 0 && k >= 0 && k < w.n {
 		i := w.at(k)
-		if w.ring[i] < at {
-			return // left, or never here
+		if w.ring[i] < at || w.ring[i] > w.last {
+			return // left, never here, or reserved
 		}
 		d := int64(1)
 		if w.cnt != nil {
@@ -272,7 +525,7 @@ func (w *Exact) remove(k int) {
 	w.n--
 }
 
-// Total returns the tokens in the window at now.
+// Total returns the tokens in the window at now, reserved ones included.
 func (w *Exact) Total(now int64) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -287,28 +540,14 @@ func (w *Exact) resetLocked(now int64) int64 {
 	return max(w.ring[w.first]+w.interval-now, 0)
 }
 
-// retryLocked is how long after now the window holds at most target tokens
-// as its oldest slots leave; -1 if never.
-func (w *Exact) retryLocked(now, target int64) int64 {
-	if target < 0 {
+// retryLocked is how long after now n tokens fit, if nothing else passes;
+// -1 if never.
+func (w *Exact) retryLocked(now, n, lim int64) int64 {
+	at, ok := w.earliest(w.last, n, lim, math.MaxInt64)
+	if !ok {
 		return -1
 	}
-	total := w.total
-	for k := 0; k < w.n && total > target; k++ {
-		i := w.at(k)
-		if w.cnt != nil {
-			total -= w.cnt[i]
-		} else {
-			total--
-		}
-		if total <= target {
-			return max(w.ring[i]+w.interval-now, 0)
-		}
-	}
-	if total > target {
-		return -1
-	}
-	return 0
+	return max(at-now, 0)
 }
 
 // Bytes is the memory the window holds now (tests and benchmarks).
@@ -326,13 +565,9 @@ func (w *Exact) Resized(capacity float64) *Exact {
 	nw := NewExact(w.interval, capacity)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	nw.last = w.last
 	for k := 0; k < w.n; k++ {
-		i := w.at(k)
-		c := int64(1)
-		if w.cnt != nil {
-			c = w.cnt[i]
-		}
-		nw.push(w.ring[i], c)
+		nw.insert(w.stamp(k), w.weight(k))
 	}
 	return nw
 }
