@@ -69,15 +69,33 @@ type Token struct {
 // does not go would leave an empty slot in the others.
 type heldState struct {
 	s    *keyState
-	at   int64 // the slot taken; math.MinInt64 if none
+	at   int64 // the slot taken; math.MinInt64 if none; pendingAt: prio, not yet reserved
 	span int64 // ns of spacing the slot stands for
+	// prio: a reject rule of a prioritized call, whose pass is reserved at
+	// at (EnterPrioritized) rather than counted at enter.
+	prio bool
 }
+
+// pendingAt marks a prioritized call's reject rule whose pass is not
+// reserved yet: nothing to give back.
+const pendingAt = math.MaxInt64
 
 func (t *Token) hold(s *keyState, o *outcome) {
 	h := heldState{s: s, at: math.MinInt64}
 	if o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
 		h.at, h.span = o.at, o.span
 	}
+	if t.nheld < maxInline {
+		t.held[t.nheld] = h
+	} else {
+		t.more = append(t.more, h)
+	}
+	t.nheld++
+}
+
+// holdPending holds s for a prioritized call's pass, reserved later.
+func (t *Token) holdPending(s *keyState) {
+	h := heldState{s: s, at: pendingAt, prio: true}
 	if t.nheld < maxInline {
 		t.held[t.nheld] = h
 	} else {
@@ -100,6 +118,30 @@ func (t *Token) heldAt(i int) *heldState {
 // Verdict.Wait > 0 (throttle behaviours): the caller waits that long, then
 // forwards.
 func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) {
+	return c.enter(now, origin, n, -1)
+}
+
+// EnterPrioritized is Enter for a prioritized call (Sentinel's
+// entryWithPriority): where a qps reject rule has no room at now, the call
+// is not refused if, within maxWait ns, a moment comes at which every reject
+// rule of the call has room. Its pass is then reserved at the earliest such
+// moment in each of their windows, so that no later call takes it and no
+// real interval passes more than count, and Verdict.Wait says how long to
+// wait for it (Verdict.Prioritized). A call that leaves while waiting must
+// be cancelled: that gives the reserved passes back. Other rules decide at
+// now as in Enter; the call waits for the later of its throttle slot and its
+// reserved moment.
+//
+// Only local windows wait: a clusterMode rule decided by the token service
+// refuses at once (in its local fallback it waits like a local rule).
+// Above window.MaxSlots tokens a window's reserved pass takes a slot of its
+// own, at most MaxSlots of them a window; past that a call is refused.
+func (c *Checker) EnterPrioritized(now int64, origin string, n, maxWait int64) (t Token, v Verdict) {
+	return c.enter(now, origin, n, max(maxWait, 0))
+}
+
+// enter is Enter; maxWait >= 0 makes the call prioritized.
+func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v Verdict) {
 	if n < 1 {
 		n = 1
 	}
@@ -169,6 +211,10 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 				continue
 			}
 		}
+		if maxWait >= 0 && d.behavior == bReject && !d.dryRun {
+			t.holdPending(ks) // reserved below, once every other rule passed
+			continue
+		}
 		var o outcome
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota)
 		if o.hasQuota && !v.HasQuota && !d.dryRun {
@@ -200,12 +246,115 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 		}
 		t.hold(ks, &o)
 	}
+	if maxWait >= 0 {
+		if ok, retry := t.reserve(now, maxWait, &v); !ok {
+			t.block(now, &v, retry)
+			return Token{}, v
+		}
+	}
 	c.res.all.addPass(now, n)
 	c.ent.addPass(now, n)
 	if t.origin != nil {
 		t.origin.addPass(now, n)
 	}
 	return t, v
+}
+
+// maxReserveTries bounds a prioritized call's reservations that a
+// concurrent call made void between its search and its reservation.
+const maxReserveTries = 8
+
+// reserve reserves a prioritized call's pass in the windows of its pending
+// reject rules at the earliest moment within maxWait at which all of them
+// have room. Refused, retry is how long until such a moment (0: unknown).
+func (t *Token) reserve(now, maxWait int64, v *Verdict) (ok bool, retry int64) {
+	until := now + maxWait
+	from := now
+	for range maxReserveTries {
+		at, ok := t.commonRoom(now, from, until)
+		if !ok {
+			if at, ok := t.commonRoom(now, now, math.MaxInt64/4); ok {
+				return false, at - now
+			}
+			return false, 0
+		}
+		latest, failed := at, false
+		for i := 0; i < t.nheld; i++ {
+			h := t.heldAt(i)
+			if !h.prio {
+				continue
+			}
+			st, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
+			if !ok {
+				failed = true
+				break
+			}
+			h.at, latest = st, max(latest, st)
+		}
+		if failed { // taken meanwhile: give back what this try reserved
+			for i := 0; i < t.nheld; i++ {
+				if h := t.heldAt(i); h.prio && h.at != pendingAt {
+					h.s.win.Unreserve(now, h.at, t.n)
+					h.at = pendingAt
+				}
+			}
+			from = at
+			continue
+		}
+		t.prioQuota(now, v, at, latest)
+		return true, 0
+	}
+	return false, 0
+}
+
+// commonRoom is the earliest moment in [from, until] at which every pending
+// reject rule's window has room for the call.
+func (t *Token) commonRoom(now, from, until int64) (int64, bool) {
+	at := from
+	for range 64 {
+		moved := false
+		for i := 0; i < t.nheld; i++ {
+			h := t.heldAt(i)
+			if !h.prio {
+				continue
+			}
+			a, ok := h.s.win.EarliestRoom(now, at, t.n, h.s.def.winLimit, until)
+			if !ok {
+				return 0, false
+			}
+			if a > at {
+				at, moved = a, true
+			}
+		}
+		if !moved {
+			return at, true
+		}
+	}
+	return 0, false
+}
+
+// prioQuota sets the verdict of a prioritized call reserved at at (the
+// latest window's stamp: latest): its wait, and the quota of its first
+// reject rule.
+func (t *Token) prioQuota(now int64, v *Verdict, at, latest int64) {
+	if at > now {
+		v.Prioritized = true
+		v.Wait = max(v.Wait, time.Duration(latest-now))
+	}
+	if v.HasQuota {
+		return
+	}
+	for i := 0; i < t.nheld; i++ {
+		h := t.heldAt(i)
+		if !h.prio {
+			continue
+		}
+		limit, window := h.s.def.quota()
+		v.HasQuota = true
+		v.Quota = Quota{Policy: t.c.resource, Limit: limit, Window: window,
+			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
+		return
+	}
 }
 
 // relatePasses checks a relate rule: it blocks while the related resource's

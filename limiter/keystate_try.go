@@ -126,7 +126,13 @@ func throttleRemain(room int64, perToken float64) float64 {
 func (s *keyState) undo(now, enter, at, span, n int64) {
 	switch s.def.behavior {
 	case bReject, bWarmUp:
-		s.win.Sub(now, enter, n)
+		switch at {
+		case math.MinInt64:
+			s.win.Sub(now, enter, n)
+		case pendingAt: // a prioritized call's pass, not reserved
+		default: // reserved at at (EnterPrioritized)
+			s.win.Unreserve(now, at, n)
+		}
 		if s.warm != nil {
 			s.warm.passed.Add(-n)
 		}

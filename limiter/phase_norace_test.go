@@ -8,5 +8,7 @@ const (
 	phaseStep = ms
 	sweepStep = 37 * ms
 	// sweepMaxCount: the largest count of the reject table.
+	// prioMaxCount: the largest count of the prioritized sweep.
+	prioMaxCount  = 1e9
 	sweepMaxCount = 1e9
 )

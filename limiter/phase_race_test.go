@@ -8,5 +8,7 @@ const (
 	phaseStep = 250 * ms
 	sweepStep = sec
 	// sweepMaxCount: the largest count of the reject table.
+	// prioMaxCount: the largest count of the prioritized sweep.
+	prioMaxCount  = 100
 	sweepMaxCount = 1000
 )

@@ -43,6 +43,9 @@ type Verdict struct {
 	// Wait is how long a passed call must wait before it is forwarded
 	// (throttle behaviours' virtual queue); 0 means go now.
 	Wait time.Duration
+	// Prioritized: Wait includes a prioritized call's wait for a pass
+	// reserved ahead (Checker.EnterPrioritized).
+	Prioritized bool
 	// RetryAfter is, for a blocked call, when a retry may pass (0: unknown).
 	RetryAfter time.Duration
 	// Quota is set when a qps rule counted the call (HasQuota).

@@ -59,6 +59,8 @@ type Exact struct {
 	// last is the latest now a call gave: passes are stamped no earlier,
 	// and slots stamped after it are reserved (Reserve).
 	last int64
+	// scratch is EarliestRoom's, kept for the next call (mu held).
+	scratch []int64
 }
 
 // NewExact builds a window over interval ns able to hold up to capacity
@@ -180,19 +182,18 @@ func (w *Exact) Add(now, n int64) {
 // now seen) up to until, at which n tokens fit: adding them at at leaves no
 // interval of the window's length with more than limit tokens, reserved
 // ones included. ok is false if there is none. It reserves nothing (see
-// Reserve); now is the caller's clock, from may lie ahead of it.
+// Reserve); now is the caller's clock, from may lie ahead of it. It costs
+// one pass over the slots held.
 //
-// The earliest such moment is from itself, a slot's time or a slot's time
-// plus the interval (when it leaves); each is tested in order, so the cost
-// is the slots held times the slots within an interval of the candidate,
-// only for candidates before the last reserved slot: past it, one pass
-// over the slots.
+// It looks at most one interval ahead of now, whatever until says (as
+// Sentinel borrows only from the next window), so the passes reserved ahead
+// are at most the limit: within MaxSlots slots up to MaxSlots tokens.
 func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at int64, ok bool) {
 	lim := wholeLimit(limit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.expire(now)
-	return w.earliest(max(from, w.last), n, lim, until)
+	return w.earliest(max(from, w.last), n, lim, min(until, now+w.interval))
 }
 
 // Reserve counts n tokens at at (or at the latest now seen, if later) if
@@ -274,6 +275,12 @@ func (w *Exact) fits(t, n, lim int64) bool {
 }
 
 // earliest is EarliestRoom from t on (mu held, t at or after last).
+//
+// Before the newest slot the candidates are t, each slot's time and each
+// slot's time + interval, in order. At a candidate c the fullest interval
+// containing it starts at c or at a slot's time in (c-interval, c], so with
+// each slot's count from its time on (from[j]) and a deque of the largest
+// of those in that range, all candidates cost one pass over the slots.
 func (w *Exact) earliest(t, n, lim, until int64) (int64, bool) {
 	if n > lim || t > until {
 		return 0, false
@@ -282,37 +289,74 @@ func (w *Exact) earliest(t, n, lim, until int64) (int64, bool) {
 		at := w.tail(t, n, lim)
 		return at, at <= until
 	}
-	// Before the newest slot: the candidates in order, t, then each slot's
-	// time and each slot's time + interval after t.
-	newest := w.stamp(w.n - 1)
-	prev := t
-	if w.fits(t, n, lim) {
-		return t, true
+	room, m, iv := lim-n, w.n, w.interval
+	newest := w.stamp(m - 1)
+	if cap(w.scratch) < 2*m {
+		w.scratch = make([]int64, 2*m)
 	}
-	a, b := 0, 0 // next slot whose leaving, and whose time, is a candidate
-	for {
-		c := int64(math.MaxInt64)
-		for a < w.n && w.stamp(a)+w.interval <= prev {
-			a++
+	from, dq := w.scratch[:m], w.scratch[m:2*m]
+	for j, hi, sum := 0, 0, int64(0); j < m; j++ {
+		for hi < m && w.stamp(hi) < w.stamp(j)+iv {
+			sum += w.weight(hi)
+			hi++
 		}
-		for b < w.n && w.stamp(b) <= prev {
-			b++
+		from[j] = sum
+		sum -= w.weight(j)
+	}
+	var (
+		a, b       int   // next slot whose leaving, and whose time, is a candidate
+		lo, hi     int   // the slots in [c, c+interval)
+		in         int64 // their tokens
+		next       int   // next slot to enter the deque
+		head, tail int   // the deque: slots in (c-interval, c], from[] decreasing
+	)
+	for c := t; c < newest && c <= until; {
+		for lo < m && w.stamp(lo) < c {
+			if lo < hi {
+				in -= w.weight(lo)
+			}
+			lo++
 		}
-		if a < w.n {
-			c = w.stamp(a) + w.interval
+		hi = max(hi, lo)
+		for hi < m && w.stamp(hi) < c+iv {
+			in += w.weight(hi)
+			hi++
 		}
-		if b < w.n {
-			c = min(c, w.stamp(b))
+		for next < m && w.stamp(next) <= c {
+			for tail > head && from[dq[tail-1]] <= from[next] {
+				tail--
+			}
+			dq[tail] = int64(next)
+			tail++
+			next++
 		}
-		if c >= newest || c > until {
-			break
+		for head < tail && w.stamp(int(dq[head])) <= c-iv {
+			head++
 		}
-		if w.fits(c, n, lim) {
+		most := in
+		if head < tail {
+			most = max(most, from[dq[head]])
+		}
+		if most <= room {
 			return c, true
 		}
-		prev = c
+		// the next candidate
+		for a < m && w.stamp(a)+iv <= c {
+			a++
+		}
+		for b < m && w.stamp(b) <= c {
+			b++
+		}
+		nc := int64(math.MaxInt64)
+		if a < m {
+			nc = w.stamp(a) + iv
+		}
+		if b < m {
+			nc = min(nc, w.stamp(b))
+		}
+		c = nc
 	}
-	at := w.tail(newest, n, lim)
+	at := w.tail(max(t, newest), n, lim)
 	return at, at <= until
 }
 

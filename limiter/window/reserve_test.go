@@ -120,7 +120,7 @@ func checkReserveModel(t *testing.T, limit, iv int64, seed uint64) {
 			}
 		case op < 8: // a prioritized call
 			maxWait := rng.Int64N(2 * iv)
-			want, wok := m.earliest(now, now+maxWait, n)
+			want, wok := m.earliest(now, now+min(maxWait, iv), n) // one interval ahead at most
 			at, ok := w.EarliestRoom(now, now, n, float64(limit), now+maxWait)
 			if ok != wok || ok && at != want {
 				t.Fatalf("step %d: EarliestRoom(%d, n %d, wait %d) = %d %v, model %d %v (points %v)", step, now, n, maxWait, at, ok, want, wok, m.at)
