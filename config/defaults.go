@@ -14,6 +14,7 @@ const (
 	DefaultLogFormat        = "json"
 	DefaultEntrance         = "default"
 	DefaultForwarder        = "auto"
+	DefaultOccupyTimeoutMs  = 500
 	DefaultUpstreamTimeout  = 30 * time.Second
 	DefaultWarmUpPeriodSec  = 10
 	DefaultColdFactor       = 3
@@ -145,6 +146,9 @@ func (c *checker) applyDefaults() {
 		}
 		if !c.has(p + ".forwarder") {
 			r.Forwarder = DefaultForwarder
+		}
+		if !c.has(p + ".occupyTimeoutMs") {
+			r.OccupyTimeoutMs = DefaultOccupyTimeoutMs
 		}
 		if !c.has(p + ".methods") {
 			r.Methods = append([]string(nil), httpMethods...)

@@ -29,3 +29,7 @@ const (
 // "dryrun" and "" (rendered, never sent). The limiter names them;
 // TestBlockBodyRenderedForEveryReason keeps the two lists together.
 var blockReasons = [...]string{"flow", "param", "degrade", "system", "dryrun", ""}
+
+// MaxOccupyTimeoutMs bounds a route's occupyTimeoutMs (a prioritized call's
+// wait; a rule's window looks at most one statIntervalMs ahead anyway).
+const MaxOccupyTimeoutMs = 60_000

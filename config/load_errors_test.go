@@ -107,6 +107,14 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_route_fields.yaml:13: routes[2].path: parameters must be separated by text, got \"}{\" at offset 5",
 			"testdata/bad_route_fields.yaml:15: routes[3].path: parameter {:[0-9]+} has no name",
 		}},
+		{"bad_prioritized.yaml", []string{
+			`testdata/bad_prioritized.yaml:7: routes[0].prioritized: invalid prioritized "header:X-Priority" (want true, false or "SOURCE=VALUE", e.g. "header:X-Priority=high")`,
+			"testdata/bad_prioritized.yaml:8: routes[0].occupyTimeoutMs: must be in 1..60000, got 0",
+			`testdata/bad_prioritized.yaml:11: routes[1].prioritized: path parameter "other" is not in the route's path "/b/{id}"`,
+			"testdata/bad_prioritized.yaml:12: routes[1].occupyTimeoutMs: must be in 1..60000, got 60001",
+			`testdata/bad_prioritized.yaml:15: routes[2].prioritized: invalid prioritized "heder:X=1": invalid source "heder:X": unknown kind "heder" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`,
+			`testdata/bad_prioritized.yaml:18: routes[3].prioritized: expected true, false or a string, got a list (want true, false or "SOURCE=VALUE", e.g. "header:X-Priority=high")`,
+		}},
 		{"bad_source.yaml", []string{
 			"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
 			"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",

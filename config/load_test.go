@@ -43,12 +43,12 @@ func TestLoadFull(t *testing.T) {
 		},
 		Routes: []config.Route{
 			{Path: "/order/{orderId}", Methods: []string{"GET", "POST"}, Upstream: "orders", Resource: "get-order", Entrance: "web",
-				StripPrefix: "/order", AcquireCount: 2, Forwarder: "fast", MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 24},
+				StripPrefix: "/order", AcquireCount: 2, Forwarder: "fast", OccupyTimeoutMs: 500, MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 24},
 			{Path: "/users/{id:[0-9]+}", Methods: allMethods, Upstream: "users", Resource: "/users/{id:[0-9]+}", Entrance: "default",
-				AcquireCount: 1, Forwarder: "auto", MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 32},
+				AcquireCount: 1, Forwarder: "auto", OccupyTimeoutMs: 500, MaxBodyBytes: 1 << 20, BlockResponse: fullBlock, Line: 32},
 			// Its own maxBodyBytes (0: none) and the blockResponse fields it sets.
 			{Path: "/admin/*", Methods: []string{"GET"}, Upstream: "users", Resource: "get-order", Entrance: "admin",
-				AcquireCount: 1, Forwarder: "auto", Line: 34, BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain",
+				AcquireCount: 1, Forwarder: "auto", OccupyTimeoutMs: 500, Line: 34, BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain",
 					Body: "blocked {{.Resource}} ({{.Reason}})", Redirect: "https://status.example.com/", RateLimitHeaders: ptr(false), LegacyHeaders: true}},
 		},
 		FlowRules: []config.FlowRule{
@@ -111,7 +111,7 @@ func TestLoadDefaults(t *testing.T) {
 			SendTimeout: config.Duration(30 * time.Second), MaxConcurrentStreams: 100},
 		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
-			AcquireCount: 1, Forwarder: "auto", BlockResponse: defaultBlock, Line: 5}},
+			AcquireCount: 1, Forwarder: "auto", OccupyTimeoutMs: 500, BlockResponse: defaultBlock, Line: 5}},
 		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",
 			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
 			ClusterConfig: config.ClusterConfig{ThresholdType: "global"}, Line: 8}},
@@ -294,5 +294,43 @@ func TestBlockBodyRendersAsTextTemplate(t *testing.T) {
 				t.Errorf("%q with %+v: rendered %q (%v), text/template %q (%v)", body, d, b, gerr, buf.String(), werr)
 			}
 		}
+	}
+}
+
+// prioritized reads as true, false or "SOURCE=VALUE", from YAML and JSON,
+// and writes back as it was written.
+func TestPriorityForms(t *testing.T) {
+	type doc struct {
+		P config.Priority `yaml:"p" json:"p"`
+	}
+	cases := []struct {
+		yaml, json string
+		want       config.Priority
+	}{
+		{"p: true\n", `{"p":true}`, config.Priority{All: true}},
+		{"p: false\n", `{"p":false}`, config.Priority{}},
+		{"p: header:X-Priority=high\n", `{"p":"header:X-Priority=high"}`,
+			config.Priority{Source: config.Source{Kind: config.SourceHeader, Name: "X-Priority"}, Value: "high"}},
+		{"p: query:tier=a=b\n", `{"p":"query:tier=a=b"}`,
+			config.Priority{Source: config.Source{Kind: config.SourceQuery, Name: "tier"}, Value: "a=b"}},
+	}
+	for _, c := range cases {
+		var y, j doc
+		if err := yaml.Unmarshal([]byte(c.yaml), &y); err != nil || y.P != c.want {
+			t.Errorf("yaml %q = %+v, %v; want %+v", c.yaml, y.P, err, c.want)
+		}
+		if err := json.Unmarshal([]byte(c.json), &j); err != nil || j.P != c.want {
+			t.Errorf("json %s = %+v, %v; want %+v", c.json, j.P, err, c.want)
+		}
+		if out, _ := yaml.Marshal(y); string(out) != c.yaml {
+			t.Errorf("yaml.Marshal = %q, want %q", out, c.yaml)
+		}
+		if out, _ := json.Marshal(j); string(out) != c.json {
+			t.Errorf("json.Marshal = %s, want %s", out, c.json)
+		}
+	}
+	var d doc
+	if err := json.Unmarshal([]byte(`{"p":"ip"}`), &d); err == nil {
+		t.Error(`"ip" without =VALUE was accepted`)
 	}
 }

@@ -100,6 +100,10 @@ type Route struct {
 	// blockResponse with the fields the route sets overriding it (merged
 	// in defaults.go, so it is complete once loaded).
 	BlockResponse BlockResponse `yaml:"blockResponse" json:"blockResponse"`
+	// Prioritized calls that a qps reject rule would refuse wait up to
+	// OccupyTimeoutMs for room instead (Sentinel's entryWithPriority).
+	Prioritized     Priority `yaml:"prioritized" json:"prioritized"`
+	OccupyTimeoutMs int64    `yaml:"occupyTimeoutMs" json:"occupyTimeoutMs"`
 
 	Line int `yaml:"-" json:"line"` // line of the route in the file, for messages
 }

@@ -353,6 +353,12 @@ func (c *checker) routes() routeIndex {
 		}
 		c.atMostInt(p+".acquireCount", r.AcquireCount, MaxCount, "2^31")
 		c.oneOf(p+".forwarder", r.Forwarder, "auto", "standard", "fast")
+		if r.OccupyTimeoutMs <= 0 || r.OccupyTimeoutMs > MaxOccupyTimeoutMs {
+			c.add(p+".occupyTimeoutMs", "must be in 1..%d, got %d", MaxOccupyTimeoutMs, r.OccupyTimeoutMs)
+		}
+		if src := r.Prioritized.Source; src.Kind == SourcePath && msg == "" && !slices.Contains(params, src.Name) {
+			c.add(p+".prioritized", "path parameter %s is not in the route's path %s", quote(src.Name), quote(r.Path))
+		}
 
 		if !ix.resources[r.Resource] {
 			ix.order = append(ix.order, r.Resource)
