@@ -143,6 +143,7 @@ type ResourceMetrics struct {
 	dur     [numResults]histogram
 	// tooLarge counts requests answered 413 (maxBodyBytes).
 	tooLarge atomic.Uint64
+	waits    atomic.Uint64 // prioritized calls that waited for a reserved pass
 }
 
 // Results and reasons, as indexes into ResourceMetrics' arrays.
@@ -220,6 +221,16 @@ func (r *ResourceMetrics) TooLarge() {
 	r.tooLarge.Add(1)
 }
 
+// PrioritizedWait counts a prioritized call that waits for a pass reserved
+// ahead (sluice_prioritized_waits_total); the call is counted by Pass,
+// Error or nothing (its client left) as well.
+func (r *ResourceMetrics) PrioritizedWait() {
+	if r == nil {
+		return
+	}
+	r.waits.Add(1)
+}
+
 // Error counts a call that was let through but failed upstream (5xx,
 // transport failure or timeout), and its duration.
 func (r *ResourceMetrics) Error(elapsed time.Duration) {
@@ -272,7 +283,7 @@ func (h *histogram) read() (count uint64, sum float64, buckets map[float64]uint6
 // sluice_request_duration_seconds and sluice_body_too_large_total. A resource keeps its series once named,
 // as client_golang's vectors did.
 type resourceCollector struct {
-	requests, blocked, duration, tooLarge *prometheus.Desc
+	requests, blocked, duration, tooLarge, waits *prometheus.Desc
 
 	mu     sync.RWMutex
 	byName map[string]*ResourceMetrics
@@ -293,6 +304,9 @@ func newResourceCollector() *resourceCollector {
 			[]string{"resource", "result"}, nil),
 		tooLarge: prometheus.NewDesc("sluice_body_too_large_total",
 			"Requests per resource answered 413: the request body was over maxBodyBytes.",
+			[]string{"resource"}, nil),
+		waits: prometheus.NewDesc("sluice_prioritized_waits_total",
+			"Prioritized calls per resource that waited for a pass reserved ahead instead of being blocked (routes' prioritized); exported once one has.",
 			[]string{"resource"}, nil),
 		byName: map[string]*ResourceMetrics{},
 	}
@@ -319,6 +333,7 @@ func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.blocked
 	ch <- c.duration
 	ch <- c.tooLarge
+	ch <- c.waits
 }
 
 func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -341,6 +356,9 @@ func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.CounterValue, float64(n), r.name, reasonNames[i])
+		}
+		if n := r.waits.Load(); n > 0 {
+			ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(n), r.name)
 		}
 	}
 }

@@ -36,6 +36,7 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 	orders.Block("degrade", time.Millisecond)
 	orders.Block("system", time.Millisecond)
 	orders.DryRun()
+	orders.PrioritizedWait()
 	orders.Error(3 * time.Second)
 	m.Reload(true, time.Unix(1_800_000_000, 500_000_000))
 	m.Reload(false, time.Unix(1_800_000_100, 0))
@@ -55,6 +56,7 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 		`sluice_blocked_total{reason="degrade",resource="orders"} 1`,
 		`sluice_blocked_total{reason="system",resource="orders"} 1`,
 		`sluice_blocked_total{reason="dryrun",resource="orders"} 1`,
+		`sluice_prioritized_waits_total{resource="orders"} 1`,
 		`sluice_request_duration_seconds_count{resource="orders",result="pass"} 7`,
 		`sluice_request_duration_seconds_bucket{resource="orders",result="pass",le="0.025"} 7`,
 		`sluice_request_duration_seconds_bucket{resource="orders",result="error",le="2.5"} 0`,
@@ -185,6 +187,7 @@ func TestResourceMetricsDoNotAllocate(t *testing.T) {
 		"Block":  func() { r.Block("flow", time.Millisecond) },
 		"DryRun": func() { r.DryRun() },
 		"Error":  func() { r.Error(time.Millisecond) },
+		"Wait":   func() { r.PrioritizedWait() },
 	} {
 		if a := testing.AllocsPerRun(1000, f); a != 0 {
 			t.Errorf("%s: %v allocs per call, want 0", name, a)

@@ -37,6 +37,12 @@ type Observer interface {
 	TooLarge()
 }
 
+// prioritizedObserver is an Observer that counts prioritized calls'
+// waits (sluice_prioritized_waits_total).
+type prioritizedObserver interface {
+	PrioritizedWait()
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Pass(time.Duration)          {}

@@ -84,6 +84,10 @@ type call struct {
 	origin string
 	n      int64 // acquireCount
 	values hotparam.Values
+	// occupy is how long a prioritized call may wait for room (ns); 0:
+	// the call is not prioritized. An API group's rules do not wait (its
+	// call leaves it 0): a wait is reserved in the route's windows only.
+	occupy int64
 
 	held  [maxGuards]token // the tokens of the guards passed, in order
 	nheld int
@@ -153,7 +157,11 @@ type flowGuard struct{ c *limiter.Checker }
 
 func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
-	c.flow, v = f.c.Enter(now, c.origin, c.n)
+	if c.occupy > 0 {
+		c.flow, v = f.c.EnterPrioritized(now, c.origin, c.n, c.occupy)
+	} else {
+		c.flow, v = f.c.Enter(now, c.origin, c.n)
+	}
 	return (*flowToken)(&c.flow), v
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"sluice/config"
 	"sluice/limiter"
 )
 
@@ -22,8 +23,13 @@ type route struct {
 	stripOrigin string // origin header removed before forwarding ("" = keep)
 	maxBody     int64  // maxBodyBytes: a larger request body is answered 413 (0: no cap)
 
-	guards  guards
-	obs     Observer
+	guards guards
+	obs    Observer
+	// prio says which calls are prioritized (routes' prioritized), occupy
+	// how long such a call may wait (ns); waits counts the waits.
+	prio    config.Priority
+	occupy  int64
+	waits   prioritizedObserver
 	mode    forwarderMode
 	std     forwarder
 	fast    forwarder // nil: the route cannot use the fast path
@@ -75,12 +81,21 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	}
 
 	c := &ex.call
-	c.origin, c.n, c.values, c.path = origin, rt.n, ex, ex.view.path
+	c.origin, c.n, c.values, c.path, c.occupy = origin, rt.n, ex, ex.view.path, 0
+	if rt.prio.All {
+		c.occupy = rt.occupy
+	} else if rt.prio.Source.Kind != "" {
+		// A request with several distinct values is not prioritized.
+		if v, found, ok := ex.one(rt.prio.Source); found && ok && v == rt.prio.Value {
+			c.occupy = rt.occupy
+		}
+	}
 	var (
 		wait     time.Duration
 		dry      int
 		quota    limiter.Quota
 		hasQuota bool
+		prio     bool
 	)
 	gs := rt.guards.list[:rt.guards.n]
 	for i, g := range gs {
@@ -103,7 +118,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 			return
 		}
 		c.hold(tok)
-		wait, dry = max(wait, v.Wait), dry+v.DryRun
+		wait, dry, prio = max(wait, v.Wait), dry+v.DryRun, prio || v.Prioritized
 		// The RateLimit fields describe the tightest qps quota that counted the call.
 		if v.HasQuota && (!hasQuota || v.Quota.Remaining < quota.Remaining) {
 			quota, hasQuota = v.Quota, true
@@ -118,6 +133,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	}
 	if hasQuota && rt.blocked.headers {
 		s.rateLimit.set(ex.Header(), &quota, rt.blocked.legacy)
+	}
+	if prio && rt.waits != nil {
+		rt.waits.PrioritizedWait()
 	}
 	if wait > 0 && !s.clock.Sleep(r.Context(), wait) {
 		// The client left while queued: it is not forwarded and counts nowhere.

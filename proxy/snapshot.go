@@ -205,7 +205,13 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		maxBody:     rc.MaxBodyBytes,
 		guards:      newGuards(s.System, s.Flow.Checker(res, entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
+		prio:        rc.Prioritized,
+		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
 	}
+	if rt.occupy <= 0 { // a Config not from config.Load: config's default
+		rt.occupy = config.DefaultOccupyTimeoutMs * int64(time.Millisecond)
+	}
+	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
 		rt.stripOrigin = s.originSrc.Name
 	}
