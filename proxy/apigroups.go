@@ -255,7 +255,7 @@ func (s *Snapshot) groupsFor(pattern, entrance string, br config.BlockResponse, 
 	if entries == nil {
 		return nil, nil
 	}
-	return &groupsGuard{entries: entries}, nil
+	return newGroupsGuard(entries), nil
 }
 
 type groupKey struct {
@@ -285,6 +285,101 @@ func (s *Snapshot) groupGuards(name, entrance string) guards {
 // as blocked on every group it matches.
 type groupsGuard struct {
 	entries []*groupEntry
+	// The open tests indexed by the first path segment a matching path
+	// must have ("/g5/" for prefix /g5/x, exact /g5/y or regex ^/g5/[0-9]),
+	// so that a path is tested only against the tests of its own first
+	// segment and those no segment decides (general): with many groups
+	// on a catch-all route, a path none of them matches costs one lookup.
+	// Used when entries fit in a matchSet; else each entry is tested.
+	always  []int // entries with no open test
+	bySeg   map[string][]testRef
+	general []testRef
+}
+
+// testRef is one open test of entry e.
+type testRef struct {
+	e int
+	t *pathTest
+}
+
+// matchSet marks the entries a path matches.
+type matchSet [4]uint64
+
+const maxIndexed = len(matchSet{}) * 64
+
+func (m *matchSet) add(i int)      { m[i/64] |= 1 << (i % 64) }
+func (m *matchSet) has(i int) bool { return m[i/64]&(1<<(i%64)) != 0 }
+
+// firstSegment is the path up to and including its second '/', or all of it.
+func firstSegment(p string) string {
+	if len(p) > 1 {
+		if i := strings.IndexByte(p[1:], '/'); i >= 0 {
+			return p[:i+2]
+		}
+	}
+	return p
+}
+
+// segmentOf is the first segment every path t matches has, or "" when t
+// does not decide it.
+func (t *pathTest) segmentOf() string {
+	var lit string
+	switch t.kind {
+	case testExact:
+		return firstSegment(t.s)
+	case testPrefix:
+		lit = t.s
+	default:
+		lit = t.lit
+	}
+	if seg := firstSegment(lit); len(seg) > 1 && seg[len(seg)-1] == '/' {
+		return seg
+	}
+	return ""
+}
+
+func newGroupsGuard(entries []*groupEntry) *groupsGuard {
+	gg := &groupsGuard{entries: entries}
+	if len(entries) > maxIndexed {
+		return gg
+	}
+	gg.bySeg = map[string][]testRef{}
+	for i, e := range entries {
+		if e.tests == nil {
+			gg.always = append(gg.always, i)
+		}
+		for j := range e.tests {
+			t := &e.tests[j]
+			if seg := t.segmentOf(); seg != "" {
+				gg.bySeg[seg] = append(gg.bySeg[seg], testRef{i, t})
+			} else {
+				gg.general = append(gg.general, testRef{i, t})
+			}
+		}
+	}
+	return gg
+}
+
+// match marks in m the entries path matches; false when entries are too
+// many to index (then each entry is tested).
+func (gg *groupsGuard) match(path string, m *matchSet) bool {
+	if gg.bySeg == nil {
+		return false
+	}
+	for _, i := range gg.always {
+		m.add(i)
+	}
+	for _, r := range gg.general {
+		if !m.has(r.e) && r.t.match(path) {
+			m.add(r.e)
+		}
+	}
+	for _, r := range gg.bySeg[firstSegment(path)] {
+		if !m.has(r.e) && r.t.match(path) {
+			m.add(r.e)
+		}
+	}
+	return true
 }
 
 var _ guard = (*groupsGuard)(nil)
@@ -316,9 +411,11 @@ func (c *call) reserve(n int) {
 
 func (gg *groupsGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	c.reserve(len(gg.entries))
+	var m matchSet
+	indexed := gg.match(c.path, &m)
 	var out limiter.Verdict
-	for _, e := range gg.entries {
-		if !e.matches(c.path) {
+	for i, e := range gg.entries {
+		if indexed && !m.has(i) || !indexed && !e.matches(c.path) {
 			continue
 		}
 		gc := c.addGroup(e, c)
@@ -356,8 +453,10 @@ func (gg *groupsGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 // refused counts a call an earlier guard blocked on every group it matches.
 func (gg *groupsGuard) refused(now int64, c *call) {
 	c.reserve(len(gg.entries))
-	for _, e := range gg.entries {
-		if e.matches(c.path) {
+	var m matchSet
+	indexed := gg.match(c.path, &m)
+	for i, e := range gg.entries {
+		if indexed && m.has(i) || !indexed && e.matches(c.path) {
 			c.addGroup(e, c).refused(now)
 		}
 	}

@@ -65,3 +65,52 @@ func describeMatch(m config.APIMatch) string {
 	}
 	return "regex " + m.Regex
 }
+
+// TestAPIGroupIndexAgrees: the first-segment index of a route's groups finds
+// exactly the groups that testing each one finds, for paths in and out of
+// every kind of test, keyed or not.
+func TestAPIGroupIndexAgrees(t *testing.T) {
+	matches := [][]config.APIMatch{
+		{{Prefix: "/g1/"}, {Exact: "/e1"}},
+		{{Prefix: "/g"}},          // no whole segment: tested for every path
+		{{Regex: "^/r2/[0-9]+$"}}, // keyed by /r2/
+		{{Regex: "^/r"}, {Exact: "/x/y"}},
+		{{Regex: "orders"}}, // not anchored: tested for every path
+		{{Exact: "/"}, {Prefix: "/g1/a"}},
+		{{Regex: "(?m)^/m/"}}, // a line anchor decides nothing
+		{{Prefix: "/e1"}},
+	}
+	var entries []*groupEntry
+	for _, ms := range matches {
+		e := &groupEntry{}
+		for _, m := range ms {
+			pt, err := compilePathTest(m, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.tests = append(e.tests, pt)
+		}
+		entries = append(entries, e)
+	}
+	entries = append(entries, &groupEntry{}) // matches every path of the route
+	gg := newGroupsGuard(entries)
+	for _, p := range []string{"/", "/g1/", "/g1/a", "/g1", "/g2/x", "/e1", "/e1/", "/e10", "/r2/12", "/r2/x", "/r3/1",
+		"/x/y", "/x/yz", "/a/orders", "/m/", "/gx"} {
+		var m matchSet
+		if !gg.match(p, &m) {
+			t.Fatal("not indexed")
+		}
+		for i, e := range entries {
+			if got, want := m.has(i), e.matches(p); got != want {
+				t.Errorf("%s, entry %d (%v): indexed %v, tested %v", p, i, matchesOf(i, matches), got, want)
+			}
+		}
+	}
+}
+
+func matchesOf(i int, ms [][]config.APIMatch) any {
+	if i < len(ms) {
+		return ms[i]
+	}
+	return "all"
+}
