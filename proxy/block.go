@@ -43,9 +43,6 @@ var reasonHeader = func() (h [numReasons][]string) {
 func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string) (blockResponses, error) {
 	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource),
 		headers: b.Headers(), legacy: b.LegacyHeaders}
-	if out.status == 0 { // a Config not from config.Load: config's default
-		out.status = config.DefaultBlockStatus
-	}
 	if b.Redirect != "" {
 		out.location = []string{b.Redirect}
 	}

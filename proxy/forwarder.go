@@ -39,16 +39,25 @@ func CheckForwarder(s string) error {
 	return err
 }
 
+// parseForwarderMode reads Deps.Forwarder, which config does not validate.
 func parseForwarderMode(s string) (forwarderMode, error) {
 	switch s {
-	case "", "auto":
-		return modeAuto, nil
-	case "standard":
-		return modeStandard, nil
-	case "fast":
-		return modeFast, nil
+	case "", "auto", "standard", "fast":
+		return modeOf(s), nil
 	}
 	return modeAuto, fmt.Errorf("proxy: forwarder %q: must be auto, standard or fast", s)
+}
+
+// modeOf is the mode of a forwarder config has validated: auto, standard or
+// fast.
+func modeOf(s string) forwarderMode {
+	switch s {
+	case "standard":
+		return modeStandard
+	case "fast":
+		return modeFast
+	}
+	return modeAuto
 }
 
 // fastBodyCap is the largest request body the fast path reads into memory

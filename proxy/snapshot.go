@@ -81,9 +81,6 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
 	s.Params = hotparam.Compile(cfg.ParamRules, pParams)
 	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
-	if s.sendTimeout <= 0 {
-		s.sendTimeout = defaultSendTimeout // a Config not from config.Load
-	}
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
 	if s.sources, err = newSources(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: trustedProxies: %w", err)
@@ -177,17 +174,6 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		return nil, fmt.Errorf("proxy: route %s: unknown upstream %q", rc.Path, rc.Upstream)
 	}
 	res := rc.Resource
-	if res == "" {
-		res = rc.Path
-	}
-	entrance := rc.Entrance
-	if entrance == "" { // a Config not from config.Load: config's default
-		entrance = config.DefaultEntrance
-	}
-	n := rc.AcquireCount
-	if n <= 0 {
-		n = 1
-	}
 	// stripPrefix is spelled like a route's path, and strips the view's
 	// normalized path: it is normalized as route patterns are (/café and
 	// /caf%c3%a9 strip /caf%C3%A9).
@@ -198,12 +184,12 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 	rt := &route{
 		snap:        s,
 		resource:    res,
-		entrance:    entrance,
-		n:           n,
+		entrance:    rc.Entrance,
+		n:           rc.AcquireCount,
 		upstream:    up,
 		stripPrefix: strip,
 		maxBody:     rc.MaxBodyBytes,
-		guards:      newGuards(s.System, s.Flow.Checker(res, entrance), s.Params.For(res), s.Breakers.For(res)),
+		guards:      newGuards(s.System, s.Flow.Checker(res, rc.Entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
 		prio:        rc.Prioritized,
 		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
@@ -220,9 +206,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		return nil, err
 	}
 	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), g.stdCalls, g.deps.Log)
-	if rt.mode, err = parseForwarderMode(rc.Forwarder); err != nil {
-		return nil, fmt.Errorf("proxy: route %s: %w", rc.Path, err)
-	}
+	rt.mode = modeOf(rc.Forwarder)
 	if g.forwarder != "" {
 		rt.mode = g.forwarderMode
 	}

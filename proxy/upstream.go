@@ -29,22 +29,12 @@ type upstream struct {
 }
 
 func (g *Gateway) newUpstream(name string, u config.Upstream) (*upstream, error) {
-	spec, err := upstreamSpec(u)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream %s: %w", name, err)
-	}
-	bal, err := g.upstreams.Build(name, spec)
+	bal, err := g.upstreams.Build(name, upstreamSpec(u))
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	up := &upstream{name: name, bal: bal, timeout: u.Timeout.D(), connect: u.ConnectTimeout.D(), protocol: u.Proto(),
 		hashOn: u.HashOn, retries: u.Retries}
-	if up.timeout <= 0 {
-		up.timeout = config.DefaultUpstreamTimeout
-	}
-	if up.connect <= 0 || up.connect > up.timeout {
-		up.connect = min(config.DefaultConnectTimeout, up.timeout)
-	}
 	if u.Balance != config.BalanceHash {
 		up.hashOn = config.Source{}
 	}
@@ -54,13 +44,10 @@ func (g *Gateway) newUpstream(name string, u config.Upstream) (*upstream, error)
 	return up, nil
 }
 
-// upstreamSpec is config's upstream as the upstream package takes it.
-func upstreamSpec(u config.Upstream) (ups.Spec, error) {
-	b, err := ups.ParseBalance(u.Balance)
-	if err != nil {
-		return ups.Spec{}, err
-	}
-	s := ups.Spec{Balance: b, Retries: u.Retries, RetryBudget: u.RetryBudget}
+// upstreamSpec is config's upstream, defaulted and validated, as the
+// upstream package takes it.
+func upstreamSpec(u config.Upstream) ups.Spec {
+	s := ups.Spec{Balance: balanceOf(u.Balance), Retries: u.Retries, RetryBudget: u.RetryBudget}
 	for _, t := range u.Targets {
 		s.Targets = append(s.Targets, ups.Target{URL: t.URL, Weight: t.Weight})
 	}
@@ -72,7 +59,19 @@ func upstreamSpec(u config.Upstream) (ups.Spec, error) {
 		s.Passive = &ups.Passive{ConsecutiveFailures: p.ConsecutiveFailures, EjectFor: p.EjectFor.D(),
 			MaxEjectedPercent: p.MaxEjectedPercent}
 	}
-	return s, nil
+	return s
+}
+
+// balanceOf is the balance config has validated: roundRobin, leastRequest
+// or hash.
+func balanceOf(b string) ups.Balance {
+	switch b {
+	case config.BalanceLeastRequest:
+		return ups.LeastRequest
+	case config.BalanceHash:
+		return ups.Hash
+	}
+	return ups.RoundRobin
 }
 
 // committed lists a snapshot's upstreams, by name, for the Pool.

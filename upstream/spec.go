@@ -37,19 +37,6 @@ func (b Balance) String() string {
 	return fmt.Sprintf("Balance(%d)", uint8(b))
 }
 
-// ParseBalance reads roundRobin, leastRequest or hash; "" is roundRobin.
-func ParseBalance(s string) (Balance, error) {
-	switch s {
-	case "", "roundRobin":
-		return RoundRobin, nil
-	case "leastRequest":
-		return LeastRequest, nil
-	case "hash":
-		return Hash, nil
-	}
-	return 0, fmt.Errorf("upstream: balance %q: must be roundRobin, leastRequest or hash", s)
-}
-
 // Target is one server of an upstream. Weight 0 counts as 1.
 type Target struct {
 	URL    string
