@@ -63,18 +63,18 @@ type Guard struct {
 	qps    *window.Exact // maxQps: the passes of the last second
 }
 
-// New builds the gateway-wide guard for cfg, keeping the statistics of prev
-// (nil at first). cpu may be nil when maxCpuUsage is 0; a nil cpu reads as 0.
+// New builds the gateway-wide guard for cfg (validated by config: no
+// negative limit), keeping the statistics of prev (nil at first). cpu may be nil when maxCpuUsage is 0; a nil cpu reads as 0.
 //
 // Calls in flight are counted only while a check needs them; a reload that
 // turns maxConcurrency, maxAvgRtMs or adaptive on starts from the calls that
 // enter after it.
 func New(cfg config.System, prev *Guard, cpu CPUUsage) *Guard {
 	g := &Guard{
-		maxQps:   max(cfg.MaxQps, 0),
-		maxConc:  max(cfg.MaxConcurrency, 0),
-		maxRt:    max(cfg.MaxAvgRtMs, 0) * 1e6,
-		maxCpu:   max(cfg.MaxCpuUsage, 0),
+		maxQps:   cfg.MaxQps,
+		maxConc:  cfg.MaxConcurrency,
+		maxRt:    cfg.MaxAvgRtMs * 1e6,
+		maxCpu:   cfg.MaxCpuUsage,
 		adaptive: cfg.Adaptive,
 		cpu:      cpu,
 	}
