@@ -3,10 +3,12 @@ package config
 // Limits of what the gateway can hold. Validation refuses a file that goes
 // past any of them (a fixture in testdata for each), so the compilers
 // (limiter, hotparam, limiter/circuit, cluster, proxy) never meet such a
-// value and do not check it again. Two things they still do, for rules built
-// in code rather than read from a file: give a zero field the default that
-// applyDefaults gives a missing key (statIntervalMs, coldFactor, durationSec,
-// maxTrackedValues), and refuse an enum value they do not know.
+// value and do not check it again. Nor do they default a zero field or
+// refuse an enum value: rules built in code rather than read from a file get
+// their defaults from Defaults, which runs applyDefaults as Load does, and
+// the compilers take every Config as config gives it (compilers_test.go in
+// the repository root reads their source for config.Default... and for an
+// enum switch that answers an unknown value with an error).
 const (
 	// MaxCount bounds every rule count (flowRules, paramRules and their
 	// items) and a route's acquireCount. It keeps a count, plus one call's
