@@ -15,6 +15,7 @@ import (
 type call struct {
 	key      string
 	spec     *ruleSpec
+	slot     int // the key's hash slot (Redis Cluster): calls of one slot share a script run
 	n        int64
 	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
 	void     int64         // leased tokens this gateway did not use, returned to the window
@@ -92,7 +93,7 @@ func (s *Service) decide(batch []*call, keys []string, args []any) {
 			continue
 		}
 		live = append(live, c)
-		oneSlot = oneSlot && c.spec.slot == live[0].spec.slot
+		oneSlot = oneSlot && c.slot == live[0].slot
 	}
 	if len(live) == 0 {
 		return
@@ -152,10 +153,10 @@ func (s *Service) decideSlots(calls []*call) {
 	bySlot := map[int][]*call{}
 	var slots []int
 	for _, c := range calls {
-		if _, ok := bySlot[c.spec.slot]; !ok {
-			slots = append(slots, c.spec.slot)
+		if _, ok := bySlot[c.slot]; !ok {
+			slots = append(slots, c.slot)
 		}
-		bySlot[c.spec.slot] = append(bySlot[c.spec.slot], c)
+		bySlot[c.slot] = append(bySlot[c.slot], c)
 	}
 	ctx, cancel := s.callContext()
 	defer cancel()

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -66,6 +67,9 @@ func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time
 		if len(c.m) >= maxBlocked {
 			return // every entry still live: answer from Redis instead
 		}
+	}
+	if spec.perValue {
+		k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
 	}
 	c.m[k] = blockEntry{until: until, n: n}
 }

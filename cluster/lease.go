@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -73,6 +74,9 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 			}
 		}
 		e = &leaseEntry{since: now}
+		if spec.perValue {
+			k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
+		}
 		c.m[k] = e
 	}
 	e.asked += n

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"hash/fnv"
 	"math"
 	"strconv"
@@ -36,6 +38,44 @@ func identOf(r *config.FlowRule) ruleIdent {
 	}
 }
 
+// paramIdent is the part of a clusterMode ParamRule that defines what is
+// counted and how much (the fields config.RuleIdentity marks Cluster), with
+// the count that applies: the rule's, or an item's for the item's values.
+// Values of one rule with equal counts share an ident; each value has its
+// own window under it.
+type paramIdent struct {
+	resource  string
+	param     string // the key's sources as written: "ip+header:X-Tenant"
+	match     config.ParamMatch
+	grade     config.Grade
+	threshold config.ThresholdType
+	count     float64
+	duration  int64
+}
+
+func paramIdentOf(r *config.ParamRule, count float64) paramIdent {
+	return paramIdent{
+		resource: r.Resource, param: r.Param.String(), match: r.Match, grade: r.Grade,
+		threshold: r.ClusterConfig.ThresholdType, count: count, duration: r.DurationSec,
+	}
+}
+
+// hash is paramIdent's stable FNV-1a, as ruleIdent.hash.
+func (id paramIdent) hash() uint64 {
+	h := fnv.New64a()
+	var num [8]byte
+	for _, s := range []string{id.resource, id.param, string(id.match.Strategy), id.match.Pattern, string(id.grade), string(id.threshold)} {
+		binary.LittleEndian.PutUint64(num[:], uint64(len(s)))
+		h.Write(num[:])
+		h.Write([]byte(s))
+	}
+	binary.LittleEndian.PutUint64(num[:], math.Float64bits(id.count))
+	h.Write(num[:])
+	binary.LittleEndian.PutUint64(num[:], uint64(id.duration))
+	h.Write(num[:])
+	return h.Sum64()
+}
+
 // ruleSpec is what the acquire script needs about a rule, prepared once.
 type ruleSpec struct {
 	// prefix is "{namespace:w:<rule hash>}:", the origin follows: the hash
@@ -44,6 +84,15 @@ type ruleSpec struct {
 	prefix string
 	slot   int  // the prefix's hash slot: calls of one slot share a script run
 	avg    bool // thresholdType avgLocal
+	// perValue (param rules): each value's window is a hash tag of its own,
+	// "{namespace:p:<rule hash>:<value>}", so that on a Redis Cluster a
+	// rule's values spread over the shards like rules do; the call's slot
+	// is its key's, not prefix's.
+	perValue bool
+	// lease: the window can be big enough to lease tokens (K >= 2048, or
+	// avgLocal). Others never get a lease, so their calls skip the lease
+	// cache: a flood of distinct values adds no entry there.
+	lease bool
 	// argv is the rule's script arguments besides n and demand, boxed once so
 	// that a call does not box them again: count, statIntervalMs, avgLocal flag.
 	argv [3]any
@@ -79,12 +128,64 @@ func newSpec(ns string, id ruleIdent) *ruleSpec {
 		prefix: prefix,
 		slot:   redisconn.Slot(prefix),
 		avg:    id.threshold == config.ThresholdAvgLocal,
+		lease:  true,
 		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
 			strconv.FormatInt(id.statIntervalMs, 10),
 			avg,
 		},
 	}
+}
+
+// maxKeyValue is the longest value kept in a param window's key as it is;
+// a longer one is keyed by its first keepValue bytes and the SHA-256 of the
+// whole (hex, 64 bytes), so every key is short whatever the request sends,
+// and the digest is the same on every gateway (it has no seed, and is
+// collision resistant: a client cannot make its value share another's
+// window).
+const (
+	maxKeyValue = 128
+	keepValue   = 48
+)
+
+func newParamSpec(ns string, id paramIdent) *ruleSpec {
+	avg := "0"
+	if id.threshold == config.ThresholdAvgLocal {
+		avg = "1"
+	}
+	dur := id.duration
+	if dur <= 0 { // a rule built in code: config's default
+		dur = config.DefaultParamDurationSec
+	}
+	return &ruleSpec{
+		// The closing "}" comes after the value (valueKey).
+		prefix:   "{" + ns + ":p:" + strconv.FormatUint(id.hash(), 16) + ":",
+		avg:      id.threshold == config.ThresholdAvgLocal,
+		perValue: true,
+		// A lease is at most K/2048 tokens: below that the script never
+		// grants one.
+		lease: id.threshold == config.ThresholdAvgLocal || id.count >= 2*ringSlots,
+		argv: [3]any{
+			strconv.FormatFloat(id.count, 'g', -1, 64),
+			strconv.FormatInt(dur*1000, 10),
+			avg,
+		},
+	}
+}
+
+// valueKey is a param window's key: spec's prefix, the value (or its
+// digest, see maxKeyValue) and the hash tag's end.
+func valueKey(spec *ruleSpec, value string) string {
+	if len(value) <= maxKeyValue {
+		return spec.prefix + value + "}"
+	}
+	sum := sha256.Sum256([]byte(value))
+	var buf [keepValue + 1 + 2*sha256.Size + 1]byte
+	b := append(buf[:0], value[:keepValue]...)
+	b = append(b, '#')
+	b = hex.AppendEncode(b, sum[:])
+	b = append(b, '}')
+	return spec.prefix + string(b)
 }
 
 // specCache maps rule identities to prepared specs. Identities come from
@@ -94,6 +195,16 @@ type specCache struct {
 	ns string // the namespace
 	mu sync.Mutex
 	m  map[ruleIdent]*ruleSpec // guarded by mu
+	// p is keyed by the rule's address (a compiled rule's, which does not
+	// change) and count, so that a call neither formats nor hashes the
+	// rule's key; rules of equal identity at other addresses get specs of
+	// their own, with the same Redis prefix.
+	p map[paramKey]*ruleSpec // guarded by mu
+}
+
+type paramKey struct {
+	r     *config.ParamRule
+	count float64
 }
 
 const maxSpecs = 4096
@@ -110,5 +221,20 @@ func (c *specCache) get(r *config.FlowRule) *ruleSpec {
 	}
 	s := newSpec(c.ns, id)
 	c.m[id] = s
+	return s
+}
+
+func (c *specCache) param(r *config.ParamRule, count float64) *ruleSpec {
+	k := paramKey{r, count}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.p[k]; ok {
+		return s
+	}
+	if c.p == nil || len(c.p) >= maxSpecs {
+		c.p = make(map[paramKey]*ruleSpec)
+	}
+	s := newParamSpec(c.ns, paramIdentOf(r, count))
+	c.p[k] = s
 	return s
 }

@@ -33,3 +33,28 @@ func TestRedisWindowFollowsRuleIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisParamWindowFollowsRuleIdentity: the same for a param rule's
+// windows (its values' keys share the prefix), at the rule's count.
+func TestRedisParamWindowFollowsRuleIdentity(t *testing.T) {
+	yes := true
+	base := config.ParamRule{Resource: "r", Param: config.Key{{Kind: config.SourceHeader, Name: "X-Key"}},
+		Grade: config.GradeQPS, Count: 5, DurationSec: 1, ControlBehavior: config.BehaviorReject,
+		MaxTrackedValues: 10, DryRun: true, ClusterMode: true, Line: 3,
+		Items:         []config.ParamItem{{Value: "a", Count: 1}},
+		ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal, FallbackToLocalWhenFail: &yes}}
+	id := paramIdentOf(&base, base.Count)
+	prefix := newParamSpec("ns", id).prefix
+	for path, decided := range config.RuleIdentity(base) {
+		for _, e := range ruleidtest.Edited(base, path) {
+			r := e.(config.ParamRule)
+			eid := paramIdentOf(&r, r.Count)
+			if changed := eid != id; changed != decided.Cluster {
+				t.Errorf("ParamRule.%s: an edit changed the cluster identity: %v; RuleIdentity says Cluster: %v", path, changed, decided.Cluster)
+			}
+			if changed := newParamSpec("ns", eid).prefix != prefix; changed != decided.Cluster {
+				t.Errorf("ParamRule.%s: an edit changed the Redis key prefix: %v; RuleIdentity says Cluster: %v", path, changed, decided.Cluster)
+			}
+		}
+	}
+}

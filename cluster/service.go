@@ -144,7 +144,44 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	case !s.up.Load():
 		return false, ErrUnavailable
 	}
-	spec := s.specs.get(rule)
+	return s.acquire(s.specs.get(rule), key, n)
+}
+
+// AcquireParam takes n tokens of a clusterMode param rule for one value
+// from the cluster: the value's own window of count (the rule's, or the
+// item's that the value matches) per durationSec, an exact sliding window
+// like a flow rule's, expiring a second after it empties. ok and err are as
+// Acquire's. Only grade qps with controlBehavior reject can be counted;
+// other rules get ErrUnsupported. value may alias a buffer the caller
+// reuses after the call: what is kept of it is copied. rule must not
+// change once used (its address names its prepared form).
+func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
+	switch {
+	case s.closed.Load():
+		return false, ErrClosed
+	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
+		return false, ErrUnsupported
+	case n <= 0:
+		return true, nil
+	case !s.up.Load():
+		return false, ErrUnavailable
+	}
+	return s.acquire(s.specs.param(rule, count), value, n)
+}
+
+// Gateways is the number of live gateways in the namespace as last read
+// (by the heartbeat; kept while Redis is down), at least 1: a global rule
+// falling back to local limiting limits each gateway at count / Gateways.
+// A gateway that has never reached Redis reads 1.
+func (s *Service) Gateways() int {
+	if r := s.gateways.Load(); r != nil && r.n > 1 {
+		return int(r.n)
+	}
+	return 1
+}
+
+// acquire takes n tokens of spec's window for key (an origin, a value).
+func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -157,7 +194,8 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 		at = s.clock()
 	}
 	var demand int64
-	if !s.noLease {
+	lease := !s.noLease && spec.lease
+	if lease {
 		var leased bool
 		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
 			return true, nil
@@ -170,12 +208,20 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 		return false, nil
 	}
 	c := s.pool.Get().(*call)
-	if !s.noLease {
+	if lease {
 		// Sent once: should this call get no answer, the tokens stay
 		// counted, which only ever passes less.
 		c.void, c.voidAt = s.leases.popVoid(spec, key)
 	}
-	c.key = spec.prefix + key
+	c.slot = spec.slot
+	if spec.perValue {
+		c.key = valueKey(spec, key)
+		if s.sharded {
+			c.slot = redisconn.Slot(c.key)
+		}
+	} else {
+		c.key = spec.prefix + key
+	}
 	c.spec = spec
 	c.n = n
 	c.demand = demand
@@ -230,7 +276,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, error) {
 		}
 		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor)
 	}
-	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at = nil, "", false, 0, 0, 0, 0, 0
+	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.slot = nil, "", false, 0, 0, 0, 0, 0, 0
 	c.void, c.voidAt, c.stamp = 0, 0, 0
 	s.pool.Put(c)
 	return ok, err
@@ -321,7 +367,7 @@ func (s *Service) count(ctx context.Context) {
 // reading is a count of the live gateways and when it was made (Redis ms),
 // boxed once as the script's arguments.
 type reading struct {
-	at          int64
+	at, n       int64
 	nArg, atArg any
 }
 
@@ -331,7 +377,7 @@ func (s *Service) noteGateways(res []int64) {
 	if len(res) != 2 {
 		return
 	}
-	r := &reading{at: res[1], nArg: res[0], atArg: res[1]}
+	r := &reading{at: res[1], n: res[0], nArg: res[0], atArg: res[1]}
 	for {
 		old := s.gateways.Load()
 		if old != nil && old.at >= r.at {

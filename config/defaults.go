@@ -198,6 +198,9 @@ func (c *checker) applyDefaults() {
 		if !c.has(p + ".maxTrackedValues") {
 			r.MaxTrackedValues = DefaultMaxTrackedValues
 		}
+		if !c.has(p + ".clusterConfig.thresholdType") {
+			r.ClusterConfig.ThresholdType = ThresholdGlobal
+		}
 	}
 	for i := range cfg.DegradeRules {
 		r, p := &cfg.DegradeRules[i], idx("degradeRules", i)

@@ -14,7 +14,7 @@ type Identity struct {
 	// breakers, calls in flight) starts afresh; a rule whose Local fields are
 	// unchanged keeps its state, wherever it moved in the file.
 	Local bool
-	// Cluster (flow rules): the rule's Redis window. clusterMode rules of any
+	// Cluster (flow and param rules): the rule's Redis windows. clusterMode rules of any
 	// gateways that agree on every Cluster field share one window.
 	Cluster bool
 }
@@ -58,11 +58,19 @@ func RuleIdentity(rule any) map[string]Identity {
 	case ParamRule:
 		return map[string]Identity{
 			// A changed match limits other values: a new rule, whose
-			// values start afresh (so does a changed item's match).
-			"Resource": local, "Param": local, "Match": local, "Grade": local, "Count": local,
-			"DurationSec": local, "BurstCount": local, "ControlBehavior": local,
+			// values start afresh (so does a changed item's match). Resource,
+			// key, match, grade, count and duration also name a clusterMode
+			// rule's Redis windows.
+			"Resource": both, "Param": both, "Match": both, "Grade": both, "Count": both,
+			"DurationSec": both, "BurstCount": local, "ControlBehavior": local,
 			"MaxQueueingTimeMs": local, "MaxTrackedValues": local, "DryRun": local,
 			"Items": local, "Line": none,
+			// The Redis windows of a clusterMode param rule: what is counted
+			// (resource, source) and how much per how long; an item's count
+			// picks the window of its values.
+			"ClusterMode":                           local,
+			"ClusterConfig.ThresholdType":           both,
+			"ClusterConfig.FallbackToLocalWhenFail": local,
 		}
 	case DegradeRule:
 		return map[string]Identity{

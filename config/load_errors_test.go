@@ -182,6 +182,14 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/cluster_no_redis.yaml:11: flowRules[0].clusterMode: needs grade qps, got \"concurrency\"",
 			"testdata/cluster_no_redis.yaml:13: flowRules[0].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
 		}},
+		{"param_cluster.yaml", []string{
+			"testdata/param_cluster.yaml:12: paramRules[0].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
+			"testdata/param_cluster.yaml:12: paramRules[0].clusterMode: needs grade qps, got \"concurrency\"",
+			"testdata/param_cluster.yaml:17: paramRules[1].burstCount: must be 0 with clusterMode (the cluster window passes at most count per durationSec), got 5",
+			"testdata/param_cluster.yaml:18: paramRules[1].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
+			"testdata/param_cluster.yaml:18: paramRules[1].clusterMode: needs controlBehavior reject, got \"throttle\"",
+			"testdata/param_cluster.yaml:19: paramRules[1].clusterConfig.thresholdType: must be one of global, avgLocal, got \"local\"",
+		}},
 		{"comments_only.yaml", []string{
 			"testdata/comments_only.yaml: file is empty (it holds only comments)",
 		}},

@@ -223,7 +223,12 @@ type ParamRule struct {
 	MaxQueueingTimeMs int64           `yaml:"maxQueueingTimeMs" json:"maxQueueingTimeMs"`
 	MaxTrackedValues  int             `yaml:"maxTrackedValues" json:"maxTrackedValues"`
 	DryRun            bool            `yaml:"dryRun" json:"dryRun"`
-	Items             []ParamItem     `yaml:"items" json:"items"`
+	// ClusterMode counts each value across every gateway of the namespace
+	// (docs/cluster.md): an exact sliding window of count per durationSec
+	// in Redis, grade qps and controlBehavior reject only.
+	ClusterMode   bool          `yaml:"clusterMode" json:"clusterMode"`
+	ClusterConfig ClusterConfig `yaml:"clusterConfig" json:"clusterConfig"`
+	Items         []ParamItem   `yaml:"items" json:"items"`
 
 	Line int `yaml:"-" json:"line"`
 }

@@ -543,6 +543,25 @@ func (c *checker) paramRules(ix routeIndex) {
 		if r.MaxTrackedValues <= 0 {
 			c.add(p+".maxTrackedValues", "must be > 0, got %d", r.MaxTrackedValues)
 		}
+		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
+		if r.ClusterMode {
+			// The cluster counts each value in an exact sliding window of
+			// count per durationSec (docs/cluster.md): a rate, decided per
+			// call. In-flight counts, a queue's spacing and a bucket's extra
+			// burst have no such window.
+			if !c.has("cluster") {
+				c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
+			}
+			if gradeOK && r.Grade != GradeQPS {
+				c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(r.Grade)))
+			}
+			if behaviorOK && r.ControlBehavior != BehaviorReject {
+				c.add(p+".clusterMode", "needs controlBehavior reject, got %s", quote(string(r.ControlBehavior)))
+			}
+			if r.BurstCount != 0 {
+				c.add(p+".burstCount", "must be 0 with clusterMode (the cluster window passes at most count per durationSec), got %d", r.BurstCount)
+			}
+		}
 		seen := map[string]int{}
 		for j, it := range r.Items {
 			ip := idx(p+".items", j)
