@@ -63,7 +63,7 @@ func TestLoadFull(t *testing.T) {
 			{Resource: "get-order", Param: config.Key{{Kind: config.SourcePath, Name: "orderId"}}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
 				BurstCount: 3, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
 				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal},
-				Items: []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 65},
+				Items:         []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 65},
 			{Resource: "get-order", Param: config.Key{{Kind: config.SourceQuery, Name: "id"}}, Grade: config.GradeQPS, Count: 5, DurationSec: 1,
 				ControlBehavior: config.BehaviorReject, MaxTrackedValues: 100000, ClusterMode: true,
 				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdAvgLocal, FallbackToLocalWhenFail: ptr(false)}, Line: 78},
