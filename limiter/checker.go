@@ -3,6 +3,8 @@ package limiter
 import (
 	"math"
 	"time"
+
+	"sluice/config"
 )
 
 // Checker checks calls to one resource entering through one entrance. Build
@@ -216,6 +218,10 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v 
 			continue
 		}
 		var o outcome
+		if r.cluster && r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
+			// Redis failed: this gateway's share of a global count.
+			o.share = c.cluster.Gateways()
+		}
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota)
 		if o.hasQuota && !v.HasQuota && !d.dryRun {
 			v.HasQuota = true

@@ -22,10 +22,15 @@ type Options struct {
 // TokenService decides clusterMode rules across gateways (sluice/cluster on
 // Redis). key is "" for a resource-wide rule, else the origin. A non-nil err
 // means no decision (Redis down or slow): the rule then applies locally if
-// rule.ClusterConfig.Fallback(), else the call passes that rule. Cluster mode
-// is qps-only. Implementations must be safe for concurrent use.
+// rule.ClusterConfig.Fallback(), else the call passes that rule. Locally, a
+// global rule's count is shared by the gateways: each limits at count /
+// Gateways() (never below one call an interval), so the fleet still passes
+// about count; an avgLocal rule's count is each gateway's already. Cluster
+// mode is qps-only. Implementations must be safe for concurrent use.
 type TokenService interface {
 	Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error)
+	// Gateways is the number of live gateways last seen, at least 1.
+	Gateways() int
 }
 
 // Flow is the flow checker of one config snapshot: compiled rules, their

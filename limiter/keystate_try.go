@@ -17,6 +17,19 @@ type outcome struct {
 	hasQuota bool
 	remain   float64
 	reset    int64
+	// share (set before try): a global cluster rule falling back to local
+	// limiting while Redis fails is this gateway's 1/share of the count
+	// (the gateways last seen live); 0 or 1: the whole count.
+	share int
+}
+
+// shareOf is limit / share, never below one call (and never above limit):
+// a count smaller than the gateways still lets each pass one.
+func shareOf(limit float64, share int) float64 {
+	if share <= 1 {
+		return limit
+	}
+	return max(limit/float64(share), min(limit, 1))
 }
 
 // try checks one call of n tokens against s. force (a dryRun concurrency
@@ -30,13 +43,17 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
 	case bReject:
-		s.tryWindow(o, now, n, d.winLimit, quota)
+		s.tryWindow(o, now, n, math.Floor(shareOf(d.winLimit, o.share)), quota)
 	case bWarmUp:
-		s.tryWindow(o, now, n, d.warm.rate(s.syncWarm(now)), quota)
+		s.tryWindow(o, now, n, shareOf(d.warm.rate(s.syncWarm(now)), o.share), quota)
 	case bThrottle:
-		s.tryThrottle(o, now, n, d.perToken, d.storeNs)
+		per := d.perToken
+		if o.share > 1 {
+			per = float64(d.intervalNs) / shareOf(d.count, o.share)
+		}
+		s.tryThrottle(o, now, n, per, d.storeNs)
 	case bWarmUpThrottle:
-		r := d.warm.rate(s.syncWarm(now))
+		r := shareOf(d.warm.rate(s.syncWarm(now)), o.share)
 		per := math.Inf(1)
 		if r > 0 {
 			per = float64(d.intervalNs) / r

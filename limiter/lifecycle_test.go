@@ -179,10 +179,13 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 }
 
 type fakeCluster struct {
-	ok   bool
-	err  error
-	keys []string
+	ok       bool
+	err      error
+	keys     []string
+	gateways int
 }
+
+func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }
 
 func (f *fakeCluster) Acquire(r *config.FlowRule, key string, n int64) (bool, error) {
 	f.keys = append(f.keys, key)
@@ -338,5 +341,57 @@ func TestConcurrencyAcrossReloads(t *testing.T) {
 		t.Errorf("in-flight count leaked across reloads: 5 no longer fit")
 	} else {
 		tok.Exit(t0, false)
+	}
+}
+
+// While Redis fails, a global rule's local fallback is this gateway's share
+// of the count, count / the gateways last seen live (never below one call a
+// second), so the fleet still passes about count; an avgLocal count is each
+// gateway's already; without fallback the call passes.
+func TestClusterFallbackShare(t *testing.T) {
+	no := false
+	tests := []struct {
+		name     string
+		behavior config.ControlBehavior
+		tt       config.ThresholdType
+		fallback *bool
+		count    float64
+		gateways int
+		passes   int // of 20 calls 1ms apart
+	}{
+		{"global, 2 gateways", config.BehaviorReject, config.ThresholdGlobal, nil, 10, 2, 5},
+		{"global, 3 gateways: floor(10/3)", config.BehaviorReject, config.ThresholdGlobal, nil, 10, 3, 3},
+		{"global, never seen Redis: the whole count", config.BehaviorReject, config.ThresholdGlobal, nil, 10, 0, 10},
+		{"global, more gateways than count: one each", config.BehaviorReject, config.ThresholdGlobal, nil, 4, 10, 1},
+		{"global warmUp, 2 gateways", config.BehaviorWarmUp, config.ThresholdGlobal, nil, 10, 2, 1},
+		{"global throttle, 2 gateways: spaced 200ms, queued up to 1s", config.BehaviorThrottle, config.ThresholdGlobal, nil, 10, 2, 6},
+		{"avgLocal, 2 gateways: count as is", config.BehaviorReject, config.ThresholdAvgLocal, nil, 10, 2, 10},
+		{"global, no fallback: pass", config.BehaviorReject, config.ThresholdGlobal, &no, 10, 2, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := qps("r", tt.count)
+			r.ControlBehavior = tt.behavior
+			r.ColdFactor, r.WarmUpPeriodSec, r.MaxQueueingTimeMs = 3, 10, 1000
+			r.ClusterMode = true
+			r.ClusterConfig = config.ClusterConfig{ThresholdType: tt.tt, FallbackToLocalWhenFail: tt.fallback}
+			svc := &fakeCluster{err: errors.New("redis down"), gateways: tt.gateways}
+			f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{Cluster: svc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := f.Checker("r", "default")
+			got := 0
+			for i := range 20 {
+				tok, v := c.Enter(t0+int64(i)*ms, "", 1)
+				if !v.Blocked {
+					got++
+				}
+				tok.Exit(t0, false)
+			}
+			if got != tt.passes {
+				t.Errorf("passed %d of 20 at once, want %d", got, tt.passes)
+			}
+		})
 	}
 }
