@@ -233,6 +233,29 @@ type ParamRule struct {
 	Line int `yaml:"-" json:"line"`
 }
 
+// ClusterRule returns the resource of the first clusterMode rule (flow
+// rules, then param rules); ok is false when no rule needs the cluster.
+func (c *Config) ClusterRule() (resource string, ok bool) {
+	for _, r := range c.FlowRules {
+		if r.ClusterMode {
+			return r.Resource, true
+		}
+	}
+	for _, r := range c.ParamRules {
+		if r.ClusterMode {
+			return r.Resource, true
+		}
+	}
+	return "", false
+}
+
+// HasClusterRules reports whether a flow or param rule has clusterMode: the
+// gateway then needs the Redis of cluster.
+func (c *Config) HasClusterRules() bool {
+	_, ok := c.ClusterRule()
+	return ok
+}
+
 // ParamItem is an exception value with its own threshold: the value itself,
 // or (with Match) every value that Value matches as a pattern, each value
 // in its own bucket.

@@ -32,7 +32,8 @@ type Values interface {
 // concurrent use; its per-value state may be shared with the Checkers of
 // later snapshots (rules unchanged by a reload).
 type Checker struct {
-	rules []*rule
+	rules   []*rule
+	cluster TokenService // decides clusterMode rules; nil: they apply locally
 }
 
 // Enter checks every rule of the checker against each of the call's values
@@ -76,7 +77,7 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 			if !r.match.Match(val) {
 				continue
 			}
-			if r.enterValue(now, val, n, &t, &vd) {
+			if r.enterValue(c.cluster, now, val, n, &t, &vd) {
 				t.Cancel(now)
 				return Token{}, vd
 			}
@@ -88,7 +89,15 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 // enterValue checks one value of the call against r, adding what it takes
 // to t and its wait, quota or dry-run block to vd. It reports whether the
 // call is blocked; vd is then the block's verdict.
-func (r *rule) enterValue(now int64, val string, n int64, t *Token, vd *limiter.Verdict) (blocked bool) {
+func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *Token, vd *limiter.Verdict) (blocked bool) {
+	share := 0
+	if r.cluster && ts != nil {
+		var decided bool
+		var o outcome
+		if decided, share, o = r.enterCluster(ts, now, val, n); decided {
+			return r.verdict(&o, vd)
+		}
+	}
 	// Entered with the value's shard locked, so that enters of one
 	// value are serialised (the CAS loops only race Exit and Cancel)
 	// and the value cannot be evicted between lookup and enter.
@@ -99,12 +108,56 @@ func (r *rule) enterValue(now int64, val string, n int64, t *Token, vd *limiter.
 		// track one more without passing its cap, so it fails closed.
 		o = outcome{blocked: true}
 	} else {
-		o = r.enter(&e.V, now, n)
+		o = r.enter(&e.V, now, n, share)
 	}
 	sh.Unlock()
 	if o.took {
 		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
 	}
+	return r.verdict(&o, vd)
+}
+
+// enterCluster asks the cluster about one value of a clusterMode rule.
+// decided: the cluster passed (o is zero: what the cluster counts is not
+// given back by Cancel) or refused the call (o.blocked). Else Redis
+// failed: share is what the local fallback divides the count by (1 for
+// avgLocal), or the value passes when the rule does not fall back.
+func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (decided bool, share int, o outcome) {
+	// The value's count (an item's?) is in its table entry; the lock is
+	// not held across the round trip to Redis.
+	e, sh := r.table.Get(val, now)
+	if e == nil {
+		sh.Unlock()
+		return true, 0, outcome{blocked: true}
+	}
+	p := &r.params[e.V.param]
+	sh.Unlock()
+	if p.never {
+		return true, 0, outcome{blocked: true, p: p}
+	}
+	share = 1
+	if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
+		share = ts.Gateways()
+	}
+	ok, err := ts.AcquireParam(&r.cfg, p.count, val, n)
+	switch {
+	case err == nil && ok:
+		if e, sh = r.table.Get(val, now); e != nil {
+			r.chargeBucket(&e.V, &r.params[e.V.param], now, n, share)
+		}
+		sh.Unlock()
+		return true, 0, outcome{}
+	case err == nil:
+		return true, 0, outcome{blocked: true}
+	case !r.cfg.ClusterConfig.Fallback():
+		return true, 0, outcome{}
+	}
+	return false, share, outcome{}
+}
+
+// verdict adds one value's outcome o to vd and reports whether the call is
+// blocked; vd is then the block's verdict.
+func (r *rule) verdict(o *outcome, vd *limiter.Verdict) (blocked bool) {
 	if o.blocked {
 		if r.dryRun {
 			vd.DryRun++
@@ -117,7 +170,7 @@ func (r *rule) enterValue(now int64, val string, n int64, t *Token, vd *limiter.
 			DryRun:     vd.DryRun,
 		}
 		if o.p != nil {
-			vd.Quota, vd.HasQuota = r.quota(&o), true
+			vd.Quota, vd.HasQuota = r.quota(o), true
 		}
 		return true
 	}
@@ -128,7 +181,7 @@ func (r *rule) enterValue(now int64, val string, n int64, t *Token, vd *limiter.
 		vd.Wait = w
 	}
 	if o.p != nil && (!vd.HasQuota || o.remaining < vd.Quota.Remaining) {
-		vd.Quota, vd.HasQuota = r.quota(&o), true
+		vd.Quota, vd.HasQuota = r.quota(o), true
 	}
 	return false
 }

@@ -24,6 +24,32 @@ type Set struct {
 // config.Load gives them (or config.Defaults, for rules built in code):
 // defaulted and validated.
 func Compile(rules []config.ParamRule, prev *Set) *Set {
+	return CompileWith(rules, prev, Options{})
+}
+
+// Options tune a Set. The zero Options are the defaults.
+type Options struct {
+	// Cluster decides clusterMode rules; nil checks them as local rules.
+	Cluster TokenService
+}
+
+// TokenService decides clusterMode param rules across gateways
+// (sluice/cluster on Redis): n tokens of value's window, of count per
+// durationSec (the rule's count, or the item's the value matches). A
+// non-nil err means no decision (Redis down or slow): the rule then applies
+// locally if rule.ClusterConfig.Fallback(), else the value passes that rule.
+// Locally, a global rule's count is this gateway's share, count /
+// Gateways() (never below one call a durationSec); an avgLocal count is
+// each gateway's as it is. value may alias a buffer the caller reuses after
+// the call. Implementations must be safe for concurrent use.
+type TokenService interface {
+	AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error)
+	// Gateways is the number of live gateways last seen, at least 1.
+	Gateways() int
+}
+
+// CompileWith is Compile with Options.
+func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 	var old *ruleid.Index[*rule]
 	if prev != nil {
 		old = &prev.ids
@@ -41,7 +67,7 @@ func Compile(rules []config.ParamRule, prev *Set) *Set {
 		s.ids.Add(k, r)
 		c := s.byRes[pr.Resource]
 		if c == nil {
-			c = &Checker{}
+			c = &Checker{cluster: opts.Cluster}
 			s.byRes[pr.Resource] = c
 		}
 		c.rules = append(c.rules, r)
@@ -55,6 +81,7 @@ func Compile(rules []config.ParamRule, prev *Set) *Set {
 // compiled here, once per rule and snapshot.
 func compileRule(pr config.ParamRule) *rule {
 	r := &rule{
+		cfg:      pr,
 		resource: pr.Resource,
 		key:      pr.Param,
 		dryRun:   pr.DryRun,
@@ -84,6 +111,8 @@ func compileRule(pr config.ParamRule) *rule {
 	for _, it := range pr.Items {
 		r.params = append(r.params, newParam(it.Count, window, burst))
 	}
+	// Only a rate can be counted in the cluster (config refuses the rest).
+	r.cluster = pr.ClusterMode && r.kind == kindBucket
 	r.table = newTable(r, pr.MaxTrackedValues)
 	return r
 }

@@ -39,6 +39,8 @@ type param struct {
 // the table is immutable after compile; the table holds per-value state and is
 // shared with the next snapshot when the rule's definition is unchanged.
 type rule struct {
+	cfg      config.ParamRule // as compiled: what a TokenService is asked about
+	cluster  bool             // clusterMode (kindBucket): values are counted by the Checker's TokenService
 	resource string
 	key      config.Key
 	match    match.Matcher // the values the rule limits (the zero Matcher: all)
@@ -93,9 +95,11 @@ type outcome struct {
 }
 
 // enter decides one call of n tokens for value state e at now and, unless it
-// is blocked, takes what it needs. The caller holds e's shard lock, so enters
-// of one value are serialised; the CAS loops only race Exit and Cancel.
-func (r *rule) enter(e *value, now, n int64) outcome {
+// is blocked, takes what it needs. share > 1 (a global cluster rule falling
+// back while Redis fails): a bucket holds this gateway's 1/share of the
+// count. The caller holds e's shard lock, so enters of one value are
+// serialised; the CAS loops only race Exit and Cancel.
+func (r *rule) enter(e *value, now, n int64, share int) outcome {
 	p := &r.params[e.param]
 	switch r.kind {
 	case kindInFlight:
@@ -103,28 +107,41 @@ func (r *rule) enter(e *value, now, n int64) outcome {
 	case kindQueue:
 		return r.enterQueue(e, p, now, n)
 	}
-	return r.enterBucket(e, p, now, n)
+	return r.enterBucket(e, p, now, n, share)
 }
 
-func (r *rule) enterBucket(e *value, p *param, now, n int64) outcome {
-	cost := costOf(p, n)
-	if p.never || cost > p.tau {
+// bucketOf is p's bucket for a call of n tokens: the cost, the capacity
+// (tau) and the count, each for 1/share of the count when share > 1 (never
+// below one token: a count smaller than the gateways still lets each
+// gateway pass one call a durationSec).
+func bucketOf(p *param, n int64, share int) (cost, tau int64, count, emission float64) {
+	if share <= 1 || p.never {
+		return costOf(p, n), p.tau, p.count, p.emission
+	}
+	count = max(p.count/float64(share), min(p.count, 1))
+	emission = p.emission * p.count / count
+	return nanos(float64(n) * emission), nanos(max(count, 1) * emission), count, emission
+}
+
+func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome {
+	cost, tau, count, emission := bucketOf(p, n, share)
+	if p.never || cost > tau {
 		// More than the bucket ever holds: no retry can pass.
 		return outcome{blocked: true, p: p}
 	}
 	for {
 		tat := e.state.Load()
 		next := max(tat, now) + cost
-		if ahead := next - now; ahead > p.tau {
-			retry := ahead - p.tau
+		if ahead := next - now; ahead > tau {
+			retry := ahead - tau
 			return outcome{blocked: true, retry: retry, p: p, reset: retry}
 		}
 		if e.state.CompareAndSwap(tat, next) {
-			room := p.tau - (next - now) // nanoseconds of tokens left
-			remaining := math.Floor(float64(room) / p.emission)
+			room := tau - (next - now) // nanoseconds of tokens left
+			remaining := math.Floor(float64(room) / emission)
 			reset := int64(0)
 			if remaining < 1 {
-				reset = int64(math.Ceil(p.emission)) - room
+				reset = int64(math.Ceil(emission)) - room
 			}
 			// The bucket holds count+burstCount, but the policy a client is
 			// shown is count per window (RateLimit-Policy q), and r is what
@@ -132,8 +149,26 @@ func (r *rule) enterBucket(e *value, p *param, now, n int64) outcome {
 			// The burst still passes; it is just not promised. (A count
 			// below 1 is shown as 1 per longer window, and the bucket
 			// always holds a token.)
-			remaining = min(remaining, max(p.count, 1))
+			remaining = min(remaining, max(count, 1))
 			return outcome{took: true, undo: cost, p: p, remaining: remaining, reset: reset}
+		}
+	}
+}
+
+// chargeBucket counts n tokens the cluster passed in e's bucket of 1/share
+// of the count, without refusing (the bucket fills up to full, no more): so
+// that should Redis fail, the local fallback sees what this gateway passed
+// lately rather than granting its whole share on top of it.
+func (r *rule) chargeBucket(e *value, p *param, now, n int64, share int) {
+	if p.never {
+		return
+	}
+	cost, tau, _, _ := bucketOf(p, n, share)
+	for {
+		tat := e.state.Load()
+		next := min(max(tat, now)+cost, now+tau)
+		if next <= tat || e.state.CompareAndSwap(tat, next) {
+			return
 		}
 	}
 }

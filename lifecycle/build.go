@@ -138,11 +138,7 @@ func (inst *Instance) close() {
 
 // newCluster makes the Redis token service when a rule needs it; start runs it.
 func newCluster(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*cluster.Service, error) {
-	need := false
-	for _, r := range cfg.FlowRules {
-		need = need || r.ClusterMode
-	}
-	if !need {
+	if !cfg.HasClusterRules() {
 		return nil, nil
 	}
 	svc, err := cluster.New(clusterOptions(cfg, log, m))

@@ -127,12 +127,9 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	r.applyAdminToken(prev, next)
 	r.announceLive(prev, next)
 	if !r.clusterOn {
-		for _, fr := range next.FlowRules {
-			if fr.ClusterMode {
-				r.log.Warn().Str("resource", fr.Resource).
-					Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
-				break
-			}
+		if res, ok := next.ClusterRule(); ok {
+			r.log.Warn().Str("resource", res).
+				Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"sluice/hotparam"
 	"sluice/limiter"
 	"sluice/limiter/circuit"
 	"sluice/limiter/system"
@@ -51,13 +52,20 @@ func (nopObserver) DryRun()                     {}
 func (nopObserver) Error(time.Duration)         {}
 func (nopObserver) TooLarge()                   {}
 
+// TokenService decides clusterMode rules across gateways: flow rules'
+// windows and param rules' values (sluice/cluster on Redis).
+type TokenService interface {
+	limiter.TokenService
+	hotparam.TokenService
+}
+
 // Deps are what the gateway needs from outside; zero values are usable.
 type Deps struct {
 	Log zerolog.Logger
 	// Observer returns the observer of a resource; nil: nothing observed.
 	Observer func(resource string) Observer
-	// Cluster decides clusterMode rules; nil: they apply locally.
-	Cluster limiter.TokenService
+	// Cluster decides clusterMode flow and param rules; nil: they apply locally.
+	Cluster TokenService
 	// CPU feeds system.maxCpuUsage; nil: CPU is never over the limit.
 	CPU system.CPUUsage
 	// OnCircuit is told of every circuit breaker state change.

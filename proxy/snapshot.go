@@ -78,8 +78,13 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pool:         &g.pool,
 		log:          g.deps.Log,
 	}
-	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: g.deps.Cluster})
-	s.Params = hotparam.Compile(cfg.ParamRules, pParams)
+	var fc limiter.TokenService
+	var pc hotparam.TokenService
+	if g.deps.Cluster != nil {
+		fc, pc = g.deps.Cluster, g.deps.Cluster
+	}
+	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: fc})
+	s.Params = hotparam.CompileWith(cfg.ParamRules, pParams, hotparam.Options{Cluster: pc})
 	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
 	if s.sources, err = newSources(cfg.TrustedProxies); err != nil {

@@ -193,7 +193,7 @@ function showUpstreams(data) {
 const RULE_COLS = {
   apiGroups: ["name", "match"],
   flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
-  paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun"],
+  paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun", "clusterMode"],
   degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs", "errorStatuses", "probeNum"],
 };
 let rulesState = null;
@@ -295,7 +295,8 @@ const FIELDS = {
   },
   paramRules: {
     resource: "string", param: "string", match: "json", grade: "string", count: "number", durationSec: "number", burstCount: "number",
-    controlBehavior: "string", maxQueueingTimeMs: "number", maxTrackedValues: "number", dryRun: "bool", items: "json",
+    controlBehavior: "string", maxQueueingTimeMs: "number", maxTrackedValues: "number", dryRun: "bool",
+    clusterMode: "bool", clusterConfig: "json", items: "json",
   },
   degradeRules: {
     resource: "string", strategy: "string", maxAllowedRtMs: "number", threshold: "number", statIntervalMs: "number",
