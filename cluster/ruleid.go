@@ -153,10 +153,6 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 	if id.threshold == config.ThresholdAvgLocal {
 		avg = "1"
 	}
-	dur := id.duration
-	if dur <= 0 { // a rule built in code: config's default
-		dur = config.DefaultParamDurationSec
-	}
 	return &ruleSpec{
 		// The closing "}" comes after the value (valueKey).
 		prefix:   "{" + ns + ":p:" + strconv.FormatUint(id.hash(), 16) + ":",
@@ -167,7 +163,7 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 		lease: id.threshold == config.ThresholdAvgLocal || id.count >= 2*ringSlots,
 		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
-			strconv.FormatInt(dur*1000, 10),
+			strconv.FormatInt(id.duration*1000, 10),
 			avg,
 		},
 	}

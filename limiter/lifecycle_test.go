@@ -376,10 +376,7 @@ func TestClusterFallbackShare(t *testing.T) {
 			r.ClusterMode = true
 			r.ClusterConfig = config.ClusterConfig{ThresholdType: tt.tt, FallbackToLocalWhenFail: tt.fallback}
 			svc := &fakeCluster{err: errors.New("redis down"), gateways: tt.gateways}
-			f, err := limiter.Compile([]config.FlowRule{r}, nil, limiter.Options{Cluster: svc})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc})
 			c := f.Checker("r", "default")
 			got := 0
 			for i := range 20 {
