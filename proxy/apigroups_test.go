@@ -338,6 +338,13 @@ func (c *clusterTokens) Acquire(rule *config.FlowRule, key string, n int64) (boo
 	return true, nil
 }
 
+// AcquireParam: this test has no clusterMode param rule.
+func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) (bool, error) {
+	return true, nil
+}
+
+func (c *clusterTokens) Gateways() int { return 1 }
+
 // TestAPIGroupClusterRule: a clusterMode flow rule on a group asks the
 // token service for the group, for requests of every route the group
 // matches, and its refusal blocks them; a route outside the group never
