@@ -27,7 +27,7 @@ const maxEditBody = 1 << 20
 // editableSection reports whether name is a rules.yaml section the editor edits.
 func editableSection(name string) bool {
 	switch name {
-	case "apiGroups", "flowRules", "paramRules", "degradeRules":
+	case "routes", "apiGroups", "flowRules", "paramRules", "degradeRules":
 		return true
 	}
 	return false
@@ -102,6 +102,7 @@ func rawOf(path, etag string, data []byte) rawJSON {
 	}
 	out := rawJSON{Path: path, ETag: etag, Text: text}
 	var doc struct {
+		Routes       []map[string]any `yaml:"routes"`
 		APIGroups    []map[string]any `yaml:"apiGroups"`
 		FlowRules    []map[string]any `yaml:"flowRules"`
 		ParamRules   []map[string]any `yaml:"paramRules"`
@@ -111,7 +112,7 @@ func rawOf(path, etag string, data []byte) rawJSON {
 		out.ParseError = err.Error()
 	} else {
 		out.Sections = map[string][]map[string]any{
-			"apiGroups": nonNil(doc.APIGroups), "flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
+			"routes": nonNil(doc.Routes), "apiGroups": nonNil(doc.APIGroups), "flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
 		}
 	}
 	return out
@@ -145,7 +146,7 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "admin: no rules file configured")
 		return
 	case !editableSection(section):
-		writeError(w, http.StatusNotFound, "admin: section must be apiGroups, flowRules, paramRules or degradeRules")
+		writeError(w, http.StatusNotFound, "admin: section must be routes, apiGroups, flowRules, paramRules or degradeRules")
 		return
 	case err != nil || index < 0:
 		writeError(w, http.StatusNotFound, "admin: rule index must be a number from 0")

@@ -26,6 +26,7 @@ func TestEditorFieldsAreConfigs(t *testing.T) {
 		t.Fatal("web/app.js has no `const FIELDS = {...};`")
 	}
 	sections := map[string]reflect.Type{
+		"routes":       reflect.TypeFor[config.Route](),
 		"apiGroups":    reflect.TypeFor[config.APIGroup](),
 		"flowRules":    reflect.TypeFor[config.FlowRule](),
 		"paramRules":   reflect.TypeFor[config.ParamRule](),

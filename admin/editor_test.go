@@ -176,7 +176,7 @@ func TestEditRequestErrors(t *testing.T) {
 		want       int
 	}{
 		{"no If-Match", "/api/rules/flowRules/0", map[string]string{"Content-Type": "application/json"}, `{"count":1}`, 428},
-		{"unknown section", "/api/rules/routes/0", json, `{"count":1}`, 404},
+		{"unknown section", "/api/rules/upstreams/0", json, `{"count":1}`, 404},
 		{"index past the end", "/api/rules/flowRules/2", json, `{"count":1}`, 404},
 		{"section absent from file", "/api/rules/paramRules/0", json, `{"count":1}`, 404},
 		{"negative index", "/api/rules/flowRules/-1", json, `{"count":1}`, 404},
@@ -280,5 +280,43 @@ func TestEditAPIGroup(t *testing.T) {
 	}
 	if got := cfg.APIGroups[0].Match; len(got) != 2 || got[1].Exact != "/cart" {
 		t.Errorf("apiGroups[0].match after the edit: %+v", got)
+	}
+}
+
+// The editor edits a route's prioritized and occupyTimeoutMs like a rule's
+// fields: "SOURCE=VALUE" and "true" as strings, validated like the file.
+func TestEditRoutePrioritized(t *testing.T) {
+	f := newFixture(t, "")
+	put := func(fields string) (int, string) {
+		code, body, _ := f.do(t, "PUT", "/api/rules/routes/0",
+			map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, fields)
+		return code, body
+	}
+	if code, body := put(`{"prioritized": "heder:X-Priority=high"}`); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, `routes[0].prioritized: invalid prioritized \"heder:X-Priority=high\"`) {
+		t.Fatalf("PUT a bad source: %d %s, want 422 naming routes[0].prioritized", code, body)
+	}
+	if code, body := put(`{"occupyTimeoutMs": 0}`); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, "routes[0].occupyTimeoutMs: must be in 1..60000, got 0") {
+		t.Fatalf("PUT occupyTimeoutMs 0: %d %s, want 422", code, body)
+	}
+	for _, c := range []struct {
+		fields string
+		want   config.Priority
+	}{
+		{`{"prioritized": "header:X-Priority=high", "occupyTimeoutMs": 800}`,
+			config.Priority{Source: config.Source{Kind: config.SourceHeader, Name: "X-Priority"}, Value: "high"}},
+		{`{"prioritized": "true"}`, config.Priority{All: true}},
+	} {
+		if code, body := put(c.fields); code != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", c.fields, code, body)
+		}
+		cfg, err := config.Parse(f.path, f.file(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := cfg.Routes[0]; r.Prioritized != c.want || r.OccupyTimeoutMs != 800 {
+			t.Errorf("after PUT %s: prioritized %+v, occupyTimeoutMs %d", c.fields, r.Prioritized, r.OccupyTimeoutMs)
+		}
 	}
 }

@@ -4,7 +4,7 @@
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const WINDOW_MS = 5 * 60 * 1000;
-const SECTIONS = ["apiGroups", "flowRules", "paramRules", "degradeRules"];
+const SECTIONS = ["apiGroups", "flowRules", "paramRules", "degradeRules", "routes"];
 const $ = (sel) => document.querySelector(sel);
 
 // el builds an element; strings become text nodes, never HTML.
@@ -191,6 +191,7 @@ function showUpstreams(data) {
 // ---- rules in force and the last reload ----
 
 const RULE_COLS = {
+  routes: ["path", "methods", "upstream", "resource", "acquireCount", "prioritized", "occupyTimeoutMs"],
   apiGroups: ["name", "match"],
   flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
   paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun", "clusterMode"],
@@ -274,7 +275,7 @@ async function loadFile(keepSelection) {
     if (!rules.length) continue;
     const og = el("optgroup", { label: sec });
     rules.forEach((r, i) => og.append(el("option", { value: sec + "/" + i },
-      sec + "[" + i + "] " + (r.resource || r.name || "?") + (r.limitApp ? " (" + r.limitApp + ")" : "") +
+      sec + "[" + i + "] " + (r.resource || r.name || r.path || "?") + (r.limitApp ? " (" + r.limitApp + ")" : "") +
       (r.count != null ? " · count " + r.count : r.threshold != null ? " · threshold " + r.threshold : ""))));
     sel.append(og);
   }
@@ -287,6 +288,11 @@ async function loadFile(keepSelection) {
 // so a field can be added. TestEditorFieldsAreConfigs keeps it in step with
 // config's rule types.
 const FIELDS = {
+  routes: {
+    path: "string", hosts: "json", methods: "json", upstream: "string", resource: "string", entrance: "string",
+    stripPrefix: "string", acquireCount: "number", forwarder: "string", maxBodyBytes: "number", blockResponse: "json",
+    prioritized: "string", occupyTimeoutMs: "number",
+  },
   apiGroups: { name: "string", match: "json" },
   flowRules: {
     resource: "string", limitApp: "string", grade: "string", count: "number", strategy: "string", refResource: "string",
