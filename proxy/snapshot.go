@@ -199,9 +199,6 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		prio:        rc.Prioritized,
 		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
 	}
-	if rt.occupy <= 0 { // a Config not from config.Load: config's default
-		rt.occupy = config.DefaultOccupyTimeoutMs * int64(time.Millisecond)
-	}
 	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
 		rt.stripOrigin = s.originSrc.Name
