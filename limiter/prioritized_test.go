@@ -1,0 +1,58 @@
+package limiter_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/limiter"
+)
+
+// A prioritized call under two reject rules waits for the first moment at
+// which both have room; one that leaves gives its pass back in both; a
+// call that a concurrency rule blocks does not wait.
+func TestPrioritizedSeveralRules(t *testing.T) {
+	perSec := qps("r", 2)
+	perTwo := qps("r", 3)
+	perTwo.StatIntervalMs = 2000
+	c := compile(t, perSec, perTwo).Checker("r", "default")
+	for _, at := range []int64{t0, t0 + 100*ms, t0 + 1100*ms} {
+		if !enterExit(c, at, 1) {
+			t.Fatalf("plain call at +%dms refused", (at-t0)/ms)
+		}
+	}
+	// at +1.2 s the 1 s rule holds +1.1 s only (room); the 2 s rule holds
+	// 3 until t0 leaves at +2 s.
+	now := t0 + 1200*ms
+	if _, v := c.Enter(now, "", 1); !v.Blocked {
+		t.Fatal("a plain call passed a full 2 s window")
+	}
+	if _, v := c.EnterPrioritized(now, "", 1, int64(500*time.Millisecond)); !v.Blocked {
+		t.Fatal("a prioritized call waited beyond its 500 ms")
+	}
+	tok, v := c.EnterPrioritized(now, "", 1, int64(time.Second))
+	if v.Blocked || !v.Prioritized || v.Wait != 800*time.Millisecond {
+		t.Fatalf("prioritized: %+v, want a wait of 800 ms (both rules have room at +2 s)", v)
+	}
+	// the next one: the 1 s rule has +1.1 and +2.0 until +2.1 s; the 2 s
+	// rule frees t0+100ms at +2.1 s: both at +2.1 s
+	tok2, v2 := c.EnterPrioritized(now, "", 1, int64(time.Second))
+	if v2.Blocked || v2.Wait != 900*time.Millisecond {
+		t.Fatalf("second prioritized: %+v, want 900 ms", v2)
+	}
+	tok.Cancel(now+100*ms, limiter.ReasonNone) // left while waiting
+	// its slot, +2 s, is before the second waiter's: a gap the next one takes
+	_, v3 := c.EnterPrioritized(now+200*ms, "", 1, int64(time.Second))
+	if v3.Blocked || v3.Wait != 600*time.Millisecond {
+		t.Fatalf("after the first left: %+v, want its slot at +2 s (600 ms)", v3)
+	}
+	tok2.Exit(t0+2100*ms, false)
+
+	conc := config.FlowRule{Resource: "k", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1}
+	k := compile(t, conc, qps("k", 1)).Checker("k", "default")
+	held, _ := k.EnterPrioritized(t0, "", 1, int64(time.Second))
+	if _, v := k.EnterPrioritized(t0, "", 1, int64(time.Second)); !v.Blocked || v.Prioritized {
+		t.Fatalf("a call the concurrency rule blocks: %+v, want blocked at once", v)
+	}
+	held.Exit(t0, false)
+}
