@@ -18,7 +18,7 @@ import (
 var compilers = []string{"limiter", "hotparam", "cluster", "proxy", "upstream"}
 
 // enumPrefixes name config's enum constants (GradeQPS, BehaviorReject, ...).
-var enumPrefixes = []string{"Grade", "Strategy", "Behavior", "Degrade", "Threshold", "Balance", "LimitApp"}
+var enumPrefixes = []string{"Grade", "Strategy", "Behavior", "Degrade", "Threshold", "Balance", "LimitApp", "Authority"}
 
 // TestCompilersNeitherDefaultNorValidate reads the compilers' source: no
 // non-test file names one of config's defaults (config.Default...), and no

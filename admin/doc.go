@@ -19,7 +19,7 @@
 // # Metrics
 //
 //	sluice_requests_total{resource,result}            counter; result is pass, block or error
-//	sluice_blocked_total{resource,reason}             counter; reason is flow, param, degrade, system or dryrun
+//	sluice_blocked_total{resource,reason}             counter; reason is flow, param, degrade, system, authority or dryrun
 //	sluice_request_duration_seconds{resource,result}  histogram, 0.5 ms to 10 s
 //	sluice_concurrency{resource}                      gauge, read from the limiter at scrape time
 //	sluice_rules_reloads_total{result}                counter; result is ok or failed

@@ -12,12 +12,13 @@ import (
 // Block reasons that have their own label value; any other reason passed to
 // Block is counted under reasonUnknown so request data can never mint labels.
 const (
-	reasonFlow    = "flow"
-	reasonParam   = "param"
-	reasonDegrade = "degrade"
-	reasonSystem  = "system"
-	reasonDryRun  = "dryrun"
-	reasonUnknown = "unknown"
+	reasonFlow      = "flow"
+	reasonParam     = "param"
+	reasonDegrade   = "degrade"
+	reasonSystem    = "system"
+	reasonAuthority = "authority"
+	reasonDryRun    = "dryrun"
+	reasonUnknown   = "unknown"
 )
 
 // Metrics holds sluice's Prometheus collectors. Label values come only from
@@ -161,12 +162,13 @@ const (
 	idxParam
 	idxDegrade
 	idxSystem
+	idxAuthority
 	idxDryRun
 	idxUnknown
 	numReasons
 )
 
-var reasonNames = [numReasons]string{reasonFlow, reasonParam, reasonDegrade, reasonSystem, reasonDryRun, reasonUnknown}
+var reasonNames = [numReasons]string{reasonFlow, reasonParam, reasonDegrade, reasonSystem, reasonAuthority, reasonDryRun, reasonUnknown}
 
 // Pass counts a call that was let through and answered, and its duration.
 func (r *ResourceMetrics) Pass(elapsed time.Duration) {
@@ -178,7 +180,8 @@ func (r *ResourceMetrics) Pass(elapsed time.Duration) {
 }
 
 // Block counts a refused call under result="block" and under its reason
-// (flow, param, degrade or system; anything else counts as "unknown").
+// (flow, param, degrade, system or authority; anything else counts as
+// "unknown").
 func (r *ResourceMetrics) Block(reason string, elapsed time.Duration) {
 	if r == nil {
 		return
@@ -194,6 +197,8 @@ func (r *ResourceMetrics) Block(reason string, elapsed time.Duration) {
 		r.reasons[idxDegrade].Add(1)
 	case reasonSystem:
 		r.reasons[idxSystem].Add(1)
+	case reasonAuthority:
+		r.reasons[idxAuthority].Add(1)
 	default:
 		// A caller bug, not a request's doing: one fixed extra label value,
 		// exported once it is counted.
@@ -297,7 +302,7 @@ func newResourceCollector() *resourceCollector {
 			"Requests per resource by result: pass, block or error (upstream 5xx, transport failure or timeout).",
 			[]string{"resource", "result"}, nil),
 		blocked: prometheus.NewDesc("sluice_blocked_total",
-			"Blocked requests per resource by reason (flow, param, degrade, system); dryrun counts would-be blocks that passed.",
+			"Blocked requests per resource by reason (flow, param, degrade, system, authority); dryrun counts would-be blocks that passed.",
 			[]string{"resource", "reason"}, nil),
 		duration: prometheus.NewDesc("sluice_request_duration_seconds",
 			"Time from the request reaching sluice to its answer, per resource and result.",

@@ -35,6 +35,7 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 	orders.Block("param", time.Millisecond)
 	orders.Block("degrade", time.Millisecond)
 	orders.Block("system", time.Millisecond)
+	orders.Block("authority", time.Millisecond)
 	orders.DryRun()
 	orders.PrioritizedWait()
 	orders.Error(3 * time.Second)
@@ -49,12 +50,13 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 	text := scrape(t, srv)
 	for _, want := range []string{
 		`sluice_requests_total{resource="orders",result="pass"} 7`,
-		`sluice_requests_total{resource="orders",result="block"} 5`,
+		`sluice_requests_total{resource="orders",result="block"} 6`,
 		`sluice_requests_total{resource="orders",result="error"} 1`,
 		`sluice_blocked_total{reason="flow",resource="orders"} 2`,
 		`sluice_blocked_total{reason="param",resource="orders"} 1`,
 		`sluice_blocked_total{reason="degrade",resource="orders"} 1`,
 		`sluice_blocked_total{reason="system",resource="orders"} 1`,
+		`sluice_blocked_total{reason="authority",resource="orders"} 1`,
 		`sluice_blocked_total{reason="dryrun",resource="orders"} 1`,
 		`sluice_prioritized_waits_total{resource="orders"} 1`,
 		`sluice_request_duration_seconds_count{resource="orders",result="pass"} 7`,
@@ -63,7 +65,7 @@ func TestMetricsExposeSpecSeries(t *testing.T) {
 		`sluice_request_duration_seconds_count{resource="orders",result="error"} 1`,
 		`sluice_request_duration_seconds_bucket{resource="orders",result="error",le="5"} 1`,
 		`sluice_request_duration_seconds_bucket{resource="orders",result="error",le="+Inf"} 1`,
-		`sluice_request_duration_seconds_sum{resource="orders",result="block"} 0.005`,
+		`sluice_request_duration_seconds_sum{resource="orders",result="block"} 0.006`,
 		`sluice_concurrency{resource="orders"} 4`,
 		`sluice_rules_reloads_total{result="ok"} 1`,
 		`sluice_rules_reloads_total{result="failed"} 1`,
@@ -95,7 +97,7 @@ func TestMetricsCardinalityIsBoundedByConfig(t *testing.T) {
 	for _, name := range configured {
 		routes[name] = m.Resource(name) // once per route, at snapshot build
 	}
-	reasons := []string{"flow", "param", "degrade", "system"}
+	reasons := []string{"flow", "param", "degrade", "system", "authority"}
 	for i := 0; i < 10_000; i++ {
 		path, origin := fmt.Sprintf("/orders/%d", i), fmt.Sprintf("client-%d", i)
 		_, _ = path, origin // request data reaches the limiter, never a label
@@ -131,7 +133,7 @@ func TestMetricsCardinalityIsBoundedByConfig(t *testing.T) {
 	n := len(configured)
 	want := map[string]int{
 		"sluice_requests_total":           n * 3, // pass, block, error
-		"sluice_blocked_total":            n * 6, // flow, param, degrade, system, dryrun, unknown
+		"sluice_blocked_total":            n * 7, // flow, param, degrade, system, authority, dryrun, unknown
 		"sluice_request_duration_seconds": n * 3,
 		"sluice_rules_reloads_total":      2,
 	}

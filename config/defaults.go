@@ -157,6 +157,13 @@ func (c *checker) applyDefaults() {
 			r.Methods[j] = strings.ToUpper(m)
 		}
 	}
+	for i := range cfg.AuthorityRules {
+		r, p := &cfg.AuthorityRules[i], idx("authorityRules", i)
+		r.Line = c.lines[p]
+		if !c.has(p + ".strategy") {
+			r.Strategy = AuthorityWhite // Sentinel's default
+		}
+	}
 	for i := range cfg.FlowRules {
 		r, p := &cfg.FlowRules[i], idx("flowRules", i)
 		if !c.has(p + ".limitApp") {

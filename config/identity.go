@@ -20,7 +20,7 @@ type Identity struct {
 }
 
 // RuleIdentity is the decision, for every field of a rule type (FlowRule,
-// ParamRule, DegradeRule; a nested field by its path,
+// ParamRule, DegradeRule, AuthorityRule; a nested field by its path,
 // "ClusterConfig.ThresholdType"), whether it is part of the rule's
 // identity. A field added to a rule type is added here, decided:
 // TestRuleIdentityCoversEveryField fails until it is, and the local keys
@@ -72,6 +72,12 @@ func RuleIdentity(rule any) map[string]Identity {
 			"ClusterConfig.ThresholdType":           both,
 			"ClusterConfig.FallbackToLocalWhenFail": local,
 		}
+	case AuthorityRule:
+		// An authority rule holds no state; its key says which rule a
+		// reload keeps (an edit of any field is a new rule).
+		return map[string]Identity{
+			"Resource": local, "Strategy": local, "LimitApp": local, "IPs": local, "Line": none,
+		}
 	case DegradeRule:
 		return map[string]Identity{
 			"Resource": local, "Strategy": local, "MaxAllowedRtMs": local,
@@ -83,7 +89,8 @@ func RuleIdentity(rule any) map[string]Identity {
 	panic(fmt.Sprintf("config: RuleIdentity(%T): not a rule", rule))
 }
 
-// RuleID is rule's key in this gateway (FlowRule, ParamRule, DegradeRule):
+// RuleID is rule's key in this gateway (FlowRule, ParamRule, DegradeRule,
+// AuthorityRule):
 // its Local fields (RuleIdentity). Rules with equal keys are the same rule
 // to a reload.
 func RuleID(rule any) ruleid.Key {
@@ -95,6 +102,8 @@ func RuleID(rule any) ruleid.Key {
 		skip = paramSkip
 	case DegradeRule:
 		skip = degradeSkip
+	case AuthorityRule:
+		skip = authoritySkip
 	default:
 		panic(fmt.Sprintf("config: RuleID(%T): not a rule", rule))
 	}
@@ -105,9 +114,10 @@ func RuleID(rule any) ruleid.Key {
 // once from RuleIdentity rather than for every rule of every load. They are
 // never changed.
 var (
-	flowSkip    = notLocal(FlowRule{})
-	paramSkip   = notLocal(ParamRule{})
-	degradeSkip = notLocal(DegradeRule{})
+	flowSkip      = notLocal(FlowRule{})
+	paramSkip     = notLocal(ParamRule{})
+	degradeSkip   = notLocal(DegradeRule{})
+	authoritySkip = notLocal(AuthorityRule{})
 )
 
 func notLocal(rule any) []string {

@@ -23,6 +23,7 @@ func identityRules() []any {
 			Match: config.ParamMatch{Strategy: config.MatchCIDR, Pattern: "10.0.0.0/8"},
 			Items: []config.ParamItem{{Value: "a", Match: config.MatchPrefix, Count: 2}}, Line: 3},
 		config.DegradeRule{Resource: "r", RetryTimeoutMs: 1, ErrorStatuses: []string{"5xx"}, Line: 3},
+		config.AuthorityRule{Resource: "r", Strategy: config.AuthorityWhite, LimitApp: "a", IPs: []string{"10.0.0.0/8"}, Line: 3},
 	}
 }
 

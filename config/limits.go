@@ -27,10 +27,10 @@ const (
 )
 
 // blockReasons are the values blockResponse.body is rendered with for each
-// route when the gateway is built: the four reasons a block can have, then
+// route when the gateway is built: the five reasons a block can have, then
 // "dryrun" and "" (rendered, never sent). The limiter names them;
 // TestBlockBodyRenderedForEveryReason keeps the two lists together.
-var blockReasons = [...]string{"flow", "param", "degrade", "system", "dryrun", ""}
+var blockReasons = [...]string{"flow", "param", "degrade", "system", "authority", "dryrun", ""}
 
 // MaxOccupyTimeoutMs bounds a route's occupyTimeoutMs (a prioritized call's
 // wait; a rule's window looks at most one statIntervalMs ahead anyway).

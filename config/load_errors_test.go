@@ -167,6 +167,20 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_server_types.yaml:3: server.maxConcurrentStreams: must be between 1 and 2147483647 (HTTP/2 streams one connection may have open), got 3000000000",
 			"testdata/bad_server_types.yaml:4: server.maxStreams: unknown field",
 		}},
+		{"bad_authority.yaml", []string{
+			"testdata/bad_authority.yaml:12: authorityRules[0].strategy: must be one of white, black, got \"whitelist\"",
+			"testdata/bad_authority.yaml:15: authorityRules[1].ips[0]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
+			"testdata/bad_authority.yaml:15: authorityRules[1].ips[5]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
+			"testdata/bad_authority.yaml:15: authorityRules[1].ips[6]: must be a CIDR (10.0.0.0/8) or an IP address, got \"1.2.3.4/\"",
+			"testdata/bad_authority.yaml:16: authorityRules[2]: names no caller: set limitApp (origins), ips (client addresses) or both",
+			"testdata/bad_authority.yaml:18: authorityRules[3]: names no caller: set limitApp (origins), ips (client addresses) or both",
+			"testdata/bad_authority.yaml:21: authorityRules[4].resource: unknown resource \"nope\": no route has it (resources: a)",
+			"testdata/bad_authority.yaml:23: authorityRules[4].ip: unknown field",
+			"testdata/bad_authority.yaml:25: authorityRules[5].limitApp: lists origins; \"other\" is a flow rule's keyword, not an origin",
+		}},
+		{"authority_no_origin.yaml", []string{
+			"testdata/authority_no_origin.yaml:10: authorityRules[0].limitApp: needs origin.from (where a call's origin comes from): without it no call has an origin",
+		}},
 		{"bad_trusted_proxies.yaml", []string{
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[1]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"",
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",

@@ -51,6 +51,11 @@ func TestLoadFull(t *testing.T) {
 				AcquireCount: 1, Forwarder: "auto", OccupyTimeoutMs: 500, Line: 34, BlockResponse: config.BlockResponse{Status: 503, ContentType: "text/plain",
 					Body: "blocked {{.Resource}} ({{.Reason}})", Redirect: "https://status.example.com/", RateLimitHeaders: ptr(false), LegacyHeaders: true}},
 		},
+		AuthorityRules: []config.AuthorityRule{
+			{Resource: "get-order", Strategy: config.AuthorityBlack, LimitApp: "app-a, app-b",
+				IPs: []string{"10.0.0.0/8", "2001:db8::/32", "192.168.1.7"}, Line: 122},
+			{Resource: "/users/{id:[0-9]+}", Strategy: config.AuthorityWhite, IPs: []string{"127.0.0.1"}, Line: 126},
+		},
 		FlowRules: []config.FlowRule{
 			{Resource: "get-order", LimitApp: "a, b", Grade: config.GradeQPS, Count: 100.5, Strategy: config.StrategyChain, RefResource: "web",
 				ControlBehavior: config.BehaviorWarmUpThrottle, WarmUpPeriodSec: 20, ColdFactor: 4, MaxQueueingTimeMs: 500, StatIntervalMs: 60000,

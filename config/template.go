@@ -11,7 +11,7 @@ import (
 // BlockData is what blockResponse.body is executed with.
 type BlockData struct {
 	Resource string // the blocked resource
-	Reason   string // flow, param, degrade or system
+	Reason   string // flow, param, degrade, system or authority
 }
 
 // BlockBody is blockResponse.body parsed once, to be rendered for each

@@ -21,6 +21,7 @@ type Config struct {
 	Upstreams      map[string]Upstream `yaml:"upstreams" json:"upstreams"`
 	Routes         []Route             `yaml:"routes" json:"routes"`
 	APIGroups      []APIGroup          `yaml:"apiGroups" json:"apiGroups"`
+	AuthorityRules []AuthorityRule     `yaml:"authorityRules" json:"authorityRules"`
 	FlowRules      []FlowRule          `yaml:"flowRules" json:"flowRules"`
 	ParamRules     []ParamRule         `yaml:"paramRules" json:"paramRules"`
 	DegradeRules   []DegradeRule       `yaml:"degradeRules" json:"degradeRules"`
@@ -186,6 +187,33 @@ type FlowRule struct {
 
 // LimitApps splits LimitApp ("a, b") into its origins.
 func (r FlowRule) LimitApps() []string { return splitList(r.LimitApp) }
+
+// AuthorityStrategy says what an authority rule does with the callers it names.
+type AuthorityStrategy string
+
+const (
+	// AuthorityWhite lets through only the callers the rule names.
+	AuthorityWhite AuthorityStrategy = "white"
+	// AuthorityBlack refuses exactly the callers the rule names.
+	AuthorityBlack AuthorityStrategy = "black"
+)
+
+// AuthorityRule is Sentinel's AuthorityRule, with client addresses beside
+// origins: it names callers by origin (LimitApp, a comma-separated list of
+// origin.from values) and by address (IPs, CIDRs or single addresses of the
+// ip source), and lets only them through (white) or refuses exactly them
+// (black). A caller is named when its origin or its address is.
+type AuthorityRule struct {
+	Resource string            `yaml:"resource" json:"resource"`
+	Strategy AuthorityStrategy `yaml:"strategy" json:"strategy"`
+	LimitApp string            `yaml:"limitApp" json:"limitApp"`
+	IPs      []string          `yaml:"ips" json:"ips"`
+
+	Line int `yaml:"-" json:"line"`
+}
+
+// LimitApps splits LimitApp ("a, b") into its origins.
+func (r AuthorityRule) LimitApps() []string { return splitList(r.LimitApp) }
 
 // ThresholdType says whether a cluster rule's count is for the cluster or per gateway.
 type ThresholdType string

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"sluice/internal/match"
 )
 
 // add records a validation problem at path, unless path (or a parent of it)
@@ -149,16 +150,13 @@ func (c *checker) validate() {
 	c.oneOf("log.level", cfg.Log.Level, "trace", "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "json", "console")
 	for i, p := range cfg.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				c.add(idx("trustedProxies", i), "must be a CIDR (10.0.0.0/8) or an IP address, got %s", quote(p))
-			}
-		}
+		c.prefix(idx("trustedProxies", i), p)
 	}
 	c.originStrip()
 	c.upstreams()
 	ix := c.routes()
 	c.apiGroups(&ix)
+	c.authorityRules(ix)
 	c.flowRules(ix)
 	c.paramRules(ix)
 	c.degradeRules(ix)
@@ -432,6 +430,40 @@ func (c *checker) resource(path, res string, ix routeIndex) bool {
 		return false
 	}
 	return true
+}
+
+// prefix checks a CIDR or a single address (match.ParsePrefix, as the
+// gateway reads it).
+func (c *checker) prefix(path, s string) {
+	if _, ok := match.ParsePrefix(s); !ok {
+		c.add(path, "must be a CIDR (10.0.0.0/8) or an IP address, got %s", quote(s))
+	}
+}
+
+func (c *checker) authorityRules(ix routeIndex) {
+	for i, r := range c.cfg.AuthorityRules {
+		p := idx("authorityRules", i)
+		c.resource(p+".resource", r.Resource, ix)
+		c.oneOf(p+".strategy", string(r.Strategy), string(AuthorityWhite), string(AuthorityBlack))
+		apps := r.LimitApps()
+		if len(apps) == 0 && len(r.IPs) == 0 {
+			c.add(p, "names no caller: set limitApp (origins), ips (client addresses) or both")
+		}
+		for _, app := range apps {
+			if app == LimitAppDefault || app == LimitAppOther {
+				// A flow rule's keywords: here they would name an origin
+				// called "default" or "other".
+				c.add(p+".limitApp", "lists origins; %s is a flow rule's keyword, not an origin", quote(app))
+				break
+			}
+		}
+		if len(apps) > 0 && c.cfg.Origin.From.IsZero() && !c.bad["origin.from"] {
+			c.add(p+".limitApp", "needs origin.from (where a call's origin comes from): without it no call has an origin")
+		}
+		for j, s := range r.IPs {
+			c.prefix(idx(p+".ips", j), s)
+		}
+	}
 }
 
 func (c *checker) flowRules(ix routeIndex) {

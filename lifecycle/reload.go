@@ -91,7 +91,8 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 		r.metrics.CircuitState(res, int(st))
 	}
 	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
-		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).Msg("rules loaded")
+		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).
+		Int("authorityRules", len(cfg.AuthorityRules)).Msg("rules loaded")
 	return nil
 }
 

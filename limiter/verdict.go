@@ -12,11 +12,14 @@ const (
 	ReasonParam
 	ReasonDegrade
 	ReasonSystem
+	// ReasonAuthority: an authority rule (Sentinel AuthorityRule) refused
+	// the caller; the gateway answers 403, not the block status.
+	ReasonAuthority
 	// ReasonDryRun marks a would-be block of a dryRun rule; the call passes.
 	ReasonDryRun
 )
 
-var reasonNames = [...]string{"", "flow", "param", "degrade", "system", "dryrun"}
+var reasonNames = [...]string{"", "flow", "param", "degrade", "system", "authority", "dryrun"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

@@ -70,7 +70,8 @@ func TestHostRoutingAllocations(t *testing.T) {
 
 // TestGuardsAllocateNothing serves the same request on the fast path with
 // no rules (the system and flow guards run with nothing to check) and with
-// every guard busy (system, flow qps and concurrency, param, degrade): the
+// every guard busy (authority by address, system, flow qps and
+// concurrency, param, degrade): the
 // checks, the loop that runs them and the tokens they hold add no
 // allocation. RateLimit headers are off, so that both serve the same
 // response.
@@ -92,6 +93,10 @@ routes:
     forwarder: fast
 `
 	guarded := base + `
+authorityRules:
+  - resource: item
+    strategy: black
+    ips: ["10.0.0.0/8", "2001:db8::/32"]
 system:
   maxQps: 1000000000
   maxConcurrency: 1000000

@@ -69,9 +69,15 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	if e := ex.call.blockedBy; e != nil {
 		body, grpcMessage = &e.blocked.body, &e.blocked.grpcMessage
 	}
-	status := rt.blocked.status
+	status, grpcStatus := rt.blocked.status, grpcStatus8
+	authority := v.Reason == limiter.ReasonAuthority
+	if authority {
+		// The caller may not call the resource at all: no wait, and no
+		// page a redirect leads to, helps.
+		status, grpcStatus = http.StatusForbidden, grpcStatus7
+	}
 	grpc := isGRPC(ex.req)
-	if rt.blocked.location != nil && !grpc {
+	if rt.blocked.location != nil && !grpc && !authority {
 		// Sentinel gateway's redirect: a 302 the client follows at once,
 		// so no Retry-After and no RateLimit fields (a client may wait
 		// for t before following a redirect: draft-10 section 6).
@@ -92,10 +98,11 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	if grpc {
 		// A gRPC client reads the outcome from grpc-status, not the HTTP
 		// status: 200 with headers only (a trailers-only response) and
-		// RESOURCE_EXHAUSTED, which clients may retry after backing off.
+		// RESOURCE_EXHAUSTED, which clients may retry after backing off
+		// (PERMISSION_DENIED for an authority refusal, which they do not).
 		status = http.StatusOK
 		h["Content-Type"] = ex.req.Header["Content-Type"] // the call's own flavour (+proto, -web)
-		h["Grpc-Status"] = grpcStatus8
+		h["Grpc-Status"] = grpcStatus
 		h["Grpc-Message"] = grpcMessage[v.Reason]
 		ex.WriteHeader(status)
 	} else {

@@ -14,11 +14,16 @@ func isGRPC(r *http.Request) bool {
 	return len(ct) > 0 && len(ct[0]) >= 16 && strings.EqualFold(ct[0][:16], "application/grpc")
 }
 
-// grpcResourceExhausted is gRPC's RESOURCE_EXHAUSTED status code.
-const grpcResourceExhausted = "8"
+// gRPC's status codes for a blocked call: RESOURCE_EXHAUSTED, and
+// PERMISSION_DENIED for a caller an authority rule refuses.
+const (
+	grpcResourceExhausted = "8"
+	grpcPermissionDenied  = "7"
+)
 
 var (
 	grpcStatus8 = []string{grpcResourceExhausted}
+	grpcStatus7 = []string{grpcPermissionDenied}
 )
 
 // grpcMessages renders each reason's grpc-message for resource once:

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"time"
 
 	"sluice/hotparam"
@@ -11,7 +12,7 @@ import (
 
 // guard is one check that the calls of a route meet. A route holds its
 // guards in a fixed array, in the order of docs/rules.md "Combining rules"
-// (system, flow, param, degrade), and route.serve runs them in a loop: the
+// (authority, system, flow, param, degrade), and route.serve runs them in a loop: the
 // first block decides, and the guards already passed give back what they
 // took.
 //
@@ -49,7 +50,7 @@ type outcome struct {
 	abandoned bool
 }
 
-const maxGuards = 5 // system, flow, param, degrade, API groups
+const maxGuards = 6 // authority, system, flow, param, degrade, API groups
 
 // guards are one route's guards, in order.
 type guards struct {
@@ -59,6 +60,14 @@ type guards struct {
 
 func (gs *guards) add(g guard) {
 	gs.list[gs.n] = g
+	gs.n++
+}
+
+// first puts g before the guards there are (the authority guard, which a
+// route gets once its API groups are known).
+func (gs *guards) first(g guard) {
+	copy(gs.list[1:gs.n+1], gs.list[:gs.n])
+	gs.list[0] = g
 	gs.n++
 }
 
@@ -82,7 +91,8 @@ func newGuards(sys *system.Guard, flow *limiter.Checker, params *hotparam.Checke
 // request.
 type call struct {
 	origin string
-	n      int64 // acquireCount
+	addr   netip.Addr // the client's address, read only for authority rules that name addresses
+	n      int64      // acquireCount
 	values hotparam.Values
 	// occupy is how long a prioritized call may wait for room (ns); 0:
 	// the call is not prioritized. An API group's rules do not wait (its
@@ -124,7 +134,7 @@ func (c *call) exit(now int64, o outcome) {
 	c.nheld = 0
 }
 
-// The four guards adapt their packages, which know nothing of proxy, to the
+// The four stateful guards adapt their packages, which know nothing of proxy, to the
 // one shape. Each is one pointer, so held in an interface it allocates
 // nothing; each token type is its package's Token, so &c.<field> converts
 // to it in place.

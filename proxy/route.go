@@ -25,6 +25,9 @@ type route struct {
 
 	guards guards
 	obs    Observer
+	// clientAddr: an authority rule of the resource names addresses, so
+	// the client's address is read before the guards.
+	clientAddr bool
 	// prio says which calls are prioritized (routes' prioritized), occupy
 	// how long such a call may wait (ns); waits counts the waits.
 	prio    config.Priority
@@ -89,6 +92,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		if v, found, ok := ex.one(rt.prio.Source); found && ok && v == rt.prio.Value {
 			c.occupy = rt.occupy
 		}
+	}
+	if rt.clientAddr {
+		c.addr, _ = s.sources.client(r)
 	}
 	var (
 		wait     time.Duration

@@ -22,6 +22,7 @@ type Snapshot struct {
 	Breakers *circuit.Set
 	System   *system.Guard
 
+	authority    map[string]*authorityGuard // by resource
 	router       *hostRouter
 	groups       []*apiGroup // the API groups, in file order
 	upstreams    map[string]*upstream
@@ -87,6 +88,9 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	s.Params = hotparam.CompileWith(cfg.ParamRules, pParams, hotparam.Options{Cluster: pc})
 	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
+	if s.authority, err = compileAuthority(cfg.AuthorityRules); err != nil {
+		return nil, err
+	}
 	if s.sources, err = newSources(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: trustedProxies: %w", err)
 	}
@@ -132,6 +136,10 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		}
 		if gg != nil {
 			rt.guards.add(gg)
+		}
+		if auth := s.routeAuthority(rt.resource, gg); auth != nil {
+			rt.guards.first(auth)
+			rt.clientAddr = auth.addr
 		}
 		routes[i] = hostRoute{rc, rt}
 	}

@@ -108,20 +108,30 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 	return !vs.over
 }
 
-// clientIP is the TCP peer, unless the peer is a trusted proxy: then the
-// right-most X-Forwarded-For address that is not itself trusted. A header
-// sent by an untrusted peer is never read, so it cannot buy another key.
-// Addresses are canonical (canonicalAddr), the peer's and the header's
-// alike, so that one client is one key.
+// clientIP is the ip source's value: the client (client) as a canonical
+// address (canonicalAddr), so that one client is one key; a peer that is
+// not an address (a Unix socket's) as the server gave it.
 func (s *sources) clientIP(r *http.Request) (string, bool) {
-	raw := hostOnly(r.RemoteAddr)
-	a, peer, ok := canonicalAddr(raw)
-	if !ok {
-		// Not an address (a Unix socket's peer): as the server gave it.
+	a, raw := s.client(r)
+	if !a.IsValid() {
 		return raw, raw != ""
 	}
-	if !s.trustedAddr(a) {
-		return peer, true
+	return canonicalString(a, raw), true
+}
+
+// client is the TCP peer, unless the peer is a trusted proxy: then the
+// right-most X-Forwarded-For address that is not itself trusted. A header
+// sent by an untrusted peer is never read, so it cannot buy another
+// client. raw is the client as written (the peer without its port, or the
+// X-Forwarded-For element), a it read as a canonical address
+// (parseAddr), the zero Addr when raw is not one (a Unix socket's peer).
+// It allocates nothing: the ip source, the authority rules and the
+// forwarded-for header all read the client here.
+func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
+	raw = hostOnly(r.RemoteAddr)
+	a, ok := parseAddr(raw)
+	if !ok || !s.trustedAddr(a) {
+		return a, raw
 	}
 	xff := r.Header["X-Forwarded-For"]
 	for i := len(xff) - 1; i >= 0; i-- {
@@ -139,37 +149,51 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 			if part == "" {
 				continue
 			}
-			a, hop, ok := canonicalAddr(part)
+			hop, ok := parseAddr(part)
 			if !ok {
 				// Garbage in the header: stop at the last hop we can vouch for.
-				return peer, true
+				return a, raw
 			}
-			if !s.trustedAddr(a) {
-				return hop, true
+			a, raw = hop, part
+			if !s.trustedAddr(hop) {
+				return a, raw
 			}
-			peer = hop
 		}
 	}
-	return peer, true
+	return a, raw
 }
 
-// canonicalAddr parses an address written without a port and returns it
-// in the one form that makes one client one key: an IPv4-mapped IPv6
-// address as its IPv4 address (::ffff:1.2.3.4 is 1.2.3.4), IPv6 as RFC 5952
-// writes it (netip's String: lower case, zeros compressed), no zone. It
-// allocates only when that form differs from s; ok is false when s is not
+// parseAddr reads an address written without a port as the one address
+// that makes one client one key: an IPv4-mapped IPv6 address as its IPv4
+// address (::ffff:1.2.3.4 is 1.2.3.4), no zone. ok is false when s is not
 // an address.
-func canonicalAddr(s string) (a netip.Addr, canon string, ok bool) {
+func parseAddr(s string) (netip.Addr, bool) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// canonicalAddr parses an address written without a port (parseAddr) and
+// also returns it written in the one form that makes one client one key
+// (canonicalString); ok is false when s is not an address.
+func canonicalAddr(s string) (a netip.Addr, canon string, ok bool) {
+	if a, ok = parseAddr(s); !ok {
 		return netip.Addr{}, "", false
 	}
-	a = a.Unmap().WithZone("")
+	return a, canonicalString(a, s), true
+}
+
+// canonicalString writes a (parsed from s) as RFC 5952 writes it (netip's
+// String: lower case, zeros compressed; IPv4 dotted), allocating only when
+// that form differs from s.
+func canonicalString(a netip.Addr, s string) string {
 	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
 	if b := a.AppendTo(buf[:0]); string(b) != s {
-		return a, string(b), true
+		return string(b)
 	}
-	return a, s, true
+	return s
 }
 
 // trustedAddr reports whether a canonical address is in trustedProxies.
