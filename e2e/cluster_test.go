@@ -581,8 +581,8 @@ func TestClusterAvgLocalFollowsLiveGateways(t *testing.T) {
 // count 100 with fallbackToLocalWhenFail (each gateway offered 150/s) and /l
 // count 30 without it (each offered 75/s). Redis is killed at 2.5 s and
 // restarted at 5.5 s. No request may get a 5xx or fail. During the outage
-// each gateway applies /c's rule locally (100/s each, about 200/s in all)
-// from at most 1 s after the kill, and lets all of /l pass; after the restart
+// each gateway applies /c's rule locally at its share, count / 2 gateways (50/s each,
+// about 100/s in all, the count) from at most 1 s after the kill, and lets all of /l pass; after the restart
 // both totals are back to their cluster counts within 5 s. The state changes
 // show in sluice_cluster_redis_up and are logged once each. Windows checked
 // span whole seconds (see TestClusterAvgLocalFollowsLiveGateways).
@@ -683,8 +683,9 @@ func TestClusterRedisKilledUnderLoad(t *testing.T) {
 		rate float64
 	}{
 		{"/c, cluster before the kill", cs, [2]time.Duration{0, 2 * time.Second}, 100},
-		{"/c, gateway 0 alone, local rule from 1 s after the kill", cs[:1], outage, 100},
-		{"/c, gateway 1 alone, local rule from 1 s after the kill", cs[1:], outage, 100},
+		// a global count falls back to each gateway's share: count / 2
+		{"/c, gateway 0 alone, local rule from 1 s after the kill", cs[:1], outage, 50},
+		{"/c, gateway 1 alone, local rule from 1 s after the kill", cs[1:], outage, 50},
 		{"/c, cluster from 1.5 s to 4.5 s after the restart", cs, after, 100},
 		{"/l, cluster before the kill", ls, [2]time.Duration{0, 2 * time.Second}, 30},
 		{"/l, everything passes from 1 s after the kill", ls, outage, 150},

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestClusterParamAcrossTwoGateways: one API key spread over two gateways
+// sharing a namespace on a Redis of the test's own. A clusterMode param
+// rule (count 40 per second per X-Key, global) passes 40/s of key k1 in
+// total, counted at the upstream, while each gateway is offered 60/s of it.
+// Redis is killed at 3 s: from 1 s after, each gateway limits the key
+// locally at its share, count / 2 gateways = 20/s (40/s in all, not 80),
+// and no request gets a 5xx. Redis restarted at 6.5 s: from 1.5 s after,
+// the key is counted across the fleet again, 40/s in all. A second key, k2,
+// is offered unevenly (50/s to gateway 0, 5/s to gateway 1) and tells the
+// cluster from the local shares apart: gateway 0 passes 35/s of it while
+// the fleet counts it, 20/s while Redis is down.
+func TestClusterParamAcrossTwoGateways(t *testing.T) {
+	rd := clStartRedis(t)
+	launched := time.Now()
+	var mu sync.Mutex
+	type arrival struct {
+		key, gw string
+		at      time.Duration // since launch
+	}
+	var arrivals []arrival // at the upstream
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, arrival{r.Header.Get("X-Key"), r.Header.Get("X-Gw"), time.Since(launched)})
+		mu.Unlock()
+	})
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /c
+    upstream: up
+    resource: c
+paramRules:
+  - resource: c
+    param: header:X-Key
+    count: 40
+    clusterMode: true
+    clusterConfig: { thresholdType: global, fallbackToLocalWhenFail: true }
+cluster:
+  redis: %s
+  namespace: %s
+`, rd.url(), clNamespace(t))))
+	const (
+		killAt    = 3 * time.Second
+		restartAt = 6500 * time.Millisecond
+		end       = 10500 * time.Millisecond
+	)
+	var restartErr error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var once sync.Once
+	finish := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer finish()
+	mu.Lock()
+	launched = time.Now()
+	mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-stop:
+			return
+		case <-time.After(killAt - time.Since(launched)):
+		}
+		rd.kill()
+		select {
+		case <-stop:
+			return
+		case <-time.After(restartAt - time.Since(launched)):
+		}
+		restartErr = rd.startErr()
+	}()
+	// targets in turn: gateway 0 k1 x6, k2 x5 at 110/s (60/s and 50/s);
+	// gateway 1 k1 x12, k2 x1 at 65/s (60/s and 5/s)
+	targets := func(g *gateway, gw string, k1, k2 int) []target {
+		var ts []target
+		for range k1 {
+			ts = append(ts, to(g.URL+"/c", "X-Key: k1", "X-Gw: "+gw))
+		}
+		for range k2 {
+			ts = append(ts, to(g.URL+"/c", "X-Key: k2", "X-Gw: "+gw))
+		}
+		return ts
+	}
+	loads := []load{
+		{Rate: 110, Duration: end, MaxLag: clMaxLag, Targets: targets(gs[0], "0", 6, 5)},
+		{Rate: 65, Duration: end, MaxLag: clMaxLag, Targets: targets(gs[1], "1", 12, 1)},
+	}
+	rs := clRunAll(t, loads)
+	finish()
+	if restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	clOnly200And429(t, "one key over two gateways, Redis killed and restarted", rs...)
+
+	mu.Lock()
+	at := append([]arrival(nil), arrivals...)
+	mu.Unlock()
+	// upstreamIn counts key's arrivals from gateway gw ("": either) in [from, to).
+	upstreamIn := func(key, gw string, from, to time.Duration) int {
+		n := 0
+		for _, a := range at {
+			if a.key == key && (gw == "" || a.gw == gw) && a.at >= from && a.at < to {
+				n++
+			}
+		}
+		return n
+	}
+	perSec := func(key, gw string) []int {
+		out := make([]int, int(end/time.Second))
+		for i := range out {
+			out[i] = upstreamIn(key, gw, time.Duration(i)*time.Second, time.Duration(i+1)*time.Second)
+		}
+		return out
+	}
+	t.Logf("Redis down [%v, %v); at the upstream per second: k1 %v (from gateway 0 %v, gateway 1 %v); k2 from gateway 0 %v, gateway 1 %v",
+		killAt, restartAt, perSec("k1", ""), perSec("k1", "0"), perSec("k1", "1"), perSec("k2", "0"), perSec("k2", "1"))
+
+	outage := [2]time.Duration{killAt + time.Second, restartAt}
+	after := [2]time.Duration{restartAt + 1500*time.Millisecond, end - 500*time.Millisecond}
+	before := [2]time.Duration{time.Second, killAt}
+	for _, c := range []struct {
+		what string
+		got  int
+		span [2]time.Duration
+		rate float64
+	}{
+		{"k1, cluster before the kill", upstreamIn("k1", "", before[0], before[1]), before, 40},
+		{"k1, local shares during the outage", upstreamIn("k1", "", outage[0], outage[1]), outage, 40},
+		{"k1 from gateway 0 during the outage: count / 2", upstreamIn("k1", "0", outage[0], outage[1]), outage, 20},
+		{"k1 from gateway 1 during the outage: count / 2", upstreamIn("k1", "1", outage[0], outage[1]), outage, 20},
+		{"k1, cluster again after the restart", upstreamIn("k1", "", after[0], after[1]), after, 40},
+		{"k2 from gateway 0, cluster before the kill", upstreamIn("k2", "0", before[0], before[1]), before, 35},
+		{"k2 from gateway 0 during the outage: count / 2", upstreamIn("k2", "0", outage[0], outage[1]), outage, 20},
+		{"k2 from gateway 0, cluster again after the restart", upstreamIn("k2", "0", after[0], after[1]), after, 35},
+	} {
+		want := c.rate * (c.span[1] - c.span[0]).Seconds()
+		if !clWithin(c.got, want, 0.15) {
+			t.Errorf("%s [%v, %v): %d passes, want %.0f (%.0f/s) ±15%%", c.what, c.span[0], c.span[1], c.got, want, c.rate)
+		}
+	}
+}
