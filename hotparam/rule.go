@@ -115,12 +115,28 @@ func (r *rule) enter(e *value, now, n int64, share int) outcome {
 // below one token: a count smaller than the gateways still lets each
 // gateway pass one call a durationSec).
 func bucketOf(p *param, n int64, share int) (cost, tau int64, count, emission float64) {
-	if share <= 1 || p.never {
+	if p.never {
 		return costOf(p, n), p.tau, p.count, p.emission
+	}
+	if share <= 1 {
+		return bucketCost(n, p.emission), p.tau, p.count, p.emission
 	}
 	count = max(p.count/float64(share), min(p.count, 1))
 	emission = p.emission * p.count / count
-	return nanos(float64(n) * emission), nanos(max(count, 1) * emission), count, emission
+	return bucketCost(n, emission), nanos(max(count, 1) * emission), count, emission
+}
+
+// bucketCost is what n tokens take from a bucket, in nanoseconds, rounded
+// down: a full bucket (tau, rounded to the nearest) must hold count tokens
+// at once, and count costs rounded up do not fit in it (six tokens of 1e9/6
+// ns, each rounded to 166666667, are 2 ns more than a second, and a rule of 6
+// a second passed 5). Rounding down gives a rate at most 1 ns a token faster.
+func bucketCost(n int64, emission float64) int64 {
+	ns := float64(n) * emission
+	if ns >= forever {
+		return forever
+	}
+	return int64(ns)
 }
 
 func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome {
