@@ -12,7 +12,7 @@
 //	GET  /api/rules/raw                    rules.yaml as text, its rules as JSON, and its ETag
 //	GET  /api/resources[?origins=N|all]    per resource now: pass/block/success/error qps, avg rt, concurrency, per entrance, and the 50 (N) most active origins
 //	GET  /api/history                      per-second samples of the last 5 minutes per resource
-//	PUT  /api/rules/{section}/{index}      edit one rule of routes|apiGroups|flowRules|paramRules|degradeRules (needs If-Match)
+//	PUT  /api/rules/{section}/{index}      edit one rule of routes|apiGroups|authorityRules|flowRules|paramRules|degradeRules (needs If-Match)
 //	POST /api/reload                       ask for a reload of rules.yaml now
 //	GET  /                                 the dashboard
 //

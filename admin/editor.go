@@ -27,7 +27,7 @@ const maxEditBody = 1 << 20
 // editableSection reports whether name is a rules.yaml section the editor edits.
 func editableSection(name string) bool {
 	switch name {
-	case "routes", "apiGroups", "flowRules", "paramRules", "degradeRules":
+	case "routes", "apiGroups", "authorityRules", "flowRules", "paramRules", "degradeRules":
 		return true
 	}
 	return false
@@ -104,6 +104,7 @@ func rawOf(path, etag string, data []byte) rawJSON {
 	var doc struct {
 		Routes       []map[string]any `yaml:"routes"`
 		APIGroups    []map[string]any `yaml:"apiGroups"`
+		Authority    []map[string]any `yaml:"authorityRules"`
 		FlowRules    []map[string]any `yaml:"flowRules"`
 		ParamRules   []map[string]any `yaml:"paramRules"`
 		DegradeRules []map[string]any `yaml:"degradeRules"`
@@ -112,7 +113,7 @@ func rawOf(path, etag string, data []byte) rawJSON {
 		out.ParseError = err.Error()
 	} else {
 		out.Sections = map[string][]map[string]any{
-			"routes": nonNil(doc.Routes), "apiGroups": nonNil(doc.APIGroups), "flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
+			"routes": nonNil(doc.Routes), "apiGroups": nonNil(doc.APIGroups), "authorityRules": nonNil(doc.Authority), "flowRules": nonNil(doc.FlowRules), "paramRules": nonNil(doc.ParamRules), "degradeRules": nonNil(doc.DegradeRules),
 		}
 	}
 	return out
@@ -146,7 +147,7 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "admin: no rules file configured")
 		return
 	case !editableSection(section):
-		writeError(w, http.StatusNotFound, "admin: section must be routes, apiGroups, flowRules, paramRules or degradeRules")
+		writeError(w, http.StatusNotFound, "admin: section must be routes, apiGroups, authorityRules, flowRules, paramRules or degradeRules")
 		return
 	case err != nil || index < 0:
 		writeError(w, http.StatusNotFound, "admin: rule index must be a number from 0")

@@ -26,11 +26,12 @@ func TestEditorFieldsAreConfigs(t *testing.T) {
 		t.Fatal("web/app.js has no `const FIELDS = {...};`")
 	}
 	sections := map[string]reflect.Type{
-		"routes":       reflect.TypeFor[config.Route](),
-		"apiGroups":    reflect.TypeFor[config.APIGroup](),
-		"flowRules":    reflect.TypeFor[config.FlowRule](),
-		"paramRules":   reflect.TypeFor[config.ParamRule](),
-		"degradeRules": reflect.TypeFor[config.DegradeRule](),
+		"routes":         reflect.TypeFor[config.Route](),
+		"apiGroups":      reflect.TypeFor[config.APIGroup](),
+		"authorityRules": reflect.TypeFor[config.AuthorityRule](),
+		"flowRules":      reflect.TypeFor[config.FlowRule](),
+		"paramRules":     reflect.TypeFor[config.ParamRule](),
+		"degradeRules":   reflect.TypeFor[config.DegradeRule](),
 	}
 	secRe := regexp.MustCompile(`(?s)(\w+): \{(.*?)\}`)
 	fieldRe := regexp.MustCompile(`(\w+): "(\w+)"`)

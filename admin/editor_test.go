@@ -320,3 +320,39 @@ func TestEditRoutePrioritized(t *testing.T) {
 		}
 	}
 }
+
+// TestEditAuthorityRule: the editor lists the file's authorityRules and
+// edits one like any rule: a bad address is refused with its file:line and
+// the file stays as it was; a valid edit is written.
+func TestEditAuthorityRule(t *testing.T) {
+	f := newFixture(t, "")
+	doc := string(f.file(t)) + "\nauthorityRules:\n  - resource: orders\n    ips: [\"10.0.0.0/8\"]\n"
+	if err := os.WriteFile(f.path, []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := f.do(t, "GET", "/api/rules/raw", nil, "")
+	var raw struct{ Sections map[string][]map[string]any }
+	if code != 200 || json.Unmarshal([]byte(body), &raw) != nil || len(raw.Sections["authorityRules"]) != 1 || raw.Sections["authorityRules"][0]["resource"] != "orders" {
+		t.Fatalf("GET /api/rules/raw: %d %s, want authorityRules[0] of orders", code, body)
+	}
+	code, body, _ = f.do(t, "PUT", "/api/rules/authorityRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"ips": ["10.0.0.0/33"]}`)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `authorityRules[0].ips[0]: must be a CIDR (10.0.0.0/8) or an IP address, got \"10.0.0.0/33\"`) {
+		t.Fatalf("PUT a bad CIDR: %d %s, want 422 naming authorityRules[0].ips[0]", code, body)
+	}
+	if string(f.file(t)) != doc {
+		t.Fatalf("rules.yaml changed by a rejected edit:\n%s", f.file(t))
+	}
+	code, body, _ = f.do(t, "PUT", "/api/rules/authorityRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"strategy": "black", "ips": ["2001:db8::/32", "192.168.1.7"]}`)
+	if code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	cfg, err := config.Parse(f.path, f.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.AuthorityRules[0]; got.Strategy != config.AuthorityBlack || len(got.IPs) != 2 || got.IPs[1] != "192.168.1.7" {
+		t.Errorf("authorityRules[0] after the edit: %+v", got)
+	}
+}

@@ -4,7 +4,7 @@
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const WINDOW_MS = 5 * 60 * 1000;
-const SECTIONS = ["apiGroups", "flowRules", "paramRules", "degradeRules", "routes"];
+const SECTIONS = ["apiGroups", "authorityRules", "flowRules", "paramRules", "degradeRules", "routes"];
 const $ = (sel) => document.querySelector(sel);
 
 // el builds an element; strings become text nodes, never HTML.
@@ -193,6 +193,7 @@ function showUpstreams(data) {
 const RULE_COLS = {
   routes: ["path", "methods", "upstream", "resource", "acquireCount", "prioritized", "occupyTimeoutMs"],
   apiGroups: ["name", "match"],
+  authorityRules: ["resource", "strategy", "limitApp", "ips"],
   flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
   paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun", "clusterMode"],
   degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs", "errorStatuses", "probeNum"],
@@ -294,6 +295,7 @@ const FIELDS = {
     prioritized: "string", occupyTimeoutMs: "number",
   },
   apiGroups: { name: "string", match: "json" },
+  authorityRules: { resource: "string", strategy: "string", limitApp: "string", ips: "json" },
   flowRules: {
     resource: "string", limitApp: "string", grade: "string", count: "number", strategy: "string", refResource: "string",
     controlBehavior: "string", warmUpPeriodSec: "number", coldFactor: "number", maxQueueingTimeMs: "number",
