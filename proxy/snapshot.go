@@ -118,7 +118,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
-		br := routeBlock(cfg, rc)
+		br := rc.BlockResponse // config merged the top-level one into it
 		body := bodies[br.Body]
 		if body == nil {
 			if body, err = br.BlockBody(); err != nil {
@@ -171,15 +171,6 @@ func (s *Snapshot) fastHosts() map[string]bool {
 		}
 	}
 	return m
-}
-
-// routeBlock is rc's blockResponse: config merges the top-level one into
-// it; a Config built in code that leaves it zero gets the top-level one.
-func routeBlock(cfg *config.Config, rc *config.Route) config.BlockResponse {
-	if rc.BlockResponse == (config.BlockResponse{}) {
-		return cfg.BlockResponse
-	}
-	return rc.BlockResponse
 }
 
 func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br config.BlockResponse, body *config.BlockBody) (*route, error) {
