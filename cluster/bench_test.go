@@ -355,3 +355,42 @@ func BenchmarkAcquireShards(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAcquireParam is one value of a clusterMode param rule: "leased"
+// never blocks and is served mostly from leases (count >= 2048); "redis"
+// is every call a round trip (leases off: the key is built, one
+// allocation); "blocked" is a full value answered from the block cache (no
+// round trip, no allocation).
+func BenchmarkAcquireParam(b *testing.B) {
+	url := redisURL(b)
+	s := newService(b, cluster.Options{URL: url, Namespace: namespace(b)})
+	free := paramRule(1e9, 1, config.ThresholdGlobal)
+	full := paramRule(1, 2400, config.ThresholdGlobal) // no pass leaves during the run
+	s.AcquireParam(full, 1, "k", 1)
+	b.Run("leased", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := s.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	direct := newService(b, cluster.Options{URL: url, Namespace: namespace(b), Timeout: 5 * time.Second})
+	direct.DisableLeases()
+	b.Run("redis", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := direct.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("blocked", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := s.AcquireParam(full, 1, "k", 1); ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+}
