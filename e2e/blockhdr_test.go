@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -135,5 +136,100 @@ flowRules:
 	}
 	if got := metric(t, g, `sluice_body_too_large_total{resource="/upload"}`); got != "2" {
 		t.Errorf("sluice_body_too_large_total{resource=\"/upload\"} = %q, want 2", got)
+	}
+}
+
+// TestRateLimitPolicies: a route counted by two flow rules and a param
+// rule lists one policy per rule in RateLimit-Policy, each named by the
+// resource and a suffix, the param rule's with its value's partition key
+// (a 12-byte hash, never the value); RateLimit names the one nearest to
+// blocking, and the X-RateLimit-* fields repeat it. Both fields are read
+// with the test's strict RFC 8941 parser.
+func TestRateLimitPolicies(t *testing.T) {
+	up := startUpstream(t, nil)
+	g := startGateway(t, rulesFor(up.URL, `
+routes:
+  - path: /api/{key}
+    upstream: up
+    resource: api
+    blockResponse: { legacyHeaders: true }
+flowRules:
+  - { resource: api, count: 100, statIntervalMs: 60000 }
+  - { resource: api, count: 5, statIntervalMs: 10000 }
+paramRules:
+  - { resource: api, param: path:key, count: 3, durationSec: 60 }
+`))
+	pks := map[string]string{}
+	steps := []struct {
+		key              string
+		status           int
+		near             string // the policy RateLimit names: the fewest remaining
+		remaining, limit int64
+	}{
+		// r after each call: flow1 99..95, flow2 4..0, param k1 2..0, k2 2..1.
+		{"k1", 200, "api#param1", 2, 3},
+		{"k1", 200, "api#param1", 1, 3},
+		{"k1", 200, "api#param1", 0, 3},
+		{"k2", 200, "api#flow2", 1, 5},
+		{"k2", 200, "api#flow2", 0, 5},
+		{"k3", 429, "api#flow2", 0, 5}, // flow2 blocks
+	}
+	for i, st := range steps {
+		resp, _ := get(t, g.URL+"/api/"+st.key)
+		h := resp.Header
+		if resp.StatusCode != st.status {
+			t.Fatalf("step %d (%s): %d, want %d", i, st.key, resp.StatusCode, st.status)
+		}
+		policies, err := parseSFList(h.Values("RateLimit-Policy"))
+		if err != nil {
+			t.Fatalf("step %d: RateLimit-Policy %q: %v", i, h.Values("RateLimit-Policy"), err)
+		}
+		limits, err := parseSFList(h.Values("RateLimit"))
+		if err != nil || len(limits) != 1 {
+			t.Fatalf("step %d: RateLimit %q: %v, want one item", i, h.Values("RateLimit"), err)
+		}
+		// Passes list every policy; a block lists those met up to the blocker.
+		want := map[string][2]int64{"api#flow1": {100, 60}, "api#flow2": {5, 10}, "api#param1": {3, 60}}
+		if st.status == 429 {
+			want = map[string][2]int64{"api#flow1": {100, 60}, "api#flow2": {5, 10}}
+		}
+		if len(policies) != len(want) {
+			t.Errorf("step %d: RateLimit-Policy %q: %d items, want %d", i, h.Values("RateLimit-Policy"), len(policies), len(want))
+		}
+		for _, p := range policies {
+			name, _ := p.value.(string)
+			w, ok := want[name]
+			if !ok || p.param("q") != w[0] || p.param("w") != w[1] {
+				t.Errorf("step %d: policy %q q=%v w=%v, want one of %v", i, name, p.param("q"), p.param("w"), want)
+			}
+			pk, hasPK := p.param("pk").([]byte)
+			if hasPK != (name == "api#param1") {
+				t.Errorf("step %d: policy %q pk %v, want a pk on the param rule only", i, name, p.param("pk"))
+			}
+			if hasPK {
+				if len(pk) != 12 || strings.Contains(string(pk), st.key) {
+					t.Errorf("step %d: pk %x, want 12 bytes of hash, not the value %q", i, pk, st.key)
+				}
+				if prev, seen := pks[st.key]; seen && prev != string(pk) {
+					t.Errorf("step %d: value %s has pk %x, earlier %x: want one key per value", i, st.key, pk, prev)
+				}
+				pks[st.key] = string(pk)
+			}
+		}
+		rl := limits[0]
+		if name, _ := rl.value.(string); name != st.near || rl.param("r") != st.remaining {
+			t.Errorf("step %d: RateLimit %q, want %s with r=%d", i, h.Values("RateLimit"), st.near, st.remaining)
+		}
+		if pk, ok := rl.param("pk").([]byte); ok != (st.near == "api#param1") || (ok && string(pk) != pks[st.key]) {
+			t.Errorf("step %d: RateLimit pk %x, want the value's pk on a param policy only", i, pk)
+		}
+		tsec, _ := rl.param("t").(int64)
+		legacy := [3]string{h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset")}
+		if want := [3]string{fmt.Sprint(st.limit), fmt.Sprint(st.remaining), fmt.Sprint(tsec)}; legacy != want {
+			t.Errorf("step %d: X-RateLimit-Limit/-Remaining/-Reset %q, want %q (the policy RateLimit names)", i, legacy, want)
+		}
+	}
+	if pks["k1"] == pks["k2"] {
+		t.Errorf("values k1 and k2 have the same pk %x", pks["k1"])
 	}
 }

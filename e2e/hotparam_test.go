@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -90,8 +91,8 @@ func TestParamSeedExample(t *testing.T) {
 	if want := `{"error":"blocked","resource":"get-order","reason":"param"}`; body != want {
 		t.Errorf("body = %q, want %q", body, want)
 	}
-	if p := blocked.Header.Get("RateLimit-Policy"); p != `"get-order";q=2;w=1` {
-		t.Errorf("RateLimit-Policy on a param block = %q, want \"get-order\";q=2;w=1", p)
+	if p := blocked.Header.Get("RateLimit-Policy"); !paramPolicy(`"get-order";q=2;w=1`).MatchString(p) {
+		t.Errorf("RateLimit-Policy on a param block = %q, want \"get-order\";q=2;w=1;pk=:<the value's hash>:", p)
 	}
 	if ra := blocked.Header.Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After = %q, want 1 (a token comes within 0.5 s)", ra)
@@ -380,13 +381,12 @@ func TestParamRateLimitHeadersOnPass(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d, want 200", i, resp.StatusCode)
 		}
-		if p := resp.Header.Get("RateLimit-Policy"); p != `"get-order";q=2;w=10` {
-			t.Errorf("request %d: RateLimit-Policy on a pass = %q, want \"get-order\";q=2;w=10", i, p)
+		if p := resp.Header.Get("RateLimit-Policy"); !paramPolicy(`"get-order";q=2;w=10`).MatchString(p) {
+			t.Errorf("request %d: RateLimit-Policy on a pass = %q, want \"get-order\";q=2;w=10;pk=:<the value's hash>:", i, p)
 		}
 		rl := resp.Header.Get("RateLimit")
-		var r, ts int
-		if _, err := fmt.Sscanf(rl, `"get-order";r=%d;t=%d`, &r, &ts); err != nil || r != wantR {
-			t.Errorf("request %d: RateLimit = %q, want r=%d", i, rl, wantR)
+		if !paramPolicy(fmt.Sprintf(`"get-order";r=%d;t=\d+`, wantR)).MatchString(rl) {
+			t.Errorf("request %d: RateLimit = %q, want r=%d, t and the value's pk", i, rl, wantR)
 		}
 	}
 }
@@ -481,4 +481,10 @@ paramRules:
 			}
 		})
 	}
+}
+
+// paramPolicy matches a param rule's RateLimit item: prefix (a regexp),
+// then the partition key of its value, a hash as a byte sequence.
+func paramPolicy(prefix string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + prefix + `;pk=:[A-Za-z0-9+/]{16}:$`)
 }

@@ -53,6 +53,13 @@ type Checker struct {
 // Verdict.Quota describes the qps-reject rule and value with the fewest
 // tokens left.
 func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
+	return c.EnterQuotas(now, v, n, nil)
+}
+
+// EnterQuotas is Enter that also hands sink (nil: none) the Quota of every
+// qps-reject rule and value that counts the call, the blocking one
+// included, with the value as its Key (limiter.QuotaSink).
+func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSink) (Token, limiter.Verdict) {
 	var t Token
 	var vd limiter.Verdict
 	if c == nil {
@@ -61,7 +68,7 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 	if n < 1 {
 		n = 1
 	}
-	for _, r := range c.rules {
+	for i, r := range c.rules {
 		vals, ok := v.Values(r.key)
 		if !ok {
 			if r.dryRun {
@@ -77,7 +84,7 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 			if !r.match.Match(val) {
 				continue
 			}
-			if r.enterValue(c.cluster, now, val, n, &t, &vd) {
+			if r.enterValue(c.cluster, now, val, n, &t, &vd, quotaTo{sink, i}) {
 				t.Cancel(now)
 				return Token{}, vd
 			}
@@ -89,13 +96,13 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 // enterValue checks one value of the call against r, adding what it takes
 // to t and its wait, quota or dry-run block to vd. It reports whether the
 // call is blocked; vd is then the block's verdict.
-func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *Token, vd *limiter.Verdict) (blocked bool) {
+func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *Token, vd *limiter.Verdict, qt quotaTo) (blocked bool) {
 	share := 0
 	if r.cluster && ts != nil {
 		var decided bool
 		var o outcome
 		if decided, share, o = r.enterCluster(ts, now, val, n); decided {
-			return r.verdict(&o, vd)
+			return r.verdict(&o, vd, val, qt)
 		}
 	}
 	// Entered with the value's shard locked, so that enters of one
@@ -114,7 +121,14 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 	if o.took {
 		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
 	}
-	return r.verdict(&o, vd)
+	return r.verdict(&o, vd, val, qt)
+}
+
+// quotaTo is where a value's quota goes besides the verdict: sink (nil:
+// nowhere), as the ord-th param rule of its resource (Quota.Rule).
+type quotaTo struct {
+	sink limiter.QuotaSink
+	ord  int
 }
 
 // enterCluster asks the cluster about one value of a clusterMode rule.
@@ -157,7 +171,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 
 // verdict adds one value's outcome o to vd and reports whether the call is
 // blocked; vd is then the block's verdict.
-func (r *rule) verdict(o *outcome, vd *limiter.Verdict) (blocked bool) {
+func (r *rule) verdict(o *outcome, vd *limiter.Verdict, val string, qt quotaTo) (blocked bool) {
 	if o.blocked {
 		if r.dryRun {
 			vd.DryRun++
@@ -170,7 +184,12 @@ func (r *rule) verdict(o *outcome, vd *limiter.Verdict) (blocked bool) {
 			DryRun:     vd.DryRun,
 		}
 		if o.p != nil {
-			vd.Quota, vd.HasQuota = r.quota(o), true
+			vd.Quota, vd.HasQuota = r.quota(o, qt.ord), true
+			if qt.sink != nil {
+				q := vd.Quota
+				q.Key = val
+				qt.sink.Quota(q)
+			}
 		}
 		return true
 	}
@@ -180,8 +199,13 @@ func (r *rule) verdict(o *outcome, vd *limiter.Verdict) (blocked bool) {
 	if w := time.Duration(o.wait); w > vd.Wait {
 		vd.Wait = w
 	}
+	if o.p != nil && qt.sink != nil {
+		q := r.quota(o, qt.ord)
+		q.Key = val
+		qt.sink.Quota(q)
+	}
 	if o.p != nil && (!vd.HasQuota || o.remaining < vd.Quota.Remaining) {
-		vd.Quota, vd.HasQuota = r.quota(o), true
+		vd.Quota, vd.HasQuota = r.quota(o, qt.ord), true
 	}
 	return false
 }

@@ -189,9 +189,11 @@ func (r *rule) chargeBucket(e *value, p *param, now, n int64, share int) {
 	}
 }
 
-func (r *rule) quota(o *outcome) limiter.Quota {
+func (r *rule) quota(o *outcome, ord int) limiter.Quota {
 	return limiter.Quota{
 		Policy:    r.resource,
+		Kind:      limiter.ReasonParam,
+		Rule:      ord,
 		Limit:     o.p.count,
 		Window:    r.window,
 		Remaining: o.remaining,

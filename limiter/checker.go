@@ -23,6 +23,7 @@ type Checker struct {
 type checkRule struct {
 	*rule
 	refNode *statNode // relate: the related resource's node
+	ord     int       // the rule's place among the resource's rules (Quota.Rule)
 }
 
 // Checker returns the checker of calls to resource through entrance. An
@@ -36,11 +37,11 @@ func (f *Flow) Checker(resource, entrance string) *Checker {
 		f.ents[k] = c.ent
 	}
 	f.mu.Unlock()
-	for _, r := range f.byRes[resource] {
+	for i, r := range f.byRes[resource] {
 		if r.chain != "" && r.chain != entrance {
 			continue
 		}
-		cr := checkRule{rule: r}
+		cr := checkRule{rule: r, ord: i}
 		if r.ref != "" {
 			cr.refNode = f.resNode(r.ref).all
 		}
@@ -76,6 +77,7 @@ type heldState struct {
 	// prio: a reject rule of a prioritized call, whose pass is reserved at
 	// at (EnterPrioritized) rather than counted at enter.
 	prio bool
+	ord  int // prio: the rule's place among its resource's rules (Quota.Rule)
 }
 
 // pendingAt marks a prioritized call's reject rule whose pass is not
@@ -96,8 +98,8 @@ func (t *Token) hold(s *keyState, o *outcome) {
 }
 
 // holdPending holds s for a prioritized call's pass, reserved later.
-func (t *Token) holdPending(s *keyState) {
-	h := heldState{s: s, at: pendingAt, prio: true}
+func (t *Token) holdPending(s *keyState, ord int) {
+	h := heldState{s: s, at: pendingAt, prio: true, ord: ord}
 	if t.nheld < maxInline {
 		t.held[t.nheld] = h
 	} else {
@@ -120,7 +122,7 @@ func (t *Token) heldAt(i int) *heldState {
 // Verdict.Wait > 0 (throttle behaviours): the caller waits that long, then
 // forwards.
 func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) {
-	return c.enter(now, origin, n, -1)
+	return c.EnterQuotas(now, origin, n, -1, nil)
 }
 
 // EnterPrioritized is Enter for a prioritized call (Sentinel's
@@ -139,11 +141,13 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 // Above window.MaxSlots tokens a window's reserved pass takes a slot of its
 // own, at most MaxSlots of them a window; past that a call is refused.
 func (c *Checker) EnterPrioritized(now int64, origin string, n, maxWait int64) (t Token, v Verdict) {
-	return c.enter(now, origin, n, max(maxWait, 0))
+	return c.EnterQuotas(now, origin, n, max(maxWait, 0), nil)
 }
 
-// enter is Enter; maxWait >= 0 makes the call prioritized.
-func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v Verdict) {
+// EnterQuotas is Enter (maxWait < 0) or EnterPrioritized (maxWait >= 0)
+// that also hands sink (nil: none) the Quota of every qps rule that counts
+// the call, the blocking one included (QuotaSink).
+func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink QuotaSink) (t Token, v Verdict) {
 	if n < 1 {
 		n = 1
 	}
@@ -214,7 +218,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v 
 			}
 		}
 		if maxWait >= 0 && d.behavior == bReject && !d.dryRun {
-			t.holdPending(ks) // reserved below, once every other rule passed
+			t.holdPending(ks, r.ord) // reserved below, once every other rule passed
 			continue
 		}
 		var o outcome
@@ -222,11 +226,17 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v 
 			// Redis failed: this gateway's share of a global count.
 			o.share = c.cluster.Gateways()
 		}
-		ks.try(&o, now, n, d.dryRun, !v.HasQuota)
-		if o.hasQuota && !v.HasQuota && !d.dryRun {
-			v.HasQuota = true
+		ks.try(&o, now, n, d.dryRun, !v.HasQuota || sink != nil)
+		if o.hasQuota && !d.dryRun && (sink != nil || !v.HasQuota) {
 			limit, window := d.quota()
-			v.Quota = Quota{Policy: c.resource, Limit: limit, Window: window, Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+			q := Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+				Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+			if sink != nil {
+				sink.Quota(q)
+			}
+			if !v.HasQuota {
+				v.Quota, v.HasQuota = q, true
+			}
 		}
 		if !o.pass {
 			if d.dryRun {
@@ -240,9 +250,11 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v 
 			}
 			ks.unpin()
 			if o.hasQuota {
+				// The blocking rule's quota (handed to sink above).
 				v.HasQuota = true
 				limit, window := d.quota()
-				v.Quota = Quota{Policy: c.resource, Limit: limit, Window: window, Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
+				v.Quota = Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+					Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
 			}
 			t.block(now, &v, o.retry)
 			return Token{}, v
@@ -256,6 +268,9 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64) (t Token, v 
 		if ok, retry := t.reserve(now, maxWait, &v); !ok {
 			t.block(now, &v, retry)
 			return Token{}, v
+		}
+		if sink != nil {
+			t.prioQuotas(now, sink)
 		}
 	}
 	c.res.all.addPass(now, n)
@@ -360,6 +375,21 @@ func (t *Token) prioQuota(now int64, v *Verdict, at, latest int64) {
 		v.Quota = Quota{Policy: t.c.resource, Limit: limit, Window: window,
 			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
 		return
+	}
+}
+
+// prioQuotas hands sink the quota of each reject rule whose pass a
+// prioritized call reserved, as the window stands now (its reserved pass
+// counted).
+func (t *Token) prioQuotas(now int64, sink QuotaSink) {
+	for i := 0; i < t.nheld; i++ {
+		h := t.heldAt(i)
+		if !h.prio {
+			continue
+		}
+		limit, window := h.s.def.quota()
+		sink.Quota(Quota{Policy: t.c.resource, Kind: ReasonFlow, Rule: h.ord, Limit: limit, Window: window,
+			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(h.at-now, 0))})
 	}
 }
 

@@ -32,7 +32,17 @@ func (r Reason) String() string {
 // headers (draft-ietf-httpapi-ratelimit-headers): policy q=Limit;w=Window and
 // r=Remaining;t=Reset.
 type Quota struct {
-	Policy    string        // policy name: the rule's resource
+	Policy string // policy name: the rule's resource
+	// Kind (ReasonFlow or ReasonParam) and Rule name the rule: its place
+	// among its resource's flow rules, or param rules, in file order from
+	// 0. The caller names each policy from them (the resource, plus a
+	// suffix where one resource has several).
+	Kind Reason
+	Rule int
+	// Key is, for a param rule, the value the call was counted under. It
+	// may alias a buffer its source reuses: it is valid only during the
+	// QuotaSink call that hands the Quota over.
+	Key       string
 	Limit     float64       // whole calls per Window for reject rules (a count under 1 stretches Window), else the count
 	Window    time.Duration // statIntervalMs (for a reject count under 1, the whole intervals that hold one call)
 	Remaining float64       // passes left in the current window after this call
@@ -56,4 +66,13 @@ type Verdict struct {
 	HasQuota bool
 	// DryRun counts dryRun rules that would have blocked this call.
 	DryRun int
+}
+
+// QuotaSink receives the Quota of every rule that counts a call (Checker's
+// EnterQuotas, hotparam's Checker.EnterQuotas), in the order the rules are
+// checked, the blocking rule's last; the RateLimit headers list them all.
+// q.Key is valid only during the call (q is passed by value, so that
+// handing it over allocates nothing). Implementations should not allocate.
+type QuotaSink interface {
+	Quota(q Quota)
 }

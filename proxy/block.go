@@ -89,7 +89,8 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	}
 	h["Content-Type"] = rt.blocked.contentType
 	if v.HasQuota && rt.blocked.headers {
-		s.rateLimit.set(h, &v.Quota, rt.blocked.legacy)
+		// The quotas the call met, the blocking one last (RateLimit names it).
+		ex.call.quotas.set(h, s.rateLimit, rt.blocked.legacy, true)
 		retry = max(retry, v.Quota.Reset)
 	}
 	if retry > 0 {

@@ -10,6 +10,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"sync"
@@ -132,11 +133,16 @@ type Gateway struct {
 	fastPool      fastCallPool
 	copyBuffers   bufferPool
 	stdCalls      *stdCalls // the standard transport's ReverseProxies
+	// pkKey keys the hash of a param value in a RateLimit partition key
+	// (pk): random per gateway process, so that pk cannot be turned back
+	// into the value by hashing guesses.
+	pkKey [32]byte
 }
 
 // New returns a gateway with no rules loaded: it answers 503 until Load.
 func New(deps Deps) *Gateway {
 	g := &Gateway{deps: deps, clock: deps.Clock}
+	_, _ = rand.Read(g.pkKey[:]) // never fails (crypto/rand)
 	if g.clock == nil {
 		g.clock = monotonic{base: time.Now()}
 	}

@@ -110,6 +110,20 @@ type call struct {
 	flow  limiter.Token
 	param hotparam.Token
 	cb    circuit.Token
+
+	// quotas collects the quotas that counted the call, for the RateLimit
+	// fields; wantQuotas: the route sends them.
+	quotas     quotas
+	wantQuotas bool
+}
+
+// sink is where the guards report quotas: nil when the route sends no
+// RateLimit fields, so that nothing is collected.
+func (c *call) sink() limiter.QuotaSink {
+	if !c.wantQuotas {
+		return nil
+	}
+	return &c.quotas
 }
 
 func (c *call) hold(t token) {
@@ -167,11 +181,11 @@ type flowGuard struct{ c *limiter.Checker }
 
 func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
+	maxWait := int64(-1) // not prioritized
 	if c.occupy > 0 {
-		c.flow, v = f.c.EnterPrioritized(now, c.origin, c.n, c.occupy)
-	} else {
-		c.flow, v = f.c.Enter(now, c.origin, c.n)
+		maxWait = c.occupy
 	}
+	c.flow, v = f.c.EnterQuotas(now, c.origin, c.n, maxWait, c.sink())
 	return (*flowToken)(&c.flow), v
 }
 
@@ -189,7 +203,7 @@ type paramGuard struct{ c *hotparam.Checker }
 
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
-	c.param, v = p.c.Enter(now, c.values, c.n)
+	c.param, v = p.c.EnterQuotas(now, c.values, c.n, c.sink())
 	return (*paramToken)(&c.param), v
 }
 

@@ -23,8 +23,9 @@ type route struct {
 	stripOrigin string // origin header removed before forwarding ("" = keep)
 	maxBody     int64  // maxBodyBytes: a larger request body is answered 413 (0: no cap)
 
-	guards guards
-	obs    Observer
+	guards   guards
+	policies *policyNames // the resource's RateLimit policy names
+	obs      Observer
 	// clientAddr: an authority rule of the resource names addresses, so
 	// the client's address is read before the guards.
 	clientAddr bool
@@ -96,12 +97,14 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	if rt.clientAddr {
 		c.addr, _ = s.sources.client(r)
 	}
+	if rt.blocked.headers {
+		c.wantQuotas = true
+		c.quotas.names, c.quotas.all, c.quotas.key = rt.policies, s.policies, s.pkKey
+	}
 	var (
-		wait     time.Duration
-		dry      int
-		quota    limiter.Quota
-		hasQuota bool
-		prio     bool
+		wait time.Duration
+		dry  int
+		prio bool
 	)
 	gs := rt.guards.list[:rt.guards.n]
 	for i, g := range gs {
@@ -125,10 +128,6 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		}
 		c.hold(tok)
 		wait, dry, prio = max(wait, v.Wait), dry+v.DryRun, prio || v.Prioritized
-		// The RateLimit fields describe the tightest qps quota that counted the call.
-		if v.HasQuota && (!hasQuota || v.Quota.Remaining < quota.Remaining) {
-			quota, hasQuota = v.Quota, true
-		}
 	}
 	for ; dry > 0; dry-- {
 		rt.obs.DryRun()
@@ -137,8 +136,9 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 				Msg("would block (dryRun)")
 		}
 	}
-	if hasQuota && rt.blocked.headers {
-		s.rateLimit.set(ex.Header(), &quota, rt.blocked.legacy)
+	if c.wantQuotas {
+		// Every quota that counted the call; RateLimit names the nearest to blocking.
+		c.quotas.set(ex.Header(), s.rateLimit, rt.blocked.legacy, false)
 	}
 	if prio && rt.waits != nil {
 		rt.waits.PrioritizedWait()

@@ -29,7 +29,9 @@ type Snapshot struct {
 	sources      *sources
 	originSrc    config.Source
 	mergeSlashes bool
-	rateLimit    *rateLimitHeaders // the values RateLimit fields share
+	rateLimit    *rateLimitHeaders       // the values RateLimit fields share
+	policies     map[string]*policyNames // each resource's RateLimit policy names
+	pkKey        *[32]byte               // the gateway's partition key secret
 	accessLog    bool
 	sendTimeout  time.Duration // server.sendTimeout (see send.go)
 	clock        Clock
@@ -73,6 +75,8 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		originSrc:    cfg.Origin.From,
 		mergeSlashes: cfg.Server.MergesSlashes(),
 		rateLimit:    &rateLimitHeaders{},
+		policies:     buildPolicyNames(cfg),
+		pkKey:        &g.pkKey,
 		accessLog:    cfg.Log.Access,
 		sendTimeout:  cfg.Server.SendTimeout.D(),
 		clock:        g.clock,
@@ -193,6 +197,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		upstream:    up,
 		stripPrefix: strip,
 		maxBody:     rc.MaxBodyBytes,
+		policies:    s.policies[res],
 		guards:      newGuards(s.System, s.Flow.Checker(res, rc.Entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),
 		prio:        rc.Prioritized,
