@@ -53,8 +53,8 @@ func TestLoadFull(t *testing.T) {
 		},
 		AuthorityRules: []config.AuthorityRule{
 			{Resource: "get-order", Strategy: config.AuthorityBlack, LimitApp: "app-a, app-b",
-				IPs: []string{"10.0.0.0/8", "2001:db8::/32", "192.168.1.7"}, Line: 122},
-			{Resource: "/users/{id:[0-9]+}", Strategy: config.AuthorityWhite, IPs: []string{"127.0.0.1"}, Line: 126},
+				IPs: []string{"10.0.0.0/8", "2001:db8::/32", "192.168.1.7"}, Line: 124},
+			{Resource: "/users/{id:[0-9]+}", Strategy: config.AuthorityWhite, IPs: []string{"127.0.0.1"}, Line: 128},
 		},
 		FlowRules: []config.FlowRule{
 			{Resource: "get-order", LimitApp: "a, b", Grade: config.GradeQPS, Count: 100.5, Strategy: config.StrategyChain, RefResource: "web",
