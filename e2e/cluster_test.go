@@ -299,21 +299,27 @@ func clWithin(got int, want, frac float64) bool {
 func clRedisKeptUp(t *testing.T, gs []*gateway) {
 	t.Helper()
 	for i, g := range gs {
-		evs := g.logs.events("cluster: redis failing")
-		if len(evs) == 0 {
-			continue
-		}
-		for _, ev := range evs {
-			if e, _ := ev["error"].(string); !clRedisSlow(e) {
-				t.Fatalf("gateway %d found Redis failing, not from a busy machine: %v", i, ev["error"])
-			}
-		}
-		msg := fmt.Sprintf("gateway %d found Redis failing %d times (%v): the machine is too busy to measure", i, len(evs), evs[0]["error"])
-		if !measuringRates() {
-			skipped.Skip(t, idleNeed, msg)
-		}
-		t.Fatal(msg)
+		clRedisFailedSlow(t, i, g.logs.events("cluster: redis failing"))
 	}
+}
+
+// clRedisFailedSlow is clRedisKeptUp for the failing events evs of gateway
+// i, logged while its Redis was up: none, or all of them a busy machine's.
+func clRedisFailedSlow(t *testing.T, i int, evs []map[string]any) {
+	t.Helper()
+	if len(evs) == 0 {
+		return
+	}
+	for _, ev := range evs {
+		if e, _ := ev["error"].(string); !clRedisSlow(e) {
+			t.Fatalf("gateway %d found Redis failing, not from a busy machine: %v", i, ev["error"])
+		}
+	}
+	msg := fmt.Sprintf("gateway %d found Redis failing %d times (%v): the machine is too busy to measure", i, len(evs), evs[0]["error"])
+	if !measuringRates() {
+		skipped.Skip(t, idleNeed, msg)
+	}
+	t.Fatal(msg)
 }
 
 // clRedisSlow: a cluster error logged by a gateway says only that Redis
