@@ -532,13 +532,19 @@ func (c *checker) flowRules(ix routeIndex) {
 		c.interval(p+".statIntervalMs", r.StatIntervalMs)
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
 		if r.ClusterMode {
-			if !c.has("cluster") {
-				c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
-			}
-			if gradeOK && r.Grade != GradeQPS {
-				c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(r.Grade)))
-			}
+			c.clusterRate(p, r.Grade, gradeOK)
 		}
+	}
+}
+
+// clusterRate checks what every clusterMode rule needs: a Redis to count
+// in, and a rate (grade qps), the one thing the cluster's window counts.
+func (c *checker) clusterRate(p string, grade Grade, gradeOK bool) {
+	if !c.has("cluster") {
+		c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
+	}
+	if gradeOK && grade != GradeQPS {
+		c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(grade)))
 	}
 }
 
@@ -581,12 +587,7 @@ func (c *checker) paramRules(ix routeIndex) {
 			// count per durationSec (docs/cluster.md): a rate, decided per
 			// call. In-flight counts, a queue's spacing and a bucket's extra
 			// burst have no such window.
-			if !c.has("cluster") {
-				c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
-			}
-			if gradeOK && r.Grade != GradeQPS {
-				c.add(p+".clusterMode", "needs grade qps, got %s", quote(string(r.Grade)))
-			}
+			c.clusterRate(p, r.Grade, gradeOK)
 			if behaviorOK && r.ControlBehavior != BehaviorReject {
 				c.add(p+".clusterMode", "needs controlBehavior reject, got %s", quote(string(r.ControlBehavior)))
 			}
