@@ -223,19 +223,28 @@ func (w *Exact) Unreserve(now, stamp, n int64) {
 		k--
 	}
 	for n > 0 && k >= 0 && w.stamp(k) == stamp {
-		i := w.at(k)
-		d := int64(1)
-		if w.cnt != nil {
-			d = min(w.cnt[i], n)
-			w.cnt[i] -= d
-		}
-		w.total -= d
+		d, _ := w.take(k, n)
 		n -= d
-		if w.cnt == nil || w.cnt[i] == 0 {
-			w.remove(k)
-		}
 		k--
 	}
+}
+
+// take takes up to n tokens from live slot k, removing the slot once it
+// holds none (mu held): it returns how many it took and whether it removed
+// the slot (the older slots then moved up by one).
+func (w *Exact) take(k int, n int64) (int64, bool) {
+	i := w.at(k)
+	d := int64(1)
+	if w.cnt != nil {
+		d = min(w.cnt[i], n)
+		w.cnt[i] -= d
+	}
+	w.total -= d
+	if w.cnt == nil || w.cnt[i] == 0 {
+		w.remove(k)
+		return d, true
+	}
+	return d, false
 }
 
 // fits reports whether n more tokens at t leave every interval [s, s+len)
@@ -536,16 +545,9 @@ func (w *Exact) Sub(now, at, n int64) {
 		if w.ring[i] < at || w.ring[i] > w.last {
 			return // left, never here, or reserved
 		}
-		d := int64(1)
-		if w.cnt != nil {
-			d = min(w.cnt[i], n)
-			w.cnt[i] -= d
-		}
-		w.total -= d
+		d, removed := w.take(k, n)
 		n -= d
-		if w.cnt == nil || w.cnt[i] == 0 {
-			w.remove(k)
-		} else {
+		if !removed {
 			k++
 		}
 	}
