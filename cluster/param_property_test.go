@@ -253,7 +253,12 @@ func TestParamWindowsFloodMemoryIsBounded(t *testing.T) {
 	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
 	defer rdb.Close()
 	ctx := context.Background()
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "flood", Timeout: time.Second, Heartbeat: time.Hour})
+	var states stateLog
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "flood", Timeout: time.Second, Heartbeat: time.Hour, OnState: states.on})
+	// The first heartbeat writes the gateway set, a key that stays: when it
+	// came after the count before the flood, the count never came back
+	// (a CI run on a busy machine).
+	waitFor(t, 5*time.Second, "OnState(true) for the first heartbeat", func() bool { return states.ups.Load() == 1 })
 	used := func() int64 {
 		info, err := rdb.Info(ctx, "memory").Result()
 		if err != nil {
