@@ -346,3 +346,30 @@ func (s *Shard[V]) remove(e *Entry[V]) {
 	delete(s.m, e.key)
 	s.stuck = false
 }
+
+// Peek returns key's entry, if tracked, with its shard locked (the caller
+// calls sh.Unlock, also when e is nil): unlike Get it neither adds key nor
+// makes it recent, so looking at a key changes nothing an eviction sees.
+func (c *Cache[V]) Peek(key string) (e *Entry[V], sh *Shard[V]) {
+	var k ref
+	s := c.locate(key, &k)
+	s.mu.Lock()
+	e, _ = s.find(&k)
+	return e, s
+}
+
+// Forget removes key's entry, if tracked, and reports whether it was: the
+// key's next Get starts afresh (Init), as after an eviction. A caller still
+// holding the entry keeps a detached copy that no Get returns again.
+func (c *Cache[V]) Forget(key string) bool {
+	var k ref
+	s := c.locate(key, &k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.find(&k)
+	if ok {
+		s.remove(e)
+		c.count.Add(-1)
+	}
+	return ok
+}

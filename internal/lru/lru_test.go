@@ -312,3 +312,49 @@ func TestUnusedCacheIsSmall(t *testing.T) {
 	}
 	runtime.KeepAlive(caches)
 }
+
+// Peek finds a key without tracking it or making it recent; Forget drops a
+// key, which then starts afresh, and frees its place under the cap.
+func TestPeekAndForget(t *testing.T) {
+	for _, key := range []string{"short", strings.Repeat("long", 40)} {
+		c := newCache(2, lru.Refuse)
+		if peekUses(c, key) != -1 {
+			t.Fatal("Peek found a key never used")
+		}
+		if c.Len() != 0 {
+			t.Fatalf("Peek tracked the key: %d tracked", c.Len())
+		}
+		use(c, key, 0, math.MaxInt64) // busy: eviction may never take it
+		use(c, key, 0, math.MaxInt64)
+		if n := peekUses(c, key); n != 2 {
+			t.Fatalf("Peek of a tracked key: %d uses, want 2", n)
+		}
+		use(c, "other", 0, math.MaxInt64)
+		if _, ok := use(c, "third", 0, math.MaxInt64); ok {
+			t.Fatal("a third busy key passed the cap")
+		}
+		if !c.Forget(key) || c.Forget(key) {
+			t.Fatal("Forget of a tracked key, then of a forgotten one: want true, false")
+		}
+		if n, ok := use(c, "third", 0, math.MaxInt64); !ok || n != 1 {
+			t.Fatalf("after Forget, a new key: uses %d, ok %v; want 1, true", n, ok)
+		}
+		if c.Len() != 2 {
+			t.Fatalf("%d tracked, want 2", c.Len())
+		}
+		c.Forget("third")
+		if n, _ := use(c, key, 0, math.MinInt64); n != 1 {
+			t.Fatalf("a forgotten key came back with %d uses, want 1 (fresh)", n)
+		}
+	}
+}
+
+// peekUses is key's uses, -1 if it is not tracked.
+func peekUses(c *lru.Cache[slot], key string) int {
+	e, sh := c.Peek(key)
+	defer sh.Unlock()
+	if e == nil {
+		return -1
+	}
+	return e.V.uses
+}

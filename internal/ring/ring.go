@@ -2,7 +2,9 @@
 // statistics are kept in: the circuit breakers' windows, the system guard's
 // response-time and BBR windows, the upstream targets' and retry budgets'
 // counts (Ring, guarded by its owner's mutex), and the limiter's per-node
-// statistics (Atomic, safe for concurrent use).
+// statistics (Atomic, safe for concurrent use); and, where a window per key
+// of a bounded map must cost no more than the key, the two-bucket estimate
+// Coarse (hot parameters' passes and blocks per value).
 //
 // A ring of n buckets of width w ns covers the bucket that holds now
 // (number floor(now/w)) and the n-1 before it. Time is an argument, never
