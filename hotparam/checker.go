@@ -116,6 +116,7 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 		o = outcome{blocked: true}
 	} else {
 		o = r.enter(&e.V, now, n, share)
+		e.V.count(now, o.blocked)
 	}
 	sh.Unlock()
 	if o.took {
@@ -145,10 +146,12 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return true, 0, outcome{blocked: true}
 	}
 	p := &r.params[e.V.param]
-	sh.Unlock()
 	if p.never {
+		e.V.count(now, true)
+		sh.Unlock()
 		return true, 0, outcome{blocked: true, p: p}
 	}
+	sh.Unlock()
 	share = 1
 	if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
 		share = ts.Gateways()
@@ -158,12 +161,15 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	case err == nil && ok:
 		if e, sh = r.table.Get(val, now); e != nil {
 			r.chargeBucket(&e.V, &r.params[e.V.param], now, n, share)
+			e.V.count(now, false)
 		}
 		sh.Unlock()
 		return true, 0, outcome{}
 	case err == nil:
+		r.count(val, now, true)
 		return true, 0, outcome{blocked: true}
 	case !r.cfg.ClusterConfig.Fallback():
+		r.count(val, now, false)
 		return true, 0, outcome{}
 	}
 	return false, share, outcome{}
@@ -208,4 +214,14 @@ func (r *rule) verdict(o *outcome, vd *limiter.Verdict, val string, qt quotaTo) 
 		vd.Quota, vd.HasQuota = r.quota(o, qt.ord), true
 	}
 	return false
+}
+
+// count counts one call of val at now in its table entry, for a decision
+// made without the entry's lock (by the cluster).
+func (r *rule) count(val string, now int64, blocked bool) {
+	e, sh := r.table.Get(val, now)
+	if e != nil {
+		e.V.count(now, blocked)
+	}
+	sh.Unlock()
 }

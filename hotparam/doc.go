@@ -22,6 +22,11 @@
 // of distinct values therefore cannot grow memory, at the cost that a value
 // idle long enough to be pushed out forgets its past.
 //
+// For operators, each tracked value also counts its passes and blocks of
+// the last minute (a two-bucket estimate, internal/ring.Coarse, 16 bytes a
+// value). Checker.Report lists the values with the most blocks, or peeks
+// at given values without taking a token; Checker.Forget lifts a value.
+//
 // Layer 4 of docs/architecture.md: it imports limiter, config and internal/
 // mechanisms; knows nothing of HTTP.
 package hotparam

@@ -3,8 +3,10 @@ package hotparam
 import (
 	"math"
 	"sync/atomic"
+	"time"
 
 	"sluice/internal/lru"
+	"sluice/internal/ring"
 	"sluice/internal/throttle"
 )
 
@@ -19,11 +21,36 @@ const idle = math.MinInt64 / 4
 // one in use). Its whole limiting state is the one atomic word state, whose
 // meaning depends on the rule's kind (see kind); a queue also has holes.
 //
-// Size on amd64: 8 + 8 + 4 (+4) = 24 bytes, 64 with the LRU's key and links.
+// seen counts the value's passes and blocks of the last minute, for
+// operators (Checker.Report); it is written under the shard lock.
+//
+// Size on amd64: 8 + 8 + 4 + 20 = 40 bytes, 80 with the LRU's key and links
+// (an allocation size class: seen costs 16 bytes a value).
 type value struct {
 	state atomic.Int64
 	holes throttle.Holes // throttle: slots given back inside the queue
 	param int32          // index into rule.params: 0 is the rule's count, i>0 is items[i-1]
+	seen  ring.Coarse    // passes (seenPass) and blocks (seenBlock) over seenWidth
+}
+
+// seenWidth is the span over which a value's passes and blocks are counted
+// for operators: "who is being limited now" is the last minute.
+const seenWidth = int64(time.Minute)
+
+const (
+	seenPass = iota
+	seenBlock
+)
+
+// count counts one call of v at now, passed or blocked by the rule (a
+// dryRun rule's would-be block counts as a block). The caller holds v's
+// shard lock.
+func (v *value) count(now int64, blocked bool) {
+	i := seenPass
+	if blocked {
+		i = seenBlock
+	}
+	v.seen.Add(now, seenWidth, i, 1)
 }
 
 // entry is one tracked value in the table.

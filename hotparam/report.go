@@ -1,0 +1,188 @@
+package hotparam
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"sluice/config"
+)
+
+// RuleState is what one param rule of a resource knows of some of its
+// values now, for operators (the admin API's /api/params).
+type RuleState struct {
+	Rule    *config.ParamRule // as compiled; the caller must not modify it
+	Ord     int               // the rule's place among its resource's param rules, from 0
+	Tracked int               // how many values the rule tracks now
+	Values  []ValueState
+}
+
+// ValueState is one value of a rule now. Passes and Blocks are estimated
+// over the last minute (internal/ring.Coarse); a dryRun rule's would-be
+// blocks count as blocks. Remaining and NextToken are what a call of one
+// token would find: for a qps reject rule, the tokens left (at most count)
+// and how long until one more is there (0 when the bucket is full); for a
+// throttle rule, how many calls may still join the queue and how long the
+// next one would wait; for a concurrency rule, the calls that may still
+// start (InFlight are running). For a clusterMode rule these are this
+// gateway's local figures (what its fallback would decide on), not the
+// cluster's.
+type ValueState struct {
+	// Value is the value as the client sent it; one longer than 64 bytes
+	// is tracked by a digest and shown as its first bytes, "…#" and the
+	// digest (Digest), unless it was asked for by its whole value.
+	Value     string
+	Digest    bool
+	Tracked   bool // false: the value has no state (a full bucket)
+	Applies   bool // false: the rule's match leaves the value out
+	Passes    float64
+	Blocks    float64
+	Remaining float64
+	NextToken time.Duration
+	InFlight  int64
+	Count     float64 // the threshold that applies to the value (an item's, else the rule's)
+}
+
+// Report returns, per rule of the checker in file order, the figures of
+// values, tracked or not, without taking a token, tracking a value or
+// making it recent; with no values, the top values (at most top) with the
+// most blocks in the last minute, most first, each with at least one. It
+// takes each shard lock in turn (every shard, for the top values): it is
+// for the admin API, not the request path.
+func (c *Checker) Report(now int64, values []string, top int) []RuleState {
+	if c == nil {
+		return nil
+	}
+	out := make([]RuleState, len(c.rules))
+	for i, r := range c.rules {
+		out[i] = RuleState{Rule: &r.cfg, Ord: i, Tracked: r.table.Len()}
+		if len(values) == 0 {
+			out[i].Values = r.top(now, top)
+			continue
+		}
+		for _, v := range values {
+			out[i].Values = append(out[i].Values, r.peek(now, v))
+		}
+	}
+	return out
+}
+
+// peek is val's state without touching the table.
+func (r *rule) peek(now int64, val string) ValueState {
+	vs := ValueState{Value: val, Applies: r.match.Match(val)}
+	e, sh := r.table.Peek(val)
+	defer sh.Unlock()
+	if e != nil {
+		r.state(&e.V, now, &vs)
+		vs.Tracked = true
+		return vs
+	}
+	// Untracked: the state a first call would find.
+	var fresh value
+	r.initValue(&fresh, val)
+	r.state(&fresh, now, &vs)
+	return vs
+}
+
+// top is the values with the most blocks in the last minute, at most n.
+func (r *rule) top(now int64, n int) []ValueState {
+	var vs []ValueState
+	r.table.Each(func(name string, v *value) {
+		if _, b := v.seen.Sum(now, seenWidth); b < 0.5 {
+			return
+		}
+		s := ValueState{Value: name, Digest: isDigest(name), Tracked: true, Applies: true}
+		r.state(v, now, &s)
+		vs = append(vs, s)
+	})
+	slices.SortFunc(vs, func(a, b ValueState) int {
+		switch {
+		case a.Blocks != b.Blocks:
+			return cmpDesc(a.Blocks, b.Blocks)
+		case a.Value < b.Value:
+			return -1
+		case a.Value > b.Value:
+			return 1
+		}
+		return 0
+	})
+	if len(vs) > n {
+		vs = slices.Clip(vs[:n])
+	}
+	return vs
+}
+
+func cmpDesc(a, b float64) int {
+	if a > b {
+		return -1
+	}
+	return 1
+}
+
+// isDigest reports whether name is how internal/lru shows a value kept as
+// a digest: longer than it keeps a value whole.
+func isDigest(name string) bool { return len(name) > 64 }
+
+// state fills s with what v holds at now (see ValueState). It is the one
+// place that reads a value's state for operators: a new kind of rule adds
+// its case here. The caller holds v's shard lock (or owns v).
+func (r *rule) state(v *value, now int64, s *ValueState) {
+	s.Passes, s.Blocks = v.seen.Sum(now, seenWidth)
+	s.Passes, s.Blocks = math.Round(s.Passes), math.Round(s.Blocks)
+	p := &r.params[v.param]
+	s.Count = p.count
+	if p.never {
+		return // nothing left, ever
+	}
+	st := v.state.Load()
+	switch r.kind {
+	case kindInFlight:
+		s.InFlight = st
+		s.Remaining = float64(max(p.inFlight-st, 0))
+	case kindQueue:
+		// The next call would pass at the queue's tail plus one spacing.
+		wait := max(st+costOf(p, 1)-now, 0)
+		s.NextToken = time.Duration(wait)
+		if wait <= r.maxQueue {
+			s.Remaining = math.Floor(float64(r.maxQueue-wait)/p.emission) + 1
+		}
+	case kindBucket:
+		room := p.tau - (max(st, now) - now) // nanoseconds of tokens left
+		s.Remaining = max(min(math.Floor(float64(room)/p.emission), max(p.count, 1)), 0)
+		if st > now {
+			s.NextToken = time.Duration(math.Ceil((math.Floor(float64(room)/p.emission)+1)*p.emission) - float64(room))
+		}
+	}
+}
+
+// Forgetter is a TokenService that can also forget a value's shared state
+// (sluice/cluster: its window in Redis), for Checker.Forget.
+type Forgetter interface {
+	ForgetParam(ctx context.Context, rule *config.ParamRule, count float64, value string) error
+}
+
+// Forget forgets val in every rule of the checker (an operator lifting a
+// lockout): its next call starts afresh, as a value never seen. A call
+// still holding a token of val ends on the forgotten state, so for a
+// while more calls may be in flight or queued than the rule allows. For a
+// clusterMode rule the cluster's state is forgotten too, if the checker's
+// TokenService is a Forgetter; err is the first failure (the local state
+// is forgotten regardless). It returns how many rules tracked val.
+func (c *Checker) Forget(ctx context.Context, val string) (forgotten int, err error) {
+	if c == nil {
+		return 0, nil
+	}
+	f, _ := c.cluster.(Forgetter)
+	for _, r := range c.rules {
+		if r.table.Forget(val) {
+			forgotten++
+		}
+		if r.cluster && f != nil {
+			if e := f.ForgetParam(ctx, &r.cfg, r.params[r.paramOf(val)].count, val); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return forgotten, err
+}
