@@ -82,3 +82,11 @@ func (c *blockCache) sweep(now time.Duration) {
 		}
 	}
 }
+
+// forget drops what is remembered of spec's window for origin (an operator
+// emptied it).
+func (c *blockCache) forget(spec *ruleSpec, origin string) {
+	c.mu.Lock()
+	delete(c.m, blockKey{spec, origin})
+	c.mu.Unlock()
+}

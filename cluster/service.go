@@ -169,6 +169,22 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 	return s.acquire(s.specs.param(rule, count), value, n)
 }
 
+// ForgetParam empties value's window of a clusterMode param rule (count:
+// the rule's, or the item's the value matches, as AcquireParam is asked)
+// in Redis, for every gateway of the namespace, and forgets this gateway's
+// note that the window was full: an operator lifting a lockout. Another
+// gateway that noted the window full still refuses the value locally until
+// the pass in the way would have left (at most durationSec). It waits for
+// Redis as long as ctx allows, breaker or not: an operator asked.
+func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count float64, value string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	spec := s.specs.param(rule, count)
+	s.blocks.forget(spec, value)
+	return s.rdb.Del(ctx, valueKey(spec, value)).Err()
+}
+
 // Gateways is the number of live gateways in the namespace as last read
 // (by the heartbeat; kept while Redis is down), at least 1: a global rule
 // falling back to local limiting limits each gateway at count / Gateways.

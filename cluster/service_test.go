@@ -219,3 +219,42 @@ func TestCloseWhileCallsAreInFlight(t *testing.T) {
 		t.Errorf("second Close = %v", err)
 	}
 }
+
+// ForgetParam empties a value's window for the whole namespace: a value
+// refused (and remembered as refused) passes again at once, on this
+// gateway and on another; other values and the item's window keep theirs.
+func TestForgetParam(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	a := newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second})
+	b := newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second})
+	rule := paramRule(2, 600, config.ThresholdGlobal)
+	passes := func(s *cluster.Service, count float64, value string, calls int) int {
+		p := 0
+		for range calls {
+			ok, err := s.AcquireParam(rule, count, value, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				p++
+			}
+		}
+		return p
+	}
+	passes(a, 2, "locked", 3)
+	passes(a, 2, "other", 3)
+	passes(a, 5, "locked", 6) // the same value under an item's count: its own window
+	if got := passes(a, 2, "locked", 1); got != 0 {
+		t.Fatal("not refused before ForgetParam")
+	}
+	if err := a.ForgetParam(context.Background(), rule, 2, "locked"); err != nil {
+		t.Fatal(err)
+	}
+	if got := passes(b, 2, "locked", 1) + passes(a, 2, "locked", 2); got != 2 {
+		t.Errorf("after ForgetParam %d of 3 calls passed across two gateways; want 2, the count", got)
+	}
+	if got := passes(a, 2, "other", 1) + passes(a, 5, "locked", 1); got != 0 {
+		t.Errorf("ForgetParam emptied another window too (%d passed)", got)
+	}
+}
