@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+
+	"sluice/hotparam"
 )
 
 // Options wire a Server to the rest of sluice. Every func may be nil: State
@@ -32,6 +34,10 @@ type Options struct {
 	// Upstreams reports every upstream and target now (GET /api/upstreams,
 	// sluice_upstream_target_up, the dashboard's upstream panel).
 	Upstreams func() []UpstreamStats
+	// Params and LiftParam serve /api/params: who is being limited now,
+	// and lifting one value.
+	Params    ParamsFunc
+	LiftParam LiftFunc
 	// ConfigPath is the rules.yaml the editor writes ("" = editor off).
 	ConfigPath string
 	// Document, when set, is the fleet's rules document: the editor writes
@@ -106,6 +112,12 @@ func New(opts Options) *Server {
 	if opts.Upstreams == nil {
 		opts.Upstreams = func() []UpstreamStats { return nil }
 	}
+	if opts.Params == nil {
+		opts.Params = func(string, []string, int) ([]hotparam.RuleState, bool) { return nil, false }
+	}
+	if opts.LiftParam == nil {
+		opts.LiftParam = func(context.Context, string, string) (int, bool, error) { return 0, false, nil }
+	}
 	if opts.Reload == nil {
 		opts.Reload = func() {}
 	}
@@ -146,10 +158,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/upstreams", s.upstreams)
 	r.Get("/api/history", s.history)
 	r.Get("/api/fleet", s.fleet)
+	r.Get("/api/params", s.params)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Put("/api/rules/{section}/{index}", s.editRule)
 		r.Post("/api/reload", s.reload)
+		r.Delete("/api/params", s.liftParam)
 		mountProfiler(r)
 	})
 	r.Get("/", s.dashboard)

@@ -1,10 +1,12 @@
 package lifecycle
 
 import (
+	"context"
 	"time"
 
 	"sluice/admin"
 	"sluice/config"
+	"sluice/hotparam"
 	"sluice/limiter"
 )
 
@@ -29,6 +31,21 @@ func newAdmin(inst *Instance) *admin.Server {
 			return adminStats(s.Flow.Stats(gw.Now()))
 		},
 		Upstreams: func() []admin.UpstreamStats { return adminUpstreams(gw) },
+		Params: func(res string, values []string, top int) ([]hotparam.RuleState, bool) {
+			s := gw.Current()
+			if s == nil || !hasResource(s.Config, res) {
+				return nil, false
+			}
+			return s.Params.For(res).Report(gw.Now(), values, top), true
+		},
+		LiftParam: func(ctx context.Context, res, value string) (int, bool, error) {
+			s := gw.Current()
+			if s == nil || !hasResource(s.Config, res) {
+				return 0, false, nil
+			}
+			n, err := s.Params.For(res).Forget(ctx, value)
+			return n, true, err
+		},
 	}
 	if inst.fleet != nil {
 		// The editor writes the fleet's document, not this gateway's file.
@@ -58,6 +75,22 @@ func (inst *Instance) rates() (pass, block float64) {
 func checkRules(path string, data []byte) error {
 	_, err := config.Parse(path, data)
 	return err
+}
+
+// hasResource reports whether a route or an API group of cfg has res, the
+// resources a rule may name.
+func hasResource(cfg *config.Config, res string) bool {
+	for _, r := range cfg.Routes {
+		if r.Resource == res {
+			return true
+		}
+	}
+	for _, g := range cfg.APIGroups {
+		if g.Name == res {
+			return true
+		}
+	}
+	return false
 }
 
 func adminStats(in []limiter.ResourceStats) []admin.ResourceStats {
