@@ -104,6 +104,9 @@ func TestParamsWhoIsLimited(t *testing.T) {
 			t.Fatalf("%s: %d of %d logins passed, want %d", user, got, calls, min(calls, 2))
 		}
 	}
+	// Passes and blocks are of the last minute, estimated from two
+	// buckets of a minute (internal/ring.Coarse): should a bucket end
+	// between the floods and the look, the older one weighs a little less.
 	top := getParams(t, g, "resource=login").Rules[0]
 	want := []struct {
 		user           string
@@ -114,7 +117,7 @@ func TestParamsWhoIsLimited(t *testing.T) {
 	}
 	for i, w := range want {
 		v := top.Values[i]
-		if v.Value != w.user || v.Passes != w.passes || v.Blocks != w.blocks || v.Remaining != 0 || v.NextToken <= 0 || v.NextToken > 300 {
+		if v.Value != w.user || v.Passes != w.passes || v.Blocks < w.blocks-1 || v.Blocks > w.blocks || v.Remaining != 0 || v.NextToken <= 0 || v.NextToken > 300 {
 			t.Errorf("top %d: %+v, want %s with %v passes, %v blocks, nothing left and the next token within 300 s", i, v, w.user, w.passes, w.blocks)
 		}
 	}
@@ -122,7 +125,7 @@ func TestParamsWhoIsLimited(t *testing.T) {
 	// A peek takes no token: 50 peeks, then the user still gets 2 logins.
 	for range 50 {
 		p := getParams(t, g, "resource=login&value=bob&value=mallory").Rules[0].Values
-		if len(p) != 2 || p[0].Tracked || p[0].Remaining != 2 || p[1].Remaining != 0 || p[1].Blocks != 12 {
+		if len(p) != 2 || p[0].Tracked || p[0].Remaining != 2 || p[1].Remaining != 0 || p[1].Blocks < 11 {
 			t.Fatalf("peek: %+v", p)
 		}
 	}
