@@ -188,6 +188,87 @@ function showUpstreams(data) {
   }));
 }
 
+// ---- who is limited now: per param rule, the values with the most blocks ----
+
+// A value is shown as text, never as HTML, and lifted by its exact bytes
+// (valueBase64): a value that is not UTF-8 reads as U+FFFD in JSON.
+function pctBytes(b64) {
+  const bin = atob(b64);
+  let out = "";
+  for (let i = 0; i < bin.length; i++) out += "%" + bin.charCodeAt(i).toString(16).padStart(2, "0");
+  return out;
+}
+
+function paramResources() {
+  const rules = ((rulesState || {}).config || {}).paramRules || [];
+  return [...new Set(rules.map((r) => r.resource))].sort();
+}
+
+function ruleTitle(r) {
+  const c = r.config || {};
+  const rate = c.grade === "concurrency" ? c.count + " in flight" : c.count + " per " + c.durationSec + "s";
+  return "rule " + r.rule + " · " + cell(c.param) + " · " + rate + (c.controlBehavior === "throttle" ? " (queue)" : "") +
+    (c.clusterMode ? " · cluster (this gateway's figures)" : "") + (c.dryRun ? " · dryRun" : "");
+}
+
+function showParams(answers) {
+  const box = $("#params");
+  const cardsOut = [];
+  for (const a of answers) {
+    for (const r of a.rules || []) {
+      const t = el("table", null, el("tr", null, ...["value", "blocks/min", "passes/min", "tokens left", "next token in", ""].map((h) => el("th", null, h))));
+      for (const v of r.values || []) {
+        const lift = el("button", { type: "button", class: "lift", "data-resource": a.resource, "data-value-b64": v.valueBase64 }, "Lift");
+        if (v.digest) {
+          lift.disabled = true;
+          lift.title = "kept as a digest: lift it by its whole value (DELETE /api/params)";
+        }
+        t.append(el("tr", { "data-value-b64": v.valueBase64 },
+          el("td", { class: "value", title: v.utf8 ? "" : "not UTF-8: bytes shown as \ufffd" }, v.value),
+          el("td", { class: "blocks" }, String(v.blocks)), el("td", null, String(v.passes)),
+          el("td", { class: "remaining" }, String(v.remaining)), el("td", null, v.nextTokenSec > 0 ? fmt(v.nextTokenSec) + " s" : "–"),
+          el("td", null, lift)));
+      }
+      const body = (r.values || []).length ? t : el("p", { class: "empty" }, "nobody blocked in the last minute");
+      cardsOut.push(el("section", { class: "card", "data-param-resource": a.resource, "data-rule": r.rule },
+        el("h3", null, a.resource, el("span", { class: "hint" }, ruleTitle(r) + " · " + r.tracked + " values tracked")), body));
+    }
+  }
+  box.replaceChildren(...(cardsOut.length ? cardsOut : [el("p", { class: "empty" }, "No param rules.")]));
+}
+
+async function refreshParams() {
+  const res = paramResources();
+  if (!res.length) { showParams([]); return; }
+  try {
+    showParams(await Promise.all(res.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r)))));
+  } catch (e) { /* shown by tick */ }
+}
+
+async function liftValue(btn) {
+  const res = btn.dataset.resource, b64 = btn.dataset.valueB64;
+  const headers = {};
+  const tok = $("#token").value.trim();
+  if (tok) headers.Authorization = "Bearer " + tok;
+  const banner = $("#params-result");
+  banner.hidden = false;
+  let resp, body;
+  try {
+    resp = await fetch("/api/params?resource=" + encodeURIComponent(res) + "&value=" + pctBytes(b64), { method: "DELETE", headers });
+    body = await resp.json().catch(() => ({}));
+  } catch (e) {
+    banner.className = "banner bad";
+    banner.replaceChildren("Lift failed: " + e.message);
+    return;
+  }
+  banner.className = "banner " + (resp.ok ? "ok" : "bad");
+  const value = atob(b64);
+  if (resp.ok) banner.replaceChildren(el("strong", null, "Lifted"), " ", el("code", null, body.value != null ? body.value : value), " on " + res + " (" + body.rules + " rules tracked it).");
+  else if (resp.status === 401) banner.replaceChildren("401 · the admin token is missing or wrong: enter it in the rule editor's Admin token field.");
+  else banner.replaceChildren(resp.status + " · " + (body.error || "error"));
+  refreshParams();
+}
+
 // ---- rules in force and the last reload ----
 
 const RULE_COLS = {
@@ -433,6 +514,10 @@ async function tick() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("#editor").addEventListener("submit", save);
   $("#rule-select").addEventListener("change", showFields);
+  $("#params").addEventListener("click", (ev) => {
+    const b = ev.target.closest("button.lift");
+    if (b && !b.disabled) liftValue(b);
+  });
   $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read " + raw.path + ".")));
   const tok = sessionStorage.getItem("sluiceToken");
   if (tok) $("#token").value = tok;
@@ -443,4 +528,6 @@ document.addEventListener("DOMContentLoaded", async () => {
   setInterval(tick, 1000);
   setInterval(refreshRules, 5000);
   setInterval(refreshCluster, 1000);
+  refreshParams();
+  setInterval(refreshParams, 2000);
 });
