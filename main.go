@@ -15,6 +15,11 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	// The IANA zone database, built in (about 450 KB): a calendar quota's
+	// timezone must load the same on every gateway, in the alpine image
+	// (no zoneinfo) and in a scratch container alike. A machine's own
+	// zoneinfo, where there is one, is still read first.
+	_ "time/tzdata"
 
 	"sluice/lifecycle"
 	"sluice/proxy"

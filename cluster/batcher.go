@@ -28,6 +28,12 @@ type call struct {
 	extra    int64         // for a pass: tokens leased besides n
 	leaseFor time.Duration // how long they may be used: they are counted as passed then
 	stamp    int64         // their stamp in the window (Redis µs), to return them if unused
+	// A calendar quota's call: when its key expires (Unix ms, boxed), the
+	// time until the period's reset (a block's retry), and what the period
+	// has left after the call. expireAt is nil for a window's call.
+	expireAt any
+	reset    time.Duration
+	left     int64
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [1]string
@@ -124,6 +130,10 @@ func (s *Service) scriptArgs(calls []*call, keys []string, args []any) ([]string
 	var latest time.Duration
 	for _, c := range calls {
 		keys = append(keys, c.key)
+		if c.expireAt != nil {
+			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0)
+			continue
+		}
 		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt)
 		latest = max(latest, c.at)
 	}
@@ -219,6 +229,12 @@ func (s *Service) answer(calls []*call, res []int64, err error) {
 	for i, c := range calls {
 		r := res[4*i : 4*i+4]
 		c.ok = r[0] == 0
+		if c.expireAt != nil {
+			// A quota: blocked until the reset; r[2] is what is left.
+			c.retry, c.left = c.reset, r[2]
+			c.done <- nil
+			continue
+		}
 		c.retry = time.Duration(r[0]) * time.Microsecond
 		c.extra = r[1]
 		c.leaseFor = time.Duration(r[2]) * time.Microsecond

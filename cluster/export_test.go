@@ -18,3 +18,9 @@ func (s *Service) DisableLeases() { s.noLease = true }
 // instead of Redis's TIME, and run its caches on that timeline: tests on
 // synthetic time against a real Redis. Set it before use.
 func (s *Service) SetClock(clock func() time.Duration) { s.clock = clock }
+
+// SetWallClock makes calendar quotas read now() instead of time.Now, for
+// their periods and their blocks: tests on synthetic dates against a real
+// Redis. The dates must be in the future (a key expires a little after its
+// period's reset, on Redis's clock). Set it before use.
+func (s *Service) SetWallClock(now func() time.Time) { s.now = now }

@@ -8,8 +8,11 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"sluice/config"
+	"sluice/internal/calendar"
 	"sluice/internal/redisconn"
 )
 
@@ -51,28 +54,42 @@ type paramIdent struct {
 	threshold config.ThresholdType
 	count     float64
 	duration  int64
+	window    config.Window // rolling, or a calendar quota's day or month
+	timezone  string        // a calendar quota's zone
 }
 
 func paramIdentOf(r *config.ParamRule, count float64) paramIdent {
 	return paramIdent{
 		resource: r.Resource, param: r.Param.String(), match: r.Match, grade: r.Grade,
 		threshold: r.ClusterConfig.ThresholdType, count: count, duration: r.DurationSec,
+		window: r.Window, timezone: r.Timezone,
 	}
 }
 
-// hash is paramIdent's stable FNV-1a, as ruleIdent.hash.
+// hash is paramIdent's stable FNV-1a, as ruleIdent.hash. The window and
+// the zone are hashed only when they differ from what rules had before
+// calendar quotas (rolling, UTC), so that those rules keep their keys.
 func (id paramIdent) hash() uint64 {
 	h := fnv.New64a()
 	var num [8]byte
-	for _, s := range []string{id.resource, id.param, string(id.match.Strategy), id.match.Pattern, string(id.grade), string(id.threshold)} {
+	str := func(s string) {
 		binary.LittleEndian.PutUint64(num[:], uint64(len(s)))
 		h.Write(num[:])
 		h.Write([]byte(s))
+	}
+	for _, s := range []string{id.resource, id.param, string(id.match.Strategy), id.match.Pattern, string(id.grade), string(id.threshold)} {
+		str(s)
 	}
 	binary.LittleEndian.PutUint64(num[:], math.Float64bits(id.count))
 	h.Write(num[:])
 	binary.LittleEndian.PutUint64(num[:], uint64(id.duration))
 	h.Write(num[:])
+	if id.window != "" && id.window != config.WindowRolling {
+		str("window:" + string(id.window))
+	}
+	if id.timezone != "" && id.timezone != config.DefaultTimezone {
+		str("timezone:" + id.timezone)
+	}
 	return h.Sum64()
 }
 
@@ -96,6 +113,39 @@ type ruleSpec struct {
 	// argv is the rule's script arguments besides n and demand, boxed once so
 	// that a call does not box them again: count, statIntervalMs, avgLocal flag.
 	argv [3]any
+	// A calendar quota (param rule with window day or month): the value's
+	// key is "{namespace:q:<rule hash>:<value>}<period>", a counter of the
+	// period's calls; unit and loc say which period, and now's is cached.
+	quota  bool
+	unit   calendar.Unit
+	loc    *time.Location
+	period atomic.Pointer[period]
+}
+
+// period is a calendar quota's current period, as the keys and the script
+// need it: computed once when a call first falls in it.
+type period struct {
+	start, reset time.Time
+	label        string // the key's suffix: "2026-12-02", "2026-12"
+	// expireAt is when the period's keys expire (Unix ms, boxed once): a
+	// little after the reset, so that a gateway whose clock is a little
+	// behind still finds the count.
+	expireAt any
+}
+
+// quotaGrace is how long a period's count outlives its reset.
+const quotaGrace = 10 * time.Minute
+
+// periodAt returns the period of a quota spec that holds now.
+func (s *ruleSpec) periodAt(now time.Time) *period {
+	if p := s.period.Load(); p != nil && !now.Before(p.start) && now.Before(p.reset) {
+		return p
+	}
+	start, reset := calendar.Bounds(now, s.loc, s.unit)
+	p := &period{start: start, reset: reset, label: calendar.Label(start, s.loc, s.unit),
+		expireAt: strconv.FormatInt(reset.Add(quotaGrace).UnixMilli(), 10)}
+	s.period.Store(p) // calls racing at a boundary may store either: both are right for their instant
+	return p
 }
 
 // hash is a stable 64-bit FNV-1a of the identity: equal on every gateway and
@@ -153,6 +203,24 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 	if id.threshold == config.ThresholdAvgLocal {
 		avg = "1"
 	}
+	if unit, ok := id.window.Calendar(); ok {
+		loc, err := time.LoadLocation(id.timezone)
+		if err != nil {
+			// config's validation refuses a zone it cannot load (with the
+			// same zone database: the binary's own, time/tzdata).
+			loc = time.UTC
+		}
+		return &ruleSpec{
+			// "q:" rather than "p:": a counter, not a window's ring. The
+			// closing "}" and the period come after the value (valueKey).
+			prefix:   "{" + ns + ":q:" + strconv.FormatUint(id.hash(), 16) + ":",
+			perValue: true,
+			quota:    true,
+			unit:     unit,
+			loc:      loc,
+			argv:     [3]any{strconv.FormatFloat(id.count, 'g', -1, 64), "0", "q"},
+		}
+	}
 	return &ruleSpec{
 		// The closing "}" comes after the value (valueKey).
 		prefix:   "{" + ns + ":p:" + strconv.FormatUint(id.hash(), 16) + ":",
@@ -170,17 +238,19 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 }
 
 // valueKey is a param window's key: spec's prefix, the value (or its
-// digest, see maxKeyValue) and the hash tag's end.
-func valueKey(spec *ruleSpec, value string) string {
+// digest, see maxKeyValue), the hash tag's end and suffix (a calendar
+// quota's period, else "").
+func valueKey(spec *ruleSpec, value, suffix string) string {
 	if len(value) <= maxKeyValue {
-		return spec.prefix + value + "}"
+		return spec.prefix + value + "}" + suffix
 	}
 	sum := sha256.Sum256([]byte(value))
-	var buf [keepValue + 1 + 2*sha256.Size + 1]byte
+	var buf [keepValue + 1 + 2*sha256.Size + 1 + 16]byte // 16: a period's label
 	b := append(buf[:0], value[:keepValue]...)
 	b = append(b, '#')
 	b = hex.AppendEncode(b, sum[:])
 	b = append(b, '}')
+	b = append(b, suffix...)
 	return spec.prefix + string(b)
 }
 

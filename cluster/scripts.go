@@ -70,6 +70,12 @@ const (
 // with the newest min(passes, K) of its passes: a pass dropped is older than
 // every pass kept, so no real interval gets more than the new K.
 //
+// A calendar quota's call (avgLocal flag 'q', statIntervalMs replaced by
+// the Unix ms its key expires at, no lease) is decided on a counter of its
+// period's calls instead: it passes iff the count plus n is at most
+// K = floor(count); a pass adds n and sets the expiry. It returns 0 or 1
+// (blocked: the caller knows the reset), then 0, the calls left, 0.
+//
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
 // redis.replicate_commands() on 3.2 and 4 (a no-op on 7).
@@ -322,45 +328,65 @@ for i = 1, #KEYS do
     if s then unvoid(s, tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])) end
   end
 end
+
+-- a calendar quota's call: a counter of the period's calls
+local function quota(k, a)
+  local K = math.floor(tonumber(ARGV[a]) + 1e-9)
+  local n = tonumber(ARGV[a + 1])
+  local used = tonumber(redis.call('GET', k) or '0')
+  if used + n > K then return 1, math.max(0, K - used) end
+  used = redis.call('INCRBY', k, n)
+  redis.call('PEXPIREAT', k, ARGV[a + 2])
+  return 0, K - used
+end
+
 for i = 1, #KEYS do
   local a = (i - 1) * 7 + 4
-  local s, K = window(KEYS[i], a)
-  local I = tonumber(ARGV[a + 2]) * 1000
-  local res, x, rem, stamp = I, 0, 0, 0
-  if s then
-    local demand = tonumber(ARGV[a + 4])
-    local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
-    if ok then
-      res = 0
-      add(s, m, f2, fill, math.max(now, s.tn))
-      -- far from the count only: the caller alone would fill at most half
-      -- the window in an interval, and it stays at most half full
-      if demand > 0 and 2 * demand * I <= K * 1000000 then
-        -- as long as K/SPAN tokens take at the caller's rate or the
-        -- window's (over the interval, and over its last 64th), at most
-        -- I/40: what leases hold back stays small
-        local rate = math.max(demand, since(s, now - I) * 1000000 / I,
-          since(s, now - math.floor(I / 64)) * 64000000 / I)
-        local L = math.floor(math.min(I / 40, K * 1000000 / (SPAN * 2 * rate)))
-        x = math.floor(demand * L / 1000000)
-        local ok2, m2, f3, fill2 = false
-        if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end
-        if ok2 then
-          stamp = math.max(now + L, s.tn)
-          add(s, m2, f3, fill2, stamp)
-          rem = stamp - now
-        else
-          x = 0
+  if ARGV[a + 3] == 'q' then
+    local res, left = quota(KEYS[i], a)
+    out[#out + 1] = res
+    out[#out + 1] = 0
+    out[#out + 1] = left
+    out[#out + 1] = 0
+  else
+    local s, K = window(KEYS[i], a)
+    local I = tonumber(ARGV[a + 2]) * 1000
+    local res, x, rem, stamp = I, 0, 0, 0
+    if s then
+      local demand = tonumber(ARGV[a + 4])
+      local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
+      if ok then
+        res = 0
+        add(s, m, f2, fill, math.max(now, s.tn))
+        -- far from the count only: the caller alone would fill at most half
+        -- the window in an interval, and it stays at most half full
+        if demand > 0 and 2 * demand * I <= K * 1000000 then
+          -- as long as K/SPAN tokens take at the caller's rate or the
+          -- window's (over the interval, and over its last 64th), at most
+          -- I/40: what leases hold back stays small
+          local rate = math.max(demand, since(s, now - I) * 1000000 / I,
+            since(s, now - math.floor(I / 64)) * 64000000 / I)
+          local L = math.floor(math.min(I / 40, K * 1000000 / (SPAN * 2 * rate)))
+          x = math.floor(demand * L / 1000000)
+          local ok2, m2, f3, fill2 = false
+          if x > 0 then ok2, m2, f3, fill2 = plan(s, math.floor(K / 2), x) end
+          if ok2 then
+            stamp = math.max(now + L, s.tn)
+            add(s, m2, f3, fill2, stamp)
+            rem = stamp - now
+          else
+            x = 0
+          end
         end
+      else
+        res = math.max(1, m)
       end
-    else
-      res = math.max(1, m)
     end
+    out[#out + 1] = res
+    out[#out + 1] = x
+    out[#out + 1] = rem
+    out[#out + 1] = stamp
   end
-  out[#out + 1] = res
-  out[#out + 1] = x
-  out[#out + 1] = rem
-  out[#out + 1] = stamp
 end
 for _, k in ipairs(order) do
   local s = st[k]

@@ -66,6 +66,7 @@ type Service struct {
 	leases  leaseCache           // tokens counted in Redis for this gateway, used locally
 	noLease bool                 // tests only: set before use
 	clock   func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
+	now     func() time.Time     // tests only, set before use: the wall clock calendar quotas read instead of time.Now
 	epoch   time.Time            // origin of blockCache's monotonic instants
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -144,7 +145,8 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	case !s.up.Load():
 		return false, ErrUnavailable
 	}
-	return s.acquire(s.specs.get(rule), key, n)
+	ok, _, err = s.acquire(s.specs.get(rule), key, n, nil, 0)
+	return ok, err
 }
 
 // AcquireParam takes n tokens of a clusterMode param rule for one value
@@ -166,7 +168,40 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 	case !s.up.Load():
 		return false, ErrUnavailable
 	}
-	return s.acquire(s.specs.param(rule, count), value, n)
+	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0)
+	return ok, err
+}
+
+// AcquireQuota takes n of one value's calendar quota, for a clusterMode
+// param rule with window day or month: count (the rule's, or the item's
+// that the value matches) calls per calendar day or month in the rule's
+// timezone, kept in Redis as a counter of the period's calls that expires
+// a little after the reset. ok and err are as Acquire's; left is what the
+// period has left after this call (0 when blocked), reset the time until
+// the period ends (the gateway's clock says when: a fleet's clocks are
+// assumed to agree within a second or so) and period its length (24 h, or
+// 23 or 25 on a day daylight saving time starts or ends). value may alias a
+// buffer the caller reuses after the call. rule must not change once used.
+func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
+	spec := s.specs.param(rule, count)
+	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
+	p := spec.periodAt(now)
+	reset, period = p.reset.Sub(now), p.reset.Sub(p.start)
+	switch {
+	case s.closed.Load():
+		return false, 0, reset, period, ErrClosed
+	case !spec.quota:
+		return false, 0, reset, period, ErrUnsupported
+	case n <= 0:
+		return true, 0, reset, period, nil
+	case !s.up.Load():
+		return false, 0, reset, period, ErrUnavailable
+	}
+	ok, left, err = s.acquire(spec, value, n, p, reset)
+	return ok, left, reset, period, err
 }
 
 // ForgetParam empties value's window of a clusterMode param rule (count:
@@ -196,8 +231,10 @@ func (s *Service) Gateways() int {
 	return 1
 }
 
-// acquire takes n tokens of spec's window for key (an origin, a value).
-func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err error) {
+// acquire takes n tokens of spec's window for key (an origin, a value),
+// or for a calendar quota n of the value's count in period p, which ends
+// in reset (left: the calls the period has left after this one).
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration) (ok bool, left int64, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -209,19 +246,22 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err err
 	if s.clock != nil {
 		at = s.clock()
 	}
+	if p != nil && s.now != nil {
+		at = s.now().Sub(s.epoch) // a quota's block lasts until the reset on the test's clock
+	}
 	var demand int64
 	lease := !s.noLease && spec.lease
 	if lease {
 		var leased bool
 		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
-			return true, nil
+			return true, 0, nil
 		}
 	}
 	if s.blocks.blocked(spec, key, n, at) {
 		if demand > 0 {
 			s.leases.grant(spec, key, 0, 0, at, at) // asked for nothing after all
 		}
-		return false, nil
+		return false, 0, nil
 	}
 	c := s.pool.Get().(*call)
 	if lease {
@@ -230,8 +270,15 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err err
 		c.void, c.voidAt = s.leases.popVoid(spec, key)
 	}
 	c.slot = spec.slot
+	if p != nil {
+		c.expireAt, c.reset = p.expireAt, reset
+	}
 	if spec.perValue {
-		c.key = valueKey(spec, key)
+		suffix := ""
+		if p != nil {
+			suffix = p.label
+		}
+		c.key = valueKey(spec, key, suffix)
 		if s.sharded {
 			c.slot = redisconn.Slot(c.key)
 		}
@@ -261,8 +308,9 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err err
 	case s.calls <- c:
 	default: // queue full: Redis cannot keep up, which is a kind of slow
 		c.timer.Stop()
+		c.expireAt = nil
 		s.pool.Put(c)
-		return false, ErrTimeout
+		return false, 0, ErrTimeout
 	}
 	select {
 	case err = <-c.done:
@@ -270,7 +318,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err err
 		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
-		return false, ErrTimeout
+		return false, 0, ErrTimeout
 	}
 }
 
@@ -279,8 +327,8 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64) (ok bool, err err
 // they may be used, and recycles c. Both instants count from the call's
 // start, which precedes the script's clock read, so neither outlives what
 // the script said.
-func (s *Service) finish(c *call, key string, err error) (bool, error) {
-	ok := c.ok
+func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
+	ok, left := c.ok, c.left
 	start := c.at
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry)
@@ -294,8 +342,9 @@ func (s *Service) finish(c *call, key string, err error) (bool, error) {
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.slot = nil, "", false, 0, 0, 0, 0, 0, 0
 	c.void, c.voidAt, c.stamp = 0, 0, 0
+	c.expireAt, c.reset, c.left = nil, 0, 0
 	s.pool.Put(c)
-	return ok, err
+	return ok, left, err
 }
 
 // Close stops the batchers, removes this gateway from the gateway set (so

@@ -28,7 +28,9 @@ const (
 	DefaultBlockBody        = `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`
 	DefaultClusterNamespace = "sluice"
 	DefaultParamDurationSec = 1
-	maxStatIntervalMs       = 3_600_000
+	// DefaultTimezone is the zone a calendar quota counts days in.
+	DefaultTimezone   = "UTC"
+	maxStatIntervalMs = 3_600_000
 )
 
 // checker applies defaults and validates a decoded Config, adding its
@@ -204,6 +206,12 @@ func (c *checker) applyDefaults() {
 		}
 		if !c.has(p + ".maxTrackedValues") {
 			r.MaxTrackedValues = DefaultMaxTrackedValues
+		}
+		if !c.has(p + ".window") {
+			r.Window = WindowRolling
+		}
+		if !c.has(p + ".timezone") {
+			r.Timezone = DefaultTimezone
 		}
 		if !c.has(p + ".clusterConfig.thresholdType") {
 			r.ClusterConfig.ThresholdType = ThresholdGlobal

@@ -71,6 +71,9 @@ func RuleIdentity(rule any) map[string]Identity {
 			"ClusterMode":                           local,
 			"ClusterConfig.ThresholdType":           both,
 			"ClusterConfig.FallbackToLocalWhenFail": local,
+			// A calendar quota's keys: day and month quotas, and quotas
+			// counted in different zones, are different counts.
+			"Window": both, "Timezone": both,
 		}
 	case AuthorityRule:
 		// An authority rule holds no state; its key says which rule a

@@ -2,10 +2,14 @@
 // errors, defaults, validation and file watching.
 //
 // Layer 1 of docs/architecture.md: it imports only internal/ mechanisms
-// (internal/ruleid); every other sluice package may import it.
+// (internal/ruleid, internal/calendar); every other sluice package may import it.
 package config
 
-import "time"
+import (
+	"time"
+
+	"sluice/internal/calendar"
+)
 
 // Config is one decoded, defaulted and validated rules.yaml. A Config is never
 // mutated after Load returns it; a reload produces a new one.
@@ -251,6 +255,13 @@ type ParamRule struct {
 	MaxQueueingTimeMs int64           `yaml:"maxQueueingTimeMs" json:"maxQueueingTimeMs"`
 	MaxTrackedValues  int             `yaml:"maxTrackedValues" json:"maxTrackedValues"`
 	DryRun            bool            `yaml:"dryRun" json:"dryRun"`
+	// Window is rolling (count per durationSec, the token bucket), or a
+	// calendar quota: count per day or month in Timezone, reset at local
+	// midnight or on the 1st (docs/rules.md#calendar-quotas). A quota is
+	// kept in Redis, so it needs ClusterMode.
+	Window Window `yaml:"window" json:"window"`
+	// Timezone is the IANA zone a calendar window's days are counted in.
+	Timezone string `yaml:"timezone" json:"timezone"`
 	// ClusterMode counts each value across every gateway of the namespace
 	// (docs/cluster.md): an exact sliding window of count per durationSec
 	// in Redis, grade qps and controlBehavior reject only.
@@ -282,6 +293,33 @@ func (c *Config) ClusterRule() (resource string, ok bool) {
 func (c *Config) HasClusterRules() bool {
 	_, ok := c.ClusterRule()
 	return ok
+}
+
+// Window is a param rule's kind of window.
+type Window string
+
+const (
+	WindowRolling Window = "rolling"
+	WindowDay     Window = "day"
+	WindowMonth   Window = "month"
+)
+
+// Calendar reports whether w is a calendar quota (day or month) and its
+// unit.
+func (w Window) Calendar() (calendar.Unit, bool) {
+	switch w {
+	case WindowDay:
+		return calendar.Day, true
+	case WindowMonth:
+		return calendar.Month, true
+	}
+	return 0, false
+}
+
+// Zone is the rule's Timezone as a location. The one validation refuses a
+// Timezone it cannot load, so for a rule config gave, err is nil.
+func (r *ParamRule) Zone() (*time.Location, error) {
+	return time.LoadLocation(r.Timezone)
 }
 
 // ParamItem is an exception value with its own threshold: the value itself,

@@ -582,7 +582,11 @@ func (c *checker) paramRules(ix routeIndex) {
 			c.add(p+".maxTrackedValues", "must be > 0, got %d", r.MaxTrackedValues)
 		}
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
-		if r.ClusterMode {
+		c.oneOf(p+".window", string(r.Window), string(WindowRolling), string(WindowDay), string(WindowMonth))
+		c.zone(p, r)
+		if _, quota := r.Window.Calendar(); quota {
+			c.calendarQuota(p, r, gradeOK, behaviorOK)
+		} else if r.ClusterMode {
 			// The cluster counts each value in an exact sliding window of
 			// count per durationSec (docs/cluster.md): a rate, decided per
 			// call. In-flight counts, a queue's spacing and a bucket's extra
@@ -595,6 +599,7 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.add(p+".burstCount", "must be 0 with clusterMode (the cluster window passes at most count per durationSec), got %d", r.BurstCount)
 			}
 		}
+		_, quota := r.Window.Calendar()
 		seen := map[string]int{}
 		for j, it := range r.Items {
 			ip := idx(p+".items", j)
@@ -612,7 +617,71 @@ func (c *checker) paramRules(ix routeIndex) {
 			if r.Grade == GradeConcurrency {
 				c.wholeCount(ip+".count", it.Count)
 			}
+			if quota && r.Grade != GradeConcurrency {
+				c.quotaCount(ip+".count", r.Window, it.Count)
+			}
 		}
+	}
+}
+
+// zone checks a param rule's timezone: an IANA name the gateway can load
+// (the binary carries the zone database), and set only where it counts.
+func (c *checker) zone(p string, r ParamRule) {
+	tp := p + ".timezone"
+	if !c.has(tp) {
+		return
+	}
+	if _, quota := r.Window.Calendar(); !quota && r.Window == WindowRolling {
+		c.add(tp, "applies only to window day or month (a calendar quota), and this rule's window is rolling")
+		return
+	}
+	// "" and "Local" load, as UTC and as the machine's own zone: a rule
+	// must mean the same day on every gateway of a fleet.
+	if _, err := r.Zone(); err != nil || r.Timezone == "" || r.Timezone == "Local" {
+		c.add(tp, "must be an IANA time zone name such as UTC, Europe/Berlin or America/New_York, got %s", quote(r.Timezone))
+	}
+}
+
+// calendarQuota checks a param rule with window day or month: a quota of
+// count calls per calendar day or month for each value, kept in Redis so
+// that it survives a restart and is shared by the fleet (docs/rules.md).
+// Whatever has no meaning for a quota is refused where it is written, so
+// that a rule never silently does less than it says.
+func (c *checker) calendarQuota(p string, r ParamRule, gradeOK, behaviorOK bool) {
+	w := quote(string(r.Window))
+	if !r.ClusterMode {
+		c.add(p+".window", "%s needs clusterMode: true (a calendar quota is kept in Redis, so that it outlives a restart and is shared by every gateway)", w)
+	} else if !c.has("cluster") {
+		c.add(p+".clusterMode", "needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
+	}
+	if gradeOK && r.Grade != GradeQPS {
+		c.add(p+".grade", "must be qps with window %s (a quota counts calls, not calls in flight), got %s", w, quote(string(r.Grade)))
+	}
+	if behaviorOK && r.ControlBehavior != BehaviorReject {
+		c.add(p+".controlBehavior", "must be reject with window %s (a call over the quota would queue until the reset), got %s", w, quote(string(r.ControlBehavior)))
+	}
+	if c.has(p + ".durationSec") {
+		c.add(p+".durationSec", "has no meaning with window %s: the period is the calendar %s in timezone", w, r.Window)
+	}
+	if r.BurstCount != 0 {
+		c.add(p+".burstCount", "must be 0 with window %s (a quota passes count per period, no more), got %d", w, r.BurstCount)
+	}
+	if r.MaxQueueingTimeMs != 0 {
+		c.add(p+".maxQueueingTimeMs", "must be 0 with window %s (nothing queues for a quota), got %d", w, r.MaxQueueingTimeMs)
+	}
+	if r.ClusterConfig.ThresholdType == ThresholdAvgLocal {
+		c.add(p+".clusterConfig.thresholdType", "must be global with window %s (a quota is the fleet's total; avgLocal would change it with every gateway that comes or goes during the period)", w)
+	}
+	if r.Grade != GradeConcurrency { // its own whole-number check says so
+		c.quotaCount(p+".count", r.Window, r.Count)
+	}
+}
+
+// quotaCount refuses a fractional quota: a calendar quota passes whole
+// calls. A value the range check refuses is left to it.
+func (c *checker) quotaCount(path string, w Window, v float64) {
+	if v > 0 && !math.IsInf(v, 0) && v != math.Trunc(v) {
+		c.add(path, "must be a whole number with window %s, got %s", quote(string(w)), num(v))
 	}
 }
 

@@ -156,7 +156,17 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
 		share = ts.Gateways()
 	}
-	ok, err := ts.AcquireParam(&r.cfg, p.count, val, n)
+	var ok bool
+	var err error
+	var q outcome // a calendar quota's figures, for the RateLimit fields
+	if r.calendar {
+		var left int64
+		var reset, period time.Duration
+		ok, left, reset, period, err = ts.AcquireQuota(&r.cfg, p.count, val, n)
+		q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
+	} else {
+		ok, err = ts.AcquireParam(&r.cfg, p.count, val, n)
+	}
 	switch {
 	case err == nil && ok:
 		if e, sh = r.table.Get(val, now); e != nil {
@@ -164,7 +174,11 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 			e.V.count(now, false)
 		}
 		sh.Unlock()
-		return true, 0, outcome{}
+		return true, 0, q
+	case err == nil && r.calendar:
+		// Blocked until the period's reset: t and Retry-After say so.
+		q.blocked, q.retry, q.remaining = true, q.reset, 0
+		return true, 0, q
 	case err == nil:
 		r.count(val, now, true)
 		return true, 0, outcome{blocked: true}

@@ -3,6 +3,7 @@ package hotparam_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"sluice/config"
 	"sluice/hotparam"
@@ -16,6 +17,10 @@ type fakeCluster struct {
 	err      error
 	gateways int
 	counts   map[string]float64 // value -> count asked with
+	// a calendar quota's answer, and how often it was asked
+	left          int64
+	reset, period time.Duration
+	quotaCalls    int
 }
 
 func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
@@ -23,6 +28,16 @@ func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value str
 		f.counts[value] = count
 	}
 	return f.ok, f.err
+}
+
+// AcquireQuota answers as AcquireParam, with the quota figures in
+// left, reset and period.
+func (f *fakeCluster) AcquireQuota(r *config.ParamRule, count float64, value string, n int64) (bool, int64, time.Duration, time.Duration, error) {
+	if f.counts != nil {
+		f.counts[value] = count
+	}
+	f.quotaCalls++
+	return f.ok, f.left, f.reset, f.period, f.err
 }
 
 func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }
@@ -133,17 +148,83 @@ func TestClusterParamFallbackSeesClusterPasses(t *testing.T) {
 // The cluster path allocates nothing in hotparam for a value already
 // tracked (what the TokenService costs is cluster's, see its benchmarks).
 func TestClusterParamEnterDoesNotAllocate(t *testing.T) {
-	for _, svc := range []*fakeCluster{{ok: true}, {ok: false}, {err: errors.New("down"), gateways: 2}} {
-		c := compileCluster(t, svc, clusterRule(1e9, config.ThresholdGlobal, nil))
-		v := one("7")
-		now := sec(1)
-		allocs := testing.AllocsPerRun(1000, func() {
-			now++
-			tok, _ := c.Enter(now, v, 1)
-			tok.Exit(now)
-		})
-		if allocs != 0 {
-			t.Errorf("ok=%v err=%v: %v allocs per call, want 0", svc.ok, svc.err, allocs)
+	for _, r := range []config.ParamRule{clusterRule(1e9, config.ThresholdGlobal, nil), quotaRule(1e9)} {
+		for _, svc := range []*fakeCluster{{ok: true}, {ok: false}, {err: errors.New("down"), gateways: 2}} {
+			c := compileCluster(t, svc, r)
+			v := one("7")
+			now := sec(1)
+			allocs := testing.AllocsPerRun(1000, func() {
+				now++
+				tok, _ := c.Enter(now, v, 1)
+				tok.Exit(now)
+			})
+			if allocs != 0 {
+				t.Errorf("window %s, ok=%v err=%v: %v allocs per call, want 0", r.Window, svc.ok, svc.err, allocs)
+			}
 		}
+	}
+}
+
+// quotaRule is a daily quota of count per API key-like value (the seed
+// rule's order id), item "102" at 4.
+func quotaRule(count float64) config.ParamRule {
+	r := clusterRule(count, config.ThresholdGlobal, nil)
+	r.Window, r.Timezone = config.WindowDay, "America/New_York"
+	return r
+}
+
+// A calendar quota is asked of the cluster's AcquireQuota (never of the
+// rolling window's AcquireParam), with the value's count; its answer is
+// the verdict: a pass reports what is left of the period and when it
+// resets, with w the period's length (a DST day's 23 hours as they are); a
+// block has RetryAfter and t at the reset.
+func TestCalendarQuotaVerdicts(t *testing.T) {
+	const reset, day = 5*time.Hour + 300*time.Millisecond, 23 * time.Hour
+	svc := &fakeCluster{ok: true, left: 41, reset: reset, period: day, counts: map[string]float64{}}
+	c := compileCluster(t, svc, quotaRule(50))
+	tok, v := c.Enter(sec(1), order("102"), 1)
+	if v.Blocked || !v.HasQuota {
+		t.Fatalf("pass: verdict %+v, want passed with a quota", v)
+	}
+	tok.Exit(sec(1))
+	if svc.quotaCalls != 1 || svc.counts["102"] != 4 {
+		t.Errorf("AcquireQuota asked %d times with count %g, want once with the item's 4", svc.quotaCalls, svc.counts["102"])
+	}
+	want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: 4, Window: day, Remaining: 41, Reset: reset}
+	if v.Quota != want {
+		t.Errorf("pass quota %+v, want %+v", v.Quota, want)
+	}
+	svc.ok, svc.left = false, 0
+	_, v = c.Enter(sec(2), order("7"), 1)
+	if !v.Blocked || v.Reason != limiter.ReasonParam || v.RetryAfter != reset {
+		t.Fatalf("block: verdict %+v, want blocked for param, RetryAfter %v", v, reset)
+	}
+	want = limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: 50, Window: day, Remaining: 0, Reset: reset}
+	if !v.HasQuota || v.Quota != want {
+		t.Errorf("block quota %+v, want %+v", v.Quota, want)
+	}
+}
+
+// While Redis fails, a calendar quota that falls back limits each value
+// locally at its share of count per nominal day: count 6 over 2 gateways
+// passes 3 at once, then one more every 8 hours; without fallback it
+// passes.
+func TestCalendarQuotaFallback(t *testing.T) {
+	down := errors.New("redis down")
+	svc := &fakeCluster{err: down, gateways: 2, reset: time.Hour, period: 24 * time.Hour}
+	c := compileCluster(t, svc, quotaRule(6))
+	if got := clusterPasses(c, sec(10), "7", 10); got != 3 {
+		t.Errorf("fallback passed %d of 10, want 3 (6 a day over 2 gateways)", got)
+	}
+	_, v := c.Enter(sec(11), order("7"), 1)
+	if want := 8*time.Hour - time.Second; !v.Blocked || v.RetryAfter < want-10*time.Millisecond || v.RetryAfter > want {
+		t.Errorf("fallback block %+v, want RetryAfter about %v (one token of 3 a day)", v, want)
+	}
+	no := false
+	r := quotaRule(6)
+	r.ClusterConfig.FallbackToLocalWhenFail = &no
+	c = compileCluster(t, svc, r)
+	if got := clusterPasses(c, sec(10), "7", 10); got != 10 {
+		t.Errorf("no fallback: passed %d of 10, want all", got)
 	}
 }

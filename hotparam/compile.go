@@ -44,6 +44,11 @@ type Options struct {
 // the call. Implementations must be safe for concurrent use.
 type TokenService interface {
 	AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error)
+	// AcquireQuota takes n of value's calendar quota (rule.Window day or
+	// month): count calls per period. left is what the period has left
+	// after the call, reset the time until it ends and period its length
+	// (both known even with err). err is as AcquireParam's.
+	AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error)
 	// Gateways is the number of live gateways last seen, at least 1.
 	Gateways() int
 }
@@ -95,6 +100,14 @@ func compileRule(pr config.ParamRule) *rule {
 		r.kind = kindQueue
 	case pr.ControlBehavior == config.BehaviorReject:
 		r.kind = kindBucket
+	}
+	if unit, ok := pr.Window.Calendar(); ok {
+		// A calendar quota is decided in Redis. Should Redis fail and the
+		// rule fall back, it limits each value locally to its share of
+		// count per nominal period (a day, 31 days), a bucket that the
+		// cluster's passes keep charged (docs/rules.md#calendar-quotas).
+		r.calendar = true
+		r.window = unit.Nominal()
 	}
 	r.match = mustMatch(pr.Match.Matcher())
 	r.items = make(map[string]int32, len(pr.Items))

@@ -41,6 +41,7 @@ type param struct {
 type rule struct {
 	cfg      config.ParamRule // as compiled: what a TokenService is asked about
 	cluster  bool             // clusterMode (kindBucket): values are counted by the Checker's TokenService
+	calendar bool             // window day or month: the TokenService's calendar quota (AcquireQuota)
 	resource string
 	key      config.Key
 	match    match.Matcher // the values the rule limits (the zero Matcher: all)
@@ -92,6 +93,7 @@ type outcome struct {
 	p         *param
 	remaining float64
 	reset     int64
+	period    int64 // a calendar quota's period (0: the rule's window)
 }
 
 // enter decides one call of n tokens for value state e at now and, unless it
@@ -190,12 +192,16 @@ func (r *rule) chargeBucket(e *value, p *param, now, n int64, share int) {
 }
 
 func (r *rule) quota(o *outcome, ord int) limiter.Quota {
+	w := r.window
+	if o.period > 0 {
+		w = time.Duration(o.period)
+	}
 	return limiter.Quota{
 		Policy:    r.resource,
 		Kind:      limiter.ReasonParam,
 		Rule:      ord,
 		Limit:     o.p.count,
-		Window:    r.window,
+		Window:    w,
 		Remaining: o.remaining,
 		Reset:     time.Duration(o.reset),
 	}

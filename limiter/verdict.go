@@ -46,7 +46,7 @@ type Quota struct {
 	Limit     float64       // whole calls per Window for reject rules (a count under 1 stretches Window), else the count
 	Window    time.Duration // statIntervalMs (for a reject count under 1, the whole intervals that hold one call)
 	Remaining float64       // passes left in the current window after this call
-	Reset     time.Duration // until at least one more pass is allowed
+	Reset     time.Duration // until at least one more pass is allowed (a calendar quota: until its reset)
 }
 
 // Verdict is the outcome of one guard's check. The zero Verdict passes at once.

@@ -343,6 +343,11 @@ func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) 
 	return true, nil
 }
 
+// AcquireQuota: this test has no calendar quota.
+func (c *clusterTokens) AcquireQuota(*config.ParamRule, float64, string, int64) (bool, int64, time.Duration, time.Duration, error) {
+	return true, 0, 0, 0, nil
+}
+
 func (c *clusterTokens) Gateways() int { return 1 }
 
 // TestAPIGroupClusterRule: a clusterMode flow rule on a group asks the

@@ -1,0 +1,165 @@
+package cluster_test
+
+// Calendar quotas (AcquireQuota) against a real Redis on synthetic dates.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+	_ "time/tzdata"
+
+	"github.com/redis/go-redis/v9"
+
+	"sluice/cluster"
+	"sluice/config"
+	"sluice/internal/calendar"
+)
+
+func quotaRule(window config.Window, zone string) *config.ParamRule {
+	r := paramRule(3, 1, config.ThresholdGlobal)
+	r.Window, r.Timezone = window, zone
+	return r
+}
+
+// wallClock is a synthetic wall clock, shared by the Services of a test.
+type wallClock struct{ ns atomic.Int64 }
+
+func (c *wallClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *wallClock) set(t time.Time)     { c.ns.Store(t.UnixNano()) }
+func (c *wallClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// nextShortDay is the next day after now that is 23 hours long in loc (the
+// day daylight saving time starts): a future date, so that its keys live
+// in Redis for the test, whenever the test runs.
+func nextShortDay(t *testing.T, loc *time.Location) (start, reset time.Time) {
+	t.Helper()
+	for d := time.Now().Add(48 * time.Hour); d.Before(time.Now().Add(400 * 24 * time.Hour)); d = d.Add(24 * time.Hour) {
+		start, reset = calendar.Bounds(d, loc, calendar.Day)
+		if reset.Sub(start) == 23*time.Hour {
+			return start, reset
+		}
+	}
+	t.Fatalf("no 23-hour day in %s within a year", loc)
+	return
+}
+
+type quotaAnswer struct {
+	ok            bool
+	left          int64
+	reset, period time.Duration
+}
+
+func acquireQuota(t *testing.T, s *cluster.Service, r *config.ParamRule, value string) quotaAnswer {
+	t.Helper()
+	ok, left, reset, period, err := s.AcquireQuota(r, r.Count, value, 1)
+	if err != nil {
+		t.Fatalf("AcquireQuota(%s): %v", value, err)
+	}
+	return quotaAnswer{ok, left, reset, period}
+}
+
+// A daily quota of 3 in New York on the day daylight saving time starts:
+// three calls pass (2, 1, 0 left), the fourth is blocked until local
+// midnight, with the period 23 hours long; a second gateway on the same
+// Redis sees the same count; exactly at midnight the next day's quota
+// (24 hours) starts full; other values count apart; and the period's key
+// expires ten minutes after its reset.
+func TestDailyQuotaOnASpringForwardDay(t *testing.T) {
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
+	defer rdb.Close()
+	loc, _ := time.LoadLocation("America/New_York")
+	_, midnight := nextShortDay(t, loc)
+	clock := new(wallClock)
+	clock.set(midnight.Add(-10 * time.Second))
+	opts := cluster.Options{URL: srv.url(), Namespace: "quota", Timeout: 5 * time.Second, Heartbeat: time.Hour}
+	a, b := newService(t, opts), newService(t, opts)
+	a.SetWallClock(clock.now)
+	b.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "America/New_York")
+
+	for i, want := range []quotaAnswer{
+		{true, 2, 10 * time.Second, 23 * time.Hour},
+		{true, 1, 10 * time.Second, 23 * time.Hour},
+		{true, 0, 10 * time.Second, 23 * time.Hour},
+		{false, 0, 10 * time.Second, 23 * time.Hour},
+	} {
+		if got := acquireQuota(t, a, r, "key-1"); got != want {
+			t.Errorf("call %d on gateway a: %+v, want %+v", i+1, got, want)
+		}
+	}
+	if got := acquireQuota(t, b, r, "key-1"); got.ok {
+		t.Errorf("gateway b passed a value gateway a used up: %+v", got)
+	}
+	if got := acquireQuota(t, b, r, "key-2"); !got.ok || got.left != 2 {
+		t.Errorf("another value on gateway b: %+v, want passed with 2 left", got)
+	}
+
+	clock.set(midnight.Add(-1))
+	if got := acquireQuota(t, a, r, "key-1"); got.ok || got.reset != 1 {
+		t.Errorf("a nanosecond before midnight: %+v, want blocked, reset in 1ns", got)
+	}
+	keys, err := rdb.Keys(context.Background(), "{quota:q:*").Result()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys %q (%v), want one per value", keys, err)
+	}
+	day := midnight.Add(-time.Hour).In(loc).Format("2006-01-02")
+	for _, k := range keys {
+		if k[len(k)-len(day):] != day {
+			t.Errorf("key %q does not end with the local date %s", k, day)
+		}
+		exp, err := rdb.PExpireTime(context.Background(), k).Result()
+		if want := midnight.Add(10 * time.Minute).UnixMilli(); err != nil || exp.Milliseconds() != want {
+			t.Errorf("key %q expires at %v ms (%v), want %d (ten minutes after the reset)", k, exp.Milliseconds(), err, want)
+		}
+	}
+
+	clock.set(midnight)
+	want := quotaAnswer{true, 2, 24 * time.Hour, 24 * time.Hour}
+	if got := acquireQuota(t, a, r, "key-1"); got != want {
+		t.Errorf("exactly at midnight: %+v, want %+v (a fresh day)", got, want)
+	}
+	if got := acquireQuota(t, b, r, "key-1"); !got.ok || got.left != 1 {
+		t.Errorf("gateway b after midnight: %+v, want passed with 1 left", got)
+	}
+}
+
+// A monthly quota in UTC counts across the month's days and resets on the
+// 1st; an item's count is a quota of its own.
+func TestMonthlyQuota(t *testing.T) {
+	srv := startPrivateRedis(t)
+	loc := time.UTC
+	now := time.Now().In(loc)
+	// the 31st of the next month that has one, 12:00
+	var at time.Time
+	for m := 1; ; m++ {
+		d := time.Date(now.Year(), now.Month()+time.Month(m), 31, 12, 0, 0, 0, loc)
+		if d.Day() == 31 {
+			at = d
+			break
+		}
+	}
+	clock := new(wallClock)
+	clock.set(at.AddDate(0, 0, -30)) // the 1st
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "month", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowMonth, "UTC")
+	for i := range 3 {
+		if got := acquireQuota(t, s, r, "k"); !got.ok {
+			t.Fatalf("call %d of 3 on day %d refused", i+1, clock.now().Day())
+		}
+		clock.add(10 * 24 * time.Hour)
+	}
+	// the 31st
+	if got := acquireQuota(t, s, r, "k"); got.ok || got.reset != 12*time.Hour || got.period != 31*24*time.Hour {
+		t.Errorf("the 4th call, on the 31st: %+v, want blocked 12h before the 1st, period 31 days", got)
+	}
+	if ok, left, _, _, err := s.AcquireQuota(r, 10, "k", 1); err != nil || !ok || left != 9 {
+		t.Errorf("the same value at an item's count of 10: ok=%v left=%d err=%v, want a quota of its own", ok, left, err)
+	}
+	clock.add(12 * time.Hour)
+	if got := acquireQuota(t, s, r, "k"); !got.ok || got.left != 2 {
+		t.Errorf("on the 1st: %+v, want passed with 2 left", got)
+	}
+}
