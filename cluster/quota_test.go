@@ -126,7 +126,8 @@ func TestDailyQuotaOnASpringForwardDay(t *testing.T) {
 }
 
 // A monthly quota in UTC counts across the month's days and resets on the
-// 1st; an item's count is a quota of its own.
+// 1st; an item's count is a quota of its own; ForgetParam lifts a value's
+// count of the period.
 func TestMonthlyQuota(t *testing.T) {
 	srv := startPrivateRedis(t)
 	loc := time.UTC
@@ -158,6 +159,15 @@ func TestMonthlyQuota(t *testing.T) {
 	if ok, left, _, _, err := s.AcquireQuota(r, 10, "k", 1); err != nil || !ok || left != 9 {
 		t.Errorf("the same value at an item's count of 10: ok=%v left=%d err=%v, want a quota of its own", ok, left, err)
 	}
+	// An operator lifts the value (DELETE /api/params): this month starts afresh.
+	if err := s.ForgetParam(context.Background(), r, r.Count, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got := acquireQuota(t, s, r, "k"); !got.ok || got.left != 2 {
+		t.Errorf("after ForgetParam: %+v, want passed with 2 left", got)
+	}
+	acquireQuota(t, s, r, "k")
+	acquireQuota(t, s, r, "k")
 	clock.add(12 * time.Hour)
 	if got := acquireQuota(t, s, r, "k"); !got.ok || got.left != 2 {
 		t.Errorf("on the 1st: %+v, want passed with 2 left", got)

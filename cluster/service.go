@@ -184,10 +184,7 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 // buffer the caller reuses after the call. rule must not change once used.
 func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
 	spec := s.specs.param(rule, count)
-	now := time.Now()
-	if s.now != nil {
-		now = s.now()
-	}
+	now := s.wall()
 	p := spec.periodAt(now)
 	reset, period = p.reset.Sub(now), p.reset.Sub(p.start)
 	switch {
@@ -217,7 +214,19 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 	}
 	spec := s.specs.param(rule, count)
 	s.blocks.forget(spec, value)
-	return s.rdb.Del(ctx, valueKey(spec, value)).Err()
+	suffix := ""
+	if spec.quota {
+		suffix = spec.periodAt(s.wall()).label // a calendar quota: its count of this period
+	}
+	return s.rdb.Del(ctx, valueKey(spec, value, suffix)).Err()
+}
+
+// wall is the wall clock calendar quotas read.
+func (s *Service) wall() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // Gateways is the number of live gateways in the namespace as last read

@@ -177,6 +177,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return true, 0, q
 	case err == nil && r.calendar:
 		// Blocked until the period's reset: t and Retry-After say so.
+		r.count(val, now, true)
 		q.blocked, q.retry, q.remaining = true, q.reset, 0
 		return true, 0, q
 	case err == nil:
