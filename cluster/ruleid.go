@@ -67,8 +67,9 @@ func paramIdentOf(r *config.ParamRule, count float64) paramIdent {
 }
 
 // hash is paramIdent's stable FNV-1a, as ruleIdent.hash. The window and
-// the zone are hashed only when they differ from what rules had before
-// calendar quotas (rolling, UTC), so that those rules keep their keys.
+// the zone are hashed only when they differ from what every rule had
+// before calendar quotas (rolling, UTC), so that those rules keep their
+// keys across the upgrade.
 func (id paramIdent) hash() uint64 {
 	h := fnv.New64a()
 	var num [8]byte
@@ -87,7 +88,8 @@ func (id paramIdent) hash() uint64 {
 	if id.window != "" && id.window != config.WindowRolling {
 		str("window:" + string(id.window))
 	}
-	if id.timezone != "" && id.timezone != config.DefaultTimezone {
+	// UTC: the zone of every rule's count before rules had one.
+	if id.timezone != "" && id.timezone != "UTC" {
 		str("timezone:" + id.timezone)
 	}
 	return h.Sum64()
