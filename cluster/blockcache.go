@@ -90,3 +90,10 @@ func (c *blockCache) forget(spec *ruleSpec, origin string) {
 	delete(c.m, blockKey{spec, origin})
 	c.mu.Unlock()
 }
+
+// clear forgets every window noted full.
+func (c *blockCache) clear() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}

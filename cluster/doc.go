@@ -40,7 +40,8 @@
 // run touches one slot only: on a Redis Cluster a batch is split by slot and
 // the runs go out in one pipeline, which go-redis sends to the shards at
 // once; a shard that fails fails only its own calls. The gateway set is
-// "{namespace}:gw".
+// "{namespace}:gw"; the lift counter (ForgetParam), read with it by each
+// heartbeat, "{namespace}:lifts".
 //
 // Only qps rules are counted in the cluster, with reject behaviour (as in
 // Sentinel's cluster mode); Acquire returns ErrUnsupported for concurrency

@@ -395,10 +395,11 @@ end
 return out
 `
 
-// beatSrc announces a gateway: KEYS[1] gateway set, ARGV[1] gateway id,
-// ARGV[2] expiry ms. The set itself expires when every gateway is gone.
-// Returns the live gateways and the instant (Redis ms) they were counted:
-// the reading a gateway passes to avgLocal windows.
+// beatSrc announces a gateway: KEYS[1] gateway set, KEYS[2] the lift
+// counter (ForgetParam), ARGV[1] gateway id, ARGV[2] expiry ms. The set
+// itself expires when every gateway is gone. Returns the live gateways and
+// the instant (Redis ms) they were counted, the reading a gateway passes to
+// avgLocal windows, and the lift counter (0 before the first lift).
 const beatSrc = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -407,7 +408,7 @@ local exp = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - exp)
 redis.call('PEXPIRE', KEYS[1], exp * 2)
-return {redis.call('ZCARD', KEYS[1]), now}
+return {redis.call('ZCARD', KEYS[1]), now, tonumber(redis.call('GET', KEYS[2]) or '0')}
 `
 
 // countSrc reads the live gateways between heartbeats, writing nothing:

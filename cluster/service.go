@@ -49,9 +49,11 @@ type Service struct {
 	rdb     *redisconn.Client
 	scripts scripts
 	specs   specCache
-	gwKey   string // namespace's gateway set
-	expiry  string // gateway expiry in ms, as a script argument
-	sharded bool   // a Redis Cluster: a script's keys must share a slot
+	gwKey   string       // namespace's gateway set
+	liftKey string       // namespace's lift counter, in gwKey's slot (the beat reads both)
+	lifts   atomic.Int64 // the lift counter as last read (noLifts before)
+	expiry  string       // gateway expiry in ms, as a script argument
+	sharded bool         // a Redis Cluster: a script's keys must share a slot
 
 	// gateways is the newest reading of the live gateways, for avgLocal
 	// windows (nil before the first); avgAt is when an avgLocal rule was
@@ -107,6 +109,7 @@ func New(opts Options) (*Service, error) {
 		scripts: newScripts(),
 		specs:   specCache{ns: opts.Namespace},
 		gwKey:   "{" + opts.Namespace + "}:gw",
+		liftKey: "{" + opts.Namespace + "}:lifts",
 		sharded: rdb.Form() == config.RedisFormCluster,
 		expiry:  itoa(3 * opts.Heartbeat.Milliseconds()),
 		calls:   make(chan *call, 4096),
@@ -116,6 +119,7 @@ func New(opts Options) (*Service, error) {
 	s.status = Status{Form: rdb.Form(), Redis: rdb.String(), Up: true, Masters: []Master{}}
 	s.pool.New = func() any { return &call{done: make(chan error, 1)} }
 	s.up.Store(true)
+	s.lifts.Store(noLifts)
 	s.wg.Add(workers)
 	for range workers {
 		go s.batcher()
@@ -204,10 +208,11 @@ func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value stri
 // ForgetParam empties value's window of a clusterMode param rule (count:
 // the rule's, or the item's the value matches, as AcquireParam is asked)
 // in Redis, for every gateway of the namespace, and forgets this gateway's
-// note that the window was full: an operator lifting a lockout. Another
-// gateway that noted the window full still refuses the value locally until
-// the pass in the way would have left (at most durationSec). It waits for
-// Redis as long as ctx allows, breaker or not: an operator asked.
+// note that the window was full: an operator lifting a lockout. It counts
+// the lift in the namespace's lift counter, which every gateway reads with
+// its heartbeat: one that noted the window full then forgets what it noted,
+// so it refuses the value locally for at most a heartbeat more. It waits
+// for Redis as long as ctx allows, breaker or not: an operator asked.
 func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count float64, value string) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -218,7 +223,12 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 	if spec.quota {
 		suffix = spec.periodAt(s.wall()).label // a calendar quota: its count of this period
 	}
-	return s.rdb.Del(ctx, valueKey(spec, value, suffix)).Err()
+	if err := s.rdb.Del(ctx, valueKey(spec, value, suffix)).Err(); err != nil {
+		return err
+	}
+	// The other gateways read the counter with their heartbeat and forget
+	// the windows they noted full.
+	return s.rdb.Incr(ctx, s.liftKey).Err()
 }
 
 // wall is the wall clock calendar quotas read.
@@ -479,17 +489,31 @@ func (s *Service) beat(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	res, err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey}, s.opts.GatewayID, s.expiry).Int64Slice()
+	res, err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey, s.liftKey}, s.opts.GatewayID, s.expiry).Int64Slice()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down, not a Redis failure
 	}
-	if err == nil {
-		s.noteGateways(res)
+	if err == nil && len(res) == 3 {
+		s.noteGateways(res[:2])
+		s.noteLifts(res[2])
 	}
 	ms, err := s.probeMasters(ctx, err)
 	s.report(err, true)
 	s.noteStatus(ms)
 }
+
+// noteLifts clears the block cache when the namespace's lift counter moved
+// since the last heartbeat: a gateway's ForgetParam emptied a window that
+// this gateway may have noted full. Every noted window is asked of Redis
+// again, once; lifts are rare.
+func (s *Service) noteLifts(n int64) {
+	if old := s.lifts.Swap(n); old != n && old != noLifts {
+		s.blocks.clear()
+	}
+}
+
+// noLifts is the lift counter before the first heartbeat read it.
+const noLifts = -1
 
 // report feeds one round trip's outcome to the breaker. Only a probe (a
 // heartbeat from Run) closes an open breaker: a decision that happened to
