@@ -173,10 +173,31 @@ func (qs *quotas) nearest() *callQuota {
 
 // twoValues are the RateLimit-Policy and RateLimit values of a response
 // that lists several policies or a partition key, with their bytes, in
-// one allocation.
-type twoValues struct {
+// one allocation of the smallest of three sizes (128, 256 and 512 bytes
+// with v) that holds them: the two fields of a flow and a param rule with
+// its pk take about 120 bytes, and a 512-byte block for every response
+// was most of the gateway's garbage per request.
+type twoValues[B [96]byte | [224]byte | [480]byte] struct {
 	v   [2]string
-	buf [480]byte
+	buf B
+}
+
+// maxTwoValues is the largest room newTwoValues gives.
+const maxTwoValues = 480
+
+// newTwoValues returns the two values' room and at least n bytes (n at
+// most maxTwoValues) in one allocation.
+func newTwoValues(n int) (*[2]string, []byte) {
+	switch {
+	case n <= 96:
+		t := new(twoValues[[96]byte])
+		return &t.v, t.buf[:]
+	case n <= 224:
+		t := new(twoValues[[224]byte])
+		return &t.v, t.buf[:]
+	}
+	t := new(twoValues[[480]byte])
+	return &t.v, t.buf[:]
 }
 
 // set writes the RateLimit fields for the quotas of a call (blocked: the
@@ -196,8 +217,9 @@ func (qs *quotas) set(h http.Header, c *rateLimitHeaders, legacy, blocked bool) 
 		c.set(h, &near.q, legacy)
 		return
 	}
-	tv := new(twoValues)
-	b := tv.buf[:0]
+	// Formatted on the stack, then copied into a block of its size.
+	var tmp [maxTwoValues]byte
+	b := tmp[:0]
 	for i := range qs.n {
 		cq := &qs.list[i]
 		if i > 0 {
@@ -217,15 +239,20 @@ func (qs *quotas) set(h http.Header, c *rateLimitHeaders, legacy, blocked bool) 
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, ceilSeconds(near.q.Reset), 10)
 	b = appendPK(b, near)
-	if len(b) <= len(tv.buf) {
-		s := unsafe.String(&tv.buf[0], len(b))
-		tv.v[0], tv.v[1] = s[:split], s[split:]
-	} else { // b moved out of buf
-		s := string(b)
-		tv.v[0], tv.v[1] = s[:split], s[split:]
+	var (
+		tv *[2]string
+		s  string
+	)
+	if len(b) <= maxTwoValues {
+		var buf []byte
+		tv, buf = newTwoValues(len(b))
+		s = unsafe.String(&buf[0], copy(buf, b))
+	} else { // b moved out of tmp
+		tv, s = new([2]string), string(b)
 	}
-	h["Ratelimit-Policy"] = tv.v[0:1:1]
-	h["Ratelimit"] = tv.v[1:2:2]
+	tv[0], tv[1] = s[:split], s[split:]
+	h["Ratelimit-Policy"] = tv[0:1:1]
+	h["Ratelimit"] = tv[1:2:2]
 	if legacy {
 		setLegacy(h, c.values(&near.q), &near.q)
 	}
