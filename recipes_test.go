@@ -2,16 +2,21 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/redistest"
 	"sluice/proxy"
 )
 
@@ -87,6 +92,85 @@ func TestRecipes(t *testing.T) {
 		got := fmt.Sprintf("%d %s %s %s", w.Code, w.Header().Get("Location"), w.Header().Get("X-Sluice-Blocked"), w.Body.String())
 		if want := fmt.Sprintf("%s %s degrade %s", c.status, c.location, c.body); got != want {
 			t.Errorf("GET %s with the service down: %q, want %q", c.path, got, want)
+		}
+	}
+}
+
+// TestRecipeDailyQuotas: the free/paid plan recipe on the local Redis: a
+// free key passes its 100 calls of the day and is then refused with
+// Retry-After and RateLimit t at the seconds to midnight in Berlin (as this
+// test's clock computes them, within 3 s) and w the day's length; a paid
+// key passes past 100.
+func TestRecipeDailyQuotas(t *testing.T) {
+	doc, ok := recipes(t)["Free and paid plans: daily quotas by API key"]
+	if !ok {
+		t.Fatal(`docs/recipes.md has no "Free and paid plans: daily quotas by API key" recipe`)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(berlin)
+	start := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, berlin)
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, berlin)
+	if time.Until(midnight) < 2*time.Minute {
+		t.Skip("within two minutes of midnight in Berlin: the quota would reset during the test")
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:6379", time.Second); err != nil {
+		redistest.Missing(t, "no redis at 127.0.0.1:6379: "+err.Error())
+	} else {
+		c.Close()
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	ns := fmt.Sprintf("recipe-%d", time.Now().UnixNano()) // a day's count of this run only
+	doc = strings.NewReplacer("http://127.0.0.1:9001", up.URL, "namespace: plans", "namespace: "+ns).Replace(doc)
+	cfg, err := config.Parse("plans.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := cluster.New(cluster.Options{Redis: cfg.Cluster.RedisTarget, Namespace: cfg.Cluster.Namespace, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Cluster: svc})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	call := func(key string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/v1/orders", nil)
+		r.Header.Set("X-API-Key", key)
+		g.ServeHTTP(w, r)
+		return w
+	}
+	for i := range 100 {
+		if w := call("k-free-1"); w.Code != 200 {
+			t.Fatalf("free key, call %d of 100: %d", i+1, w.Code)
+		}
+	}
+	sent := time.Now()
+	w := call("k-free-1")
+	want := int64(midnight.Sub(sent).Seconds())
+	ra, _ := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
+	if w.Code != 429 || ra < want-3 || ra > want+3 {
+		t.Errorf("free key, call 101: %d Retry-After %q, want 429 and about %d s (midnight in Berlin)", w.Code, w.Header().Get("Retry-After"), want)
+	}
+	m := regexp.MustCompile(`;t=(\d+)`).FindStringSubmatch(w.Header().Get("RateLimit"))
+	if m == nil {
+		t.Fatalf("RateLimit %q has no t", w.Header().Get("RateLimit"))
+	}
+	if tsec, _ := strconv.ParseInt(m[1], 10, 64); tsec < want-3 || tsec > want+3 {
+		t.Errorf("RateLimit %q: t=%d, want about %d", w.Header().Get("RateLimit"), tsec, want)
+	}
+	if p, day := w.Header().Get("RateLimit-Policy"), int64(midnight.Sub(start).Seconds()); !strings.Contains(p, fmt.Sprintf(";q=100;w=%d", day)) {
+		t.Errorf("RateLimit-Policy %q, want q=100 and w=%d (the day in Berlin)", p, day)
+	}
+	for i := range 101 {
+		if w := call("k-paid-7f3a"); w.Code != 200 {
+			t.Fatalf("paid key, call %d: %d", i+1, w.Code)
 		}
 	}
 }
