@@ -201,3 +201,24 @@ func TestForgetClusterValue(t *testing.T) {
 		t.Fatalf("forgot %q, want %q", fc.forgot, want)
 	}
 }
+
+// Counting a value's passes and blocks for the report costs the check no
+// allocation, on a block as on a pass.
+func TestCountingBlocksDoesNotAllocate(t *testing.T) {
+	c := compile(t, seedRule()).For("get-order")
+	v := one("7")
+	flood(c, 0, "7", 3)
+	now := int64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		now += 1000
+		if _, vd := c.Enter(now, v, 1); !vd.Blocked {
+			t.Fatal("passed")
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("a blocked call of a tracked value: %v allocs, want 0", allocs)
+	}
+	if got := c.Report(now, []string{"7"}, 0)[0].Values[0].Blocks; got < 1000 {
+		t.Errorf("%v blocks counted, want over 1000", got)
+	}
+}
