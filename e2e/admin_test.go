@@ -506,6 +506,7 @@ flowRules:
 // an invalid rules file is reported (file:line, failed reload counter) while
 // the old rules keep working through the proxy.
 func TestAdminProbesRulesAndFailedReload(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	good := rulesFor(up.URL, `
 routes:
@@ -752,6 +753,7 @@ flowRules:
 // TestAccessLog: with log.access: true every request gets one JSON "access"
 // event with its resource, origin, decision and latency.
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, `
 log:
@@ -839,6 +841,7 @@ func otherAddrs(t *testing.T) []netip.Addr {
 // 403, from loopback too. The profiler is guarded like a write. A reload
 // applies admin.token and admin.hosts.
 func TestAdminGuardsFromAnotherMachine(t *testing.T) {
+	t.Parallel()
 	others := otherAddrs(t)
 	up := startUpstream(t, nil)
 	rules := func(admin string) string {

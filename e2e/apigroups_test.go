@@ -17,6 +17,7 @@ import (
 //     one key through twice over both routes, and another key on its own;
 //   - the groups are listed in /api/resources and sluice_requests_total.
 func TestAPIGroupsE2E(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, `
 routes:

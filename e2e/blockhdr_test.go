@@ -20,6 +20,9 @@ var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // one over it is cut (the upstream got at most the cap) and answered 413;
 // both are counted in sluice_body_too_large_total.
 func TestBodyCapAndBlockAnswers(t *testing.T) {
+	// Not parallel: a body cut at the cap is answered 413 while the client
+	// still writes it, and Go's client reports the 413 only if it arrives
+	// soon after its write fails.
 	var (
 		mu       sync.Mutex
 		requests int

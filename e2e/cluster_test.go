@@ -868,6 +868,7 @@ func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
 // a cluster test; a Redis that refuses the gateway's scripts or connections
 // is a failure the skip must not hide (under CI=true as anywhere).
 func TestClusterRedisSlowIsOnlyATimeout(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err  string
 		slow bool

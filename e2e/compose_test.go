@@ -20,6 +20,7 @@ import (
 // the rules name, an upstream or a Redis in any of its forms, is a service
 // the gateway depends on).
 func TestDockerComposeIsConsistent(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{"../docker-compose.yml", "../deploy/compose-sentinel.yml", "../deploy/compose-cluster.yml"} {
 		t.Run(filepath.Base(file), func(t *testing.T) { checkCompose(t, file) })
 	}

@@ -28,6 +28,7 @@ func hdWaitEvents(t *testing.T, g *gateway, msg string, n int) {
 // good rules throughout, with the reason on /api/rules; a good file then
 // takes effect.
 func TestReloadKeepsLastGoodRules(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	rules := func(route string) string {
 		return rulesFor(up.URL, "routes:\n  - path: "+route+"\n    upstream: up\n")
@@ -227,6 +228,7 @@ func TestRulesFileOver8MiBRefusedAtStart(t *testing.T) {
 // rules file over 8 MiB; the file stays as it was and the rules in force
 // keep serving.
 func TestEditorRefusesOversizedEdits(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	good := rulesFor(up.URL, "routes:\n  - path: /v1\n    upstream: up\n    resource: v1\nflowRules:\n  - resource: v1\n    count: 100\n")
 	// Padded with a comment to 100 KiB under the limit: an edit that adds

@@ -266,6 +266,7 @@ func cbTransitions(t *testing.T, g *gateway) {
 // starts a fresh, closed breaker, which the log and sluice_circuit_state
 // report at once.
 func TestDegradeStateAcrossReload(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "broken", http.StatusInternalServerError)
 	})

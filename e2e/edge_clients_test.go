@@ -66,6 +66,7 @@ func runClient(t *testing.T, name string, args ...string) string {
 // over HTTP/1.1); each answer carries the RateLimit headers, and the
 // upstream is told X-Forwarded-Proto https only over TLS.
 func TestEdgeCurl(t *testing.T) {
+	t.Parallel()
 	curl := needTool(t, "curl", "curl")
 	g, caFile := startClientsEdge(t, "tls", "h2c", "upgrade")
 	_, tlsPort, _ := net.SplitHostPort(g.TLSAddr)
@@ -101,6 +102,7 @@ var h2loadStatus = regexp.MustCompile(`status codes: (\d+) 2xx, (\d+) 3xx, (\d+)
 // streams on one connection, over h2 (TLS) and h2c; the rule of count 40
 // passes exactly 40 of each.
 func TestEdgeH2load(t *testing.T) {
+	t.Parallel()
 	h2load := needTool(t, "h2load", "nghttp2-client")
 	g, _ := startClientsEdge(t, "tls", "h2c")
 	for _, tt := range []struct{ name, url, proto string }{
@@ -125,6 +127,7 @@ func TestEdgeH2load(t *testing.T) {
 // one) gets no handshake, one offering GCM or ChaCha20 gets its answer;
 // from Go's client and from openssl s_client.
 func TestEdgeTLS12OffersAEADsOnly(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "ec", "ec.example.com")

@@ -26,6 +26,7 @@ import (
 // a restart, and a broken renewal that keeps the old certificate and is
 // reported.
 func TestEdgeTLSListener(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	first := edgePair(t, ca, dir, "default", "default.test")
@@ -234,6 +235,7 @@ func renameInto(t *testing.T, dir, base string, cert, key []byte) {
 // certificate signed by that CA is refused and one with it passes; with
 // redirectHttp the plain listener answers every request 308 to https.
 func TestEdgeMutualTLSAndRedirect(t *testing.T) {
+	t.Parallel()
 	ca, clients, strangers := testcert.NewCA(t, "server CA"), testcert.NewCA(t, "client CA"), testcert.NewCA(t, "other CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "shop", "shop.example.com")
@@ -292,6 +294,7 @@ routes:
 // TestEdgeHostRoutes sends requests over TLS with real clients: each row's
 // Host reaches its route (docs/edge.md, "Virtual hosts").
 func TestEdgeHostRoutes(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "wild", "*.example.com", "example.com")
@@ -341,6 +344,7 @@ routes:
 // (TLS) and h2c alike; the blocked ones carry the usual headers; the
 // passed ones go upstream over HTTP/1.1 on the fast path.
 func TestEdgeHTTP2StreamsAreRequests(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "shop", "shop.example.com")
@@ -434,6 +438,7 @@ flowRules:
 // TLS listener (h2 offered, http/1.1 chosen by the client) is passed
 // through, then bytes both ways.
 func TestEdgeWebSocketOverTLS(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "shop", "shop.example.com")
@@ -486,6 +491,7 @@ routes:
 // reload that changes tls.* or http2.* warns, naming each setting, and the
 // listener keeps serving as it started.
 func TestEdgeReloadWarnsTLSSettings(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "a", "a.test")
@@ -538,6 +544,7 @@ routes:
 // http2.tls false, h2 is not offered by ALPN: a client that prefers it gets
 // HTTP/1.1, and one that speaks only h2 is refused.
 func TestEdgeHTTP2OffOnTLS(t *testing.T) {
+	t.Parallel()
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "a", "a.test")

@@ -119,6 +119,7 @@ func TestFleetPushReachesEveryGateway(t *testing.T) {
 // gets 409; an invalid document written into Redis by hand leaves every
 // gateway on the last good rules and each says why, with redis:// positions.
 func TestFleetRefusesWhatDoesNotValidate(t *testing.T) {
+	t.Parallel()
 	clRedisURL(t)
 	s := newFleetSource(t, clSharedRedis)
 	up := startUpstream(t, nil)
@@ -477,6 +478,7 @@ func TestFleetDashboardInRealBrowser(t *testing.T) {
 // before it is read, with the key and the limit on /api/rules; the rules
 // in force keep serving.
 func TestFleetRefusesOversizedDocument(t *testing.T) {
+	t.Parallel()
 	clRedisURL(t)
 	s := newFleetSource(t, clSharedRedis)
 	up := startUpstream(t, nil)

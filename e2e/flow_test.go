@@ -399,6 +399,7 @@ flowRules:
 // up after a reload that changes another rule, and a changed rule starts
 // fresh.
 func TestFlowStateSurvivesUnrelatedReload(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	rules := func(otherCount int) string {
 		return rulesFor(up.URL, fmt.Sprintf(`
@@ -542,6 +543,7 @@ flowRules:
 // appear in the log (at debug level, as real blocks do) with the resource
 // and reason dryrun, and every call must pass.
 func TestFlowDryRunIsLogged(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, `
 routes:

@@ -70,6 +70,7 @@ func checkForwarder(t *testing.T, g *gateway, path, want string) {
 // TestForwarderWebSocketUpgrade passes a WebSocket handshake and then raw
 // bytes both ways through the gateway.
 func TestForwarderWebSocketUpgrade(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			http.Error(w, "want an upgrade", 400)
@@ -177,6 +178,7 @@ func TestForwarderSSEIsIncremental(t *testing.T) {
 // and downloads a 4 MiB one of unknown length (the fast path streams it);
 // both arrive whole.
 func TestForwarderLargeBodies(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" {
@@ -224,6 +226,7 @@ func TestForwarderLargeBodies(t *testing.T) {
 // a client that asks for them (TE: trailers; auto: standard) and to one
 // that does not (auto: fast).
 func TestForwarderTrailers(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Checksum")
 		io.WriteString(w, "body ")

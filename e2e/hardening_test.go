@@ -46,6 +46,7 @@ flowRules:
 // TestHardeningHugeHeaders: headers past the limit get 431 before any
 // handler runs; large but allowed headers pass.
 func TestHardeningHugeHeaders(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, hdEchoHandler)
 	g := startGateway(t, hdRules(up.URL, ""))
 	addr := hdAddr(g.URL)
@@ -88,6 +89,8 @@ func TestHardeningHugeHeaders(t *testing.T) {
 // TestHardeningHugeBodiesStream: a 200 MB upload and a 200 MB download pass
 // through while the gateway's peak RSS stays far below the body size.
 func TestHardeningHugeBodiesStream(t *testing.T) {
+	// Not parallel: each 200 MB body must cross within the upstream's 5 s
+	// timeout, which tests beside it on 2 cores made it miss.
 	const size = 200 << 20
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" {
@@ -153,6 +156,7 @@ func (zeros) Read(p []byte) (int, error) {
 // a 4xx (from net/http or the router), never a crash; good-but-odd encodings
 // reach the upstream exactly as sent.
 func TestHardeningMalformedRequests(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, hdEchoHandler)
 	g := startGateway(t, hdRules(up.URL, ""))
 	addr := hdAddr(g.URL)
@@ -239,6 +243,7 @@ func TestHardeningMalformedRequests(t *testing.T) {
 // rules while an upstream that cleans paths serves another route's resource.
 // Accepted answers: 400, or the upstream sees a path with no dot segments.
 func TestHardeningDotSegmentsCannotSwitchRoutes(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, hdEchoHandler)
 	g := startGateway(t, hdRules(up.URL, ""))
 	addr := hdAddr(g.URL)
@@ -265,6 +270,7 @@ func TestHardeningDotSegmentsCannotSwitchRoutes(t *testing.T) {
 // (under the header limit) is forwarded whole, and a query-sourced hot
 // parameter is found at its end.
 func TestHardeningTenThousandQueryParams(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, hdEchoHandler)
 	g := startGateway(t, hdRules(up.URL, ""))
 	var b strings.Builder
@@ -467,6 +473,8 @@ func TestHardeningClientBodyErrorsAreNotUpstreamErrors(t *testing.T) {
 // TestHardeningProtocolCorners: HTTP/1.0, Expect: 100-continue (also on a
 // blocked request, whose body is never asked for), WebSocket upgrade.
 func TestHardeningProtocolCorners(t *testing.T) {
+	// Not parallel: the 100-continue corners race the gateway's answers
+	// against the client's writes.
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "websocket" {
 			c, brw, err := http.NewResponseController(w).Hijack()

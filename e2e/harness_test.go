@@ -27,6 +27,13 @@ import (
 // the checkout.
 var binary, loadgenBinary, upstreamdBinary string
 
+// A test that measures no time (no load, no rate, no latency, no window
+// shorter than 10 s, no deadline its work must meet) starts with
+// t.Parallel(), and must not use t.Setenv or anything another test shares.
+// go test runs a package's parallel tests only after all of its other
+// tests, and never beside them, so every test that measures time still
+// runs alone; the parallel ones mostly wait on processes, and overlap those
+// waits.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-e2e-")
 	if err != nil {
@@ -38,14 +45,14 @@ func TestMain(m *testing.M) {
 	upstreamdBinary = filepath.Join(dir, "upstreamd")
 	// Built without -race even when the tests run with it: the gateway's
 	// speed, and the sender's pace, are part of what e2e tests measure.
-	for _, b := range [][2]string{{binary, "."}, {loadgenBinary, "./e2e/loadgen"}, {upstreamdBinary, "./e2e/upstreamd"}} {
-		build := exec.Command("go", "build", "-o", b[0], b[1])
-		build.Dir = ".."
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: building", b[1], err)
-			os.Exit(1)
-		}
+	// One go build for the three, so that they compile and link in
+	// parallel; with -o a directory, each is named after its package.
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "./e2e/loadgen", "./e2e/upstreamd")
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building the sluice, loadgen and upstreamd binaries:", err)
+		os.Exit(1)
 	}
 	code := skipped.Main(m).Run()
 	os.RemoveAll(dir)

@@ -113,6 +113,7 @@ paramRules:
 // /hello's route and held to its limit (2 a minute), not by the catch-all;
 // the upstream gets /hello.
 func TestOneViewEscapedPathMatchesItsRoute(t *testing.T) {
+	t.Parallel()
 	up := startOVUpstream(t)
 	g := startGateway(t, rulesFor(up.URL, `
 routes:
@@ -144,6 +145,7 @@ flowRules:
 // methods: [GET] is routed there and limited on its resource (2 a minute),
 // not passed by the catch-all.
 func TestOneViewHeadIsServedByGetRoute(t *testing.T) {
+	t.Parallel()
 	up := startOVUpstream(t)
 	g := startGateway(t, rulesFor(up.URL, `
 routes:

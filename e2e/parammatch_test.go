@@ -106,6 +106,7 @@ func TestParamMatchAndCompositeKeys(t *testing.T) {
 // TestValidateParamMatch: sluice validate refuses a bad regex and a cidr
 // on a source that holds no address, naming file, line and field.
 func TestValidateParamMatch(t *testing.T) {
+	t.Parallel()
 	rules := rulesFor("http://127.0.0.1:9", `
 routes:
   - path: /r

@@ -22,6 +22,7 @@ func rulesFor(upstreamURL, rest string) string {
 }
 
 func TestProxyForwardsToUpstream(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Seen-XFF", r.Header.Get("X-Forwarded-For"))
 		fmt.Fprintf(w, "path=%s query=%s", r.URL.Path, r.URL.RawQuery)
@@ -147,6 +148,7 @@ flowRules:
 }
 
 func TestBlockedResponseHeaders(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	g := startGateway(t, rulesFor(up.URL, `
 routes:
@@ -258,6 +260,7 @@ flowRules:
 }
 
 func TestValidateCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")

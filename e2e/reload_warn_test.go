@@ -9,6 +9,7 @@ import (
 // log.format are read at start), and breaker
 // states are exported from the first load, not only after a change.
 func TestReloadWarnsWhatNeedsARestart(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	rules := func(listen, level string, cluster bool) string {
 		s := "listen: \"" + listen + "\"\nlog: {level: " + level + "}\n" + rulesFor(up.URL, `
@@ -117,6 +118,7 @@ func TestReloadRotatesAdminToken(t *testing.T) {
 // setting with the value in force and the file's new one, passwords masked;
 // the admin listener stays where it was.
 func TestReloadWarnsStartOnlySettings(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	adminA, adminB := freeAddr(t), freeAddr(t)
 	rules := func(adminAddr, redis, ns string) string {

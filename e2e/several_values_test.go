@@ -112,6 +112,7 @@ func TestParamSeveralValuesLimitEach(t *testing.T) {
 // source, and two different origins, are refused with 400 and never reach
 // the upstream; 16 values, and one origin written twice, are served.
 func TestParamTooManyValuesIs400(t *testing.T) {
+	t.Parallel()
 	up := startSVUpstream(t)
 	g := startGateway(t, rulesFor(up.URL, svRules))
 	ids := func(n int) string {
@@ -152,6 +153,7 @@ func TestParamTooManyValuesIs400(t *testing.T) {
 // brackets) is one `ip` key: 3 of its 8 requests pass (3 a minute), while
 // a second client still has its own 3.
 func TestSpoofCanonicalAddresses(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	g := startGateway(t, hdSpoofRules(up.URL, `"127.0.0.1/32"`))
 	forms := []string{

@@ -217,6 +217,7 @@ func (p *sfParser) bytes() (any, error) {
 
 // TestSFParser pins the parser on the RFC's own examples and refusals.
 func TestSFParser(t *testing.T) {
+	t.Parallel()
 	good := map[string]int{
 		`"burst";q=100;w=60,"daily";q=1000;w=86400`: 2,
 		`"peruser";q=100;w=60;pk=:cHsdsRa894==:`:    -1, // not canonical base64: refused below

@@ -57,6 +57,7 @@ func hdSeq(format string, n int) []string {
 // requests share one `ip` key: 3 of 10 pass. The upstream sees the real
 // peer only.
 func TestSpoofedXFFFromUntrustedPeerIsIgnored(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Seen-XFF", strings.Join(r.Header.Values("X-Forwarded-For"), "|"))
 	})
@@ -76,6 +77,7 @@ func TestSpoofedXFFFromUntrustedPeerIsIgnored(t *testing.T) {
 // distinct keys, while one client prepending fake hops does not escape its
 // own key, and a garbage hop falls back to the last address vouched for.
 func TestXFFFromTrustedProxy(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {

@@ -305,6 +305,7 @@ routes:
 // through a standard-forwarder route, which shares the balancer): each
 // target's share within ±5% of its weight's.
 func TestUpstreamsWeights(t *testing.T) {
+	t.Parallel()
 	a, b := startTimedUpstream(t, 0), startTimedUpstream(t, 0)
 	g := startGateway(t, fmt.Sprintf(`
 upstreams:
@@ -431,6 +432,7 @@ func (m *methodCounter) count(method string) int {
 // upstreams: each POST arrives exactly once, and the client whose POST the
 // resetting target read gets 502). Both forwarders.
 func TestUpstreamsResetAfterReadingTheRequest(t *testing.T) {
+	t.Parallel()
 	resetURL, resetSeen := resettingUpstream(t)
 	good := &methodCounter{seen: map[string]int{}}
 	goodUp := startUpstream(t, good.handler)
@@ -493,6 +495,7 @@ routes:
 // another each get every retry: the budget always allows 3 in flight, so a
 // quiet upstream is not refused its retries.
 func TestUpstreamsRetriesBeyondTheOtherTargets(t *testing.T) {
+	t.Parallel()
 	var calls [2]atomic.Int64
 	fail := func(k int) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -547,6 +550,7 @@ routes:
 // failures in a row (the metric and /api/upstreams say so), and gets no
 // request after that.
 func TestUpstreamsResettingTargetIsEjected(t *testing.T) {
+	t.Parallel()
 	resetURL, resetSeen := resettingUpstream(t)
 	good := &methodCounter{seen: map[string]int{}}
 	goodUp := startUpstream(t, good.handler)

@@ -15,6 +15,7 @@ import (
 // gateway refuses to start with, with the same FILE:LINE message; what it
 // accepts at the very limit, the gateway starts with.
 func TestValidateAgreesWithTheGateway(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, nil)
 	degrade := func(n int) string {
 		var b strings.Builder
