@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sluice/internal/browsertest"
+	"sluice/internal/skipped"
 )
 
 // A push reaches every gateway within a second. Each version's
@@ -311,14 +312,15 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 	}
 }
 
-// 200 pushes in 60 s while three gateways serve load: every answer is a 200
-// or a 429, every gateway ends on the last version, and the limit under load
-// holds throughout, since each push changes another rule and a rule whose
-// definition did not change keeps its window across a reload. Each
-// gateway's log says how long after its push each version applied.
+// 200 pushes within 60 s (one every 150 ms, so 30 s) while three gateways
+// serve load: every answer is a 200 or a 429, every gateway ends on the last
+// version, and the limit under load holds throughout, since each push
+// changes another rule and a rule whose definition did not change keeps its
+// window across a reload. Each gateway's log says how long after its push
+// each version applied.
 func TestFleetPushesUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIPPED in -short: a 65 s load run")
+		t.Skip("SKIPPED in -short: a 33 s load run")
 	}
 	clRedisURL(t)
 	s := newFleetSource(t, clSharedRedis)
@@ -342,7 +344,7 @@ flowRules:
 	gs := flStart(t, s, 3)
 	flWait(t, gs, 2*time.Second, "version 1", func(st flState) bool { return st.Source.Version == 1 })
 
-	const pushes, every = 200, 300 * time.Millisecond
+	const pushes, every = 200, 150 * time.Millisecond
 	targets := make([]target, len(gs))
 	for i, g := range gs {
 		targets[i] = to(g.URL + "/f")
@@ -372,8 +374,8 @@ flowRules:
 	st := res.statuses()
 	t.Logf("%d pushes in %v; load: %d answers, %d x 200, %d x 429; last version %d on all %d gateways",
 		pushes, took.Round(time.Millisecond), len(res.hits), st[200], st[429], last, len(sts))
-	if took > 62*time.Second {
-		t.Errorf("200 pushes took %v, want about 60s", took)
+	if took > 60*time.Second {
+		t.Errorf("200 pushes took %v, want within 60s", took)
 	}
 	secs := length.Seconds()
 	for i := range gs {
@@ -399,6 +401,17 @@ flowRules:
 		applied, percentile(lat, 0.5), percentile(lat, 0.99), percentile(lat, 1))
 	if p99 := percentile(lat, 0.99); p99 > time.Second {
 		t.Errorf("push-to-apply p99 %v under load, want within 1s", p99)
+	}
+	// The load ran for the pushes' schedule and 3 s more. Pushes that fell
+	// 2 s behind it were slow to start as processes (a push takes about
+	// 40 ms on an idle machine), and the last of them met no load: like a
+	// lagging sender, that says the machine was too busy to measure.
+	if behind := took - (pushes-1)*every; behind > 2*time.Second {
+		msg := fmt.Sprintf("the pushes fell %v behind their schedule, past the end of the load; the machine is too busy to measure", behind.Round(time.Millisecond))
+		if !measuringRates() {
+			skipped.Skip(t, idleNeed, msg)
+		}
+		t.Fatal(msg)
 	}
 }
 
