@@ -213,6 +213,9 @@ func (c *checker) applyDefaults() {
 		if !c.has(p + ".timezone") {
 			r.Timezone = DefaultTimezone
 		}
+		if !c.has(p + ".countOn") {
+			r.CountOn = CountOnRequest
+		}
 		if !c.has(p + ".clusterConfig.thresholdType") {
 			r.ClusterConfig.ThresholdType = ThresholdGlobal
 		}

@@ -65,6 +65,10 @@ func RuleIdentity(rule any) map[string]Identity {
 			"DurationSec": both, "BurstCount": local, "ControlBehavior": local,
 			"MaxQueueingTimeMs": local, "MaxTrackedValues": local, "DryRun": local,
 			"Items": local, "Line": none,
+			// What a value's tokens count (calls, failures, the upstream's
+			// figure) is what its window means, here and in Redis; which
+			// answers are failures is each gateway's reading of them.
+			"CountOn": both, "FailureStatuses": local,
 			// The Redis windows of a clusterMode param rule: what is counted
 			// (resource, source) and how much per how long; an item's count
 			// picks the window of its values.

@@ -6,6 +6,8 @@
 package config
 
 import (
+	"net/textproto"
+	"strings"
 	"time"
 
 	"sluice/internal/calendar"
@@ -267,9 +269,48 @@ type ParamRule struct {
 	// in Redis, grade qps and controlBehavior reject only.
 	ClusterMode   bool          `yaml:"clusterMode" json:"clusterMode"`
 	ClusterConfig ClusterConfig `yaml:"clusterConfig" json:"clusterConfig"`
-	Items         []ParamItem   `yaml:"items" json:"items"`
+	// CountOn is when a call takes its tokens: request (as it enters),
+	// failure (after the answer, only if its status is in FailureStatuses)
+	// or responseHeader:NAME (after the answer, as many as the upstream's
+	// NAME header says). See CountOn.
+	CountOn CountOn `yaml:"countOn" json:"countOn"`
+	// FailureStatuses are the answers that take tokens with countOn
+	// failure: codes ("401") or classes ("4xx"), as ParseStatus reads them.
+	FailureStatuses []string    `yaml:"failureStatuses" json:"failureStatuses"`
+	Items           []ParamItem `yaml:"items" json:"items"`
 
 	Line int `yaml:"-" json:"line"`
+}
+
+// CountOn is when a param rule's call takes its tokens (SPEC §12).
+type CountOn string
+
+const (
+	// CountOnRequest: a call takes acquireCount tokens as it enters.
+	CountOnRequest CountOn = "request"
+	// CountOnFailure: a call is let in while its value has acquireCount
+	// tokens left, and takes them after the answer if the answer's status
+	// is in failureStatuses.
+	CountOnFailure CountOn = "failure"
+	// CountOnHeaderPrefix starts "responseHeader:NAME": a call is let in
+	// while its value has a token left, and takes as many as the
+	// upstream's NAME header says after the answer (acquireCount without
+	// one), which may overdraw the value's bucket.
+	CountOnHeaderPrefix = "responseHeader:"
+)
+
+// AfterAnswer reports whether the call's tokens are taken after the
+// answer (failure, responseHeader:NAME) rather than as it enters.
+func (c CountOn) AfterAnswer() bool { return c != "" && c != CountOnRequest }
+
+// Header is the header NAME of responseHeader:NAME, canonicalised
+// (x-tokens-used is X-Tokens-Used); "" for any other CountOn.
+func (c CountOn) Header() string {
+	name, ok := strings.CutPrefix(string(c), CountOnHeaderPrefix)
+	if !ok {
+		return ""
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
 // ClusterRule returns the resource of the first clusterMode rule (flow

@@ -599,6 +599,7 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.add(p+".burstCount", "must be 0 with clusterMode (the cluster window passes at most count per durationSec), got %d", r.BurstCount)
 			}
 		}
+		c.countOn(p, r, gradeOK, behaviorOK)
 		_, quota := r.Window.Calendar()
 		seen := map[string]int{}
 		for j, it := range r.Items {
@@ -621,6 +622,61 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.quotaCount(ip+".count", r.Window, it.Count)
 			}
 		}
+	}
+}
+
+// countOn checks when a param rule's calls take their tokens: request, or
+// after the answer (failure with its failureStatuses, responseHeader:NAME),
+// which needs a bucket that rejects (grade qps, controlBehavior reject): a
+// call in flight or a queue's place is taken as the call enters.
+func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
+	cp := p + ".countOn"
+	switch name, isHeader := strings.CutPrefix(string(r.CountOn), CountOnHeaderPrefix); {
+	case r.CountOn == CountOnRequest, r.CountOn == CountOnFailure:
+	case isHeader && !isToken(name):
+		c.add(cp, "responseHeader needs a header name (an HTTP token), as in \"responseHeader:X-Tokens-Used\", got %s", quote(string(r.CountOn)))
+		return
+	case !isHeader:
+		c.add(cp, "must be one of request, failure, responseHeader:NAME, got %s", quote(string(r.CountOn)))
+		return
+	}
+	if r.CountOn == CountOnFailure && len(r.FailureStatuses) == 0 {
+		c.add(p+".failureStatuses", "is required with countOn failure (the answers that take tokens, e.g. [401])")
+	}
+	if r.CountOn != CountOnFailure && c.has(p+".failureStatuses") {
+		c.add(p+".failureStatuses", "is read only with countOn failure, got countOn %s", quote(string(r.CountOn)))
+	}
+	c.statuses(p+".failureStatuses", "failureStatuses", r.FailureStatuses)
+	if !r.CountOn.AfterAnswer() {
+		return
+	}
+	if gradeOK && r.Grade != GradeQPS {
+		c.add(cp, "%s needs grade qps (a call in flight is counted as it enters), got %s", quote(string(r.CountOn)), quote(string(r.Grade)))
+	}
+	if behaviorOK && r.ControlBehavior != BehaviorReject {
+		c.add(cp, "%s needs controlBehavior reject (a queue spaces calls before any answer), got %s", quote(string(r.CountOn)), quote(string(r.ControlBehavior)))
+	}
+	if _, quota := r.Window.Calendar(); quota {
+		c.add(cp, "%s needs window rolling (a calendar quota counts calls as they enter), got %s", quote(string(r.CountOn)), quote(string(r.Window)))
+	}
+}
+
+// statuses checks a list of statuses (errorStatuses, failureStatuses):
+// each a code or a class that ParseStatus reads, none twice.
+func (c *checker) statuses(path, name string, list []string) {
+	seen := map[string]int{}
+	for j, st := range list {
+		sp := idx(path, j)
+		if _, _, ok := ParseStatus(st); !ok {
+			c.add(sp, "must be a status code in 100..599 (429) or a class (\"5xx\"), got %s", quote(st))
+			continue
+		}
+		key := strings.ToLower(st)
+		if first, dup := seen[key]; dup {
+			c.add(sp, "duplicate status %s (also %s[%d])", quote(st), name, first)
+			continue
+		}
+		seen[key] = j
 	}
 }
 
@@ -774,20 +830,7 @@ func (c *checker) degradeRules(ix routeIndex) {
 			c.add(p+".retryTimeoutMs", "must be > 0, got %d", r.RetryTimeoutMs)
 		}
 		c.duration(p+".retryTimeoutMs", r.RetryTimeoutMs, false)
-		seen := map[string]int{}
-		for j, st := range r.ErrorStatuses {
-			sp := idx(p+".errorStatuses", j)
-			if _, _, ok := ParseStatus(st); !ok {
-				c.add(sp, "must be a status code in 100..599 (429) or a class (\"5xx\"), got %s", quote(st))
-				continue
-			}
-			key := strings.ToLower(st)
-			if first, dup := seen[key]; dup {
-				c.add(sp, "duplicate status %s (also errorStatuses[%d])", quote(st), first)
-				continue
-			}
-			seen[key] = j
-		}
+		c.statuses(p+".errorStatuses", "errorStatuses", r.ErrorStatuses)
 		if r.ProbeNum < 1 {
 			c.add(p+".probeNum", "must be >= 1 (probe calls in half-open), got %d", r.ProbeNum)
 		}

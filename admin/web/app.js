@@ -385,7 +385,7 @@ const FIELDS = {
   paramRules: {
     resource: "string", param: "string", match: "json", grade: "string", count: "number", durationSec: "number", burstCount: "number",
     controlBehavior: "string", maxQueueingTimeMs: "number", maxTrackedValues: "number", dryRun: "bool",
-    window: "string", timezone: "string", clusterMode: "bool", clusterConfig: "json", items: "json",
+    window: "string", timezone: "string", clusterMode: "bool", clusterConfig: "json", countOn: "string", failureStatuses: "json", items: "json",
   },
   degradeRules: {
     resource: "string", strategy: "string", maxAllowedRtMs: "number", threshold: "number", statIntervalMs: "number",
