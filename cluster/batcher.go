@@ -17,6 +17,7 @@ type call struct {
 	spec     *ruleSpec
 	slot     int // the key's hash slot (Redis Cluster): calls of one slot share a script run
 	n        int64
+	op       int64         // opAcquire, opPeek or opCharge
 	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
 	void     int64         // leased tokens this gateway did not use, returned to the window
 	voidAt   int64         // the stamp they were leased with (Redis µs)
@@ -37,8 +38,18 @@ type call struct {
 	done     chan error
 	// scratch for deciding this call alone, without allocating
 	keys [1]string
-	args [10]any
+	args [11]any
 }
+
+// What a call asks of its window (the script's op argument).
+const (
+	opAcquire int64 = iota // take n tokens if they fit
+	opPeek                 // would n tokens fit? take none
+	opCharge               // take n tokens (at most the window) whether or not they fit
+)
+
+// ops are the op arguments, boxed once.
+var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2"}
 
 // batcher takes the first waiting call, then every call already queued behind
 // it (up to maxBatch), and decides them all in one script run: one round trip.
@@ -48,7 +59,7 @@ func (s *Service) batcher() {
 	defer s.wg.Done()
 	batch := make([]*call, 0, maxBatch)
 	keys := make([]string, 0, maxBatch)
-	args := make([]any, 0, 3+7*maxBatch)
+	args := make([]any, 0, 3+8*maxBatch)
 	for {
 		select {
 		case <-s.quit:
@@ -131,10 +142,10 @@ func (s *Service) scriptArgs(calls []*call, keys []string, args []any) ([]string
 	for _, c := range calls {
 		keys = append(keys, c.key)
 		if c.expireAt != nil {
-			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0)
+			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0, ops[opAcquire])
 			continue
 		}
-		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt)
+		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt, ops[c.op])
 		latest = max(latest, c.at)
 	}
 	if s.clock != nil {

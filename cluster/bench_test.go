@@ -103,7 +103,7 @@ func BenchmarkBaselineOneEvalShaPerCall(b *testing.B) {
 	call := func(ctx context.Context) error {
 		// live gateways, Redis's clock, their stamp, then count, n,
 		// statIntervalMs, avgLocal, demand (no lease), no returned tokens
-		return script.Run(ctx, rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
+		return script.Run(ctx, rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0, "0").Err()
 	}
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -202,7 +202,7 @@ func BenchmarkLatency(b *testing.B) {
 	keys := []string{"{" + namespace(b) + ":w:baseline}:"}
 	b.Run("baseline", func(b *testing.B) {
 		runLatency(b, func() error {
-			return script.Run(context.Background(), rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0).Err()
+			return script.Run(context.Background(), rdb, keys, 0, 0, 0, "1e12", 1, "1000", "0", 0, 0, 0, "0").Err()
 		})
 	})
 }

@@ -20,11 +20,14 @@ const (
 // the caller runs one script per slot). ARGV[1] is the caller's latest
 // reading of the namespace's live gateways (0: none yet) and ARGV[3] when it
 // was read (Redis ms, on the gateway set's clock); ARGV[2] is 0, or (tests
-// only) the instant in µs to decide at instead of TIME; then 7 per call:
+// only) the instant in µs to decide at instead of TIME; then 8 per call:
 // count, n, statIntervalMs, avgLocal flag,
-// demand (the caller's tokens per second on this window; 0: no lease), and
+// demand (the caller's tokens per second on this window; 0: no lease),
 // the caller's unused leased tokens with the stamp they were leased with
-// (0 0: none). Returns four numbers per call: first 0 for a pass, else the
+// (0 0: none), and op: 0 takes n tokens if they fit, 1 (peek) only says
+// whether they would, 2 (charge: a call counted after its answer) takes
+// them whether or not they fit (see charge below). Returns four numbers
+// per call: first 0 for a pass, else the
 // call is blocked and the number is the µs until the window can take its n
 // tokens (when the slot that stands in the way leaves; only an avgLocal
 // gateway joining can make it sooner); then, for a pass, the extra tokens
@@ -280,6 +283,24 @@ local function add(s, m, f2, fill, v)
   s.f, s.tn, s.dirty = f2, v, true
 end
 
+-- take n tokens whatever the window holds (a call counted after its
+-- answer): those past its room take the places of its oldest slots,
+-- stamped now, so the window stays full until they leave it. At most the
+-- whole ring (K tokens) is taken, and a batch writes each slot once.
+local function charge(s, K, n)
+  n = math.min(n, K)
+  local inwin = s.tn > now - s.I
+  local r = 0
+  if inwin then r = s.g - s.f end
+  local m, f2 = 0, s.f + n
+  if n > r then
+    m = math.ceil((n - r) / s.g)
+    f2 = n - r - (m - 1) * s.g
+  end
+  if m > s.S - s.len then m, f2 = s.S - s.len, s.g end
+  add(s, m, f2, inwin and r > 0, math.max(now, s.tn))
+end
+
 local function flush(s)
   if s.len > 0 then
     local parts = {}
@@ -322,7 +343,7 @@ end
 
 -- first the tokens callers return, so that the whole batch sees them
 for i = 1, #KEYS do
-  local a = (i - 1) * 7 + 4
+  local a = (i - 1) * 8 + 4
   if ARGV[a + 5] ~= '0' then
     local s = window(KEYS[i], a)
     if s then unvoid(s, tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])) end
@@ -341,7 +362,8 @@ local function quota(k, a)
 end
 
 for i = 1, #KEYS do
-  local a = (i - 1) * 7 + 4
+  local a = (i - 1) * 8 + 4
+  local op = ARGV[a + 7]
   if ARGV[a + 3] == 'q' then
     local res, left = quota(KEYS[i], a)
     out[#out + 1] = res
@@ -352,7 +374,13 @@ for i = 1, #KEYS do
     local s, K = window(KEYS[i], a)
     local I = tonumber(ARGV[a + 2]) * 1000
     local res, x, rem, stamp = I, 0, 0, 0
-    if s then
+    if s and op == '1' then
+      local ok, m = plan(s, K, tonumber(ARGV[a + 1]))
+      if ok then res = 0 else res = math.max(1, m) end
+    elseif s and op == '2' then
+      charge(s, K, tonumber(ARGV[a + 1]))
+      res = 0
+    elseif s then
       local demand = tonumber(ARGV[a + 4])
       local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
       if ok then

@@ -149,7 +149,7 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 	case !s.up.Load():
 		return false, ErrUnavailable
 	}
-	ok, _, err = s.acquire(s.specs.get(rule), key, n, nil, 0)
+	ok, _, err = s.acquire(s.specs.get(rule), key, n, nil, 0, opAcquire)
 	return ok, err
 }
 
@@ -172,8 +172,48 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 	case !s.up.Load():
 		return false, ErrUnavailable
 	}
-	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0)
+	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, opAcquire)
 	return ok, err
+}
+
+// PeekParam reports whether value's window of a clusterMode param rule
+// could take n tokens now, taking none: a countOn failure or
+// responseHeader rule lets a call in on it, and charges the answer's
+// tokens with ChargeParam. ok and err are as AcquireParam's.
+func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
+	switch {
+	case s.closed.Load():
+		return false, ErrClosed
+	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
+		return false, ErrUnsupported
+	case n <= 0:
+		return true, nil
+	case !s.up.Load():
+		return false, ErrUnavailable
+	}
+	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, opPeek)
+	return ok, err
+}
+
+// ChargeParam takes n tokens of value's window after a call's answer,
+// whether or not they fit. The window holds count tokens at most: tokens
+// past what it has room for take the places of its oldest passes (stamped
+// now, they count for another durationSec), so an overdraw keeps the value
+// out until its passes leave the window, at most durationSec, and one
+// charge takes at most count tokens. err != nil: Redis did not take them.
+func (s *Service) ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error {
+	switch {
+	case s.closed.Load():
+		return ErrClosed
+	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
+		return ErrUnsupported
+	case n <= 0:
+		return nil
+	case !s.up.Load():
+		return ErrUnavailable
+	}
+	_, _, err := s.acquire(s.specs.param(rule, count), value, n, nil, 0, opCharge)
+	return err
 }
 
 // AcquireQuota takes n of one value's calendar quota, for a clusterMode
@@ -201,7 +241,7 @@ func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value stri
 	case !s.up.Load():
 		return false, 0, reset, period, ErrUnavailable
 	}
-	ok, left, err = s.acquire(spec, value, n, p, reset)
+	ok, left, err = s.acquire(spec, value, n, p, reset, opAcquire)
 	return ok, left, reset, period, err
 }
 
@@ -252,8 +292,12 @@ func (s *Service) Gateways() int {
 
 // acquire takes n tokens of spec's window for key (an origin, a value),
 // or for a calendar quota n of the value's count in period p, which ends
-// in reset (left: the calls the period has left after this one).
-func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration) (ok bool, left int64, err error) {
+// in reset (left: the calls the period has left after this one). op is
+// what is asked of a window: to take n tokens (opAcquire), whether they
+// would fit (opPeek), or to take them anyway (opCharge). Only opAcquire
+// uses leases; a charge passes the blocks cache, which only knows what
+// fits.
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, left int64, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -269,14 +313,14 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		at = s.now().Sub(s.epoch) // a quota's block lasts until the reset on the test's clock
 	}
 	var demand int64
-	lease := !s.noLease && spec.lease
+	lease := !s.noLease && spec.lease && op == opAcquire
 	if lease {
 		var leased bool
 		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
 			return true, 0, nil
 		}
 	}
-	if s.blocks.blocked(spec, key, n, at) {
+	if op != opCharge && s.blocks.blocked(spec, key, n, at) {
 		if demand > 0 {
 			s.leases.grant(spec, key, 0, 0, at, at) // asked for nothing after all
 		}
@@ -306,6 +350,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	}
 	c.spec = spec
 	c.n = n
+	c.op = op
 	c.demand = demand
 	c.at = at
 	c.deadline = start.Add(s.opts.Timeout)
@@ -359,7 +404,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
 		}
 		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor)
 	}
-	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.slot = nil, "", false, 0, 0, 0, 0, 0, 0
+	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, opAcquire
 	c.void, c.voidAt, c.stamp = 0, 0, 0
 	c.expireAt, c.reset, c.left = nil, 0, 0
 	s.pool.Put(c)

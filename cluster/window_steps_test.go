@@ -38,7 +38,7 @@ func newScriptWindow(t *testing.T) *scriptWindow {
 func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int64) [3]int64 {
 	w.t.Helper()
 	res, err := w.script.Run(context.Background(), w.rdb, w.keys, 0, synthBase+atUs, 0,
-		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand, 0, 0).Int64Slice()
+		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand, 0, 0, "0").Int64Slice()
 	if err != nil || len(res) != 4 {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
 	}

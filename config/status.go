@@ -22,3 +22,39 @@ func ParseStatus(s string) (lo, hi int, ok bool) {
 	code := first + int(s[1]-'0')*10 + int(s[2]-'0')
 	return code, code, true
 }
+
+// StatusSet is a set of HTTP statuses 0..599 as bits, for a list of
+// statuses config validated (errorStatuses, failureStatuses): reading it
+// allocates nothing. The zero StatusSet is empty.
+type StatusSet [(600 + 63) / 64]uint64
+
+// NewStatusSet is the set of the codes list stands for (ParseStatus); an
+// entry ParseStatus cannot read is skipped.
+func NewStatusSet(list []string) StatusSet {
+	var s StatusSet
+	for _, e := range list {
+		lo, hi, ok := ParseStatus(e)
+		if !ok {
+			continue
+		}
+		for c := lo; c <= hi; c++ {
+			s.Add(c)
+		}
+	}
+	return s
+}
+
+// Add puts status (0..599; others are ignored) in s.
+func (s *StatusSet) Add(status int) {
+	if status >= 0 && status < 600 {
+		s[status/64] |= 1 << (status % 64)
+	}
+}
+
+// Has reports whether status is in s.
+func (s *StatusSet) Has(status int) bool {
+	if status < 0 || status >= 600 {
+		return false
+	}
+	return s[status/64]&(1<<(status%64)) != 0
+}

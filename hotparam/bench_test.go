@@ -19,8 +19,14 @@ func benchRules() map[string]config.ParamRule {
 	throttle := throttleRule(1e9, 1000)
 	conc := inFlightRule()
 	conc.Count = 1e9
-	return map[string]config.ParamRule{"qps": qps, "throttle": throttle, "concurrency": conc}
+	failure := lockoutRule(1e9, 1)
+	cost := costRule(1e9, 1)
+	return map[string]config.ParamRule{"qps": qps, "throttle": throttle, "concurrency": conc, "failure": failure, "cost": cost}
 }
+
+// costAnswer is an answer with a figure for costRule, read (Token.Answer)
+// by the benchmarks as the proxy reads it.
+var costAnswer hotparam.Answer = answer{"X-Tokens-Used": {"50"}}
 
 func TestEnterTrackedValueDoesNotAllocate(t *testing.T) {
 	values := map[string]string{
@@ -33,7 +39,7 @@ func TestEnterTrackedValueDoesNotAllocate(t *testing.T) {
 				c := compile(t, r).For("get-order")
 				var v hotparam.Values = one(val)
 				tok, _ := c.Enter(0, v, 1)
-				tok.Exit(0)
+				tok.Exit(0, 200)
 				now := int64(0)
 				allocs := testing.AllocsPerRun(1000, func() {
 					now += 1000
@@ -41,10 +47,13 @@ func TestEnterTrackedValueDoesNotAllocate(t *testing.T) {
 					if vd.Blocked {
 						t.Fatal("blocked")
 					}
-					tok.Exit(now)
+					// A failure (countOn failure) or a figure (countOn
+					// responseHeader) is charged after the answer.
+					tok.Answer(costAnswer)
+					tok.Exit(now, 401)
 				})
 				if allocs > 0 {
-					t.Errorf("Enter+Exit of a tracked value: %v allocs, want 0", allocs)
+					t.Errorf("Enter+Answer+Exit of a tracked value: %v allocs, want 0", allocs)
 				}
 			})
 		}
@@ -52,9 +61,11 @@ func TestEnterTrackedValueDoesNotAllocate(t *testing.T) {
 }
 
 // BenchmarkEnterTracked is the per-request check (Enter+Exit) of a value
-// already tracked, from parallel goroutines spread over distinct values.
+// already tracked, from parallel goroutines spread over distinct values;
+// failure and cost (countOn failure, responseHeader) read an answer and
+// charge it after (Answer, Exit with a failure status).
 func BenchmarkEnterTracked(b *testing.B) {
-	for _, name := range []string{"qps", "throttle", "concurrency"} {
+	for _, name := range []string{"qps", "throttle", "concurrency", "failure", "cost"} {
 		for _, distinct := range []int{10, 100000} {
 			b.Run(name+"/values="+strconv.Itoa(distinct), func(b *testing.B) {
 				c := compile(b, benchRules()[name]).For("get-order")
@@ -63,7 +74,7 @@ func BenchmarkEnterTracked(b *testing.B) {
 				for i := range keys {
 					keys[i] = one("order-" + strconv.Itoa(i))
 					tok, _ := c.Enter(0, keys[i], 1)
-					tok.Exit(0)
+					tok.Exit(0, 200)
 				}
 				// Each goroutine keeps its own clock: a shared atomic clock
 				// would measure cache-line ping-pong, not the check.
@@ -79,7 +90,8 @@ func BenchmarkEnterTracked(b *testing.B) {
 						if v.Blocked {
 							b.Error("blocked")
 						}
-						tok.Exit(now)
+						tok.Answer(costAnswer)
+						tok.Exit(now, 401)
 						i++
 					}
 				})
@@ -107,7 +119,7 @@ func BenchmarkMemoryMillionValues(b *testing.B) {
 		c := s.For("get-order")
 		for i, k := range keys {
 			tok, _ := c.Enter(int64(i), k, 1)
-			tok.Exit(int64(i))
+			tok.Exit(int64(i), 200)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

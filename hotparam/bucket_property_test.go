@@ -25,7 +25,7 @@ func TestQPSBucketPassesItsCountAtEveryCount(t *testing.T) {
 					for range calls {
 						if tok, v := c.Enter(at, order("1"), 1); !v.Blocked {
 							n++
-							tok.Exit(at)
+							tok.Exit(at, 200)
 						}
 					}
 					return n

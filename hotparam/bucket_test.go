@@ -110,7 +110,7 @@ func TestQPSRejectPerValue(t *testing.T) {
 					tok, v := c.Enter(st.at, order(st.value), n)
 					if !v.Blocked {
 						passed++
-						tok.Exit(st.at)
+						tok.Exit(st.at, 200)
 					} else if v.Reason != limiter.ReasonParam {
 						t.Fatalf("step %d: reason %v, want param", i, v.Reason)
 					}
@@ -200,7 +200,7 @@ func TestDryRunCountsButPasses(t *testing.T) {
 		if v.Blocked || v.DryRun != want {
 			t.Errorf("call %d: blocked=%v dryRun=%d, want pass with dryRun=%d", i, v.Blocked, v.DryRun, want)
 		}
-		tok.Exit(0)
+		tok.Exit(0, 200)
 	}
 }
 
@@ -215,7 +215,7 @@ func TestQPSCancelGivesTokensBackExitDoesNot(t *testing.T) {
 	if v.Blocked {
 		t.Fatal("a cancelled call's token was not given back")
 	}
-	tok.Exit(sec(0.2))
+	tok.Exit(sec(0.2), 200)
 	if _, v = c.Enter(sec(0.2), order("1"), 1); !v.Blocked {
 		t.Fatal("an exited call's token came back")
 	}

@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"strings"
 	"time"
 
 	"sluice/config"
@@ -34,6 +35,18 @@ type Values interface {
 type Checker struct {
 	rules   []*rule
 	cluster TokenService // decides clusterMode rules; nil: they apply locally
+	headers []string     // the response headers the rules' countOn read, each once
+}
+
+// Headers are the response headers (canonical names) whose figures the
+// checker's rules take after the answer (countOn responseHeader:NAME):
+// the caller hands them to Token.Answer and keeps them from the client.
+// The caller must not modify the slice.
+func (c *Checker) Headers() []string {
+	if c == nil {
+		return nil
+	}
+	return c.headers
 }
 
 // Enter checks every rule of the checker against each of the call's values
@@ -68,6 +81,7 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 	if n < 1 {
 		n = 1
 	}
+	t.ts = c.cluster
 	for i, r := range c.rules {
 		vals, ok := v.Values(r.key)
 		if !ok {
@@ -102,6 +116,11 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 		var decided bool
 		var o outcome
 		if decided, share, o = r.enterCluster(ts, now, val, n); decided {
+			if o.took {
+				// After the answer, the cluster is charged for this value:
+				// the caller's buffer is gone by then.
+				t.add(slot{r: r, n: n, cost: -1, val: strings.Clone(val)})
+			}
 			return r.verdict(&o, vd, val, qt)
 		}
 	}
@@ -120,7 +139,7 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 	}
 	sh.Unlock()
 	if o.took {
-		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched})
+		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched, n: n, cost: -1, share: share})
 	}
 	return r.verdict(&o, vd, val, qt)
 }
@@ -152,9 +171,20 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return true, 0, outcome{blocked: true, p: p}
 	}
 	sh.Unlock()
-	share = 1
-	if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
-		share = ts.Gateways()
+	share = r.share(ts)
+	if r.after {
+		// Let in while the window has room for the check; the answer's
+		// charge (Token.Exit) is what counts.
+		ok, err := ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
+		switch {
+		case err == nil:
+			r.count(val, now, !ok)
+			return true, 0, outcome{blocked: !ok, took: ok || r.dryRun}
+		case !r.cfg.ClusterConfig.Fallback():
+			r.count(val, now, false)
+			return true, 0, outcome{took: true}
+		}
+		return false, share, outcome{}
 	}
 	var ok bool
 	var err error
@@ -188,6 +218,15 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return true, 0, outcome{}
 	}
 	return false, share, outcome{}
+}
+
+// share is what a local bucket divides the count by while Redis fails: the
+// live gateways for a global rule, 1 for avgLocal.
+func (r *rule) share(ts TokenService) int {
+	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
+		return 1
+	}
+	return ts.Gateways()
 }
 
 // verdict adds one value's outcome o to vd and reports whether the call is

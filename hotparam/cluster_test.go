@@ -21,6 +21,7 @@ type fakeCluster struct {
 	left          int64
 	reset, period time.Duration
 	quotaCalls    int
+	charged       map[string]int64 // value -> tokens charged after answers
 }
 
 func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
@@ -28,6 +29,21 @@ func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value str
 		f.counts[value] = count
 	}
 	return f.ok, f.err
+}
+
+func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
+	return f.AcquireParam(r, count, value, n)
+}
+
+// ChargeParam records what was charged, by value.
+func (f *fakeCluster) ChargeParam(r *config.ParamRule, count float64, value string, n int64) error {
+	if f.err == nil {
+		if f.charged == nil {
+			f.charged = map[string]int64{}
+		}
+		f.charged[value] += n
+	}
+	return f.err
 }
 
 // AcquireQuota answers as AcquireParam, with the quota figures in
@@ -62,7 +78,7 @@ func clusterPasses(c *hotparam.Checker, now int64, value string, calls int) int 
 		tok, v := c.Enter(now+int64(i)*sec(0.001), order(value), 1)
 		if !v.Blocked {
 			got++
-			tok.Exit(now)
+			tok.Exit(now, 200)
 		}
 	}
 	return got
@@ -128,7 +144,7 @@ func TestClusterParamBlockVerdict(t *testing.T) {
 	if v.Blocked || v.DryRun != 1 {
 		t.Errorf("dryRun verdict %+v, want passed with one dry-run block", v)
 	}
-	tok.Exit(sec(1))
+	tok.Exit(sec(1), 200)
 }
 
 // When Redis fails mid-second, the local fallback counts what the cluster
@@ -156,7 +172,7 @@ func TestClusterParamEnterDoesNotAllocate(t *testing.T) {
 			allocs := testing.AllocsPerRun(1000, func() {
 				now++
 				tok, _ := c.Enter(now, v, 1)
-				tok.Exit(now)
+				tok.Exit(now, 200)
 			})
 			if allocs != 0 {
 				t.Errorf("window %s, ok=%v err=%v: %v allocs per call, want 0", r.Window, svc.ok, svc.err, allocs)
@@ -186,7 +202,7 @@ func TestCalendarQuotaVerdicts(t *testing.T) {
 	if v.Blocked || !v.HasQuota {
 		t.Fatalf("pass: verdict %+v, want passed with a quota", v)
 	}
-	tok.Exit(sec(1))
+	tok.Exit(sec(1), 200)
 	if svc.quotaCalls != 1 || svc.counts["102"] != 4 {
 		t.Errorf("AcquireQuota asked %d times with count %g, want once with the item's 4", svc.quotaCalls, svc.counts["102"])
 	}

@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"slices"
 	"time"
 
 	"sluice/config"
@@ -49,6 +50,15 @@ type TokenService interface {
 	// after the call, reset the time until it ends and period its length
 	// (both known even with err). err is as AcquireParam's.
 	AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error)
+	// PeekParam reports whether value's window could take n tokens now,
+	// taking none (a countOn failure or responseHeader rule lets a call in
+	// on it). ok and err are as AcquireParam's.
+	PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error)
+	// ChargeParam takes n tokens of value's window after a call's answer,
+	// whether or not they fit: the window may be overdrawn, and then
+	// refuses calls until its passes leave it (at most one full window of
+	// count: see cluster.Service.ChargeParam). err: Redis did not take it.
+	ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error
 	// Gateways is the number of live gateways last seen, at least 1.
 	Gateways() int
 }
@@ -76,6 +86,9 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 			s.byRes[pr.Resource] = c
 		}
 		c.rules = append(c.rules, r)
+		if r.header != "" && !slices.Contains(c.headers, r.header) {
+			c.headers = append(c.headers, r.header)
+		}
 	}
 	return s
 }
@@ -123,6 +136,11 @@ func compileRule(pr config.ParamRule) *rule {
 	r.params = append(r.params, newParam(pr.Count, window, burst))
 	for _, it := range pr.Items {
 		r.params = append(r.params, newParam(it.Count, window, burst))
+	}
+	// config lets only a qps reject rule count after the answer.
+	if r.after = pr.CountOn.AfterAnswer() && r.kind == kindBucket; r.after {
+		r.header = pr.CountOn.Header()
+		r.failures = config.NewStatusSet(pr.FailureStatuses)
 	}
 	// Only a rate can be counted in the cluster (config refuses the rest).
 	r.cluster = pr.ClusterMode && r.kind == kindBucket

@@ -47,7 +47,7 @@ func TestCompileCarriesStateOfUnchangedRules(t *testing.T) {
 	if _, v := s4.For("get-order").Enter(0, order("1"), 1); !v.Blocked {
 		t.Error("a call in flight before a reload was forgotten")
 	}
-	tok.Exit(0)
+	tok.Exit(0, 200)
 	if _, v := s4.For("get-order").Enter(0, order("1"), 1); v.Blocked {
 		t.Error("Exit of a call entered before the reload did not release it")
 	}

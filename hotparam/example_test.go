@@ -33,7 +33,7 @@ func Example() {
 				continue
 			}
 			passed++
-			tok.Exit(start) // the call finished
+			tok.Exit(start, 200) // the call finished, answered 200
 		}
 		fmt.Printf("order %s: %d of 20 passed, retry after %v\n", id, passed, last)
 	}

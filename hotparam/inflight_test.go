@@ -40,8 +40,8 @@ func TestConcurrencyPerValue(t *testing.T) {
 		t.Fatal("value 7 was blocked by other values' calls")
 	}
 
-	a1.Exit(0)
-	a1.Exit(0) // ending twice releases once
+	a1.Exit(0, 200)
+	a1.Exit(0, 200) // ending twice releases once
 	a1.Cancel(0)
 	b, ok := enter("1")
 	if !ok {
@@ -51,17 +51,17 @@ func TestConcurrencyPerValue(t *testing.T) {
 		t.Fatal("a double Exit released two slots")
 	}
 	a2.Cancel(0)
-	b.Exit(0)
+	b.Exit(0, 200)
 	for i := range 2 {
 		if _, ok := enter("1"); !ok {
 			t.Fatalf("after all ended, call %d blocked", i)
 		}
 	}
 	for i := range held {
-		held[i].Exit(0)
+		held[i].Exit(0, 200)
 	}
 	var zero hotparam.Token
-	zero.Exit(0) // the zero Token holds nothing
+	zero.Exit(0, 200) // the zero Token holds nothing
 	zero.Cancel(0)
 }
 
@@ -74,12 +74,12 @@ func TestConcurrencyDryRunCountsEveryCall(t *testing.T) {
 	if v1.Blocked || v2.Blocked || v1.DryRun != 0 || v2.DryRun != 1 {
 		t.Fatalf("dryRun: %+v %+v", v1, v2)
 	}
-	t1.Exit(0)
+	t1.Exit(0, 200)
 	// One call is still in flight: a real limit of 1 would block.
 	if _, v := c.Enter(0, order("1"), 1); v.DryRun != 1 {
 		t.Fatalf("with one call still in flight dryRun=%d, want 1", v.DryRun)
 	}
-	t2.Exit(0)
+	t2.Exit(0, 200)
 }
 
 // A block by a later rule gives back what earlier rules took for the call.
@@ -106,5 +106,5 @@ func TestLaterRuleBlockGivesBackEarlierTokens(t *testing.T) {
 	if _, v = c.Enter(0, req("ip2", "bob", "2"), 1); v.Blocked {
 		t.Fatal("a blocked call's tokens of earlier rules were not given back")
 	}
-	tok.Exit(0)
+	tok.Exit(0, 200)
 }

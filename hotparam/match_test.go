@@ -17,7 +17,7 @@ func passes(t testing.TB, c *hotparam.Checker, at int64, value string, calls int
 		tok, v := c.Enter(at, order(value), 1)
 		if !v.Blocked {
 			n++
-			tok.Exit(at)
+			tok.Exit(at, 200)
 		}
 	}
 	return n
@@ -162,7 +162,7 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 				if vd.Blocked {
 					t.Fatal("blocked")
 				}
-				tok.Exit(now)
+				tok.Exit(now, 200)
 			})
 			if allocs > 0 {
 				t.Errorf("Enter+Exit: %v allocs, want 0", allocs)
@@ -188,7 +188,7 @@ func BenchmarkEnterMatch(b *testing.B) {
 				if vd.Blocked {
 					b.Fatal("blocked")
 				}
-				tok.Exit(now)
+				tok.Exit(now, 200)
 			}
 		})
 	}

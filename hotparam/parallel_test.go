@@ -36,7 +36,7 @@ func TestConcurrencyUnderParallelLoad(t *testing.T) {
 				}
 				inFlight[k].Add(-1)
 				if i%2 == 0 {
-					tok.Exit(int64(i))
+					tok.Exit(int64(i), 200)
 				} else {
 					tok.Cancel(int64(i))
 				}
@@ -61,7 +61,7 @@ func TestConcurrencyUnderParallelLoad(t *testing.T) {
 			held = append(held, tok)
 		}
 		for i := range held {
-			held[i].Exit(0)
+			held[i].Exit(0, 200)
 		}
 	}
 }

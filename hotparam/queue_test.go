@@ -31,7 +31,7 @@ func TestThrottleSubMillisecondSpacingNotRoundedToMilliseconds(t *testing.T) {
 				tok, v := c.Enter(now, order("1"), 1)
 				if !v.Blocked {
 					passed++
-					tok.Exit(now)
+					tok.Exit(now, 200)
 				}
 			}
 			if passed != qps {
@@ -136,8 +136,8 @@ func TestThrottleCancelInsideQueueGivesSlotBack(t *testing.T) {
 		t.Errorf("a second call passed: the given-back slot counted twice (wait %v)", v.Wait)
 	}
 	// Exit does not give a slot back: a forwarded call used it.
-	tok.Exit(sec(0.2))
-	toks[3].Exit(sec(0.3))
+	tok.Exit(sec(0.2), 200)
+	toks[3].Exit(sec(0.3), 200)
 	if _, v := c.Enter(sec(0.3), order("1"), 1); v.Blocked || v.Wait != 300*time.Millisecond {
 		t.Errorf("at 300ms: blocked %v wait %v, want the tail (600ms, wait 300ms)", v.Blocked, v.Wait)
 	}
@@ -153,7 +153,7 @@ func TestThrottleImpatientClientsStillForwarded(t *testing.T) {
 		tok, v := c.Enter(now, order("1"), 1)
 		return v.Wait, func(at int64, forwarded bool) {
 			if forwarded {
-				tok.Exit(at)
+				tok.Exit(at, 200)
 			} else {
 				tok.Cancel(at)
 			}

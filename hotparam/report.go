@@ -151,7 +151,9 @@ func (r *rule) state(v *value, now int64, s *ValueState) {
 		room := p.tau - (max(st, now) - now) // nanoseconds of tokens left
 		s.Remaining = max(min(math.Floor(float64(room)/p.emission), max(p.count, 1)), 0)
 		if st > now {
-			s.NextToken = time.Duration(math.Ceil((math.Floor(float64(room)/p.emission)+1)*p.emission) - float64(room))
+			// In debt (countOn responseHeader), one token is there once
+			// the debt is paid.
+			s.NextToken = time.Duration(math.Ceil(max(math.Floor(float64(room)/p.emission)+1, 1)*p.emission) - float64(room))
 		}
 	}
 }

@@ -21,7 +21,7 @@ func flood(c *hotparam.Checker, now int64, value string, calls int) int {
 		tok, v := c.Enter(now, order(value), 1)
 		if !v.Blocked {
 			passed++
-			tok.Exit(now)
+			tok.Exit(now, 200)
 		}
 	}
 	return passed

@@ -53,6 +53,13 @@ type rule struct {
 	items    map[string]int32 // exact items: value -> index into params
 	classes  []class          // items with a match, in file order
 	table    *lru.Cache[value]
+	// after: countOn failure or responseHeader:NAME, the call's tokens are
+	// taken after its answer (kindBucket only): failures are the statuses
+	// that take them (countOn failure), header the NAME whose figure does
+	// ("": countOn failure).
+	after    bool
+	header   string
+	failures config.StatusSet
 }
 
 // class is an item that matches a class of values (prefix, contains,
@@ -103,6 +110,9 @@ type outcome struct {
 // serialised; the CAS loops only race Exit and Cancel.
 func (r *rule) enter(e *value, now, n int64, share int) outcome {
 	p := &r.params[e.param]
+	if r.after {
+		return r.enterAfter(e, p, now, n, share)
+	}
 	switch r.kind {
 	case kindInFlight:
 		return r.enterInFlight(e, p)
@@ -169,6 +179,56 @@ func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome 
 			// always holds a token.)
 			remaining = min(remaining, max(count, 1))
 			return outcome{took: true, undo: cost, p: p, remaining: remaining, reset: reset}
+		}
+	}
+}
+
+// checkOf is how many tokens a call of an after-answer rule must find in
+// its value's bucket to be let in: the acquireCount a failure takes, or one
+// token for a cost the answer will tell (so the last call may overdraw).
+func (r *rule) checkOf(n int64) int64 {
+	if r.header != "" {
+		return 1
+	}
+	return n
+}
+
+// enterAfter lets a call of an after-answer rule in while its value's
+// bucket holds checkOf(n) tokens, taking none: the answer decides what is
+// taken (Token.Exit, chargeDebt). A dryRun rule's call is let in either
+// way, and charged all the same.
+func (r *rule) enterAfter(e *value, p *param, now, n int64, share int) outcome {
+	cost, tau, count, emission := bucketOf(p, r.checkOf(n), share)
+	if p.never || cost > tau {
+		return outcome{blocked: true, took: r.dryRun, p: p}
+	}
+	start := max(e.state.Load(), now)
+	if ahead := start + cost - now; ahead > tau {
+		retry := ahead - tau
+		return outcome{blocked: true, took: r.dryRun, retry: retry, p: p, reset: retry}
+	}
+	// What is left before the answer takes its share: at least the check.
+	remaining := min(math.Floor(float64(tau-(start-now))/emission), max(count, 1))
+	return outcome{took: true, p: p, remaining: remaining}
+}
+
+// chargeDebt takes n tokens from e's bucket of 1/share of the count after
+// a call's answer, whether or not they are there: the bucket may go into
+// debt, which later refills pay back before a call is let in again. One
+// charge takes at most the full bucket (count+burstCount tokens), and the
+// debt never passes one full bucket: a figure from the upstream, however
+// large, keeps a value out for at most about two durationSec.
+func (r *rule) chargeDebt(e *value, p *param, now, n int64, share int) {
+	if p.never || n <= 0 {
+		return
+	}
+	cost, tau, _, _ := bucketOf(p, n, share)
+	cost = min(cost, tau)
+	for {
+		tat := e.state.Load()
+		next := min(max(tat, now)+cost, now+2*tau)
+		if next <= tat || e.state.CompareAndSwap(tat, next) {
+			return
 		}
 	}
 }

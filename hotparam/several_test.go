@@ -41,7 +41,7 @@ func TestSeveralValues(t *testing.T) {
 			}
 			for _, ids := range [][]string{{"101", "102"}, {"102", "101"}, {"7", "8", "102"}} {
 				if tok, v := enter(0, ids...); !v.Blocked || v.Reason != limiter.ReasonParam {
-					tok.Exit(0)
+					tok.Exit(0, 200)
 					t.Fatalf("%q with 102 spent: %+v, want blocked by param", ids, v)
 				}
 			}
@@ -84,7 +84,7 @@ func TestSeveralValuesConcurrencyExit(t *testing.T) {
 			t.Fatalf("%s while the pair is in flight: passed", id)
 		}
 	}
-	tok.Exit(0)
+	tok.Exit(0, 200)
 	for _, id := range []string{"101", "102"} {
 		if _, v := c.Enter(0, order(id), 1); v.Blocked {
 			t.Fatalf("%s after the pair ended: blocked", id)
@@ -102,7 +102,7 @@ func TestValuesNotCheckable(t *testing.T) {
 	c := compile(t, first, second).For("get-order")
 	tok, v := c.Enter(0, many{userHdr: {"u1"}, orderID: nil}, 1)
 	if !v.Blocked || v.Reason != limiter.ReasonNone {
-		tok.Exit(0)
+		tok.Exit(0, 200)
 		t.Fatalf("an uncheckable source: %+v, want blocked with ReasonNone", v)
 	}
 	if _, v := c.Enter(0, many{userHdr: {"u1"}}, 1); v.Blocked {
@@ -119,7 +119,7 @@ func TestEnterSeveralTrackedValues(t *testing.T) {
 	v := many{orderID: {"101", "102", "103"}}
 	var vals hotparam.Values = v
 	tok, _ := c.Enter(0, vals, 1)
-	tok.Exit(0)
+	tok.Exit(0, 200)
 	now := int64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		now += 1000
@@ -127,7 +127,7 @@ func TestEnterSeveralTrackedValues(t *testing.T) {
 		if vd.Blocked {
 			t.Fatal("blocked")
 		}
-		tok.Exit(now)
+		tok.Exit(now, 200)
 	})
 	if allocs > 0 {
 		t.Errorf("three tracked values: %v allocs, want 0", allocs)

@@ -1,6 +1,9 @@
 package hotparam
 
-import "sluice/internal/throttle"
+import (
+	"sluice/internal/lru"
+	"sluice/internal/throttle"
+)
 
 // inlineSlots is how many rules' holdings a Token keeps without allocating;
 // a resource rarely has more param rules than this.
@@ -9,9 +12,17 @@ const inlineSlots = 3
 // slot is what one rule of a passed call holds.
 type slot struct {
 	r     *rule
-	e     *entry
+	e     *entry // nil: a clusterMode value the cluster let in (val)
 	undo  int64
 	sched int64
+	// An after-answer rule's (rule.after): n is the call's acquireCount,
+	// cost the answer's figure (-1: none read), share the local bucket's
+	// share of the count, val the value, copied, whose cluster window is
+	// charged ("": the local bucket is).
+	n     int64
+	cost  int64
+	share int
+	val   string
 }
 
 // Token is what a passed call holds until it ends: per-value concurrency and
@@ -23,6 +34,15 @@ type Token struct {
 	n      int
 	more   []slot
 	ended  bool
+	ts     TokenService // the Checker's, for after-answer clusterMode rules
+}
+
+// Answer is the upstream's answer to a forwarded call, as far as countOn
+// rules read it.
+type Answer interface {
+	// Header returns the values of the response header name (canonical
+	// form). They are as the upstream sent them: hostile until parsed.
+	Header(name string) []string
 }
 
 func (t *Token) add(s slot) {
@@ -43,18 +63,91 @@ func (t *Token) each(f func(s *slot)) {
 	}
 }
 
-// Exit ends a call that was forwarded: it releases per-value concurrency. Rate
-// tokens stay spent.
-func (t *Token) Exit(now int64) {
+// Answer reads the figures of the answer's headers that the call's
+// countOn responseHeader:NAME rules take (see ParseCost), before the
+// answer reaches the client; Exit takes them. Call it once, when the
+// upstream's status and headers are in; a call never answered (no
+// Answer) costs acquireCount on such rules.
+func (t *Token) Answer(a Answer) {
+	if t == nil || t.ended {
+		return
+	}
+	for i := 0; i < t.n; i++ {
+		s := t.slot(i)
+		if s.r.after && s.r.header != "" {
+			if v, ok := ParseCost(a.Header(s.r.header)); ok {
+				s.cost = v
+			}
+		}
+	}
+}
+
+// slot is the i-th slot (i < t.n).
+func (t *Token) slot(i int) *slot {
+	if i < inlineSlots {
+		return &t.inline[i]
+	}
+	return &t.more[i-inlineSlots]
+}
+
+// Exit ends a call that was forwarded and answered status (0: no answer
+// came): it releases per-value concurrency, and after-answer rules take
+// their tokens now (countOn failure: acquireCount if status is one of
+// failureStatuses; responseHeader: the figure Answer read, else
+// acquireCount). Rate tokens taken as the call entered stay spent.
+func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
 		return
 	}
 	t.ended = true
-	t.each(func(s *slot) {
-		if s.r.kind == kindInFlight {
+	for i := 0; i < t.n; i++ {
+		s := t.slot(i)
+		switch {
+		case s.r.kind == kindInFlight:
 			s.leave()
+		case s.r.after:
+			s.charge(t.ts, now, status)
 		}
-	})
+	}
+}
+
+// charge takes what an after-answer rule's call costs, answered status.
+func (s *slot) charge(ts TokenService, now int64, status int) {
+	r := s.r
+	n := s.n
+	switch {
+	case r.header == "" && !r.failures.Has(status):
+		return // not a failure: free
+	case r.header != "" && s.cost >= 0:
+		n = s.cost
+	}
+	if n <= 0 {
+		return
+	}
+	e, share := s.e, s.share
+	if s.val != "" && ts != nil {
+		p := &r.params[0]
+		var sh *lru.Shard[value]
+		e, sh = r.table.Get(s.val, now)
+		if e != nil {
+			p = &r.params[e.V.param]
+		}
+		sh.Unlock()
+		if e == nil || p.never {
+			return
+		}
+		share = r.share(ts)
+		if ts.ChargeParam(&r.cfg, p.count, s.val, n) == nil {
+			// As a pass the cluster decided: the local bucket learns
+			// what this gateway spent, without debt, for a fallback.
+			r.chargeBucket(&e.V, p, now, n, share)
+			return
+		}
+		// Redis failed: the debt is kept locally, as the fallback's.
+	}
+	if e != nil {
+		r.chargeDebt(&e.V, &r.params[e.V.param], now, n, share)
+	}
 }
 
 // leave ends one call in flight of the slot's value. If it was the last and
@@ -80,6 +173,9 @@ func (t *Token) Cancel(now int64) {
 }
 
 func (s *slot) release(now int64) {
+	if s.r.after {
+		return // it took nothing yet
+	}
 	switch s.r.kind {
 	case kindInFlight:
 		s.leave()

@@ -19,7 +19,7 @@ func TestTrackedNeverExceedsCap(t *testing.T) {
 			c := s.For("get-order")
 			for i := range 3 * cap {
 				tok, _ := c.Enter(int64(i), one(strconv.Itoa(i)), 1)
-				tok.Exit(int64(i))
+				tok.Exit(int64(i), 200)
 				if i%97 == 0 || i == 3*cap-1 {
 					if n := s.Tracked("get-order"); n > cap {
 						t.Fatalf("after %d distinct values %d are tracked, cap %d", i+1, n, cap)
@@ -86,14 +86,14 @@ func TestActiveValuesAreNotEvicted(t *testing.T) {
 				if v.Blocked {
 					t.Fatalf("value %d blocked while idle values could be evicted", i)
 				}
-				tk.Exit(now)
+				tk.Exit(now, 200)
 				now += sec(0.002)
 			}
 			// Still tracked: "v" is at its limit (a fresh value would pass at once).
 			if _, v := c.Enter(now, order("v"), 1); !v.Blocked && v.Wait == 0 {
 				t.Error("an active value was evicted and came back fresh")
 			}
-			tok.Exit(0)
+			tok.Exit(0, 200)
 		})
 	}
 }
@@ -130,7 +130,7 @@ func TestFreshValuePassesWhileIdleValuesExist(t *testing.T) {
 					t.Fatalf("value %d of %d blocked below the cap", i, tc.cap)
 				}
 				if tc.isIdle(i) {
-					tok.Exit(0)
+					tok.Exit(0, 200)
 					idle++
 				} else {
 					held = append(held, tok)
@@ -150,7 +150,7 @@ func TestFreshValuePassesWhileIdleValuesExist(t *testing.T) {
 				t.Errorf("tracked %d, want the cap %d", n, tc.cap)
 			}
 			for i := range held {
-				held[i].Exit(2)
+				held[i].Exit(2, 200)
 			}
 		})
 	}
@@ -167,7 +167,7 @@ func TestAllActiveFailsClosed(t *testing.T) {
 		busy func(c *hotparam.Checker, v string) hotparam.Token
 		free func(a hotparam.Token) int64
 	}{
-		{"concurrency: a call ends", inFlightRule(), enterAt0, func(a hotparam.Token) int64 { a.Exit(sec(0.01)); return sec(0.01) }},
+		{"concurrency: a call ends", inFlightRule(), enterAt0, func(a hotparam.Token) int64 { a.Exit(sec(0.01), 200); return sec(0.01) }},
 		{"concurrency: a call is cancelled", inFlightRule(), enterAt0, func(a hotparam.Token) int64 { a.Cancel(sec(0.01)); return sec(0.01) }},
 		{"throttle: a queued call goes", throttleRule(10, 1000), queueAt0, func(hotparam.Token) int64 { return sec(0.1) }},
 		{"throttle: a queued call leaves the queue", throttleRule(10, 1000), queueAt0, func(a hotparam.Token) int64 { a.Cancel(sec(0.01)); return sec(0.01) }},
@@ -193,7 +193,7 @@ func TestAllActiveFailsClosed(t *testing.T) {
 			if _, v := c.Enter(at, order("c"), 1); v.Blocked {
 				t.Error("a new value was blocked after a tracked value became idle")
 			}
-			b.Exit(at)
+			b.Exit(at, 200)
 		})
 	}
 }
@@ -226,7 +226,7 @@ func TestLongValuesAreTrackedInBoundedBytes(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for i := range 500 {
 		tok, _ := c.Enter(0, one(strconv.Itoa(i)+pad), 1)
-		tok.Exit(0)
+		tok.Exit(0, 200)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -252,5 +252,5 @@ func TestTrackedWithoutRules(t *testing.T) {
 	if v.Blocked {
 		t.Error("nil Checker blocked")
 	}
-	tok.Exit(0)
+	tok.Exit(0, 200)
 }

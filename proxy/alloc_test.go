@@ -217,3 +217,64 @@ paramRules:
 		}
 	}
 }
+
+// TestAnswerChargeAllocatesNothing: param rules that take their tokens
+// after the answer (countOn failure, countOn responseHeader:NAME, whose
+// header is read and removed) add no allocation to a request on the fast
+// path, nor on the standard path, over the same rule counting requests.
+func TestAnswerChargeAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	up := startRawUpstreamHeader(t, 100, "X-Tokens-Used: 7\r\n")
+	const base = `
+blockResponse:
+  rateLimitHeaders: false
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /item/{id}
+    upstream: up
+    resource: item
+    forwarder: %s
+paramRules:
+  - resource: item
+    param: path:id
+    count: 1000000000
+`
+	rules := map[string]string{
+		"failure":        base + "    countOn: failure\n    failureStatuses: [200]\n",
+		"responseHeader": base + "    countOn: \"responseHeader:X-Tokens-Used\"\n",
+	}
+	for _, fwd := range []string{"fast", "standard"} {
+		allocs := func(rules string) (float64, *discardWriter) {
+			cfg, err := config.Parse("allocs.yaml", []byte(fmt.Sprintf(rules, up, fwd)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+			if err := g.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			n, w := allocsPerRequest(g, benchRequest("/item/42"))
+			if w.status != 200 {
+				t.Fatalf("status %d", w.status)
+			}
+			return n, w
+		}
+		bare, w := allocs(base)
+		if w.h.Get("X-Tokens-Used") != "7" {
+			t.Fatalf("%s: a rule counting requests removed the upstream's X-Tokens-Used", fwd)
+		}
+		for name, r := range rules {
+			n, w := allocs(r)
+			if n > bare {
+				t.Errorf("%s, countOn %s: %.1f allocations per request, counting requests %.1f: the charge after the answer allocates", fwd, name, n, bare)
+			}
+			if name == "responseHeader" && len(w.h["X-Tokens-Used"]) > 0 {
+				t.Errorf("%s: the client got X-Tokens-Used: %q", fwd, w.h["X-Tokens-Used"])
+			}
+		}
+	}
+}

@@ -343,6 +343,12 @@ func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) 
 	return true, nil
 }
 
+func (c *clusterTokens) PeekParam(*config.ParamRule, float64, string, int64) (bool, error) {
+	return true, nil
+}
+
+func (c *clusterTokens) ChargeParam(*config.ParamRule, float64, string, int64) error { return nil }
+
 // AcquireQuota: this test has no calendar quota.
 func (c *clusterTokens) AcquireQuota(*config.ParamRule, float64, string, int64) (bool, int64, time.Duration, time.Duration, error) {
 	return true, 0, 0, 0, nil

@@ -136,9 +136,16 @@ func (e *exchange) bodyRead() bool { return e.body != nil && e.body.read.Load() 
 
 var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 
+// WriteHeader is where both forwarders hand the client the upstream's
+// final status and headers (and the gateway its own answers, after
+// e.failed): the param rules that count after the answer read it there,
+// and the headers they read are removed.
 func (e *exchange) WriteHeader(code int) {
 	if e.status == 0 && code >= 200 {
 		e.status = code
+		if !e.failed {
+			e.call.answer(e.Header())
+		}
 	}
 	e.ResponseWriter.WriteHeader(code)
 }

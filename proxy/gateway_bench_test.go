@@ -139,10 +139,16 @@ func (w *discardWriter) Flush() {}
 // startRawUpstream answers every request on a keep-alive connection with a
 // fixed 200 response of size bytes, allocating nothing per request.
 func startRawUpstream(tb testing.TB, size int) string {
+	return startRawUpstreamHeader(tb, size, "")
+}
+
+// startRawUpstreamHeader is startRawUpstream whose answers carry the
+// header lines extra ("Name: value\r\n" each) too.
+func startRawUpstreamHeader(tb testing.TB, size int, extra string) string {
 	tb.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	ln := srv.Listener
-	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n")
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + extra + "Content-Length: " + strconv.Itoa(size) + "\r\n\r\n")
 	resp = append(resp, bytes.Repeat([]byte("x"), size)...)
 	var (
 		wg    sync.WaitGroup

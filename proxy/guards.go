@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -111,6 +112,11 @@ type call struct {
 	param hotparam.Token
 	cb    circuit.Token
 
+	// costHeaders are the response headers whose figures the resource's
+	// param rules take after the answer (countOn responseHeader:NAME):
+	// read by answer, never sent to the client.
+	costHeaders []string
+
 	// quotas collects the quotas that counted the call, for the RateLimit
 	// fields; wantQuotas: the route sends them.
 	quotas     quotas
@@ -139,6 +145,28 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 	}
 	c.nheld = 0
 }
+
+// answer hands the upstream's answer (its final status is being written
+// with header h) to the param rules that count after it, and removes the
+// headers they read, the API groups' included, before the client sees
+// them. A blocked call holds nothing and reads nothing.
+func (c *call) answer(h http.Header) {
+	c.param.Answer(answerHeader(h))
+	for _, name := range c.costHeaders {
+		delete(h, name)
+	}
+	for i := range c.groups {
+		if gc := &c.groups[i]; gc.entered {
+			gc.c.answer(h)
+		}
+	}
+}
+
+// answerHeader is a response header as hotparam reads it; a map, so
+// converting it to the interface allocates nothing.
+type answerHeader http.Header
+
+func (h answerHeader) Header(name string) []string { return h[name] }
 
 // exit settles a forwarded call with every guard it passed, latest first.
 func (c *call) exit(now int64, o outcome) {
@@ -204,6 +232,7 @@ type paramGuard struct{ c *hotparam.Checker }
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
 	c.param, v = p.c.EnterQuotas(now, c.values, c.n, c.sink())
+	c.costHeaders = p.c.Headers()
 	return (*paramToken)(&c.param), v
 }
 
@@ -211,7 +240,7 @@ func (paramGuard) refused(int64, *call) {}
 
 type paramToken hotparam.Token
 
-func (t *paramToken) exit(now int64, _ outcome) { (*hotparam.Token)(t).Exit(now) }
+func (t *paramToken) exit(now int64, o outcome) { (*hotparam.Token)(t).Exit(now, o.status) }
 
 func (t *paramToken) cancel(now int64, _ limiter.Reason) { (*hotparam.Token)(t).Cancel(now) }
 

@@ -84,7 +84,7 @@ func BenchmarkCompositeKey(b *testing.B) {
 				if v.Blocked {
 					b.Fatal("blocked")
 				}
-				tok.Exit(now)
+				tok.Exit(now, 200)
 			}
 			check()
 			b.ReportAllocs()

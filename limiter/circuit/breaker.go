@@ -48,7 +48,7 @@ type breaker struct {
 	minReq   int64
 	retry    int64 // ns open before a probe is allowed
 	probeNum int64
-	errors   statusSet // answers that count as errors
+	errors   config.StatusSet // answers that count as errors
 
 	state   atomic.Uint32
 	retryAt atomic.Int64
@@ -123,7 +123,7 @@ func (b *breaker) enter(now int64) (pass, probe bool, left int64) {
 // exit records a completed call (status: see Token.Exit) and makes the
 // transition it implies.
 func (b *breaker) exit(now int64, rt time.Duration, status int, probe bool) {
-	failed := b.errors.has(status)
+	failed := b.errors.Has(status)
 	bad := failed
 	if b.strategy == config.DegradeSlowRatio {
 		bad = rt > b.maxRt
@@ -191,31 +191,10 @@ func (b *breaker) tripped() bool {
 	return ratio > b.thresh || (b.thresh >= 1 && w.bad == w.total)
 }
 
-// statusSet is a set of HTTP statuses (100..599) as bits; status 0 (no
-// answer: a transport failure) is always in it. Reading it allocates
-// nothing.
-type statusSet [(600 + 63) / 64]uint64
-
-// newStatusSet builds the set of the statuses config validated
-// (config.ParseStatus); an entry it cannot read is skipped.
-func newStatusSet(list []string) statusSet {
-	var s statusSet
-	for _, e := range list {
-		lo, hi, ok := config.ParseStatus(e)
-		if !ok {
-			continue
-		}
-		for c := lo; c <= hi; c++ {
-			s[c/64] |= 1 << (c % 64)
-		}
-	}
-	s[0] |= 1 // status 0
+// newStatusSet is the set of the statuses config validated; status 0 (no
+// answer: a transport failure) is always in it.
+func newStatusSet(list []string) config.StatusSet {
+	s := config.NewStatusSet(list)
+	s.Add(0)
 	return s
-}
-
-func (s *statusSet) has(status int) bool {
-	if status < 0 || status >= 600 {
-		return false
-	}
-	return s[status/64]&(1<<(status%64)) != 0
 }

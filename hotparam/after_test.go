@@ -1,0 +1,295 @@
+package hotparam_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/hotparam"
+)
+
+// answer is an upstream's answer headers, as a test writes them.
+type answer map[string][]string
+
+func (a answer) Header(name string) []string { return a[name] }
+
+// lockoutRule is the login lockout of docs/recipes.md: count failed logins
+// (401) per address, count per durationSec.
+func lockoutRule(count float64, durationSec int64) config.ParamRule {
+	r := seedRule()
+	r.Items = nil
+	r.Count, r.DurationSec = count, durationSec
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	return r
+}
+
+// costRule takes the figure of X-Tokens-Used: count per durationSec.
+func costRule(count float64, durationSec int64) config.ParamRule {
+	r := seedRule()
+	r.Items = nil
+	r.Count, r.DurationSec = count, durationSec
+	r.CountOn = "responseHeader:x-tokens-used" // canonicalised by config
+	return r
+}
+
+// afterStep is one call at an instant: whether it is let in and, if so,
+// the answer it gets (status, and the X-Tokens-Used header, if any).
+type afterStep struct {
+	at      float64 // seconds
+	value   string
+	pass    bool
+	retry   float64 // blocked: Retry-After in seconds (0: not checked)
+	status  int
+	cost    []string // X-Tokens-Used values; nil: no header
+	dryRuns int      // Verdict.DryRun
+}
+
+func runAfter(t *testing.T, c *hotparam.Checker, steps []afterStep) {
+	t.Helper()
+	for i, st := range steps {
+		now := sec(st.at)
+		tok, vd := c.Enter(now, order(st.value), 1)
+		if vd.Blocked == st.pass {
+			t.Fatalf("step %d (%.3fs, %s): blocked %v, want pass %v", i, st.at, st.value, vd.Blocked, st.pass)
+		}
+		if vd.DryRun != st.dryRuns {
+			t.Fatalf("step %d: DryRun %d, want %d", i, vd.DryRun, st.dryRuns)
+		}
+		if !st.pass {
+			if st.retry > 0 && (vd.RetryAfter-time.Duration(sec(st.retry))).Abs() > time.Millisecond {
+				t.Fatalf("step %d: RetryAfter %v, want %vs", i, vd.RetryAfter, st.retry)
+			}
+			continue
+		}
+		h := answer{}
+		if st.cost != nil {
+			h["X-Tokens-Used"] = st.cost
+		}
+		tok.Answer(h)
+		tok.Exit(now, st.status)
+	}
+}
+
+// TestCountOnFailure: only answers in failureStatuses take tokens, after
+// the answer; successes in between cost nothing; once the failures have
+// taken every token, the next call is blocked before it is answered, until
+// a token refills (durationSec/count).
+func TestCountOnFailure(t *testing.T) {
+	c := compile(t, lockoutRule(3, 900)).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 401},
+		{at: 1, value: "a", pass: true, status: 200}, // a success: free
+		{at: 2, value: "a", pass: true, status: 401},
+		{at: 3, value: "a", pass: true, status: 200},
+		{at: 4, value: "a", pass: true, status: 302},
+		{at: 5, value: "a", pass: true, status: 0},   // no answer (transport failure): free
+		{at: 6, value: "b", pass: true, status: 401}, // another address has its own count
+		{at: 7, value: "a", pass: true, status: 401}, // the third failure
+		{at: 8, value: "a", pass: false, retry: 292}, // the first failure's token is back at 300 s
+		{at: 8, value: "b", pass: true, status: 200},
+		{at: 299, value: "a", pass: false, retry: 1},
+		{at: 300, value: "a", pass: true, status: 401},
+		{at: 301, value: "a", pass: false, retry: 299},
+	})
+}
+
+// TestCountOnFailureClasses: a class in failureStatuses (4xx) counts each
+// of its codes.
+func TestCountOnFailureClasses(t *testing.T) {
+	r := lockoutRule(2, 60)
+	r.FailureStatuses = []string{"4xx"}
+	c := compile(t, r).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 500},
+		{at: 0, value: "a", pass: true, status: 403},
+		{at: 0, value: "a", pass: true, status: 429},
+		{at: 0, value: "a", pass: false, retry: 30},
+	})
+}
+
+// TestCountOnHeaderDebt: a call is let in while its value has a token left;
+// the answer's figure is taken after it, which may overdraw the bucket; the
+// debt is paid from refills before the next call is let in. An answer
+// without the figure (or with a malformed one) costs acquireCount.
+func TestCountOnHeaderDebt(t *testing.T) {
+	// 100 tokens per 10 s: one token every 0.1 s.
+	c := compile(t, costRule(100, 10)).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"70"}},
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"29"}}, // 1 left
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"51"}}, // overdraws: 50 in debt
+		// The debt and one token: 51 tokens, 5.1 s.
+		{at: 0, value: "a", pass: false, retry: 5.1},
+		{at: 5, value: "a", pass: false, retry: 0.1},
+		{at: 5.1, value: "a", pass: true, status: 200},                        // no figure: acquireCount (1)
+		{at: 5.2, value: "a", pass: true, status: 200, cost: []string{"-5"}},  // malformed: 1
+		{at: 5.25, value: "a", pass: false, retry: 0.05},                      // each cost a token
+		{at: 5.4, value: "a", pass: true, status: 200, cost: []string{"0"}},   // free
+		{at: 5.4, value: "a", pass: true, status: 200, cost: []string{"1e3"}}, // malformed: 1
+		{at: 5.4, value: "b", pass: true, status: 200, cost: []string{"100"}}, // b's own bucket
+		{at: 5.4, value: "b", pass: false, retry: 0.1},
+	})
+}
+
+// TestCountOnHeaderCap: a figure past the value's whole bucket takes the
+// whole bucket, and the debt never passes one bucket, so that a broken or
+// hostile upstream keeps a value out for at most about two durationSec.
+func TestCountOnHeaderCap(t *testing.T) {
+	c := compile(t, costRule(100, 10)).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"99"}},
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{strings.Repeat("9", 40)}},
+		// 99 + 100 (capped) tokens taken: 99 in debt, plus the one to pass: 10 s.
+		{at: 0, value: "a", pass: false, retry: 10},
+		{at: 10, value: "a", pass: true, status: 200, cost: []string{"1000000"}}, // 100: 99 in debt
+		{at: 10, value: "a", pass: false, retry: 10},
+	})
+	// Calls let in together all overdraw: the debt stays at one bucket.
+	c = compile(t, costRule(100, 10)).For("get-order")
+	var toks []hotparam.Token
+	for range 5 {
+		tok, vd := c.Enter(0, order("a"), 1)
+		if vd.Blocked {
+			t.Fatal("a full bucket blocked")
+		}
+		toks = append(toks, tok)
+	}
+	for i := range toks {
+		toks[i].Answer(answer{"X-Tokens-Used": {"100"}})
+		toks[i].Exit(0, 200)
+	}
+	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(10.1))).Abs() > time.Millisecond {
+		t.Fatalf("after 500 tokens on a bucket of 100: %+v, want blocked for 10.1 s (the debt capped at one bucket, and a token)", vd)
+	}
+}
+
+// TestCountOnDryRun: a dryRun rule counts after the answer and reports the
+// would-be block, but never blocks.
+func TestCountOnDryRun(t *testing.T) {
+	r := lockoutRule(1, 60)
+	r.DryRun = true
+	c := compile(t, r).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 401},
+		{at: 1, value: "a", pass: true, status: 401, dryRuns: 1},
+		{at: 2, value: "a", pass: true, status: 200, dryRuns: 1},
+	})
+}
+
+// TestCountOnItems: an item's value has its own threshold.
+func TestCountOnItems(t *testing.T) {
+	r := lockoutRule(1, 60)
+	r.Items = []config.ParamItem{{Value: "office", Count: 3}, {Value: "blocked", Count: 0}}
+	c := compile(t, r).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 401},
+		{at: 0, value: "a", pass: false, retry: 60},
+		{at: 0, value: "office", pass: true, status: 401},
+		{at: 0, value: "office", pass: true, status: 401},
+		{at: 0, value: "office", pass: true, status: 401},
+		{at: 0, value: "office", pass: false, retry: 20},
+		{at: 0, value: "blocked", pass: false},
+	})
+}
+
+// TestCountOnCancelTakesNothing: a call let in and then not forwarded (a
+// later guard blocked it, its client left) takes nothing.
+func TestCountOnCancelTakesNothing(t *testing.T) {
+	c := compile(t, lockoutRule(1, 60)).For("get-order")
+	for range 3 {
+		tok, vd := c.Enter(0, order("a"), 1)
+		if vd.Blocked {
+			t.Fatal("blocked")
+		}
+		tok.Cancel(0)
+		tok.Exit(0, 401) // a no-op after Cancel
+	}
+	if _, vd := c.Enter(0, order("a"), 1); vd.Blocked {
+		t.Fatal("cancelled calls took tokens")
+	}
+}
+
+// TestCountOnCluster: a clusterMode rule lets a call in on the cluster's
+// peek and charges the cluster after the answer; when Redis fails the
+// charge, the local bucket keeps the debt.
+func TestCountOnCluster(t *testing.T) {
+	svc := &fakeCluster{ok: true}
+	r := costRule(100, 10)
+	r.ClusterMode = true
+	c := compileCluster(t, svc, r)
+	tok, vd := c.Enter(0, order("a"), 1)
+	if vd.Blocked {
+		t.Fatal("blocked")
+	}
+	tok.Answer(answer{"X-Tokens-Used": {"42"}})
+	tok.Exit(0, 200)
+	if svc.charged["a"] != 42 {
+		t.Fatalf("cluster charged %v, want a: 42", svc.charged)
+	}
+	svc.ok = false
+	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked {
+		t.Fatal("the cluster's refusal did not block")
+	}
+	// Redis fails: the call falls back to the local bucket, which learnt
+	// the 42 tokens, and the debt of an answer stays there.
+	svc.err = errors.New("redis down")
+	tok, vd = c.Enter(0, order("a"), 1)
+	if vd.Blocked {
+		t.Fatal("local fallback blocked a bucket with 58 tokens left")
+	}
+	tok.Answer(answer{"X-Tokens-Used": {"100"}})
+	tok.Exit(0, 200)
+	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(4.3))).Abs() > time.Millisecond {
+		t.Fatalf("after 142 tokens of 100: %+v, want blocked 4.3 s", vd)
+	}
+}
+
+// TestParseCost: every byte of the figure is the upstream's, read
+// defensively.
+func TestParseCost(t *testing.T) {
+	tests := []struct {
+		vals []string
+		want int64
+		ok   bool
+	}{
+		{nil, 0, false},
+		{[]string{"1834"}, 1834, true},
+		{[]string{" 7\t"}, 7, true},
+		{[]string{"0"}, 0, true},
+		{[]string{""}, 0, false},
+		{[]string{"-5"}, 0, false},
+		{[]string{"+5"}, 0, false},
+		{[]string{"1.5"}, 0, false},
+		{[]string{"1e3"}, 0, false},
+		{[]string{"0x10"}, 0, false},
+		{[]string{"12 34"}, 0, false},
+		{[]string{"１２"}, 0, false}, // full-width digits
+		{[]string{"NaN"}, 0, false},
+		{[]string{strings.Repeat("9", 100)}, 1 << 53, true},
+		{[]string{"9007199254740993"}, 1 << 53, true},
+		{[]string{"10", "1834"}, 1834, true}, // reported twice: the higher
+		{[]string{"10, 20,x"}, 20, true},
+		{[]string{"x", "5"}, 5, true},
+		{[]string{",,"}, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := hotparam.ParseCost(tt.vals)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseCost(%q) = %d, %v; want %d, %v", tt.vals, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzParseCost(f *testing.F) {
+	for _, s := range []string{"1834", "-1", "99999999999999999999999", " 1 , 2 ", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := hotparam.ParseCost([]string{s})
+		if got < 0 || got > 1<<53 || (!ok && got != 0) {
+			t.Fatalf("ParseCost(%q) = %d, %v", s, got, ok)
+		}
+	})
+}
