@@ -293,3 +293,17 @@ func FuzzParseCost(f *testing.F) {
 		}
 	})
 }
+
+// TestCountOnReportDebt: an operator's peek at a value in debt shows no
+// token left, and the next one once the debt is paid.
+func TestCountOnReportDebt(t *testing.T) {
+	c := compile(t, costRule(100, 10)).For("get-order")
+	runAfter(t, c, []afterStep{
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"60"}},
+		{at: 0, value: "a", pass: true, status: 200, cost: []string{"90"}}, // 50 in debt
+	})
+	st := c.Report(0, []string{"a"}, 0)[0].Values[0]
+	if st.Remaining != 0 || (st.NextToken-time.Duration(sec(5.1))).Abs() > time.Millisecond {
+		t.Fatalf("50 tokens in debt: %+v, want 0 left, the next in 5.1 s", st)
+	}
+}
