@@ -56,14 +56,22 @@ type paramIdent struct {
 	duration  int64
 	window    config.Window // rolling, or a calendar quota's day or month
 	timezone  string        // a calendar quota's zone
+	// countOn: "" for calls counted as they enter (countOn request, whose
+	// windows keep the keys they had before countOn existed), else what
+	// is counted after the answer.
+	countOn string
 }
 
 func paramIdentOf(r *config.ParamRule, count float64) paramIdent {
-	return paramIdent{
+	id := paramIdent{
 		resource: r.Resource, param: r.Param.String(), match: r.Match, grade: r.Grade,
 		threshold: r.ClusterConfig.ThresholdType, count: count, duration: r.DurationSec,
 		window: r.Window, timezone: r.Timezone,
 	}
+	if r.CountOn.AfterAnswer() {
+		id.countOn = string(r.CountOn)
+	}
+	return id
 }
 
 // hash is paramIdent's stable FNV-1a, as ruleIdent.hash. The window and
@@ -91,6 +99,9 @@ func (id paramIdent) hash() uint64 {
 	// UTC: the zone of every rule's count before rules had one.
 	if id.timezone != "" && id.timezone != "UTC" {
 		str("timezone:" + id.timezone)
+	}
+	if id.countOn != "" {
+		str("countOn:" + id.countOn)
 	}
 	return h.Sum64()
 }
