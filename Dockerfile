@@ -7,6 +7,8 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/sluice .
 
 FROM alpine:3.20
+# No tzdata package: the binary carries the IANA zone database (time/tzdata) for
+# calendar quotas' timezones.
 # /var/lib/sluice: where a fleet gateway keeps its last good rules (docs/fleet.md).
 RUN adduser -D -H -u 10001 sluice && mkdir -p /var/lib/sluice && chown sluice /var/lib/sluice
 COPY --from=build /out/sluice /usr/local/bin/sluice
