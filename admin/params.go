@@ -47,7 +47,8 @@ type paramRuleJSON struct {
 // (bytes that are not UTF-8 read as U+FFFD there); ValueBase64 is its exact
 // bytes, to lift it by. A value longer than 64 bytes is tracked by a digest
 // and listed as its first bytes, "…#" and the digest (Digest); it is lifted
-// by its whole value.
+// by that, or by its whole value (the only way to reach the cluster's
+// window of it).
 type paramValueJSON struct {
 	Value        string  `json:"value"`
 	ValueBase64  string  `json:"valueBase64"`

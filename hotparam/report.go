@@ -31,7 +31,8 @@ type RuleState struct {
 type ValueState struct {
 	// Value is the value as the client sent it; one longer than 64 bytes
 	// is tracked by a digest and shown as its first bytes, "…#" and the
-	// digest (Digest), unless it was asked for by its whole value.
+	// digest (Digest), unless it was asked for by its whole value. Forget
+	// takes either.
 	Value     string
 	Digest    bool
 	Tracked   bool // false: the value has no state (a full bucket)
@@ -170,7 +171,10 @@ type Forgetter interface {
 // while more calls may be in flight or queued than the rule allows. For a
 // clusterMode rule the cluster's state is forgotten too, if the checker's
 // TokenService is a Forgetter; err is the first failure (the local state
-// is forgotten regardless). It returns how many rules tracked val.
+// is forgotten regardless). A value tracked by a digest may be named as
+// Report lists it; the cluster keys such a value by its whole bytes, so
+// only the whole value reaches the cluster's state. It returns how many
+// rules tracked val.
 func (c *Checker) Forget(ctx context.Context, val string) (forgotten int, err error) {
 	if c == nil {
 		return 0, nil

@@ -124,7 +124,7 @@ func TestForgetLiftsAValue(t *testing.T) {
 }
 
 // A value longer than internal/lru keeps whole is listed by its prefix
-// and digest, and asked for by its whole value.
+// and digest, asked for by its whole value, and lifted by what is listed.
 func TestReportLongValue(t *testing.T) {
 	c := compile(t, seedRule()).For("get-order")
 	long := strings.Repeat("é", 100)
@@ -135,6 +135,12 @@ func TestReportLongValue(t *testing.T) {
 	}
 	if vs := c.Report(0, []string{long}, 0)[0].Values[0]; vs.Value != long || !vs.Tracked || vs.Blocks != 2 {
 		t.Fatalf("peek by the whole value: %+v", vs)
+	}
+	if n, _ := c.Forget(context.Background(), top[0].Value); n != 1 {
+		t.Fatalf("Forget by the listed name: %d rules", n)
+	}
+	if got := flood(c, 0, long, 3); got != 2 {
+		t.Fatalf("after the lift by its listed name %d of 3 passed, want 2", got)
 	}
 }
 

@@ -219,9 +219,8 @@ function showParams(answers) {
       const t = el("table", null, el("tr", null, ...["value", "blocks/min", "passes/min", "tokens left", "next token in", ""].map((h) => el("th", null, h))));
       for (const v of r.values || []) {
         const lift = el("button", { type: "button", class: "lift", "data-resource": a.resource, "data-value-b64": v.valueBase64 }, "Lift");
-        if (v.digest) {
-          lift.disabled = true;
-          lift.title = "kept as a digest: lift it by its whole value (DELETE /api/params)";
+        if (v.digest && (r.config || {}).clusterMode) {
+          lift.title = "kept as a digest: this lifts it on this gateway; the cluster's window only by its whole value (DELETE /api/params)";
         }
         t.append(el("tr", { "data-value-b64": v.valueBase64 },
           el("td", { class: "value", title: v.utf8 ? "" : "not UTF-8: bytes shown as \ufffd" }, v.value),

@@ -87,3 +87,14 @@ func name(kept string) string {
 	n := int(kept[longLen-1])
 	return kept[:n] + "…#" + hex.EncodeToString([]byte(kept[prefixLen:longLen-1]))
 }
+
+// isLongName reports whether s has the shape of a long key's name: "…#"
+// and 32 hex digits after at most prefixLen bytes.
+func isLongName(s string) bool {
+	const tail = len("…#") + 32
+	if len(s) < tail || len(s) > prefixLen+tail || !strings.HasPrefix(s[len(s)-tail:], "…#") {
+		return false
+	}
+	_, err := hex.DecodeString(s[len(s)-32:])
+	return err == nil
+}

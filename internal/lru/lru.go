@@ -360,16 +360,36 @@ func (c *Cache[V]) Peek(key string) (e *Entry[V], sh *Shard[V]) {
 
 // Forget removes key's entry, if tracked, and reports whether it was: the
 // key's next Get starts afresh (Init), as after an eviction. A caller still
-// holding the entry keeps a detached copy that no Get returns again.
+// holding the entry keeps a detached copy that no Get returns again. A key
+// kept in its long form may also be named as Each shows it (its prefix,
+// "…#" and digest), what an operator copies from a listing: that costs a
+// walk over every entry, under each shard's lock in turn.
 func (c *Cache[V]) Forget(key string) bool {
 	var k ref
 	s := c.locate(key, &k)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.find(&k)
 	if ok {
 		s.remove(e)
 		c.count.Add(-1)
 	}
-	return ok
+	s.mu.Unlock()
+	if ok || !isLongName(key) {
+		return ok
+	}
+	shards := c.made()
+	for i := range shards {
+		s := &shards[i]
+		s.mu.Lock()
+		for e := s.root.next; e != &s.root; e = e.next {
+			if len(e.key) == longLen && name(e.key) == key {
+				s.remove(e)
+				c.count.Add(-1)
+				s.mu.Unlock()
+				return true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return false
 }

@@ -358,3 +358,34 @@ func peekUses(c *lru.Cache[slot], key string) int {
 	}
 	return e.V.uses
 }
+
+// A key kept in its long form is forgotten by its whole key, or by its
+// name as Each lists it; a name no entry has forgets nothing.
+func TestForgetLongKeyByName(t *testing.T) {
+	c := newCache(100, lru.Refuse)
+	long := strings.Repeat("k", 200)
+	other := strings.Repeat("o", 200)
+	use(c, long, 0, math.MinInt64)
+	use(c, other, 0, math.MinInt64)
+	var names []string
+	c.Each(func(name string, _ *slot) { names = append(names, name) })
+	var listed string
+	for _, n := range names {
+		if strings.HasPrefix(n, "kkk") {
+			listed = n
+		}
+	}
+	if listed == "" {
+		t.Fatalf("names %q", names)
+	}
+	wrong := listed[:len(listed)-1] + "0"
+	if strings.HasSuffix(listed, "0") {
+		wrong = listed[:len(listed)-1] + "1"
+	}
+	if c.Forget(wrong) || c.Len() != 2 {
+		t.Fatalf("a name no entry has forgot one: %d left", c.Len())
+	}
+	if !c.Forget(listed) || c.Len() != 1 || peekUses(c, long) != -1 || peekUses(c, other) != 1 {
+		t.Fatalf("Forget by the listed name %q: %d left", listed, c.Len())
+	}
+}
