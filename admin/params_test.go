@@ -197,4 +197,3 @@ func TestAPIParamsLift(t *testing.T) {
 		t.Errorf("lift log lines: %v\n%s", lines, log.String())
 	}
 }
-
