@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Param rules that take their tokens after the answer (countOn), against
+// the real binary, with every request counted at the upstream.
+
+// passwords is an upstream login: 401 unless X-Password is "right"; it
+// counts the attempts that reached it, by X-User.
+type passwords struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (p *passwords) handle(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.seen[r.Header.Get("X-User")]++
+	p.mu.Unlock()
+	if r.Header.Get("X-Password") != "right" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	w.Write([]byte("welcome"))
+}
+
+func (p *passwords) of(user string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[user]
+}
+
+// lockoutRules: three failed logins (401) per user per 10 minutes.
+const lockoutRules = `
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+paramRules:
+  - resource: login
+    param: header:X-User
+    count: 3
+    durationSec: 600
+    countOn: failure
+    failureStatuses: [401]
+`
+
+// attempt logs in as user at url with password and returns the status.
+func attempt(t *testing.T, url, user, password string) int {
+	t.Helper()
+	resp, _ := get(t, url+"/login", "X-User: "+user, "X-Password: "+password)
+	return resp.StatusCode
+}
+
+// TestLockoutAfterFailedLogins: only failed logins count. Successful logins
+// between the failures cost nothing; after the third failure the next
+// attempt (even with the right password) is answered 429 without reaching
+// the upstream; another user is not affected; DELETE /api/params lifts the
+// lockout, and the next attempt reaches the upstream again.
+func TestLockoutAfterFailedLogins(t *testing.T) {
+	t.Parallel()
+	pw := &passwords{seen: map[string]int{}}
+	up := startUpstream(t, pw.handle)
+	g := startGateway(t, rulesFor(up.URL, lockoutRules))
+	for i, st := range []struct {
+		password string
+		want     int
+	}{
+		{"wrong", 401}, {"right", 200}, {"right", 200}, {"wrong", 401},
+		{"right", 200}, {"right", 200}, {"right", 200}, {"wrong", 401}, // the third failure
+		{"right", 429}, {"wrong", 429}, // locked out, whatever the password
+	} {
+		if got := attempt(t, g.URL, "mallory", st.password); got != st.want {
+			t.Fatalf("attempt %d (%s password): %d, want %d", i, st.password, got, st.want)
+		}
+	}
+	if n := pw.of("mallory"); n != 8 {
+		t.Fatalf("the upstream saw %d of mallory's attempts, want 8 (the two locked out never reached it)", n)
+	}
+	if got := attempt(t, g.URL, "alice", "right"); got != 200 {
+		t.Fatalf("alice, another user: %d, want 200", got)
+	}
+
+	code, body, _ := admDo(t, "DELETE", g.AdminURL+"/api/params?resource=login&value=mallory", "")
+	if code != 200 {
+		t.Fatalf("DELETE /api/params: %d %s", code, body)
+	}
+	if got := attempt(t, g.URL, "mallory", "right"); got != 200 {
+		t.Fatalf("after the lift: %d, want 200", got)
+	}
+	if n := pw.of("mallory"); n != 9 {
+		t.Fatalf("after the lift the upstream saw %d of mallory's attempts, want 9", n)
+	}
+	// Lifted, mallory has three failures again.
+	for i, want := range []int{401, 401, 401, 429} {
+		if got := attempt(t, g.URL, "mallory", "wrong"); got != want {
+			t.Fatalf("after the lift, attempt %d: %d, want %d", i, got, want)
+		}
+	}
+}
+
+// costUpstream answers 200 with X-Tokens-Used: the ?cost= of the request
+// ("" sends no such header), as a language model reports tokens used.
+type costUpstream struct {
+	mu    sync.Mutex
+	calls map[string]int // by path
+}
+
+func (c *costUpstream) handle(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.calls[r.URL.Path]++
+	c.mu.Unlock()
+	if cost := r.URL.Query().Get("cost"); cost != "" {
+		w.Header().Set("X-Tokens-Used", cost)
+	}
+	w.Write([]byte("completion"))
+}
+
+func (c *costUpstream) of(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[path]
+}
+
+// TestResponseCostOverdraw: on both forwarders, a call is let in while its
+// key has a token left and is charged the upstream's X-Tokens-Used after
+// the answer: a call larger than what is left passes (overdraw), and the
+// next one is blocked before the upstream, with Retry-After counting down
+// the debt. The client never sees X-Tokens-Used. An answer without it (or
+// with a malformed figure) costs acquireCount.
+func TestResponseCostOverdraw(t *testing.T) {
+	t.Parallel()
+	cu := &costUpstream{calls: map[string]int{}}
+	up := startUpstream(t, cu.handle)
+	rules := "routes:\n"
+	params := "paramRules:\n"
+	for _, fwd := range []string{"fast", "standard"} {
+		rules += fmt.Sprintf("  - { path: /%s, upstream: up, resource: %s, forwarder: %s }\n", fwd, fwd, fwd)
+		// 1000 tokens per hour per key: 3.6 s a token.
+		params += fmt.Sprintf("  - { resource: %s, param: \"header:X-Key\", count: 1000, durationSec: 3600, countOn: \"responseHeader:X-Tokens-Used\" }\n", fwd)
+	}
+	g := startGateway(t, rulesFor(up.URL, rules+params))
+	for _, fwd := range []string{"fast", "standard"} {
+		path := "/" + fwd
+		for i, st := range []struct {
+			cost string
+			want int
+		}{
+			{"600", 200},
+			{"", 200},    // no figure: 1 (acquireCount)
+			{"-7", 200},  // malformed: 1
+			{"abc", 200}, // malformed: 1
+			{"900", 200}, // 397 left: passes, 503 in debt
+			{"1", 429},
+			{"", 429},
+		} {
+			resp, _ := get(t, g.URL+path+"?cost="+st.cost, "X-Key: k1")
+			if resp.StatusCode != st.want {
+				t.Fatalf("%s call %d (cost %q): %d, want %d", fwd, i, st.cost, resp.StatusCode, st.want)
+			}
+			if v, ok := resp.Header["X-Tokens-Used"]; ok {
+				t.Fatalf("%s call %d: the client got X-Tokens-Used: %q", fwd, i, v)
+			}
+			if st.want == 429 {
+				// The debt of 503 tokens and one more: 504 x 3.6 s.
+				ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+				if err != nil || ra < 1800 || ra > 1816 {
+					t.Fatalf("%s: Retry-After %q, want about 1814 s (the debt paid, then a token)", fwd, resp.Header.Get("Retry-After"))
+				}
+			}
+		}
+		if n := cu.of(path); n != 5 {
+			t.Fatalf("%s: the upstream saw %d calls, want 5 (the blocked never reached it)", fwd, n)
+		}
+		if resp, _ := get(t, g.URL+path+"?cost=5", "X-Key: k2"); resp.StatusCode != 200 {
+			t.Fatalf("%s: another key: %d, want 200", fwd, resp.StatusCode)
+		}
+	}
+}
+
+// TestLockoutAcrossTwoGateways: a clusterMode lockout counts a user's
+// failures on every gateway of the namespace: two failures on one and one
+// on the other lock the user out on both, before the upstream.
+func TestLockoutAcrossTwoGateways(t *testing.T) {
+	rd := clStartRedis(t)
+	pw := &passwords{seen: map[string]int{}}
+	up := startUpstream(t, pw.handle)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, lockoutRules+fmt.Sprintf(`    clusterMode: true
+cluster:
+  redis: %s
+  namespace: %s
+`, rd.url(), clNamespace(t))))
+	for i, st := range []struct {
+		gw       int
+		password string
+		want     int
+	}{
+		{0, "wrong", 401}, {1, "right", 200}, {0, "wrong", 401}, {0, "right", 200},
+		{1, "wrong", 401}, // the third failure, on the other gateway
+		{0, "right", 429}, {1, "right", 429},
+	} {
+		if got := attempt(t, gs[st.gw].URL, "mallory", st.password); got != st.want {
+			t.Fatalf("attempt %d on gateway %d (%s password): %d, want %d", i, st.gw, st.password, got, st.want)
+		}
+	}
+	if n := pw.of("mallory"); n != 5 {
+		t.Fatalf("the upstream saw %d of mallory's attempts, want 5", n)
+	}
+}
