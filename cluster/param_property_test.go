@@ -3,6 +3,8 @@ package cluster_test
 // Cluster param windows (AcquireParam) as properties, against the real
 // Redis on synthetic time, as window_property_test.go does for flow rules:
 // each value has its own exact sliding window of count per durationSec.
+// Those on synthetic time run in parallel, as there; the flood test, on real
+// time, does not.
 
 import (
 	"context"
@@ -79,6 +81,7 @@ func paramCases() []paramCase {
 // refused, and no real durationSec holds more than count of its tokens,
 // from any start phase.
 func TestParamWindowPacedValueIsNeverRefused(t *testing.T) {
+	t.Parallel()
 	clock := new(synthClock)
 	s := synthService(t, namespace(t), clock)
 	for i, c := range paramCases() {
@@ -102,6 +105,7 @@ func TestParamWindowPacedValueIsNeverRefused(t *testing.T) {
 // (whole calls), and no real durationSec holds more; another value of the
 // same rule, and an item's value with its own count, are counted apart.
 func TestParamWindowOverloadPassesExactlyCount(t *testing.T) {
+	t.Parallel()
 	clock := new(synthClock)
 	s := synthService(t, namespace(t), clock)
 	const intervals = 4
@@ -153,6 +157,7 @@ func TestParamWindowOverloadPassesExactlyCount(t *testing.T) {
 // One value spread over two gateways passes count per durationSec in
 // total (global), and count x 2 with avgLocal, exactly, under overload.
 func TestParamWindowTwoGatewaysShareOneValue(t *testing.T) {
+	t.Parallel()
 	srv := startPrivateRedis(t)
 	clock := new(synthClock)
 	ns := namespace(t)
@@ -206,6 +211,7 @@ func TestParamWindowTwoGatewaysShareOneValue(t *testing.T) {
 // no key is longer than about 200 bytes whatever the request sent; values
 // that share their first bytes still count apart.
 func TestParamWindowKeys(t *testing.T) {
+	t.Parallel()
 	srv := startPrivateRedis(t)
 	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
 	defer rdb.Close()

@@ -3,7 +3,9 @@ package cluster_test
 // The window's promises as properties, through the whole Service (its block
 // cache and leases included) against the real Redis, on synthetic time: the
 // Service decides at instants the test sets (SetClock), so every check is
-// exact, and the run takes as long as its round trips.
+// exact, and the run takes as long as its round trips. So they run in
+// parallel (t.Parallel), after the package's real-time tests and never
+// beside them: other tests change how long they take, not what they see.
 
 import (
 	"cmp"
@@ -147,6 +149,7 @@ func groupSlack(count float64) int64 {
 // slots, a client at count-(g-1) an interval is never refused (see
 // groupSlack); TestWindowGroupsAtExactlyTheCount measures exactly count.
 func TestWindowPacedClientIsNeverRefused(t *testing.T) {
+	t.Parallel()
 	clock := new(synthClock)
 	s := synthService(t, namespace(t), clock)
 	for i, c := range windowCases() {
@@ -170,6 +173,7 @@ func TestWindowPacedClientIsNeverRefused(t *testing.T) {
 // of n tokens; within 0.1% below above 1024, where slots are groups), and no
 // real interval holds more than count.
 func TestWindowOverloadPassesExactlyCount(t *testing.T) {
+	t.Parallel()
 	clock := new(synthClock)
 	s := synthService(t, namespace(t), clock)
 	const intervals = 4
@@ -210,6 +214,7 @@ func TestWindowOverloadPassesExactlyCount(t *testing.T) {
 // spare); and under overload the two together pass exactly count per
 // interval.
 func TestWindowTwoGatewaysShareExactly(t *testing.T) {
+	t.Parallel()
 	srv := startPrivateRedis(t)
 	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
 	defer rdb.Close()
@@ -269,6 +274,7 @@ func TestWindowTwoGatewaysShareExactly(t *testing.T) {
 // to g-1 passes too many there. It never passes more than count, and such a
 // client is refused rarely; the test pins both, and logs how rarely.
 func TestWindowGroupsAtExactlyTheCount(t *testing.T) {
+	t.Parallel()
 	clock := new(synthClock)
 	s := synthService(t, namespace(t), clock)
 	for _, count := range []int64{1025, 2500, 5000} {
@@ -291,6 +297,7 @@ func TestWindowGroupsAtExactlyTheCount(t *testing.T) {
 // included (they are stamped with the last instant they may be used).
 // Leases need at least 2048 tokens an interval (a lease is at most count/2048).
 func TestWindowLeasesKeepTheBound(t *testing.T) {
+	t.Parallel()
 	srv := startPrivateRedis(t)
 	clock := new(synthClock)
 	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
@@ -328,6 +335,7 @@ func TestWindowLeasesKeepTheBound(t *testing.T) {
 // be refused, though some leased tokens then go unused: the gateways return
 // them.
 func TestWindowLateCallsUnderLeasesAreNotRefused(t *testing.T) {
+	t.Parallel()
 	for _, count := range []int64{1000, 5000} {
 		t.Run(fmt.Sprint("count=", count), func(t *testing.T) { lateCallsUnderLeases(t, count) })
 	}
