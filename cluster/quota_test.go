@@ -92,6 +92,16 @@ func TestDailyQuotaOnASpringForwardDay(t *testing.T) {
 	if got := acquireQuota(t, b, r, "key-1"); got.ok {
 		t.Errorf("gateway b passed a value gateway a used up: %+v", got)
 	}
+	// What an operator sees (GET /api/params): taken from Redis, taking nothing.
+	for _, v := range []struct {
+		value string
+		left  int64
+	}{{"key-1", 0}, {"key-never-seen", 3}, {"key-1", 0}} {
+		left, reset, err := b.PeekQuota(context.Background(), r, r.Count, v.value)
+		if err != nil || left != v.left || reset != 10*time.Second {
+			t.Errorf("PeekQuota(%s) = %d, %v, %v; want %d left, reset in 10s", v.value, left, reset, err, v.left)
+		}
+	}
 	if got := acquireQuota(t, b, r, "key-2"); !got.ok || got.left != 2 {
 		t.Errorf("another value on gateway b: %+v, want passed with 2 left", got)
 	}

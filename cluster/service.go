@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"sluice/config"
 	"sluice/internal/redisconn"
@@ -269,6 +272,31 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 	// The other gateways read the counter with their heartbeat and forget
 	// the windows they noted full.
 	return s.rdb.Incr(ctx, s.liftKey).Err()
+}
+
+// PeekQuota reads what value's calendar quota (count: the rule's, or the
+// item's the value matches, as AcquireQuota is asked) has left in the
+// current period, taking nothing, and the time until the period's reset:
+// for operators (GET /api/params). It waits for Redis as long as ctx
+// allows, and at most Options.Timeout on the socket.
+func (s *Service) PeekQuota(ctx context.Context, rule *config.ParamRule, count float64, value string) (left int64, reset time.Duration, err error) {
+	if s.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	spec := s.specs.param(rule, count)
+	if !spec.quota {
+		return 0, 0, ErrUnsupported
+	}
+	now := s.wall()
+	p := spec.periodAt(now)
+	used, err := s.rdb.Get(ctx, valueKey(spec, value, p.label)).Int64()
+	if errors.Is(err, redis.Nil) {
+		used, err = 0, nil // no call yet this period
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return max(int64(math.Floor(count+1e-9))-used, 0), p.reset.Sub(now), nil
 }
 
 // wall is the wall clock calendar quotas read.

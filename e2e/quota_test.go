@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -124,6 +125,30 @@ cluster:
 	call(c, "gateway C beside B", "free-1", 429, 5, 0)
 	if n := upstreamSaw("free-1"); n != 5 {
 		t.Errorf("upstream saw %d calls of free-1 after the restart, want still 5", n)
+	}
+	// The operator's view (GET /api/params) on C, which never passed
+	// free-1: what Redis has left of the day, without taking a call.
+	for _, want := range []struct {
+		key  string
+		left float64
+	}{{"free-1", 0}, {"free-3", 5}, {"free-3", 5}} {
+		resp, body := get(t, c.AdminURL+"/api/params?resource=api&value="+want.key)
+		var out struct {
+			Rules []struct {
+				Values []struct {
+					Remaining    float64 `json:"remaining"`
+					NextTokenSec float64 `json:"nextTokenSec"`
+				} `json:"values"`
+			} `json:"rules"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || resp.StatusCode != 200 || len(out.Rules) != 1 || len(out.Rules[0].Values) != 1 {
+			t.Fatalf("GET /api/params %s: %d %s (%v)", want.key, resp.StatusCode, body, err)
+		}
+		v := out.Rules[0].Values[0]
+		next, _ := midnightAfter(time.Now())
+		if toMidnight := time.Until(next).Seconds(); v.Remaining != want.left || v.NextTokenSec < toMidnight-3 || v.NextTokenSec > toMidnight+3 {
+			t.Errorf("/api/params %s: remaining %g, next token in %.0fs; want %g left, the reset in about %.0fs", want.key, v.Remaining, v.NextTokenSec, want.left, toMidnight)
+		}
 	}
 
 	// A fresh key over both gateways: 5 in all, then blocked on either.

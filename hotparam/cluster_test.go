@@ -1,6 +1,7 @@
 package hotparam_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -242,5 +243,44 @@ func TestCalendarQuotaFallback(t *testing.T) {
 	c = compileCluster(t, svc, r)
 	if got := clusterPasses(c, sec(10), "7", 10); got != 10 {
 		t.Errorf("no fallback: passed %d of 10, want all", got)
+	}
+}
+
+// peekingCluster is a fakeCluster that can peek at quotas.
+type peekingCluster struct {
+	fakeCluster
+	left map[string]int64
+}
+
+func (p *peekingCluster) PeekQuota(_ context.Context, _ *config.ParamRule, count float64, value string) (int64, time.Duration, error) {
+	if l, ok := p.left[value]; ok {
+		return l, 3 * time.Hour, nil
+	}
+	return int64(count), 3 * time.Hour, nil
+}
+
+// Report shows a calendar quota's figures from the cluster (what is left of
+// the period, and the time to its reset), for the top blocked values and
+// for peeks, without taking anything.
+func TestCalendarQuotaReport(t *testing.T) {
+	svc := &peekingCluster{fakeCluster: fakeCluster{ok: false, reset: 3 * time.Hour, period: 24 * time.Hour}, left: map[string]int64{"7": 0}}
+	c := compileCluster(t, svc, quotaRule(50))
+	c.Enter(sec(1), order("7"), 1) // blocked by the cluster
+	rep := c.Report(sec(2), nil, 10)
+	if len(rep) != 1 || len(rep[0].Values) != 1 {
+		t.Fatalf("top list %+v, want the blocked value", rep)
+	}
+	if v := rep[0].Values[0]; v.Value != "7" || v.Blocks != 1 || v.Remaining != 0 || v.NextToken != 3*time.Hour {
+		t.Errorf("top value %+v, want 7 with 1 block, 0 left, reset in 3h", v)
+	}
+	calls := svc.quotaCalls
+	rep = c.Report(sec(2), []string{"8", "102"}, 10)
+	for i, want := range []float64{50, 4} {
+		if v := rep[0].Values[i]; v.Remaining != want || v.NextToken != 3*time.Hour {
+			t.Errorf("peek %s: %+v, want %g left, reset in 3h", v.Value, v, want)
+		}
+	}
+	if svc.quotaCalls != calls {
+		t.Errorf("Report took from the quota (%d AcquireQuota calls)", svc.quotaCalls-calls)
 	}
 }

@@ -27,7 +27,9 @@ type RuleState struct {
 // next one would wait; for a concurrency rule, the calls that may still
 // start (InFlight are running). For a clusterMode rule these are this
 // gateway's local figures (what its fallback would decide on), not the
-// cluster's.
+// cluster's; but for a calendar quota (window day or month) they are, when
+// Redis answers, what the quota has left of the period and the time until
+// its reset.
 type ValueState struct {
 	// Value is the value as the client sent it; one longer than 64 bytes
 	// is tracked by a digest and shown as its first bytes, "…#" and the
@@ -66,7 +68,40 @@ func (c *Checker) Report(now int64, values []string, top int) []RuleState {
 			out[i].Values = append(out[i].Values, r.peek(now, v))
 		}
 	}
+	if qp, ok := c.cluster.(QuotaPeeker); ok {
+		for i, r := range c.rules {
+			if r.calendar {
+				r.peekQuotas(qp, out[i].Values)
+			}
+		}
+	}
 	return out
+}
+
+// QuotaPeeker is a TokenService that can read what a value's calendar
+// quota has left in Redis without taking any (sluice/cluster), for
+// Report. reset is the time until the period's reset.
+type QuotaPeeker interface {
+	PeekQuota(ctx context.Context, rule *config.ParamRule, count float64, value string) (left int64, reset time.Duration, err error)
+}
+
+// peekQuotas replaces a calendar quota's local figures in vs by what the
+// cluster has left of each value's period (Remaining) and the time until
+// its reset (NextToken), where Redis answers; a value kept as a digest,
+// whose bytes are gone, keeps the local figures. Outside every lock: one
+// round trip a value.
+func (r *rule) peekQuotas(qp QuotaPeeker, vs []ValueState) {
+	for j := range vs {
+		v := &vs[j]
+		if v.Digest || !v.Applies || v.Count == 0 {
+			continue
+		}
+		left, reset, err := qp.PeekQuota(context.Background(), &r.cfg, v.Count, v.Value)
+		if err != nil {
+			continue
+		}
+		v.Remaining, v.NextToken = float64(left), reset
+	}
 }
 
 // peek is val's state without touching the table.
