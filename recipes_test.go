@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,4 +174,111 @@ func TestRecipeDailyQuotas(t *testing.T) {
 			t.Fatalf("paid key, call %d: %d", i+1, w.Code)
 		}
 	}
+}
+
+// TestRecipeLoginLockout: the login lockout recipe: successful logins
+// cost nothing; after five 401s from one address, its next attempt (with
+// the right password) is 429 and never reaches the service; another
+// address and the office's item are not locked out by them.
+func TestRecipeLoginLockout(t *testing.T) {
+	doc, ok := recipes(t)["Login lockout"]
+	if !ok {
+		t.Fatal(`docs/recipes.md has no "Login lockout" recipe`)
+	}
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		if r.Header.Get("X-Password") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer up.Close()
+	g := loadRecipe(t, strings.ReplaceAll(doc, "http://127.0.0.1:9001", up.URL))
+	login := func(addr, password string) int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.RemoteAddr = addr + ":50000"
+		r.Header.Set("X-Password", password)
+		g.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i, want := range []int{401, 200, 401, 200, 200, 401, 401, 200, 401} {
+		password := "wrong"
+		if want == 200 {
+			password = "right"
+		}
+		if got := login("198.51.100.9", password); got != want {
+			t.Fatalf("attempt %d: %d, want %d", i, got, want)
+		}
+	}
+	before := reached.Load()
+	if got := login("198.51.100.9", "right"); got != 429 || reached.Load() != before {
+		t.Fatalf("after five failures: %d (the service reached: %v), want 429 before the service", got, reached.Load() != before)
+	}
+	if got := login("198.51.100.10", "right"); got != 200 {
+		t.Fatalf("another address: %d, want 200", got)
+	}
+	for i := range 6 {
+		if got := login("203.0.113.7", "wrong"); got != 401 {
+			t.Fatalf("the office, failure %d: %d, want 401 (its item allows 50)", i, got)
+		}
+	}
+}
+
+// TestRecipeLLMTokenBudget: the LLM token budget recipe: a key spends its
+// 100,000 tokens by the figures of the answers, the call that overdraws
+// passes, the next is 429 before the service; X-Tokens-Used never reaches
+// the client.
+func TestRecipeLLMTokenBudget(t *testing.T) {
+	doc, ok := recipes(t)["LLM token budget"]
+	if !ok {
+		t.Fatal(`docs/recipes.md has no "LLM token budget" recipe`)
+	}
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("X-Tokens-Used", r.URL.Query().Get("used"))
+	}))
+	defer up.Close()
+	g := loadRecipe(t, strings.ReplaceAll(doc, "http://127.0.0.1:9001", up.URL))
+	call := func(key, used string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/v1/chat/completions?used="+used, nil)
+		r.Header.Set("Authorization", key)
+		g.ServeHTTP(w, r)
+		return w
+	}
+	for i, st := range []struct {
+		used string
+		want int
+	}{{"60000", 200}, {"39999", 200}, {"25000", 200}, {"10", 429}} {
+		w := call("Bearer sk-1", st.used)
+		if w.Code != st.want {
+			t.Fatalf("call %d (%s tokens): %d, want %d", i, st.used, w.Code, st.want)
+		}
+		if v, ok := w.Header()["X-Tokens-Used"]; ok {
+			t.Fatalf("call %d: the client got X-Tokens-Used: %q", i, v)
+		}
+	}
+	if reached.Load() != 3 {
+		t.Fatalf("the service was reached %d times, want 3", reached.Load())
+	}
+	if w := call("Bearer sk-team-research", "500000"); w.Code != 200 {
+		t.Fatalf("the research key (1,000,000 an hour): %d", w.Code)
+	}
+}
+
+// loadRecipe serves a recipe's rules.
+func loadRecipe(t *testing.T, doc string) *proxy.Gateway {
+	t.Helper()
+	cfg, err := config.Parse("recipe.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
