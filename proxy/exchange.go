@@ -141,11 +141,14 @@ var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 // e.failed): the param rules that count after the answer read it there,
 // and the headers they read are removed.
 func (e *exchange) WriteHeader(code int) {
-	if e.status == 0 && code >= 200 {
+	switch {
+	case e.status == 0 && code >= 200:
 		e.status = code
 		if !e.failed {
 			e.call.answer(e.Header())
 		}
+	case code < 200:
+		e.call.strip(e.Header()) // an interim answer (103 Early Hints) keeps them too
 	}
 	e.ResponseWriter.WriteHeader(code)
 }

@@ -152,12 +152,24 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 // them. A blocked call holds nothing and reads nothing.
 func (c *call) answer(h http.Header) {
 	c.param.Answer(answerHeader(h))
+	for i := range c.groups {
+		if gc := &c.groups[i]; gc.entered {
+			gc.c.param.Answer(answerHeader(h))
+		}
+	}
+	c.strip(h)
+}
+
+// strip removes from h the headers whose figures the call's param rules
+// (the API groups' included) take, so that no answer, interim (1xx) or
+// final, shows them to the client.
+func (c *call) strip(h http.Header) {
 	for _, name := range c.costHeaders {
 		delete(h, name)
 	}
 	for i := range c.groups {
 		if gc := &c.groups[i]; gc.entered {
-			gc.c.answer(h)
+			gc.c.strip(h)
 		}
 	}
 }

@@ -1,0 +1,101 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/proxy"
+)
+
+// TestCostHeaderNeverReachesClient: a countOn responseHeader rule's header
+// is removed from the final answer on both forwarders and from an interim
+// (103) answer, and its figure is charged: a key of 10 tokens is let in
+// once more after spending 8, then refused before the upstream.
+func TestCostHeaderNeverReachesClient(t *testing.T) {
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("X-Tokens-Used", "1")
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("X-Tokens-Used", r.URL.Query().Get("used"))
+		w.Write([]byte("ok"))
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"fast", "standard"} {
+		t.Run(fwd, func(t *testing.T) {
+			reached.Store(0)
+			cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /chat
+    upstream: up
+    resource: chat
+    forwarder: %s
+paramRules:
+  - resource: chat
+    param: header:X-Key
+    count: 10
+    durationSec: 3600
+    countOn: "responseHeader:X-Tokens-Used"
+`, up.URL, fwd)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+			if err := g.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			srv := httptest.NewServer(g)
+			defer srv.Close()
+			for i, st := range []struct {
+				used string
+				want int
+			}{{"8", 200}, {"5", 200}, {"1", 429}} {
+				var interim []textproto.MIMEHeader
+				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+					Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+						interim = append(interim, h)
+						return nil
+					},
+				})
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/chat?used="+st.used, nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != st.want {
+					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, st.want)
+				}
+				if v, ok := resp.Header["X-Tokens-Used"]; ok {
+					t.Fatalf("call %d: the client got X-Tokens-Used: %q", i, v)
+				}
+				if fwd == "standard" && len(interim) == 0 && st.want == 200 {
+					t.Fatalf("call %d: no interim answer came through (the test sees none to check)", i)
+				}
+				for _, h := range interim {
+					if v, ok := h["X-Tokens-Used"]; ok {
+						t.Fatalf("call %d: an interim answer carried X-Tokens-Used: %q", i, v)
+					}
+				}
+			}
+			if reached.Load() != 2 {
+				t.Fatalf("the upstream was reached %d times, want 2", reached.Load())
+			}
+		})
+	}
+}
