@@ -686,7 +686,7 @@ func TestClusterRedisKilledUnderLoad(t *testing.T) {
 	// at each window's start, so a span of 3.5 s holds 3 or 4 bursts and
 	// reads 90 or 120 for a 30/s limit, never the 105 it wants (failed CI).
 	from := max(restartAt+1500*time.Millisecond, max(upSeen[0], upSeen[1])+500*time.Millisecond)
-	after := [2]time.Duration{from, from + (end-from).Truncate(time.Second)}
+	after := [2]time.Duration{from, from + (end - from).Truncate(time.Second)}
 	if after[1]-after[0] < 2*time.Second {
 		msg := fmt.Sprintf("the gateways found Redis back at %v, %v after the restart at %v: less than 2 s left to check the cluster limits again; the machine is too busy to measure", upSeen, max(upSeen[0], upSeen[1])-restartAt, restartAt)
 		if !measuringRates() {
