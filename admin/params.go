@@ -62,6 +62,9 @@ type paramValueJSON struct {
 	NextTokenSec float64 `json:"nextTokenSec"`
 	InFlight     int64   `json:"inFlight"`
 	Count        float64 `json:"count"`
+	// Cluster: remaining and nextTokenSec are the cluster's (a clusterMode
+	// rule whose Redis answered), not this gateway's.
+	Cluster bool `json:"cluster"`
 }
 
 // params serves GET /api/params?resource=R[&value=V...]: who is being
@@ -86,7 +89,7 @@ func (s *Server) params(w http.ResponseWriter, r *http.Request) {
 				Value: v.Value, ValueBase64: base64.StdEncoding.EncodeToString([]byte(v.Value)),
 				UTF8: utf8.ValidString(v.Value), Digest: v.Digest, Tracked: v.Tracked, Applies: v.Applies,
 				Passes: v.Passes, Blocks: v.Blocks, Remaining: v.Remaining,
-				NextTokenSec: v.NextToken.Seconds(), InFlight: v.InFlight, Count: v.Count,
+				NextTokenSec: v.NextToken.Seconds(), InFlight: v.InFlight, Count: v.Count, Cluster: v.Shared,
 			}
 		}
 		out.Rules[i] = pr

@@ -448,12 +448,41 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return {redis.call('ZCOUNT', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf'), now}
 `
 
+// readSrc reads one param window for an operator, writing nothing: KEYS[1]
+// the window, ARGV[1] its interval in ms. Returns the tokens in the window
+// now and the µs until its oldest pass leaves (0: none in it); an absent
+// window is empty.
+const readSrc = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local raw = redis.call('GET', KEYS[1])
+if not raw or #raw < 80 then return {0, 0} end
+local K, g, S, h, f = struct.unpack('<ddddd', raw)
+local I = tonumber(ARGV[1]) * 1000
+local used, oldest = 0, -1
+for j = 0, S - 1 do
+  local i = (h + j) % S
+  if #raw >= 80 + i * 8 + 8 then
+    local v = struct.unpack('<d', raw, 80 + i * 8 + 1)
+    if v > now - I then
+      local c = g
+      if j == S - 1 then c = f end
+      used = used + c
+      if oldest < 0 then oldest = v end
+    end
+  end
+end
+local wait = 0
+if oldest >= 0 then wait = math.max(0, math.floor(oldest + I - now)) end
+return {used, wait}
+`
+
 // scripts are immutable once built; Service holds its own so that no
 // package state exists.
 type scripts struct {
-	acquire, beat, count *redis.Script
+	acquire, beat, count, read *redis.Script
 }
 
 func newScripts() scripts {
-	return scripts{acquire: redis.NewScript(acquireSrc), beat: redis.NewScript(beatSrc), count: redis.NewScript(countSrc)}
+	return scripts{acquire: redis.NewScript(acquireSrc), beat: redis.NewScript(beatSrc), count: redis.NewScript(countSrc), read: redis.NewScript(readSrc)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,6 +298,30 @@ func (s *Service) PeekQuota(ctx context.Context, rule *config.ParamRule, count f
 		return 0, 0, err
 	}
 	return max(int64(math.Floor(count+1e-9))-used, 0), p.reset.Sub(now), nil
+}
+
+// ReadParam reads value's window of a clusterMode param rule (count as
+// AcquireParam is asked) without taking a token, for an operator: the
+// tokens it holds now and how long until the oldest of them leaves (0
+// when it holds none). A calendar quota has no window: ErrUnsupported
+// (PeekQuota reads it). It waits for Redis as long as ctx allows, breaker
+// or not.
+func (s *Service) ReadParam(ctx context.Context, rule *config.ParamRule, count float64, value string) (used float64, wait time.Duration, err error) {
+	if s.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	spec := s.specs.param(rule, count)
+	if spec.quota {
+		return 0, 0, ErrUnsupported
+	}
+	res, err := s.scripts.read.Run(ctx, s.rdb, []string{valueKey(spec, value, "")}, strconv.FormatInt(rule.DurationSec*1000, 10)).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(res) != 2 {
+		return 0, 0, errors.New("cluster: reading a param window: unexpected answer")
+	}
+	return float64(res[0]), time.Duration(res[1]) * time.Microsecond, nil
 }
 
 // wall is the wall clock calendar quotas read.

@@ -268,3 +268,29 @@ func TestForgetParam(t *testing.T) {
 		t.Errorf("ForgetParam emptied another window too (%d passed)", got)
 	}
 }
+
+// ReadParam reads a value's window without taking a token: the tokens in
+// it and until the oldest leaves; reading it any number of times leaves
+// the value its count.
+func TestReadParam(t *testing.T) {
+	s := newService(t, cluster.Options{URL: redisURL(t), Namespace: namespace(t), Timeout: time.Second})
+	rule := paramRule(3, 600, config.ThresholdGlobal)
+	ctx := context.Background()
+	for range 50 {
+		if used, wait, err := s.ReadParam(ctx, rule, 3, "fresh"); err != nil || used != 0 || wait != 0 {
+			t.Fatalf("an untouched value: %v tokens, %v, %v", used, wait, err)
+		}
+	}
+	for range 2 {
+		if ok, err := s.AcquireParam(rule, 3, "fresh", 1); !ok || err != nil {
+			t.Fatalf("after 50 reads a call was refused: %v", err)
+		}
+	}
+	used, wait, err := s.ReadParam(ctx, rule, 3, "fresh")
+	if err != nil || used != 2 || wait <= 590*time.Second || wait > 600*time.Second {
+		t.Fatalf("after 2 passes: %v tokens, the oldest leaves in %v (%v); want 2, about 600 s", used, wait, err)
+	}
+	if ok, _ := s.AcquireParam(rule, 3, "fresh", 1); !ok {
+		t.Fatal("the third call was refused: a read took a token")
+	}
+}

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // /api/params against the real binary: who is being limited now, a peek
@@ -248,5 +250,56 @@ paramRules:
 	}
 	if code := try("right"); code != 200 || uc.of("mallory") != seen+1 {
 		t.Errorf("after the lift: %d, upstream saw %d more; want 200 and 1", code, uc.of("mallory")-seen)
+	}
+}
+
+// TestParamsClusterLift: a clusterMode login rule on two gateways sharing a
+// namespace on the shared Redis. A user locked out through gateway 0 shows
+// no token left on gateway 1 too (its figures are read from Redis, without
+// taking a token); a DELETE on gateway 0 lifts the user on both: gateway 1,
+// which had refused the user (and noted the window full), passes the next
+// login within a heartbeat, and the upstream sees it.
+func TestParamsClusterLift(t *testing.T) {
+	redisURL := clRedisURL(t)
+	uc := &userCounter{seen: map[string]int{}}
+	up := startUpstream(t, uc.handle)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+paramRules:
+  - resource: login
+    param: header:X-User
+    count: 2
+    durationSec: 600
+    clusterMode: true
+cluster:
+  redis: %s
+  namespace: %s
+`, redisURL, clNamespace(t))))
+	if got := login(t, gs[0], "mallory", 2) + login(t, gs[1], "mallory", 2) + login(t, gs[0], "mallory", 1); got != 2 {
+		t.Fatalf("%d of 5 logins passed across two gateways, want 2 (the cluster's count)", got)
+	}
+	for i, g := range gs {
+		p := getParams(t, g, "resource=login&value=mallory&value=bob").Rules[0].Values
+		if len(p) != 2 || p[0].Remaining != 0 || p[0].NextToken <= 500 || p[1].Remaining != 2 {
+			t.Errorf("gateway %d's peek: %+v; want mallory with nothing left for ~600 s, bob with 2", i, p)
+		}
+	}
+	before := uc.of("mallory")
+	if code, body, _ := admDo(t, "DELETE", gs[0].AdminURL+"/api/params?resource=login&value=mallory", ""); code != 200 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	// Gateway 1 noted the window full; its heartbeat (1 s) reads the lift.
+	deadline := time.Now().Add(5 * time.Second)
+	for login(t, gs[1], "mallory", 1) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway 1 still refuses mallory 5 s after the lift")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := login(t, gs[0], "mallory", 2); got != 1 || uc.of("mallory") != before+2 {
+		t.Errorf("after the lift: %d of 2 more passed on gateway 0 (want 1: the count is 2), the upstream saw %d (want 2)", got, uc.of("mallory")-before)
 	}
 }

@@ -25,11 +25,11 @@ type RuleState struct {
 // and how long until one more is there (0 when the bucket is full); for a
 // throttle rule, how many calls may still join the queue and how long the
 // next one would wait; for a concurrency rule, the calls that may still
-// start (InFlight are running). For a clusterMode rule these are this
-// gateway's local figures (what its fallback would decide on), not the
-// cluster's; but for a calendar quota (window day or month) they are, when
-// Redis answers, what the quota has left of the period and the time until
-// its reset.
+// start (InFlight are running). For a clusterMode rule they are the
+// cluster's (Shared) when Redis answers: for a window, read by a Reader;
+// for a calendar quota (window day or month), what it has left of the
+// period and the time until its reset, read by a QuotaPeeker. Else they
+// are this gateway's local figures (what its fallback would decide on).
 type ValueState struct {
 	// Value is the value as the client sent it; one longer than 64 bytes
 	// is tracked by a digest and shown as its first bytes, "…#" and the
@@ -45,7 +45,19 @@ type ValueState struct {
 	NextToken time.Duration
 	InFlight  int64
 	Count     float64 // the threshold that applies to the value (an item's, else the rule's)
+	Shared    bool    // Remaining and NextToken are the cluster's
 }
+
+// Reader is a TokenService that can also read a value's state in the
+// cluster without taking a token (sluice/cluster), for Report: the tokens
+// its window holds (a calendar quota: the calls of this period) and how
+// long until the oldest leaves (a quota: until its reset).
+type Reader interface {
+	ReadParam(ctx context.Context, rule *config.ParamRule, count float64, value string) (used float64, wait time.Duration, err error)
+}
+
+// readTimeout bounds the cluster reads of one Report.
+const readTimeout = 2 * time.Second
 
 // Report returns, per rule of the checker in file order, the figures of
 // values, tracked or not, without taking a token, tracking a value or
@@ -58,20 +70,28 @@ func (c *Checker) Report(now int64, values []string, top int) []RuleState {
 		return nil
 	}
 	out := make([]RuleState, len(c.rules))
+	rd, _ := c.cluster.(Reader)
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
 	for i, r := range c.rules {
 		out[i] = RuleState{Rule: &r.cfg, Ord: i, Tracked: r.table.Len()}
 		if len(values) == 0 {
 			out[i].Values = r.top(now, top)
-			continue
+		} else {
+			for _, v := range values {
+				out[i].Values = append(out[i].Values, r.peek(now, v))
+			}
 		}
-		for _, v := range values {
-			out[i].Values = append(out[i].Values, r.peek(now, v))
+		if r.cluster && !r.calendar && rd != nil {
+			for j := range out[i].Values {
+				r.shared(ctx, rd, c.cluster.Gateways(), &out[i].Values[j])
+			}
 		}
 	}
 	if qp, ok := c.cluster.(QuotaPeeker); ok {
 		for i, r := range c.rules {
 			if r.calendar {
-				r.peekQuotas(qp, out[i].Values)
+				r.peekQuotas(ctx, qp, out[i].Values)
 			}
 		}
 	}
@@ -90,18 +110,36 @@ type QuotaPeeker interface {
 // its reset (NextToken), where Redis answers; a value kept as a digest,
 // whose bytes are gone, keeps the local figures. Outside every lock: one
 // round trip a value.
-func (r *rule) peekQuotas(qp QuotaPeeker, vs []ValueState) {
+func (r *rule) peekQuotas(ctx context.Context, qp QuotaPeeker, vs []ValueState) {
 	for j := range vs {
 		v := &vs[j]
 		if v.Digest || !v.Applies || v.Count == 0 {
 			continue
 		}
-		left, reset, err := qp.PeekQuota(context.Background(), &r.cfg, v.Count, v.Value)
+		left, reset, err := qp.PeekQuota(ctx, &r.cfg, v.Count, v.Value)
 		if err != nil {
 			continue
 		}
-		v.Remaining, v.NextToken = float64(left), reset
+		v.Remaining, v.NextToken, v.Shared = float64(left), reset, true
 	}
+}
+
+// shared puts the cluster's figures for s's value in s, if the cluster
+// answers. A value listed by its digest cannot be asked for: the cluster
+// keys it by its whole bytes.
+func (r *rule) shared(ctx context.Context, rd Reader, gateways int, s *ValueState) {
+	if s.Digest || !s.Applies || ctx.Err() != nil {
+		return
+	}
+	used, wait, err := rd.ReadParam(ctx, &r.cfg, s.Count, s.Value)
+	if err != nil {
+		return
+	}
+	k := math.Floor(s.Count + 1e-9)
+	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
+		k = math.Floor(s.Count*float64(gateways) + 1e-9)
+	}
+	s.Remaining, s.NextToken, s.Shared = max(k-used, 0), wait, true
 }
 
 // peek is val's state without touching the table.

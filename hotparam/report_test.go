@@ -228,3 +228,34 @@ func TestCountingBlocksDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v blocks counted, want over 1000", got)
 	}
 }
+
+// readingCluster is a fakeCluster whose windows hold used tokens each.
+type readingCluster struct {
+	fakeCluster
+	used float64
+	err  error
+}
+
+func (f *readingCluster) ReadParam(_ context.Context, _ *config.ParamRule, _ float64, _ string) (float64, time.Duration, error) {
+	return f.used, 7 * time.Second, f.err
+}
+
+// A clusterMode rule reports the cluster's figures when the cluster
+// answers (an item's count for its value, avgLocal's count per gateway),
+// else this gateway's own.
+func TestReportClusterFigures(t *testing.T) {
+	rc := &readingCluster{fakeCluster: fakeCluster{ok: true, gateways: 3}, used: 3}
+	c := compileCluster(t, rc, clusterRule(5, config.ThresholdGlobal, nil))
+	vs := c.Report(0, []string{"7", "102"}, 0)[0].Values
+	if !vs[0].Shared || vs[0].Remaining != 2 || vs[0].NextToken != 7*time.Second || vs[1].Remaining != 1 {
+		t.Errorf("global: %+v", vs)
+	}
+	avg := compileCluster(t, rc, clusterRule(5, config.ThresholdAvgLocal, nil))
+	if v := avg.Report(0, []string{"7"}, 0)[0].Values[0]; v.Remaining != 12 {
+		t.Errorf("avgLocal of 5 on 3 gateways, 3 used: %+v, want 12 left", v)
+	}
+	rc.err = errors.New("redis down")
+	if v := c.Report(0, []string{"7"}, 0)[0].Values[0]; v.Shared || v.Remaining != 5 {
+		t.Errorf("without the cluster: %+v, want the local figures (5 left)", v)
+	}
+}

@@ -178,6 +178,7 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 
 var _ limiter.TokenService = (*cluster.Service)(nil)
 var _ hotparam.Forgetter = (*cluster.Service)(nil)
+var _ hotparam.Reader = (*cluster.Service)(nil)
 
 // EnvAdminToken names the environment variable whose token wins over
 // admin.token; run reads it once, since a process's environment does not

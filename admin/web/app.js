@@ -208,7 +208,7 @@ function ruleTitle(r) {
   const c = r.config || {};
   const rate = c.grade === "concurrency" ? c.count + " in flight" : c.count + " per " + c.durationSec + "s";
   return "rule " + r.rule + " · " + cell(c.param) + " · " + rate + (c.controlBehavior === "throttle" ? " (queue)" : "") +
-    (c.clusterMode ? " · cluster (this gateway's figures)" : "") + (c.dryRun ? " · dryRun" : "");
+    (c.clusterMode ? " · cluster" : "") + (c.dryRun ? " · dryRun" : "");
 }
 
 function showParams(answers) {
