@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Param rules that take their tokens after the answer (countOn), against
@@ -185,7 +186,9 @@ func TestResponseCostOverdraw(t *testing.T) {
 
 // TestLockoutAcrossTwoGateways: a clusterMode lockout counts a user's
 // failures on every gateway of the namespace: two failures on one and one
-// on the other lock the user out on both, before the upstream.
+// on the other lock the user out on both, before the upstream. Both show
+// the user with nothing left (read from Redis); a DELETE /api/params on
+// one lifts the lockout on both (the other within a heartbeat).
 func TestLockoutAcrossTwoGateways(t *testing.T) {
 	rd := clStartRedis(t)
 	pw := &passwords{seen: map[string]int{}}
@@ -210,5 +213,27 @@ cluster:
 	}
 	if n := pw.of("mallory"); n != 5 {
 		t.Fatalf("the upstream saw %d of mallory's attempts, want 5", n)
+	}
+	for i, g := range gs {
+		if p := getParams(t, g, "resource=login&value=mallory").Rules[0].Values[0]; p.Remaining != 0 {
+			t.Errorf("gateway %d's peek at mallory: %+v, want nothing left", i, p)
+		}
+	}
+	if code, body, _ := admDo(t, "DELETE", gs[0].AdminURL+"/api/params?resource=login&value=mallory", ""); code != 200 {
+		t.Fatalf("DELETE /api/params on gateway 0: %d %s", code, body)
+	}
+	if got := attempt(t, gs[0].URL, "mallory", "right"); got != 200 {
+		t.Fatalf("after the lift, gateway 0: %d, want 200", got)
+	}
+	// Gateway 1 noted the window full; its heartbeat (1 s) reads the lift.
+	deadline := time.Now().Add(5 * time.Second)
+	for attempt(t, gs[1].URL, "mallory", "right") != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway 1 still locks mallory out 5 s after the lift")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := pw.of("mallory"); n != 7 {
+		t.Fatalf("after the lift the upstream saw %d of mallory's attempts, want 7", n)
 	}
 }
