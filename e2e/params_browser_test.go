@@ -75,9 +75,18 @@ func TestParamsPanelLiftsAValue(t *testing.T) {
 	}
 
 	// Without the token the lift is refused and says so.
-	lift := chromedp.CSS(`[data-param-resource="login"] button.lift[data-value-b64="` + b64("mallory") + `"]`)
+	// Clicked from the page's own script: the panel redraws every 2 s,
+	// and a button found by the driver could be replaced before its click.
+	lift := func() {
+		t.Helper()
+		found, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector(`+
+			`'[data-param-resource="login"] button.lift[data-value-b64="`+b64("mallory")+`"]'); if (b) b.click(); return !!b; })()`))
+		if err != nil || !found {
+			t.Fatalf("no Lift button for mallory (%v)", err)
+		}
+	}
+	lift()
 	if err := chromedp.Do(bctx,
-		chromedp.Click(lift),
 		chromedp.WaitVisible(chromedp.CSS(`#params-result.bad`)),
 	); err != nil {
 		t.Fatalf("lifting mallory without the token: %v", err)
@@ -90,9 +99,11 @@ func TestParamsPanelLiftsAValue(t *testing.T) {
 	}
 
 	// Lift mallory with the admin token, as the editor's writes take it.
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), "letmein")); err != nil {
+		t.Fatal(err)
+	}
+	lift()
 	if err := chromedp.Do(bctx,
-		chromedp.SendKeys(chromedp.CSS(`#token`), "letmein"),
-		chromedp.Click(lift),
 		chromedp.WaitVisible(chromedp.CSS(`#params-result.ok`)),
 	); err != nil {
 		t.Fatalf("lifting mallory: %v (page says %q)", err, browsertest.Text(t, bctx, `#params-result`))
