@@ -108,15 +108,14 @@ flowRules:
 		t.Errorf("Content-Length over the cap: the upstream got %d requests, %d bytes; want none", reqs-reqs0, n-bytes0)
 	}
 
-	// Chunked (no length) over the cap: cut at the cap, 413.
-	req, _ := http.NewRequest("POST", g.URL+"/upload", io.MultiReader(strings.NewReader(strings.Repeat("y", 100000))))
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 413 || req.ContentLength != 0 { // 0 with a body: sent chunked
-		t.Errorf("chunked body of 100000 over 64: %d (Content-Length %d), want 413, chunked", resp.StatusCode, req.ContentLength)
+	// Chunked (no length) over the cap: cut at the cap, 413. Sent raw, as
+	// the answer comes while the body is still being written: Go's client
+	// drops that answer when the gateway hangs up before the last write
+	// (a reset on a busy machine).
+	raw := fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		100000, strings.Repeat("y", 100000))
+	if resp, _, err := hdRaw(t, hdAddr(g.URL), raw); err != nil || resp.StatusCode != 413 {
+		t.Errorf("chunked body of 100000 over 64: %v %v, want 413", resp, err)
 	}
 	// Within the cap: passes whole (and, being answered after the cut
 	// request's upstream call ended, orders the count below after it).
