@@ -54,6 +54,7 @@ type hit struct {
 }
 
 type result struct {
+	start  time.Time // when the load's first request was due
 	hits   []hit
 	maxLag time.Duration
 	late   int // sends later than limit
@@ -82,6 +83,10 @@ func run(t *testing.T, l load) *result {
 		var v [5]int64
 		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
 			t.Fatalf("loadgen output %q: %v", sc.Text(), err)
+		}
+		if v[0] == -1 {
+			res.start = time.UnixMicro(v[1])
+			continue
 		}
 		h := hit{target: int(v[0]), due: time.Duration(v[1]) * time.Microsecond, sent: time.Duration(v[2]) * time.Microsecond,
 			done: time.Duration(v[3]) * time.Microsecond, status: int(v[4])}
