@@ -166,18 +166,7 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 // reuses after the call: what is kept of it is copied. rule must not
 // change once used (its address names its prepared form).
 func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
-	switch {
-	case s.closed.Load():
-		return false, ErrClosed
-	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return false, ErrUnsupported
-	case n <= 0:
-		return true, nil
-	case !s.up.Load():
-		return false, ErrUnavailable
-	}
-	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, opAcquire)
-	return ok, err
+	return s.paramOp(rule, count, value, n, opAcquire)
 }
 
 // PeekParam reports whether value's window of a clusterMode param rule
@@ -185,18 +174,7 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 // responseHeader rule lets a call in on it, and charges the answer's
 // tokens with ChargeParam. ok and err are as AcquireParam's.
 func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
-	switch {
-	case s.closed.Load():
-		return false, ErrClosed
-	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return false, ErrUnsupported
-	case n <= 0:
-		return true, nil
-	case !s.up.Load():
-		return false, ErrUnavailable
-	}
-	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, opPeek)
-	return ok, err
+	return s.paramOp(rule, count, value, n, opPeek)
 }
 
 // ChargeParam takes n tokens of value's window after a call's answer,
@@ -206,18 +184,25 @@ func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string,
 // out until its passes leave the window, at most durationSec, and one
 // charge takes at most count tokens. err != nil: Redis did not take them.
 func (s *Service) ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error {
+	_, err := s.paramOp(rule, count, value, n, opCharge)
+	return err
+}
+
+// paramOp runs op on value's window of a clusterMode param rule, after the
+// checks every such call shares.
+func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, err error) {
 	switch {
 	case s.closed.Load():
-		return ErrClosed
+		return false, ErrClosed
 	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return ErrUnsupported
+		return false, ErrUnsupported
 	case n <= 0:
-		return nil
+		return true, nil
 	case !s.up.Load():
-		return ErrUnavailable
+		return false, ErrUnavailable
 	}
-	_, _, err := s.acquire(s.specs.param(rule, count), value, n, nil, 0, opCharge)
-	return err
+	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
+	return ok, err
 }
 
 // AcquireQuota takes n of one value's calendar quota, for a clusterMode
