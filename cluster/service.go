@@ -588,9 +588,11 @@ func (s *Service) beat(ctx context.Context) {
 // noteLifts clears the block cache when the namespace's lift counter moved
 // since the last heartbeat: a gateway's ForgetParam emptied a window that
 // this gateway may have noted full. Every noted window is asked of Redis
-// again, once; lifts are rare.
+// again, once; lifts are rare. The first reading clears it too: windows
+// noted before it (calls served before Run's first heartbeat answered)
+// may have been lifted since, and no earlier reading tells.
 func (s *Service) noteLifts(n int64) {
-	if old := s.lifts.Swap(n); old != n && old != noLifts {
+	if old := s.lifts.Swap(n); old != n {
 		s.blocks.clear()
 	}
 }

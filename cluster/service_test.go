@@ -269,6 +269,45 @@ func TestForgetParam(t *testing.T) {
 	}
 }
 
+// A gateway that noted a window full before its first heartbeat (Run
+// started late, or its first beat was slow on a busy host) still passes a
+// value lifted meanwhile within a heartbeat: its first reading of the lift
+// counter cannot tell whether a lift came after the note, so it forgets
+// what it noted.
+func TestForgetParamBeforeFirstHeartbeat(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	const beat = 100 * time.Millisecond
+	a := newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second, Heartbeat: beat})
+	var states stateLog
+	b, err := cluster.New(cluster.Options{URL: url, Namespace: ns, Timeout: time.Second, Heartbeat: beat, OnState: states.on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rule := paramRule(2, 600, config.ThresholdGlobal)
+	for range 3 {
+		if _, err := b.AcquireParam(rule, 2, "locked", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, _ := b.AcquireParam(rule, 2, "locked", 1); ok {
+		t.Fatal("not refused before ForgetParam")
+	}
+	if err := a.ForgetParam(context.Background(), rule, 2, "locked"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// Wait on b's first heartbeat (its first state), not on a clock.
+	waitFor(t, 5*time.Second, "the first heartbeat of the other gateway", func() bool { return states.ups.Load() == 1 })
+	if ok, err := b.AcquireParam(rule, 2, "locked", 1); !ok || err != nil {
+		t.Fatalf("after its first heartbeat the other gateway still refuses the lifted value (%v)", err)
+	}
+}
+
 // ReadParam reads a value's window without taking a token: the tokens in
 // it and until the oldest leaves; reading it any number of times leaves
 // the value its count.
