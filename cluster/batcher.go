@@ -22,6 +22,7 @@ type call struct {
 	void     int64         // leased tokens this gateway did not use, returned to the window
 	voidAt   int64         // the stamp they were leased with (Redis µs)
 	at       time.Duration // when Acquire began, on the Service's timeline: no later than the script's clock read
+	gen      uint64        // the block cache's generation when Acquire began, before Redis decided
 	deadline time.Time
 	timer    *time.Timer
 	ok       bool

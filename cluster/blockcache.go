@@ -3,6 +3,7 @@ package cluster
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,7 +32,15 @@ type blockEntry struct {
 type blockCache struct {
 	mu sync.Mutex
 	m  map[blockKey]blockEntry // guarded by mu; at most maxBlocked entries
+	// gen counts forgets and clears (written under mu): a refusal Redis
+	// decided before a lift may arrive after the lift was noted, and must
+	// not be remembered then.
+	gen atomic.Uint64
 }
+
+// generation is read when a call starts, before Redis decides it; add
+// drops the call's refusal if a forget or clear came in between.
+func (c *blockCache) generation() uint64 { return c.gen.Load() }
 
 // blocked reports whether n tokens of spec/origin are known to be refused at now.
 func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Duration) bool {
@@ -49,11 +58,15 @@ func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Du
 	return n >= e.n
 }
 
-// add records at now that n tokens are refused until the instant until.
-func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time.Duration) {
+// add records at now that n tokens are refused until the instant until,
+// unless the cache was forgotten or cleared since generation gen.
+func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time.Duration, gen uint64) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen.Load() != gen {
+		return // decided before a lift: Redis may have emptied the window since
+	}
 	if c.m == nil {
 		c.m = make(map[blockKey]blockEntry)
 	}
@@ -87,6 +100,7 @@ func (c *blockCache) sweep(now time.Duration) {
 // emptied it).
 func (c *blockCache) forget(spec *ruleSpec, origin string) {
 	c.mu.Lock()
+	c.gen.Add(1)
 	delete(c.m, blockKey{spec, origin})
 	c.mu.Unlock()
 }
@@ -94,6 +108,7 @@ func (c *blockCache) forget(spec *ruleSpec, origin string) {
 // clear forgets every window noted full.
 func (c *blockCache) clear() {
 	c.mu.Lock()
+	c.gen.Add(1)
 	clear(c.m)
 	c.mu.Unlock()
 }

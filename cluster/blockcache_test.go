@@ -9,7 +9,7 @@ func TestBlockCacheSteps(t *testing.T) {
 	a, b := &ruleSpec{prefix: "a"}, &ruleSpec{prefix: "b"}
 	var c blockCache
 	const ms = time.Millisecond
-	c.add(a, "x", 2, 0, 25*ms) // a/x refused 2 tokens until 25ms
+	c.add(a, "x", 2, 0, 25*ms, 0) // a/x refused 2 tokens until 25ms
 	steps := []struct {
 		spec   *ruleSpec
 		origin string
@@ -33,17 +33,43 @@ func TestBlockCacheSteps(t *testing.T) {
 	}
 }
 
+// A refusal Redis decided before a lift, whose answer arrives after this
+// gateway forgot or cleared its notes, is not remembered: the window may
+// be empty by now. One decided after the lift is.
+func TestBlockCacheDropsRefusalsDecidedBeforeALift(t *testing.T) {
+	s := &ruleSpec{}
+	for _, lift := range []struct {
+		name string
+		do   func(c *blockCache)
+	}{
+		{"forget", func(c *blockCache) { c.forget(s, "locked") }},
+		{"clear", func(c *blockCache) { c.clear() }},
+	} {
+		var c blockCache
+		before := c.generation() // the call starts; Redis refuses it
+		lift.do(&c)              // the lift is noted before its answer arrives
+		c.add(s, "locked", 1, 0, time.Hour, before)
+		if c.blocked(s, "locked", 1, time.Second) {
+			t.Errorf("%s: a refusal decided before the lift is remembered after it", lift.name)
+		}
+		c.add(s, "locked", 1, 0, time.Hour, c.generation())
+		if !c.blocked(s, "locked", 1, time.Second) {
+			t.Errorf("%s: a refusal decided after the lift is not remembered", lift.name)
+		}
+	}
+}
+
 func TestBlockCacheIsBounded(t *testing.T) {
 	var c blockCache
 	s := &ruleSpec{}
 	for i := range maxBlocked + 10 {
-		c.add(s, itoa(int64(i)), 1, 0, time.Second)
+		c.add(s, itoa(int64(i)), 1, 0, time.Second, 0)
 	}
 	if len(c.m) != maxBlocked {
 		t.Fatalf("%d entries, want the cap %d", len(c.m), maxBlocked)
 	}
 	// Once they have ended, a new entry sweeps them out.
-	c.add(s, "late", 1, 2*time.Second, 3*time.Second)
+	c.add(s, "late", 1, 2*time.Second, 3*time.Second, 0)
 	if len(c.m) != 1 || !c.blocked(s, "late", 1, 2*time.Second) {
 		t.Fatalf("after the sweep: %d entries, want only the new one", len(c.m))
 	}
@@ -52,7 +78,7 @@ func TestBlockCacheIsBounded(t *testing.T) {
 func TestBlockCacheAllocatesNothingOnLookup(t *testing.T) {
 	var c blockCache
 	s := &ruleSpec{}
-	c.add(s, "origin", 1, 0, time.Hour)
+	c.add(s, "origin", 1, 0, time.Hour, 0)
 	origin := "origin"
 	if a := testing.AllocsPerRun(100, func() { c.blocked(s, origin, 1, time.Second) }); a != 0 {
 		t.Errorf("blocked allocates %v times per call", a)

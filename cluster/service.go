@@ -247,7 +247,6 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 		return ErrClosed
 	}
 	spec := s.specs.param(rule, count)
-	s.blocks.forget(spec, value)
 	suffix := ""
 	if spec.quota {
 		suffix = spec.periodAt(s.wall()).label // a calendar quota: its count of this period
@@ -255,6 +254,9 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 	if err := s.rdb.Del(ctx, valueKey(spec, value, suffix)).Err(); err != nil {
 		return err
 	}
+	// After the DEL: a call started since is decided on the emptied window,
+	// and one in flight across it is not remembered (the generation moved).
+	s.blocks.forget(spec, value)
 	// The other gateways read the counter with their heartbeat and forget
 	// the windows they noted full.
 	return s.rdb.Incr(ctx, s.liftKey).Err()
@@ -391,6 +393,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	c.op = op
 	c.demand = demand
 	c.at = at
+	c.gen = s.blocks.generation()
 	c.deadline = start.Add(s.opts.Timeout)
 	if s.active.Add(1) == 1 {
 		// No other call in flight: decide this one here, saving the hand-off
@@ -433,7 +436,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
 	ok, left := c.ok, c.left
 	start := c.at
 	if err == nil && !ok && c.retry > 0 {
-		s.blocks.add(c.spec, key, c.n, start, start+c.retry)
+		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
 	}
 	if c.demand > 0 {
 		var extra int64
@@ -442,7 +445,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
 		}
 		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor)
 	}
-	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, opAcquire
+	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.gen, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, 0, opAcquire
 	c.void, c.voidAt, c.stamp = 0, 0, 0
 	c.expireAt, c.reset, c.left = nil, 0, 0
 	s.pool.Put(c)
