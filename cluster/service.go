@@ -637,6 +637,12 @@ func (s *Service) setState(up bool, err error) {
 	s.known.Store(true)
 	s.fails.Store(0)
 	s.up.Store(up)
+	// the gauge first, then the log: a reader of the log finds the metrics
+	// already saying so (an e2e test read 0 right after "reachable again")
+	if s.opts.OnState != nil {
+		s.opts.OnState(up)
+	}
+	s.noteStatus(nil)
 	if up && first {
 		s.opts.Log.Info().Str("gateway", s.opts.GatewayID).Str("redis", s.rdb.String()).Msg("cluster: redis reachable; cluster limiting on")
 	} else if up {
@@ -645,8 +651,4 @@ func (s *Service) setState(up bool, err error) {
 		s.opts.Log.Warn().Err(err).Str("gateway", s.opts.GatewayID).Str("redis", s.rdb.String()).
 			Msg("cluster: redis failing; cluster rules fall back until it answers again")
 	}
-	if s.opts.OnState != nil {
-		s.opts.OnState(up)
-	}
-	s.noteStatus(nil)
 }
