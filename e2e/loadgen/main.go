@@ -6,7 +6,8 @@
 // a bounded number of requests, and stops by itself.
 //
 // Input (stdin, JSON): {"rate":..,"durationMs":..,"workers":..,"targets":[{"method":"GET","url":"http://127.0.0.1:..","header":{"K":"V"}}]}
-// Output (stdout, JSON lines): one [target, dueUs, sentUs, doneUs, status] per request.
+// Output (stdout, JSON lines): first [-1, startUnixUs, 0, 0, 0], when the
+// load started; then one [target, dueUs, sentUs, doneUs, status] per request.
 package main
 
 import (
