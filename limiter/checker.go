@@ -299,18 +299,18 @@ func (t *Token) reserve(now, maxWait int64, v *Verdict) (ok bool, retry int64) {
 			}
 			return false, 0
 		}
-		latest, failed := at, false
+		latest, ahead, failed := at, false, false
 		for i := 0; i < t.nheld; i++ {
 			h := t.heldAt(i)
 			if !h.prio {
 				continue
 			}
-			st, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
+			st, later, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
 			if !ok {
 				failed = true
 				break
 			}
-			h.at, latest = st, max(latest, st)
+			h.at, latest, ahead = st, max(latest, st), ahead || later
 		}
 		if failed { // taken meanwhile: give back what this try reserved
 			for i := 0; i < t.nheld; i++ {
@@ -322,7 +322,7 @@ func (t *Token) reserve(now, maxWait int64, v *Verdict) (ok bool, retry int64) {
 			from = at
 			continue
 		}
-		t.prioQuota(now, v, at, latest)
+		t.prioQuota(now, v, ahead, latest)
 		return true, 0
 	}
 	return false, 0
@@ -354,11 +354,14 @@ func (t *Token) commonRoom(now, from, until int64) (int64, bool) {
 	return 0, false
 }
 
-// prioQuota sets the verdict of a prioritized call reserved at at (the
-// latest window's stamp: latest): its wait, and the quota of its first
-// reject rule.
-func (t *Token) prioQuota(now int64, v *Verdict, at, latest int64) {
-	if at > now {
+// prioQuota sets the verdict of a prioritized call whose passes are
+// stamped at latest at the latest: its wait, if a pass lies ahead of the
+// present (ahead), and the quota of its first reject rule. A call whose
+// clock reading is older than another call's already counted is stamped
+// at that present, a little after its own now: it passes at once, as a
+// plain call would, and is no prioritized wait.
+func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) {
+	if ahead {
 		v.Prioritized = true
 		v.Wait = max(v.Wait, time.Duration(latest-now))
 	}

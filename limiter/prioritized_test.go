@@ -56,3 +56,33 @@ func TestPrioritizedSeveralRules(t *testing.T) {
 	}
 	held.Exit(t0, false)
 }
+
+// Calls read the clock before they reach the window, so one may arrive
+// with a reading older than a call already counted. Its pass is stamped at
+// that present, a hair after its own now: it goes at once like a plain
+// call and is no prioritized wait (sluice_prioritized_waits_total counted
+// such a call as one, under a busy machine).
+func TestPrioritizedStaleClockIsNoWait(t *testing.T) {
+	c := compile(t, qps("r", 5)).Checker("r", "default")
+	if tok, v := c.EnterPrioritized(t0+10*ms, "", 1, int64(time.Second)); v.Blocked || v.Prioritized || v.Wait != 0 {
+		t.Fatalf("first call: %+v, want a pass at once", v)
+	} else {
+		tok.Exit(t0+10*ms, false)
+	}
+	tok, v := c.EnterPrioritized(t0, "", 1, int64(time.Second)) // read 10 ms before the first
+	if v.Blocked || v.Prioritized || v.Wait != 0 {
+		t.Fatalf("a call with an older clock reading: %+v, want a pass at once, no wait", v)
+	}
+	tok.Exit(t0+10*ms, false)
+	for i := range 3 {
+		if _, v := c.EnterPrioritized(t0+5*ms, "", 1, int64(time.Second)); v.Blocked || v.Prioritized {
+			t.Fatalf("call %d of 5: %+v", i+3, v)
+		}
+	}
+	// the window is full (all five stamped at +10 ms): the 6th waits
+	// for them to leave, a real wait
+	_, v = c.EnterPrioritized(t0+10*ms, "", 1, int64(time.Second))
+	if v.Blocked || !v.Prioritized || v.Wait != time.Second {
+		t.Fatalf("6th call: %+v, want a wait of 1 s", v)
+	}
+}

@@ -199,17 +199,20 @@ func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at
 // Reserve counts n tokens at at (or at the latest now seen, if later) if
 // they fit there as EarliestRoom says, and returns the time they are
 // stamped with. The caller passes at that time, or gives the tokens back
-// with Unreserve(now, stamp, n).
-func (w *Exact) Reserve(now, at, n int64, limit float64) (stamp int64, ok bool) {
+// with Unreserve(now, stamp, n). ahead says the stamp lies beyond the
+// latest now seen: a pass the caller must wait for. A stamp at the latest
+// now seen is the present, even when the caller's own clock reading (now)
+// is older than another caller's, so it is no wait.
+func (w *Exact) Reserve(now, at, n int64, limit float64) (stamp int64, ahead, ok bool) {
 	lim := wholeLimit(limit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.expire(now)
 	stamp = max(at, w.last)
 	if !w.fits(stamp, n, lim) || !w.insert(stamp, n) {
-		return 0, false
+		return 0, false, false
 	}
-	return stamp, true
+	return stamp, stamp > w.last, true
 }
 
 // Unreserve takes back n tokens reserved at stamp (Reserve), as far as

@@ -128,9 +128,9 @@ func checkReserveModel(t *testing.T, limit, iv int64, seed uint64) {
 			if !ok {
 				continue
 			}
-			st, ok := w.Reserve(now, at, n, float64(limit))
-			if !ok || st != at {
-				t.Fatalf("step %d: Reserve(%d) = %d %v after EarliestRoom found it", step, at, st, ok)
+			st, ahead, ok := w.Reserve(now, at, n, float64(limit))
+			if !ok || st != at || ahead != (at > now) {
+				t.Fatalf("step %d: Reserve(%d) = %d ahead %v %v after EarliestRoom found it (now %d)", step, at, st, ahead, ok, now)
 			}
 			m.add(at, n)
 			if at > now {
