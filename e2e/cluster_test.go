@@ -417,16 +417,23 @@ func clRefusalsExplained(rs []*result, interval, slack time.Duration) (explained
 // machine) passes. The local window is not what this test is about, and an
 // avgLocal rule's local one, which also counts this gateway's cluster passes,
 // holds 99% of its count here and can refuse.
+//
+// The 10 s rules need 15 s of load, and on this shared machine the run
+// with them came out inconclusive (skipped) even when idle, so by default
+// the test runs the 1 s rules for 5 s, and SLUICE_E2E_RATES=1 runs them all.
 func TestClusterPacedClientsAreNeverRefused(t *testing.T) {
 	redisURL := clRedisURL(t)
 	up := startUpstream(t, nil)
-	rules := []struct {
+	type paced struct {
 		path, tt   string
 		count, ivS int
 		rate       float64 // a gateway's client: 99% of its share
-	}{
-		{"g10", "global", 5000, 10, 247.5}, {"a10", "avgLocal", 500, 10, 49.5},
-		{"g", "global", 100, 1, 49.5}, {"a", "avgLocal", 50, 1, 49.5}, {"ten", "global", 10, 1, 4.95},
+	}
+	rules := []paced{{"g", "global", 100, 1, 49.5}, {"a", "avgLocal", 50, 1, 49.5}, {"ten", "global", 10, 1, 4.95}}
+	d := 5 * time.Second
+	if measuringRates() {
+		rules = append(rules, paced{"g10", "global", 5000, 10, 247.5}, paced{"a10", "avgLocal", 500, 10, 49.5})
+		d = 15 * time.Second
 	}
 	var routes, flow strings.Builder
 	for _, r := range rules {
@@ -454,7 +461,6 @@ func TestClusterPacedClientsAreNeverRefused(t *testing.T) {
 			}
 		}
 	})
-	const d = 15 * time.Second
 	var loads []load // gateway-major: loads[g*len(rules)+i] is rule i on gateway g
 	for _, g := range gs {
 		for _, r := range rules {
