@@ -18,6 +18,7 @@ import (
 // follows a Sentinel failover (old master, down, new master) within a few
 // seconds without a page reload, and is hidden without a cluster service.
 func TestDashboardFollowsRedisFailover(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	chromium := browsertest.Chromium(t)
 	status := func(up bool, master string) any {
 		return map[string]any{"form": "sentinel", "redis": "sentinel mymaster at 10.0.0.9:26379", "up": up,

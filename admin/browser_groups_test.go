@@ -14,6 +14,7 @@ import (
 // TestDashboardMarksAPIGroups: the dashboard shows an API group's card like
 // a route resource's, marked "API group"; a route resource's card is not.
 func TestDashboardMarksAPIGroups(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	chromium := browsertest.Chromium(t)
 	cfg, err := config.Parse("rules.yaml", []byte(`
 upstreams: { up: { targets: ["http://127.0.0.1:9001"] } }

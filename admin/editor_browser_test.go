@@ -18,6 +18,7 @@ import (
 // rule, burstCount on a flow rule), saves those filled in, and shows what
 // validation says of them.
 func TestEditorAddsFieldsInRealBrowser(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	chromium := browsertest.Chromium(t)
 	f := newFixture(t, "")
 	bctx := browsertest.Tab(t, chromium, 60*time.Second)

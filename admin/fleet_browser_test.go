@@ -20,6 +20,7 @@ import (
 // editor saves to the shared document as its next version and shows a 409
 // when another writer came first.
 func TestFleetViewInRealBrowser(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	chromium := browsertest.Chromium(t)
 	doc := &memDoc{version: 3, text: []byte(fleetDocument)}
 	var mu sync.Mutex

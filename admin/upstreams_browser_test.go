@@ -18,6 +18,7 @@ import (
 // target's state (up, ejected until a time, down by health checks) and its
 // traffic, follows changes, and says when an upstream is in panic mode.
 func TestUpstreamPanelInRealBrowser(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	chromium := browsertest.Chromium(t)
 	until := time.Now().Add(30 * time.Second)
 	var panicking atomic.Bool

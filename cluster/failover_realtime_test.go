@@ -46,6 +46,7 @@ func decides(s *cluster.Service, rule *config.FlowRule) bool {
 // the replica the Service decides in Redis again, without a restart, and
 // reports the new master.
 func TestSentinelFailoverFollowed(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	sen := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	var log statusLog
 	s := newService(t, cluster.Options{
@@ -80,6 +81,7 @@ func TestSentinelFailoverFollowed(t *testing.T) {
 // once its replica takes over, the Service decides in Redis again and
 // reports three answering masters, the promoted one among them.
 func TestClusterShardFailoverFollowed(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	cl := redistest.StartCluster(t, 3, 1, time.Second)
 	var log statusLog
 	ns := namespace(t)

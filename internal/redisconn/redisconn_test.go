@@ -97,6 +97,7 @@ func TestSingleMaster(t *testing.T) {
 // Sentinels name; after SIGKILL of it, without any restart, it writes to
 // the promoted replica, and Masters names that one.
 func TestSentinelFollowsFailover(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	s := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	c := newClient(t, config.RedisTarget{Sentinel: &config.Sentinel{MasterName: s.MasterName, Addrs: s.Addrs()}}, 200*time.Millisecond)
 	ctx := context.Background()
@@ -125,6 +126,7 @@ func TestSentinelFollowsFailover(t *testing.T) {
 // (cluster-node-timeout), the client, told to reload the slot map, writes
 // there, and PingMasters lists three answering masters, the new one among them.
 func TestClusterFollowsShardFailover(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	cl := redistest.StartCluster(t, 3, 1, time.Second)
 	c := newClient(t, config.RedisTarget{ClusterAddrs: cl.Addrs()[:1]}, 200*time.Millisecond)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 // SIGKILL of the master, the Sentinels name the replica within seconds and
 // it takes writes.
 func TestSentinelsFailOver(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	s := redistest.StartSentinels(t, redistest.SentinelOptions{})
 	if got := s.CurrentMaster(); got != s.Master.Addr() {
 		t.Fatalf("Sentinels name %q as master, want %s", got, s.Master.Addr())
@@ -31,6 +32,7 @@ func TestSentinelsFailOver(t *testing.T) {
 // TestClusterShards: three shards own every slot between them, and a key's
 // owner is found; a one-shard cluster owns them all alone.
 func TestClusterShards(t *testing.T) {
+	t.Parallel() // mostly waits (a failover, a browser): overlaps the other waiting tests
 	c := redistest.StartCluster(t, 3, 0, time.Second)
 	owners := map[int]bool{}
 	for _, k := range []string{"{a}", "{b}", "{c}", "{d}", "{e}", "{f}"} {
