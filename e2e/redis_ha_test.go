@@ -131,7 +131,7 @@ cluster:
 			if at < killAt {
 				continue
 			}
-			promoted := sen.CurrentMaster() == sen.Replica.Addr()
+			promoted := sen.AnyNames(sen.Replica.Addr())
 			mu.Lock()
 			if promoted && promotedAt == 0 {
 				promotedAt = at
@@ -200,16 +200,28 @@ cluster:
 	}
 	global("before the kill", 0, int(killAt/time.Second))
 	// Local during: from 0.5 s after both gateways saw the master go until
-	// both saw the new one, each gateway passes its share, 40/2 = 20/s.
-	local := [2]time.Duration{max(downAt[0], downAt[1]) + 500*time.Millisecond, min(upAt[0], upAt[1]) - 200*time.Millisecond}
-	if span := local[1] - local[0]; span >= time.Second {
-		got := clPasses(rs, local[0], local[1])
-		want := 40 * span.Seconds()
-		if !clWithin(got, want, 0.15) {
-			t.Errorf("during the failover [%v, %v): %d passes in all, want %.0f (each gateway's share, 20/s) ±15%%", local[0], local[1], got, want)
+	// a Sentinel named the new one, each gateway passes its share, 40/2 =
+	// 20/s. No gateway can count in Redis before a Sentinel names the new
+	// master (seen here within one 100 ms tick); its gauge may say so later
+	// than its first decision there (0.3 s later in a run with a core busy),
+	// which finds the global window empty and passes a burst of the count.
+	// The passes come in a burst at the start of each second of the load
+	// (120/s offered against 40 a second), so the check takes the whole
+	// seconds inside the span: a part of a second holds a burst or none
+	// (a span of 1.4 s held 40, not 56).
+	local := [2]time.Duration{max(downAt[0], downAt[1]) + 500*time.Millisecond,
+		min(promotedAt, upAt[0], upAt[1]) - 200*time.Millisecond}
+	if from, to := int((local[0]+time.Second-1)/time.Second), int(local[1]/time.Second); to > from {
+		got := 0
+		for s := from; s < to; s++ {
+			got += ps[s]
+		}
+		if want := 40.0 * float64(to-from); !clWithin(got, want, 0.15) {
+			t.Errorf("during the failover, seconds [%d, %d) of [%v, %v): %d passes in all, want %.0f (each gateway's share, 20/s) ±15%%",
+				from, to, local[0], local[1], got, want)
 		}
 	} else {
-		t.Logf("the failover left less than 1 s of local limiting [%v, %v); its rate is not checked", local[0], local[1])
+		t.Logf("the failover left no whole second of local limiting [%v, %v); its rate is not checked", local[0], local[1])
 	}
 	// Global again after: from 1 s after both found the new master.
 	after := [2]time.Duration{back.Truncate(time.Second) + 2*time.Second, end}

@@ -373,6 +373,25 @@ func (s *Sentinels) CurrentMaster() string {
 	return ""
 }
 
+// AnyNames reports whether any Sentinel names addr as the master. The
+// Sentinel that led a failover names the new master first; the others
+// learn it from its hello messages, up to seconds later, so a client that
+// asked the leader may already write there while CurrentMaster still
+// gives the old address.
+func (s *Sentinels) AnyNames(addr string) bool {
+	for _, x := range s.Sentinels {
+		r, err := x.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName)
+		if a, _ := r.([]Reply); err == nil && len(a) == 2 {
+			h, _ := a[0].(string)
+			p, _ := a[1].(string)
+			if net.JoinHostPort(h, p) == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Cluster is a Redis Cluster: Masters own the slots (in equal ranges), each
 // with Replicas[i] replicas.
 type Cluster struct {
