@@ -107,7 +107,18 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *clientBody) Close() error { return b.rc.Close() }
+// Close closes the client's body, except once the cap was passed: then
+// net/http is left to drain what the client still sends (up to its 256
+// KiB, within the read deadline) before it writes the 413, as nginx's
+// lingering close does. A body closed unread makes net/http close the
+// connection right after the answer, and a client still writing can meet
+// the reset before it reads the 413.
+func (b *clientBody) Close() error {
+	if b.tooLarge.Load() {
+		return nil
+	}
+	return b.rc.Close()
+}
 
 // watchBody bounds reading r's body (wrapped by Gateway.ServeHTTP) by the
 // route timeout, on both forwarders: a client that dribbles its body cannot

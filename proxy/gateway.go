@@ -198,7 +198,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b := &clientBody{rc: r.Body, rw: w}
 	r.Body = b
 	s.router.serve(w, r, v)
-	if !b.eof.Load() {
+	switch {
+	case b.eof.Load():
+	case b.tooLarge.Load():
+		// A 413 for a body past maxBodyBytes: the client is most likely
+		// still writing it. net/http reads up to 256 KiB more before it
+		// answers (clientBody.Close leaves the body to it); for at most
+		// tooLargeLinger, as nginx's lingering close does, so that a client
+		// that sent a little too much reads its 413 on a connection kept
+		// open instead of meeting a reset while it writes.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(tooLargeLinger))
+	default:
 		// The answer went out with the body unread (blocked, 404, upstream
 		// failed or answered early). net/http would now read up to 256 KiB
 		// more at the client's pace before sending it, so a client dribbling
@@ -208,3 +218,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 }
+
+// tooLargeLinger bounds how long a 413 waits for net/http to drain the
+// rest of a body sent past maxBodyBytes (at most 256 KiB of it).
+const tooLargeLinger = time.Second
