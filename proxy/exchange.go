@@ -64,7 +64,8 @@ type clientBody struct {
 	read     atomic.Bool // a Read was made: the body cannot be sent again whole unless kept
 	// tooLarge: the body passed limit (the route's maxBodyBytes); the read
 	// that found it failed with errBodyTooLarge, and the reader got at most
-	// limit bytes in all.
+	// limit bytes in all. Also set, unread, when its Content-Length was
+	// over the cap (route.tooLarge): either way the answer is a 413.
 	tooLarge atomic.Bool
 	// limit caps the body (0: none) and got counts what was read; both
 	// are set and read by the one reader of the body.
