@@ -363,12 +363,20 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 // names it, or "".
 func (s *Sentinels) CurrentMaster() string {
 	for _, x := range s.Sentinels {
-		r, err := x.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName)
-		if a, _ := r.([]Reply); err == nil && len(a) == 2 {
-			h, _ := a[0].(string)
-			p, _ := a[1].(string)
-			return net.JoinHostPort(h, p)
+		if a := s.namedBy(x); a != "" {
+			return a
 		}
+	}
+	return ""
+}
+
+// namedBy is the master Sentinel x names ("" if it does not answer).
+func (s *Sentinels) namedBy(x *Server) string {
+	r, err := x.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName)
+	if a, _ := r.([]Reply); err == nil && len(a) == 2 {
+		h, _ := a[0].(string)
+		p, _ := a[1].(string)
+		return net.JoinHostPort(h, p)
 	}
 	return ""
 }
@@ -380,13 +388,8 @@ func (s *Sentinels) CurrentMaster() string {
 // gives the old address.
 func (s *Sentinels) AnyNames(addr string) bool {
 	for _, x := range s.Sentinels {
-		r, err := x.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName)
-		if a, _ := r.([]Reply); err == nil && len(a) == 2 {
-			h, _ := a[0].(string)
-			p, _ := a[1].(string)
-			if net.JoinHostPort(h, p) == addr {
-				return true
-			}
+		if s.namedBy(x) == addr {
+			return true
 		}
 	}
 	return false
