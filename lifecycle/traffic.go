@@ -113,8 +113,8 @@ func (o Options) readHeaderTimeout(cfg *config.Config) time.Duration {
 
 // addrs names the listeners for the start-up log.
 func (t *traffic) addrs() (plain, secure string) {
-	for i, srv := range t.servers {
-		if srv.TLSConfig != nil {
+	for i := range t.servers {
+		if t.isTLS(i) {
 			secure = t.lns[i].Addr().String()
 		} else {
 			plain = t.lns[i].Addr().String()
@@ -123,13 +123,20 @@ func (t *traffic) addrs() (plain, secure string) {
 	return plain, secure
 }
 
+// isTLS reports whether listener i is the TLS one, which listenTraffic
+// opens first. Not read from the server's TLSConfig: Serve on a plain
+// server with HTTP/2 sets one, in the serving goroutine, and a start-up
+// log that read it then named the plain listener "tls" and left "listen"
+// empty (an e2e run with a core busy).
+func (t *traffic) isTLS(i int) bool { return i == 0 && t.certs != nil }
+
 // serve runs every listener; the first one to stop reports on errc.
 func (t *traffic) serve(errc chan<- error) {
 	for i, srv := range t.servers {
 		ln := t.lns[i]
 		go func() {
 			var err error
-			if srv.TLSConfig != nil {
+			if t.isTLS(i) {
 				err = srv.ServeTLS(ln, "", "")
 			} else {
 				err = srv.Serve(ln)
