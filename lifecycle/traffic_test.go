@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -36,5 +38,30 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 					srv.ReadHeaderTimeout, srv.IdleTimeout, srv.HTTP2, tt.readHeader)
 			}
 		})
+	}
+}
+
+// TestAddrsNamePlainListenerWhileServing: once a plain listener with h2c
+// serves, the start-up log and Instance.Addrs still name it "listen".
+// net/http's Serve sets a TLSConfig on such a server in its own goroutine;
+// reading that to tell TLS from plain raced it and named the plain
+// listener "tls", leaving "listen" empty (a busy e2e run dialled "").
+func TestAddrsNamePlainListenerWhileServing(t *testing.T) {
+	cfg := rulesWith(t, "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n")
+	gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	tr, err := listenTraffic(cfg, cfg.Listen, gw, Options{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.shutdown(context.Background())
+	tr.serve(make(chan error, 1))
+	// One answered request: Serve has set up HTTP/2 by then.
+	resp, err := http.Get("http://" + tr.lns[0].Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if plain, secure := tr.addrs(); plain != tr.lns[0].Addr().String() || secure != "" {
+		t.Errorf("addrs() = listen %q, tls %q; want listen %q, tls \"\"", plain, secure, tr.lns[0].Addr())
 	}
 }
