@@ -15,8 +15,10 @@ package skipped
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -103,9 +105,34 @@ func reset() {
 func terminal() (io.Writer, func()) {
 	ppid := os.Getppid()
 	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err == nil && strings.TrimSpace(string(comm)) == "go" {
-		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", ppid), os.O_WRONLY|os.O_APPEND, 0); err == nil {
-			return f, func() { f.Close() }
+		path := fmt.Sprintf("/proc/%d/fd/2", ppid)
+		st, errStat := os.Stat(path)
+		info, errInfo := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/2", ppid))
+		if errStat == nil && errInfo == nil && outlives(st.Mode(), string(info)) {
+			if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				return f, func() { f.Close() }
+			}
 		}
 	}
 	return os.Stderr, func() {}
+}
+
+// outlives reports whether a line appended to the go command's stderr
+// stays there: always on a terminal or a pipe, and on a regular file only
+// if the go command opened it for appending (2>>). Opening the file anew
+// gives us an offset of our own, so after `go test ... > log` the go
+// command went on writing at its own offset, over our line, and left a
+// torn fragment of it in the log. Such a run gets no line (with -v, the
+// package's output shows it).
+func outlives(mode fs.FileMode, fdinfo string) bool {
+	if !mode.IsRegular() {
+		return true
+	}
+	for line := range strings.Lines(fdinfo) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&uint64(os.O_APPEND) != 0
+		}
+	}
+	return false
 }
