@@ -131,13 +131,20 @@ func (b *clientBody) Close() error {
 // over the cap never gets here (route.serve answers 413 first).
 // Requests without a body cost nothing here (not even a clock read).
 func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64) {
-	b, ok := r.Body.(*clientBody)
-	if !ok {
+	b := clientBodyOf(r)
+	if b == nil {
 		return
 	}
 	e.body = b
 	b.limit = limit
 	_ = http.NewResponseController(e).SetReadDeadline(time.Now().Add(timeout))
+}
+
+// clientBodyOf returns r's body as Gateway.ServeHTTP wrapped it; nil: r
+// came without a body.
+func clientBodyOf(r *http.Request) *clientBody {
+	b, _ := r.Body.(*clientBody)
+	return b
 }
 
 // bodyFailed reports whether reading the client's body failed.

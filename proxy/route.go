@@ -206,7 +206,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 // route's maxBodyBytes; it is counted as too large only, not as a pass or
 // a block (SPEC §4).
 func (rt *route) tooLarge(ex *exchange, start int64) {
-	if b, ok := ex.req.Body.(*clientBody); ok {
+	if b := clientBodyOf(ex.req); b != nil {
 		b.tooLarge.Store(true) // its 413 lingers like a streamed one's (Gateway.ServeHTTP)
 	}
 	writeJSON(ex, http.StatusRequestEntityTooLarge, bodyTooLarge)
