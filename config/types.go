@@ -103,6 +103,10 @@ type Route struct {
 	// MaxBodyBytes caps the request body (0: none); left out, it is
 	// server.maxBodyBytes (defaults.go).
 	MaxBodyBytes int64 `yaml:"maxBodyBytes" json:"maxBodyBytes"`
+	// KeepCostHeaders lets the client see the headers whose figures the
+	// resource's countOn responseHeader:NAME rules take (and its API
+	// groups'); false: they are removed from every answer (SPEC §12).
+	KeepCostHeaders bool `yaml:"keepCostHeaders" json:"keepCostHeaders"`
 	// BlockResponse is what this route's blocked calls get: the top-level
 	// blockResponse with the fields the route sets overriding it (merged
 	// in defaults.go, so it is complete once loaded).

@@ -16,11 +16,13 @@ import (
 	"sluice/proxy"
 )
 
-// TestCostHeaderNeverReachesClient: a countOn responseHeader rule's header
-// is removed from the final answer on both forwarders and from an interim
-// (103) answer, and its figure is charged: a key of 10 tokens is let in
-// once more after spending 8, then refused before the upstream.
-func TestCostHeaderNeverReachesClient(t *testing.T) {
+// TestCostHeaderReachesClientOnlyWhenKept: a countOn responseHeader rule's
+// header is removed from the final answer on both forwarders and from an
+// interim (103) answer, unless the route sets keepCostHeaders; then the
+// client sees it on both. Either way its figure is charged: a key of 10
+// tokens is let in once more after spending 8, then refused before the
+// upstream.
+func TestCostHeaderReachesClientOnlyWhenKept(t *testing.T) {
 	var reached atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
@@ -31,8 +33,12 @@ func TestCostHeaderNeverReachesClient(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	defer up.Close()
-	for _, fwd := range []string{"fast", "standard"} {
-		t.Run(fwd, func(t *testing.T) {
+	for _, tc := range []struct {
+		fwd  string
+		keep bool
+	}{{"fast", false}, {"standard", false}, {"fast", true}, {"standard", true}} {
+		fwd := tc.fwd
+		t.Run(fmt.Sprintf("%s/keep=%v", fwd, tc.keep), func(t *testing.T) {
 			reached.Store(0)
 			cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
 upstreams:
@@ -43,13 +49,14 @@ routes:
     upstream: up
     resource: chat
     forwarder: %s
+    keepCostHeaders: %v
 paramRules:
   - resource: chat
     param: header:X-Key
     count: 10
     durationSec: 3600
     countOn: "responseHeader:X-Tokens-Used"
-`, up.URL, fwd)))
+`, up.URL, fwd, tc.keep)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,14 +88,24 @@ paramRules:
 				if resp.StatusCode != st.want {
 					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, st.want)
 				}
-				if v, ok := resp.Header["X-Tokens-Used"]; ok {
+				v, ok := resp.Header["X-Tokens-Used"]
+				switch {
+				case st.want != 200:
+					// Refused before the upstream: there is no figure to show.
+				case tc.keep && (len(v) != 1 || v[0] != st.used):
+					t.Fatalf("call %d: the client got X-Tokens-Used %q, want [%s] (the route keeps it)", i, v, st.used)
+				case !tc.keep && ok:
 					t.Fatalf("call %d: the client got X-Tokens-Used: %q", i, v)
 				}
 				if fwd == "standard" && len(interim) == 0 && st.want == 200 {
 					t.Fatalf("call %d: no interim answer came through (the test sees none to check)", i)
 				}
 				for _, h := range interim {
-					if v, ok := h["X-Tokens-Used"]; ok {
+					v, ok := h["X-Tokens-Used"]
+					if tc.keep && (len(v) != 1 || v[0] != "1") {
+						t.Fatalf("call %d: an interim answer carried X-Tokens-Used %q, want [1] (the route keeps it)", i, v)
+					}
+					if !tc.keep && ok {
 						t.Fatalf("call %d: an interim answer carried X-Tokens-Used: %q", i, v)
 					}
 				}

@@ -114,8 +114,10 @@ type call struct {
 
 	// costHeaders are the response headers whose figures the resource's
 	// param rules take after the answer (countOn responseHeader:NAME):
-	// read by answer, never sent to the client.
+	// read by answer, and not sent to the client unless keepCost (the
+	// route's keepCostHeaders).
 	costHeaders []string
+	keepCost    bool
 
 	// quotas collects the quotas that counted the call, for the RateLimit
 	// fields; wantQuotas: the route sends them.
@@ -162,8 +164,11 @@ func (c *call) answer(h http.Header) {
 
 // strip removes from h the headers whose figures the call's param rules
 // (the API groups' included) take, so that no answer, interim (1xx) or
-// final, shows them to the client.
+// final, shows them to the client, unless its route keeps them.
 func (c *call) strip(h http.Header) {
+	if c.keepCost {
+		return
+	}
 	for _, name := range c.costHeaders {
 		delete(h, name)
 	}

@@ -22,6 +22,7 @@ type route struct {
 	stripPrefix string
 	stripOrigin string // origin header removed before forwarding ("" = keep)
 	maxBody     int64  // maxBodyBytes: a larger request body is answered 413 (0: no cap)
+	keepCost    bool   // keepCostHeaders: countOn responseHeader's headers reach the client
 
 	guards   guards
 	policies *policyNames // the resource's RateLimit policy names
@@ -86,6 +87,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 
 	c := &ex.call
 	c.origin, c.n, c.values, c.path, c.occupy = origin, rt.n, ex, ex.view.path, 0
+	c.keepCost = rt.keepCost
 	if rt.prio.All {
 		c.occupy = rt.occupy
 	} else if rt.prio.Source.Kind != "" {

@@ -197,6 +197,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		upstream:    up,
 		stripPrefix: strip,
 		maxBody:     rc.MaxBodyBytes,
+		keepCost:    rc.KeepCostHeaders,
 		policies:    s.policies[res],
 		guards:      newGuards(s.System, s.Flow.Checker(res, rc.Entrance), s.Params.For(res), s.Breakers.For(res)),
 		obs:         g.deps.Observer(res),

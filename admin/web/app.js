@@ -372,7 +372,7 @@ const FIELDS = {
   routes: {
     path: "string", hosts: "json", methods: "json", upstream: "string", resource: "string", entrance: "string",
     stripPrefix: "string", acquireCount: "number", forwarder: "string", maxBodyBytes: "number", blockResponse: "json",
-    prioritized: "string", occupyTimeoutMs: "number",
+    prioritized: "string", occupyTimeoutMs: "number", keepCostHeaders: "bool",
   },
   apiGroups: { name: "string", match: "json" },
   authorityRules: { resource: "string", strategy: "string", limitApp: "string", ips: "json" },
