@@ -18,6 +18,7 @@ import (
 
 	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/passcheck"
 )
 
 // offer calls Acquire on each service at perSecond for d and returns the
@@ -88,18 +89,6 @@ func checkRate(t *testing.T, passes []time.Duration, decided int, d time.Duratio
 	}
 }
 
-// maxInAnyInterval is the most passes in any real interval of length w.
-func maxInAnyInterval(passes []time.Duration, w time.Duration) int {
-	best, j := 0, 0
-	for i := range passes {
-		for passes[i]-passes[j] >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
-}
-
 func TestGlobalCountAcrossThreeGateways(t *testing.T) {
 	url := redisURL(t)
 	ns := namespace(t)
@@ -110,7 +99,7 @@ func TestGlobalCountAcrossThreeGateways(t *testing.T) {
 	rule := qpsRule(100, config.ThresholdGlobal)
 	const d = 3 * time.Second
 	passes, decided := offer(t, svcs, rule, 150, d) // 450/s offered against 100/s
-	peak := maxInAnyInterval(passes, time.Second)
+	peak := passcheck.MostInInterval(passes, time.Second)
 	t.Logf("global count 100/s, 3 gateways x 150/s for %v: %d passes = %.1f/s; most in any 1s: %d",
 		d, len(passes), float64(len(passes))/d.Seconds(), peak)
 	checkRate(t, passes, decided, d, 100)
@@ -169,7 +158,7 @@ func TestAvgLocalCountsLiveGateways(t *testing.T) {
 	const d = 3 * time.Second
 	passes, decided := offer(t, svcs, rule, 150, d)
 	t.Logf("avgLocal count 50/s, 3 live gateways x 150/s for %v: %d passes = %.1f/s; most in any 1s: %d",
-		d, len(passes), float64(len(passes))/d.Seconds(), maxInAnyInterval(passes, time.Second))
+		d, len(passes), float64(len(passes))/d.Seconds(), passcheck.MostInInterval(passes, time.Second))
 	checkRate(t, passes, decided, d, 150)
 
 	stops[2]() // gateway 3 stops beating (crashed: no Close, no goodbye)

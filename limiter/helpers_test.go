@@ -52,16 +52,3 @@ func drive(c *limiter.Checker, start, dur int64, rate float64, origin string, n 
 		}
 	}
 }
-
-// maxInInterval is the most passes in any real interval [s, s+length): the
-// maximum is reached with s at a pass, so it slides s over every pass.
-func maxInInterval(passes []int64, length int64) int {
-	best, j := 0, 0
-	for i := range passes {
-		for j < len(passes) && passes[j] < passes[i]+length {
-			j++
-		}
-		best = max(best, j-i)
-	}
-	return best
-}

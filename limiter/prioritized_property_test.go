@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"sluice/internal/passcheck"
 	"sluice/limiter"
 	"sluice/limiter/window"
 )
@@ -166,7 +167,7 @@ func checkPrioritized(t *testing.T, count, over float64, maxWait, start int64) {
 		}
 		tok.Exit(at, false)
 	}
-	if got := maxInInterval(m.at, sec); got > int(count) {
+	if got := passcheck.MostInInterval(m.at, sec); got > int(count) {
 		t.Fatalf("count %g, %vx, wait %dms, phase %dms: a real interval held %d passes", count, over, maxWait/ms, (start%sec)/ms, got)
 	}
 	if waits == 0 && maxWait >= sec {

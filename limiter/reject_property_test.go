@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"sluice/internal/passcheck"
 	"sluice/limiter"
 	"sluice/limiter/window"
 )
@@ -71,7 +72,7 @@ func checkRejectCase(t *testing.T, count float64, iv, n, start int64) {
 				passed = append(passed, at)
 			}
 		}
-		if got := int64(maxInInterval(passed, iv)) * n; got > int64(count) {
+		if got := int64(passcheck.MostInInterval(passed, iv)) * n; got > int64(count) {
 			t.Fatalf("phase %d ms, %vx: a real interval held %d tokens > %v", (start%sec)/ms, over, got, count)
 		}
 		if perIv := float64(iv) / step; perIv != math.Trunc(perIv) {

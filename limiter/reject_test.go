@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/passcheck"
 	"sluice/limiter"
 )
 
@@ -17,7 +18,7 @@ func TestRejectRealIntervalsBound(t *testing.T) {
 			c := f.Checker("r", "default")
 			start := t0 + phase
 			passes := drive(c, start, 10*sec, 3*count, "", 1)
-			got := maxInInterval(passes, sec)
+			got := passcheck.MostInInterval(passes, sec)
 			if limit := int(count * 1.1); got > limit {
 				t.Errorf("count %v phase %d: a real 1 s interval passed %d > %d", count, phase, got, limit)
 			}
@@ -72,7 +73,7 @@ func TestRejectPerMinute(t *testing.T) {
 	r.StatIntervalMs = 60000
 	c := compile(t, r).Checker("r", "default")
 	passes := drive(c, t0, 10*60*sec, 300.0/60, "", 1)
-	if got := maxInInterval(passes, 60*sec); got > 110 {
+	if got := passcheck.MostInInterval(passes, 60*sec); got > 110 {
 		t.Errorf("a real minute passed %d > 110", got)
 	}
 	if got := len(passes); got < 950 || got > 1010 {
@@ -176,7 +177,7 @@ func TestRejectNoRealIntervalAboveCount(t *testing.T) {
 		c := compile(t, qps("r", tt.count)).Checker("r", "default")
 		start := t0 - t0%(20*ms) + tt.phase
 		passes := drive(c, start, 5*sec, tt.overload*tt.count, "", 1)
-		if got := maxInInterval(passes, sec); got > int(tt.count) {
+		if got := passcheck.MostInInterval(passes, sec); got > int(tt.count) {
 			t.Errorf("count %v at %vx, phase %d: a real 1 s interval passed %d > %v", tt.count, tt.overload, tt.phase, got, tt.count)
 		}
 		if got, want := len(passes), int(5*tt.count); got != want {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/passcheck"
 	"sluice/limiter"
 )
 
@@ -151,7 +152,7 @@ func TestThrottleBurstNeverOverCountPlusBurst(t *testing.T) {
 								now = end
 							}
 							sortInt64(fwd)
-							got, limit := maxInInterval(fwd, iv), int(count)+int(burst)
+							got, limit := passcheck.MostInInterval(fwd, iv), int(count)+int(burst)
 							if got > limit {
 								t.Fatalf("queue %d ms, phase %d ms: a real interval of %d ms forwarded %d, want <= count + burstCount = %d",
 									queueMs, (start%sec)/ms, ivMs, got, limit)
