@@ -200,6 +200,17 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	switch {
 	case err == nil && ok:
 		if e, sh = r.table.Get(val, now); e != nil {
+			if now < e.V.alone.Load() {
+				// Redis answers again, but the bucket still holds passes
+				// this gateway made alone, which Redis never saw: the call
+				// must also fit this gateway's share locally (the caller
+				// decides it), or the fleet could pass its shares plus the
+				// whole count in the window in which Redis came back. A
+				// call refused there has taken its tokens in Redis: Redis
+				// errs on the safe side for at most one window.
+				sh.Unlock()
+				return false, share, outcome{}
+			}
 			r.chargeBucket(&e.V, &r.params[e.V.param], now, n, share)
 			e.V.count(now, false)
 		}
@@ -216,6 +227,13 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	case !r.cfg.ClusterConfig.Fallback():
 		r.count(val, now, false)
 		return true, 0, outcome{}
+	}
+	if !r.calendar {
+		// Decided alone (by the caller): Redis will not know of it.
+		if e, sh = r.table.Get(val, now); e != nil {
+			e.V.alone.Store(now + int64(r.window))
+		}
+		sh.Unlock()
 	}
 	return false, share, outcome{}
 }

@@ -31,6 +31,11 @@ type value struct {
 	holes throttle.Holes // throttle: slots given back inside the queue
 	param int32          // index into rule.params: 0 is the rule's count, i>0 is items[i-1]
 	seen  ring.Coarse    // passes (seenPass) and blocks (seenBlock) over seenWidth
+	// alone: until then (ns), the bucket holds passes this gateway decided
+	// alone while the token service failed (a clusterMode rule's
+	// fallback), which Redis never counted; a cluster pass must fit the
+	// bucket too until they have left the window.
+	alone atomic.Int64
 }
 
 // seenWidth is the span over which a value's passes and blocks are counted

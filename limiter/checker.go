@@ -194,7 +194,9 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 				key = origin
 			}
 			ok, err := c.cluster.Acquire(r.cfg, key, n)
-			if err == nil && ok && r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp) {
+			windowed := r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp)
+			switch {
+			case err == nil && ok && windowed && now >= ks.alone.Load():
 				// The local window counts what the cluster let through too,
 				// so that should Redis fail the local fallback sees what
 				// this gateway already passed this interval, rather than
@@ -203,8 +205,18 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 				ks.win.Add(now, n)
 				t.hold(ks, &outcome{at: math.MinInt64})
 				continue
+			case err == nil && ok && windowed:
+				// Redis answers again, but the local window still holds
+				// passes this gateway made alone, which Redis never saw:
+				// the call must also fit this gateway's share locally
+				// (below), or the fleet could pass its shares plus the
+				// whole count in the interval in which Redis came back. A
+				// call refused there has taken its token in Redis: Redis
+				// errs on the safe side for at most one window.
+			case err != nil && windowed:
+				ks.alone.Store(now + d.windowNs()) // decided alone, below
 			}
-			if err == nil || !r.cfg.ClusterConfig.Fallback() {
+			if (err == nil && !(ok && windowed)) || !r.cfg.ClusterConfig.Fallback() {
 				ks.unpin()
 				if err == nil && !ok {
 					if d.dryRun {
@@ -223,7 +235,8 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 		}
 		var o outcome
 		if r.cluster && r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
-			// Redis failed: this gateway's share of a global count.
+			// Redis failed, or what this gateway passed alone while it did
+			// is still in the window: this gateway's share of a global count.
 			o.share = c.cluster.Gateways()
 		}
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota || sink != nil)

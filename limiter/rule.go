@@ -62,7 +62,11 @@ type keyState struct {
 	holes    throttle.Holes // throttle: slots given back inside the queue
 	inflight atomic.Int64   // concurrency
 	pins     atomic.Int64   // calls in flight holding it (other-rule LRU)
-	pooled   bool           // lives in an other-rule LRU: pinned while in use
+	// alone: until then (ns), win holds passes this gateway decided alone
+	// while the token service failed (a clusterMode rule's fallback), which
+	// Redis never counted; a cluster pass must fit win too until they leave.
+	alone  atomic.Int64
+	pooled bool // lives in an other-rule LRU: pinned while in use
 }
 
 func (s *keyState) pin() { s.pins.Add(1) }
@@ -88,7 +92,16 @@ func newKeyState(d *ruleDef) *keyState {
 		s.warm = newWarmState(d.warm)
 	}
 	s.latest.Store(math.MinInt64 / 2)
+	s.alone.Store(math.MinInt64)
 	return s
+}
+
+// windowNs is how long a pass stays in a reject or warmUp window.
+func (d *ruleDef) windowNs() int64 {
+	if d.behavior == bReject {
+		return d.winNs
+	}
+	return d.intervalNs
 }
 
 // ruleState is everything one rule keeps across reloads.

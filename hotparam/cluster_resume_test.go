@@ -1,0 +1,126 @@
+package hotparam_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/hotparam"
+	"sluice/internal/passcheck"
+	"sluice/limiter/window"
+)
+
+// exactParams is a token service with one exact window per value, as Redis
+// keeps a clusterMode param rule's, on the test's synthetic clock. While
+// down it fails every call, as an unreachable Redis does.
+type exactParams struct {
+	now      *int64
+	wins     map[string]*window.Exact
+	down     bool
+	gateways int
+}
+
+var errParamsDown = errors.New("redis down")
+
+func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
+	if e.down {
+		return false, errParamsDown
+	}
+	w := e.wins[value]
+	if w == nil {
+		w = window.NewExact(r.DurationSec*int64(time.Second), count)
+		e.wins[value] = w
+	}
+	var res window.Result
+	return w.TryAdd(*e.now, n, count, false, &res), nil
+}
+
+func (e *exactParams) PeekParam(*config.ParamRule, float64, string, int64) (bool, error) {
+	return false, errors.New("not used")
+}
+
+func (e *exactParams) ChargeParam(*config.ParamRule, float64, string, int64) error {
+	return errors.New("not used")
+}
+
+func (e *exactParams) AcquireQuota(*config.ParamRule, float64, string, int64) (bool, int64, time.Duration, time.Duration, error) {
+	return false, 0, 0, 0, errors.New("not used")
+}
+
+func (e *exactParams) Gateways() int { return e.gateways }
+
+// TestClusterParamResumeAddsNoBurst is limiter's
+// TestClusterResumeAddsNoBurst for a clusterMode param rule: a fleet loses
+// Redis together (every gateway decides a value alone at least once) and
+// falls back to its local shares, then Redis answers again. While the
+// passes a gateway made alone are in the window, a cluster pass must fit
+// its local bucket too. No real second passes more of the value than the
+// count, or than the worst second of the same fleet losing Redis for good
+// (the local buckets are Sentinel's token buckets, not exact windows); and
+// two seconds after Redis is back the fleet passes the whole count again.
+// Before, the second in which Redis came back could pass the shares plus
+// the count.
+func TestClusterParamResumeAddsNoBurst(t *testing.T) {
+	for _, gws := range []int{1, 2, 3} {
+		for _, count := range []float64{4, 10, 40} {
+			for _, over := range []float64{1.5, 4} {
+				t.Run(fmt.Sprintf("gateways=%d/count=%g/%gx", gws, count, over), func(t *testing.T) {
+					t.Parallel()
+					for ph := int64(0); ph < sec(1); ph += sec(0.037) {
+						down := sec(100) + ph
+						for _, outage := range []int64{sec(0.6), sec(1.5)} {
+							lost, _ := paramResumeRun(t, gws, count, over, down, math.MaxInt64)
+							got, last := paramResumeRun(t, gws, count, over, down, down+outage)
+							if bound := max(int(count), lost); got > bound {
+								t.Fatalf("outage from %d ms for %d ms: a real second passed %d, want at most the count %g or the %d of losing Redis for good",
+									(down%sec(1))/sec(0.001), outage/sec(0.001), got, count, lost)
+							}
+							if float64(last) != count {
+								t.Fatalf("outage from %d ms for %d ms: the last second, 2 s after Redis answered again, passed %d, want the count %g",
+									(down%sec(1))/sec(0.001), outage/sec(0.001), last, count)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// paramResumeRun has gws gateways offer over x count a second of one
+// value in turn, from two seconds before down to three after up (Redis
+// fails in [down, up)), and returns the most passes in a real second and
+// the passes of the last second.
+func paramResumeRun(t *testing.T, gws int, count, over float64, down, up int64) (most, last int) {
+	start := down - down%sec(1) - sec(2)
+	end := min(up, down+sec(2)) + sec(3)
+	var now int64
+	svc := &exactParams{now: &now, wins: map[string]*window.Exact{}, gateways: gws}
+	r := clusterRule(count, config.ThresholdGlobal, nil)
+	checkers := make([]*hotparam.Checker, gws)
+	for i := range checkers {
+		checkers[i] = compileCluster(t, svc, r)
+	}
+	step := float64(sec(1)) / (count * over)
+	var passed []int64
+	for i := int64(0); ; i++ {
+		now = start + int64(float64(i)*step)
+		if now >= end {
+			break
+		}
+		svc.down = now >= down && now < up
+		tok, v := checkers[i%int64(gws)].Enter(now, order("7"), 1)
+		if v.Blocked {
+			continue
+		}
+		tok.Exit(now, 200)
+		passed = append(passed, now)
+		if now >= end-sec(1) {
+			last++
+		}
+	}
+	return passcheck.MostInInterval(passed, sec(1)), last
+}
