@@ -104,23 +104,17 @@ func paramResumeRun(t *testing.T, gws int, count, over float64, down, up int64) 
 	for i := range checkers {
 		checkers[i] = compileCluster(t, svc, r)
 	}
-	step := float64(sec(1)) / (count * over)
-	var passed []int64
-	for i := int64(0); ; i++ {
-		now = start + int64(float64(i)*step)
-		if now >= end {
-			break
-		}
-		svc.down = now >= down && now < up
+	passed := passcheck.Offer(start, end, float64(sec(1))/(count*over), func(i, at int64) bool {
+		now, svc.down = at, at >= down && at < up
 		tok, v := checkers[i%int64(gws)].Enter(now, order("7"), 1)
 		if v.Blocked {
-			continue
+			return false
 		}
 		tok.Exit(now, 200)
-		passed = append(passed, now)
 		if now >= end-sec(1) {
 			last++
 		}
-	}
+		return true
+	})
 	return passcheck.MostInInterval(passed, sec(1)), last
 }

@@ -97,23 +97,17 @@ func resumeRun(gws int, count, over float64, down, up int64) (most, last int) {
 	for i := range checkers {
 		checkers[i] = limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
 	}
-	step := float64(sec) / (count * over)
-	var passed []int64
-	for i := int64(0); ; i++ {
-		now = start + int64(float64(i)*step)
-		if now >= end {
-			break
-		}
-		svc.down = now >= down && now < up
+	passed := passcheck.Offer(start, end, float64(sec)/(count*over), func(i, at int64) bool {
+		now, svc.down = at, at >= down && at < up
 		tok, v := checkers[i%int64(gws)].Enter(now, "", 1)
 		if v.Blocked {
-			continue
+			return false
 		}
 		tok.Exit(now, false)
-		passed = append(passed, now)
 		if now >= end-sec {
 			last++
 		}
-	}
+		return true
+	})
 	return passcheck.MostInInterval(passed, sec), last
 }

@@ -16,3 +16,19 @@ func MostInInterval[T ~int64](passes []T, length T) int {
 	}
 	return best
 }
+
+// Offer calls try(i, at) for the i-th call at start + i*step (ns; a float,
+// so that a rate need not divide a second) for as long as at < end, and
+// returns the instants of the calls try passed.
+func Offer(start, end int64, step float64, try func(i, at int64) (passed bool)) []int64 {
+	var passed []int64
+	for i := int64(0); ; i++ {
+		at := start + int64(float64(i)*step)
+		if at >= end {
+			return passed
+		}
+		if try(i, at) {
+			passed = append(passed, at)
+		}
+	}
+}

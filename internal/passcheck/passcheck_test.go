@@ -1,6 +1,7 @@
 package passcheck_test
 
 import (
+	"slices"
 	"testing"
 
 	"sluice/internal/passcheck"
@@ -23,5 +24,21 @@ func TestMostInInterval(t *testing.T) {
 		if got := passcheck.MostInInterval(tc.passes, tc.length); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Offer paces calls at a step that does not divide the span and passes
+// every other one.
+func TestOffer(t *testing.T) {
+	var calls []int64
+	got := passcheck.Offer(100, 110, 2.5, func(i, at int64) bool {
+		calls = append(calls, at)
+		return i%2 == 0
+	})
+	if want := []int64{100, 102, 105, 107}; !slices.Equal(calls, want) {
+		t.Errorf("calls at %v, want %v", calls, want)
+	}
+	if want := []int64{100, 105}; !slices.Equal(got, want) {
+		t.Errorf("passed %v, want %v", got, want)
 	}
 }
