@@ -55,7 +55,7 @@ func browserStatuses(t *testing.T, url string, n int) (pass, blocked int) {
 
 // TestDashboardDrivesTheGateway opens the real gateway's dashboard in headless
 // Chromium while load runs, sees the orders chart show non-zero pass and block
-// rates, raises checkout's count from 5 to 50 (per minute) in the rule editor,
+// rates and the params panel list the origin over its param rule, raises checkout's count from 5 to 50 (per minute) in the rule editor,
 // and checks that rules.yaml on disk holds the new count and that the proxy
 // now passes 50 where it passed 5.
 func TestDashboardDrivesTheGateway(t *testing.T) {
@@ -102,6 +102,11 @@ flowRules:
     count: 20
   - resource: catalog
     count: 100
+
+paramRules:
+  - resource: orders # 12 a second per origin
+    param: header:X-Origin
+    count: 12
 `, up.URL)
 	// A relative rules path, as an operator starts sluice, keeps the temp
 	// directory out of the screenshot.
@@ -116,7 +121,8 @@ flowRules:
 		t.Fatalf("checkout with count 5: %d passed, %d blocked; want 5 and 3", pass, blocked)
 	}
 
-	// Load in the background: 45/s at orders (limit 20) from two origins, 15/s at catalog.
+	// Load in the background: 45/s at orders (limit 20; 12 a second per origin) from two origins
+	// (web 30/s, mobile 15/s), 15/s at catalog.
 	loadDone := make(chan struct{})
 	var loadRes *result
 	loadStart := time.Now()
@@ -156,6 +162,15 @@ flowRules:
 	if p, err := strconv.ParseFloat(pass, 64); err != nil || p > 30 {
 		t.Errorf("orders chart shows pass/s %q, want about the limit of 20", pass)
 	}
+
+	// Who is limited now: the param rule's panel lists the origin sending
+	// 30/s against 12 a second with its blocks.
+	const web = `document.querySelector('[data-param-resource="orders"] tr[data-value-b64="d2Vi"]')`
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](web+` && parseInt(`+web+`.querySelector('.blocks').textContent) > 0`,
+		chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the params panel never listed origin web with blocks: %v (panel says %q)", err, text(`#params`))
+	}
+	t.Logf("params panel, origin web: %s blocks/min", text(`[data-param-resource="orders"] tr[data-value-b64="d2Vi"] .blocks`))
 
 	// Raise checkout's count to 50 in the editor: flowRules[0].
 	count := chromedp.CSS(`#editor-fields input[name="count"]`)
