@@ -14,26 +14,17 @@ import (
 
 // passwords is an upstream login: 401 unless X-Password is "right"; it
 // counts the attempts that reached it, by X-User.
-type passwords struct {
-	mu   sync.Mutex
-	seen map[string]int
-}
+type passwords struct{ userCounter }
+
+func newPasswords() *passwords { return &passwords{userCounter{seen: map[string]int{}}} }
 
 func (p *passwords) handle(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	p.seen[r.Header.Get("X-User")]++
-	p.mu.Unlock()
+	p.count(r)
 	if r.Header.Get("X-Password") != "right" {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
 	w.Write([]byte("welcome"))
-}
-
-func (p *passwords) of(user string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.seen[user]
 }
 
 // lockoutRules: three failed logins (401) per user per 10 minutes.
@@ -65,7 +56,7 @@ func attempt(t *testing.T, url, user, password string) int {
 // lockout, and the next attempt reaches the upstream again.
 func TestLockoutAfterFailedLogins(t *testing.T) {
 	t.Parallel()
-	pw := &passwords{seen: map[string]int{}}
+	pw := newPasswords()
 	up := startUpstream(t, pw.handle)
 	g := startGateway(t, rulesFor(up.URL, lockoutRules))
 	for i, st := range []struct {
@@ -191,7 +182,7 @@ func TestResponseCostOverdraw(t *testing.T) {
 // one lifts the lockout on both (the other within a heartbeat).
 func TestLockoutAcrossTwoGateways(t *testing.T) {
 	rd := clStartRedis(t)
-	pw := &passwords{seen: map[string]int{}}
+	pw := newPasswords()
 	up := startUpstream(t, pw.handle)
 	gs := clStartGateways(t, 2, rulesFor(up.URL, lockoutRules+fmt.Sprintf(`    clusterMode: true
 cluster:

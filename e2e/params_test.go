@@ -35,10 +35,15 @@ type userCounter struct {
 }
 
 func (u *userCounter) handle(w http.ResponseWriter, r *http.Request) {
+	u.count(r)
+	w.Write([]byte("ok"))
+}
+
+// count counts r for its X-User.
+func (u *userCounter) count(r *http.Request) {
 	u.mu.Lock()
 	u.seen[r.Header.Get("X-User")]++
 	u.mu.Unlock()
-	w.Write([]byte("ok"))
 }
 
 func (u *userCounter) of(user string) int {
@@ -208,17 +213,7 @@ func TestParamsClusterLift(t *testing.T) {
 	redisURL := clRedisURL(t)
 	uc := &userCounter{seen: map[string]int{}}
 	up := startUpstream(t, uc.handle)
-	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
-routes:
-  - path: /login
-    upstream: up
-    resource: login
-paramRules:
-  - resource: login
-    param: header:X-User
-    count: 2
-    durationSec: 600
-    clusterMode: true
+	gs := clStartGateways(t, 2, rulesFor(up.URL, loginRules+fmt.Sprintf(`    clusterMode: true
 cluster:
   redis: %s
   namespace: %s

@@ -51,6 +51,41 @@ func allocsPerRequest(g http.Handler, req *http.Request) (allocs float64, w *dis
 	return testing.AllocsPerRun(200, serve), w
 }
 
+// allocsWith loads rules into a new gateway and counts the allocations of
+// one request req through it (allocsPerRequest), which must answer 200.
+func allocsWith(t *testing.T, rules string, req *http.Request) (float64, *discardWriter) {
+	t.Helper()
+	cfg, err := config.Parse("allocs.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	n, w := allocsPerRequest(g, req)
+	if w.status != 200 {
+		t.Fatalf("status %d", w.status)
+	}
+	return n, w
+}
+
+// allocBase is a fast route to an upstream (%q) with the RateLimit fields
+// off, so that the route with rules added and the bare one serve the same
+// response.
+const allocBase = `
+blockResponse:
+  rateLimitHeaders: false
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /item/{id}
+    upstream: up
+    resource: item
+    forwarder: fast
+`
+
 // TestHostRoutingAllocations: matching the Host (port, case and trailing
 // dot dropped, wildcards) adds nothing to the fast path's allocations.
 func TestHostRoutingAllocations(t *testing.T) {
@@ -80,19 +115,7 @@ func TestGuardsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
-	up := startRawUpstream(t, 100)
-	const base = `
-blockResponse:
-  rateLimitHeaders: false
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
-    forwarder: fast
-`
+	base := fmt.Sprintf(allocBase, startRawUpstream(t, 100))
 	guarded := base + `
 authorityRules:
   - resource: item
@@ -117,22 +140,8 @@ degradeRules:
     threshold: 0.5
     retryTimeoutMs: 1000
 `
-	allocs := func(rules string) float64 {
-		cfg, err := config.Parse("allocs.yaml", []byte(fmt.Sprintf(rules, up)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-		if err := g.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
-		n, w := allocsPerRequest(g, benchRequest("/item/42"))
-		if w.status != 200 {
-			t.Fatalf("status %d", w.status)
-		}
-		return n
-	}
-	if bare, all := allocs(base), allocs(guarded); all > bare {
+	bare, _ := allocsWith(t, base, benchRequest("/item/42"))
+	if all, _ := allocsWith(t, guarded, benchRequest("/item/42")); all > bare {
 		t.Errorf("every guard on the route: %.1f allocations per request, without rules %.1f: the checks allocate", all, bare)
 	}
 }
@@ -146,19 +155,7 @@ func TestSourcesAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
-	up := startRawUpstream(t, 100)
-	const base = `
-blockResponse:
-  rateLimitHeaders: false
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
-    forwarder: fast
-`
+	base := fmt.Sprintf(allocBase, startRawUpstream(t, 100))
 	rules := map[string]string{
 		"query, header, cookie": base + `
 origin:
@@ -196,24 +193,9 @@ paramRules:
 	req.Header.Set("X-Key", "k1")
 	req.Header.Set("Cookie", "a=1; sid=s1")
 	req.Header.Set("X-Forwarded-For", "9.9.9.9")
-	allocs := func(rules string) float64 {
-		cfg, err := config.Parse("allocs.yaml", []byte(fmt.Sprintf(rules, up)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-		if err := g.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
-		n, w := allocsPerRequest(g, req)
-		if w.status != 200 {
-			t.Fatalf("status %d", w.status)
-		}
-		return n
-	}
-	bare := allocs(base)
+	bare, _ := allocsWith(t, base, req)
 	for name, r := range rules {
-		if n := allocs(r); n > bare {
+		if n, _ := allocsWith(t, r, req); n > bare {
 			t.Errorf("param rules on %s: %.1f allocations per request, without rules %.1f: reading the sources allocates", name, n, bare)
 		}
 	}
@@ -228,43 +210,21 @@ func TestAnswerChargeAllocatesNothing(t *testing.T) {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	up := startRawUpstreamHeader(t, 100, "X-Tokens-Used: 7\r\n")
-	const base = `
-blockResponse:
-  rateLimitHeaders: false
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
-    forwarder: %s
-paramRules:
+	const param = `paramRules:
   - resource: item
     param: path:id
     count: 1000000000
 `
 	rules := map[string]string{
-		"failure":        base + "    countOn: failure\n    failureStatuses: [200]\n",
-		"responseHeader": base + "    countOn: \"responseHeader:X-Tokens-Used\"\n",
+		"failure":        param + "    countOn: failure\n    failureStatuses: [200]\n",
+		"responseHeader": param + "    countOn: \"responseHeader:X-Tokens-Used\"\n",
 	}
 	for _, fwd := range []string{"fast", "standard"} {
+		base := strings.Replace(fmt.Sprintf(allocBase, up), "forwarder: fast", "forwarder: "+fwd, 1)
 		allocs := func(rules string) (float64, *discardWriter) {
-			cfg, err := config.Parse("allocs.yaml", []byte(fmt.Sprintf(rules, up, fwd)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-			if err := g.Load(cfg); err != nil {
-				t.Fatal(err)
-			}
-			n, w := allocsPerRequest(g, benchRequest("/item/42"))
-			if w.status != 200 {
-				t.Fatalf("status %d", w.status)
-			}
-			return n, w
+			return allocsWith(t, base+rules, benchRequest("/item/42"))
 		}
-		bare, w := allocs(base)
+		bare, w := allocs(param)
 		if w.h.Get("X-Tokens-Used") != "7" {
 			t.Fatalf("%s: a rule counting requests removed the upstream's X-Tokens-Used", fwd)
 		}
@@ -289,18 +249,7 @@ func BenchmarkGatewayCountOn(b *testing.B) {
 	for _, countOn := range []string{"request", "failure\n    failureStatuses: [200]", "\"responseHeader:X-Tokens-Used\""} {
 		name, _, _ := strings.Cut(countOn, "\n")
 		b.Run(strings.Trim(name, `"`), func(b *testing.B) {
-			cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(`
-blockResponse:
-  rateLimitHeaders: false
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
-    forwarder: fast
-paramRules:
+			cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(allocBase+`paramRules:
   - resource: item
     param: path:id
     count: 1000000000
