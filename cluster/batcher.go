@@ -143,7 +143,7 @@ func (s *Service) scriptArgs(calls []*call, keys []string, args []any) ([]string
 	for _, c := range calls {
 		keys = append(keys, c.key)
 		if c.expireAt != nil {
-			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0, ops[opAcquire])
+			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0, ops[c.op])
 			continue
 		}
 		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt, ops[c.op])

@@ -183,3 +183,69 @@ func TestMonthlyQuota(t *testing.T) {
 		t.Errorf("on the 1st: %+v, want passed with 2 left", got)
 	}
 }
+
+// A monthly quota charged after the answer (countOn responseHeader): a
+// check takes nothing; charges add what each answer cost, past the count
+// too; an overdrawn month refuses the value on every gateway until the 1st,
+// with the reset as its retry; an operator's lift empties it; and the next
+// month starts whole, the debt forgotten.
+func TestMonthlyQuotaChargedAfterTheAnswer(t *testing.T) {
+	srv := startPrivateRedis(t)
+	now := time.Now().UTC()
+	at := time.Date(now.Year(), now.Month()+2, 20, 0, 0, 0, 0, time.UTC) // a future month, so its keys live
+	clock := new(wallClock)
+	clock.set(at)
+	opts := cluster.Options{URL: srv.url(), Namespace: "tokens", Timeout: 5 * time.Second, Heartbeat: time.Hour}
+	a, b := newService(t, opts), newService(t, opts)
+	a.SetWallClock(clock.now)
+	b.SetWallClock(clock.now)
+	r := quotaRule(config.WindowMonth, "UTC")
+	r.Count, r.CountOn = 1000, "responseHeader:X-Tokens-Used"
+	check := func(s *cluster.Service) quotaAnswer {
+		t.Helper()
+		ok, left, reset, period, err := s.CheckQuota(r, r.Count, "key1", 1)
+		if err != nil {
+			t.Fatalf("CheckQuota: %v", err)
+		}
+		return quotaAnswer{ok, left, reset, period}
+	}
+	charge := func(s *cluster.Service, n int64) {
+		t.Helper()
+		if err := s.ChargeQuota(r, r.Count, "key1", n); err != nil {
+			t.Fatalf("ChargeQuota(%d): %v", n, err)
+		}
+	}
+	toReset := time.Date(at.Year(), at.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(at)
+	for i := range 3 {
+		if got := check(a); !got.ok || got.left != 1000 || got.reset != toReset {
+			t.Fatalf("check %d before any charge: %+v, want passed, 1000 left, reset in %v", i+1, got, toReset)
+		}
+	}
+	charge(a, 600)
+	if got := check(b); !got.ok || got.left != 400 {
+		t.Errorf("after a charge of 600 on another gateway: %+v, want passed with 400 left", got)
+	}
+	charge(b, 600) // the last call overdraws
+	for _, s := range []*cluster.Service{a, b} {
+		if got := check(s); got.ok || got.left != 0 || got.reset != toReset {
+			t.Errorf("overdrawn (1200 of 1000): %+v, want refused with 0 left until the reset in %v", got, toReset)
+		}
+	}
+	if err := a.ForgetParam(context.Background(), r, r.Count, "key1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(a); !got.ok || got.left != 1000 {
+		t.Errorf("after the lift: %+v, want passed with 1000 left", got)
+	}
+	charge(a, 5000)
+	if got := check(a); got.ok {
+		t.Errorf("overdrawn again (5000): %+v, want refused", got)
+	}
+	clock.add(toReset)
+	if got := check(a); !got.ok || got.left != 1000 {
+		t.Errorf("on the 1st: %+v, want the month whole (1000 left), the debt not carried", got)
+	}
+	if got := check(b); !got.ok || got.left != 1000 {
+		t.Errorf("on the 1st, the other gateway: %+v, want 1000 left", got)
+	}
+}

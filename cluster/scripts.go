@@ -76,8 +76,10 @@ const (
 // A calendar quota's call (avgLocal flag 'q', statIntervalMs replaced by
 // the Unix ms its key expires at, no lease) is decided on a counter of its
 // period's calls instead: it passes iff the count plus n is at most
-// K = floor(count); a pass adds n and sets the expiry. It returns 0 or 1
-// (blocked: the caller knows the reset), then 0, the calls left, 0.
+// K = floor(count); a pass adds n and sets the expiry. A peek (op 1) adds
+// nothing; a charge (op 2, after a countOn rule's answer) adds n whether or
+// not it fits, so the period stays overdrawn until its reset. It returns 0
+// or 1 (blocked: the caller knows the reset), then 0, the calls left, 0.
 //
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
@@ -350,22 +352,24 @@ for i = 1, #KEYS do
   end
 end
 
--- a calendar quota's call: a counter of the period's calls
-local function quota(k, a)
+-- a calendar quota's call: a counter of the period's calls; op '1' only
+-- asks whether n fit, op '2' adds n whether or not they fit
+local function quota(k, a, op)
   local K = math.floor(tonumber(ARGV[a]) + 1e-9)
   local n = tonumber(ARGV[a + 1])
   local used = tonumber(redis.call('GET', k) or '0')
-  if used + n > K then return 1, math.max(0, K - used) end
+  if op ~= '2' and used + n > K then return 1, math.max(0, K - used) end
+  if op == '1' then return 0, K - used end
   used = redis.call('INCRBY', k, n)
   redis.call('PEXPIREAT', k, ARGV[a + 2])
-  return 0, K - used
+  return 0, math.max(0, K - used)
 end
 
 for i = 1, #KEYS do
   local a = (i - 1) * 8 + 4
   local op = ARGV[a + 7]
   if ARGV[a + 3] == 'q' then
-    local res, left = quota(KEYS[i], a)
+    local res, left = quota(KEYS[i], a, op)
     out[#out + 1] = res
     out[#out + 1] = 0
     out[#out + 1] = left

@@ -216,6 +216,29 @@ func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n
 // 23 or 25 on a day daylight saving time starts or ends). value may alias a
 // buffer the caller reuses after the call. rule must not change once used.
 func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
+	return s.quotaOp(rule, count, value, n, opAcquire)
+}
+
+// CheckQuota reports whether n more calls would fit value's calendar
+// quota now, taking none, with AcquireQuota's figures (left: what the
+// period has left): a countOn failure or responseHeader rule lets a call
+// in on it and charges the answer's cost with ChargeQuota.
+func (s *Service) CheckQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
+	return s.quotaOp(rule, count, value, n, opPeek)
+}
+
+// ChargeQuota adds n to value's calendar quota after a call's answer,
+// whether or not it fits: an overdrawn period refuses the value until its
+// reset, and the next period starts whole. err != nil: Redis did not
+// take it.
+func (s *Service) ChargeQuota(rule *config.ParamRule, count float64, value string, n int64) error {
+	_, _, _, _, err := s.quotaOp(rule, count, value, n, opCharge)
+	return err
+}
+
+// quotaOp runs op on value's calendar quota, after the checks every such
+// call shares.
+func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, left int64, reset, period time.Duration, err error) {
 	spec := s.specs.param(rule, count)
 	now := s.wall()
 	p := spec.periodAt(now)
@@ -230,7 +253,7 @@ func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value stri
 	case !s.up.Load():
 		return false, 0, reset, period, ErrUnavailable
 	}
-	ok, left, err = s.acquire(spec, value, n, p, reset, opAcquire)
+	ok, left, err = s.acquire(spec, value, n, p, reset, op)
 	return ok, left, reset, period, err
 }
 

@@ -361,7 +361,6 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/param_count_on.yaml:43: paramRules[7].countOn: \"responseHeader:X-Tokens-Used\" needs controlBehavior reject (a queue spaces calls before any answer), got \"throttle\"",
 			"testdata/param_count_on.yaml:44: paramRules[7].failureStatuses: is read only with countOn failure, got countOn \"responseHeader:X-Tokens-Used\"",
 			"testdata/param_count_on.yaml:54: paramRules[9].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
-			"testdata/param_count_on.yaml:55: paramRules[9].countOn: \"failure\" needs window rolling (a calendar quota counts calls as they enter), got \"day\"",
 		}},
 		{"param_zero_count.yaml", []string{
 			"testdata/param_zero_count.yaml:11: paramRules[0].count: must be > 0, got 0",

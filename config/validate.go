@@ -628,7 +628,8 @@ func (c *checker) paramRules(ix routeIndex) {
 // countOn checks when a param rule's calls take their tokens: request, or
 // after the answer (failure with its failureStatuses, responseHeader:NAME),
 // which needs a bucket that rejects (grade qps, controlBehavior reject): a
-// call in flight or a queue's place is taken as the call enters.
+// call in flight or a queue's place is taken as the call enters. A calendar
+// quota may count after the answer too (a month's tokens used).
 func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 	cp := p + ".countOn"
 	switch name, isHeader := strings.CutPrefix(string(r.CountOn), CountOnHeaderPrefix); {
@@ -655,9 +656,6 @@ func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 	}
 	if behaviorOK && r.ControlBehavior != BehaviorReject {
 		c.add(cp, "%s needs controlBehavior reject (a queue spaces calls before any answer), got %s", quote(string(r.CountOn)), quote(string(r.ControlBehavior)))
-	}
-	if _, quota := r.Window.Calendar(); quota {
-		c.add(cp, "%s needs window rolling (a calendar quota counts calls as they enter), got %s", quote(string(r.CountOn)), quote(string(r.Window)))
 	}
 }
 

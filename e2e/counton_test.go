@@ -228,3 +228,106 @@ cluster:
 		t.Fatalf("after the lift the upstream saw %d of mallory's attempts, want 7", n)
 	}
 }
+
+// TestMonthlyTokenQuotaAcrossTwoGateways: a month's tokens per key, counted
+// from the upstream's X-Tokens-Used (window month with countOn
+// responseHeader) on two gateways sharing a Redis. The calls pass while the
+// key has a token left this month, whichever gateway takes them, and the
+// last one overdraws. Then both gateways refuse the key before the
+// upstream, with Retry-After the seconds to the 1st (UTC). Another key is
+// not affected; the client never sees X-Tokens-Used; both gateways' peeks
+// read nothing left; a DELETE /api/params on one lifts the key on both.
+func TestMonthlyTokenQuotaAcrossTwoGateways(t *testing.T) {
+	now := time.Now().UTC()
+	first := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	if time.Until(first) < 2*time.Minute {
+		t.Skip("within two minutes of the 1st (UTC): the quota would reset during the test")
+	}
+	rd := clStartRedis(t)
+	cu := &costUpstream{calls: map[string]int{}}
+	up := startUpstream(t, cu.handle)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - path: /v1/complete
+    upstream: up
+    resource: llm
+paramRules:
+  - resource: llm
+    param: header:X-Key
+    count: 1000
+    window: month
+    timezone: UTC
+    clusterMode: true
+    countOn: "responseHeader:X-Tokens-Used"
+cluster:
+  redis: %s
+  namespace: %s
+`, rd.url(), clNamespace(t))))
+	call := func(gw int, key, cost string, want int) *http.Response {
+		t.Helper()
+		resp, _ := get(t, gs[gw].URL+"/v1/complete?cost="+cost, "X-Key: "+key)
+		if resp.StatusCode != want {
+			t.Fatalf("gateway %d, key %s, cost %q: %d, want %d", gw, key, cost, resp.StatusCode, want)
+		}
+		if v, ok := resp.Header["X-Tokens-Used"]; ok {
+			t.Fatalf("gateway %d: the client got X-Tokens-Used: %q", gw, v)
+		}
+		return resp
+	}
+	// The RateLimit fields give the month: q and w, and r what the month
+	// had left when the call was let in (its cost is known only after).
+	month := int64(first.Sub(time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)) / time.Second)
+	for i, st := range []struct {
+		gw    int
+		cost  string
+		wantR int64
+	}{{gw: 0, cost: "600", wantR: 1000}, {gw: 1, cost: "300", wantR: 400}} {
+		resp := call(st.gw, "k1", st.cost, 200)
+		policies, err := parseSFList(resp.Header.Values("RateLimit-Policy"))
+		if err != nil || len(policies) != 1 || policies[0].param("q") != int64(1000) || policies[0].param("w") != month {
+			t.Errorf("call %d: RateLimit-Policy %q, want q=1000 w=%d (the month's length)", i, resp.Header.Values("RateLimit-Policy"), month)
+		}
+		limits, err := parseSFList(resp.Header.Values("RateLimit"))
+		if err != nil || len(limits) != 1 || limits[0].param("r") != st.wantR {
+			t.Errorf("call %d: RateLimit %q, want r=%d", i, resp.Header.Values("RateLimit"), st.wantR)
+		}
+	}
+	call(1, "k1", "", 200)    // no figure: acquireCount (1); 99 left
+	call(0, "k1", "500", 200) // overdraws: 1401 of 1000
+	for gw := range gs {
+		resp := call(gw, "k1", "1", 429)
+		ra, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+		want := int64(time.Until(first).Seconds())
+		if err != nil || ra < want-3 || ra > want+3 {
+			t.Errorf("gateway %d: Retry-After %q, want about %d (seconds to the 1st, UTC)", gw, resp.Header.Get("Retry-After"), want)
+		}
+	}
+	if n := cu.of("/v1/complete"); n != 4 {
+		t.Fatalf("the upstream saw %d calls, want 4 (the refused never reached it)", n)
+	}
+	call(1, "k2", "5", 200)
+	for i, g := range gs {
+		if p := getParams(t, g, "resource=llm&value=k1").Rules[0].Values[0]; p.Remaining != 0 {
+			t.Errorf("gateway %d's peek at k1: %+v, want nothing left", i, p)
+		}
+	}
+	if code, body, _ := admDo(t, "DELETE", gs[0].AdminURL+"/api/params?resource=llm&value=k1", ""); code != 200 {
+		t.Fatalf("DELETE /api/params on gateway 0: %d %s", code, body)
+	}
+	call(0, "k1", "10", 200)
+	// Gateway 1 noted the key refused; its heartbeat (1 s) reads the lift.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := get(t, gs[1].URL+"/v1/complete?cost=10", "X-Key: k1")
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway 1 still refuses k1 5 s after the lift: %d", resp.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := getParams(t, gs[0], "resource=llm&value=k1").Rules[0].Values[0]; p.Remaining != 980 {
+		t.Errorf("after the lift and two calls of 10: %+v, want 980 left", p)
+	}
+}

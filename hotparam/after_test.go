@@ -246,6 +246,56 @@ func TestCountOnCluster(t *testing.T) {
 	}
 }
 
+// TestCountOnCalendarQuota: a month's tokens counted from the answer. A
+// call is let in on the cluster's check of the period (never on
+// AcquireQuota, which would count the call itself), with the period's
+// figures for the RateLimit fields; the answer's figure, or acquireCount
+// without one, is charged to the period, never to a rolling window; a
+// refused period blocks until its reset; a cancelled call costs nothing.
+// A failure lockout per day charges only the failures.
+func TestCountOnCalendarQuota(t *testing.T) {
+	const reset, month = 5 * time.Hour, 30 * 24 * time.Hour
+	svc := &fakeCluster{ok: true, left: 900, reset: reset, period: month}
+	r := costRule(1000, 1)
+	r.ClusterMode, r.Window, r.Timezone = true, config.WindowMonth, "UTC"
+	c := compileCluster(t, svc, r)
+	tok, vd := c.Enter(sec(1), order("a"), 1)
+	if vd.Blocked || !vd.HasQuota || vd.Quota.Remaining != 900 || vd.Quota.Reset != reset || vd.Quota.Window != month {
+		t.Fatalf("pass: %+v, want passed with the period's figures (900 left, reset %v, window %v)", vd, reset, month)
+	}
+	tok.Answer(answer{"X-Tokens-Used": {"1834"}})
+	tok.Exit(sec(1), 200)
+	tok, _ = c.Enter(sec(2), order("a"), 1)
+	tok.Exit(sec(2), 200) // no header: acquireCount
+	tok, _ = c.Enter(sec(3), order("b"), 1)
+	tok.Cancel(sec(3))
+	if svc.quotaChecks != 3 || svc.quotaCalls != 0 || len(svc.charged) != 0 {
+		t.Errorf("asked CheckQuota %d times, AcquireQuota %d, ChargeParam %v; want 3 checks and nothing else", svc.quotaChecks, svc.quotaCalls, svc.charged)
+	}
+	if want := map[string]int64{"a": 1835}; len(svc.quotaCharged) != 1 || svc.quotaCharged["a"] != 1835 {
+		t.Errorf("charged %v to the period, want %v", svc.quotaCharged, want)
+	}
+	svc.ok, svc.left = false, 0
+	if _, vd := c.Enter(sec(4), order("a"), 1); !vd.Blocked || vd.RetryAfter != reset || !vd.HasQuota || vd.Quota.Remaining != 0 {
+		t.Errorf("overdrawn month: %+v, want blocked until the reset (%v) with 0 left", vd, reset)
+	}
+
+	svc = &fakeCluster{ok: true, left: 4, reset: reset, period: 24 * time.Hour}
+	l := lockoutRule(5, 1)
+	l.ClusterMode, l.Window, l.Timezone = true, config.WindowDay, "UTC"
+	c = compileCluster(t, svc, l)
+	for i, st := range []int{200, 401, 200, 401, 401} {
+		tok, vd := c.Enter(sec(float64(10+i)), order("10.0.0.1"), 1)
+		if vd.Blocked {
+			t.Fatalf("login %d blocked: %+v", i+1, vd)
+		}
+		tok.Exit(sec(float64(10+i)), st)
+	}
+	if svc.quotaCharged["10.0.0.1"] != 3 {
+		t.Errorf("a day's lockout charged %v, want 3 (the three 401s)", svc.quotaCharged)
+	}
+}
+
 // TestParseCost: every byte of the figure is the upstream's, read
 // defensively.
 func TestParseCost(t *testing.T) {

@@ -173,13 +173,27 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	sh.Unlock()
 	share = r.share(ts)
 	if r.after {
-		// Let in while the window has room for the check; the answer's
-		// charge (Token.Exit) is what counts.
-		ok, err := ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
+		// Let in while the window (or the period) has room for the check;
+		// the answer's charge (Token.Exit) is what counts.
+		var ok bool
+		var err error
+		var q outcome
+		if r.calendar {
+			var left int64
+			var reset, period time.Duration
+			ok, left, reset, period, err = ts.CheckQuota(&r.cfg, p.count, val, r.checkOf(n))
+			q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
+			if !ok {
+				q.retry, q.remaining = q.reset, 0 // out until the period's reset
+			}
+		} else {
+			ok, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
+		}
 		switch {
 		case err == nil:
 			r.count(val, now, !ok)
-			return true, 0, outcome{blocked: !ok, took: ok || r.dryRun}
+			q.blocked, q.took = !ok, ok || r.dryRun
+			return true, 0, q
 		case !r.cfg.ClusterConfig.Fallback():
 			r.count(val, now, false)
 			return true, 0, outcome{took: true}

@@ -50,6 +50,14 @@ func (e *exactParams) AcquireQuota(*config.ParamRule, float64, string, int64) (b
 	return false, 0, 0, 0, errors.New("not used")
 }
 
+func (e *exactParams) CheckQuota(*config.ParamRule, float64, string, int64) (bool, int64, time.Duration, time.Duration, error) {
+	return false, 0, 0, 0, errors.New("not used")
+}
+
+func (e *exactParams) ChargeQuota(*config.ParamRule, float64, string, int64) error {
+	return errors.New("not used")
+}
+
 func (e *exactParams) Gateways() int { return e.gateways }
 
 // TestClusterParamResumeAddsNoBurst is limiter's

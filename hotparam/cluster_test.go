@@ -23,6 +23,10 @@ type fakeCluster struct {
 	reset, period time.Duration
 	quotaCalls    int
 	charged       map[string]int64 // value -> tokens charged after answers
+	// a calendar quota counted after the answer: checks asked, and what
+	// was charged by value
+	quotaChecks  int
+	quotaCharged map[string]int64
 }
 
 func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
@@ -55,6 +59,23 @@ func (f *fakeCluster) AcquireQuota(r *config.ParamRule, count float64, value str
 	}
 	f.quotaCalls++
 	return f.ok, f.left, f.reset, f.period, f.err
+}
+
+// CheckQuota answers as AcquireQuota, counted apart.
+func (f *fakeCluster) CheckQuota(r *config.ParamRule, count float64, value string, n int64) (bool, int64, time.Duration, time.Duration, error) {
+	f.quotaChecks++
+	return f.ok, f.left, f.reset, f.period, f.err
+}
+
+// ChargeQuota records what was charged, by value.
+func (f *fakeCluster) ChargeQuota(r *config.ParamRule, count float64, value string, n int64) error {
+	if f.err == nil {
+		if f.quotaCharged == nil {
+			f.quotaCharged = map[string]int64{}
+		}
+		f.quotaCharged[value] += n
+	}
+	return f.err
 }
 
 func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }

@@ -59,6 +59,14 @@ type TokenService interface {
 	// refuses calls until its passes leave it (at most one full window of
 	// count: see cluster.Service.ChargeParam). err: Redis did not take it.
 	ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error
+	// CheckQuota is AcquireQuota taking nothing: whether n would fit value's
+	// calendar quota now (a countOn failure or responseHeader rule lets a
+	// call in on it), with the same figures.
+	CheckQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error)
+	// ChargeQuota adds n to value's calendar quota after a call's answer,
+	// whether or not it fits: the period may be overdrawn, and then refuses
+	// the value until its reset. err: Redis did not take it.
+	ChargeQuota(rule *config.ParamRule, count float64, value string, n int64) error
 	// Gateways is the number of live gateways last seen, at least 1.
 	Gateways() int
 }

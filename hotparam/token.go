@@ -137,7 +137,7 @@ func (s *slot) charge(ts TokenService, now int64, status int) {
 			return
 		}
 		share = r.share(ts)
-		if ts.ChargeParam(&r.cfg, p.count, s.val, n) == nil {
+		if r.chargeCluster(ts, p, s.val, n) == nil {
 			// As a pass the cluster decided: the local bucket learns
 			// what this gateway spent, without debt, for a fallback.
 			r.chargeBucket(&e.V, p, now, n, share)
@@ -148,6 +148,15 @@ func (s *slot) charge(ts TokenService, now int64, status int) {
 	if e != nil {
 		r.chargeDebt(&e.V, &r.params[e.V.param], now, n, share)
 	}
+}
+
+// chargeCluster charges n to val's window in the cluster, or to its period
+// for a calendar quota.
+func (r *rule) chargeCluster(ts TokenService, p *param, val string, n int64) error {
+	if r.calendar {
+		return ts.ChargeQuota(&r.cfg, p.count, val, n)
+	}
+	return ts.ChargeParam(&r.cfg, p.count, val, n)
 }
 
 // leave ends one call in flight of the slot's value. If it was the last and

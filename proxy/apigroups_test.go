@@ -354,6 +354,12 @@ func (c *clusterTokens) AcquireQuota(*config.ParamRule, float64, string, int64) 
 	return true, 0, 0, 0, nil
 }
 
+func (c *clusterTokens) CheckQuota(*config.ParamRule, float64, string, int64) (bool, int64, time.Duration, time.Duration, error) {
+	return true, 0, 0, 0, nil
+}
+
+func (c *clusterTokens) ChargeQuota(*config.ParamRule, float64, string, int64) error { return nil }
+
 func (c *clusterTokens) Gateways() int { return 1 }
 
 // TestAPIGroupClusterRule: a clusterMode flow rule on a group asks the
