@@ -27,10 +27,15 @@ routes:
   - { path: /p, upstream: up, resource: p, prioritized: true, occupyTimeoutMs: 1000 }
   - { path: /n, upstream: up, resource: n }
   - { path: /h, upstream: up, resource: h, prioritized: "header:X-Priority=high", occupyTimeoutMs: 1000 }
+  - { path: /g/a, upstream: up, resource: ga, prioritized: true, occupyTimeoutMs: 1000 }
+apiGroups:
+  - { name: g, match: [{ prefix: /g/ }] }
 flowRules:
   - { resource: p, count: 5 }
   - { resource: n, count: 5 }
   - { resource: h, count: 1 }
+  - { resource: ga, count: 100 }
+  - { resource: g, count: 4 }
 `))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 5 * time.Second}
 	call := func(ctx context.Context, path string, header ...string) (int, time.Duration) {
@@ -82,6 +87,38 @@ flowRules:
 		}
 		if w := metric(t, g, `sluice_prioritized_waits_total{resource="p"}`); w != "5" {
 			t.Errorf("sluice_prioritized_waits_total = %q, want 5", w)
+		}
+	})
+
+	t.Run("an API group's rule waits too", func(t *testing.T) {
+		// /g/a has room for 100 a second; its group g for 4: a burst of
+		// 8 passes 4 at once and 4 when they leave g's window.
+		var wg sync.WaitGroup
+		var smu sync.Mutex
+		var statuses []int
+		for range 8 {
+			wg.Go(func() {
+				st, _ := call(context.Background(), "/g/a")
+				smu.Lock()
+				statuses = append(statuses, st)
+				smu.Unlock()
+			})
+		}
+		wg.Wait()
+		for _, st := range statuses {
+			if st != 200 {
+				t.Errorf("statuses %v: every prioritized call should pass, waiting for the group's room", statuses)
+				break
+			}
+		}
+		mu.Lock()
+		got := append([]time.Time(nil), arrivals["/g/a"]...)
+		mu.Unlock()
+		if m := maxArrivalsIn(got, time.Second-20*time.Millisecond); len(got) != 8 || m > 4 {
+			t.Errorf("the upstream saw %d calls, %d within one second; the group's count is 4", len(got), m)
+		}
+		if w := metric(t, g, `sluice_prioritized_waits_total{resource="ga"}`); w != "4" {
+			t.Errorf("sluice_prioritized_waits_total{resource=\"ga\"} = %q, want 4", w)
 		}
 	})
 

@@ -1,6 +1,8 @@
 package limiter_test
 
 import (
+	"time"
+
 	"sync/atomic"
 	"testing"
 
@@ -87,5 +89,30 @@ func TestEnterAllocatesNothing(t *testing.T) {
 		if allocs > 0 {
 			t.Errorf("%s: Enter+Exit allocates %v per call", name, allocs)
 		}
+	}
+}
+
+// A prioritized call allocates nothing either: alone on one checker, or
+// held pending on two and reserved together (a route and its API group).
+func TestPrioritizedAllocatesNothing(t *testing.T) {
+	f := compile(t, qps("r", 1e9), qps("g", 1e9))
+	r, g := f.Checker("r", "default"), f.Checker("g", "default")
+	now := t0
+	// As the proxy holds them: in the request's pooled state.
+	held := new([2]limiter.Token)
+	ts := []*limiter.Token{&held[0], &held[1]}
+	allocs := testing.AllocsPerRun(1000, func() {
+		now += 1000
+		tok, _ := r.EnterPrioritized(now, "", 1, int64(time.Second))
+		tok.Exit(now, false)
+		held[0], _ = r.EnterPending(now, "", 1, nil)
+		held[1], _ = g.EnterPending(now, "", 1, nil)
+		var v limiter.Verdict
+		limiter.Reserve(now, int64(time.Second), ts, &v)
+		held[0].Exit(now, false)
+		held[1].Exit(now, false)
+	})
+	if allocs > 0 {
+		t.Errorf("prioritized Enter, and EnterPending+Reserve, allocate %v per call", allocs)
 	}
 }

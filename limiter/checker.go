@@ -64,6 +64,7 @@ type Token struct {
 	nheld  int
 	held   [maxInline]heldState
 	more   []heldState // past maxInline (rare: allocates)
+	sink   QuotaSink   // EnterPending's, for Reserve
 }
 
 // heldState is one rule state a call holds, with the virtual-queue slot it
@@ -148,6 +149,21 @@ func (c *Checker) EnterPrioritized(now int64, origin string, n, maxWait int64) (
 // that also hands sink (nil: none) the Quota of every qps rule that counts
 // the call, the blocking one included (QuotaSink).
 func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink QuotaSink) (t Token, v Verdict) {
+	return c.enter(now, origin, n, maxWait, sink, false)
+}
+
+// EnterPending is EnterPrioritized for a call that other checkers also
+// count (an API group's rules besides its route's): every rule decides at
+// now except the qps reject rules, whose passes the call holds pending.
+// The caller must then reserve them, with the pending passes of the call's
+// other checkers, in one Reserve: a pending pass counts nowhere until
+// reserved. A Token without pending passes (no qps reject rule applies)
+// passes through Reserve unchanged.
+func (c *Checker) EnterPending(now int64, origin string, n int64, sink QuotaSink) (t Token, v Verdict) {
+	return c.enter(now, origin, n, 0, sink, true)
+}
+
+func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSink, pending bool) (t Token, v Verdict) {
 	if n < 1 {
 		n = 1
 	}
@@ -277,8 +293,12 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 		}
 		t.hold(ks, &o)
 	}
-	if maxWait >= 0 {
-		if ok, retry := t.reserve(now, maxWait, &v); !ok {
+	switch {
+	case pending:
+		t.sink = sink // for Reserve
+	case maxWait >= 0:
+		one := [1]*Token{&t}
+		if ok, retry := reserve(one[:], now, maxWait, &v); !ok {
 			t.block(now, &v, retry)
 			return Token{}, v
 		}
@@ -298,66 +318,100 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 // concurrent call made void between its search and its reservation.
 const maxReserveTries = 8
 
-// reserve reserves a prioritized call's pass in the windows of its pending
-// reject rules at the earliest moment within maxWait at which all of them
-// have room. Refused, retry is how long until such a moment (0: unknown).
-func (t *Token) reserve(now, maxWait int64, v *Verdict) (ok bool, retry int64) {
+// Reserve reserves the pending passes of one prioritized call's tokens
+// (EnterPending on each of its checkers) at the earliest moment within
+// maxWait ns at which every one of their qps reject rules has room, and
+// sets v as EnterPrioritized would: Wait and Prioritized if the moment lies
+// ahead, the quota of the first reserved rule if v has none. Each token
+// with a sink hands it the quotas of its reserved rules. Refused (ok
+// false), nothing is reserved and retry is how long until such a moment (0:
+// unknown); the caller cancels every token (Cancel with ReasonFlow counts
+// the block).
+func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64) {
+	if ok, retry = reserve(ts, now, max(maxWait, 0), v); !ok {
+		return false, retry
+	}
+	for _, t := range ts {
+		if t.sink != nil {
+			t.prioQuotas(now, t.sink)
+			t.sink = nil
+		}
+	}
+	return true, 0
+}
+
+// reserve reserves a prioritized call's pass in the windows of the pending
+// reject rules of its tokens (one per checker) at the earliest moment
+// within maxWait at which all of them have room. Refused, retry is how long
+// until such a moment (0: unknown).
+func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64) {
 	until := now + maxWait
 	from := now
 	for range maxReserveTries {
-		at, ok := t.commonRoom(now, from, until)
+		at, ok := commonRoom(ts, now, from, until)
 		if !ok {
-			if at, ok := t.commonRoom(now, now, math.MaxInt64/4); ok {
+			if at, ok := commonRoom(ts, now, now, math.MaxInt64/4); ok {
 				return false, at - now
 			}
 			return false, 0
 		}
 		latest, ahead, failed := at, false, false
-		for i := 0; i < t.nheld; i++ {
-			h := t.heldAt(i)
-			if !h.prio {
-				continue
+	reserving:
+		for _, t := range ts {
+			for i := 0; i < t.nheld; i++ {
+				h := t.heldAt(i)
+				if !h.prio {
+					continue
+				}
+				st, later, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
+				if !ok {
+					failed = true
+					break reserving
+				}
+				h.at, latest, ahead = st, max(latest, st), ahead || later
 			}
-			st, later, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
-			if !ok {
-				failed = true
-				break
-			}
-			h.at, latest, ahead = st, max(latest, st), ahead || later
 		}
 		if failed { // taken meanwhile: give back what this try reserved
-			for i := 0; i < t.nheld; i++ {
-				if h := t.heldAt(i); h.prio && h.at != pendingAt {
-					h.s.win.Unreserve(now, h.at, t.n)
-					h.at = pendingAt
+			for _, t := range ts {
+				for i := 0; i < t.nheld; i++ {
+					if h := t.heldAt(i); h.prio && h.at != pendingAt {
+						h.s.win.Unreserve(now, h.at, t.n)
+						h.at = pendingAt
+					}
 				}
 			}
 			from = at
 			continue
 		}
-		t.prioQuota(now, v, ahead, latest)
+		for _, t := range ts {
+			if t.prioQuota(now, v, ahead, latest) {
+				break
+			}
+		}
 		return true, 0
 	}
 	return false, 0
 }
 
 // commonRoom is the earliest moment in [from, until] at which every pending
-// reject rule's window has room for the call.
-func (t *Token) commonRoom(now, from, until int64) (int64, bool) {
+// reject rule's window of the tokens has room for the call.
+func commonRoom(ts []*Token, now, from, until int64) (int64, bool) {
 	at := from
 	for range 64 {
 		moved := false
-		for i := 0; i < t.nheld; i++ {
-			h := t.heldAt(i)
-			if !h.prio {
-				continue
-			}
-			a, ok := h.s.win.EarliestRoom(now, at, t.n, h.s.def.winLimit, until)
-			if !ok {
-				return 0, false
-			}
-			if a > at {
-				at, moved = a, true
+		for _, t := range ts {
+			for i := 0; i < t.nheld; i++ {
+				h := t.heldAt(i)
+				if !h.prio {
+					continue
+				}
+				a, ok := h.s.win.EarliestRoom(now, at, t.n, h.s.def.winLimit, until)
+				if !ok {
+					return 0, false
+				}
+				if a > at {
+					at, moved = a, true
+				}
 			}
 		}
 		if !moved {
@@ -373,13 +427,14 @@ func (t *Token) commonRoom(now, from, until int64) (int64, bool) {
 // clock reading is older than another call's already counted is stamped
 // at that present, a little after its own now: it passes at once, as a
 // plain call would, and is no prioritized wait.
-func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) {
+// It reports whether v has a quota after.
+func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) bool {
 	if ahead {
 		v.Prioritized = true
 		v.Wait = max(v.Wait, time.Duration(latest-now))
 	}
 	if v.HasQuota {
-		return
+		return true
 	}
 	for i := 0; i < t.nheld; i++ {
 		h := t.heldAt(i)
@@ -390,8 +445,9 @@ func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) {
 		v.HasQuota = true
 		v.Quota = Quota{Policy: t.c.resource, Limit: limit, Window: window,
 			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
-		return
+		return true
 	}
+	return false
 }
 
 // prioQuotas hands sink the quota of each reject rule whose pass a

@@ -397,6 +397,7 @@ func (c *call) addGroup(e *groupEntry, parent *call) *groupCall {
 	c.groups = append(c.groups, groupCall{e: e})
 	gc := &c.groups[len(c.groups)-1]
 	gc.c.origin, gc.c.n, gc.c.values = parent.origin, parent.n, parent.values
+	gc.c.occupy, gc.c.parent = parent.occupy, parent
 	return gc
 }
 

@@ -257,13 +257,15 @@ func (p *exchangePool) get(w http.ResponseWriter, r *http.Request, v view, src *
 }
 
 // put zeroes e for its next get, keeping the room for API groups' calls
-// (emptied) and the composite keys' buffer.
+// and a prioritized call's pending tokens (emptied) and the composite keys'
+// buffer.
 func (p *exchangePool) put(e *exchange) {
 	clear(e.call.groups)
-	groups := e.call.groups[:0]
+	clear(e.call.pending)
+	groups, pending := e.call.groups[:0], e.call.pending[:0]
 	e.key.reset()
 	key := e.key.buf
 	*e = exchange{}
-	e.call.groups, e.key.buf = groups, key
+	e.call.groups, e.call.pending, e.key.buf = groups, pending, key
 	p.p.Put(e)
 }

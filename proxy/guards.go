@@ -96,9 +96,13 @@ type call struct {
 	n      int64      // acquireCount
 	values hotparam.Values
 	// occupy is how long a prioritized call may wait for room (ns); 0:
-	// the call is not prioritized. An API group's rules do not wait (its
-	// call leaves it 0): a wait is reserved in the route's windows only.
-	occupy int64
+	// the call is not prioritized. Its API groups' calls wait alike: the
+	// qps reject rules of the route and of every group it matched hold
+	// their passes pending, and the route reserves them at one moment
+	// (limiter.Reserve) once every guard passed.
+	occupy  int64
+	parent  *call            // a group's call: the request's call; nil for that one
+	pending []*limiter.Token // the flow tokens holding pending passes (the request's call only)
 
 	held  [maxGuards]token // the tokens of the guards passed, in order
 	nheld int
@@ -226,12 +230,34 @@ type flowGuard struct{ c *limiter.Checker }
 
 func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
-	maxWait := int64(-1) // not prioritized
-	if c.occupy > 0 {
-		maxWait = c.occupy
+	if c.occupy <= 0 {
+		c.flow, v = f.c.EnterQuotas(now, c.origin, c.n, -1, c.sink())
+		return (*flowToken)(&c.flow), v
 	}
-	c.flow, v = f.c.EnterQuotas(now, c.origin, c.n, maxWait, c.sink())
+	c.flow, v = f.c.EnterPending(now, c.origin, c.n, c.sink())
+	if !v.Blocked {
+		root := c
+		if c.parent != nil {
+			root = c.parent
+		}
+		root.pending = append(root.pending, &c.flow)
+	}
 	return (*flowToken)(&c.flow), v
+}
+
+// reservePending reserves at one moment the passes the call's flow tokens
+// (its route's and its groups') hold pending, for a prioritized call, and
+// reports the verdict: a wait, or a flow block when no moment within
+// occupy has room in every window.
+func (c *call) reservePending(now int64) limiter.Verdict {
+	var v limiter.Verdict
+	if len(c.pending) == 0 {
+		return v
+	}
+	if ok, retry := limiter.Reserve(now, c.occupy, c.pending, &v); !ok {
+		return limiter.Verdict{Blocked: true, Reason: limiter.ReasonFlow, RetryAfter: time.Duration(retry)}
+	}
+	return v
 }
 
 func (f flowGuard) refused(now int64, c *call) { f.c.Block(now, c.origin, c.n) }

@@ -131,6 +131,15 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		c.hold(tok)
 		wait, dry, prio = max(wait, v.Wait), dry+v.DryRun, prio || v.Prioritized
 	}
+	if c.occupy > 0 {
+		v := c.reservePending(start)
+		if v.Blocked {
+			c.cancel(start, v.Reason)
+			rt.reject(ex, origin, v, start)
+			return
+		}
+		wait, prio = max(wait, v.Wait), prio || v.Prioritized
+	}
 	for ; dry > 0; dry-- {
 		rt.obs.DryRun()
 		if e := s.log.Debug(); e.Enabled() {
