@@ -106,6 +106,36 @@ func (m *passModel) remove(at int64) {
 	}
 }
 
+// waiter is a prioritized call that leaves while it waits: at leave it
+// cancels its tokens, one per checker, whose passes were reserved at at.
+type waiter struct {
+	leave, at int64
+	toks      []limiter.Token
+}
+
+// waiters are the calls that will leave, by when they leave.
+type waiters []waiter
+
+func (ws *waiters) add(w waiter) {
+	k, _ := slices.BinarySearchFunc(*ws, w.leave, func(x waiter, l int64) int { return int(x.leave - l) })
+	*ws = slices.Insert(*ws, k, w)
+}
+
+// leaveBy ends the waits of the calls that leave by now, and removes
+// their passes from the models.
+func (ws *waiters) leaveBy(now int64, models ...*passModel) {
+	for len(*ws) > 0 && (*ws)[0].leave <= now {
+		w := (*ws)[0]
+		*ws = (*ws)[1:]
+		for i := range w.toks {
+			w.toks[i].Cancel(w.leave, limiter.ReasonNone)
+		}
+		for _, m := range models {
+			m.remove(w.at)
+		}
+	}
+}
+
 func checkPrioritized(t *testing.T, count, over float64, maxWait, start int64) {
 	t.Helper()
 	c := compile(t, qps("r", count)).Checker("r", "default")
@@ -113,23 +143,14 @@ func checkPrioritized(t *testing.T, count, over float64, maxWait, start int64) {
 	exact := count <= window.MaxSlots
 	step := float64(sec) / (count * over)
 	end := start + 4*sec
-	type waiter struct {
-		leave, at int64
-		tok       limiter.Token
-	}
-	var leaving []waiter // sorted by leave
+	var leaving waiters
 	var waits, refusals int
 	for i := int64(0); ; i++ {
 		now := start + int64(float64(i)*step+0.999999)
 		if now >= end {
 			break
 		}
-		for len(leaving) > 0 && leaving[0].leave <= now {
-			w := leaving[0]
-			leaving = leaving[1:]
-			w.tok.Cancel(w.leave, limiter.ReasonNone)
-			m.remove(w.at)
-		}
+		leaving.leaveBy(now, m)
 		plain := i%4 == 3
 		var tok limiter.Token
 		var v limiter.Verdict
@@ -159,9 +180,7 @@ func checkPrioritized(t *testing.T, count, over float64, maxWait, start int64) {
 		if wait > 0 {
 			waits++
 			if waits%5 == 0 {
-				w := waiter{leave: now + wait/2, at: at, tok: tok}
-				k, _ := slices.BinarySearchFunc(leaving, w.leave, func(x waiter, l int64) int { return int(x.leave - l) })
-				leaving = slices.Insert(leaving, k, w)
+				leaving.add(waiter{leave: now + wait/2, at: at, toks: []limiter.Token{tok}})
 				continue
 			}
 		}

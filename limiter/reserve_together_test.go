@@ -2,7 +2,6 @@ package limiter_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -114,11 +113,7 @@ func checkTogether(t *testing.T, cr, cg float64, maxWait, start int64) {
 		}
 		return false
 	}
-	type waiter struct {
-		leave, at int64
-		rt, gt    limiter.Token
-	}
-	var leaving []waiter
+	var leaving waiters
 	step := float64(sec) / (max(cr, cg) * 3)
 	end := start + 4*sec
 	desc := fmt.Sprintf("route %g, group %g, wait %dms, phase %dms", cr, cg, maxWait/ms, (start%sec)/ms)
@@ -128,14 +123,7 @@ func checkTogether(t *testing.T, cr, cg float64, maxWait, start int64) {
 		if now >= end {
 			break
 		}
-		for len(leaving) > 0 && leaving[0].leave <= now {
-			w := leaving[0]
-			leaving = leaving[1:]
-			w.rt.Cancel(w.leave, limiter.ReasonNone)
-			w.gt.Cancel(w.leave, limiter.ReasonNone)
-			mr.remove(w.at)
-			mg.remove(w.at)
-		}
+		leaving.leaveBy(now, mr, mg)
 		if i%3 == 2 { // a plain call of another route of the group
 			tok, v := group.Enter(now, "", 1)
 			if v.Blocked {
@@ -168,9 +156,7 @@ func checkTogether(t *testing.T, cr, cg float64, maxWait, start int64) {
 		mg.add(at)
 		if wait > 0 {
 			if waits++; waits%5 == 0 {
-				w := waiter{leave: now + wait/2, at: at, rt: rt, gt: gt}
-				k, _ := slices.BinarySearchFunc(leaving, w.leave, func(x waiter, l int64) int { return int(x.leave - l) })
-				leaving = slices.Insert(leaving, k, w)
+				leaving.add(waiter{leave: now + wait/2, at: at, toks: []limiter.Token{rt, gt}})
 				continue
 			}
 		}
