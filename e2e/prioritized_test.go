@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -55,9 +56,11 @@ flowRules:
 	// the upstream get none.
 	const slack = 700 * time.Millisecond
 
-	// burst sends n calls to path at once: every one must pass, none
-	// later than occupyTimeoutMs (1 s) and slack.
-	burst := func(t *testing.T, path string, n int) {
+	// burst sends n calls to path (of resource res) at once: every one
+	// must pass, none later than occupyTimeoutMs (1 s) and slack; the
+	// upstream gets at most count of them in any second, and the rest
+	// waited.
+	burst := func(t *testing.T, path, res string, n, count int) {
 		t.Helper()
 		var wg sync.WaitGroup
 		var smu sync.Mutex
@@ -81,36 +84,24 @@ flowRules:
 		if longest > time.Second+slack {
 			t.Errorf("%s: the longest call took %v, occupyTimeoutMs is 1000", path, longest)
 		}
-	}
-
-	t.Run("burst", func(t *testing.T) {
-		burst(t, "/p", 10)
 		mu.Lock()
-		got := append([]time.Time(nil), arrivals["/p"]...)
+		got := append([]time.Time(nil), arrivals[path]...)
 		mu.Unlock()
 		// 20 ms for the trip from the gateway's check to the upstream
-		if m := maxArrivalsIn(got, time.Second-20*time.Millisecond); len(got) != 10 || m > 5 {
-			t.Errorf("the upstream saw %d calls, %d within one second; count is 5", len(got), m)
+		if m := maxArrivalsIn(got, time.Second-20*time.Millisecond); len(got) != n || m > count {
+			t.Errorf("%s: the upstream saw %d calls, %d within one second; count is %d", path, len(got), m, count)
 		}
-		if w := metric(t, g, `sluice_prioritized_waits_total{resource="p"}`); w != "5" {
-			t.Errorf("sluice_prioritized_waits_total = %q, want 5", w)
+		name := `sluice_prioritized_waits_total{resource="` + res + `"}`
+		if w := metric(t, g, name); w != strconv.Itoa(n-count) {
+			t.Errorf("%s = %q, want %d", name, w, n-count)
 		}
-	})
+	}
 
-	t.Run("an API group's rule waits too", func(t *testing.T) {
-		// /g/a has room for 100 a second; its group g for 4: a burst of
-		// 8 passes 4 at once and 4 when they leave g's window.
-		burst(t, "/g/a", 8)
-		mu.Lock()
-		got := append([]time.Time(nil), arrivals["/g/a"]...)
-		mu.Unlock()
-		if m := maxArrivalsIn(got, time.Second-20*time.Millisecond); len(got) != 8 || m > 4 {
-			t.Errorf("the upstream saw %d calls, %d within one second; the group's count is 4", len(got), m)
-		}
-		if w := metric(t, g, `sluice_prioritized_waits_total{resource="ga"}`); w != "4" {
-			t.Errorf("sluice_prioritized_waits_total{resource=\"ga\"} = %q, want 4", w)
-		}
-	})
+	t.Run("burst", func(t *testing.T) { burst(t, "/p", "p", 10, 5) })
+
+	// /g/a has room for 100 a second; its group g for 4: a burst of 8
+	// passes 4 at once and 4 when they leave g's window.
+	t.Run("an API group's rule waits too", func(t *testing.T) { burst(t, "/g/a", "ga", 8, 4) })
 
 	t.Run("plain calls are refused at once", func(t *testing.T) {
 		for i := range 5 {

@@ -293,18 +293,7 @@ flowRules:
 	b.WriteString("flowRules:\n  - { resource: item, count: 1000000000 }\n")
 	b.WriteString("  - { resource: all-items, count: 1000000000 }\n  - { resource: r7, count: 1000000000 }\n")
 	allocs := func(rules, path string) float64 {
-		cfg, err := config.Parse("allocs.yaml", []byte(rules))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-		if err := g.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
-		n, w := allocsPerRequest(g, benchRequest(path))
-		if w.status != 200 {
-			t.Fatalf("%s: status %d", path, w.status)
-		}
+		n, _ := allocsWith(t, rules, benchRequest(path))
 		return n
 	}
 	grouped := strings.Replace(base, "flowRules:\n  - { resource: item, count: 1000000000 }\n", b.String(), 1)
