@@ -370,7 +370,7 @@ func BenchmarkAcquireParam(b *testing.B) {
 	b.Run("leased", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if ok, err := s.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
+			if ok, _, err := s.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 		}
@@ -380,7 +380,7 @@ func BenchmarkAcquireParam(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if ok, err := direct.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
+			if ok, _, err := direct.AcquireParam(free, 1e9, "k", 1); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 		}
@@ -388,7 +388,7 @@ func BenchmarkAcquireParam(b *testing.B) {
 	b.Run("blocked", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if ok, err := s.AcquireParam(full, 1, "k", 1); ok || err != nil {
+			if ok, _, err := s.AcquireParam(full, 1, "k", 1); ok || err != nil {
 				b.Fatal(ok, err)
 			}
 		}

@@ -42,20 +42,21 @@ type blockCache struct {
 // drops the call's refusal if a forget or clear came in between.
 func (c *blockCache) generation() uint64 { return c.gen.Load() }
 
-// blocked reports whether n tokens of spec/origin are known to be refused at now.
-func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Duration) bool {
+// blocked reports whether n tokens of spec/origin are known to be refused
+// at now, and then until when.
+func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Duration) (bool, time.Duration) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
 	if !ok {
-		return false
+		return false, 0
 	}
 	if now >= e.until {
 		delete(c.m, k)
-		return false
+		return false, 0
 	}
-	return n >= e.n
+	return n >= e.n, e.until
 }
 
 // add records at now that n tokens are refused until the instant until,

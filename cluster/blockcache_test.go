@@ -27,7 +27,7 @@ func TestBlockCacheSteps(t *testing.T) {
 		{a, "x", 2, 10 * ms, false},  // the ended entry was dropped
 	}
 	for i, s := range steps {
-		if got := c.blocked(s.spec, s.origin, s.n, s.now); got != s.want {
+		if got, _ := c.blocked(s.spec, s.origin, s.n, s.now); got != s.want {
 			t.Errorf("step %d: blocked(%s, %q, n=%d, %v) = %v, want %v", i, s.spec.prefix, s.origin, s.n, s.now, got, s.want)
 		}
 	}
@@ -49,11 +49,11 @@ func TestBlockCacheDropsRefusalsDecidedBeforeALift(t *testing.T) {
 		before := c.generation() // the call starts; Redis refuses it
 		lift.do(&c)              // the lift is noted before its answer arrives
 		c.add(s, "locked", 1, 0, time.Hour, before)
-		if c.blocked(s, "locked", 1, time.Second) {
+		if blocked, _ := c.blocked(s, "locked", 1, time.Second); blocked {
 			t.Errorf("%s: a refusal decided before the lift is remembered after it", lift.name)
 		}
 		c.add(s, "locked", 1, 0, time.Hour, c.generation())
-		if !c.blocked(s, "locked", 1, time.Second) {
+		if blocked, until := c.blocked(s, "locked", 1, time.Second); !blocked || until != time.Hour {
 			t.Errorf("%s: a refusal decided after the lift is not remembered", lift.name)
 		}
 	}
@@ -70,7 +70,7 @@ func TestBlockCacheIsBounded(t *testing.T) {
 	}
 	// Once they have ended, a new entry sweeps them out.
 	c.add(s, "late", 1, 2*time.Second, 3*time.Second, 0)
-	if len(c.m) != 1 || !c.blocked(s, "late", 1, 2*time.Second) {
+	if blocked, _ := c.blocked(s, "late", 1, 2*time.Second); len(c.m) != 1 || !blocked {
 		t.Fatalf("after the sweep: %d entries, want only the new one", len(c.m))
 	}
 }

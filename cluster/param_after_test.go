@@ -46,7 +46,7 @@ func TestParamPeekAndCharge(t *testing.T) {
 			}
 			continue
 		}
-		ok, err := s.PeekParam(rule, 5, "v"+t.Name(), st.peek)
+		ok, _, err := s.PeekParam(rule, 5, "v"+t.Name(), st.peek)
 		if err != nil || ok != st.ok {
 			t.Fatalf("step %d (%dµs): PeekParam(%d) = %v, %v; want %v", i, st.at, st.peek, ok, err, st.ok)
 		}

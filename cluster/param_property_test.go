@@ -36,7 +36,7 @@ func offerValueAt(t *testing.T, s *cluster.Service, clock *synthClock, rule *con
 	t.Helper()
 	for _, a := range at {
 		clock.us.Store(a)
-		ok, err := s.AcquireParam(rule, count, value, n)
+		ok, _, err := s.AcquireParam(rule, count, value, n)
 		if err != nil {
 			t.Fatalf("AcquireParam at %dµs: %v", a, err)
 		}
@@ -295,7 +295,7 @@ func TestParamWindowsFloodMemoryIsBounded(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := w; i < values; i += 16 {
-					if _, err := s.AcquireParam(rule, count, "v"+strconv.Itoa(i), 1); err != nil {
+					if _, _, err := s.AcquireParam(rule, count, "v"+strconv.Itoa(i), 1); err != nil {
 						errs <- err
 						return
 					}

@@ -143,29 +143,38 @@ func (s *Service) GatewayID() string { return s.opts.GatewayID }
 // then ok is false and the caller decides. It returns within Options.Timeout,
 // plus up to max(Timeout, 50ms) when it has to dial a new connection itself.
 func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error) {
+	ok, _, err = s.AcquireRetry(rule, key, n)
+	return ok, err
+}
+
+// AcquireRetry is Acquire that also says, when the cluster blocks the
+// call, how long until the window can take its n tokens (0: unknown), for
+// Retry-After.
+func (s *Service) AcquireRetry(rule *config.FlowRule, key string, n int64) (ok bool, retry time.Duration, err error) {
 	switch {
 	case s.closed.Load():
-		return false, ErrClosed
+		return false, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency:
-		return false, ErrUnsupported
+		return false, 0, ErrUnsupported
 	case n <= 0:
-		return true, nil
+		return true, 0, nil
 	case !s.up.Load():
-		return false, ErrUnavailable
+		return false, 0, ErrUnavailable
 	}
-	ok, _, err = s.acquire(s.specs.get(rule), key, n, nil, 0, opAcquire)
-	return ok, err
+	ok, _, retry, err = s.acquire(s.specs.get(rule), key, n, nil, 0, opAcquire)
+	return ok, retry, err
 }
 
 // AcquireParam takes n tokens of a clusterMode param rule for one value
 // from the cluster: the value's own window of count (the rule's, or the
 // item's that the value matches) per durationSec, an exact sliding window
 // like a flow rule's, expiring a second after it empties. ok and err are as
-// Acquire's. Only grade qps with controlBehavior reject can be counted;
+// AcquireRetry's: a block says how long until the window can take the
+// call. Only grade qps with controlBehavior reject can be counted;
 // other rules get ErrUnsupported. value may alias a buffer the caller
 // reuses after the call: what is kept of it is copied. rule must not
 // change once used (its address names its prepared form).
-func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
+func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
 	return s.paramOp(rule, count, value, n, opAcquire)
 }
 
@@ -173,7 +182,7 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 // could take n tokens now, taking none: a countOn failure or
 // responseHeader rule lets a call in on it, and charges the answer's
 // tokens with ChargeParam. ok and err are as AcquireParam's.
-func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error) {
+func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
 	return s.paramOp(rule, count, value, n, opPeek)
 }
 
@@ -184,25 +193,25 @@ func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string,
 // out until its passes leave the window, at most durationSec, and one
 // charge takes at most count tokens. err != nil: Redis did not take them.
 func (s *Service) ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error {
-	_, err := s.paramOp(rule, count, value, n, opCharge)
+	_, _, err := s.paramOp(rule, count, value, n, opCharge)
 	return err
 }
 
 // paramOp runs op on value's window of a clusterMode param rule, after the
 // checks every such call shares.
-func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, err error) {
+func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, retry time.Duration, err error) {
 	switch {
 	case s.closed.Load():
-		return false, ErrClosed
+		return false, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return false, ErrUnsupported
+		return false, 0, ErrUnsupported
 	case n <= 0:
-		return true, nil
+		return true, 0, nil
 	case !s.up.Load():
-		return false, ErrUnavailable
+		return false, 0, ErrUnavailable
 	}
-	ok, _, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
-	return ok, err
+	ok, _, retry, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
+	return ok, retry, err
 }
 
 // AcquireQuota takes n of one value's calendar quota, for a clusterMode
@@ -253,7 +262,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 	case !s.up.Load():
 		return false, 0, reset, period, ErrUnavailable
 	}
-	ok, left, err = s.acquire(spec, value, n, p, reset, op)
+	ok, left, _, err = s.acquire(spec, value, n, p, reset, op)
 	return ok, left, reset, period, err
 }
 
@@ -360,7 +369,7 @@ func (s *Service) Gateways() int {
 // would fit (opPeek), or to take them anyway (opCharge). Only opAcquire
 // uses leases; a charge passes the blocks cache, which only knows what
 // fits.
-func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, left int64, err error) {
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, left int64, retry time.Duration, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -380,14 +389,14 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	if lease {
 		var leased bool
 		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
-			return true, 0, nil
+			return true, 0, 0, nil
 		}
 	}
-	if op != opCharge && s.blocks.blocked(spec, key, n, at) {
+	if blocked, until := s.blocks.blocked(spec, key, n, at); op != opCharge && blocked {
 		if demand > 0 {
 			s.leases.grant(spec, key, 0, 0, at, at) // asked for nothing after all
 		}
-		return false, 0, nil
+		return false, 0, until - at, nil
 	}
 	c := s.pool.Get().(*call)
 	if lease {
@@ -438,7 +447,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		c.timer.Stop()
 		c.expireAt = nil
 		s.pool.Put(c)
-		return false, 0, ErrTimeout
+		return false, 0, 0, ErrTimeout
 	}
 	select {
 	case err = <-c.done:
@@ -446,7 +455,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
-		return false, 0, ErrTimeout
+		return false, 0, 0, ErrTimeout
 	}
 }
 
@@ -455,9 +464,12 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 // they may be used, and recycles c. Both instants count from the call's
 // start, which precedes the script's clock read, so neither outlives what
 // the script said.
-func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
-	ok, left := c.ok, c.left
+func (s *Service) finish(c *call, key string, err error) (bool, int64, time.Duration, error) {
+	ok, left, retry := c.ok, c.left, time.Duration(0)
 	start := c.at
+	if err == nil && !ok {
+		retry = c.retry
+	}
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
 	}
@@ -472,7 +484,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, int64, error) {
 	c.void, c.voidAt, c.stamp = 0, 0, 0
 	c.expireAt, c.reset, c.left = nil, 0, 0
 	s.pool.Put(c)
-	return ok, left, err
+	return ok, left, retry, err
 }
 
 // Close stops the batchers, removes this gateway from the gateway set (so

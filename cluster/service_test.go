@@ -234,7 +234,7 @@ func TestForgetParam(t *testing.T) {
 	passes := func(s *cluster.Service, count float64, value string, calls int) int {
 		p := 0
 		for range calls {
-			ok, err := s.AcquireParam(rule, count, value, 1)
+			ok, _, err := s.AcquireParam(rule, count, value, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,11 +287,11 @@ func TestForgetParamBeforeFirstHeartbeat(t *testing.T) {
 	defer b.Close()
 	rule := paramRule(2, 600, config.ThresholdGlobal)
 	for range 3 {
-		if _, err := b.AcquireParam(rule, 2, "locked", 1); err != nil {
+		if _, _, err := b.AcquireParam(rule, 2, "locked", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ok, _ := b.AcquireParam(rule, 2, "locked", 1); ok {
+	if ok, _, _ := b.AcquireParam(rule, 2, "locked", 1); ok {
 		t.Fatal("not refused before ForgetParam")
 	}
 	if err := a.ForgetParam(context.Background(), rule, 2, "locked"); err != nil {
@@ -303,7 +303,7 @@ func TestForgetParamBeforeFirstHeartbeat(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	// Wait on b's first heartbeat (its first state), not on a clock.
 	waitFor(t, 5*time.Second, "the first heartbeat of the other gateway", func() bool { return states.ups.Load() == 1 })
-	if ok, err := b.AcquireParam(rule, 2, "locked", 1); !ok || err != nil {
+	if ok, _, err := b.AcquireParam(rule, 2, "locked", 1); !ok || err != nil {
 		t.Fatalf("after its first heartbeat the other gateway still refuses the lifted value (%v)", err)
 	}
 }
@@ -321,7 +321,7 @@ func TestReadParam(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if ok, err := s.AcquireParam(rule, 3, "fresh", 1); !ok || err != nil {
+		if ok, _, err := s.AcquireParam(rule, 3, "fresh", 1); !ok || err != nil {
 			t.Fatalf("after 50 reads a call was refused: %v", err)
 		}
 	}
@@ -329,7 +329,7 @@ func TestReadParam(t *testing.T) {
 	if err != nil || used != 2 || wait <= 590*time.Second || wait > 600*time.Second {
 		t.Fatalf("after 2 passes: %v tokens, the oldest leaves in %v (%v); want 2, about 600 s", used, wait, err)
 	}
-	if ok, _ := s.AcquireParam(rule, 3, "fresh", 1); !ok {
+	if ok, _, _ := s.AcquireParam(rule, 3, "fresh", 1); !ok {
 		t.Fatal("the third call was refused: a read took a token")
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"sluice/cluster"
+	"sluice/config"
 )
 
 // synthBase is where synthetic Redis time starts (µs): far from 0, which a
@@ -269,5 +271,51 @@ func TestWindowKeepsTheNewestLiveReading(t *testing.T) {
 	w.live, w.liveAt = 1, 101
 	if got := w.callAvg(10*ms, 10, 1); got != 992*ms {
 		t.Errorf("newer reading of 1: got %d, want %d (full until the passes at 2ms leave)", got, 992*ms)
+	}
+}
+
+// A refusal says when the window can take the call, through the Service:
+// from Redis's answer, and then from the blocks this gateway remembers
+// (which answer without a round trip), counting down; for a flow rule and
+// for a param rule's value, taken or peeked at. Retry-After comes from it.
+func TestRefusalSaysWhenTheWindowFrees(t *testing.T) {
+	srv := startPrivateRedis(t)
+	clock := new(synthClock)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "retry", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetClock(clock.now)
+	flow := qpsRule(2, config.ThresholdGlobal)
+	for i, st := range []struct {
+		at        int64 // µs
+		ok        bool
+		wantRetry time.Duration
+	}{
+		{0, true, 0}, {300 * ms, true, 0},
+		{400 * ms, false, 600 * time.Millisecond}, // Redis: the pass at 0 leaves at 1 s
+		{700 * ms, false, 300 * time.Millisecond}, // remembered, counting down
+		{1000 * ms, true, 0},
+	} {
+		clock.us.Store(st.at)
+		ok, retry, err := s.AcquireRetry(flow, "", 1)
+		if err != nil || ok != st.ok || retry != st.wantRetry {
+			t.Errorf("flow step %d at %dms: ok=%v retry=%v err=%v, want ok=%v retry=%v", i, st.at/ms, ok, retry, err, st.ok, st.wantRetry)
+		}
+	}
+	param := paramRule(1, 2, config.ThresholdGlobal) // 1 per 2 s per value
+	clock.us.Store(5000 * ms)
+	if ok, _, err := s.AcquireParam(param, 1, "k", 1); !ok || err != nil {
+		t.Fatalf("the value's first call: ok=%v err=%v", ok, err)
+	}
+	clock.us.Store(5500 * ms)
+	if ok, retry, err := s.AcquireParam(param, 1, "k", 1); ok || err != nil || retry != 1500*time.Millisecond {
+		t.Errorf("the value's second call: ok=%v retry=%v err=%v, want refused for 1.5 s", ok, retry, err)
+	}
+	after := paramRule(1, 2, config.ThresholdGlobal)
+	after.CountOn, after.FailureStatuses = config.CountOnFailure, []string{"401"}
+	if err := s.ChargeParam(after, 1, "u", 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.us.Store(6000 * ms)
+	if ok, retry, err := s.PeekParam(after, 1, "u", 1); ok || err != nil || retry != 1500*time.Millisecond {
+		t.Errorf("a peek at a locked-out value: ok=%v retry=%v err=%v, want refused for 1.5 s", ok, retry, err)
 	}
 }

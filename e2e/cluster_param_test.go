@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -145,6 +146,56 @@ cluster:
 		want := c.rate * (c.span[1] - c.span[0]).Seconds()
 		if !clWithin(c.got, want, 0.15) {
 			t.Errorf("%s [%v, %v): %d passes, want %.0f (%.0f/s) ±15%%", c.what, c.span[0], c.span[1], c.got, want, c.rate)
+		}
+	}
+}
+
+// TestClusterBlockSaysRetryAfter: a 429 that the cluster decided carries
+// Retry-After, whichever gateway answers it: a flow rule of 3 a minute
+// (the slot in the way leaves about a minute after it passed) and a param
+// rule of one call a minute per key; a remembered block counts down too.
+func TestClusterBlockSaysRetryAfter(t *testing.T) {
+	up := startUpstream(t, nil)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - { path: /c, upstream: up, resource: c }
+  - { path: /k, upstream: up, resource: k }
+flowRules:
+  - { resource: c, count: 3, statIntervalMs: 60000, clusterMode: true }
+paramRules:
+  - { resource: k, param: "header:X-Key", count: 1, durationSec: 60, clusterMode: true }
+cluster:
+  redis: %s
+  namespace: %s
+`, clRedisURL(t), clNamespace(t))))
+	retryAfter := func(gw int, path string, header ...string) int {
+		t.Helper()
+		resp, _ := get(t, gs[gw].URL+path, header...)
+		if resp.StatusCode != 429 {
+			t.Fatalf("gateway %d %s: %d, want 429", gw, path, resp.StatusCode)
+		}
+		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil {
+			t.Fatalf("gateway %d %s: Retry-After %q, want whole seconds", gw, path, resp.Header.Get("Retry-After"))
+		}
+		return ra
+	}
+	for i := range 3 {
+		if resp, _ := get(t, gs[i%2].URL+"/c"); resp.StatusCode != 200 {
+			t.Fatalf("call %d of 3: %d", i, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, gs[0].URL+"/k", "X-Key: k1"); resp.StatusCode != 200 {
+		t.Fatalf("k1's first call: %d", resp.StatusCode)
+	}
+	for gw := range gs {
+		for range 2 { // Redis's answer, then the remembered block
+			if ra := retryAfter(gw, "/c"); ra < 50 || ra > 60 {
+				t.Errorf("gateway %d, flow: Retry-After %d, want about 60 (the first pass leaves the minute)", gw, ra)
+			}
+			if ra := retryAfter(gw, "/k", "X-Key: k1"); ra < 50 || ra > 60 {
+				t.Errorf("gateway %d, param: Retry-After %d, want about 60", gw, ra)
+			}
 		}
 	}
 }

@@ -176,6 +176,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		// Let in while the window (or the period) has room for the check;
 		// the answer's charge (Token.Exit) is what counts.
 		var ok bool
+		var retry time.Duration
 		var err error
 		var q outcome
 		if r.calendar {
@@ -187,7 +188,8 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 				q.retry, q.remaining = q.reset, 0 // out until the period's reset
 			}
 		} else {
-			ok, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
+			ok, retry, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
+			q.retry = int64(retry)
 		}
 		switch {
 		case err == nil:
@@ -201,6 +203,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return false, share, outcome{}
 	}
 	var ok bool
+	var retry time.Duration // a window's block: until it can take the call
 	var err error
 	var q outcome // a calendar quota's figures, for the RateLimit fields
 	if r.calendar {
@@ -209,7 +212,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		ok, left, reset, period, err = ts.AcquireQuota(&r.cfg, p.count, val, n)
 		q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
 	} else {
-		ok, err = ts.AcquireParam(&r.cfg, p.count, val, n)
+		ok, retry, err = ts.AcquireParam(&r.cfg, p.count, val, n)
 	}
 	switch {
 	case err == nil && ok:
@@ -237,7 +240,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		return true, 0, q
 	case err == nil:
 		r.count(val, now, true)
-		return true, 0, outcome{blocked: true}
+		return true, 0, outcome{blocked: true, retry: int64(retry)}
 	case !r.cfg.ClusterConfig.Fallback():
 		r.count(val, now, false)
 		return true, 0, outcome{}

@@ -25,9 +25,9 @@ type exactParams struct {
 
 var errParamsDown = errors.New("redis down")
 
-func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
+func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
 	if e.down {
-		return false, errParamsDown
+		return false, 0, errParamsDown
 	}
 	w := e.wins[value]
 	if w == nil {
@@ -35,11 +35,11 @@ func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value str
 		e.wins[value] = w
 	}
 	var res window.Result
-	return w.TryAdd(*e.now, n, count, false, &res), nil
+	return w.TryAdd(*e.now, n, count, false, &res), 0, nil
 }
 
-func (e *exactParams) PeekParam(*config.ParamRule, float64, string, int64) (bool, error) {
-	return false, errors.New("not used")
+func (e *exactParams) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
+	return false, 0, errors.New("not used")
 }
 
 func (e *exactParams) ChargeParam(*config.ParamRule, float64, string, int64) error {

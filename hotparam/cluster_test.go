@@ -16,6 +16,7 @@ import (
 type fakeCluster struct {
 	ok       bool
 	err      error
+	retry    time.Duration // a block's
 	gateways int
 	counts   map[string]float64 // value -> count asked with
 	// a calendar quota's answer, and how often it was asked
@@ -29,14 +30,18 @@ type fakeCluster struct {
 	quotaCharged map[string]int64
 }
 
-func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
+// AcquireParam answers ok and err, and a block's retry.
+func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
 	if f.counts != nil {
 		f.counts[value] = count
 	}
-	return f.ok, f.err
+	if !f.ok && f.err == nil {
+		return false, f.retry, nil
+	}
+	return f.ok, 0, f.err
 }
 
-func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, error) {
+func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
 	return f.AcquireParam(r, count, value, n)
 }
 
@@ -199,6 +204,22 @@ func TestClusterParamEnterDoesNotAllocate(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("window %s, ok=%v err=%v: %v allocs per call, want 0", r.Window, svc.ok, svc.err, allocs)
 			}
+		}
+	}
+}
+
+// A cluster block of a value says when to retry, taken or (an after-answer
+// rule) peeked at: the token service's answer is the verdict's RetryAfter.
+func TestClusterBlockCarriesRetry(t *testing.T) {
+	svc := &fakeCluster{ok: false, retry: 1500 * time.Millisecond}
+	for _, r := range []config.ParamRule{clusterRule(5, config.ThresholdGlobal, nil), func() config.ParamRule {
+		r := clusterRule(5, config.ThresholdGlobal, nil)
+		r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+		return r
+	}()} {
+		c := compileCluster(t, svc, r)
+		if _, v := c.Enter(sec(1), order("7"), 1); !v.Blocked || v.RetryAfter != 1500*time.Millisecond {
+			t.Errorf("countOn %q: cluster block %+v, want RetryAfter 1.5s", r.CountOn, v)
 		}
 	}
 }

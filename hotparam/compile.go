@@ -44,7 +44,9 @@ type Options struct {
 // each gateway's as it is. value may alias a buffer the caller reuses after
 // the call. Implementations must be safe for concurrent use.
 type TokenService interface {
-	AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error)
+	// AcquireParam takes n tokens of value's window; on a block (ok false,
+	// err nil), retry is how long until it can take them (0: unknown).
+	AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error)
 	// AcquireQuota takes n of value's calendar quota (rule.Window day or
 	// month): count calls per period. left is what the period has left
 	// after the call, reset the time until it ends and period its length
@@ -53,7 +55,7 @@ type TokenService interface {
 	// PeekParam reports whether value's window could take n tokens now,
 	// taking none (a countOn failure or responseHeader rule lets a call in
 	// on it). ok and err are as AcquireParam's.
-	PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, err error)
+	PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error)
 	// ChargeParam takes n tokens of value's window after a call's answer,
 	// whether or not they fit: the window may be overdrawn, and then
 	// refuses calls until its passes leave it (at most one full window of

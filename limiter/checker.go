@@ -209,7 +209,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			if r.limit != limitDefault {
 				key = origin
 			}
-			ok, err := c.cluster.Acquire(r.cfg, key, n)
+			ok, retry, err := c.cluster.AcquireRetry(r.cfg, key, n)
 			windowed := r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp)
 			switch {
 			case err == nil && ok && windowed && now >= ks.alone.Load():
@@ -239,7 +239,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 						v.DryRun++
 						continue
 					}
-					t.block(now, &v, 0)
+					t.block(now, &v, int64(retry))
 					return Token{}, v
 				}
 				continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"sluice/config"
 	"sluice/internal/passcheck"
@@ -27,12 +28,12 @@ var errRedisDown = errors.New("redis down")
 
 func (e *exactCluster) Gateways() int { return e.gateways }
 
-func (e *exactCluster) Acquire(_ *config.FlowRule, _ string, n int64) (bool, error) {
+func (e *exactCluster) AcquireRetry(_ *config.FlowRule, _ string, n int64) (bool, time.Duration, error) {
 	if e.down {
-		return false, errRedisDown
+		return false, 0, errRedisDown
 	}
 	var r window.Result
-	return e.win.TryAdd(*e.now, n, e.count, false, &r), nil
+	return e.win.TryAdd(*e.now, n, e.count, false, &r), 0, nil
 }
 
 // TestClusterResumeAddsNoBurst: a fleet of gateways loses Redis together

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"time"
+
 	"slices"
 	"sync"
 
@@ -28,7 +30,10 @@ type Options struct {
 // about count; an avgLocal rule's count is each gateway's already. Cluster
 // mode is qps-only. Implementations must be safe for concurrent use.
 type TokenService interface {
-	Acquire(rule *config.FlowRule, key string, n int64) (ok bool, err error)
+	// AcquireRetry takes n tokens of rule for key; on a block (ok false,
+	// err nil), retry is how long until the window can take them (0:
+	// unknown), for Retry-After.
+	AcquireRetry(rule *config.FlowRule, key string, n int64) (ok bool, retry time.Duration, err error)
 	// Gateways is the number of live gateways last seen, at least 1.
 	Gateways() int
 }

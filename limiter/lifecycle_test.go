@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"sluice/config"
 	"sluice/limiter"
@@ -183,13 +184,17 @@ type fakeCluster struct {
 	err      error
 	keys     []string
 	gateways int
+	retry    time.Duration // a block's
 }
 
 func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }
 
-func (f *fakeCluster) Acquire(r *config.FlowRule, key string, n int64) (bool, error) {
+func (f *fakeCluster) AcquireRetry(r *config.FlowRule, key string, n int64) (bool, time.Duration, error) {
 	f.keys = append(f.keys, key)
-	return f.ok, f.err
+	if !f.ok && f.err == nil {
+		return false, f.retry, nil
+	}
+	return f.ok, 0, f.err
 }
 
 func TestClusterMode(t *testing.T) {
@@ -220,6 +225,18 @@ func TestClusterMode(t *testing.T) {
 				t.Errorf("keys %v, want origin a", svc.keys)
 			}
 		})
+	}
+}
+
+// A cluster block says when to retry: the token service's answer becomes
+// the verdict's RetryAfter (Retry-After on the 429).
+func TestClusterBlockCarriesRetry(t *testing.T) {
+	r := qps("r", 2)
+	r.ClusterMode = true
+	svc := &fakeCluster{ok: false, retry: 700 * time.Millisecond}
+	c := limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
+	if _, v := c.Enter(t0, "", 1); !v.Blocked || v.Reason != limiter.ReasonFlow || v.RetryAfter != 700*time.Millisecond {
+		t.Fatalf("cluster block: %+v, want blocked for flow with RetryAfter 700ms", v)
 	}
 }
 

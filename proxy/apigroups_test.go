@@ -313,7 +313,7 @@ type clusterTokens struct {
 	asked []string
 }
 
-func (c *clusterTokens) Acquire(rule *config.FlowRule, key string, n int64) (bool, error) {
+func (c *clusterTokens) AcquireRetry(rule *config.FlowRule, key string, n int64) (bool, time.Duration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asked = append(c.asked, rule.Resource)
@@ -321,19 +321,19 @@ func (c *clusterTokens) Acquire(rule *config.FlowRule, key string, n int64) (boo
 		c.left[rule.Resource] = int64(rule.Count)
 	}
 	if c.left[rule.Resource] < n {
-		return false, nil
+		return false, 0, nil
 	}
 	c.left[rule.Resource] -= n
-	return true, nil
+	return true, 0, nil
 }
 
 // AcquireParam: this test has no clusterMode param rule.
-func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) (bool, error) {
-	return true, nil
+func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
+	return true, 0, nil
 }
 
-func (c *clusterTokens) PeekParam(*config.ParamRule, float64, string, int64) (bool, error) {
-	return true, nil
+func (c *clusterTokens) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
+	return true, 0, nil
 }
 
 func (c *clusterTokens) ChargeParam(*config.ParamRule, float64, string, int64) error { return nil }
