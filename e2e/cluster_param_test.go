@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -196,6 +197,45 @@ cluster:
 			if ra := retryAfter(gw, "/k", "X-Key: k1"); ra < 50 || ra > 60 {
 				t.Errorf("gateway %d, param: Retry-After %d, want about 60", gw, ra)
 			}
+		}
+	}
+}
+
+// TestClusterRuleAddedByReloadIsShared: gateways started with a cluster
+// Redis but no clusterMode rule connect to it all the same, so the first
+// clusterMode rule a reload brings is counted in Redis at once: 3 a minute
+// for the fleet, not 3 per gateway, and no "checked locally" warning.
+func TestClusterRuleAddedByReloadIsShared(t *testing.T) {
+	up := startUpstream(t, nil)
+	rules := func(cluster bool) string {
+		return rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - { path: /c, upstream: up, resource: c }
+flowRules:
+  - { resource: c, count: 3, statIntervalMs: 60000, clusterMode: %v }
+cluster:
+  redis: %s
+  namespace: %s
+`, cluster, clRedisURL(t), clNamespace(t)))
+	}
+	before := rules(false)
+	gs := clStartGateways(t, 2, before)
+	after := rules(true)
+	for _, g := range gs {
+		g.writeRules(after)
+		hdWaitEvents(t, g, "rules loaded", 1)
+	}
+	var statuses []int
+	for i := range 6 {
+		resp, _ := get(t, gs[i%2].URL+"/c")
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if want := []int{200, 200, 200, 429, 429, 429}; !slices.Equal(statuses, want) {
+		t.Errorf("statuses across the two gateways %v, want %v (3 a minute for the fleet)", statuses, want)
+	}
+	for i, g := range gs {
+		if ev := g.logs.events("clusterMode rule checked locally"); len(ev) != 0 {
+			t.Errorf("gateway %d warned that the rule is checked locally:\n%s", i, g.logs)
 		}
 	}
 }

@@ -137,9 +137,11 @@ func (inst *Instance) close() {
 	}
 }
 
-// newCluster makes the Redis token service when a rule needs it; start runs it.
+// newCluster makes the Redis token service when a rule needs it, or when
+// cluster names a Redis, so that a clusterMode rule a reload or a fleet push
+// brings later is counted in Redis at once; start runs it.
 func newCluster(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*cluster.Service, error) {
-	if !cfg.HasClusterRules() {
+	if !cfg.HasClusterRules() && cfg.Cluster.RedisTarget.Form() == config.RedisFormNone {
 		return nil, nil
 	}
 	svc, err := cluster.New(clusterOptions(cfg, log, m))

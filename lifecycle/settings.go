@@ -129,7 +129,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	if !r.clusterOn {
 		if res, ok := next.ClusterRule(); ok {
 			r.log.Warn().Str("resource", res).
-				Msg("clusterMode rule checked locally: the gateway started without cluster rules; restart to connect to Redis")
+				Msg("clusterMode rule checked locally: the gateway started without cluster rules or a cluster Redis; restart to connect to Redis")
 		}
 	}
 }
