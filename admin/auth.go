@@ -42,10 +42,15 @@ func (s *Server) SetHosts(hosts []string) {
 // localhost or one of admin.hosts, reads included: a page whose name was
 // rebound to this listener's address (DNS rebinding) sends its own name,
 // so it can read nothing, not even the metrics. A request without Host
-// (HTTP/1.0) does not come from a browser and is let through.
+// (HTTP/1.0) names none of them and is refused too, as SPEC §9 says: a
+// probe that sends no Host is told so in the 403.
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Host != "" && !s.hosts.Load().allows(r.Host) {
+		if r.Host == "" {
+			writeError(w, http.StatusForbidden, "admin: a request without Host is refused; send Host: 127.0.0.1 (or a name in admin.hosts)")
+			return
+		}
+		if !s.hosts.Load().allows(r.Host) {
 			writeError(w, http.StatusForbidden, "admin: Host "+strconv.Quote(r.Host)+
 				" is not an IP address, localhost or one of admin.hosts; add the name to admin.hosts to use it")
 			return

@@ -101,7 +101,7 @@ func TestAdminGuards(t *testing.T) {
 		{"", "GET", "/api/rules/raw", network, "gw.internal:9090", nil, 200},
 		{"", "GET", "/metrics", network, "GW.Internal.", nil, 200},
 		{"", "GET", "/metrics", network, "a.b.admin.example.com:9090", nil, 200},
-		{"", "GET", "/readyz", network, "", nil, 503}, // HTTP/1.0 without Host: not a browser
+		{"", "GET", "/readyz", network, "", nil, 403}, // HTTP/1.0 without Host: no accepted Host either (SPEC §9)
 		// The profiler: like a write.
 		{"", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 200},
 		{"", "GET", "/debug/pprof/", loopback, "localhost:9090", nil, 200},
