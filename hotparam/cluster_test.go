@@ -47,11 +47,16 @@ func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string
 
 // ChargeParam records what was charged, by value.
 func (f *fakeCluster) ChargeParam(r *config.ParamRule, count float64, value string, n int64) error {
+	return f.record(&f.charged, value, n)
+}
+
+// record adds n to value's charges in m, unless the fake fails.
+func (f *fakeCluster) record(m *map[string]int64, value string, n int64) error {
 	if f.err == nil {
-		if f.charged == nil {
-			f.charged = map[string]int64{}
+		if *m == nil {
+			*m = map[string]int64{}
 		}
-		f.charged[value] += n
+		(*m)[value] += n
 	}
 	return f.err
 }
@@ -72,15 +77,9 @@ func (f *fakeCluster) CheckQuota(r *config.ParamRule, count float64, value strin
 	return f.ok, f.left, f.reset, f.period, f.err
 }
 
-// ChargeQuota records what was charged, by value.
+// ChargeQuota records what was charged to the period, by value.
 func (f *fakeCluster) ChargeQuota(r *config.ParamRule, count float64, value string, n int64) error {
-	if f.err == nil {
-		if f.quotaCharged == nil {
-			f.quotaCharged = map[string]int64{}
-		}
-		f.quotaCharged[value] += n
-	}
-	return f.err
+	return f.record(&f.quotaCharged, value, n)
 }
 
 func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }
