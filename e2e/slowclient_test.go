@@ -387,7 +387,13 @@ func TestReloadSendTimeoutAppliesToNewConnections(t *testing.T) {
 		t.Errorf("the reader on a new connection was cut %v after the reload, want about the new sendTimeout (1s)", took)
 	}
 	// The one connected before the reload still holds its slot, past the
-	// new sendTimeout: its connection keeps 1h.
+	// new sendTimeout: its connection keeps 1h. The cut reader's upstream
+	// call ends when the upstream's next write fails, a moment after the
+	// gateway released its slot (later on a busy machine): wait for that.
+	poll(t, 10*time.Second, "the cut reader's upstream call ended", func() bool {
+		inFlight, _ := up.counts()
+		return inFlight <= 1
+	})
 	if inFlight, _ := up.counts(); inFlight != 1 || hdConcurrency(t, g, "big") != 1 {
 		t.Errorf("upstream in flight %d, concurrency %d; want the first reader's call still open", inFlight, hdConcurrency(t, g, "big"))
 	}
