@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,9 @@ cluster:
 // Retry-After, whichever gateway answers it: a flow rule of 3 a minute
 // (the slot in the way leaves about a minute after it passed) and a param
 // rule of one call a minute per key; a remembered block counts down too.
+// Its RateLimit field names the cluster rule that blocked, with nothing
+// left and t as Retry-After, not the local rule of 1000 a minute that the
+// call passed first (which said r=996).
 func TestClusterBlockSaysRetryAfter(t *testing.T) {
 	up := startUpstream(t, nil)
 	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
@@ -162,6 +166,7 @@ routes:
   - { path: /c, upstream: up, resource: c }
   - { path: /k, upstream: up, resource: k }
 flowRules:
+  - { resource: c, count: 1000, statIntervalMs: 60000 }
   - { resource: c, count: 3, statIntervalMs: 60000, clusterMode: true }
 paramRules:
   - { resource: k, param: "header:X-Key", count: 1, durationSec: 60, clusterMode: true }
@@ -169,6 +174,7 @@ cluster:
   redis: %s
   namespace: %s
 `, clRedisURL(t), clNamespace(t))))
+	policy := map[string]string{"/c": `"c#flow2"`, "/k": `"k"`}
 	retryAfter := func(gw int, path string, header ...string) int {
 		t.Helper()
 		resp, _ := get(t, gs[gw].URL+path, header...)
@@ -178,6 +184,10 @@ cluster:
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 		if err != nil {
 			t.Fatalf("gateway %d %s: Retry-After %q, want whole seconds", gw, path, resp.Header.Get("Retry-After"))
+		}
+		want := fmt.Sprintf("%s;r=0;t=%d", policy[path], ra)
+		if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, want) {
+			t.Errorf("gateway %d %s: RateLimit %q, want %s (the cluster rule that blocked)", gw, path, got, want)
 		}
 		return ra
 	}

@@ -189,7 +189,10 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 			}
 		} else {
 			ok, retry, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
-			q.retry = int64(retry)
+			if !ok {
+				// The value's quota: nothing left until the window frees.
+				q = outcome{p: p, retry: int64(retry), reset: int64(retry)}
+			}
 		}
 		switch {
 		case err == nil:
@@ -239,8 +242,9 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		q.blocked, q.retry, q.remaining = true, q.reset, 0
 		return true, 0, q
 	case err == nil:
+		// The value's quota: nothing left until the window frees.
 		r.count(val, now, true)
-		return true, 0, outcome{blocked: true, retry: int64(retry)}
+		return true, 0, outcome{blocked: true, retry: int64(retry), p: p, reset: int64(retry)}
 	case !r.cfg.ClusterConfig.Fallback():
 		r.count(val, now, false)
 		return true, 0, outcome{}

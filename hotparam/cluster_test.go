@@ -217,11 +217,30 @@ func TestClusterBlockCarriesRetry(t *testing.T) {
 		return r
 	}()} {
 		c := compileCluster(t, svc, r)
-		if _, v := c.Enter(sec(1), order("7"), 1); !v.Blocked || v.RetryAfter != 1500*time.Millisecond {
-			t.Errorf("countOn %q: cluster block %+v, want RetryAfter 1.5s", r.CountOn, v)
+		for _, value := range []struct {
+			v     string
+			count float64
+		}{{"7", 5}, {"102", 4}} {
+			// The value's quota, nothing left until the window frees: the
+			// 429's RateLimit fields say so, with t as Retry-After.
+			want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: value.count, Window: time.Second,
+				Reset: 1500 * time.Millisecond}
+			var got quotaLog
+			_, v := c.EnterQuotas(sec(1), order(value.v), 1, &got)
+			if !v.Blocked || v.RetryAfter != 1500*time.Millisecond || !v.HasQuota || v.Quota != want {
+				t.Errorf("countOn %q, value %s: cluster block %+v, want RetryAfter 1.5s and quota %+v", r.CountOn, value.v, v, want)
+			}
+			if want.Key = value.v; len(got) != 1 || got[0] != want {
+				t.Errorf("countOn %q, value %s: the sink got %+v, want %+v", r.CountOn, value.v, got, want)
+			}
 		}
 	}
 }
+
+// quotaLog records the quotas a call's rules report, in order.
+type quotaLog []limiter.Quota
+
+func (l *quotaLog) Quota(q limiter.Quota) { *l = append(*l, q) }
 
 // quotaRule is a daily quota of count per API key-like value (the seed
 // rule's order id), item "102" at 4.

@@ -239,6 +239,15 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 						v.DryRun++
 						continue
 					}
+					// The window in Redis has nothing left until retry: the
+					// blocking rule's quota, reported last as a local block's.
+					limit, window := d.quota()
+					v.Quota = Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+						Reset: retry}
+					v.HasQuota = true
+					if sink != nil {
+						sink.Quota(v.Quota)
+					}
 					t.block(now, &v, int64(retry))
 					return Token{}, v
 				}

@@ -240,6 +240,38 @@ func TestClusterBlockCarriesRetry(t *testing.T) {
 	}
 }
 
+// quotaLog records the quotas a call's rules report, in order.
+type quotaLog []limiter.Quota
+
+func (l *quotaLog) Quota(q limiter.Quota) { *l = append(*l, q) }
+
+// A block decided in Redis reports its rule's quota with nothing left
+// until the window frees, last, as a local block does: so the 429's
+// RateLimit names the rule that blocked, not an earlier rule with room
+// left (which said r=99 on a refused call).
+func TestClusterBlockReportsItsQuota(t *testing.T) {
+	shared := qps("r", 3)
+	shared.ClusterMode = true
+	for _, sink := range []bool{false, true} {
+		svc := &fakeCluster{ok: false, retry: 700 * time.Millisecond}
+		c := limiter.Compile(defaulted(qps("r", 100), shared), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
+		var got quotaLog
+		var s limiter.QuotaSink
+		if sink {
+			s = &got
+		}
+		_, v := c.EnterQuotas(t0, "", 1, -1, s)
+		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: 3, Window: time.Second,
+			Remaining: 0, Reset: 700 * time.Millisecond}
+		if !v.Blocked || !v.HasQuota || v.Quota != want {
+			t.Fatalf("sink %v: verdict %+v, want blocked with quota %+v", sink, v, want)
+		}
+		if sink && (len(got) != 2 || got[0].Rule != 0 || got[1] != want) {
+			t.Errorf("sink got %+v, want the local rule's quota, then %+v", got, want)
+		}
+	}
+}
+
 // When Redis fails mid-interval, the local fallback counts what the cluster
 // already let through this gateway: a Redis hiccup does not grant a second
 // full count within one interval.
