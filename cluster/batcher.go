@@ -36,7 +36,11 @@ type call struct {
 	expireAt any
 	reset    time.Duration
 	left     int64
-	done     chan error
+	// A window's pass asked with opAcquireLeft: left is what the window
+	// has left after it and its lease (-1: not asked), leaves how long
+	// until the window's oldest pass leaves it.
+	leaves time.Duration
+	done   chan error
 	// scratch for deciding this call alone, without allocating
 	keys [1]string
 	args [11]any
@@ -44,13 +48,17 @@ type call struct {
 
 // What a call asks of its window (the script's op argument).
 const (
-	opAcquire int64 = iota // take n tokens if they fit
-	opPeek                 // would n tokens fit? take none
-	opCharge               // take n tokens (at most the window) whether or not they fit
+	opAcquire     int64 = iota // take n tokens if they fit
+	opPeek                     // would n tokens fit? take none
+	opCharge                   // take n tokens (at most the window) whether or not they fit
+	opAcquireLeft              // opAcquire that also says what a pass leaves (the RateLimit fields)
 )
 
 // ops are the op arguments, boxed once.
-var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2"}
+var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3"}
+
+// resultsPerCall is how many numbers the acquire script returns per call.
+const resultsPerCall = 6
 
 // batcher takes the first waiting call, then every call already queued behind
 // it (up to maxBatch), and decides them all in one script run: one round trip.
@@ -223,7 +231,7 @@ func (s *Service) decideSlots(calls []*call) {
 // answer hands one script run's results (or error) to its calls and feeds
 // the breaker.
 func (s *Service) answer(calls []*call, res []int64, err error) {
-	if err == nil && len(res) != 4*len(calls) {
+	if err == nil && len(res) != resultsPerCall*len(calls) {
 		err = errors.New("cluster: script returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(calls)) + " calls")
 	}
 	s.report(err, false)
@@ -239,7 +247,7 @@ func (s *Service) answer(calls []*call, res []int64, err error) {
 		return
 	}
 	for i, c := range calls {
-		r := res[4*i : 4*i+4]
+		r := res[resultsPerCall*i : resultsPerCall*(i+1)]
 		c.ok = r[0] == 0
 		if c.expireAt != nil {
 			// A quota: blocked until the reset; r[2] is what is left.
@@ -251,6 +259,8 @@ func (s *Service) answer(calls []*call, res []int64, err error) {
 		c.extra = r[1]
 		c.leaseFor = time.Duration(r[2]) * time.Microsecond
 		c.stamp = r[3]
+		c.left = r[4]
+		c.leaves = time.Duration(r[5]) * time.Microsecond
 		c.done <- nil
 	}
 }

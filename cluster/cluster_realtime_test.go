@@ -89,6 +89,33 @@ func checkRate(t *testing.T, passes []time.Duration, decided int, d time.Duratio
 	}
 }
 
+// Passes asked what they leave count the fleet's passes down, whichever
+// gateway takes them: 5 a minute over two gateways say 4, 3, 2, 1, 0 left,
+// each with the time until the first pass leaves the minute; then both
+// refuse.
+func TestPassesSayWhatTheFleetHasLeft(t *testing.T) {
+	url, ns := redisURL(t), namespace(t)
+	svcs := []*cluster.Service{
+		newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second}),
+		newService(t, cluster.Options{URL: url, Namespace: ns, Timeout: time.Second}),
+	}
+	rule := qpsRule(5, config.ThresholdGlobal)
+	rule.StatIntervalMs = 60000
+	start := time.Now()
+	for i := range 7 {
+		ok, retry, left, reset, err := svcs[i%2].AcquireFlow(rule, "", 1, true)
+		elapsed := time.Since(start)
+		switch {
+		case err != nil:
+			t.Fatalf("call %d: %v", i, err)
+		case i < 5 && (!ok || left != int64(4-i) || reset > time.Minute || reset < time.Minute-elapsed-time.Second):
+			t.Errorf("call %d on gateway %d: ok %v, left %d, reset %v; want a pass with %d left, reset about a minute", i, i%2, ok, left, reset, 4-i)
+		case i >= 5 && (ok || retry < 50*time.Second):
+			t.Errorf("call %d on gateway %d: ok %v, retry %v; want a block for about a minute", i, i%2, ok, retry)
+		}
+	}
+}
+
 func TestGlobalCountAcrossThreeGateways(t *testing.T) {
 	url := redisURL(t)
 	ns := namespace(t)

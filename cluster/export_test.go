@@ -5,10 +5,12 @@ import "time"
 // AcquireSrc lets the baseline benchmark run the same script one call at a time.
 const AcquireSrc = acquireSrc
 
-// RingSlots is the most slots a window's ring has; HeaderBytes precede them.
+// RingSlots is the most slots a window's ring has; HeaderBytes precede
+// them. ResultsPerCall is how many numbers the script returns per call.
 const (
-	RingSlots   = ringSlots
-	HeaderBytes = headerBytes
+	RingSlots      = ringSlots
+	HeaderBytes    = headerBytes
+	ResultsPerCall = resultsPerCall
 )
 
 // DisableLeases makes every call go to Redis, to measure that path.

@@ -40,6 +40,10 @@ type leaseEntry struct {
 	since   time.Duration
 	rate    int64         // tokens per second asked for over the last sample
 	pending time.Duration // while a lease request is in flight: when it gives up; else 0
+	// What the window had left when the lease was granted, besides the
+	// lease (-1: not asked), and when its oldest pass was to leave it.
+	left   int64
+	leaves time.Duration
 }
 
 // leaseCache holds leased tokens per window. The zero value is ready; it is
@@ -50,11 +54,14 @@ type leaseCache struct {
 	swept time.Duration            // last sweep of a full map; one a second at most, so many origins cannot make every call a sweep
 }
 
-// take uses n leased tokens of spec/origin at now if there are enough.
-// Otherwise the call goes to Redis and demand is what it should ask a lease
-// for (tokens per second; 0: ask none, because the demand is unknown or
-// another call's lease request is in flight until giveUp).
-func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand int64) {
+// take uses n leased tokens of spec/origin at now if there are enough;
+// left and reset then say what the window had left when the lease was
+// granted plus the lease's unused tokens, and how long until its oldest
+// pass was to leave (left -1: not known). Otherwise the call goes to Redis
+// and demand is what it should ask a lease for (tokens per second; 0: ask
+// none, because the demand is unknown or another call's lease request is
+// in flight until giveUp).
+func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,15 +72,15 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 		}
 		if len(c.m) >= maxLeased {
 			if c.swept != 0 && now-c.swept < time.Second {
-				return false, 0
+				return false, 0, -1, 0
 			}
 			c.swept = max(now, 1)
 			c.sweep(now)
 			if len(c.m) >= maxLeased {
-				return false, 0
+				return false, 0, -1, 0
 			}
 		}
-		e = &leaseEntry{since: now}
+		e = &leaseEntry{since: now, left: -1}
 		if spec.perValue {
 			k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
 		}
@@ -82,7 +89,10 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 	e.asked += n
 	if now < e.until && e.tokens >= n {
 		e.tokens -= n
-		return true, 0
+		if e.left < 0 {
+			return true, 0, -1, 0
+		}
+		return true, 0, e.left + e.tokens, max(e.leaves-now, 0)
 	}
 	if now >= e.until {
 		e.unused()
@@ -92,10 +102,10 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 		e.asked, e.since = 0, now
 	}
 	if e.rate == 0 || now < e.pending {
-		return false, 0
+		return false, 0, -1, 0
 	}
 	e.pending = giveUp
-	return false, e.rate
+	return false, e.rate, -1, 0
 }
 
 // unused moves what is left of the lease to the tokens to return.
@@ -126,9 +136,10 @@ func (c *leaseCache) popVoid(spec *ruleSpec, origin string) (tokens, stamp int64
 
 // grant records the answer to a lease request made at now: tokens extra
 // tokens usable until the instant until, stamped stamp in the window (0
-// tokens: none granted). It also ends the request, so the next call may ask
-// again.
-func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens, stamp int64, now, until time.Duration) {
+// tokens: none granted), and what the window had left besides them (left,
+// -1: not asked) and when its oldest pass leaves it. It also ends the
+// request, so the next call may ask again.
+func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens, stamp int64, now, until time.Duration, left int64, leaves time.Duration) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,6 +151,7 @@ func (c *leaseCache) grant(spec *ruleSpec, origin string, tokens, stamp int64, n
 	if tokens <= 0 || until <= now {
 		return
 	}
+	e.left, e.leaves = left, leaves // the newest reading
 	if e.tokens > 0 && e.until > now && until <= e.until {
 		// Tokens of both leases are usable before both deadlines.
 		e.tokens += tokens

@@ -26,12 +26,16 @@ const (
 // the caller's unused leased tokens with the stamp they were leased with
 // (0 0: none), and op: 0 takes n tokens if they fit, 1 (peek) only says
 // whether they would, 2 (charge: a call counted after its answer) takes
-// them whether or not they fit (see charge below). Returns four numbers
-// per call: first 0 for a pass, else the
+// them whether or not they fit (see charge below), 3 is 0 that also says
+// what is left. Returns six numbers per call: first 0 for a pass, else the
 // call is blocked and the number is the µs until the window can take its n
 // tokens (when the slot that stands in the way leaves; only an avgLocal
 // gateway joining can make it sooner); then, for a pass, the extra tokens
-// leased to the caller, the µs they may be used for, and their stamp.
+// leased to the caller, the µs they may be used for, and their stamp; then
+// for op 3's pass the tokens the window has left after it and its lease
+// (else -1), and the µs until the window's oldest pass leaves it: one
+// binary search of the window (O(log S) slot reads) per window and batch,
+// which only op 3 pays.
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
@@ -79,7 +83,8 @@ const (
 // K = floor(count); a pass adds n and sets the expiry. A peek (op 1) adds
 // nothing; a charge (op 2, after a countOn rule's answer) adds n whether or
 // not it fits, so the period stays overdrawn until its reset. It returns 0
-// or 1 (blocked: the caller knows the reset), then 0, the calls left, 0.
+// or 1 (blocked: the caller knows the reset), then 0, the calls left, 0,
+// 0, 0.
 //
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
@@ -102,7 +107,7 @@ local function fresh(s, K)
   s.K = K
   s.g = math.max(1, math.ceil(K / NMAX))
   s.S = math.ceil(K / s.g)
-  s.h, s.f, s.tn, s.pc, s.ps = 0, s.g, 0, 0, 0
+  s.h, s.f, s.tn, s.pc, s.ps, s.fi = 0, s.g, 0, 0, 0, nil
   redis.call('DEL', s.k)
   redis.call('SETRANGE', s.k, HDR + s.S * 8 - 1, '\0')
   s.dirty = true
@@ -234,7 +239,7 @@ local function unvoid(s, r, at)
   if z < 1 then return end
   writeRing(s, (s.h + q + z) % s.S, readRing(s, (s.h + q) % s.S, p - z - q))
   writeRing(s, (s.h + q) % s.S, string.rep('\0', z * 8))
-  s.c0, s.li = nil, nil
+  s.c0, s.li, s.fi = nil, nil, nil
   s.pc = s.pc - z * s.g
 end
 
@@ -280,6 +285,9 @@ local function add(s, m, f2, fill, v)
     local last = s.runs[#s.runs]
     if last and last[1] == v then last[2] = last[2] + m else s.runs[#s.runs + 1] = {v, m} end
     s.len = s.len + m
+    -- the oldest slot in the window, if written over: the ring is all
+    -- window, and its oldest slot is the new head
+    if s.fi and (s.fi - s.h) % s.S < m then s.fi = (s.h + m) % s.S end
     s.h = (s.h + m) % s.S
   end
   s.f, s.tn, s.dirty = f2, v, true
@@ -374,10 +382,12 @@ for i = 1, #KEYS do
     out[#out + 1] = 0
     out[#out + 1] = left
     out[#out + 1] = 0
+    out[#out + 1] = 0
+    out[#out + 1] = 0
   else
     local s, K = window(KEYS[i], a)
     local I = tonumber(ARGV[a + 2]) * 1000
-    local res, x, rem, stamp = I, 0, 0, 0
+    local res, x, rem, stamp, left, reset = I, 0, 0, 0, -1, 0
     if s and op == '1' then
       local ok, m = plan(s, K, tonumber(ARGV[a + 1]))
       if ok then res = 0 else res = math.max(1, m) end
@@ -410,6 +420,15 @@ for i = 1, #KEYS do
             x = 0
           end
         end
+        if op == '3' then
+          -- what the window has left after the pass (and its lease), and
+          -- when its oldest pass leaves: a search of the window, once a
+          -- batch (s.fi, the oldest slot in it, until slots move)
+          if not s.fi then s.fi = (s.h + below(s, now - I + 1)) % s.S end
+          local q = (s.fi - s.h) % s.S
+          left = math.max(0, K - ((s.S - q - 1) * s.g + s.f))
+          reset = math.max(0, slot(s, s.fi) + I - now)
+        end
       else
         res = math.max(1, m)
       end
@@ -418,6 +437,8 @@ for i = 1, #KEYS do
     out[#out + 1] = x
     out[#out + 1] = rem
     out[#out + 1] = stamp
+    out[#out + 1] = left
+    out[#out + 1] = reset
   end
 end
 for _, k in ipairs(order) do

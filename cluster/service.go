@@ -151,18 +151,37 @@ func (s *Service) Acquire(rule *config.FlowRule, key string, n int64) (ok bool, 
 // call, how long until the window can take its n tokens (0: unknown), for
 // Retry-After.
 func (s *Service) AcquireRetry(rule *config.FlowRule, key string, n int64) (ok bool, retry time.Duration, err error) {
+	ok, retry, _, _, err = s.AcquireFlow(rule, key, n, false)
+	return ok, retry, err
+}
+
+// AcquireFlow is AcquireRetry that, with report, also says of a pass what
+// the window has left after it (left, -1 when not known: report false, or
+// a pass from a lease granted without it) and how long until the window's
+// oldest pass leaves it (reset), for the RateLimit fields. Reporting costs
+// the script a binary search of the window; a pass from a lease reports
+// what the window had left when the lease was granted plus the lease's
+// unused tokens, which other gateways' passes since may have taken.
+func (s *Service) AcquireFlow(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
 	switch {
 	case s.closed.Load():
-		return false, 0, ErrClosed
+		return false, 0, -1, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency:
-		return false, 0, ErrUnsupported
+		return false, 0, -1, 0, ErrUnsupported
 	case n <= 0:
-		return true, 0, nil
+		return true, 0, -1, 0, nil
 	case !s.up.Load():
-		return false, 0, ErrUnavailable
+		return false, 0, -1, 0, ErrUnavailable
 	}
-	ok, _, retry, err = s.acquire(s.specs.get(rule), key, n, nil, 0, opAcquire)
-	return ok, retry, err
+	return s.acquire(s.specs.get(rule), key, n, nil, 0, acquireOp(report))
+}
+
+// acquireOp is the op that takes tokens, saying what they leave or not.
+func acquireOp(report bool) int64 {
+	if report {
+		return opAcquireLeft
+	}
+	return opAcquire
 }
 
 // AcquireParam takes n tokens of a clusterMode param rule for one value
@@ -175,7 +194,15 @@ func (s *Service) AcquireRetry(rule *config.FlowRule, key string, n int64) (ok b
 // reuses after the call: what is kept of it is copied. rule must not
 // change once used (its address names its prepared form).
 func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
-	return s.paramOp(rule, count, value, n, opAcquire)
+	ok, retry, _, _, err = s.paramOp(rule, count, value, n, opAcquire)
+	return ok, retry, err
+}
+
+// AcquireParamLeft is AcquireParam that, with report, also says of a pass
+// what value's window has left after it and how long until its oldest pass
+// leaves it, as AcquireFlow does.
+func (s *Service) AcquireParamLeft(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
+	return s.paramOp(rule, count, value, n, acquireOp(report))
 }
 
 // PeekParam reports whether value's window of a clusterMode param rule
@@ -183,7 +210,8 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 // responseHeader rule lets a call in on it, and charges the answer's
 // tokens with ChargeParam. ok and err are as AcquireParam's.
 func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
-	return s.paramOp(rule, count, value, n, opPeek)
+	ok, retry, _, _, err = s.paramOp(rule, count, value, n, opPeek)
+	return ok, retry, err
 }
 
 // ChargeParam takes n tokens of value's window after a call's answer,
@@ -193,25 +221,24 @@ func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string,
 // out until its passes leave the window, at most durationSec, and one
 // charge takes at most count tokens. err != nil: Redis did not take them.
 func (s *Service) ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error {
-	_, _, err := s.paramOp(rule, count, value, n, opCharge)
+	_, _, _, _, err := s.paramOp(rule, count, value, n, opCharge)
 	return err
 }
 
 // paramOp runs op on value's window of a clusterMode param rule, after the
 // checks every such call shares.
-func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, retry time.Duration, err error) {
+func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
 	switch {
 	case s.closed.Load():
-		return false, 0, ErrClosed
+		return false, 0, -1, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return false, 0, ErrUnsupported
+		return false, 0, -1, 0, ErrUnsupported
 	case n <= 0:
-		return true, 0, nil
+		return true, 0, -1, 0, nil
 	case !s.up.Load():
-		return false, 0, ErrUnavailable
+		return false, 0, -1, 0, ErrUnavailable
 	}
-	ok, _, retry, err = s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
-	return ok, retry, err
+	return s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
 }
 
 // AcquireQuota takes n of one value's calendar quota, for a clusterMode
@@ -262,7 +289,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 	case !s.up.Load():
 		return false, 0, reset, period, ErrUnavailable
 	}
-	ok, left, _, err = s.acquire(spec, value, n, p, reset, op)
+	ok, _, left, _, err = s.acquire(spec, value, n, p, reset, op)
 	return ok, left, reset, period, err
 }
 
@@ -365,11 +392,12 @@ func (s *Service) Gateways() int {
 // acquire takes n tokens of spec's window for key (an origin, a value),
 // or for a calendar quota n of the value's count in period p, which ends
 // in reset (left: the calls the period has left after this one). op is
-// what is asked of a window: to take n tokens (opAcquire), whether they
-// would fit (opPeek), or to take them anyway (opCharge). Only opAcquire
-// uses leases; a charge passes the blocks cache, which only knows what
-// fits.
-func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, left int64, retry time.Duration, err error) {
+// what is asked of a window: to take n tokens (opAcquire, or
+// opAcquireLeft: and say what a pass leaves, in left and leaves), whether
+// they would fit (opPeek), or to take them anyway (opCharge). Only the
+// acquiring ops use leases; a charge passes the blocks cache, which only
+// knows what fits. left is -1 when not known.
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, retry time.Duration, left int64, leaves time.Duration, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -385,18 +413,18 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		at = s.now().Sub(s.epoch) // a quota's block lasts until the reset on the test's clock
 	}
 	var demand int64
-	lease := !s.noLease && spec.lease && op == opAcquire
+	lease := !s.noLease && spec.lease && (op == opAcquire || op == opAcquireLeft)
 	if lease {
 		var leased bool
-		if leased, demand = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
-			return true, 0, 0, nil
+		if leased, demand, left, leaves = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
+			return true, 0, left, leaves, nil
 		}
 	}
 	if blocked, until := s.blocks.blocked(spec, key, n, at); op != opCharge && blocked {
 		if demand > 0 {
-			s.leases.grant(spec, key, 0, 0, at, at) // asked for nothing after all
+			s.leases.grant(spec, key, 0, 0, at, at, -1, 0) // asked for nothing after all
 		}
-		return false, 0, until - at, nil
+		return false, until - at, -1, 0, nil
 	}
 	c := s.pool.Get().(*call)
 	if lease {
@@ -447,7 +475,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		c.timer.Stop()
 		c.expireAt = nil
 		s.pool.Put(c)
-		return false, 0, 0, ErrTimeout
+		return false, 0, -1, 0, ErrTimeout
 	}
 	select {
 	case err = <-c.done:
@@ -455,7 +483,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
-		return false, 0, 0, ErrTimeout
+		return false, 0, -1, 0, ErrTimeout
 	}
 }
 
@@ -464,11 +492,14 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 // they may be used, and recycles c. Both instants count from the call's
 // start, which precedes the script's clock read, so neither outlives what
 // the script said.
-func (s *Service) finish(c *call, key string, err error) (bool, int64, time.Duration, error) {
-	ok, left, retry := c.ok, c.left, time.Duration(0)
+func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, int64, time.Duration, error) {
+	ok, left, leaves, retry := c.ok, c.left, c.leaves, time.Duration(0)
 	start := c.at
 	if err == nil && !ok {
 		retry = c.retry
+	}
+	if c.expireAt == nil && (err != nil || !ok || c.op != opAcquireLeft) {
+		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft pass only
 	}
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
@@ -478,13 +509,16 @@ func (s *Service) finish(c *call, key string, err error) (bool, int64, time.Dura
 		if err == nil && ok {
 			extra = c.extra
 		}
-		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor)
+		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor, left, start+leaves)
+		if left >= 0 {
+			left += extra // the lease's tokens are this gateway's to pass
+		}
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.gen, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, 0, opAcquire
 	c.void, c.voidAt, c.stamp = 0, 0, 0
-	c.expireAt, c.reset, c.left = nil, 0, 0
+	c.expireAt, c.reset, c.left, c.leaves = nil, 0, 0, 0
 	s.pool.Put(c)
-	return ok, left, retry, err
+	return ok, retry, left, leaves, err
 }
 
 // Close stops the batchers, removes this gateway from the gateway set (so

@@ -41,10 +41,23 @@ func (w *scriptWindow) call(atUs int64, count float64, n, intervalMs, demand int
 	w.t.Helper()
 	res, err := w.script.Run(context.Background(), w.rdb, w.keys, 0, synthBase+atUs, 0,
 		strconv.FormatFloat(count, 'g', -1, 64), n, intervalMs, "0", demand, 0, 0, "0").Int64Slice()
-	if err != nil || len(res) != 4 {
+	if err != nil || len(res) != cluster.ResultsPerCall {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
 	}
 	return [3]int64{res[0], res[1], res[2]}
+}
+
+// callLeft takes n tokens of a window of count per second at atUs, asking
+// what a pass leaves (op 3): 0 or µs until n could pass, then for a pass
+// the tokens the window has left and the µs until its oldest pass leaves.
+func (w *scriptWindow) callLeft(atUs int64, count float64, n int64) [3]int64 {
+	w.t.Helper()
+	res, err := w.script.Run(context.Background(), w.rdb, w.keys, 0, synthBase+atUs, 0,
+		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "0", 0, 0, 0, "3").Int64Slice()
+	if err != nil || len(res) != cluster.ResultsPerCall {
+		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
+	}
+	return [3]int64{res[0], res[4], res[5]}
 }
 
 func (w *scriptWindow) strlen() int64 {
@@ -53,6 +66,106 @@ func (w *scriptWindow) strlen() int64 {
 }
 
 const ms = int64(1000) // µs
+
+// A pass asked what it leaves (for the RateLimit fields) says how many
+// tokens the window has left after it and when its oldest pass leaves: a
+// window of 3 per second, and one of 2048 in groups of 2 (its tail slot
+// partial). A block says when it could pass, as without asking.
+func TestWindowPassSaysWhatIsLeft(t *testing.T) {
+	type step struct {
+		at, n int64
+		want  [3]int64 // µs until it could pass (0: passed), left, µs until the oldest pass leaves
+	}
+	cases := []struct {
+		name  string
+		count float64
+		steps []step
+	}{
+		{"count 3", 3, []step{
+			{0, 1, [3]int64{0, 2, 1000 * ms}},
+			{100 * ms, 1, [3]int64{0, 1, 900 * ms}},
+			{200 * ms, 1, [3]int64{0, 0, 800 * ms}},
+			{300 * ms, 1, [3]int64{700 * ms, -1, 0}},
+			{1000 * ms, 1, [3]int64{0, 0, 100 * ms}}, // (0, 1000] holds 100, 200 and 1000
+			{1150 * ms, 1, [3]int64{0, 0, 50 * ms}},  // 100 left: 200, 1000 and this
+			{1160 * ms, 1, [3]int64{40 * ms, -1, 0}}, // full until 200 leaves
+			{1200 * ms, 1, [3]int64{0, 0, 800 * ms}}, // 200 left: 1000, 1150 and this
+			{5000 * ms, 2, [3]int64{0, 1, 1000 * ms}},
+		}},
+		{"count 2048, groups of 2", 2048, []step{
+			{0, 2047, [3]int64{0, 1, 1000 * ms}},
+			{10 * ms, 1, [3]int64{0, 0, 990 * ms}},
+			{1000 * ms, 2046, [3]int64{0, 0, 10 * ms}}, // the tail group of 10ms stays
+			{1010 * ms, 2, [3]int64{0, 0, 990 * ms}},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newScriptWindow(t)
+			for i, s := range c.steps {
+				if got := w.callLeft(s.at, c.count, s.n); got != s.want {
+					t.Errorf("step %d: %d tokens at %.3fms: got %v, want %v", i, s.n, float64(s.at)/1000, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// Calls batched in one script run on one window each say what their pass
+// leaves, though the window is searched once a batch: the passes and a
+// charge (a countOn call, which takes the places of the oldest passes
+// whether or not they fit) move the window's oldest slot between calls.
+func TestBatchedPassesSayWhatIsLeft(t *testing.T) {
+	w := newScriptWindow(t)
+	type call struct {
+		n    int64
+		op   string
+		want [3]int64 // as callLeft's; a charge's is [0 -1 0]
+	}
+	batch := func(atUs int64, count float64, calls []call) {
+		t.Helper()
+		args := []any{0, synthBase + atUs, 0}
+		keys := make([]string, len(calls))
+		for i, c := range calls {
+			keys[i] = w.keys[0]
+			args = append(args, strconv.FormatFloat(count, 'g', -1, 64), c.n, 1000, "0", 0, 0, 0, c.op)
+		}
+		res, err := w.script.Run(context.Background(), w.rdb, keys, args...).Int64Slice()
+		if err != nil || len(res) != cluster.ResultsPerCall*len(calls) {
+			t.Fatalf("batch at %dµs: %v, %v", atUs, res, err)
+		}
+		for i, c := range calls {
+			r := res[i*cluster.ResultsPerCall:]
+			if got := [3]int64{r[0], r[4], r[5]}; got != c.want {
+				t.Errorf("batch at %.3fms, call %d (op %s, %d tokens): got %v, want %v", float64(atUs)/1000, i, c.op, c.n, got, c.want)
+			}
+		}
+	}
+	batch(0, 3, []call{
+		{1, "3", [3]int64{0, 2, 1000 * ms}},
+		{1, "3", [3]int64{0, 1, 1000 * ms}},
+		{1, "3", [3]int64{0, 0, 1000 * ms}},
+		{1, "3", [3]int64{1000 * ms, -1, 0}},
+	})
+	batch(1000*ms, 4, []call{ // the limit grew: the ring is rebuilt, and those of 0 have left
+		{1, "3", [3]int64{0, 3, 1000 * ms}},
+		{1, "3", [3]int64{0, 2, 1000 * ms}},
+	})
+	batch(5000*ms, 4, []call{
+		{1, "3", [3]int64{0, 3, 1000 * ms}},
+		{2, "3", [3]int64{0, 1, 1000 * ms}},
+		{4, "2", [3]int64{0, -1, 0}}, // fills the window: its last free place
+		{1, "3", [3]int64{1000 * ms, -1, 0}},
+	})
+	batch(5500*ms, 4, []call{
+		{1, "3", [3]int64{500 * ms, -1, 0}}, // full of the charge's 4 until 6000
+	})
+	batch(6000*ms, 4, []call{
+		{1, "3", [3]int64{0, 3, 1000 * ms}},
+		{1, "2", [3]int64{0, -1, 0}},
+		{1, "3", [3]int64{0, 1, 1000 * ms}},
+	})
+}
 
 // A window of count 3 per second, step by step: a call passes iff the passes
 // in (now-1s, now] plus its tokens are at most 3, and a refusal says exactly
@@ -185,7 +298,7 @@ func (w *scriptWindow) callAvg(atUs int64, count float64, n int64) int64 {
 	w.t.Helper()
 	res, err := w.script.Run(context.Background(), w.rdb, w.keys, w.live, synthBase+atUs, w.liveAt,
 		strconv.FormatFloat(count, 'g', -1, 64), n, 1000, "1", 0, 0, 0).Int64Slice()
-	if err != nil || len(res) != 4 {
+	if err != nil || len(res) != cluster.ResultsPerCall {
 		w.t.Fatalf("script at %dµs: %v, %v", atUs, res, err)
 	}
 	return res[0]

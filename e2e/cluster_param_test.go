@@ -158,7 +158,9 @@ cluster:
 // rule of one call a minute per key; a remembered block counts down too.
 // Its RateLimit field names the cluster rule that blocked, with nothing
 // left and t as Retry-After, not the local rule of 1000 a minute that the
-// call passed first (which said r=996).
+// call passed first (which said r=996). The passes before it count the
+// fleet's window down (r=2, 1, 0), where they named the local rule
+// (r=999) or, for the param rule, nothing.
 func TestClusterBlockSaysRetryAfter(t *testing.T) {
 	up := startUpstream(t, nil)
 	gs := clStartGateways(t, 2, rulesFor(up.URL, fmt.Sprintf(`
@@ -191,14 +193,23 @@ cluster:
 		}
 		return ra
 	}
-	for i := range 3 {
-		if resp, _ := get(t, gs[i%2].URL+"/c"); resp.StatusCode != 200 {
-			t.Fatalf("call %d of 3: %d", i, resp.StatusCode)
+	// The passes count the fleet's window down, the nearest to blocking.
+	passLeft := func(what string, resp *http.Response, want string) {
+		t.Helper()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", what, resp.StatusCode)
+		}
+		got := resp.Header.Get("RateLimit")
+		if !strings.HasPrefix(got, want+";t=60") && !strings.HasPrefix(got, want+";t=59") {
+			t.Errorf("%s: RateLimit %q, want %s;t=60 (or 59)", what, got, want)
 		}
 	}
-	if resp, _ := get(t, gs[0].URL+"/k", "X-Key: k1"); resp.StatusCode != 200 {
-		t.Fatalf("k1's first call: %d", resp.StatusCode)
+	for i := range 3 {
+		resp, _ := get(t, gs[i%2].URL+"/c")
+		passLeft(fmt.Sprintf("call %d of 3 on gateway %d", i, i%2), resp, fmt.Sprintf(`"c#flow2";r=%d`, 2-i))
 	}
+	resp, _ := get(t, gs[0].URL+"/k", "X-Key: k1")
+	passLeft("k1's first call", resp, `"k";r=0`)
 	for gw := range gs {
 		for range 2 { // Redis's answer, then the remembered block
 			if ra := retryAfter(gw, "/c"); ra < 50 || ra > 60 {

@@ -115,7 +115,7 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 	if r.cluster && ts != nil {
 		var decided bool
 		var o outcome
-		if decided, share, o = r.enterCluster(ts, now, val, n); decided {
+		if decided, share, o = r.enterCluster(ts, now, val, n, qt.sink != nil && !r.dryRun); decided {
 			if o.took {
 				// After the answer, the cluster is charged for this value:
 				// the caller's buffer is gone by then.
@@ -155,8 +155,10 @@ type quotaTo struct {
 // decided: the cluster passed (o is zero: what the cluster counts is not
 // given back by Cancel) or refused the call (o.blocked). Else Redis
 // failed: share is what the local fallback divides the count by (1 for
-// avgLocal), or the value passes when the rule does not fall back.
-func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (decided bool, share int, o outcome) {
+// avgLocal), or the value passes when the rule does not fall back. With
+// report, a pass of a rolling window asks Redis what it leaves, for the
+// RateLimit fields (o then has the value's quota).
+func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, report bool) (decided bool, share int, o outcome) {
 	// The value's count (an item's?) is in its table entry; the lock is
 	// not held across the round trip to Redis.
 	e, sh := r.table.Get(val, now)
@@ -191,7 +193,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 			ok, retry, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
 			if !ok {
 				// The value's quota: nothing left until the window frees.
-				q = outcome{p: p, retry: int64(retry), reset: int64(retry)}
+				q = outcome{p: p, retry: int64(retry), reset: int64(retry), limit: r.windowLimit(ts, p)}
 			}
 		}
 		switch {
@@ -215,7 +217,12 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		ok, left, reset, period, err = ts.AcquireQuota(&r.cfg, p.count, val, n)
 		q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
 	} else {
-		ok, retry, err = ts.AcquireParam(&r.cfg, p.count, val, n)
+		var left int64
+		var reset time.Duration
+		ok, retry, left, reset, err = ts.AcquireParamLeft(&r.cfg, p.count, val, n, report)
+		if ok && left >= 0 {
+			q = outcome{p: p, remaining: float64(left), reset: int64(reset), limit: r.windowLimit(ts, p)}
+		}
 	}
 	switch {
 	case err == nil && ok:
@@ -244,7 +251,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 	case err == nil:
 		// The value's quota: nothing left until the window frees.
 		r.count(val, now, true)
-		return true, 0, outcome{blocked: true, retry: int64(retry), p: p, reset: int64(retry)}
+		return true, 0, outcome{blocked: true, retry: int64(retry), p: p, reset: int64(retry), limit: r.windowLimit(ts, p)}
 	case !r.cfg.ClusterConfig.Fallback():
 		r.count(val, now, false)
 		return true, 0, outcome{}
@@ -257,6 +264,15 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64) (de
 		sh.Unlock()
 	}
 	return false, share, outcome{}
+}
+
+// windowLimit is the limit of p's windows in Redis: an avgLocal rule's
+// count is each gateway's, and Redis counts count x the live gateways.
+func (r *rule) windowLimit(ts TokenService, p *param) float64 {
+	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
+		return p.count * float64(ts.Gateways())
+	}
+	return p.count
 }
 
 // share is what a local bucket divides the count by while Redis fails: the

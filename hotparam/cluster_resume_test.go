@@ -25,9 +25,9 @@ type exactParams struct {
 
 var errParamsDown = errors.New("redis down")
 
-func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
+func (e *exactParams) AcquireParamLeft(r *config.ParamRule, count float64, value string, n int64, _ bool) (bool, time.Duration, int64, time.Duration, error) {
 	if e.down {
-		return false, 0, errParamsDown
+		return false, 0, -1, 0, errParamsDown
 	}
 	w := e.wins[value]
 	if w == nil {
@@ -35,7 +35,7 @@ func (e *exactParams) AcquireParam(r *config.ParamRule, count float64, value str
 		e.wins[value] = w
 	}
 	var res window.Result
-	return w.TryAdd(*e.now, n, count, false, &res), 0, nil
+	return w.TryAdd(*e.now, n, count, false, &res), 0, -1, 0, nil
 }
 
 func (e *exactParams) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {

@@ -3,6 +3,7 @@ package hotparam_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,10 +29,25 @@ type fakeCluster struct {
 	// was charged by value
 	quotaChecks  int
 	quotaCharged map[string]int64
+	// a rolling window's pass asked to report: what it leaves, and
+	// whether each call asked
+	passLeft  int64
+	passReset time.Duration
+	reports   []bool
 }
 
-// AcquireParam answers ok and err, and a block's retry.
-func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
+// AcquireParamLeft answers ok and err, a block's retry, and a reported
+// pass's figures.
+func (f *fakeCluster) AcquireParamLeft(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
+	f.reports = append(f.reports, report)
+	ok, retry, err := f.PeekParam(r, count, value, n)
+	if ok && report {
+		return true, 0, f.passLeft, f.passReset, nil
+	}
+	return ok, retry, -1, 0, err
+}
+
+func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
 	if f.counts != nil {
 		f.counts[value] = count
 	}
@@ -39,10 +55,6 @@ func (f *fakeCluster) AcquireParam(r *config.ParamRule, count float64, value str
 		return false, f.retry, nil
 	}
 	return f.ok, 0, f.err
-}
-
-func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
-	return f.AcquireParam(r, count, value, n)
 }
 
 // ChargeParam records what was charged, by value.
@@ -233,6 +245,36 @@ func TestClusterBlockCarriesRetry(t *testing.T) {
 			if want.Key = value.v; len(got) != 1 || got[0] != want {
 				t.Errorf("countOn %q, value %s: the sink got %+v, want %+v", r.CountOn, value.v, got, want)
 			}
+		}
+	}
+}
+
+// A pass Redis decided reports the value's quota as Redis gave it (what
+// its window has left, and when its oldest pass leaves it), asked of
+// Redis only by a caller that collects quotas. An avgLocal rule's limit is
+// count x the live gateways, as Redis counts it.
+func TestClusterPassReportsItsQuota(t *testing.T) {
+	for _, c := range []struct {
+		tt    config.ThresholdType
+		limit float64
+	}{{config.ThresholdGlobal, 5}, {config.ThresholdAvgLocal, 15}} {
+		svc := &fakeCluster{ok: true, passLeft: 3, passReset: 800 * time.Millisecond, gateways: 3}
+		ch := compileCluster(t, svc, clusterRule(5, c.tt, nil))
+		var got quotaLog
+		tok, v := ch.EnterQuotas(sec(1), order("7"), 1, &got)
+		tok.Exit(sec(1), 200)
+		want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: c.limit, Window: time.Second,
+			Remaining: 3, Reset: 800 * time.Millisecond}
+		if v.Blocked || v.Quota != want {
+			t.Errorf("%s: verdict %+v, want a pass with quota %+v", c.tt, v, want)
+		}
+		if want.Key = "7"; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: the sink got %+v, want %+v", c.tt, got, want)
+		}
+		tok, _ = ch.Enter(sec(2), order("7"), 1)
+		tok.Exit(sec(2), 200)
+		if !slices.Equal(svc.reports, []bool{true, false}) {
+			t.Errorf("%s: asked Redis to report %v, want [true false] (only for a caller that collects quotas)", c.tt, svc.reports)
 		}
 	}
 }

@@ -44,9 +44,12 @@ type Options struct {
 // each gateway's as it is. value may alias a buffer the caller reuses after
 // the call. Implementations must be safe for concurrent use.
 type TokenService interface {
-	// AcquireParam takes n tokens of value's window; on a block (ok false,
-	// err nil), retry is how long until it can take them (0: unknown).
-	AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error)
+	// AcquireParamLeft takes n tokens of value's window; on a block (ok
+	// false, err nil), retry is how long until it can take them (0:
+	// unknown). With report, a pass also says what the window has left
+	// after it (left; -1: not known) and how long until its oldest pass
+	// leaves it (reset), for the RateLimit fields.
+	AcquireParamLeft(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error)
 	// AcquireQuota takes n of value's calendar quota (rule.Window day or
 	// month): count calls per period. left is what the period has left
 	// after the call, reset the time until it ends and period its length

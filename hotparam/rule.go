@@ -100,7 +100,8 @@ type outcome struct {
 	p         *param
 	remaining float64
 	reset     int64
-	period    int64 // a calendar quota's period (0: the rule's window)
+	period    int64   // a calendar quota's period (0: the rule's window)
+	limit     float64 // the quota's limit, when not p.count (0): a cluster window's
 }
 
 // enter decides one call of n tokens for value state e at now and, unless it
@@ -256,11 +257,15 @@ func (r *rule) quota(o *outcome, ord int) limiter.Quota {
 	if o.period > 0 {
 		w = time.Duration(o.period)
 	}
+	limit := o.p.count
+	if o.limit > 0 {
+		limit = o.limit
+	}
 	return limiter.Quota{
 		Policy:    r.resource,
 		Kind:      limiter.ReasonParam,
 		Rule:      ord,
-		Limit:     o.p.count,
+		Limit:     limit,
 		Window:    w,
 		Remaining: o.remaining,
 		Reset:     time.Duration(o.reset),

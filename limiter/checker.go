@@ -209,7 +209,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			if r.limit != limitDefault {
 				key = origin
 			}
-			ok, retry, err := c.cluster.AcquireRetry(r.cfg, key, n)
+			ok, retry, left, reset, err := c.cluster.AcquireFlow(r.cfg, key, n, sink != nil && !d.dryRun)
 			windowed := r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp)
 			switch {
 			case err == nil && ok && windowed && now >= ks.alone.Load():
@@ -220,6 +220,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 				// it back like any pass.
 				ks.win.Add(now, n)
 				t.hold(ks, &outcome{at: math.MinInt64})
+				c.clusterPass(r, left, reset, sink, &v)
 				continue
 			case err == nil && ok && windowed:
 				// Redis answers again, but the local window still holds
@@ -241,15 +242,15 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 					}
 					// The window in Redis has nothing left until retry: the
 					// blocking rule's quota, reported last as a local block's.
-					limit, window := d.quota()
-					v.Quota = Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
-						Reset: retry}
-					v.HasQuota = true
+					v.Quota, v.HasQuota = c.clusterQuota(r, 0, retry), true
 					if sink != nil {
 						sink.Quota(v.Quota)
 					}
 					t.block(now, &v, int64(retry))
 					return Token{}, v
+				}
+				if err == nil {
+					c.clusterPass(r, left, reset, sink, &v)
 				}
 				continue
 			}
@@ -321,6 +322,34 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		t.origin.addPass(now, n)
 	}
 	return t, v
+}
+
+// clusterQuota is the quota of clusterMode rule r as Redis counts it: left
+// after the call, until reset. An avgLocal rule's count is each gateway's,
+// and Redis counts count x the live gateways.
+func (c *Checker) clusterQuota(r *checkRule, left int64, reset time.Duration) Quota {
+	limit, window := r.st.def.quota()
+	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
+		limit *= float64(c.cluster.Gateways())
+	}
+	return Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+		Remaining: float64(left), Reset: reset}
+}
+
+// clusterPass reports the quota of a pass Redis decided, as a local pass
+// reports its own, when Redis said what it leaves (left >= 0: it was asked
+// to, for sink).
+func (c *Checker) clusterPass(r *checkRule, left int64, reset time.Duration, sink QuotaSink, v *Verdict) {
+	if left < 0 || r.st.def.dryRun {
+		return
+	}
+	q := c.clusterQuota(r, left, reset)
+	if sink != nil {
+		sink.Quota(q)
+	}
+	if !v.HasQuota {
+		v.Quota, v.HasQuota = q, true
+	}
 }
 
 // maxReserveTries bounds a prioritized call's reservations that a

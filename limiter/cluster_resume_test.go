@@ -28,12 +28,12 @@ var errRedisDown = errors.New("redis down")
 
 func (e *exactCluster) Gateways() int { return e.gateways }
 
-func (e *exactCluster) AcquireRetry(_ *config.FlowRule, _ string, n int64) (bool, time.Duration, error) {
+func (e *exactCluster) AcquireFlow(_ *config.FlowRule, _ string, n int64, _ bool) (bool, time.Duration, int64, time.Duration, error) {
 	if e.down {
-		return false, 0, errRedisDown
+		return false, 0, -1, 0, errRedisDown
 	}
 	var r window.Result
-	return e.win.TryAdd(*e.now, n, e.count, false, &r), 0, nil
+	return e.win.TryAdd(*e.now, n, e.count, false, &r), 0, -1, 0, nil
 }
 
 // TestClusterResumeAddsNoBurst: a fleet of gateways loses Redis together

@@ -30,10 +30,12 @@ type Options struct {
 // about count; an avgLocal rule's count is each gateway's already. Cluster
 // mode is qps-only. Implementations must be safe for concurrent use.
 type TokenService interface {
-	// AcquireRetry takes n tokens of rule for key; on a block (ok false,
+	// AcquireFlow takes n tokens of rule for key; on a block (ok false,
 	// err nil), retry is how long until the window can take them (0:
-	// unknown), for Retry-After.
-	AcquireRetry(rule *config.FlowRule, key string, n int64) (ok bool, retry time.Duration, err error)
+	// unknown), for Retry-After. With report, a pass also says what the
+	// window has left after it (left; -1: not known) and how long until
+	// its oldest pass leaves it (reset), for the RateLimit fields.
+	AcquireFlow(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error)
 	// Gateways is the number of live gateways last seen, at least 1.
 	Gateways() int
 }

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,18 +184,25 @@ type fakeCluster struct {
 	ok       bool
 	err      error
 	keys     []string
+	reports  []bool // whether each call asked what a pass leaves
 	gateways int
 	retry    time.Duration // a block's
+	left     int64         // a reported pass's
+	reset    time.Duration
 }
 
 func (f *fakeCluster) Gateways() int { return max(f.gateways, 1) }
 
-func (f *fakeCluster) AcquireRetry(r *config.FlowRule, key string, n int64) (bool, time.Duration, error) {
+func (f *fakeCluster) AcquireFlow(r *config.FlowRule, key string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
 	f.keys = append(f.keys, key)
-	if !f.ok && f.err == nil {
-		return false, f.retry, nil
+	f.reports = append(f.reports, report)
+	switch {
+	case !f.ok && f.err == nil:
+		return false, f.retry, -1, 0, nil
+	case f.ok && report:
+		return true, 0, f.left, f.reset, nil
 	}
-	return f.ok, 0, f.err
+	return f.ok, 0, -1, 0, f.err
 }
 
 func TestClusterMode(t *testing.T) {
@@ -268,6 +276,39 @@ func TestClusterBlockReportsItsQuota(t *testing.T) {
 		}
 		if sink && (len(got) != 2 || got[0].Rule != 0 || got[1] != want) {
 			t.Errorf("sink got %+v, want the local rule's quota, then %+v", got, want)
+		}
+	}
+}
+
+// A pass decided in Redis reports its rule's quota as Redis gave it (what
+// the window has left, and when its oldest pass leaves it) in file order
+// with the local rules' quotas; Redis is asked for those figures only when
+// the caller collects quotas. An avgLocal rule's limit is count x the live
+// gateways, as Redis counts it.
+func TestClusterPassReportsItsQuota(t *testing.T) {
+	shared := qps("r", 30)
+	shared.ClusterMode = true
+	avg := shared
+	avg.ClusterConfig.ThresholdType = config.ThresholdAvgLocal
+	for _, c := range []struct {
+		name  string
+		rule  config.FlowRule
+		limit float64
+	}{{"global", shared, 30}, {"avgLocal on 3 gateways", avg, 90}} {
+		svc := &fakeCluster{ok: true, left: 17, reset: 400 * time.Millisecond, gateways: 3}
+		ch := limiter.Compile(defaulted(qps("r", 100), c.rule), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
+		var got quotaLog
+		tok, v := ch.EnterQuotas(t0, "", 1, -1, &got)
+		tok.Exit(t0, false)
+		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: c.limit, Window: time.Second,
+			Remaining: 17, Reset: 400 * time.Millisecond}
+		if v.Blocked || len(got) != 2 || got[0].Rule != 0 || got[0].Remaining != 99 || got[1] != want {
+			t.Errorf("%s: verdict %+v, quotas %+v; want a pass with the local rule's quota, then %+v", c.name, v, got, want)
+		}
+		tok, _ = ch.Enter(t0, "", 1)
+		tok.Exit(t0, false)
+		if !slices.Equal(svc.reports, []bool{true, false}) {
+			t.Errorf("%s: asked Redis to report %v, want [true false] (only for a caller that collects quotas)", c.name, svc.reports)
 		}
 	}
 }

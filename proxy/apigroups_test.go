@@ -313,7 +313,7 @@ type clusterTokens struct {
 	asked []string
 }
 
-func (c *clusterTokens) AcquireRetry(rule *config.FlowRule, key string, n int64) (bool, time.Duration, error) {
+func (c *clusterTokens) AcquireFlow(rule *config.FlowRule, key string, n int64, _ bool) (bool, time.Duration, int64, time.Duration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asked = append(c.asked, rule.Resource)
@@ -321,15 +321,15 @@ func (c *clusterTokens) AcquireRetry(rule *config.FlowRule, key string, n int64)
 		c.left[rule.Resource] = int64(rule.Count)
 	}
 	if c.left[rule.Resource] < n {
-		return false, 0, nil
+		return false, 0, -1, 0, nil
 	}
 	c.left[rule.Resource] -= n
-	return true, 0, nil
+	return true, 0, -1, 0, nil
 }
 
-// AcquireParam: this test has no clusterMode param rule.
-func (c *clusterTokens) AcquireParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
-	return true, 0, nil
+// AcquireParamLeft: this test has no clusterMode param rule.
+func (c *clusterTokens) AcquireParamLeft(*config.ParamRule, float64, string, int64, bool) (bool, time.Duration, int64, time.Duration, error) {
+	return true, 0, -1, 0, nil
 }
 
 func (c *clusterTokens) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
