@@ -36,9 +36,9 @@ type call struct {
 	expireAt any
 	reset    time.Duration
 	left     int64
-	// A window's pass asked with opAcquireLeft: left is what the window
-	// has left after it and its lease (-1: not asked), leaves how long
-	// until the window's oldest pass leaves it.
+	// A window's pass asked with opAcquireLeft or opPeekLeft: left is what
+	// the window has left after it and its lease (-1: not asked), leaves
+	// how long until the window's oldest pass leaves it.
 	leaves time.Duration
 	done   chan error
 	// scratch for deciding this call alone, without allocating
@@ -52,10 +52,11 @@ const (
 	opPeek                     // would n tokens fit? take none
 	opCharge                   // take n tokens (at most the window) whether or not they fit
 	opAcquireLeft              // opAcquire that also says what a pass leaves (the RateLimit fields)
+	opPeekLeft                 // opPeek that also says what the window has left
 )
 
 // ops are the op arguments, boxed once.
-var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3"}
+var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3", opPeekLeft: "4"}
 
 // resultsPerCall is how many numbers the acquire script returns per call.
 const resultsPerCall = 6

@@ -26,16 +26,16 @@ const (
 // the caller's unused leased tokens with the stamp they were leased with
 // (0 0: none), and op: 0 takes n tokens if they fit, 1 (peek) only says
 // whether they would, 2 (charge: a call counted after its answer) takes
-// them whether or not they fit (see charge below), 3 is 0 that also says
-// what is left. Returns six numbers per call: first 0 for a pass, else the
-// call is blocked and the number is the µs until the window can take its n
-// tokens (when the slot that stands in the way leaves; only an avgLocal
-// gateway joining can make it sooner); then, for a pass, the extra tokens
-// leased to the caller, the µs they may be used for, and their stamp; then
-// for op 3's pass the tokens the window has left after it and its lease
-// (else -1), and the µs until the window's oldest pass leaves it: one
-// binary search of the window (O(log S) slot reads) per window and batch,
-// which only op 3 pays.
+// them whether or not they fit (see charge below), 3 is 0 and 4 is 1 that
+// also say what is left. Returns six numbers per call: first 0 for a
+// pass, else the call is blocked and the number is the µs until the window
+// can take its n tokens (when the slot that stands in the way leaves; only
+// an avgLocal gateway joining can make it sooner); then, for a pass, the
+// extra tokens leased to the caller, the µs they may be used for, and
+// their stamp; then for op 3's or 4's pass the tokens the window has left
+// after it and its lease (else -1), and the µs until the window's oldest
+// pass leaves it (0: none in it): one binary search of the window (O(log
+// S) slot reads) per window and batch, which only ops 3 and 4 pay.
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
@@ -311,6 +311,16 @@ local function charge(s, K, n)
   add(s, m, f2, inwin and r > 0, math.max(now, s.tn))
 end
 
+-- what the window has left now, and the µs until its oldest pass leaves
+-- it (0: empty): a search of the window, once a batch (s.fi, its oldest
+-- slot in the window, is kept until slots move)
+local function leftOf(s, K, I)
+  if s.tn <= now - I then return K, 0 end
+  if not s.fi then s.fi = (s.h + below(s, now - I + 1)) % s.S end
+  local q = (s.fi - s.h) % s.S
+  return math.max(0, K - ((s.S - q - 1) * s.g + s.f)), math.max(0, slot(s, s.fi) + I - now)
+end
+
 local function flush(s)
   if s.len > 0 then
     local parts = {}
@@ -388,9 +398,10 @@ for i = 1, #KEYS do
     local s, K = window(KEYS[i], a)
     local I = tonumber(ARGV[a + 2]) * 1000
     local res, x, rem, stamp, left, reset = I, 0, 0, 0, -1, 0
-    if s and op == '1' then
+    if s and (op == '1' or op == '4') then
       local ok, m = plan(s, K, tonumber(ARGV[a + 1]))
       if ok then res = 0 else res = math.max(1, m) end
+      if ok and op == '4' then left, reset = leftOf(s, K, I) end
     elseif s and op == '2' then
       charge(s, K, tonumber(ARGV[a + 1]))
       res = 0
@@ -420,15 +431,7 @@ for i = 1, #KEYS do
             x = 0
           end
         end
-        if op == '3' then
-          -- what the window has left after the pass (and its lease), and
-          -- when its oldest pass leaves: a search of the window, once a
-          -- batch (s.fi, the oldest slot in it, until slots move)
-          if not s.fi then s.fi = (s.h + below(s, now - I + 1)) % s.S end
-          local q = (s.fi - s.h) % s.S
-          left = math.max(0, K - ((s.S - q - 1) * s.g + s.f))
-          reset = math.max(0, slot(s, s.fi) + I - now)
-        end
+        if op == '3' then left, reset = leftOf(s, K, I) end
       else
         res = math.max(1, m)
       end

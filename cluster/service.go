@@ -210,8 +210,19 @@ func (s *Service) AcquireParamLeft(rule *config.ParamRule, count float64, value 
 // responseHeader rule lets a call in on it, and charges the answer's
 // tokens with ChargeParam. ok and err are as AcquireParam's.
 func (s *Service) PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
-	ok, retry, _, _, err = s.paramOp(rule, count, value, n, opPeek)
+	ok, retry, _, _, err = s.PeekParamLeft(rule, count, value, n, false)
 	return ok, retry, err
+}
+
+// PeekParamLeft is PeekParam that, with report, also says of a call that
+// would fit what value's window has left and how long until its oldest
+// pass leaves it (0: none in it), as AcquireParamLeft does.
+func (s *Service) PeekParamLeft(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
+	op := opPeek
+	if report {
+		op = opPeekLeft
+	}
+	return s.paramOp(rule, count, value, n, op)
 }
 
 // ChargeParam takes n tokens of value's window after a call's answer,
@@ -498,7 +509,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 	if err == nil && !ok {
 		retry = c.retry
 	}
-	if c.expireAt == nil && (err != nil || !ok || c.op != opAcquireLeft) {
+	if c.expireAt == nil && (err != nil || !ok || (c.op != opAcquireLeft && c.op != opPeekLeft)) {
 		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft pass only
 	}
 	if err == nil && !ok && c.retry > 0 {

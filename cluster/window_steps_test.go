@@ -112,9 +112,9 @@ func TestWindowPassSaysWhatIsLeft(t *testing.T) {
 }
 
 // Calls batched in one script run on one window each say what their pass
-// leaves, though the window is searched once a batch: the passes and a
-// charge (a countOn call, which takes the places of the oldest passes
-// whether or not they fit) move the window's oldest slot between calls.
+// (op 3) or peek (op 4, a countOn call's check) leaves, though the window
+// is searched once a batch: passes and a charge (a countOn call's answer)
+// move the window's tail between calls.
 func TestBatchedPassesSayWhatIsLeft(t *testing.T) {
 	w := newScriptWindow(t)
 	type call struct {
@@ -164,6 +164,15 @@ func TestBatchedPassesSayWhatIsLeft(t *testing.T) {
 		{1, "3", [3]int64{0, 3, 1000 * ms}},
 		{1, "2", [3]int64{0, -1, 0}},
 		{1, "3", [3]int64{0, 1, 1000 * ms}},
+		{1, "4", [3]int64{0, 1, 1000 * ms}},  // a peek (countOn) takes nothing
+		{2, "4", [3]int64{1000 * ms, -1, 0}}, // and says when 2 would fit
+		{1, "4", [3]int64{0, 1, 1000 * ms}},  //
+		{1, "3", [3]int64{0, 0, 1000 * ms}},  // the last one
+		{1, "4", [3]int64{1000 * ms, -1, 0}}, //
+	})
+	batch(20000*ms, 4, []call{
+		{1, "4", [3]int64{0, 4, 0}},  // an empty window: nothing leaves it
+		{1, "1", [3]int64{0, -1, 0}}, // a peek not asked says nothing
 	})
 }
 

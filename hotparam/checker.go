@@ -190,10 +190,15 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 				q.retry, q.remaining = q.reset, 0 // out until the period's reset
 			}
 		} else {
-			ok, retry, err = ts.PeekParam(&r.cfg, p.count, val, r.checkOf(n))
-			if !ok {
+			var left int64
+			var reset time.Duration
+			ok, retry, left, reset, err = ts.PeekParamLeft(&r.cfg, p.count, val, r.checkOf(n), report)
+			switch {
+			case !ok:
 				// The value's quota: nothing left until the window frees.
 				q = outcome{p: p, retry: int64(retry), reset: int64(retry), limit: r.windowLimit(ts, p)}
+			case left >= 0:
+				q = outcome{p: p, remaining: float64(left), reset: int64(reset), limit: r.windowLimit(ts, p)}
 			}
 		}
 		switch {

@@ -38,8 +38,8 @@ func (e *exactParams) AcquireParamLeft(r *config.ParamRule, count float64, value
 	return w.TryAdd(*e.now, n, count, false, &res), 0, -1, 0, nil
 }
 
-func (e *exactParams) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
-	return false, 0, errors.New("not used")
+func (e *exactParams) PeekParamLeft(*config.ParamRule, float64, string, int64, bool) (bool, time.Duration, int64, time.Duration, error) {
+	return false, 0, -1, 0, errors.New("not used")
 }
 
 func (e *exactParams) ChargeParam(*config.ParamRule, float64, string, int64) error {

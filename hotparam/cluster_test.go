@@ -40,21 +40,20 @@ type fakeCluster struct {
 // pass's figures.
 func (f *fakeCluster) AcquireParamLeft(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
 	f.reports = append(f.reports, report)
-	ok, retry, err := f.PeekParam(r, count, value, n)
-	if ok && report {
-		return true, 0, f.passLeft, f.passReset, nil
-	}
-	return ok, retry, -1, 0, err
-}
-
-func (f *fakeCluster) PeekParam(r *config.ParamRule, count float64, value string, n int64) (bool, time.Duration, error) {
 	if f.counts != nil {
 		f.counts[value] = count
 	}
-	if !f.ok && f.err == nil {
-		return false, f.retry, nil
+	switch {
+	case !f.ok && f.err == nil:
+		return false, f.retry, -1, 0, nil
+	case f.ok && report:
+		return true, 0, f.passLeft, f.passReset, nil
 	}
-	return f.ok, 0, f.err
+	return f.ok, 0, -1, 0, f.err
+}
+
+func (f *fakeCluster) PeekParamLeft(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
+	return f.AcquireParamLeft(r, count, value, n, report)
 }
 
 // ChargeParam records what was charged, by value.
@@ -255,26 +254,35 @@ func TestClusterBlockCarriesRetry(t *testing.T) {
 // count x the live gateways, as Redis counts it.
 func TestClusterPassReportsItsQuota(t *testing.T) {
 	for _, c := range []struct {
-		tt    config.ThresholdType
-		limit float64
-	}{{config.ThresholdGlobal, 5}, {config.ThresholdAvgLocal, 15}} {
+		tt      config.ThresholdType
+		countOn config.CountOn
+		limit   float64
+	}{
+		{config.ThresholdGlobal, "", 5},
+		{config.ThresholdAvgLocal, "", 15},
+		{config.ThresholdGlobal, config.CountOnFailure, 5}, // let in on a peek at the window
+	} {
 		svc := &fakeCluster{ok: true, passLeft: 3, passReset: 800 * time.Millisecond, gateways: 3}
-		ch := compileCluster(t, svc, clusterRule(5, c.tt, nil))
+		r := clusterRule(5, c.tt, nil)
+		if r.CountOn = c.countOn; c.countOn != "" {
+			r.FailureStatuses = []string{"401"}
+		}
+		ch := compileCluster(t, svc, r)
 		var got quotaLog
 		tok, v := ch.EnterQuotas(sec(1), order("7"), 1, &got)
 		tok.Exit(sec(1), 200)
 		want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: c.limit, Window: time.Second,
 			Remaining: 3, Reset: 800 * time.Millisecond}
 		if v.Blocked || v.Quota != want {
-			t.Errorf("%s: verdict %+v, want a pass with quota %+v", c.tt, v, want)
+			t.Errorf("%s %s: verdict %+v, want a pass with quota %+v", c.tt, c.countOn, v, want)
 		}
 		if want.Key = "7"; len(got) != 1 || got[0] != want {
-			t.Errorf("%s: the sink got %+v, want %+v", c.tt, got, want)
+			t.Errorf("%s %s: the sink got %+v, want %+v", c.tt, c.countOn, got, want)
 		}
 		tok, _ = ch.Enter(sec(2), order("7"), 1)
 		tok.Exit(sec(2), 200)
 		if !slices.Equal(svc.reports, []bool{true, false}) {
-			t.Errorf("%s: asked Redis to report %v, want [true false] (only for a caller that collects quotas)", c.tt, svc.reports)
+			t.Errorf("%s %s: asked Redis to report %v, want [true false] (only for a caller that collects quotas)", c.tt, c.countOn, svc.reports)
 		}
 	}
 }

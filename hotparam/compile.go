@@ -55,10 +55,10 @@ type TokenService interface {
 	// after the call, reset the time until it ends and period its length
 	// (both known even with err). err is as AcquireParam's.
 	AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error)
-	// PeekParam reports whether value's window could take n tokens now,
-	// taking none (a countOn failure or responseHeader rule lets a call in
-	// on it). ok and err are as AcquireParam's.
-	PeekParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error)
+	// PeekParamLeft reports whether value's window could take n tokens
+	// now, taking none (a countOn failure or responseHeader rule lets a
+	// call in on it). The results are as AcquireParamLeft's.
+	PeekParamLeft(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error)
 	// ChargeParam takes n tokens of value's window after a call's answer,
 	// whether or not they fit: the window may be overdrawn, and then
 	// refuses calls until its passes leave it (at most one full window of

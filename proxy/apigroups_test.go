@@ -332,8 +332,8 @@ func (c *clusterTokens) AcquireParamLeft(*config.ParamRule, float64, string, int
 	return true, 0, -1, 0, nil
 }
 
-func (c *clusterTokens) PeekParam(*config.ParamRule, float64, string, int64) (bool, time.Duration, error) {
-	return true, 0, nil
+func (c *clusterTokens) PeekParamLeft(*config.ParamRule, float64, string, int64, bool) (bool, time.Duration, int64, time.Duration, error) {
+	return true, 0, -1, 0, nil
 }
 
 func (c *clusterTokens) ChargeParam(*config.ParamRule, float64, string, int64) error { return nil }
