@@ -40,6 +40,7 @@ type call struct {
 	// the window has left after it and its lease (-1: not asked), leaves
 	// how long until the window's oldest pass leaves it.
 	leaves time.Duration
+	quiet  bool // opAcquireLeft asked for a lease, not by the caller: left is not the caller's
 	done   chan error
 	// scratch for deciding this call alone, without allocating
 	keys [1]string

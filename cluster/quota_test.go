@@ -163,8 +163,12 @@ func TestMonthlyQuota(t *testing.T) {
 		clock.add(10 * 24 * time.Hour)
 	}
 	// the 31st
-	if got := acquireQuota(t, s, r, "k"); got.ok || got.reset != 12*time.Hour || got.period != 31*24*time.Hour {
-		t.Errorf("the 4th call, on the 31st: %+v, want blocked 12h before the 1st, period 31 days", got)
+	if got := acquireQuota(t, s, r, "k"); got.ok || got.left != 0 || got.reset != 12*time.Hour || got.period != 31*24*time.Hour {
+		t.Errorf("the 4th call, on the 31st: %+v, want blocked with 0 left 12h before the 1st, period 31 days", got)
+	}
+	// The block the gateway remembers says the same, without Redis.
+	if got := acquireQuota(t, s, r, "k"); got.ok || got.left != 0 || got.reset != 12*time.Hour {
+		t.Errorf("the 5th call, on the 31st: %+v, want blocked with 0 left 12h before the 1st", got)
 	}
 	if ok, left, _, _, err := s.AcquireQuota(r, 10, "k", 1); err != nil || !ok || left != 9 {
 		t.Errorf("the same value at an item's count of 10: ok=%v left=%d err=%v, want a quota of its own", ok, left, err)

@@ -301,6 +301,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 		return false, 0, reset, period, ErrUnavailable
 	}
 	ok, _, left, _, err = s.acquire(spec, value, n, p, reset, op)
+	left = max(left, 0) // a block the gateway remembers, or no answer: none said
 	return ok, left, reset, period, err
 }
 
@@ -428,8 +429,18 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	if lease {
 		var leased bool
 		if leased, demand, left, leaves = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
+			if op != opAcquireLeft {
+				left, leaves = -1, 0
+			}
 			return true, 0, left, leaves, nil
 		}
+	}
+	// A lease request always asks what the window has left, so that the
+	// lease's passes can tell it to callers that ask (leases are shared by
+	// every caller of the window).
+	quiet := demand > 0 && op == opAcquire
+	if quiet {
+		op = opAcquireLeft
 	}
 	if blocked, until := s.blocks.blocked(spec, key, n, at); op != opCharge && blocked {
 		if demand > 0 {
@@ -462,6 +473,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	c.spec = spec
 	c.n = n
 	c.op = op
+	c.quiet = quiet
 	c.demand = demand
 	c.at = at
 	c.gen = s.blocks.generation()
@@ -510,7 +522,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		retry = c.retry
 	}
 	if c.expireAt == nil && (err != nil || !ok || (c.op != opAcquireLeft && c.op != opPeekLeft)) {
-		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft pass only
+		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft or opPeekLeft pass only
 	}
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
@@ -521,13 +533,15 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 			extra = c.extra
 		}
 		s.leases.grant(c.spec, key, extra, c.stamp, start, start+c.leaseFor, left, start+leaves)
-		if left >= 0 {
+		if c.quiet {
+			left, leaves = -1, 0 // asked for the lease, not by the caller
+		} else if left >= 0 {
 			left += extra // the lease's tokens are this gateway's to pass
 		}
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.gen, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, 0, opAcquire
 	c.void, c.voidAt, c.stamp = 0, 0, 0
-	c.expireAt, c.reset, c.left, c.leaves = nil, 0, 0, 0
+	c.expireAt, c.reset, c.left, c.leaves, c.quiet = nil, 0, 0, 0, false
 	s.pool.Put(c)
 	return ok, retry, left, leaves, err
 }

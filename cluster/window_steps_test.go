@@ -174,6 +174,18 @@ func TestBatchedPassesSayWhatIsLeft(t *testing.T) {
 		{1, "4", [3]int64{0, 4, 0}},  // an empty window: nothing leaves it
 		{1, "1", [3]int64{0, -1, 0}}, // a peek not asked says nothing
 	})
+
+	// 2048 in groups of 2: a charge writes over the window's oldest group,
+	// which the batch's search had found; the next pass must not count
+	// from that slot (it said 2046 left, reset 1 s).
+	w = newScriptWindow(t)
+	w.keys[0] += "groups"
+	batch(0, 2048, []call{{2046, "0", [3]int64{0, -1, 0}}})
+	batch(500*ms, 2048, []call{
+		{1, "3", [3]int64{0, 1, 500 * ms}},
+		{2, "2", [3]int64{0, -1, 0}},
+		{1, "3", [3]int64{0, 0, 500 * ms}},
+	})
 }
 
 // A window of count 3 per second, step by step: a call passes iff the passes

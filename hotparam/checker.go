@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -271,13 +272,15 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 	return false, share, outcome{}
 }
 
-// windowLimit is the limit of p's windows in Redis: an avgLocal rule's
-// count is each gateway's, and Redis counts count x the live gateways.
+// windowLimit is the limit of p's windows in Redis, which passes whole
+// calls: floor(count), and for an avgLocal rule (whose count is each
+// gateway's) floor(count x the live gateways).
 func (r *rule) windowLimit(ts TokenService, p *param) float64 {
+	count := p.count
 	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
-		return p.count * float64(ts.Gateways())
+		count *= float64(ts.Gateways())
 	}
-	return p.count
+	return math.Floor(count + 1e-9)
 }
 
 // share is what a local bucket divides the count by while Redis fails: the

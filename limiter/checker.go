@@ -325,13 +325,15 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 }
 
 // clusterQuota is the quota of clusterMode rule r as Redis counts it: left
-// after the call, until reset. An avgLocal rule's count is each gateway's,
-// and Redis counts count x the live gateways.
+// after the call, until reset. Redis passes whole calls, floor(count) per
+// interval whatever the behaviour; an avgLocal rule's count is each
+// gateway's, and Redis counts floor(count x the live gateways).
 func (c *Checker) clusterQuota(r *checkRule, left int64, reset time.Duration) Quota {
-	limit, window := r.st.def.quota()
+	count := r.cfg.Count
 	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
-		limit *= float64(c.cluster.Gateways())
+		count *= float64(c.cluster.Gateways())
 	}
+	limit, window := math.Floor(count+1e-9), time.Duration(r.st.def.intervalNs)
 	return Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
 		Remaining: float64(left), Reset: reset}
 }

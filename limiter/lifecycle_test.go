@@ -294,7 +294,12 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 		name  string
 		rule  config.FlowRule
 		limit float64
-	}{{"global", shared, 30}, {"avgLocal on 3 gateways", avg, 90}} {
+	}{
+		{"global", shared, 30},
+		{"avgLocal on 3 gateways", avg, 90},
+		{"avgLocal 2.5 on 3 gateways", func() config.FlowRule { r := avg; r.Count = 2.5; return r }(), 7}, // Redis's floor(7.5)
+		{"dryRun", func() config.FlowRule { r := shared; r.DryRun = true; return r }(), 0},
+	} {
 		svc := &fakeCluster{ok: true, left: 17, reset: 400 * time.Millisecond, gateways: 3}
 		ch := limiter.Compile(defaulted(qps("r", 100), c.rule), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
 		var got quotaLog
@@ -302,6 +307,14 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 		tok.Exit(t0, false)
 		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: c.limit, Window: time.Second,
 			Remaining: 17, Reset: 400 * time.Millisecond}
+		if c.rule.DryRun {
+			// A dryRun rule reports no quota, and Redis is not asked for one.
+			if v.Blocked || len(got) != 1 || !slices.Equal(svc.reports, []bool{false}) {
+				t.Errorf("%s: verdict %+v, quotas %+v, asked to report %v; want a pass with the local rule's quota only, nothing asked",
+					c.name, v, got, svc.reports)
+			}
+			continue
+		}
 		if v.Blocked || len(got) != 2 || got[0].Rule != 0 || got[0].Remaining != 99 || got[1] != want {
 			t.Errorf("%s: verdict %+v, quotas %+v; want a pass with the local rule's quota, then %+v", c.name, v, got, want)
 		}
