@@ -196,10 +196,9 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 			ok, retry, left, reset, err = ts.PeekParamLeft(&r.cfg, p.count, val, r.checkOf(n), report)
 			switch {
 			case !ok:
-				// The value's quota: nothing left until the window frees.
-				q = outcome{p: p, retry: int64(retry), reset: int64(retry), limit: r.windowLimit(ts, p)}
+				q = r.windowBlocked(ts, p, retry)
 			case left >= 0:
-				q = outcome{p: p, remaining: float64(left), reset: int64(reset), limit: r.windowLimit(ts, p)}
+				q = r.windowQuota(ts, p, left, reset)
 			}
 		}
 		switch {
@@ -227,7 +226,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		var reset time.Duration
 		ok, retry, left, reset, err = ts.AcquireParamLeft(&r.cfg, p.count, val, n, report)
 		if ok && left >= 0 {
-			q = outcome{p: p, remaining: float64(left), reset: int64(reset), limit: r.windowLimit(ts, p)}
+			q = r.windowQuota(ts, p, left, reset)
 		}
 	}
 	switch {
@@ -255,9 +254,10 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		q.blocked, q.retry, q.remaining = true, q.reset, 0
 		return true, 0, q
 	case err == nil:
-		// The value's quota: nothing left until the window frees.
 		r.count(val, now, true)
-		return true, 0, outcome{blocked: true, retry: int64(retry), p: p, reset: int64(retry), limit: r.windowLimit(ts, p)}
+		q = r.windowBlocked(ts, p, retry)
+		q.blocked = true
+		return true, 0, q
 	case !r.cfg.ClusterConfig.Fallback():
 		r.count(val, now, false)
 		return true, 0, outcome{}
@@ -272,15 +272,24 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 	return false, share, outcome{}
 }
 
-// windowLimit is the limit of p's windows in Redis, which passes whole
-// calls: floor(count), and for an avgLocal rule (whose count is each
-// gateway's) floor(count x the live gateways).
-func (r *rule) windowLimit(ts TokenService, p *param) float64 {
+// windowQuota is the quota of a value's window in Redis as Redis gave it:
+// left after the call, until reset. Its limit is Redis's, whole calls:
+// floor(count), and for an avgLocal rule (whose count is each gateway's)
+// floor(count x the live gateways).
+func (r *rule) windowQuota(ts TokenService, p *param, left int64, reset time.Duration) outcome {
 	count := p.count
 	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
 		count *= float64(ts.Gateways())
 	}
-	return math.Floor(count + 1e-9)
+	return outcome{p: p, remaining: float64(left), reset: int64(reset), limit: math.Floor(count + 1e-9)}
+}
+
+// windowBlocked is a value's quota when its window in Redis refused the
+// call: nothing left until retry, when the window frees.
+func (r *rule) windowBlocked(ts TokenService, p *param, retry time.Duration) outcome {
+	q := r.windowQuota(ts, p, 0, retry)
+	q.retry = int64(retry)
+	return q
 }
 
 // share is what a local bucket divides the count by while Redis fails: the
