@@ -70,12 +70,7 @@ func TestLeasingKeepsTheCountExact(t *testing.T) {
 // lease's unused tokens stay counted until returned, and left would say
 // less); most are served by leases.
 func TestLeasedPassesSayWhatIsLeft(t *testing.T) {
-	srv := startPrivateRedis(t)
-	clock := new(synthClock)
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
-	s.SetClock(clock.now)
-	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
-	defer rdb.Close()
+	s, clock, rdb := privateSynthService(t)
 	const count = 1e9
 	rule := qpsRule(count, config.ThresholdGlobal)
 	rule.StatIntervalMs = 60000 // no pass leaves during the loop

@@ -29,6 +29,20 @@ func (c *synthClock) now() time.Duration {
 	return time.Duration(synthBase+c.us.Load()) * time.Microsecond
 }
 
+// privateSynthService is a Service on a Redis of the test's own (whose
+// script calls it can count with the client it returns) deciding at the
+// returned clock's instants.
+func privateSynthService(t *testing.T) (*cluster.Service, *synthClock, *redis.Client) {
+	t.Helper()
+	srv := startPrivateRedis(t)
+	clock := new(synthClock)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetClock(clock.now)
+	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
+	t.Cleanup(func() { rdb.Close() })
+	return s, clock, rdb
+}
+
 // synthService is a Service on the shared Redis deciding at clock's instants.
 func synthService(t *testing.T, ns string, clock *synthClock) *cluster.Service {
 	t.Helper()
@@ -298,12 +312,7 @@ func TestWindowGroupsAtExactlyTheCount(t *testing.T) {
 // Leases need at least 2048 tokens an interval (a lease is at most count/2048).
 func TestWindowLeasesKeepTheBound(t *testing.T) {
 	t.Parallel()
-	srv := startPrivateRedis(t)
-	clock := new(synthClock)
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
-	s.SetClock(clock.now)
-	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
-	defer rdb.Close()
+	s, clock, rdb := privateSynthService(t)
 	for _, c := range []struct{ count, intervalMs int64 }{{20000, 10000}} {
 		rule := windowRule(float64(c.count), c.intervalMs)
 		iv := c.intervalMs * 1000
