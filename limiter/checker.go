@@ -308,12 +308,13 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		t.sink = sink // for Reserve
 	case maxWait >= 0:
 		one := [1]*Token{&t}
-		if ok, retry := reserve(one[:], now, maxWait, &v); !ok {
+		at := present(one[:], now)
+		if ok, retry := reserve(one[:], at, maxWait, &v); !ok {
 			t.block(now, &v, retry)
 			return Token{}, v
 		}
 		if sink != nil {
-			t.prioQuotas(now, sink)
+			t.prioQuotas(at, sink)
 		}
 	}
 	c.res.all.addPass(now, n)
@@ -360,14 +361,16 @@ const maxReserveTries = 8
 
 // Reserve reserves the pending passes of one prioritized call's tokens
 // (EnterPending on each of its checkers) at the earliest moment within
-// maxWait ns at which every one of their qps reject rules has room, and
-// sets v as EnterPrioritized would: Wait and Prioritized if the moment lies
-// ahead, the quota of the first reserved rule if v has none. Each token
+// maxWait ns of the call's present (present) at which every one of their
+// qps reject rules has room, and sets v as EnterPrioritized would: Wait and
+// Prioritized if the moment lies ahead, the quota of the first reserved
+// rule if v has none. Each token
 // with a sink hands it the quotas of its reserved rules. Refused (ok
 // false), nothing is reserved and retry is how long until such a moment (0:
 // unknown); the caller cancels every token (Cancel with ReasonFlow counts
 // the block).
 func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64) {
+	now = present(ts, now)
 	if ok, retry = reserve(ts, now, max(maxWait, 0), v); !ok {
 		return false, retry
 	}
@@ -380,10 +383,29 @@ func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64)
 	return true, 0
 }
 
+// present is the moment a prioritized call of the tokens is decided at:
+// the latest now any of its pending windows has seen, or its own now if
+// later. A burst's calls read the clock before they reach the windows, so
+// a later one may find passes stamped after its own now; measured from
+// that stale reading, its slot one interval after such a pass would lie
+// beyond maxWait, and a call that waits no longer than maxWait would be
+// refused. Its wait, and its quota's reset, are measured from present.
+func present(ts []*Token, now int64) int64 {
+	for _, t := range ts {
+		for i := 0; i < t.nheld; i++ {
+			if h := t.heldAt(i); h.prio {
+				now = h.s.win.Present(now)
+			}
+		}
+	}
+	return now
+}
+
 // reserve reserves a prioritized call's pass in the windows of the pending
 // reject rules of its tokens (one per checker) at the earliest moment
 // within maxWait at which all of them have room. Refused, retry is how long
 // until such a moment (0: unknown).
+// now is the call's present (present).
 func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64) {
 	until := now + maxWait
 	from := now

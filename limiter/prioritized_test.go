@@ -86,3 +86,55 @@ func TestPrioritizedStaleClockIsNoWait(t *testing.T) {
 		t.Fatalf("6th call: %+v, want a wait of 1 s", v)
 	}
 }
+
+// A burst of prioritized calls all read the clock at once, before the
+// first of them reaches the window: the later ones see passes stamped
+// after their own now. occupyTimeout bounds the wait from the present the
+// window has seen, not from that stale reading, so each waiter of a full
+// window gets the slot of a pass one interval on, exactly occupyTimeout
+// away at most, and none is refused (e2e TestPrioritizedCalls refused the
+// last of a burst of 8 on an API group's count 4).
+func TestPrioritizedBurstWithStaleClocks(t *testing.T) {
+	const count = 4
+	for _, together := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one checker", true: "route and API group"}[together], func(t *testing.T) {
+			f := compile(t, qps("route", 100), qps("group", count))
+			route, group := f.Checker("route", "default"), f.Checker("group", "default")
+			enter := func(now int64) limiter.Verdict {
+				t.Helper()
+				if !together {
+					_, v := group.EnterPrioritized(now, "", 1, sec)
+					return v
+				}
+				rt, _ := route.EnterPending(now, "", 1, nil)
+				gt, _ := group.EnterPending(now, "", 1, nil)
+				var v limiter.Verdict
+				if ok, _ := limiter.Reserve(now, sec, []*limiter.Token{&rt, &gt}, &v); !ok {
+					rt.Cancel(now, limiter.ReasonFlow)
+					gt.Cancel(now, limiter.ReasonFlow)
+					v.Blocked = true
+				}
+				return v
+			}
+			// the first count pass at once, in the order they reach the
+			// window, 1 ms apart
+			for i := range int64(count) {
+				if v := enter(t0 + (i+1)*ms); v.Blocked || v.Wait != 0 {
+					t.Fatalf("call %d: %+v, want a pass at once", i+1, v)
+				}
+			}
+			// the rest read the clock at t0, before any of those: each
+			// waits for the pass it follows to leave, measured from +4 ms
+			for i := range int64(count) {
+				v := enter(t0)
+				want := time.Duration((i+1)*ms + sec - count*ms)
+				if v.Blocked || !v.Prioritized || v.Wait != want {
+					t.Fatalf("waiter %d with a stale clock: %+v, want a wait of %v", i+1, v, want)
+				}
+			}
+			if v := enter(t0 + count*ms); !v.Blocked {
+				t.Fatalf("one more: %+v, want refused (the window is full for 1 s)", v)
+			}
+		})
+	}
+}

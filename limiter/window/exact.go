@@ -196,6 +196,15 @@ func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at
 	return w.earliest(max(from, w.last), n, lim, min(until, now+w.interval))
 }
 
+// Present is the latest now the window has seen, or now if later: the
+// moment a call whose clock reading (now) is older than a pass already
+// counted is decided at. A prioritized call's wait is measured from it.
+func (w *Exact) Present(now int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(now, w.last)
+}
+
 // Reserve counts n tokens at at (or at the latest now seen, if later) if
 // they fit there as EarliestRoom says, and returns the time they are
 // stamped with. The caller passes at that time, or gives the tokens back
