@@ -1,6 +1,11 @@
 package calendar_test
 
 import (
+	"archive/zip"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zones below, on a machine without zoneinfo
@@ -67,6 +72,18 @@ func TestBounds(t *testing.T) {
 		{"santiago, the day before it", "America/Santiago", "2026-09-05T12:00:00Z", calendar.Day, "2026-09-05T04:00:00Z", "2026-09-06T04:00:00Z", "2026-09-05"},
 		{"santiago, a day with an hour repeated", "America/Santiago", "2026-04-04T12:00:00Z", calendar.Day, "2026-04-04T03:00:00Z", "2026-04-05T04:00:00Z", "2026-04-04"},
 
+		// Clocks that go back across local midnight: the new date has
+		// begun and the old date's repeated hour belongs to it, so the day
+		// runs 25 or 27 hours and never hands a period back.
+		{"goose bay, 00:01 ADT back to 23:01 AST, inside the repeat", "America/Goose_Bay", "2010-11-07T03:15:00Z", calendar.Day, "2010-11-07T03:00:00Z", "2010-11-08T04:00:00Z", "2010-11-07"},
+		{"st johns, 00:01 NDT back to 23:01 NST", "America/St_Johns", "2010-11-07T02:45:00Z", calendar.Day, "2010-11-07T02:30:00Z", "2010-11-08T03:30:00Z", "2010-11-07"},
+		{"amman, 01:00 back to 00:00", "Asia/Amman", "2021-10-28T21:30:00Z", calendar.Day, "2021-10-28T21:00:00Z", "2021-10-29T22:00:00Z", "2021-10-29"},
+		{"casey, 00:00 +11 back to 21:00 +08: 27 hours", "Antarctica/Casey", "2023-03-08T13:00:00Z", calendar.Day, "2023-03-08T13:00:00Z", "2023-03-09T16:00:00Z", "2023-03-09"},
+		{"goose bay, the month that holds the repeat", "America/Goose_Bay", "2010-11-07T03:15:00Z", calendar.Month, "2010-11-01T03:00:00Z", "2010-12-01T04:00:00Z", "2010-11"},
+		// Samoa skipped 2011-12-30 altogether: the 29th ends where the 31st begins.
+		{"apia, the day after the skipped one", "Pacific/Apia", "2011-12-30T12:00:00Z", calendar.Day, "2011-12-30T10:00:00Z", "2011-12-31T10:00:00Z", "2011-12-31"},
+		{"apia, the day before the skipped one", "Pacific/Apia", "2011-12-30T09:59:59Z", calendar.Day, "2011-12-29T10:00:00Z", "2011-12-30T10:00:00Z", "2011-12-29"},
+
 		// Month ends, a year's end, a leap day.
 		{"jan 31 -> feb 1", "UTC", "2026-01-31T23:59:59.999999999Z", calendar.Day, "2026-01-31T00:00:00Z", "2026-02-01T00:00:00Z", "2026-01-31"},
 		{"exactly feb 1", "UTC", "2026-02-01T00:00:00Z", calendar.Day, "2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-01"},
@@ -122,3 +139,80 @@ func TestBoundsHoldsEveryInstant(t *testing.T) {
 		}
 	}
 }
+
+// zones lists every zone Go's own zone database holds (the one time/tzdata
+// embeds), so that the sweep below reaches each zone's history.
+func zones(t *testing.T) []*time.Location {
+	t.Helper()
+	db := filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip")
+	z, err := zip.OpenReader(db)
+	if err != nil {
+		t.Fatalf("the zone list: %v", err)
+	}
+	defer z.Close()
+	var locs []*time.Location
+	for _, f := range z.File {
+		if !strings.HasSuffix(f.Name, "/") {
+			locs = append(locs, zone(t, f.Name))
+		}
+	}
+	if len(locs) < 300 {
+		t.Fatalf("only %d zones in %s", len(locs), db)
+	}
+	return locs
+}
+
+// TestBoundsProperty: in every zone, around every change of its clocks
+// from 1970 to 2040 (where a period's edge goes wrong if anywhere), an
+// instant every hour from 26 hours before to 26 hours after (7 minutes
+// past the change's minute, so inside a repeated or skipped hour), and a
+// nanosecond either side of the change, lies in its
+// period (start <= t < reset), periods tile time (the reset starts the
+// next, the start is its own), and the period is never one whose date
+// the local clock has already passed.
+func TestBoundsProperty(t *testing.T) {
+	from, until := utc("1970-01-01T00:00:00Z"), utc("2040-01-01T00:00:00Z")
+	var changes, checks int
+	all := zones(t)
+	for i := 0; i < len(all); i += zoneStride {
+		loc := all[i]
+		for at := from; at.Before(until); {
+			_, change := at.In(loc).ZoneBounds()
+			if change.IsZero() || !change.Before(until) {
+				break
+			}
+			changes++
+			probe := []time.Time{change.Add(-1), change, change.Add(1)}
+			for d := -26*time.Hour + 7*time.Minute; d <= 26*time.Hour; d += time.Hour {
+				probe = append(probe, change.Add(d))
+			}
+			for _, u := range []calendar.Unit{calendar.Day, calendar.Month} {
+				for _, p := range probe {
+					checks++
+					if msg := boundsBroken(p, loc, u); msg != "" {
+						t.Fatalf("%s, unit %d, %s (local %s), near the change at %s: %s", loc, u, p.UTC().Format(time.RFC3339Nano), p.In(loc), change.UTC(), msg)
+					}
+				}
+			}
+			at = change
+		}
+	}
+	t.Logf("%d clock changes, %d instants", changes, checks)
+}
+
+func boundsBroken(at time.Time, loc *time.Location, u calendar.Unit) string {
+	start, reset := calendar.Bounds(at, loc, u)
+	switch {
+	case at.Before(start) || !at.Before(reset):
+		return fmt.Sprintf("not in [%s, %s)", start.In(loc), reset.In(loc))
+	case !first(calendar.Bounds(start, loc, u)).Equal(start):
+		return fmt.Sprintf("the period starting %s is not its own", start.In(loc))
+	case !first(calendar.Bounds(reset, loc, u)).Equal(reset):
+		return fmt.Sprintf("the reset %s starts no period", reset.In(loc))
+	case calendar.Label(start, loc, u) < calendar.Label(at, loc, u):
+		return fmt.Sprintf("the period %s is behind the local date", calendar.Label(start, loc, u))
+	}
+	return ""
+}
+
+func first(start, _ time.Time) time.Time { return start }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package calendar_test
+
+const zoneStride = 1
