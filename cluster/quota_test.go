@@ -256,3 +256,40 @@ func TestMonthlyQuotaChargedAfterTheAnswer(t *testing.T) {
 		t.Errorf("on the 1st, the other gateway: %+v, want 1000 left", got)
 	}
 }
+
+// An upstream may answer any cost (hotparam.ParseCost gives up to 2^53 for
+// a figure like 99999999999999999999). The period's counter stops at 2^53:
+// a thousand such answers in one period once overflowed Redis's INCRBY,
+// failed the script, and three failures opened the breaker, so every
+// clusterMode rule of the gateway fell back to local limits until the
+// period reset. Now every charge succeeds, the value stays refused until
+// the reset, another value of the rule is untouched, and small charges
+// still count exactly.
+func TestQuotaChargeOfAnyCostSaturates(t *testing.T) {
+	srv := startPrivateRedis(t)
+	now := time.Now().UTC()
+	clock := new(wallClock)
+	clock.set(time.Date(now.Year(), now.Month()+2, 20, 0, 0, 0, 0, time.UTC))
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "ovf", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowMonth, "UTC")
+	r.Count, r.CountOn = 1000, "responseHeader:X-Tokens-Used"
+	const hostile = int64(1) << 53
+	for i := range 1030 {
+		if err := s.ChargeQuota(r, r.Count, "key1", hostile); err != nil {
+			t.Fatalf("charge %d of 2^53: %v", i+1, err)
+		}
+	}
+	if !s.Up() {
+		t.Fatal("the breaker opened: the gateway's cluster limiting is off")
+	}
+	if ok, left, _, _, err := s.CheckQuota(r, r.Count, "key1", 1); err != nil || ok || left != 0 {
+		t.Errorf("key1 after the hostile answers: ok=%v left=%d err=%v, want refused with 0 left", ok, left, err)
+	}
+	if err := s.ChargeQuota(r, r.Count, "key2", 7); err != nil {
+		t.Fatal(err)
+	}
+	if ok, left, _, _, err := s.CheckQuota(r, r.Count, "key2", 1); err != nil || !ok || left != 993 {
+		t.Errorf("another value charged 7: ok=%v left=%d err=%v, want passed with 993 left", ok, left, err)
+	}
+}

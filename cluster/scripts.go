@@ -82,7 +82,8 @@ const (
 // period's calls instead: it passes iff the count plus n is at most
 // K = floor(count); a pass adds n and sets the expiry. A peek (op 1) adds
 // nothing; a charge (op 2, after a countOn rule's answer) adds n whether or
-// not it fits, so the period stays overdrawn until its reset. It returns 0
+// not it fits, so the period stays overdrawn until its reset; the counter
+// stops at 2^53, so a hostile cost cannot overflow it. It returns 0
 // or 1 (blocked: the caller knows the reset), then 0, the calls left, 0,
 // 0, 0.
 //
@@ -371,14 +372,19 @@ for i = 1, #KEYS do
 end
 
 -- a calendar quota's call: a counter of the period's calls; op '1' only
--- asks whether n fit, op '2' adds n whether or not they fit
+-- asks whether n fit, op '2' adds n whether or not they fit. The counter
+-- saturates at QMAX (2^53, where a Lua number stops being exact and far
+-- beyond any count): an upstream's answers may cost anything, and INCRBY
+-- past 2^63 would fail the script, and with it the gateway's breaker
+local QMAX = 9007199254740992
 local function quota(k, a, op)
   local K = math.floor(tonumber(ARGV[a]) + 1e-9)
   local n = tonumber(ARGV[a + 1])
   local used = tonumber(redis.call('GET', k) or '0')
   if op ~= '2' and used + n > K then return 1, math.max(0, K - used) end
   if op == '1' then return 0, K - used end
-  used = redis.call('INCRBY', k, n)
+  n = math.max(0, math.min(n, QMAX - used))
+  used = redis.call('INCRBY', k, string.format('%d', n))
   redis.call('PEXPIREAT', k, ARGV[a + 2])
   return 0, math.max(0, K - used)
 end
