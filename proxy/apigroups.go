@@ -270,7 +270,7 @@ func (s *Snapshot) groupGuards(name, entrance string) guards {
 	var gs guards
 	gs.add(flowGuard{s.Flow.Checker(name, entrance)})
 	if p := s.Params.For(name); p != nil {
-		gs.add(paramGuard{p})
+		gs.add(newParamGuard(p))
 	}
 	if b := s.Breakers.For(name); b != nil {
 		gs.add(degradeGuard{b})

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -114,5 +115,86 @@ paramRules:
 				t.Fatalf("the upstream was reached %d times, want 2", reached.Load())
 			}
 		})
+	}
+}
+
+// TestCostTrailerNeverReachesClient: a figure header the upstream sends as
+// a trailer (announced in Trailer, or not) is not read, and, like the
+// header, it does not reach the client on either forwarder unless the
+// route keeps it; other trailers still do.
+func TestCostTrailerNeverReachesClient(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("announce") == "1" {
+			w.Header().Set("Trailer", "X-Tokens-Used, X-Checksum")
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("ok"))
+		w.(http.Flusher).Flush() // chunked, so unannounced trailers can follow
+		if r.URL.Query().Get("announce") == "1" {
+			w.Header().Set("X-Tokens-Used", "3")
+			w.Header().Set("X-Checksum", "abc")
+		} else {
+			w.Header().Set(http.TrailerPrefix+"X-Tokens-Used", "3")
+			w.Header().Set(http.TrailerPrefix+"X-Checksum", "abc")
+		}
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"fast", "standard"} {
+		for _, keep := range []bool{false, true} {
+			for _, announce := range []string{"0", "1"} {
+				t.Run(fmt.Sprintf("%s/keep=%v/announced=%s", fwd, keep, announce), func(t *testing.T) {
+					cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /chat
+    upstream: up
+    resource: chat
+    forwarder: %s
+    keepCostHeaders: %v
+paramRules:
+  - resource: chat
+    param: header:X-Key
+    count: 10
+    durationSec: 3600
+    countOn: "responseHeader:X-Tokens-Used"
+`, up.URL, fwd, keep)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+					if err := g.Load(cfg); err != nil {
+						t.Fatal(err)
+					}
+					defer g.Close()
+					srv := httptest.NewServer(g)
+					defer srv.Close()
+					req, _ := http.NewRequest("GET", srv.URL+"/chat?announce="+announce, nil)
+					req.Header.Set("X-Key", "k")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadAll(resp.Body); err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						t.Fatalf("status %d", resp.StatusCode)
+					}
+					if got := resp.Trailer.Get("X-Checksum"); got != "abc" {
+						t.Fatalf("trailer X-Checksum = %q, want abc (trailers %v): the test sees no trailers to check", got, resp.Trailer)
+					}
+					got, ok := resp.Trailer["X-Tokens-Used"]
+					if keep && (len(got) != 1 || got[0] != "3") {
+						t.Errorf("the route keeps cost headers: trailer X-Tokens-Used = %q, want [3]", got)
+					}
+					if !keep && ok && len(got) > 0 {
+						t.Errorf("the client got the cost trailer X-Tokens-Used: %q", got)
+					}
+				})
+			}
+		}
 	}
 }

@@ -79,7 +79,7 @@ func newGuards(sys *system.Guard, flow *limiter.Checker, params *hotparam.Checke
 	gs.add(systemGuard{sys})
 	gs.add(flowGuard{flow})
 	if params != nil {
-		gs.add(paramGuard{params})
+		gs.add(newParamGuard(params))
 	}
 	if breakers != nil {
 		gs.add(degradeGuard{breakers})
@@ -121,7 +121,10 @@ type call struct {
 	// read by answer, and not sent to the client unless keepCost (the
 	// route's keepCostHeaders).
 	costHeaders []string
-	keepCost    bool
+	// costTrailers are the same names as unannounced trailers
+	// (http.TrailerPrefix+name), built once with the guard.
+	costTrailers []string
+	keepCost     bool
 
 	// quotas collects the quotas that counted the call, for the RateLimit
 	// fields; wantQuotas: the route sends them.
@@ -179,6 +182,27 @@ func (c *call) strip(h http.Header) {
 	for i := range c.groups {
 		if gc := &c.groups[i]; gc.entered {
 			gc.c.strip(h)
+		}
+	}
+}
+
+// stripTrailers removes the same headers from the trailers the upstream
+// sent after the body (announced in Trailer, or with http.TrailerPrefix):
+// they are not read, and the client does not see them either. Called when
+// the body has been copied, before net/http writes the trailers.
+func (c *call) stripTrailers(h http.Header) {
+	if c.keepCost {
+		return
+	}
+	for _, name := range c.costHeaders {
+		delete(h, name)
+	}
+	for _, name := range c.costTrailers {
+		delete(h, name)
+	}
+	for i := range c.groups {
+		if gc := &c.groups[i]; gc.entered {
+			gc.c.stripTrailers(h)
 		}
 	}
 }
@@ -270,12 +294,23 @@ func (t *flowToken) cancel(now int64, reason limiter.Reason) {
 	(*limiter.Token)(t).Cancel(now, reason)
 }
 
-type paramGuard struct{ c *hotparam.Checker }
+type paramGuard struct {
+	c        *hotparam.Checker
+	trailers []string // c.Headers() as unannounced trailers' keys
+}
+
+func newParamGuard(c *hotparam.Checker) paramGuard {
+	p := paramGuard{c: c}
+	for _, name := range c.Headers() {
+		p.trailers = append(p.trailers, http.TrailerPrefix+name)
+	}
+	return p
+}
 
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
 	c.param, v = p.c.EnterQuotas(now, c.values, c.n, c.sink())
-	c.costHeaders = p.c.Headers()
+	c.costHeaders, c.costTrailers = p.c.Headers(), p.trailers
 	return (*paramToken)(&c.param), v
 }
 

@@ -210,6 +210,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	// Each forwarder bounds the exchange by the route timeout itself (the
 	// fast one without a context, which would cost allocations).
 	fwd.forward(ex, r)
+	ex.call.stripTrailers(ex.Header())
 	finished = true
 }
 
