@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -206,7 +207,7 @@ func (w debugWriter) Write(p []byte) (int, error) {
 }
 
 // upstreamFailed answers a transport failure: 504 when the route timeout
-// expired, 502 otherwise, nothing when the client itself went away. A
+// expired, 502 otherwise (a dial past connectTimeout included), nothing when the client itself went away. A
 // failure to read the client's own body is the client's: 413 for a body
 // over the route's maxBodyBytes, 408 for a body that did not arrive in
 // time, 400 otherwise, and no upstream error.
@@ -234,7 +235,13 @@ func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerol
 			return
 		}
 	}
-	if isTimeout(err) {
+	timedOut := isTimeout(err)
+	if timedOut && ex != nil && classify(err) == failConnect && time.Now().Before(ex.out.deadline) {
+		// connectTimeout passed, not the route's timeout: the target
+		// could not be reached (a dial the route's deadline cut is 504).
+		timedOut = false
+	}
+	if timedOut {
 		log.Debug().Err(err).Str("path", r.URL.Path).Msg("upstream timeout")
 		writeJSON(w, http.StatusGatewayTimeout, bodyTimeout)
 		return

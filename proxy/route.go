@@ -191,7 +191,11 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		if broken && !gone {
 			status = 0
 		}
-		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, abandoned: gone && ex.status == 0})
+		// A client whose own body failed (over maxBodyBytes, too slow,
+		// broken) was answered by the gateway (413, 408, 400): that answer
+		// says nothing of the upstream, as a client that left says nothing.
+		abandoned := gone && ex.status == 0 || ex.bodyFailed()
+		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, abandoned: abandoned})
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {
