@@ -6,11 +6,13 @@ import (
 	"strconv"
 )
 
-// Ring geometry: each unit of weight is pointsPerWeight virtual nodes (as
-// ketama does), so a target's share of the keys is within a few percent of
-// its weight's; an upstream whose weights add up to more than
-// maxRingPoints/pointsPerWeight gets fewer points per unit, bounding the
-// ring's memory and a lookup's cost.
+// Ring geometry: each unit of weight (the weights' greatest common
+// divisor) is pointsPerWeight virtual nodes (as ketama does), so a target's
+// share of the keys is within a few percent of its weight's; an upstream
+// whose weights add up to more than maxRingPoints/pointsPerWeight units
+// gets fewer points per unit, bounding the ring's memory and a lookup's
+// cost (and then a target joining or leaving also moves a few keys
+// between the others).
 const (
 	pointsPerWeight = 160
 	maxRingPoints   = 1 << 16
@@ -25,9 +27,17 @@ type ring struct {
 }
 
 func newRing(ts []Target) *ring {
+	// Weights count in units of their greatest common divisor: equal
+	// weights of 100 or 1000 (percentages, per mille) are weights of 1, so
+	// their sum does not thin every target's points (which would move keys
+	// between the old targets when one joins).
+	g := 0
+	for _, t := range ts {
+		g = gcd(g, weightOf(t))
+	}
 	sum := 0
 	for _, t := range ts {
-		sum += weightOf(t)
+		sum += weightOf(t) / g
 	}
 	per := pointsPerWeight
 	if sum*per > maxRingPoints {
@@ -39,7 +49,7 @@ func newRing(ts []Target) *ring {
 	}
 	pts := make([]point, 0, sum*per)
 	for i, t := range ts {
-		for j := range weightOf(t) * per {
+		for j := range weightOf(t) / g * per {
 			pts = append(pts, point{HashKey(t.URL + "#" + strconv.Itoa(j)), uint16(i)})
 		}
 	}
@@ -81,4 +91,11 @@ func weightOf(t Target) int {
 		return 1
 	}
 	return t.Weight
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -23,12 +23,32 @@ func owners(t *testing.T, ts []upstream.Target, n int) []string {
 
 // TestHashMovesAboutOneNth: over 10,000 keys, adding a target to N moves at
 // most 1/N + 5% of the keys (only to the new target), removing one moves
-// only that target's keys, and each target's share is near its weight.
+// only that target's keys, and each target's share is near its weight;
+// with weights of 1, and of 100 or 1000 each (weights written as
+// percentages or per mille), whose sum once thinned every target's points
+// and moved about 9% of the keys between the old targets.
 func TestHashMovesAboutOneNth(t *testing.T) {
 	const keys = 10000
-	for _, n := range []int{2, 3, 5, 10} {
-		before := owners(t, targets(n), keys)
-		after := owners(t, targets(n+1), keys)
+	for _, w := range []int{1, 100, 1000} {
+		for _, n := range []int{2, 3, 5, 10} {
+			t.Run(fmt.Sprintf("weight %d, %d targets", w, n), func(t *testing.T) {
+				hashMovesAboutOneNth(t, n, w, keys)
+			})
+		}
+	}
+}
+
+func hashMovesAboutOneNth(t *testing.T, n, w, keys int) {
+	weights := func(n int) []int {
+		ws := make([]int, n)
+		for i := range ws {
+			ws[i] = w
+		}
+		return ws
+	}
+	{
+		before := owners(t, targets(n, weights(n)...), keys)
+		after := owners(t, targets(n+1, weights(n+1)...), keys)
 		newURL := targets(n + 1)[n].URL
 		moved := 0
 		for k := range before {
