@@ -199,6 +199,7 @@ func TestParseSource(t *testing.T) {
 		{"", config.Source{}, "", `config: invalid source "": empty (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"header:", config.Source{}, "", `config: invalid source "header:": missing name after "header:" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"header:a b", config.Source{}, "", `config: invalid source "header:a b": header name "a b" has characters not allowed in an HTTP token (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
+		{"header:host", config.Source{}, "", `config: invalid source "header:host": the Host header is read by the "host" source, not "header:Host" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"host:x", config.Source{}, "", `config: invalid source "host:x": host takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"path:{id}", config.Source{}, "", `config: invalid source "path:{id}": path parameter name "{id}" must not contain { } : / or * (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"Header:X", config.Source{}, "", `config: invalid source "Header:X": unknown kind "Header" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},

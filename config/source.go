@@ -46,6 +46,11 @@ func parseSource(s string) (Source, string) {
 		}
 		if kind == string(SourceHeader) {
 			name = textproto.CanonicalMIMEHeaderKey(name)
+			if name == "Host" {
+				// net/http takes Host out of the header fields: such a
+				// source would never have a value, and limit nothing.
+				return bad(`the Host header is read by the "host" source, not "header:Host"`)
+			}
 		}
 		return Source{Kind: SourceKind(kind), Name: name}, ""
 	case SourceQuery:

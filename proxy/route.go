@@ -70,6 +70,12 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		return
 	}
 
+	if rt.stripPrefix != "" && stripsToDot(ex.view.path, rt.stripPrefix) {
+		// The path the upstream would get holds a dot segment (SPEC §11).
+		rt.badRequest(ex, bodyBadPath, start)
+		return
+	}
+
 	// The sources that must give one value are read before any guard, so
 	// a request that cannot be decided on is refused before it counts.
 	var origin string

@@ -83,7 +83,11 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
 		// (Header.Values would canonicalize again on every request).
-		headerValues(r.Header[src.Name], isList(src.Name), vs)
+		// A header the client's Connection names is hop-by-hop: it is
+		// not forwarded (forwardHeader), so it is no value either.
+		if conn := r.Header["Connection"]; len(conn) == 0 || !listedIn(conn, src.Name) {
+			headerValues(r.Header[src.Name], isList(src.Name), vs)
+		}
 	case config.SourceQuery:
 		queryValues(v.query, src.Name, vs)
 	case config.SourcePath:
@@ -97,7 +101,9 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 			}
 		}
 	case config.SourceCookie:
-		cookieValues(r.Header["Cookie"], src.Name, vs)
+		if conn := r.Header["Connection"]; len(conn) == 0 || !listedIn(conn, "Cookie") {
+			cookieValues(r.Header["Cookie"], src.Name, vs)
+		}
 	case config.SourceHost:
 		vs.add(canonicalHost(hostOnly(r.Host)))
 	case config.SourceIP:

@@ -294,7 +294,7 @@ func unhex(c byte) byte {
 }
 
 // plainQuery reports a query that Go's url.ParseQuery reads as its bytes
-// say: no ';', every '%' followed by two hex digits, at most
+// say, and that a request line can carry: no ';' and no space, every '%' followed by two hex digits, at most
 // maxQueryParams parameters. (ReverseProxy re-encodes any other query,
 // dropping what it cannot parse, which the sources would have read.)
 func plainQuery(q string) bool {
@@ -304,7 +304,9 @@ func plainQuery(q string) bool {
 	n := 1
 	for i := 0; i < len(q); i++ {
 		switch q[i] {
-		case ';':
+		case ';', ' ':
+			// ' ': HTTP/1.1 cannot carry it, but an HTTP/2 :path can,
+			// and the upstream's request line would end at it.
 			return false
 		case '&':
 			if n++; n > maxQueryParams {
@@ -333,9 +335,11 @@ func unescapedPath(p string) string {
 }
 
 // hasDotSegment reports a "." or ".." path segment (after unescaping, so
-// %2e%2e and ..%2f count too). Such a path could match one route here and
-// be cleaned into another route's path by the upstream, escaping the first
-// route's rules, so it is refused rather than forwarded.
+// %2e%2e and ..%2f count too), with or without ";parameters" (Tomcat,
+// Jetty and Spring drop them, then clean "..;/" as "../"). Such a path
+// could match one route here and be cleaned into another route's path by
+// the upstream, escaping the first route's rules, so it is refused rather
+// than forwarded.
 func hasDotSegment(p string) bool {
 	if !strings.Contains(p, "/.") {
 		return false
@@ -343,9 +347,24 @@ func hasDotSegment(p string) bool {
 	for p != "" {
 		var seg string
 		seg, p, _ = strings.Cut(p, "/")
+		if i := strings.IndexByte(seg, ';'); i >= 0 {
+			seg = seg[:i]
+		}
 		if seg == "." || seg == ".." {
 			return true
 		}
 	}
 	return false
+}
+
+// stripsToDot reports a path (a view's) whose first segment after the
+// route's stripPrefix is a dot segment: "/api../admin" under prefix
+// "/api" is sent as "/../admin", which the upstream cleans into "/admin".
+// Only that segment is new; the others were checked when the target was
+// read.
+func stripsToDot(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) || len(p) == len(prefix) || p[len(prefix)] != '.' {
+		return false
+	}
+	return hasDotSegment(unescapedPath("/" + p[len(prefix):]))
 }
