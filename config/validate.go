@@ -533,6 +533,12 @@ func (c *checker) flowRules(ix routeIndex) {
 		c.oneOf(p+".clusterConfig.thresholdType", string(r.ClusterConfig.ThresholdType), string(ThresholdGlobal), string(ThresholdAvgLocal))
 		if r.ClusterMode {
 			c.clusterRate(p, r.Grade, gradeOK)
+			if r.Strategy == StrategyRelate {
+				// A relate rule is decided on the related resource's
+				// statistics, which are this gateway's own: nothing of it
+				// would be counted across the fleet.
+				c.add(p+".clusterMode", "does not apply to strategy relate (it limits by this gateway's statistics of refResource); use a clusterMode rule on %s itself", quote(r.RefResource))
+			}
 		}
 	}
 }
