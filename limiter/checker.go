@@ -18,6 +18,7 @@ type Checker struct {
 	rules    []checkRule // the rules that can apply through this entrance, in file order
 	named    map[string]bool
 	cluster  TokenService
+	giver    TokenReturner // cluster, if it can give tokens back; else nil
 }
 
 type checkRule struct {
@@ -30,6 +31,7 @@ type checkRule struct {
 // unknown resource gets a Checker with no rules that still keeps statistics.
 func (f *Flow) Checker(resource, entrance string) *Checker {
 	c := &Checker{resource: resource, res: f.resNode(resource), named: f.named[resource], cluster: f.opts.Cluster}
+	c.giver, _ = f.opts.Cluster.(TokenReturner)
 	f.mu.Lock()
 	k := entKey{entrance, resource}
 	if c.ent = f.ents[k]; c.ent == nil {
@@ -65,6 +67,46 @@ type Token struct {
 	held   [maxInline]heldState
 	more   []heldState // past maxInline (rare: allocates)
 	sink   QuotaSink   // EnterPending's, for Reserve
+	// The passes clusterMode rules took in the token service, given back
+	// if the call does not go (TokenReturner).
+	ncl    int
+	cl     [maxInlineCluster]clusterHeld
+	moreCl []clusterHeld // past maxInlineCluster (rare: allocates)
+}
+
+// maxInlineCluster is how many cluster passes a Token holds without
+// allocating.
+const maxInlineCluster = 2
+
+// clusterHeld is a pass a clusterMode rule took in the token service.
+type clusterHeld struct {
+	rule  *config.FlowRule
+	key   string // "" or the origin, which the caller keeps for the call
+	stamp int64
+}
+
+// holdCluster keeps a cluster pass to give back should the call not go.
+func (t *Token) holdCluster(rule *config.FlowRule, key string, stamp int64) {
+	h := clusterHeld{rule: rule, key: key, stamp: stamp}
+	if t.ncl < maxInlineCluster {
+		t.cl[t.ncl] = h
+	} else {
+		t.moreCl = append(t.moreCl, h)
+	}
+	t.ncl++
+}
+
+// giveBack gives the token service back the passes its clusterMode rules
+// took for a call that does not go.
+func (t *Token) giveBack() {
+	for i := 0; i < t.ncl; i++ {
+		h := &t.cl[min(i, maxInlineCluster-1)]
+		if i >= maxInlineCluster {
+			h = &t.moreCl[i-maxInlineCluster]
+		}
+		t.c.giver.GiveBackFlow(h.rule, h.key, t.n, h.stamp)
+	}
+	t.ncl, t.moreCl = 0, nil
 }
 
 // heldState is one rule state a call holds, with the virtual-queue slot it
@@ -78,7 +120,10 @@ type heldState struct {
 	// prio: a reject rule of a prioritized call, whose pass is reserved at
 	// at (EnterPrioritized) rather than counted at enter.
 	prio bool
-	ord  int // prio: the rule's place among its resource's rules (Quota.Rule)
+	// prio: a global cluster rule deciding locally is this gateway's
+	// 1/share of the count, as for a plain call (outcome.share).
+	share int32
+	ord   int // prio: the rule's place among its resource's rules (Quota.Rule)
 }
 
 // pendingAt marks a prioritized call's reject rule whose pass is not
@@ -98,15 +143,22 @@ func (t *Token) hold(s *keyState, o *outcome) {
 	t.nheld++
 }
 
-// holdPending holds s for a prioritized call's pass, reserved later.
-func (t *Token) holdPending(s *keyState, ord int) {
-	h := heldState{s: s, at: pendingAt, prio: true, ord: ord}
+// holdPending holds s for a prioritized call's pass, reserved later
+// against limit(share).
+func (t *Token) holdPending(s *keyState, ord, share int) {
+	h := heldState{s: s, at: pendingAt, prio: true, ord: ord, share: int32(min(share, math.MaxInt32))}
 	if t.nheld < maxInline {
 		t.held[t.nheld] = h
 	} else {
 		t.more = append(t.more, h)
 	}
 	t.nheld++
+}
+
+// limit is what a prioritized call's pending pass is reserved against: the
+// whole calls of the rule's window, or of this gateway's share of it.
+func (h *heldState) limit() float64 {
+	return math.Floor(shareOf(h.s.def.winLimit, int(h.share)))
 }
 
 func (t *Token) heldAt(i int) *heldState {
@@ -209,7 +261,10 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			if r.limit != limitDefault {
 				key = origin
 			}
-			ok, retry, left, reset, err := c.cluster.AcquireFlow(r.cfg, key, n, sink != nil && !d.dryRun)
+			ok, retry, left, reset, stamp, err := c.acquireFlow(r.cfg, key, n, sink != nil && !d.dryRun)
+			if err == nil && ok && stamp != 0 {
+				t.holdCluster(r.cfg, key, stamp) // given back should the call not go
+			}
 			windowed := r.cfg.ClusterConfig.Fallback() && (d.behavior == bReject || d.behavior == bWarmUp)
 			switch {
 			case err == nil && ok && windowed && now >= ks.alone.Load():
@@ -255,15 +310,16 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 				continue
 			}
 		}
-		if maxWait >= 0 && d.behavior == bReject && !d.dryRun {
-			t.holdPending(ks, r.ord) // reserved below, once every other rule passed
-			continue
-		}
 		var o outcome
 		if r.cluster && r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal {
 			// Redis failed, or what this gateway passed alone while it did
-			// is still in the window: this gateway's share of a global count.
+			// is still in the window: this gateway's share of a global count,
+			// a prioritized call's reserved pass included.
 			o.share = c.cluster.Gateways()
+		}
+		if maxWait >= 0 && d.behavior == bReject && !d.dryRun {
+			t.holdPending(ks, r.ord, o.share) // reserved below, once every other rule passed
+			continue
 		}
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota || sink != nil)
 		if o.hasQuota && !d.dryRun && (sink != nil || !v.HasQuota) {
@@ -323,6 +379,16 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		t.origin.addPass(now, n)
 	}
 	return t, v
+}
+
+// acquireFlow asks the token service for n tokens of rule for key, and
+// for the stamp of a pass when it can give them back (0: it cannot).
+func (c *Checker) acquireFlow(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error) {
+	if c.giver != nil {
+		return c.giver.AcquireFlowStamp(rule, key, n, report)
+	}
+	ok, retry, left, reset, err = c.cluster.AcquireFlow(rule, key, n, report)
+	return ok, retry, left, reset, 0, err
 }
 
 // clusterQuota is the quota of clusterMode rule r as Redis counts it: left
@@ -425,7 +491,7 @@ func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64)
 				if !h.prio {
 					continue
 				}
-				st, later, ok := h.s.win.Reserve(now, at, t.n, h.s.def.winLimit)
+				st, later, ok := h.s.win.Reserve(now, at, t.n, h.limit())
 				if !ok {
 					failed = true
 					break reserving
@@ -467,7 +533,7 @@ func commonRoom(ts []*Token, now, from, until int64) (int64, bool) {
 				if !h.prio {
 					continue
 				}
-				a, ok := h.s.win.EarliestRoom(now, at, t.n, h.s.def.winLimit, until)
+				a, ok := h.s.win.EarliestRoom(now, at, t.n, h.limit(), until)
 				if !ok {
 					return 0, false
 				}
@@ -506,7 +572,7 @@ func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) bool 
 		limit, window := h.s.def.quota()
 		v.HasQuota = true
 		v.Quota = Quota{Policy: t.c.resource, Limit: limit, Window: window,
-			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
+			Remaining: max(h.limit()-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
 		return true
 	}
 	return false
@@ -523,7 +589,7 @@ func (t *Token) prioQuotas(now int64, sink QuotaSink) {
 		}
 		limit, window := h.s.def.quota()
 		sink.Quota(Quota{Policy: t.c.resource, Kind: ReasonFlow, Rule: h.ord, Limit: limit, Window: window,
-			Remaining: max(limit-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(h.at-now, 0))})
+			Remaining: max(h.limit()-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(h.at-now, 0))})
 	}
 }
 
@@ -555,6 +621,9 @@ func (t *Token) block(now int64, v *Verdict, retry int64) {
 }
 
 func (t *Token) undoHeld(now int64) {
+	if t.ncl > 0 {
+		t.giveBack()
+	}
 	for i := t.nheld - 1; i >= 0; i-- {
 		h := t.heldAt(i)
 		h.s.undo(now, t.enter, h.at, h.span, t.n)

@@ -112,3 +112,88 @@ func resumeRun(gws int, count, over float64, down, up int64) (most, last int) {
 	})
 	return passcheck.MostInInterval(passed, sec), last
 }
+
+// TestPrioritizedClusterFallbackKeepsShare: while Redis is down, each of N
+// gateways limits a global clusterMode rule at its share, count/N, so the
+// fleet still passes about count in total; a prioritized call (occupy)
+// waits at that share like a plain one. A user would notice the bug this
+// pins as a route of prioritized calls passing the whole count on every
+// gateway during a Redis outage (N times the count for the fleet), and
+// again, when Redis answered, while the passes a gateway made alone were
+// still in its window: the pass was reserved against the whole count.
+//
+// Swept over gateways, counts, occupy timeouts, start phases and whether
+// Redis comes back, with every call prioritized and each gateway offered
+// three times its share: on each gateway, the passes it decided locally
+// (Redis down, or back with its passes made alone still in the window),
+// counted when they go upstream (enter + Wait), never number more than
+// its share in a real interval; and while Redis stays down each gateway
+// passes its whole share in some interval (it is not starved).
+func TestPrioritizedClusterFallbackKeepsShare(t *testing.T) {
+	for _, gws := range []int{1, 2, 3, 4, 5} {
+		for _, count := range []float64{1, 3, 12, 40} {
+			t.Run(fmt.Sprintf("gateways=%d/count=%g", gws, count), func(t *testing.T) {
+				t.Parallel()
+				share := max(math.Floor(count/float64(gws)), 1) // as plain calls pass
+				for _, ph := range []int64{0, 250*ms + 7, 700*ms + 3} {
+					down := t0 - t0%sec + 2*sec + ph
+					for _, wait := range []int64{0, 300 * ms, sec} {
+						for _, outage := range []int64{600 * ms, math.MaxInt64 - down} {
+							local := prioFallbackRun(gws, count, share, wait, down, down+outage)
+							for g, passed := range local {
+								got := passcheck.MostInInterval(passed, sec)
+								if float64(got) > share {
+									t.Fatalf("Redis down from %d ms for %d ms, occupy timeout %d ms: gateway %d of %d passed %d prioritized calls alone in a real interval, want at most its share %g of count %g",
+										(down%sec)/ms, outage/ms, wait/ms, g, gws, got, share, count)
+								}
+								if outage > 2*sec && float64(got) != share {
+									t.Fatalf("Redis down for good from %d ms, occupy timeout %d ms: gateway %d of %d passed at most %d in a real interval, want its share %g",
+										(down%sec)/ms, wait/ms, g, gws, got, share)
+								}
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// prioFallbackRun has gws gateways offered prioritized calls (occupy
+// timeout wait) in turn, three times share a second each, from a second
+// before down to three after (Redis fails in [down, up)); it returns, per
+// gateway, the upstream instants (enter + Wait) of the passes it decided
+// locally: entered while Redis was down or within a window of its last
+// call that found Redis down.
+func prioFallbackRun(gws int, count, share float64, wait, down, up int64) [][]int64 {
+	start := down - down%sec - sec
+	end := min(up, down+2*sec) + 3*sec
+	var now int64
+	svc := &exactCluster{now: &now, win: window.NewExact(sec, count), count: count, gateways: gws}
+	r := qps("r", count)
+	r.ClusterMode = true // thresholdType global, fallbackToLocalWhenFail
+	checkers := make([]*limiter.Checker, gws)
+	alone := make([]int64, gws) // the end of each gateway's local decisions
+	local := make([][]int64, gws)
+	for i := range checkers {
+		checkers[i] = limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
+		alone[i] = math.MinInt64
+	}
+	passcheck.Offer(start, end, float64(sec)/(3*share*float64(gws)), func(i, at int64) bool {
+		g := i % int64(gws)
+		now, svc.down = at, at >= down && at < up
+		if svc.down {
+			alone[g] = at + sec
+		}
+		tok, v := checkers[g].EnterPrioritized(now, "", 1, wait)
+		if v.Blocked {
+			return false
+		}
+		tok.Exit(now, false)
+		if at < alone[g] {
+			local[g] = append(local[g], at+int64(v.Wait))
+		}
+		return true
+	})
+	return local
+}
