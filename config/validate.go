@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -783,6 +784,14 @@ func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 			c.add(ip+".value", "%s", err.Error())
 		}
 		return
+	}
+	if len(key) == 1 && key[0].Kind == SourceIP {
+		// The ip source gives canonical addresses (RFC 5952, IPv4-mapped
+		// as IPv4), and an exact item is compared byte for byte: another
+		// spelling would load and never apply.
+		if a, err := netip.ParseAddr(it.Value); err == nil && a.Unmap().WithZone("").String() != it.Value {
+			c.add(ip+".value", "write the address as the ip source gives it, %s, got %s", quote(a.Unmap().WithZone("").String()), quote(it.Value))
+		}
 	}
 	if key.Composite() && joinedParts(it.Value) != len(key) {
 		c.add(ip+".value", "must be %d values joined by \"+\", one for each source of %s (\\+ and \\\\ stand for a \"+\" and a \"\\\" inside a value), got %s",
