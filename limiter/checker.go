@@ -449,6 +449,20 @@ func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64)
 	return true, 0
 }
 
+// Blocking is the index in ts of the first token (Reserve's, after a
+// refusal) whose own pending rules have no room within maxWait: the one
+// the refusal is answered for; -1 when each would have room alone, only
+// not at one moment together.
+func Blocking(now, maxWait int64, ts []*Token) int {
+	now = present(ts, now)
+	for i := range ts {
+		if _, ok := commonRoom(ts[i:i+1], now, now, now+max(maxWait, 0)); !ok {
+			return i
+		}
+	}
+	return -1
+}
+
 // present is the moment a prioritized call of the tokens is decided at:
 // the latest now any of its pending windows has seen, or its own now if
 // later. A burst's calls read the clock before they reach the windows, so

@@ -135,6 +135,11 @@ type call struct {
 // sink is where the guards report quotas: nil when the route sends no
 // RateLimit fields, so that nothing is collected.
 func (c *call) sink() limiter.QuotaSink {
+	if c.parent != nil {
+		// An API group's rules report to the route's call: one response
+		// lists the quotas of the route and of its groups (SPEC §4).
+		return c.parent.sink()
+	}
 	if !c.wantQuotas {
 		return nil
 	}
@@ -279,6 +284,15 @@ func (c *call) reservePending(now int64) limiter.Verdict {
 		return v
 	}
 	if ok, retry := limiter.Reserve(now, c.occupy, c.pending, &v); !ok {
+		// The answer names the group whose window had no room, as a
+		// group's block does when it is not prioritized.
+		if i := limiter.Blocking(now, c.occupy, c.pending); i >= 0 {
+			for j := range c.groups {
+				if gc := &c.groups[j]; &gc.c.flow == c.pending[i] {
+					c.blockedBy = gc.e
+				}
+			}
+		}
 		return limiter.Verdict{Blocked: true, Reason: limiter.ReasonFlow, RetryAfter: time.Duration(retry)}
 	}
 	return v
