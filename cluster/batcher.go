@@ -19,8 +19,8 @@ type call struct {
 	n        int64
 	op       int64         // opAcquire, opPeek or opCharge
 	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
-	void     int64         // leased tokens this gateway did not use, returned to the window
-	voidAt   int64         // the stamp they were leased with (Redis µs)
+	void     int64         // tokens this gateway did not use (leased, or given back), returned to the window
+	voidAt   int64         // their stamp (Redis µs; the earliest of several)
 	at       time.Duration // when Acquire began, on the Service's timeline: no later than the script's clock read
 	gen      uint64        // the block cache's generation when Acquire began, before Redis decided
 	deadline time.Time
@@ -30,6 +30,7 @@ type call struct {
 	extra    int64         // for a pass: tokens leased besides n
 	leaseFor time.Duration // how long they may be used: they are counted as passed then
 	stamp    int64         // their stamp in the window (Redis µs), to return them if unused
+	own      int64         // for a pass decided in Redis: the stamp of its own n tokens, to give them back
 	// A calendar quota's call: when its key expires (Unix ms, boxed), the
 	// time until the period's reset (a block's retry), and what the period
 	// has left after the call. expireAt is nil for a window's call.
@@ -60,7 +61,7 @@ const (
 var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3", opPeekLeft: "4"}
 
 // resultsPerCall is how many numbers the acquire script returns per call.
-const resultsPerCall = 6
+const resultsPerCall = 7
 
 // batcher takes the first waiting call, then every call already queued behind
 // it (up to maxBatch), and decides them all in one script run: one round trip.
@@ -263,6 +264,7 @@ func (s *Service) answer(calls []*call, res []int64, err error) {
 		c.stamp = r[3]
 		c.left = r[4]
 		c.leaves = time.Duration(r[5]) * time.Microsecond
+		c.own = r[6]
 		c.done <- nil
 	}
 }

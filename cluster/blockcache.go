@@ -106,6 +106,20 @@ func (c *blockCache) forget(spec *ruleSpec, origin string) {
 	c.mu.Unlock()
 }
 
+// lift drops what is remembered of spec's window for origin, if
+// anything: tokens were given back to it, so it may have room before the
+// noted instant. A refusal in flight meanwhile may still be noted, which
+// only refuses more, until its instant at most.
+func (c *blockCache) lift(spec *ruleSpec, origin string) {
+	k := blockKey{spec, origin}
+	c.mu.Lock()
+	if _, ok := c.m[k]; ok {
+		c.gen.Add(1)
+		delete(c.m, k)
+	}
+	c.mu.Unlock()
+}
+
 // clear forgets every window noted full.
 func (c *blockCache) clear() {
 	c.mu.Lock()

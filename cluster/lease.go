@@ -19,7 +19,9 @@ import (
 // statIntervalMs holds more than count passes, as without leasing. A token
 // left unused would count as a pass that never happened, for an interval:
 // the gateway returns it (with its stamp) on its next call on the window,
-// once, and the script removes as many slots with that stamp.
+// once, and the script removes as many slots with that stamp. A pass that
+// a later check blocks is returned the same way (giveBack), with the
+// stamp the script gave its own tokens, whether or not the window leases.
 
 const (
 	// minSample is the shortest stretch over which demand is measured; over
@@ -34,7 +36,7 @@ type leaseEntry struct {
 	tokens  int64         // leased and not yet used
 	until   time.Duration // tokens are void from then on (the instant they are stamped with)
 	stamp   int64         // their stamp in the window (Redis µs)
-	void    int64         // leased tokens left unused, to return with the next call to Redis
+	void    int64         // leased tokens left unused, or given back, to return with the next call to Redis
 	voidAt  int64         // their stamp: the earliest, if of several leases
 	asked   int64         // tokens asked for since since
 	since   time.Duration
@@ -62,37 +64,26 @@ type leaseCache struct {
 // none, because the demand is unknown or another call's lease request is
 // in flight until giveUp).
 func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration) {
-	k := blockKey{spec, origin}
+	ok, demand, left, reset, _ = c.takeStamp(spec, origin, n, now, giveUp)
+	return ok, demand, left, reset
+}
+
+// takeStamp is take that also says of a pass the stamp of the lease its
+// tokens came from, by which they are given back (giveBack).
+func (c *leaseCache) takeStamp(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration, stamp int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.m[k]
+	e := c.entry(spec, origin, now)
 	if e == nil {
-		if c.m == nil {
-			c.m = make(map[blockKey]*leaseEntry)
-		}
-		if len(c.m) >= maxLeased {
-			if c.swept != 0 && now-c.swept < time.Second {
-				return false, 0, -1, 0
-			}
-			c.swept = max(now, 1)
-			c.sweep(now)
-			if len(c.m) >= maxLeased {
-				return false, 0, -1, 0
-			}
-		}
-		e = &leaseEntry{since: now, left: -1}
-		if spec.perValue {
-			k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
-		}
-		c.m[k] = e
+		return false, 0, -1, 0, 0
 	}
 	e.asked += n
 	if now < e.until && e.tokens >= n {
 		e.tokens -= n
 		if e.left < 0 {
-			return true, 0, -1, 0
+			return true, 0, -1, 0, e.stamp
 		}
-		return true, 0, e.left + e.tokens, max(e.leaves-now, 0)
+		return true, 0, e.left + e.tokens, max(e.leaves-now, 0), e.stamp
 	}
 	if now >= e.until {
 		e.unused()
@@ -102,10 +93,58 @@ func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp ti
 		e.asked, e.since = 0, now
 	}
 	if e.rate == 0 || now < e.pending {
-		return false, 0, -1, 0
+		return false, 0, -1, 0, 0
 	}
 	e.pending = giveUp
-	return false, e.rate, -1, 0
+	return false, e.rate, -1, 0, 0
+}
+
+// entry returns spec/origin's entry, made at now if new; nil when the
+// cache is full of entries still in use. The caller holds c.mu.
+func (c *leaseCache) entry(spec *ruleSpec, origin string, now time.Duration) *leaseEntry {
+	k := blockKey{spec, origin}
+	if e := c.m[k]; e != nil {
+		return e
+	}
+	if c.m == nil {
+		c.m = make(map[blockKey]*leaseEntry)
+	}
+	if len(c.m) >= maxLeased {
+		if c.swept != 0 && now-c.swept < time.Second {
+			return nil
+		}
+		c.swept = max(now, 1)
+		c.sweep(now)
+		if len(c.m) >= maxLeased {
+			return nil
+		}
+	}
+	e := &leaseEntry{since: now, left: -1}
+	if spec.perValue {
+		k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
+	}
+	c.m[k] = e
+	return e
+}
+
+// giveBack adds n tokens stamped stamp (Redis µs) in spec/origin's window
+// to those to return with its next call to Redis: a pass a later check
+// blocked, taken from Redis or from a lease. They are returned with the
+// earliest stamp of those pending, which removes no slot a real pass
+// needs. When the cache is full (or the entry is swept before that call)
+// they are lost: they stay counted until they leave the window, which only
+// ever passes less.
+func (c *leaseCache) giveBack(spec *ruleSpec, origin string, n, stamp int64, now time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(spec, origin, now)
+	if e == nil {
+		return
+	}
+	if e.void == 0 || stamp < e.voidAt {
+		e.voidAt = stamp
+	}
+	e.void += n
 }
 
 // unused moves what is left of the lease to the tokens to return.
@@ -120,8 +159,8 @@ func (e *leaseEntry) unused() {
 	e.tokens = 0
 }
 
-// popVoid returns, once, the leased tokens of spec/origin left unused and
-// the stamp to find them by.
+// popVoid returns, once, the tokens of spec/origin left unused (leased,
+// or given back) and the stamp to find them by.
 func (c *leaseCache) popVoid(spec *ruleSpec, origin string) (tokens, stamp int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -8,7 +8,7 @@ const (
 	// slot is one token, above it one group of ceil(limit/ringSlots) tokens.
 	ringSlots = 1024
 	// headerBytes precede the ring in a window's string: K, g, S, head,
-	// tail fill, newest stamp, returned leased tokens not yet removed and
+	// tail fill, newest stamp, returned tokens not yet removed and
 	// their stamp, and (avgLocal) the live gateways counted with and when
 	// they were read, as little-endian doubles.
 	headerBytes = 80
@@ -23,11 +23,11 @@ const (
 // only) the instant in µs to decide at instead of TIME; then 8 per call:
 // count, n, statIntervalMs, avgLocal flag,
 // demand (the caller's tokens per second on this window; 0: no lease),
-// the caller's unused leased tokens with the stamp they were leased with
-// (0 0: none), and op: 0 takes n tokens if they fit, 1 (peek) only says
+// the tokens the caller returns with their stamp (0 0: none; leased
+// tokens it did not use, or a pass a later check blocked), and op: 0 takes n tokens if they fit, 1 (peek) only says
 // whether they would, 2 (charge: a call counted after its answer) takes
 // them whether or not they fit (see charge below), 3 is 0 and 4 is 1 that
-// also say what is left. Returns six numbers per call: first 0 for a
+// also say what is left. Returns seven numbers per call: first 0 for a
 // pass, else the call is blocked and the number is the µs until the window
 // can take its n tokens (when the slot that stands in the way leaves; only
 // an avgLocal gateway joining can make it sooner); then, for a pass, the
@@ -35,7 +35,10 @@ const (
 // their stamp; then for op 3's or 4's pass the tokens the window has left
 // after it and its lease (else -1), and the µs until the window's oldest
 // pass leaves it (0: none in it): one binary search of the window (O(log
-// S) slot reads) per window and batch, which only ops 3 and 4 pay.
+// S) slot reads) per window and batch, which only ops 3 and 4 pay; last,
+// for op 0's or 3's pass, the stamp of the call's own n tokens (else 0),
+// by which a caller that did not use them (a later check blocked the call)
+// returns them as it returns unused leased tokens.
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
@@ -64,8 +67,13 @@ const (
 // use would count as a pass for an interval; the caller returns it with its
 // next call on the window, once, and the script removes as many of the
 // window's newest slots stamped no later than it (the unused tokens, or as
-// good; whole groups above 1024), moving the older ones up so the ring stays
-// in order.
+// good; whole groups above 1024, and then never the tail group, which may
+// be partial), moving the older ones up so the ring stays in order. A pass
+// that a later check blocked is returned the same way, with the stamp of
+// its own tokens. Returned tokens no slot could stand for yet (part of a
+// group, or only the tail of groups) stay pending in the header, added to
+// by the next return with the earliest stamp of both; any call that reads
+// the window tries them again first.
 //
 // avgLocal: limit = count x live gateways. The gateway set sits in another
 // slot than the windows on a Redis Cluster, so a script cannot read it:
@@ -85,7 +93,7 @@ const (
 // not it fits, so the period stays overdrawn until its reset; the counter
 // stops at 2^53, so a hostile cost cannot overflow it. It returns 0
 // or 1 (blocked: the caller knows the reset), then 0, the calls left, 0,
-// 0, 0.
+// 0, 0, 0: a quota's pass has no stamp and is never returned.
 //
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
@@ -216,11 +224,16 @@ local function since(s, t)
   return (s.S - below(s, t + 1) - 1) * s.g + s.f
 end
 
--- r leased tokens stamped at went unused. Each counts until at + I, so
--- removing a slot of the window stamped at or before it never lets a real
--- interval hold more than K; the newest such slots are removed (the unused
--- tokens themselves, or as good), whole groups and never the tail. Returns
--- add up, with their earliest stamp. The window's older slots move up into
+-- r tokens stamped at went unused (leased, or a pass a later check
+-- blocked). Each counts until at + I, so removing a slot of the window
+-- stamped at or before it never lets a real interval hold more than K; the
+-- newest such slots are removed (the unused tokens themselves, or as
+-- good), whole groups, and the tail only when a slot is one token (the
+-- tail of groups may be partial): then the newest slot left is the tail.
+-- A returned token of a group counts until the group leaves, so the
+-- returned tokens stand for slots stamped up to the stamp of the oldest
+-- group that holds one of them.
+-- Returns add up, with their earliest stamp. The window's older slots move up into
 -- the gap and emptied slots join those that have left, so the ring stays
 -- in order.
 local function unvoid(s, r, at)
@@ -234,14 +247,24 @@ local function unvoid(s, r, at)
   s.dirty = true
   local z = math.floor(s.pc / s.g)
   if z < 1 then return end
+  if s.g > 1 then
+    -- a token of a group counts as long as its group, stamped with its
+    -- newest token: every returned token sits in a slot stamped at least
+    -- as late as the oldest slot stamped at or after their earliest stamp
+    local j = below(s, s.ps)
+    if j < s.S then s.ps = math.max(s.ps, slot(s, (s.h + j) % s.S)) end
+  end
   local q = below(s, edge + 1)
-  local p = math.min(below(s, s.ps + 1), s.S - 1)
+  local top = s.S - 1
+  if s.g == 1 then top = s.S end
+  local p = math.min(below(s, s.ps + 1), top)
   z = math.min(z, p - q)
   if z < 1 then return end
   writeRing(s, (s.h + q + z) % s.S, readRing(s, (s.h + q) % s.S, p - z - q))
   writeRing(s, (s.h + q) % s.S, string.rep('\0', z * 8))
   s.c0, s.li, s.fi = nil, nil, nil
   s.pc = s.pc - z * s.g
+  if p == s.S then s.tn = slot(s, (s.h - 1) % s.S) end
 end
 
 -- can n tokens be added with at most cap in the window after? true, new
@@ -362,12 +385,17 @@ local function window(k, a)
   return s, K
 end
 
--- first the tokens callers return, so that the whole batch sees them
+-- first the tokens callers return, so that the whole batch sees them;
+-- returned tokens a window kept pending (its newest slot is never
+-- removed) are tried again as soon as a call reads the window
 for i = 1, #KEYS do
   local a = (i - 1) * 8 + 4
   if ARGV[a + 5] ~= '0' then
     local s = window(KEYS[i], a)
     if s then unvoid(s, tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])) end
+  elseif ARGV[a + 3] ~= 'q' then
+    local s = window(KEYS[i], a)
+    if s and s.pc >= s.g and s.ps > now - s.I then unvoid(s, 0, s.ps) end
   end
 end
 
@@ -400,10 +428,11 @@ for i = 1, #KEYS do
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
+    out[#out + 1] = 0
   else
     local s, K = window(KEYS[i], a)
     local I = tonumber(ARGV[a + 2]) * 1000
-    local res, x, rem, stamp, left, reset = I, 0, 0, 0, -1, 0
+    local res, x, rem, stamp, left, reset, own = I, 0, 0, 0, -1, 0, 0
     if s and (op == '1' or op == '4') then
       local ok, m = plan(s, K, tonumber(ARGV[a + 1]))
       if ok then res = 0 else res = math.max(1, m) end
@@ -416,7 +445,8 @@ for i = 1, #KEYS do
       local ok, m, f2, fill = plan(s, K, tonumber(ARGV[a + 1]))
       if ok then
         res = 0
-        add(s, m, f2, fill, math.max(now, s.tn))
+        own = math.max(now, s.tn)
+        add(s, m, f2, fill, own)
         -- far from the count only: the caller alone would fill at most half
         -- the window in an interval, and it stays at most half full
         if demand > 0 and 2 * demand * I <= K * 1000000 then
@@ -448,6 +478,7 @@ for i = 1, #KEYS do
     out[#out + 1] = stamp
     out[#out + 1] = left
     out[#out + 1] = reset
+    out[#out + 1] = own
   end
 end
 for _, k in ipairs(order) do

@@ -163,17 +163,51 @@ func (s *Service) AcquireRetry(rule *config.FlowRule, key string, n int64) (ok b
 // what the window had left when the lease was granted plus the lease's
 // unused tokens, which other gateways' passes since may have taken.
 func (s *Service) AcquireFlow(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
+	ok, retry, left, reset, _, err = s.AcquireFlowStamp(rule, key, n, report)
+	return ok, retry, left, reset, err
+}
+
+// AcquireFlowStamp is AcquireFlow that also says of a pass the stamp of
+// its n tokens in the window (0: none to give back), for GiveBackFlow.
+func (s *Service) AcquireFlowStamp(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error) {
 	switch {
 	case s.closed.Load():
-		return false, 0, -1, 0, ErrClosed
+		return false, 0, -1, 0, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency:
-		return false, 0, -1, 0, ErrUnsupported
+		return false, 0, -1, 0, 0, ErrUnsupported
 	case n <= 0:
-		return true, 0, -1, 0, nil
+		return true, 0, -1, 0, 0, nil
 	case !s.up.Load():
-		return false, 0, -1, 0, ErrUnavailable
+		return false, 0, -1, 0, 0, ErrUnavailable
 	}
 	return s.acquire(s.specs.get(rule), key, n, nil, 0, acquireOp(report))
+}
+
+// GiveBackFlow gives back the n tokens of a pass of rule for key that
+// AcquireFlowStamp stamped stamp, because a later check blocked the call:
+// they are returned with the next call to Redis on the window (from any
+// gateway's point of view, as soon as that call is decided), and a note
+// that the window is full is dropped. It never waits for Redis. Tokens
+// this gateway cannot keep track of (more windows with pending returns
+// than its lease cache holds, or none asked about them for a second while
+// it is full) stay counted until they leave the window: that only ever
+// passes less. stamp 0 gives back nothing.
+func (s *Service) GiveBackFlow(rule *config.FlowRule, key string, n, stamp int64) {
+	if stamp <= 0 || n <= 0 || s.closed.Load() || rule.Grade == config.GradeConcurrency {
+		return
+	}
+	s.giveBack(s.specs.get(rule), key, n, stamp)
+}
+
+// giveBack notes n tokens of spec's window for key, stamped stamp, to
+// return with its next call to Redis.
+func (s *Service) giveBack(spec *ruleSpec, key string, n, stamp int64) {
+	at := time.Since(s.epoch)
+	if s.clock != nil {
+		at = s.clock()
+	}
+	s.leases.giveBack(spec, key, n, stamp, at)
+	s.blocks.lift(spec, key)
 }
 
 // acquireOp is the op that takes tokens, saying what they leave or not.
@@ -194,7 +228,7 @@ func acquireOp(report bool) int64 {
 // reuses after the call: what is kept of it is copied. rule must not
 // change once used (its address names its prepared form).
 func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value string, n int64) (ok bool, retry time.Duration, err error) {
-	ok, retry, _, _, err = s.paramOp(rule, count, value, n, opAcquire)
+	ok, retry, _, _, _, err = s.paramOp(rule, count, value, n, opAcquire)
 	return ok, retry, err
 }
 
@@ -202,7 +236,29 @@ func (s *Service) AcquireParam(rule *config.ParamRule, count float64, value stri
 // what value's window has left after it and how long until its oldest pass
 // leaves it, as AcquireFlow does.
 func (s *Service) AcquireParamLeft(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
+	ok, retry, left, reset, _, err = s.paramOp(rule, count, value, n, acquireOp(report))
+	return ok, retry, left, reset, err
+}
+
+// AcquireParamStamp is AcquireParamLeft that also says of a pass the
+// stamp of its n tokens in value's window (0: none to give back), for
+// GiveBackParam.
+func (s *Service) AcquireParamStamp(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error) {
 	return s.paramOp(rule, count, value, n, acquireOp(report))
+}
+
+// GiveBackParam gives back the n tokens of a pass of value's window of a
+// clusterMode param rule (count as AcquireParamStamp was asked) that
+// AcquireParamStamp stamped stamp, because a later check blocked the
+// call, as GiveBackFlow does. A calendar quota's pass has no stamp: it is
+// not given back. value may alias a buffer the caller reuses.
+func (s *Service) GiveBackParam(rule *config.ParamRule, count float64, value string, n, stamp int64) {
+	if stamp <= 0 || n <= 0 || s.closed.Load() {
+		return
+	}
+	if spec := s.specs.param(rule, count); !spec.quota {
+		s.giveBack(spec, value, n, stamp)
+	}
 }
 
 // PeekParam reports whether value's window of a clusterMode param rule
@@ -222,7 +278,8 @@ func (s *Service) PeekParamLeft(rule *config.ParamRule, count float64, value str
 	if report {
 		op = opPeekLeft
 	}
-	return s.paramOp(rule, count, value, n, op)
+	ok, retry, left, reset, _, err = s.paramOp(rule, count, value, n, op)
+	return ok, retry, left, reset, err
 }
 
 // ChargeParam takes n tokens of value's window after a call's answer,
@@ -232,22 +289,22 @@ func (s *Service) PeekParamLeft(rule *config.ParamRule, count float64, value str
 // out until its passes leave the window, at most durationSec, and one
 // charge takes at most count tokens. err != nil: Redis did not take them.
 func (s *Service) ChargeParam(rule *config.ParamRule, count float64, value string, n int64) error {
-	_, _, _, _, err := s.paramOp(rule, count, value, n, opCharge)
+	_, _, _, _, _, err := s.paramOp(rule, count, value, n, opCharge)
 	return err
 }
 
 // paramOp runs op on value's window of a clusterMode param rule, after the
 // checks every such call shares.
-func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, retry time.Duration, left int64, reset time.Duration, err error) {
+func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error) {
 	switch {
 	case s.closed.Load():
-		return false, 0, -1, 0, ErrClosed
+		return false, 0, -1, 0, 0, ErrClosed
 	case rule.Grade == config.GradeConcurrency || rule.ControlBehavior == config.BehaviorThrottle:
-		return false, 0, -1, 0, ErrUnsupported
+		return false, 0, -1, 0, 0, ErrUnsupported
 	case n <= 0:
-		return true, 0, -1, 0, nil
+		return true, 0, -1, 0, 0, nil
 	case !s.up.Load():
-		return false, 0, -1, 0, ErrUnavailable
+		return false, 0, -1, 0, 0, ErrUnavailable
 	}
 	return s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
 }
@@ -300,7 +357,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 	case !s.up.Load():
 		return false, 0, reset, period, ErrUnavailable
 	}
-	ok, _, left, _, err = s.acquire(spec, value, n, p, reset, op)
+	ok, _, left, _, _, err = s.acquire(spec, value, n, p, reset, op)
 	left = max(left, 0) // a block the gateway remembers, or no answer: none said
 	return ok, left, reset, period, err
 }
@@ -408,8 +465,9 @@ func (s *Service) Gateways() int {
 // opAcquireLeft: and say what a pass leaves, in left and leaves), whether
 // they would fit (opPeek), or to take them anyway (opCharge). Only the
 // acquiring ops use leases; a charge passes the blocks cache, which only
-// knows what fits. left is -1 when not known.
-func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, retry time.Duration, left int64, leaves time.Duration, err error) {
+// knows what fits. left is -1 when not known. stamp is, for an acquiring
+// op's pass of a window, the stamp of its n tokens there (giveBack).
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, retry time.Duration, left int64, leaves time.Duration, stamp int64, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -428,11 +486,11 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	lease := !s.noLease && spec.lease && (op == opAcquire || op == opAcquireLeft)
 	if lease {
 		var leased bool
-		if leased, demand, left, leaves = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
+		if leased, demand, left, leaves, stamp = s.leases.takeStamp(spec, key, n, at, at+s.opts.Timeout); leased {
 			if op != opAcquireLeft {
 				left, leaves = -1, 0
 			}
-			return true, 0, left, leaves, nil
+			return true, 0, left, leaves, stamp, nil
 		}
 	}
 	// A lease request always asks what the window has left, so that the
@@ -446,12 +504,13 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		if demand > 0 {
 			s.leases.grant(spec, key, 0, 0, at, at, -1, 0) // asked for nothing after all
 		}
-		return false, until - at, -1, 0, nil
+		return false, until - at, -1, 0, 0, nil
 	}
 	c := s.pool.Get().(*call)
-	if lease {
-		// Sent once: should this call get no answer, the tokens stay
-		// counted, which only ever passes less.
+	if p == nil {
+		// Unused leased tokens and given-back passes. Sent once: should
+		// this call get no answer, the tokens stay counted, which only
+		// ever passes less.
 		c.void, c.voidAt = s.leases.popVoid(spec, key)
 	}
 	c.slot = spec.slot
@@ -498,7 +557,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		c.timer.Stop()
 		c.expireAt = nil
 		s.pool.Put(c)
-		return false, 0, -1, 0, ErrTimeout
+		return false, 0, -1, 0, 0, ErrTimeout
 	}
 	select {
 	case err = <-c.done:
@@ -506,7 +565,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
-		return false, 0, -1, 0, ErrTimeout
+		return false, 0, -1, 0, 0, ErrTimeout
 	}
 }
 
@@ -515,8 +574,11 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 // they may be used, and recycles c. Both instants count from the call's
 // start, which precedes the script's clock read, so neither outlives what
 // the script said.
-func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, int64, time.Duration, error) {
-	ok, left, leaves, retry := c.ok, c.left, c.leaves, time.Duration(0)
+func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, int64, time.Duration, int64, error) {
+	ok, left, leaves, retry, stamp := c.ok, c.left, c.leaves, time.Duration(0), int64(0)
+	if err == nil && ok && (c.op == opAcquire || c.op == opAcquireLeft) {
+		stamp = c.own
+	}
 	start := c.at
 	if err == nil && !ok {
 		retry = c.retry
@@ -540,10 +602,10 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		}
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.gen, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, 0, opAcquire
-	c.void, c.voidAt, c.stamp = 0, 0, 0
+	c.void, c.voidAt, c.stamp, c.own = 0, 0, 0, 0
 	c.expireAt, c.reset, c.left, c.leaves, c.quiet = nil, 0, 0, 0, false
 	s.pool.Put(c)
-	return ok, retry, left, leaves, err
+	return ok, retry, left, leaves, stamp, err
 }
 
 // Close stops the batchers, removes this gateway from the gateway set (so

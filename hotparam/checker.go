@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/lru"
 	"sluice/limiter"
 )
 
@@ -117,10 +118,14 @@ func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *To
 		var decided bool
 		var o outcome
 		if decided, share, o = r.enterCluster(ts, now, val, n, qt.sink != nil && !r.dryRun); decided {
-			if o.took {
+			switch {
+			case o.took:
 				// After the answer, the cluster is charged for this value:
 				// the caller's buffer is gone by then.
 				t.add(slot{r: r, n: n, cost: -1, val: strings.Clone(val)})
+			case o.stamp != 0 && !o.blocked:
+				// Given back should the call not go.
+				t.add(slot{r: r, n: n, cost: -1, val: o.kept, back: o.stamp, count: o.asked})
 			}
 			return r.verdict(&o, vd, val, qt)
 		}
@@ -153,8 +158,8 @@ type quotaTo struct {
 }
 
 // enterCluster asks the cluster about one value of a clusterMode rule.
-// decided: the cluster passed (o is zero: what the cluster counts is not
-// given back by Cancel) or refused the call (o.blocked). Else Redis
+// decided: the cluster passed (o.stamp != 0: Cancel can give its tokens
+// back, see TokenReturner) or refused the call (o.blocked). Else Redis
 // failed: share is what the local fallback divides the count by (1 for
 // avgLocal), or the value passes when the rule does not fall back. With
 // report, a pass of a rolling window asks Redis what it leaves, for the
@@ -185,7 +190,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		if r.calendar {
 			var left int64
 			var reset, period time.Duration
-			ok, left, reset, period, err = ts.CheckQuota(&r.cfg, p.count, val, r.checkOf(n))
+			ok, left, reset, period, err = ts.CheckQuota(r.cfg, p.count, val, r.checkOf(n))
 			q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
 			if !ok {
 				q.retry, q.remaining = q.reset, 0 // out until the period's reset
@@ -193,7 +198,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		} else {
 			var left int64
 			var reset time.Duration
-			ok, retry, left, reset, err = ts.PeekParamLeft(&r.cfg, p.count, val, r.checkOf(n), report)
+			ok, retry, left, reset, err = ts.PeekParamLeft(r.cfg, p.count, val, r.checkOf(n), report)
 			switch {
 			case !ok:
 				q = r.windowBlocked(ts, p, retry)
@@ -219,14 +224,22 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 	if r.calendar {
 		var left int64
 		var reset, period time.Duration
-		ok, left, reset, period, err = ts.AcquireQuota(&r.cfg, p.count, val, n)
+		ok, left, reset, period, err = ts.AcquireQuota(r.cfg, p.count, val, n)
 		q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
 	} else {
 		var left int64
 		var reset time.Duration
-		ok, retry, left, reset, err = ts.AcquireParamLeft(&r.cfg, p.count, val, n, report)
+		var stamp int64
+		if gb, can := ts.(TokenReturner); can {
+			ok, retry, left, reset, stamp, err = gb.AcquireParamStamp(r.cfg, p.count, val, n, report)
+		} else {
+			ok, retry, left, reset, err = ts.AcquireParamLeft(r.cfg, p.count, val, n, report)
+		}
 		if ok && left >= 0 {
 			q = r.windowQuota(ts, p, left, reset)
+		}
+		if ok && err == nil && stamp != 0 {
+			q.stamp, q.asked = stamp, p.count
 		}
 	}
 	switch {
@@ -245,6 +258,9 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 			}
 			r.chargeBucket(&e.V, &r.params[e.V.param], now, n, share)
 			e.V.count(now, false)
+		}
+		if q.stamp != 0 {
+			q.kept = keptValue(e, val)
 		}
 		sh.Unlock()
 		return true, 0, q
@@ -270,6 +286,18 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		sh.Unlock()
 	}
 	return false, share, outcome{}
+}
+
+// keptValue is val as its table entry e keeps it, which outlives the
+// caller's buffer at no cost; a long value (kept as its digest) or one the
+// table could not keep (e nil) is copied.
+func keptValue(e *lru.Entry[value], val string) string {
+	if e != nil {
+		if k, ok := e.Key(); ok {
+			return k
+		}
+	}
+	return strings.Clone(val)
 }
 
 // windowQuota is the quota of a value's window in Redis as Redis gave it:

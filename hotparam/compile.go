@@ -76,6 +76,22 @@ type TokenService interface {
 	Gateways() int
 }
 
+// TokenReturner is a TokenService that can take back a pass's tokens. A
+// call whose value a clusterMode rule let through and that a later value,
+// rule or guard then blocks (or whose client leaves before it is
+// forwarded) passed nowhere: through a TokenReturner, Token.Cancel gives
+// its tokens back; else they stay taken until they leave the window. A
+// calendar quota's pass is not given back.
+type TokenReturner interface {
+	TokenService
+	// AcquireParamStamp is AcquireParamLeft that also says of a pass the
+	// stamp of its tokens (0: they cannot be given back).
+	AcquireParamStamp(rule *config.ParamRule, count float64, value string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error)
+	// GiveBackParam gives back the n tokens of value's pass stamped
+	// stamp (count as it was asked). It must not wait for the service.
+	GiveBackParam(rule *config.ParamRule, count float64, value string, n, stamp int64)
+}
+
 // CompileWith is Compile with Options.
 func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 	var old *ruleid.Index[*rule]
@@ -112,7 +128,7 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 // compiled here, once per rule and snapshot.
 func compileRule(pr config.ParamRule) *rule {
 	r := &rule{
-		cfg:      pr,
+		cfg:      &pr,
 		resource: pr.Resource,
 		key:      pr.Param,
 		dryRun:   pr.DryRun,

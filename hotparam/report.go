@@ -74,7 +74,7 @@ func (c *Checker) Report(now int64, values []string, top int) []RuleState {
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
 	for i, r := range c.rules {
-		out[i] = RuleState{Rule: &r.cfg, Ord: i, Tracked: r.table.Len()}
+		out[i] = RuleState{Rule: r.cfg, Ord: i, Tracked: r.table.Len()}
 		if len(values) == 0 {
 			out[i].Values = r.top(now, top)
 		} else {
@@ -116,7 +116,7 @@ func (r *rule) peekQuotas(ctx context.Context, qp QuotaPeeker, vs []ValueState) 
 		if v.Digest || !v.Applies || v.Count == 0 {
 			continue
 		}
-		left, reset, err := qp.PeekQuota(ctx, &r.cfg, v.Count, v.Value)
+		left, reset, err := qp.PeekQuota(ctx, r.cfg, v.Count, v.Value)
 		if err != nil {
 			continue
 		}
@@ -131,7 +131,7 @@ func (r *rule) shared(ctx context.Context, rd Reader, gateways int, s *ValueStat
 	if s.Digest || !s.Applies || ctx.Err() != nil {
 		return
 	}
-	used, wait, err := rd.ReadParam(ctx, &r.cfg, s.Count, s.Value)
+	used, wait, err := rd.ReadParam(ctx, r.cfg, s.Count, s.Value)
 	if err != nil {
 		return
 	}
@@ -258,7 +258,7 @@ func (c *Checker) Forget(ctx context.Context, val string) (forgotten int, err er
 			forgotten++
 		}
 		if r.cluster && f != nil {
-			if e := f.ForgetParam(ctx, &r.cfg, r.params[r.paramOf(val)].count, val); e != nil && err == nil {
+			if e := f.ForgetParam(ctx, r.cfg, r.params[r.paramOf(val)].count, val); e != nil && err == nil {
 				err = e
 			}
 		}

@@ -39,9 +39,13 @@ type param struct {
 // the table is immutable after compile; the table holds per-value state and is
 // shared with the next snapshot when the rule's definition is unchanged.
 type rule struct {
-	cfg      config.ParamRule // as compiled: what a TokenService is asked about
-	cluster  bool             // clusterMode (kindBucket): values are counted by the Checker's TokenService
-	calendar bool             // window day or month: the TokenService's calendar quota (AcquireQuota)
+	// cfg is the rule as compiled: what a TokenService is asked about. Its
+	// own allocation, not part of rule: a TokenService may keep the
+	// pointer (cluster's spec cache), which must not keep the rule's value
+	// table alive after a reload dropped it.
+	cfg      *config.ParamRule
+	cluster  bool // clusterMode (kindBucket): values are counted by the Checker's TokenService
+	calendar bool // window day or month: the TokenService's calendar quota (AcquireQuota)
 	resource string
 	key      config.Key
 	match    match.Matcher // the values the rule limits (the zero Matcher: all)
@@ -102,6 +106,12 @@ type outcome struct {
 	reset     int64
 	period    int64   // a calendar quota's period (0: the rule's window)
 	limit     float64 // the quota's limit, when not p.count (0): a cluster window's
+	// A pass a TokenReturner decided: the stamp of its tokens (0: none to
+	// give back), the value as kept past the caller's buffer and the
+	// count the TokenReturner was asked with.
+	stamp int64
+	kept  string
+	asked float64
 }
 
 // enter decides one call of n tokens for value state e at now and, unless it

@@ -23,6 +23,11 @@ type slot struct {
 	cost  int64
 	share int
 	val   string
+	// A clusterMode value the cluster passed (e nil, val its value):
+	// back is the stamp Cancel gives its n tokens back with (0: none),
+	// count what the cluster was asked with.
+	back  int64
+	count float64
 }
 
 // Token is what a passed call holds until it ends: per-value concurrency and
@@ -154,9 +159,9 @@ func (s *slot) charge(ts TokenService, now int64, status int) {
 // for a calendar quota.
 func (r *rule) chargeCluster(ts TokenService, p *param, val string, n int64) error {
 	if r.calendar {
-		return ts.ChargeQuota(&r.cfg, p.count, val, n)
+		return ts.ChargeQuota(r.cfg, p.count, val, n)
 	}
-	return ts.ChargeParam(&r.cfg, p.count, val, n)
+	return ts.ChargeParam(r.cfg, p.count, val, n)
 }
 
 // leave ends one call in flight of the slot's value. If it was the last and
@@ -178,10 +183,16 @@ func (t *Token) Cancel(now int64) {
 		return
 	}
 	t.ended = true
-	t.each(func(s *slot) { s.release(now) })
+	t.each(func(s *slot) { s.release(t.ts, now) })
 }
 
-func (s *slot) release(now int64) {
+func (s *slot) release(ts TokenService, now int64) {
+	if s.back != 0 {
+		if gb, ok := ts.(TokenReturner); ok {
+			gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+		}
+		return
+	}
 	if s.r.after {
 		return // it took nothing yet
 	}

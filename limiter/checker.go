@@ -100,8 +100,10 @@ func (t *Token) holdCluster(rule *config.FlowRule, key string, stamp int64) {
 // took for a call that does not go.
 func (t *Token) giveBack() {
 	for i := 0; i < t.ncl; i++ {
-		h := &t.cl[min(i, maxInlineCluster-1)]
-		if i >= maxInlineCluster {
+		var h *clusterHeld
+		if i < maxInlineCluster {
+			h = &t.cl[i]
+		} else {
 			h = &t.moreCl[i-maxInlineCluster]
 		}
 		t.c.giver.GiveBackFlow(h.rule, h.key, t.n, h.stamp)

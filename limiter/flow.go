@@ -40,6 +40,21 @@ type TokenService interface {
 	Gateways() int
 }
 
+// TokenReturner is a TokenService that can take back a pass's tokens.
+// A call that a clusterMode rule let through and that a later rule or
+// guard then blocks (or whose client leaves before it is forwarded)
+// passed nowhere: through a TokenReturner its tokens are given back, else
+// they stay taken until they leave the window.
+type TokenReturner interface {
+	TokenService
+	// AcquireFlowStamp is AcquireFlow that also says of a pass the stamp
+	// of its tokens (0: they cannot be given back).
+	AcquireFlowStamp(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error)
+	// GiveBackFlow gives back the n tokens of a pass stamped stamp. It
+	// must not wait for the service.
+	GiveBackFlow(rule *config.FlowRule, key string, n, stamp int64)
+}
+
 // Flow is the flow checker of one config snapshot: compiled rules, their
 // state and the statistics nodes. Build it with Compile (the zero Flow is not
 // usable); all methods are safe for concurrent use. State outlives a Flow when

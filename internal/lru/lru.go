@@ -184,6 +184,16 @@ func (c *Cache[V]) Get(key string, now int64) (e *Entry[V], sh *Shard[V]) {
 	return e, s
 }
 
+// Key returns the key e keeps and true, or "" and false when e keeps
+// only the long form of a key longer than MaxKeyLen. The key outlives
+// the string Get was given, and e.
+func (e *Entry[V]) Key() (string, bool) {
+	if len(e.key) > MaxKeyLen {
+		return "", false
+	}
+	return e.key, true
+}
+
 // Unlock releases the shard Get locked.
 func (s *Shard[V]) Unlock() { s.mu.Unlock() }
 
