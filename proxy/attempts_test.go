@@ -169,6 +169,13 @@ flowRules:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fakeGateway(t, cfg, tr)
+}
+
+// fakeGateway loads cfg on a still clock, with every route's forwarders
+// sending through tr.
+func fakeGateway(t *testing.T, cfg *config.Config, tr *fakeTransport) (*Gateway, *countingObserver, *stillClock) {
+	t.Helper()
 	obs, clock := &countingObserver{}, &stillClock{now: int64(time.Hour)}
 	g := New(Deps{Log: zerolog.Nop(), Clock: clock, Observer: func(string) Observer { return obs }})
 	if err := g.Load(cfg); err != nil {

@@ -41,33 +41,7 @@ func TestCostHeaderReachesClientOnlyWhenKept(t *testing.T) {
 		fwd := tc.fwd
 		t.Run(fmt.Sprintf("%s/keep=%v", fwd, tc.keep), func(t *testing.T) {
 			reached.Store(0)
-			cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /chat
-    upstream: up
-    resource: chat
-    forwarder: %s
-    keepCostHeaders: %v
-paramRules:
-  - resource: chat
-    param: header:X-Key
-    count: 10
-    durationSec: 3600
-    countOn: "responseHeader:X-Tokens-Used"
-`, up.URL, fwd, tc.keep)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-			if err := g.Load(cfg); err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			srv := httptest.NewServer(g)
-			defer srv.Close()
+			srv := costGateway(t, up.URL, fwd, tc.keep)
 			for i, st := range []struct {
 				used string
 				want int
@@ -143,33 +117,7 @@ func TestCostTrailerNeverReachesClient(t *testing.T) {
 		for _, keep := range []bool{false, true} {
 			for _, announce := range []string{"0", "1"} {
 				t.Run(fmt.Sprintf("%s/keep=%v/announced=%s", fwd, keep, announce), func(t *testing.T) {
-					cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /chat
-    upstream: up
-    resource: chat
-    forwarder: %s
-    keepCostHeaders: %v
-paramRules:
-  - resource: chat
-    param: header:X-Key
-    count: 10
-    durationSec: 3600
-    countOn: "responseHeader:X-Tokens-Used"
-`, up.URL, fwd, keep)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-					if err := g.Load(cfg); err != nil {
-						t.Fatal(err)
-					}
-					defer g.Close()
-					srv := httptest.NewServer(g)
-					defer srv.Close()
+					srv := costGateway(t, up.URL, fwd, keep)
 					req, _ := http.NewRequest("GET", srv.URL+"/chat?announce="+announce, nil)
 					req.Header.Set("X-Key", "k")
 					resp, err := http.DefaultClient.Do(req)
@@ -197,4 +145,39 @@ paramRules:
 			}
 		}
 	}
+}
+
+// costGateway serves, in front of upstream, the route /chat (resource
+// chat) on forwarder fwd, whose param rule on X-Key takes 10 tokens an
+// hour counted from X-Tokens-Used; keep: the route keeps cost headers.
+func costGateway(t *testing.T, upstream, fwd string, keep bool) *httptest.Server {
+	t.Helper()
+	cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /chat
+    upstream: up
+    resource: chat
+    forwarder: %s
+    keepCostHeaders: %v
+paramRules:
+  - resource: chat
+    param: header:X-Key
+    count: 10
+    durationSec: 3600
+    countOn: "responseHeader:X-Tokens-Used"
+`, upstream, fwd, keep)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"sluice/config"
 	"sluice/limiter/circuit"
 )
@@ -42,19 +40,7 @@ degradeRules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &stillClock{now: int64(time.Hour)}
-	g := New(Deps{Log: zerolog.Nop(), Clock: clock, Observer: func(string) Observer { return &countingObserver{} }})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	for _, rt := range g.Current().router.any.routes {
-		fwd := fakeForwarder{rt, tr}
-		rt.std = fwd
-		if rt.fast != nil {
-			rt.fast = fwd
-		}
-	}
+	g, _, clock := fakeGateway(t, cfg, tr)
 	return g, clock
 }
 
