@@ -75,11 +75,17 @@ func (c *Checker) Report(now int64, values []string, top int) []RuleState {
 	defer cancel()
 	for i, r := range c.rules {
 		out[i] = RuleState{Rule: r.cfg, Ord: i, Tracked: r.table.Len()}
+		// A cluster rule's local bucket is its fallback's: this gateway's
+		// share of a global count (as a call decided locally is charged).
+		share := 1
+		if r.cluster && c.cluster != nil {
+			share = r.share(c.cluster)
+		}
 		if len(values) == 0 {
-			out[i].Values = r.top(now, top)
+			out[i].Values = r.top(now, top, share)
 		} else {
 			for _, v := range values {
-				out[i].Values = append(out[i].Values, r.peek(now, v))
+				out[i].Values = append(out[i].Values, r.peek(now, v, share))
 			}
 		}
 		if r.cluster && !r.calendar && rd != nil {
@@ -143,31 +149,31 @@ func (r *rule) shared(ctx context.Context, rd Reader, gateways int, s *ValueStat
 }
 
 // peek is val's state without touching the table.
-func (r *rule) peek(now int64, val string) ValueState {
+func (r *rule) peek(now int64, val string, share int) ValueState {
 	vs := ValueState{Value: val, Applies: r.match.Match(val)}
 	e, sh := r.table.Peek(val)
 	defer sh.Unlock()
 	if e != nil {
-		r.state(&e.V, now, &vs)
+		r.state(&e.V, now, share, &vs)
 		vs.Tracked = true
 		return vs
 	}
 	// Untracked: the state a first call would find.
 	var fresh value
 	r.initValue(&fresh, val)
-	r.state(&fresh, now, &vs)
+	r.state(&fresh, now, share, &vs)
 	return vs
 }
 
 // top is the values with the most blocks in the last minute, at most n.
-func (r *rule) top(now int64, n int) []ValueState {
+func (r *rule) top(now int64, n, share int) []ValueState {
 	var vs []ValueState
-	r.table.Each(func(name string, v *value) {
+	r.table.Each(func(name string, digest bool, v *value) {
 		if _, b := v.seen.Sum(now, seenWidth); b < 0.5 {
 			return
 		}
-		s := ValueState{Value: name, Digest: isDigest(name), Tracked: true, Applies: true}
-		r.state(v, now, &s)
+		s := ValueState{Value: name, Digest: digest, Tracked: true, Applies: true}
+		r.state(v, now, share, &s)
 		vs = append(vs, s)
 	})
 	slices.SortFunc(vs, func(a, b ValueState) int {
@@ -194,14 +200,12 @@ func cmpDesc(a, b float64) int {
 	return 1
 }
 
-// isDigest reports whether name is how internal/lru shows a value kept as
-// a digest: longer than it keeps a value whole.
-func isDigest(name string) bool { return len(name) > 64 }
-
 // state fills s with what v holds at now (see ValueState). It is the one
 // place that reads a value's state for operators: a new kind of rule adds
-// its case here. The caller holds v's shard lock (or owns v).
-func (r *rule) state(v *value, now int64, s *ValueState) {
+// its case here. The caller holds v's shard lock (or owns v). share is
+// the fallback's share a cluster rule's bucket is kept at (1: the whole
+// count).
+func (r *rule) state(v *value, now int64, share int, s *ValueState) {
 	s.Passes, s.Blocks = v.seen.Sum(now, seenWidth)
 	s.Passes, s.Blocks = math.Round(s.Passes), math.Round(s.Blocks)
 	p := &r.params[v.param]
@@ -222,12 +226,13 @@ func (r *rule) state(v *value, now int64, s *ValueState) {
 			s.Remaining = math.Floor(float64(r.maxQueue-wait)/p.emission) + 1
 		}
 	case kindBucket:
-		room := p.tau - (max(st, now) - now) // nanoseconds of tokens left
-		s.Remaining = max(min(math.Floor(float64(room)/p.emission), max(p.count, 1)), 0)
+		_, tau, count, emission := bucketOf(p, 1, share)
+		room := tau - (max(st, now) - now) // nanoseconds of tokens left
+		s.Remaining = max(min(math.Floor(float64(room)/emission), max(count, 1)), 0)
 		if st > now {
 			// In debt (countOn responseHeader), one token is there once
 			// the debt is paid.
-			s.NextToken = time.Duration(math.Ceil(max(math.Floor(float64(room)/p.emission)+1, 1)*p.emission) - float64(room))
+			s.NextToken = time.Duration(math.Ceil(max(math.Floor(float64(room)/emission)+1, 1)*emission) - float64(room))
 		}
 	}
 }

@@ -242,7 +242,7 @@ func (f *readingCluster) ReadParam(_ context.Context, _ *config.ParamRule, _ flo
 
 // A clusterMode rule reports the cluster's figures when the cluster
 // answers (an item's count for its value, avgLocal's count per gateway),
-// else this gateway's own.
+// else this gateway's own: its fallback's, at its share of a global count.
 func TestReportClusterFigures(t *testing.T) {
 	rc := &readingCluster{fakeCluster: fakeCluster{ok: true, gateways: 3}, used: 3}
 	c := compileCluster(t, rc, clusterRule(5, config.ThresholdGlobal, nil))
@@ -255,7 +255,7 @@ func TestReportClusterFigures(t *testing.T) {
 		t.Errorf("avgLocal of 5 on 3 gateways, 3 used: %+v, want 12 left", v)
 	}
 	rc.err = errors.New("redis down")
-	if v := c.Report(0, []string{"7"}, 0)[0].Values[0]; v.Shared || v.Remaining != 5 {
-		t.Errorf("without the cluster: %+v, want the local figures (5 left)", v)
+	if v := c.Report(0, []string{"7"}, 0)[0].Values[0]; v.Shared || v.Remaining != 1 {
+		t.Errorf("without the cluster: %+v, want the local fallback's figures (its share of 5 on 3 gateways: 1 left)", v)
 	}
 }

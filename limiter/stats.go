@@ -49,7 +49,7 @@ func (f *Flow) Stats(now int64) []ResourceStats {
 		n := nodes[i]
 		rs := ResourceStats{Resource: name, Node: n.all.stats(now), Entrances: ents[name]}
 		slices.SortFunc(rs.Entrances, func(a, b NamedStats) int { return strings.Compare(a.Name, b.Name) })
-		n.origins.Each(func(o string, sn **statNode) {
+		n.origins.Each(func(o string, _ bool, sn **statNode) {
 			rs.Origins = append(rs.Origins, NamedStats{Name: o, NodeStats: (*sn).stats(now)})
 		})
 		out = append(out, rs)

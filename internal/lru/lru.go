@@ -318,14 +318,17 @@ func (c *Cache[V]) Len() int {
 
 // Each calls fn for every entry, shard by shard and most recent first within
 // a shard, with the entry's shard locked. name is the key as shown to people
-// (see Name). It is for statistics, not the hot path.
-func (c *Cache[V]) Each(fn func(name string, v *V)) {
+// (see Name); digest says the entry keeps only the long form of its key, so
+// name is no key a caller gave (its length does not tell: a prefix cut back
+// to a character boundary may be empty). It is for statistics, not the hot
+// path.
+func (c *Cache[V]) Each(fn func(name string, digest bool, v *V)) {
 	shards := c.made()
 	for i := range shards {
 		s := &shards[i]
 		s.mu.Lock()
 		for e := s.root.next; e != &s.root; e = e.next {
-			fn(name(e.key), &e.V)
+			fn(name(e.key), len(e.key) > MaxKeyLen, &e.V)
 		}
 		s.mu.Unlock()
 	}

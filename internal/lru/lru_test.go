@@ -234,7 +234,7 @@ func TestLongKeys(t *testing.T) {
 			if n, _ := use(c, long(1), 0, math.MinInt64); n != 2 {
 				t.Errorf("a long key's entry was not found again")
 			}
-			c.Each(func(name string, _ *slot) {
+			c.Each(func(name string, _ bool, _ *slot) {
 				if len(name) > 100 || !strings.HasPrefix(name, "oéé") || !strings.Contains(name, "é…#") {
 					t.Errorf("long key shown as %.120q, want its first characters, …# and a digest", name)
 				}
@@ -265,7 +265,7 @@ func TestShortKeysShownAsTheyAre(t *testing.T) {
 	use(c, k, 0, math.MinInt64)
 	use(c, "b", 0, math.MinInt64)
 	var got []string
-	c.Each(func(name string, _ *slot) { got = append(got, name) })
+	c.Each(func(name string, _ bool, _ *slot) { got = append(got, name) })
 	if len(got) != 2 || got[0] != "b" || got[1] != k {
 		t.Errorf("Each showed %q, want b then the 64-byte key, most recent first", got)
 	}
@@ -303,7 +303,7 @@ func TestUnusedCacheIsSmall(t *testing.T) {
 	if c.Len() != 0 {
 		t.Errorf("an unused cache has %d keys", c.Len())
 	}
-	c.Each(func(name string, _ *slot) { t.Errorf("Each of an unused cache showed %q", name) })
+	c.Each(func(name string, _ bool, _ *slot) { t.Errorf("Each of an unused cache showed %q", name) })
 	for i := range 3 {
 		use(c, strconv.Itoa(i), 0, math.MinInt64)
 	}
@@ -368,7 +368,7 @@ func TestForgetLongKeyByName(t *testing.T) {
 	use(c, long, 0, math.MinInt64)
 	use(c, other, 0, math.MinInt64)
 	var names []string
-	c.Each(func(name string, _ *slot) { names = append(names, name) })
+	c.Each(func(name string, _ bool, _ *slot) { names = append(names, name) })
 	var listed string
 	for _, n := range names {
 		if strings.HasPrefix(n, "kkk") {
