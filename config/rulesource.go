@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -274,4 +275,22 @@ func (c *checker) validateRulesSource() {
 	} else if strings.ContainsAny(s.Key, " \t\r\n") {
 		c.add("rulesSource.key", "must not contain spaces, got %s", quote(s.Key))
 	}
+	if s.CacheFile != "" && c.cfg.Path != "" && samePath(c.cfg.RulesCachePath(), c.cfg.Path) {
+		// The cache is overwritten with each good document: this file's
+		// own settings (listen, admin, rulesSource) would be lost.
+		c.add("rulesSource.cacheFile", "must not be the rules file itself, got %s", quote(s.CacheFile))
+	}
+}
+
+// samePath reports whether a and b name one file: equal once absolute and
+// clean, or the same file through links.
+func samePath(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == ab {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }

@@ -55,14 +55,18 @@ func newAdmin(inst *Instance) *admin.Server {
 	return admin.New(o)
 }
 
-// rates is the gateway's pass and block rate now, over every resource, for
-// its heartbeat.
+// rates is the gateway's pass and block rate now, over every route's
+// resource (an API group's would count its requests again), for its
+// heartbeat.
 func (inst *Instance) rates() (pass, block float64) {
 	s := inst.proxy.Current()
 	if s == nil {
 		return 0, 0
 	}
 	for _, r := range s.Flow.Stats(inst.proxy.Now()) {
+		if s.IsGroup(r.Resource) {
+			continue
+		}
 		pass += r.Node.PassQps
 		block += r.Node.BlockQps
 	}

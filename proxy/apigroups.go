@@ -382,6 +382,18 @@ func (gg *groupsGuard) match(path string, m *matchSet) bool {
 	return true
 }
 
+// IsGroup reports whether resource is an API group's: its statistics count
+// requests already counted on their routes' resources (SPEC §3), so a sum
+// of requests over resources leaves it out.
+func (s *Snapshot) IsGroup(resource string) bool {
+	for _, g := range s.groups {
+		if g.name == resource {
+			return true
+		}
+	}
+	return false
+}
+
 var _ guard = (*groupsGuard)(nil)
 
 // groupCall is what one matched group holds for a call.

@@ -105,6 +105,9 @@ func (w *watch) check(ctx context.Context) {
 			w.bad = de.Msg
 			w.o.OnDoc(Doc{}, err)
 		}
+		// Read the whole document once the key is good again: it is
+		// delivered then, even as the version known, to clear the error.
+		w.full = true
 		return
 	case err != nil:
 		w.full = true
@@ -112,8 +115,9 @@ func (w *watch) check(ctx context.Context) {
 		return
 	}
 	w.up()
+	wasBad := w.bad != ""
 	w.bad = ""
-	if doc.Version == w.known && (!w.full || doc.SHA() == w.sha) {
+	if !wasBad && doc.Version == w.known && (!w.full || doc.SHA() == w.sha) {
 		w.full = false
 		return
 	}
