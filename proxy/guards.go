@@ -176,26 +176,10 @@ func (c *call) answer(h http.Header) {
 
 // strip removes from h the headers whose figures the call's param rules
 // (the API groups' included) take, so that no answer, interim (1xx) or
-// final, shows them to the client, unless its route keeps them.
+// final, nor its trailers (announced, or with http.TrailerPrefix, which
+// the forwarders add after the body), shows them to the client, unless
+// its route keeps them.
 func (c *call) strip(h http.Header) {
-	if c.keepCost {
-		return
-	}
-	for _, name := range c.costHeaders {
-		delete(h, name)
-	}
-	for i := range c.groups {
-		if gc := &c.groups[i]; gc.entered {
-			gc.c.strip(h)
-		}
-	}
-}
-
-// stripTrailers removes the same headers from the trailers the upstream
-// sent after the body (announced in Trailer, or with http.TrailerPrefix):
-// they are not read, and the client does not see them either. Called when
-// the body has been copied, before net/http writes the trailers.
-func (c *call) stripTrailers(h http.Header) {
 	if c.keepCost {
 		return
 	}
@@ -207,10 +191,11 @@ func (c *call) stripTrailers(h http.Header) {
 	}
 	for i := range c.groups {
 		if gc := &c.groups[i]; gc.entered {
-			gc.c.stripTrailers(h)
+			gc.c.strip(h)
 		}
 	}
 }
+
 
 // answerHeader is a response header as hotparam reads it; a map, so
 // converting it to the interface allocates nothing.

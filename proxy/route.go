@@ -220,7 +220,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 	// Each forwarder bounds the exchange by the route timeout itself (the
 	// fast one without a context, which would cost allocations).
 	fwd.forward(ex, r)
-	ex.call.stripTrailers(ex.Header())
+	ex.call.strip(ex.Header()) // the trailers, before net/http writes them
 	finished = true
 }
 

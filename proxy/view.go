@@ -357,14 +357,12 @@ func hasDotSegment(p string) bool {
 	return false
 }
 
-// stripsToDot reports a path (a view's) whose first segment after the
-// route's stripPrefix is a dot segment: "/api../admin" under prefix
-// "/api" is sent as "/../admin", which the upstream cleans into "/admin".
-// Only that segment is new; the others were checked when the target was
-// read.
+// stripsToDot reports a path (a view's) that the route's stripPrefix
+// turns into one whose first segment is a dot segment: "/api../admin"
+// under prefix "/api" is sent as "/../admin", which the upstream cleans
+// into "/admin". Only that segment is new; the others were checked when
+// the target was read.
 func stripsToDot(p, prefix string) bool {
-	if !strings.HasPrefix(p, prefix) || len(p) == len(prefix) || p[len(prefix)] != '.' {
-		return false
-	}
-	return hasDotSegment(unescapedPath("/" + p[len(prefix):]))
+	s := stripPrefix(p, prefix)
+	return len(s) > 1 && s[1] == '.' && hasDotSegment(unescapedPath(s))
 }

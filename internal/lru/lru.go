@@ -328,7 +328,8 @@ func (c *Cache[V]) Each(fn func(name string, digest bool, v *V)) {
 		s := &shards[i]
 		s.mu.Lock()
 		for e := s.root.next; e != &s.root; e = e.next {
-			fn(name(e.key), len(e.key) > MaxKeyLen, &e.V)
+			_, short := e.Key()
+			fn(name(e.key), !short, &e.V)
 		}
 		s.mu.Unlock()
 	}
