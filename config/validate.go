@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -789,8 +788,10 @@ func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 		// The ip source gives canonical addresses (RFC 5952, IPv4-mapped
 		// as IPv4), and an exact item is compared byte for byte: another
 		// spelling would load and never apply.
-		if a, err := netip.ParseAddr(it.Value); err == nil && a.Unmap().WithZone("").String() != it.Value {
-			c.add(ip+".value", "write the address as the ip source gives it, %s, got %s", quote(a.Unmap().WithZone("").String()), quote(it.Value))
+		if a, ok := match.Addr(it.Value); ok {
+			if canon := match.AddrString(a, it.Value); canon != it.Value {
+				c.add(ip+".value", "write the address as the ip source gives it, %s, got %s", quote(canon), quote(it.Value))
+			}
 		}
 	}
 	if key.Composite() && joinedParts(it.Value) != len(key) {

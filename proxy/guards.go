@@ -196,7 +196,6 @@ func (c *call) strip(h http.Header) {
 	}
 }
 
-
 // answerHeader is a response header as hotparam reads it; a map, so
 // converting it to the interface allocates nothing.
 type answerHeader http.Header

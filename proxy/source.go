@@ -169,17 +169,8 @@ func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
 	return a, raw
 }
 
-// parseAddr reads an address written without a port as the one address
-// that makes one client one key: an IPv4-mapped IPv6 address as its IPv4
-// address (::ffff:1.2.3.4 is 1.2.3.4), no zone. ok is false when s is not
-// an address.
-func parseAddr(s string) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.Unmap().WithZone(""), true
-}
+// parseAddr is match.Addr: the ip source's one address of a client.
+func parseAddr(s string) (netip.Addr, bool) { return match.Addr(s) }
 
 // canonicalAddr parses an address written without a port (parseAddr) and
 // also returns it written in the one form that makes one client one key
@@ -191,16 +182,8 @@ func canonicalAddr(s string) (a netip.Addr, canon string, ok bool) {
 	return a, canonicalString(a, s), true
 }
 
-// canonicalString writes a (parsed from s) as RFC 5952 writes it (netip's
-// String: lower case, zeros compressed; IPv4 dotted), allocating only when
-// that form differs from s.
-func canonicalString(a netip.Addr, s string) string {
-	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
-	if b := a.AppendTo(buf[:0]); string(b) != s {
-		return string(b)
-	}
-	return s
-}
+// canonicalString is match.AddrString: the ip source's one form of it.
+func canonicalString(a netip.Addr, s string) string { return match.AddrString(a, s) }
 
 // trustedAddr reports whether a canonical address is in trustedProxies.
 func (s *sources) trustedAddr(a netip.Addr) bool {
