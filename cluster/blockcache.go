@@ -97,23 +97,15 @@ func (c *blockCache) sweep(now time.Duration) {
 	}
 }
 
-// forget drops what is remembered of spec's window for origin (an operator
-// emptied it).
-func (c *blockCache) forget(spec *ruleSpec, origin string) {
-	c.mu.Lock()
-	c.gen.Add(1)
-	delete(c.m, blockKey{spec, origin})
-	c.mu.Unlock()
-}
-
-// lift drops what is remembered of spec's window for origin, if
-// anything: tokens were given back to it, so it may have room before the
-// noted instant. A refusal in flight meanwhile may still be noted, which
-// only refuses more, until its instant at most.
-func (c *blockCache) lift(spec *ruleSpec, origin string) {
+// forget drops what is remembered of spec's window for origin. An
+// operator who emptied the window (always) also voids the refusals in
+// flight, so that none is noted after; tokens given back void them only
+// when something was noted: a refusal in flight may still be noted then,
+// which only refuses more, until its instant at most.
+func (c *blockCache) forget(spec *ruleSpec, origin string, always bool) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
-	if _, ok := c.m[k]; ok {
+	if _, noted := c.m[k]; noted || always {
 		c.gen.Add(1)
 		delete(c.m, k)
 	}

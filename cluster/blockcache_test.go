@@ -42,7 +42,7 @@ func TestBlockCacheDropsRefusalsDecidedBeforeALift(t *testing.T) {
 		name string
 		do   func(c *blockCache)
 	}{
-		{"forget", func(c *blockCache) { c.forget(s, "locked") }},
+		{"forget", func(c *blockCache) { c.forget(s, "locked", true) }},
 		{"clear", func(c *blockCache) { c.clear() }},
 	} {
 		var c blockCache

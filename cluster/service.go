@@ -207,7 +207,7 @@ func (s *Service) giveBack(spec *ruleSpec, key string, n, stamp int64) {
 		at = s.clock()
 	}
 	s.leases.giveBack(spec, key, n, stamp, at)
-	s.blocks.lift(spec, key)
+	s.blocks.forget(spec, key, false)
 }
 
 // acquireOp is the op that takes tokens, saying what they leave or not.
@@ -384,7 +384,7 @@ func (s *Service) ForgetParam(ctx context.Context, rule *config.ParamRule, count
 	}
 	// After the DEL: a call started since is decided on the emptied window,
 	// and one in flight across it is not remembered (the generation moved).
-	s.blocks.forget(spec, value)
+	s.blocks.forget(spec, value, true)
 	// The other gateways read the counter with their heartbeat and forget
 	// the windows they noted full.
 	return s.rdb.Incr(ctx, s.liftKey).Err()
