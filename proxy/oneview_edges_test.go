@@ -58,32 +58,7 @@ func (rg *recordingRawGW) send(t *testing.T, method, target string, headers ...s
 	rg.mu.Lock()
 	rg.got = nil
 	rg.mu.Unlock()
-	conn, err := net.Dial("tcp", rg.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\n", method, target)
-	hasHost := false
-	for _, h := range headers {
-		if strings.HasPrefix(strings.ToLower(h), "host:") {
-			hasHost = true
-		}
-		b.WriteString(h + "\r\n")
-	}
-	if !hasHost {
-		b.WriteString("Host: gw\r\n")
-	}
-	b.WriteString("\r\n")
-	io.WriteString(conn, b.String())
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, target, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp, _ := rawRequest(t, rg.addr, method, target, headers...)
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	var up *http.Request
@@ -104,25 +79,11 @@ func TestH2QuerySpaceIs400(t *testing.T) {
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
 			lines := make(chan string, 10)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						l, _ := bufio.NewReader(c).ReadString('\n')
-						lines <- strings.TrimRight(l, "\r\n")
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-					}()
-				}
-			}()
+			ln := serveConns(t, func(c net.Conn) {
+				l, _ := bufio.NewReader(c).ReadString('\n')
+				lines <- strings.TrimRight(l, "\r\n")
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			})
 			cfg, err := config.Parse("h2.yaml", []byte(fmt.Sprintf(`
 upstreams:
   raw: {targets: ["http://%s"]}

@@ -48,20 +48,40 @@ func (o *observed) passes(res string) int {
 // the target first) on a new connection and returns the status and body.
 func rawExchange(t *testing.T, addr, method, target string) (int, string) {
 	t.Helper()
+	resp, body := rawRequest(t, addr, method, target)
+	return resp.StatusCode, body
+}
+
+// rawRequest sends one request line as written, with the header lines
+// given (and "Host: gw" unless one of them is a Host), on a new
+// connection, and returns the response and its body.
+func rawRequest(t *testing.T, addr, method, target string, headers ...string) (*http.Response, string) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: gw\r\n\r\n", method, target)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\n", method, target)
+	host := false
+	for _, h := range headers {
+		host = host || strings.HasPrefix(strings.ToLower(h), "host:")
+		b.WriteString(h + "\r\n")
+	}
+	if !host {
+		b.WriteString("Host: gw\r\n")
+	}
+	b.WriteString("\r\n")
+	io.WriteString(conn, b.String())
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, target, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
 }
 
 // TestOneView: on both forwarders, a target is routed, limited and
