@@ -62,15 +62,9 @@ type leaseCache struct {
 // pass was to leave (left -1: not known). Otherwise the call goes to Redis
 // and demand is what it should ask a lease for (tokens per second; 0: ask
 // none, because the demand is unknown or another call's lease request is
-// in flight until giveUp).
-func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration) {
-	ok, demand, left, reset, _ = c.takeStamp(spec, origin, n, now, giveUp)
-	return ok, demand, left, reset
-}
-
-// takeStamp is take that also says of a pass the stamp of the lease its
+// in flight until giveUp). A pass also says the stamp of the lease its
 // tokens came from, by which they are given back (giveBack).
-func (c *leaseCache) takeStamp(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration, stamp int64) {
+func (c *leaseCache) take(spec *ruleSpec, origin string, n int64, now, giveUp time.Duration) (ok bool, demand, left int64, reset time.Duration, stamp int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(spec, origin, now)

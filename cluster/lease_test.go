@@ -39,7 +39,7 @@ func TestLeaseCacheSteps(t *testing.T) {
 	for i, s := range steps {
 		switch s.do {
 		case "take":
-			ok, d, _, _ := c.take(s.spec, "o", s.n, s.now, giveUp(s.now))
+			ok, d, _, _, _ := c.take(s.spec, "o", s.n, s.now, giveUp(s.now))
 			if ok != s.wantOK || d != s.wantDemand {
 				t.Errorf("step %d: take(%s, n=%d, %v) = %v, demand %d; want %v, %d", i, s.spec.prefix, s.n, s.now, ok, d, s.wantOK, s.wantDemand)
 			}
@@ -54,14 +54,14 @@ func TestLeaseRequestGivesUp(t *testing.T) {
 	s := &ruleSpec{}
 	const ms = time.Millisecond
 	c.take(s, "", 1, 0, 20*ms)
-	if _, d, _, _ := c.take(s, "", 1, 10*ms, 30*ms); d == 0 {
+	if _, d, _, _, _ := c.take(s, "", 1, 10*ms, 30*ms); d == 0 {
 		t.Fatal("want a lease request after a 10ms sample")
 	}
 	// Its caller timed out and never reported back: after giveUp another may ask.
-	if _, d, _, _ := c.take(s, "", 1, 29*ms, 49*ms); d != 0 {
+	if _, d, _, _, _ := c.take(s, "", 1, 29*ms, 49*ms); d != 0 {
 		t.Errorf("asked again at 29ms while the first request (until 30ms) may be in flight")
 	}
-	if _, d, _, _ := c.take(s, "", 1, 31*ms, 51*ms); d == 0 {
+	if _, d, _, _, _ := c.take(s, "", 1, 31*ms, 51*ms); d == 0 {
 		t.Errorf("no request after the first one gave up at 30ms")
 	}
 }

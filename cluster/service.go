@@ -486,7 +486,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	lease := !s.noLease && spec.lease && (op == opAcquire || op == opAcquireLeft)
 	if lease {
 		var leased bool
-		if leased, demand, left, leaves, stamp = s.leases.takeStamp(spec, key, n, at, at+s.opts.Timeout); leased {
+		if leased, demand, left, leaves, stamp = s.leases.take(spec, key, n, at, at+s.opts.Timeout); leased {
 			if op != opAcquireLeft {
 				left, leaves = -1, 0
 			}
