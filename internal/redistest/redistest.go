@@ -161,8 +161,8 @@ func (s *Server) Do(args ...string) (Reply, error) { return DoAuth(s.Addr(), s.P
 
 func (s *Server) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
 	}
 	return string(b)
 }
@@ -317,15 +317,25 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 	}
 	s := &Sentinels{MasterName: "sluice-test"}
 	s.Master = startAuth(t, o.Password, auth...)
+	// A failover that did not happen is told only by the Sentinels' own
+	// logs (an election lost, TILT on a busy machine): show them. (Registered after
+	// the first server's TempDir, so it runs before the files go.)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, x := range append([]*Server{s.Master, s.Replica}, s.Sentinels...) {
+			if x != nil {
+				t.Logf("redis %s (%s) log:\n%s", x.Addr(), x.Dir, x.logTail())
+			}
+		}
+	})
 	s.Replica = startAuth(t, o.Password, append(auth, "--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port))...)
 	WaitFor(t, 10*time.Second, "the replica syncs with its master", func() bool {
 		return s.Replica.Info("master_link_status") == "up"
 	})
 	for range 3 {
-		dir, err := os.MkdirTemp(t.TempDir(), "sentinel-")
-		if err != nil {
-			t.Fatal(err)
-		}
+		dir := syncCheapDir(t)
 		// Sentinel rewrites its config file, so each has its own.
 		conf := filepath.Join(dir, "sentinel.conf")
 		body := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
@@ -339,7 +349,16 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s.Sentinels = append(s.Sentinels, Start(t, conf, "--sentinel"))
+		x := Start(t, conf, "--sentinel")
+		// A Sentinel whose event loop stalls 2 s (a busy machine) enters
+		// TILT and does nothing for 30 s, so a failover the test waits for
+		// never comes (a CI run waited 12 s for one): here a stall of up to
+		// 30 s is no TILT, and a TILT lasts 1 s. Redis before 7.0 has no
+		// SENTINEL DEBUG and keeps its defaults.
+		if _, err := x.Do("SENTINEL", "DEBUG", "tilt-trigger", "30000", "tilt-period", "1000"); err != nil {
+			t.Logf("redistest: %s keeps its TILT defaults: %v", x.Addr(), err)
+		}
+		s.Sentinels = append(s.Sentinels, x)
 	}
 	// Sentinels find each other and the replica through the master's hello
 	// channel and INFO, every 2 and 10 s; a failover needs them to.
@@ -357,6 +376,20 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 		return true
 	})
 	return s
+}
+
+// syncCheapDir is a new directory for files a server fsyncs in its event
+// loop (a Sentinel rewrites its config at each vote and epoch): on tmpfs
+// where there is one, where a busy disk cannot stall it; else in the
+// test's TempDir. It is removed when the test ends.
+func syncCheapDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "sluice-redistest-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // CurrentMaster is the master's address as the first Sentinel that answers
