@@ -195,12 +195,15 @@ func (f *fleet) onDoc(doc rulesource.Doc, err error, reload func()) {
 
 // onState logs Redis going away and coming back. Back, with the rules in
 // force from the cache, the same document is merged again under the
-// source's name, so the gateway says it is current.
+// source's name, so the gateway says it is current: the watch says up only
+// after delivering what the key holds, so when next is still the cache's
+// document here the key holds that version, and when the key holds none
+// (noDoc) there is nothing to relabel and no reload to fail twice.
 func (f *fleet) onState(up bool, err error, reload func()) {
 	f.mu.Lock()
 	was := f.up
 	f.up = up
-	again := up && f.fromCache && f.next.name != f.name
+	again := up && f.fromCache && f.next.name != f.name && f.noDoc == nil
 	if again {
 		f.next = document{doc: f.next.doc, name: f.name, text: f.next.doc.Text}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"sluice/config"
 	"sluice/internal/redistest"
@@ -87,4 +88,38 @@ func TestDataErrorClearedWhenKeyRestored(t *testing.T) {
 	redistest.WaitFor(t, 5*time.Second, "a reload succeeding once the key is good", func() bool {
 		return inst.Reload() == nil
 	})
+}
+
+// TestBackWithNoDocumentKeepsTheCacheLabel: a gateway serving its cache
+// sees Redis come back with a key that holds no document. The watch
+// delivers that first (one failed reload, the rules in force stay); being
+// up then must neither call the cache's document the source's nor reload
+// again to fail the same way. With the key holding the cached version,
+// being up relabels it and reloads once.
+func TestBackWithNoDocumentKeepsTheCacheLabel(t *testing.T) {
+	cached := rulesource.Doc{Version: 1, Text: []byte("routes: []\n")}
+	for _, tc := range []struct {
+		name    string
+		deliver func(f *fleet, reload func())
+		reloads int
+		label   string
+	}{
+		{"no document", func(f *fleet, reload func()) { f.onDoc(rulesource.Doc{}, nil, reload) }, 1, "cache"},
+		{"not a document", func(f *fleet, reload func()) {
+			f.onDoc(rulesource.Doc{}, &rulesource.DataError{Msg: "wrong type"}, reload)
+		}, 1, "cache"},
+		{"the cached version", func(*fleet, func()) {}, 1, "redis://x/0/k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fleet{name: "redis://x/0/k", fromCache: true, log: zerolog.Nop()}
+			f.next = document{doc: cached, name: "cache", text: cached.Text}
+			reloads := 0
+			reload := func() { reloads++ }
+			tc.deliver(f, reload)
+			f.onState(true, nil, reload)
+			if reloads != tc.reloads || f.next.name != tc.label {
+				t.Errorf("reloads %d, next named %q; want %d, %q", reloads, f.next.name, tc.reloads, tc.label)
+			}
+		})
+	}
 }

@@ -29,6 +29,8 @@ type WatchOptions struct {
 	OnDoc func(Doc, error)
 	// OnState is called when Redis becomes reachable or unreachable, once
 	// per change, and for the first state found; err says why it is down.
+	// Reachable is said after OnDoc has had what the key holds, so with no
+	// OnDoc before it the key holds Known (or the last delivered).
 	OnState func(up bool, err error)
 }
 
@@ -97,10 +99,14 @@ func (w *watch) check(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// What the key holds is delivered before Redis is said to be up, so
+	// that OnState(true) with nothing delivered means the key holds the
+	// document known: a caller may then call that document the source's
+	// (one that started from its cache does), and never does so for a
+	// version the key no longer holds.
 	var de *DataError
 	switch {
 	case errors.As(err, &de):
-		w.up()
 		if de.Msg != w.bad {
 			w.bad = de.Msg
 			w.o.OnDoc(Doc{}, err)
@@ -108,22 +114,21 @@ func (w *watch) check(ctx context.Context) {
 		// Read the whole document once the key is good again: it is
 		// delivered then, even as the version known, to clear the error.
 		w.full = true
+		w.up()
 		return
 	case err != nil:
 		w.full = true
 		w.down(err)
 		return
 	}
-	w.up()
 	wasBad := w.bad != ""
 	w.bad = ""
-	if !wasBad && doc.Version == w.known && (!w.full || doc.SHA() == w.sha) {
-		w.full = false
-		return
+	if wasBad || doc.Version != w.known || (w.full && doc.SHA() != w.sha) {
+		w.known, w.sha = doc.Version, doc.SHA()
+		w.o.OnDoc(doc, nil)
 	}
 	w.full = false
-	w.known, w.sha = doc.Version, doc.SHA()
-	w.o.OnDoc(doc, nil)
+	w.up()
 }
 
 func (w *watch) up() {

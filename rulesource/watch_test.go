@@ -3,6 +3,8 @@ package rulesource_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -211,4 +213,71 @@ func TestWatchStartsWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the document delivered once Redis is up", func() bool { d, _ := r.last(); return d.Version == 1 })
+}
+
+// A watch that starts knowing v1 (a gateway serving its cache) while the
+// key holds something else says so before it says Redis is up: a caller
+// that takes "up, with nothing delivered" to mean the key holds v1 must
+// never take it so while the key holds v2, a bad value or nothing. The
+// cases that deliver come first; the last delivers nothing and is up.
+func TestWatchDeliversWhatTheKeyHoldsBeforeUp(t *testing.T) {
+	c := client(t, sharedRedis)
+	ctx := ctxT(t)
+	v1 := rulesource.Doc{Version: 1, Text: []byte("cached: 1\n")}
+	for _, tc := range []struct {
+		name string
+		set  func(key string) error
+		want string // the first event: "doc N", "error" or "up"
+	}{
+		{"a newer version", func(k string) error {
+			return c.HSet(ctx, k, "version", 2, "doc", "newer: 2\n").Err()
+		}, "doc 2"},
+		{"the same version, other text", func(k string) error {
+			return c.HSet(ctx, k, "version", 1, "doc", "rebuilt: 1\n").Err()
+		}, "doc 1"},
+		{"no document", func(k string) error { return nil }, "doc 0"},
+		{"not a document", func(k string) error { return c.Set(ctx, k, "junk", 0).Err() }, "error"},
+		{"the version known", func(k string) error {
+			return c.HSet(ctx, k, "version", 1, "doc", string(v1.Text)).Err()
+		}, "up"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t, c)
+			if err := tc.set(key); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var events []string
+			add := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				rulesource.New(c, key).Watch(ctx, rulesource.WatchOptions{Known: v1, Poll: time.Hour,
+					OnDoc: func(d rulesource.Doc, err error) {
+						if err != nil {
+							add("error")
+							return
+						}
+						add("doc " + strconv.FormatInt(d.Version, 10))
+					},
+					OnState: func(up bool, _ error) {
+						if up {
+							add("up")
+						}
+					}})
+			}()
+			defer func() { cancel(); <-done }()
+			waitFor(t, 5*time.Second, "up", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Contains(events, "up")
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if events[0] != tc.want {
+				t.Errorf("events %v, want %q first", events, tc.want)
+			}
+		})
+	}
 }
