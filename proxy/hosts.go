@@ -31,7 +31,7 @@ type hostRoute struct {
 }
 
 func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
-	h := &hostRouter{any: newRouter(notFound, notAllowed)}
+	h := &hostRouter{any: newRouter()}
 	// Patterns are matched against the view's path, so their literal
 	// parts are normalized alike: `path: /café` matches /caf%C3%A9 (and
 	// /café, which the view escapes).
@@ -56,7 +56,7 @@ func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 	}
 	h.any.headFromGet()
 	group := func(matches func(host string) bool) *router {
-		g := newRouter(notFound, notAllowed)
+		g := newRouter()
 		for _, r := range routes {
 			for _, host := range r.rc.Hosts {
 				if matches(host) {
@@ -98,16 +98,28 @@ func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
 		rctx = chi.NewRouteContext()
 	}
 	rctx.Reset()
-	path := v.path
-	switch rt, g := h.find(rctx, r.Host, r.Method, path); {
-	case rt != nil:
+	if rt, g := h.find(rctx, r.Host, r.Method, v.path); rt != nil {
 		rt.serve(w, r, v, rctx)
-	case g != nil && !h.any.knows(rctx, path) && g.knows(rctx, path):
-		g.miss(w, r, rctx, path) // the host's routes have the path: their 405
-	default:
-		h.any.miss(w, r, rctx, path)
+	} else {
+		h.miss(w, r, rctx, g, v.path)
 	}
 	h.ctxs.Put(rctx)
+}
+
+// miss answers a request no route takes: 405 when a route for its host (g,
+// nil: none) or for any host has the path under another method, with Allow
+// naming every such method (RFC 9110 15.5.6: find tries both), else 404.
+func (h *hostRouter) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, g *router, path string) {
+	var allow []string
+	if g != nil {
+		allow = g.allow(allow, rctx, path)
+	}
+	if allow = h.any.allow(allow, rctx, path); len(allow) == 0 {
+		notFound(w, r)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	notAllowed(w, r)
 }
 
 // find returns the route serving method on path for host (nil: none),

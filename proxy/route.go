@@ -41,18 +41,6 @@ type route struct {
 	blocked blockResponses
 }
 
-// ServeHTTP serves a request chi routed itself (router falls back to chi
-// only for what it cannot resolve, so this is rare); chi routed it on the
-// view's path (router.miss), read again here.
-func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v, bad := readTarget(r, rt.snap.mergeSlashes)
-	if bad != badNone {
-		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
-		return
-	}
-	rt.serve(w, r, v, chi.RouteContext(r.Context()))
-}
-
 // serve is the hot path: origin, the route's guards in a loop (in the
 // documented order: docs/rules.md#combining-rules), an optional throttle
 // wait, then forwarding. params is the routing context holding the path

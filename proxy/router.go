@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,9 +14,8 @@ import (
 // chi's own ServeHTTP copies the request (WithContext), adds a context
 // value and sets http.Request path values: four allocations and a 250-byte
 // request copy per request, for state only sluice reads. Here the route is
-// handed chi's routing context (its path parameters) instead. Whatever
-// Find does not resolve to a route — 404, 405, unknown methods — goes to
-// chi's ServeHTTP, so those answers are chi's own.
+// handed chi's routing context (its path parameters) instead, and what
+// Find does not resolve to a route is answered 404 or 405 (hostRouter.miss).
 //
 // Static patterns (no {param}, no *) are also kept in a map by method and
 // path, looked up before chi's tree: with thousands of routes a static
@@ -25,7 +23,7 @@ import (
 // patterns are all static (a host's, often) never asks chi. chi tries a node's
 // static edges before its parameters, so where a static pattern has the
 // path under the method chi would find that route too; everything else
-// (a miss, a parameter, a catch-all) is chi's to decide.
+// (a parameter, a catch-all) is chi's Find to decide.
 type router struct {
 	mux    *chi.Mux
 	routes map[routeKey]*route
@@ -42,7 +40,6 @@ type router struct {
 	anyRoutes map[string]*route // by pattern
 	anyStatic map[string]*route // anyRoutes' static patterns, by path
 	anyParams bool              // some pattern in anyMux is not static
-	notFound  http.HandlerFunc
 
 	// gets are the routes that took GET on their pattern: headFromGet
 	// gives each HEAD there too, unless a route lists HEAD itself.
@@ -57,13 +54,14 @@ type pendingHead struct {
 // routeKey is a method and the chi pattern it was registered on.
 type routeKey struct{ method, pattern string }
 
-func newRouter(notFound, notAllowed http.HandlerFunc) *router {
-	mux := chi.NewRouter()
-	mux.NotFound(notFound)
-	mux.MethodNotAllowed(notAllowed)
-	return &router{mux: mux, routes: map[routeKey]*route{}, static: map[routeKey]*route{}, taken: map[routeKey]bool{},
+// findOnly is what chi's trees hold for every pattern: they are asked only
+// to Find one (match, allow), and never serve.
+func findOnly(http.ResponseWriter, *http.Request) {}
+
+func newRouter() *router {
+	return &router{mux: chi.NewRouter(), routes: map[routeKey]*route{}, static: map[routeKey]*route{}, taken: map[routeKey]bool{},
 		methods: config.RouteMethods(), anyMux: chi.NewRouter(), anyRoutes: map[string]*route{},
-		anyStatic: map[string]*route{}, notFound: notFound}
+		anyStatic: map[string]*route{}}
 }
 
 // isStatic reports whether a pattern matches only the path spelled as it.
@@ -71,7 +69,7 @@ func isStatic(pattern string) bool { return !strings.ContainsAny(pattern, "{*") 
 
 // set records rt as the route for method on pattern.
 func (rr *router) set(method, pattern string, rt *route) {
-	rr.mux.Method(method, pattern, rt)
+	rr.mux.Method(method, pattern, http.HandlerFunc(findOnly))
 	rr.routes[routeKey{method, pattern}] = rt
 	if isStatic(pattern) {
 		rr.static[routeKey{method, pattern}] = rt
@@ -106,7 +104,7 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		return
 	}
 	rr.taken[routeKey{"", key}] = true
-	rr.anyMux.Method(http.MethodGet, pattern, rt)
+	rr.anyMux.Method(http.MethodGet, pattern, http.HandlerFunc(findOnly))
 	rr.anyRoutes[pattern] = rt
 	if isStatic(pattern) {
 		rr.anyStatic[pattern] = rt
@@ -152,27 +150,14 @@ func (rr *router) match(rctx *chi.Context, method, path string) *route {
 	return rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]
 }
 
-// knows reports whether some route of rr has path, under any method.
-func (rr *router) knows(rctx *chi.Context, path string) bool {
+// allow appends to dst, once each, the methods some route of rr serves on
+// path (HEAD where a route has GET).
+func (rr *router) allow(dst []string, rctx *chi.Context, path string) []string {
 	for _, m := range rr.methods {
 		rctx.Reset()
-		if rr.mux.Find(rctx, m, path) != "" {
-			return true
+		if !slices.Contains(dst, m) && rr.mux.Find(rctx, m, path) != "" {
+			dst = append(dst, m)
 		}
 	}
-	return false
-}
-
-// miss answers a request no route takes: chi's 405 where a route has the
-// path under another method, else 404 (chi itself would answer 405 to any
-// path for a method it does not know). chi is handed path (the view's) to
-// route on, not the request's URL.
-func (rr *router) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, path string) {
-	if slices.Contains(rr.methods, r.Method) || rr.knows(rctx, path) {
-		rctx.Reset()
-		rctx.RoutePath = path
-		rr.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
-		return
-	}
-	rr.notFound(w, r)
+	return dst
 }

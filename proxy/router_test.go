@@ -157,3 +157,57 @@ routes:
 		})
 	}
 }
+
+// TestMethodNotAllowedListsAllow: a 405 names, in Allow, every method some
+// route serves on the path (RFC 9110 15.5.6: a 405 must), HEAD where a
+// route has GET; for a request whose host has routes, those of its host and
+// those of any host together, as either would serve it. Before, a 405 had
+// no Allow at all.
+func TestMethodNotAllowedListsAllow(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	rules := fmt.Sprintf(`
+upstreams:
+  app: {targets: [%q]}
+routes:
+  - {path: /orders, methods: [GET], upstream: app}
+  - {path: /orders, methods: [POST], upstream: app}
+  - {path: "/users/{id}", methods: [PUT], upstream: app}
+  - {path: /x, methods: [GET], hosts: [a.test], upstream: app}
+  - {path: /y, methods: [DELETE], hosts: ["*.test"], upstream: app}
+  - {path: /x, methods: [POST], upstream: app}
+`, up.URL)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			base := parityGateway(t, fwd, rules)
+			for _, c := range []struct {
+				method, host, path string
+				status             int
+				allow              string
+			}{
+				{"DELETE", "", "/orders", 405, "GET, HEAD, POST"},
+				{"PURGE", "", "/orders", 405, "GET, HEAD, POST"},
+				{"GET", "", "/users/7", 405, "PUT"},
+				{"PUT", "a.test", "/x", 405, "GET, HEAD, POST"},
+				{"PUT", "b.test", "/x", 405, "POST"},
+				{"PUT", "a.test", "/y", 405, "DELETE"},
+				{"PUT", "other.example", "/y", 404, ""},
+				{"GET", "", "/nowhere", 404, ""},
+			} {
+				req, err := http.NewRequest(c.method, base+c.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = c.host
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if got := resp.Header.Get("Allow"); resp.StatusCode != c.status || got != c.allow {
+					t.Errorf("%s %s%s: %d, Allow %q; want %d, Allow %q", c.method, c.host, c.path, resp.StatusCode, got, c.status, c.allow)
+				}
+			}
+		})
+	}
+}

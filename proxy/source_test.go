@@ -94,8 +94,6 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 	}
 }
 
-var _ http.Handler = (*route)(nil)
-
 // TestCanonicalAddr: one client is one key however its address is written
 // (SPEC §3 Sources): IPv4-mapped IPv6 is its IPv4 address, IPv6 is RFC 5952,
 // zones are dropped.
