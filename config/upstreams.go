@@ -110,7 +110,11 @@ func (c *checker) applyUpstreamDefaults() {
 				h.Interval = Duration(DefaultHealthInterval)
 			}
 			if !c.has(hp + ".timeout") {
+				// A probe may take at most interval: 1s, or a shorter interval.
 				h.Timeout = Duration(DefaultHealthTimeout)
+				if h.Interval > 0 {
+					h.Timeout = min(h.Timeout, h.Interval)
+				}
 			}
 			if !c.has(hp + ".healthyThreshold") {
 				h.HealthyThreshold = DefaultHealthyThreshold

@@ -58,10 +58,13 @@ func TestLoadUpstreams(t *testing.T) {
 			u.Passive.ConsecutiveFailures = 0
 			return u
 		}(),
-		// The default connectTimeout is no longer than timeout.
+		// The default connectTimeout is no longer than timeout, and the
+		// health check's timeout no longer than its interval.
 		"short": func() config.Upstream {
 			u := upstreamDefaults(config.Duration(300*time.Millisecond), "http://127.0.0.1:9005")
 			u.ConnectTimeout = u.Timeout
+			u.HealthCheck = &config.HealthCheck{Path: "/ready", Interval: config.Duration(400 * time.Millisecond),
+				Timeout: config.Duration(400 * time.Millisecond), HealthyThreshold: 2, UnhealthyThreshold: 3}
 			return u
 		}(),
 	}
