@@ -159,6 +159,7 @@ func (c *checker) validate() {
 	c.authorityRules(ix)
 	c.flowRules(ix)
 	c.paramRules(ix)
+	c.sharedWindows()
 	c.degradeRules(ix)
 	s := cfg.System
 	c.nonNegative("system.maxQps", s.MaxQps)

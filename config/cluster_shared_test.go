@@ -1,0 +1,72 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"sluice/config"
+)
+
+// TestClusterRulesSharingAWindowAreRefused: two clusterMode rules alike in
+// every field that names a Redis window count in one window, so each call
+// took a token there twice and the fleet passed half the count both rules
+// said (a dryRun copy of a rule, say). The later one is refused, naming
+// the earlier; rules whose windows differ, or local rules, load.
+func TestClusterRulesSharingAWindowAreRefused(t *testing.T) {
+	const head = `upstreams: {app: {targets: ["http://127.0.0.1:9001"]}}
+cluster: { redis: "redis://127.0.0.1:6379/0" }
+routes: [{ path: /a, upstream: app, resource: a }]
+`
+	for _, tc := range []struct {
+		name, rules string
+		want        string // "" loads
+	}{
+		{"a dryRun copy", `flowRules:
+  - { resource: a, count: 10, clusterMode: true }
+  - { resource: a, count: 10, clusterMode: true, dryRun: true }
+`, "r.yaml:6: flowRules[1].clusterMode: counts in the same Redis window as flowRules[0] (line 5)"},
+		{"another behaviour, statIntervalMs written out", `flowRules:
+  - { resource: a, count: 10, clusterMode: true, statIntervalMs: 1000 }
+  - { resource: a, count: 10, clusterMode: true, controlBehavior: throttle, maxQueueingTimeMs: 100 }
+`, "r.yaml:6: flowRules[1].clusterMode: counts in the same Redis window as flowRules[0] (line 5)"},
+		{"another count", `flowRules:
+  - { resource: a, count: 10, clusterMode: true }
+  - { resource: a, count: 11, clusterMode: true }
+`, ""},
+		{"another limitApp", `flowRules:
+  - { resource: a, count: 10, clusterMode: true }
+  - { resource: a, count: 10, clusterMode: true, limitApp: x }
+`, ""},
+		{"one local", `flowRules:
+  - { resource: a, count: 10, clusterMode: true }
+  - { resource: a, count: 10 }
+`, ""},
+		{"param rules with other items", `paramRules:
+  - { resource: a, param: ip, count: 10, clusterMode: true }
+  - { resource: a, param: ip, count: 10, clusterMode: true, items: [{value: 10.0.0.1, count: 50}] }
+`, "r.yaml:6: paramRules[1].clusterMode: counts in the same Redis window as paramRules[0] (line 5)"},
+		{"an item's count another rule's", `paramRules:
+  - { resource: a, param: ip, count: 5, clusterMode: true }
+  - { resource: a, param: ip, count: 10, clusterMode: true, items: [{value: 10.0.0.1, count: 5}] }
+`, "r.yaml:6: paramRules[1].clusterMode: counts in the same Redis window as paramRules[0] (line 5)"},
+		{"a rule's own items", `paramRules:
+  - { resource: a, param: ip, count: 10, clusterMode: true, items: [{value: 10.0.0.1, count: 5}, {value: 10.0.0.2, count: 5}, {value: 10.0.0.3, count: 10}] }
+`, ""},
+		{"param rules on other keys", `paramRules:
+  - { resource: a, param: ip, count: 10, clusterMode: true }
+  - { resource: a, param: "header:X-User", count: 10, clusterMode: true }
+`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("r.yaml", []byte(head+tc.rules))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want %q", err, tc.want)
+			case tc.want != "" && strings.Count(err.Error(), "same Redis window") != 1:
+				t.Errorf("error %v, want the shared window reported once", err)
+			}
+		})
+	}
+}
