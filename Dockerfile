@@ -4,7 +4,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/sluice .
+# What `sluice version` prints: docker build --build-arg VERSION=$(git describe --always --dirty) .
+# (.git stays out of the context, so Go's own VCS stamp is not there to read.)
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/sluice .
 
 FROM alpine:3.20
 # No tzdata package: the binary carries the IANA zone database (time/tzdata) for
