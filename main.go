@@ -50,8 +50,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Config, "config", "rules.yaml", "rules file")
 	fs.StringVar(&o.Listen, "listen", "", "traffic listen address (overrides the file's listen)")
 	fs.StringVar(&o.Admin, "admin", "", `admin listen address (overrides admin.listen; "off" turns it off)`)
-	fs.StringVar(&o.LogLevel, "log-level", "", "log level: debug|info|warn|error (overrides log.level)")
-	fs.StringVar(&o.LogFormat, "log-format", "", "log format: json|console (overrides log.format)")
+	levels, formats := lifecycle.LogChoices()
+	fs.StringVar(&o.LogLevel, "log-level", "", "log level: "+levels+" (overrides log.level)")
+	fs.StringVar(&o.LogFormat, "log-format", "", "log format: "+formats+" (overrides log.format)")
 	fs.BoolVar(&o.Demo, "demo", false, "also start the built-in demo upstreams on 127.0.0.1:9001 and :9002")
 	fs.DurationVar(&o.Drain, "drain-timeout", 15*time.Second, "how long shutdown waits for in-flight requests")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", 0, "how long a client may take to send its request headers, a slowloris guard (overrides server.readHeaderTimeout, default 10s)")
@@ -60,6 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice: unexpected argument %q: a subcommand (validate, rules, version) comes before any flag, and the gateway takes flags only; see sluice -h\n", fs.Arg(0))
+		return 2
+	}
+	if err := o.Check(); err != nil {
+		fmt.Fprintf(stderr, "sluice: %v\n", err)
 		return 2
 	}
 	o.AdminToken = os.Getenv(lifecycle.EnvAdminToken)

@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestRunRefusesWhatItCannotUse: leftover or unknown arguments and a bad
-// SLUICE_FORWARDER exit 2 with a message, before anything starts (the
+// TestRunRefusesWhatItCannotUse: leftover or unknown arguments, a bad
+// -log-level or -log-format and a bad SLUICE_FORWARDER exit 2 with a message, before anything starts (the
 // gateway here would fail on its missing rules file, with exit 1).
 func TestRunRefusesWhatItCannotUse(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
@@ -23,6 +24,10 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 		{"an unknown flag", []string{"-config", missing, "-bogus"}, "", "flag provided but not defined: -bogus"},
 		{"validate with two files", []string{"validate", missing, "other.yaml"}, "", `unexpected argument "other.yaml"`},
 		{"a bad SLUICE_FORWARDER", []string{"-config", missing}, "bogus", "SLUICE_FORWARDER"},
+		// log.level and log.format refuse these in the file; the flags too.
+		{"an unknown -log-level", []string{"-config", missing, "-log-level", "loud"}, "", `-log-level: must be one of trace, debug, info, warn, error, got "loud"`},
+		{"-log-level warning", []string{"-config", missing, "-log-level", "warning"}, "", `-log-level: must be one of trace, debug, info, warn, error, got "warning"`},
+		{"an unknown -log-format", []string{"-config", missing, "-log-format", "fancy"}, "", `-log-format: must be one of json, console, got "fancy"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,5 +40,25 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 				t.Errorf("stderr %q does not say %q", stderr.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestValidatePrintsOneErrorPerLine: SPEC 2 `sluice validate` prints
+// "every error as FILE:LINE: message", one a line, even for a quoted key
+// holding a line break ("bad\nkey").
+func TestValidatePrintsOneErrorPerLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	data := "listen: \"127.0.0.1:0\"\nupstreams: {app: {targets: [\"http://127.0.0.1:1\"]}}\n" +
+		"routes: [{path: /a, upstream: app}]\n\"bad\\nkey\": 1\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"validate", path}, &stdout, &stderr); code != 1 {
+		t.Fatalf("validate: exit %d, want 1", code)
+	}
+	want := path + `:4: "bad\nkey": unknown field`
+	if got := strings.TrimRight(stderr.String(), "\n"); got != want {
+		t.Errorf("validate printed:\n%s\nwant:\n%s", got, want)
 	}
 }

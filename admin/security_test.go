@@ -315,3 +315,38 @@ func TestRawRulesMaskEverySecret(t *testing.T) {
 		})
 	}
 }
+
+// TestDashboardNotFramable: the dashboard is served at / only, with
+// X-Frame-Options: DENY and a CSP (docs/admin.md), so no other site can
+// frame it and have the operator click Lift or Save; /static/ serves its
+// assets, never the page itself (which http.FileServer would serve for
+// /static/ without those headers), and no frame of its own either.
+func TestDashboardNotFramable(t *testing.T) {
+	srv := admin.New(admin.Options{})
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/", 200},
+		{"/static/", 404},
+		{"/static/index.html", 404},
+		{"/static/app.js", 200},
+		{"/static/style.css", 200},
+		{"/static/../web/index.html", 404},
+		{"/static/nothing.js", 404},
+	} {
+		req := httptest.NewRequest("GET", "http://127.0.0.1:9090"+tt.path, nil)
+		req.RemoteAddr = loopback
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("GET %s: %d, want %d", tt.path, rec.Code, tt.want)
+		}
+		if rec.Header().Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s: X-Frame-Options %q, want DENY", tt.path, rec.Header().Get("X-Frame-Options"))
+		}
+		if tt.path != "/" && strings.Contains(rec.Body.String(), `src="/static/app.js"`) {
+			t.Errorf("GET %s serves the dashboard page", tt.path)
+		}
+	}
+}

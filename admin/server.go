@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -143,12 +144,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.checkHost) // every request, reads and probes included
+	// A GET route serves HEAD too, as net/http's ServeMux does: uptime
+	// checkers probe /healthz and /readyz with HEAD (RFC 9110 9.1).
+	r.Use(middleware.GetHead)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
 	})
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
+	// GET only: another method is 405 with Allow, as on every admin route.
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
 		// A failing collector costs its own series, not the whole scrape.
 		ErrorHandling: promhttp.ContinueOnError,
 	}))

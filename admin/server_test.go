@@ -158,3 +158,33 @@ func TestDashboardIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteMethods: a GET route serves HEAD too (RFC 9110 9.1: uptime
+// checkers probe /healthz and /readyz with HEAD), and a method a route
+// does not serve is 405 with Allow, /metrics included (SPEC 5: GET /metrics).
+func TestRouteMethods(t *testing.T) {
+	srv := admin.New(admin.Options{State: func() admin.State { return admin.State{Ready: true} }})
+	for _, tt := range []struct {
+		method, path string
+		want         int
+		allow        string // with 405: what Allow must list
+	}{
+		{"HEAD", "/healthz", 200, ""},
+		{"HEAD", "/readyz", 200, ""},
+		{"HEAD", "/metrics", 200, ""},
+		{"GET", "/metrics", 200, ""},
+		{"POST", "/metrics", 405, "GET"},
+		{"PUT", "/metrics", 405, "GET"},
+		{"DELETE", "/metrics", 405, "GET"},
+		{"PATCH", "/metrics", 405, "GET"},
+		{"POST", "/healthz", 405, "GET"},
+	} {
+		req := httptest.NewRequest(tt.method, "http://127.0.0.1:9090"+tt.path, nil)
+		req.RemoteAddr = loopback
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != tt.want || (tt.allow != "" && !strings.Contains(rec.Header().Get("Allow"), tt.allow)) {
+			t.Errorf("%s %s: %d, Allow %q; want %d (Allow listing %q)", tt.method, tt.path, rec.Code, rec.Header().Get("Allow"), tt.want, tt.allow)
+		}
+	}
+}

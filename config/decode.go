@@ -21,6 +21,7 @@ const maxAliasNodes = 100_000
 type decoder struct {
 	file    string
 	doc     string            // the rules document's name, "" when the file is alone
+	over    Overrides         // the command line's settings, which replace the file's
 	section map[string]string // top-level key -> the name of the file it came from
 	errs    Errors
 	lines   map[string]int                    // field path -> line of its key (or list item)

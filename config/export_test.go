@@ -8,5 +8,5 @@ func ParseAnySize(path string, data []byte) (*Config, error) {
 	if errs != nil {
 		return nil, errs
 	}
-	return parseFile(path, root)
+	return parseFile(path, root, Overrides{})
 }

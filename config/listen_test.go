@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+)
 
 // Two listeners clash when the second bind would fail with "address
 // already in use", and only then: validate must not refuse what binds.
@@ -24,5 +28,83 @@ func TestSharePort(t *testing.T) {
 		if got := sharePort(tc.a, tc.b); got != tc.clash {
 			t.Errorf("sharePort(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.clash)
 		}
+	}
+}
+
+// TestOverridesReplaceFileListeners: the command line's -listen and -admin
+// replace the file's listen and admin.listen before validation (SPEC 2), so
+// a file value they replace never stops a load, and the listeners are
+// checked as the gateway opens them; the zero Overrides checks the file as
+// written (`sluice validate`).
+func TestOverridesReplaceFileListeners(t *testing.T) {
+	const rest = "upstreams: {app: {targets: [\"http://127.0.0.1:1\"]}}\nroutes: [{path: /a, upstream: app}]\n"
+	str := func(s string) *string { return &s }
+	for _, tt := range []struct {
+		name        string
+		file        string
+		ov          Overrides
+		want        []string // the errors, exactly; nil: it loads
+		listen      string   // with want nil: the Config's listen
+		adminListen string
+	}{
+		{"listen on the admin default port, as written", "listen: \"127.0.0.1:9090\"\n" + rest, Overrides{},
+			[]string{`r.yaml:1: admin.listen: must differ from listen (both are "127.0.0.1:9090")`}, "", ""},
+		{"listen on the admin default port, both flagged", "listen: \"127.0.0.1:9090\"\n" + rest,
+			Overrides{Listen: "127.0.0.1:0", AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
+		{"listen on the admin default port, -admin off", "listen: \"127.0.0.1:9090\"\n" + rest,
+			Overrides{Listen: "127.0.0.1:0", AdminListen: str("")}, nil, "127.0.0.1:0", ""},
+		{"a bad admin.listen, as written", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest, Overrides{},
+			[]string{`r.yaml:2: admin.listen: must be host:port or :port, got "bogus"`}, "", ""},
+		{"a bad admin.listen replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest,
+			Overrides{AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
+		{"an admin.listen that does not decode, replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: [1]}\n" + rest,
+			Overrides{AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
+		{"a bad -listen", "listen: \"127.0.0.1:0\"\n" + rest, Overrides{Listen: "bogus"},
+			[]string{`r.yaml: listen: must be host:port or :port, got "bogus" (given on the command line, in place of the file's)`}, "", ""},
+		{"-listen on the file's admin port", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"127.0.0.1:9191\"}\n" + rest,
+			Overrides{Listen: ":9191"},
+			[]string{`r.yaml:2: admin.listen: "127.0.0.1:9191" takes the port of listen (":9191", from the command line): each listener needs its own port`}, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := tt.ov.Parse("r.yaml", []byte(tt.file))
+			if tt.want != nil {
+				if err == nil {
+					t.Fatalf("loaded; want %q", tt.want)
+				}
+				if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tt.want) {
+					t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if cfg.Listen != tt.listen || cfg.AdminListen() != tt.adminListen {
+				t.Errorf("listen %q, admin.listen %q; want %q, %q", cfg.Listen, cfg.AdminListen(), tt.listen, tt.adminListen)
+			}
+		})
+	}
+}
+
+// TestOverridesApplyToAFleetMerge: a fleet gateway's file holds the
+// listeners, so its merge with the rules document takes the overrides as
+// Parse does, and the gateway's own file alone (Parse) too.
+func TestOverridesApplyToAFleetMerge(t *testing.T) {
+	gateway := []byte("listen: \"127.0.0.1:9090\"\nrulesSource: {redis: \"redis://127.0.0.1:6379/0\", key: \"sluice:rules\"}\n")
+	doc := []byte("upstreams: {app: {targets: [\"http://127.0.0.1:1\"]}}\nroutes: [{path: /a, upstream: app}]\n")
+	off := ""
+	ov := Overrides{Listen: "127.0.0.1:0", AdminListen: &off}
+	if _, err := ParseWithDocument("g.yaml", gateway, "redis://h/0/k", doc); err == nil {
+		t.Fatal("the merge as written loaded; want listen and admin.listen to clash")
+	}
+	cfg, err := ov.ParseWithDocument("g.yaml", gateway, "redis://h/0/k", doc)
+	if err != nil {
+		t.Fatalf("the merge with -listen and -admin off: %v", err)
+	}
+	if cfg.Listen != "127.0.0.1:0" || cfg.AdminListen() != "" {
+		t.Errorf("listen %q, admin.listen %q; want the overrides", cfg.Listen, cfg.AdminListen())
+	}
+	if _, err := ov.Parse("g.yaml", gateway); err != nil {
+		t.Errorf("the gateway's file alone with -listen and -admin off: %v", err)
 	}
 }

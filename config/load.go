@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,15 +38,88 @@ const (
 	DefaultAdminListen = "127.0.0.1:9090"
 )
 
+// LogLevels are the values log.level takes, and -log-level with it: the
+// one list, so that the file and the command line refuse the same values.
+func LogLevels() []string { return []string{"trace", "debug", "info", "warn", "error"} }
+
+// LogFormats are the values log.format and -log-format take.
+func LogFormats() []string { return []string{"json", "console"} }
+
 // Load reads, decodes strictly, defaults and validates the file at path. On
 // failure it returns an Errors listing every problem found, each with its
-// file:line and field path. It is safe to call from any goroutine.
-func Load(path string) (*Config, error) {
+// file:line and field path. It is safe to call from any goroutine. It
+// checks the file as written (`sluice validate`); a gateway loads with
+// Overrides.Load.
+func Load(path string) (*Config, error) { return Overrides{}.Load(path) }
+
+// Overrides are settings given outside the rules file, on the gateway's
+// command line (-listen, -admin), that replace the file's. Their Load,
+// Parse and LoadWithDocument put them in the Config after the defaults and
+// before validation: the listeners are checked as the gateway opens them,
+// and a file value they replace is neither checked nor used (SPEC 2:
+// "Flags override the file's listen / admin.listen"). The zero Overrides
+// replaces nothing.
+type Overrides struct {
+	Listen      string  // "": the file's listen
+	AdminListen *string // nil: the file's admin.listen; "": the admin listener off
+}
+
+// Load is the package's Load with ov applied.
+func (ov Overrides) Load(path string) (*Config, error) {
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return ov.Parse(path, data)
+}
+
+// replaces reports whether ov gives the setting at path (or one above it).
+func (ov Overrides) replaces(path string) bool {
+	for p := path; p != ""; p = parent(p) {
+		if (p == "listen" && ov.Listen != "") || (p == "admin.listen" && ov.AdminListen != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyOverrides puts the overrides in cfg, and forgets what the file said
+// of the settings they replace, even a value that did not decode: the
+// value checked from here on is the command line's.
+func (c *checker) applyOverrides() {
+	ov := c.over
+	if ov.Listen != "" {
+		c.cfg.Listen = ov.Listen
+	}
+	if ov.AdminListen != nil {
+		s := *ov.AdminListen
+		c.cfg.Admin.Listen = &s
+	}
+	c.errs = slices.DeleteFunc(c.errs, func(e Error) bool { return e.Field != "" && ov.replaces(e.Field) })
+	for p := range c.bad {
+		if ov.replaces(p) {
+			delete(c.bad, p)
+		}
+	}
+}
+
+// overridden marks an error about a value the command line gave: it is
+// on no line of the file.
+func (c *checker) overridden(e Error) Error {
+	if c.over.replaces(e.Field) {
+		e.Line = 0
+		e.Msg += " (given on the command line, in place of the file's)"
+	}
+	return e
+}
+
+// whereIs says where the value at path comes from, for a message that
+// points at another setting: "line N" of the file, or the command line.
+func (c *checker) whereIs(path string) string {
+	if c.over.replaces(path) {
+		return "from the command line"
+	}
+	return "line " + strconv.Itoa(c.lineOf(path))
 }
 
 // ReadFile reads a rules file as Load does: a missing file, a directory, a
@@ -113,15 +187,25 @@ func Parse(path string, data []byte) (*Config, error) {
 	if errs != nil {
 		return nil, errs
 	}
-	return parseFile(path, root)
+	return parseFile(path, root, Overrides{})
 }
 
-// parseFile is Parse on the file's root node.
-func parseFile(path string, root *yaml.Node) (*Config, error) {
+// Parse is the package's Parse with ov applied.
+func (ov Overrides) Parse(path string, data []byte) (*Config, error) {
+	root, errs := parseRoot(path, data, "file")
+	if errs != nil {
+		return nil, errs
+	}
+	return parseFile(path, root, ov)
+}
+
+// parseFile is Parse on the file's root node, with ov applied.
+func parseFile(path string, root *yaml.Node, ov Overrides) (*Config, error) {
 	if namesRulesSource(root) {
-		return parseGatewayFile(path, root)
+		return parseGatewayFile(path, root, ov)
 	}
 	d := newDecoder(path)
+	d.over = ov
 	d.reserve(root)
 	cfg := &Config{Path: path}
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
@@ -141,6 +225,7 @@ func (d *decoder) check(cfg *Config) {
 	c := &checker{decoder: d, cfg: cfg}
 	c.setLines()
 	c.applyAllDefaults()
+	c.applyOverrides()
 	c.validate()
 	c.validateEdge()
 	c.validateServer()

@@ -127,8 +127,9 @@ func deref(n *yaml.Node) *yaml.Node {
 // parseGatewayFile checks a file that names a rulesSource on its own (as
 // `sluice validate` does): its own sections fully, and that it holds none of
 // the document's. The Config it returns has no routes (NeedsDocument).
-func parseGatewayFile(path string, root *yaml.Node) (*Config, error) {
+func parseGatewayFile(path string, root *yaml.Node, ov Overrides) (*Config, error) {
 	d := newDecoder(path)
+	d.over = ov
 	keep, misplaced := splitSections(d, root, path, nil, "")
 	cfg := &Config{Path: path}
 	d.decode(keep, reflect.ValueOf(cfg).Elem(), "")
@@ -151,6 +152,11 @@ func parseGatewayFile(path string, root *yaml.Node) (*Config, error) {
 // the document's own line numbers. A section of the document in the file,
 // or a gateway's own section in the document, is an error.
 func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*Config, error) {
+	return Overrides{}.ParseWithDocument(path, data, docName, doc)
+}
+
+// ParseWithDocument is the package's ParseWithDocument with ov applied.
+func (ov Overrides) ParseWithDocument(path string, data []byte, docName string, doc []byte) (*Config, error) {
 	root, errs := parseRoot(path, data, "file")
 	if errs != nil {
 		return nil, errs
@@ -163,7 +169,7 @@ func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*C
 		return nil, errs
 	}
 	d := newDecoder(path)
-	d.doc = docName
+	d.doc, d.over = docName, ov
 	keep, misplaced := splitSections(d, root, path, docRoot, docName)
 	cfg := &Config{Path: path, Document: docName}
 	d.reserve(keep)
@@ -179,11 +185,16 @@ func ParseWithDocument(path string, data []byte, docName string, doc []byte) (*C
 // LoadWithDocument is ParseWithDocument on the rules file at path, read as
 // Load reads it.
 func LoadWithDocument(path, docName string, doc []byte) (*Config, error) {
+	return Overrides{}.LoadWithDocument(path, docName, doc)
+}
+
+// LoadWithDocument is the package's LoadWithDocument with ov applied.
+func (ov Overrides) LoadWithDocument(path, docName string, doc []byte) (*Config, error) {
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseWithDocument(path, data, docName, doc)
+	return ov.ParseWithDocument(path, data, docName, doc)
 }
 
 // splitSections builds the one mapping to decode: the file's own sections

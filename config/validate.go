@@ -21,7 +21,7 @@ func (c *checker) add(path, format string, args ...any) {
 			return
 		}
 	}
-	c.push(Error{File: c.fileOf(path), Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+	c.push(c.overridden(Error{File: c.fileOf(path), Line: c.lineOf(path), Field: path, Msg: fmt.Sprintf(format, args...)}))
 }
 
 // lineOf is the line of path, or of its nearest ancestor the file mentions
@@ -147,8 +147,8 @@ func (c *checker) validate() {
 	cfg := c.cfg
 	c.listenAddr("listen", cfg.Listen, cfg.TLS.Listen != "")
 	c.listenAddr("admin.listen", *cfg.Admin.Listen, true)
-	c.oneOf("log.level", cfg.Log.Level, "trace", "debug", "info", "warn", "error")
-	c.oneOf("log.format", cfg.Log.Format, "json", "console")
+	c.oneOf("log.level", cfg.Log.Level, LogLevels()...)
+	c.oneOf("log.format", cfg.Log.Format, LogFormats()...)
 	for i, p := range cfg.TrustedProxies {
 		c.prefix(idx("trustedProxies", i), p)
 	}
@@ -228,8 +228,8 @@ func (c *checker) distinctListeners() {
 			if ls[i].addr == ls[j].addr {
 				c.add(ls[j].path, "must differ from %s (both are %s)", ls[i].path, quote(ls[j].addr))
 			} else {
-				c.add(ls[j].path, "%s takes the port of %s (%s, line %d): each listener needs its own port",
-					quote(ls[j].addr), ls[i].path, quote(ls[i].addr), c.lineOf(ls[i].path))
+				c.add(ls[j].path, "%s takes the port of %s (%s, %s): each listener needs its own port",
+					quote(ls[j].addr), ls[i].path, quote(ls[i].addr), c.whereIs(ls[i].path))
 			}
 			break
 		}

@@ -12,7 +12,7 @@ import (
 
 // newAdmin builds the admin API, metrics and dashboard. Its token is set by
 // the reloader at each load (reloader.setToken); the editor checks an edit
-// with checkRules, as `sluice validate` and the reload do.
+// with checkRules, as the reload does.
 func newAdmin(inst *Instance) *admin.Server {
 	gw := inst.proxy
 	o := admin.Options{
@@ -20,7 +20,7 @@ func newAdmin(inst *Instance) *admin.Server {
 		Registry:   inst.registry,
 		State:      inst.adminState,
 		ConfigPath: inst.reloader.path,
-		Validate:   checkRules,
+		Validate:   inst.opts.checkRules,
 		Reload:     inst.reloader.request,
 		Now:        time.Now,
 		Stats: func() []admin.ResourceStats {
@@ -74,10 +74,12 @@ func (inst *Instance) rates() (pass, block float64) {
 }
 
 // checkRules is the one check of a rules file: what it accepts, the
-// gateway builds. `sluice validate` and the reload reach it through
-// config.Load, the editor directly.
-func checkRules(path string, data []byte) error {
-	_, err := config.Parse(path, data)
+// gateway builds. The reload reaches it through Overrides.Load, the editor
+// directly; both with the command line's listeners in place of the file's,
+// so that an edit is not refused for a value the flags replace.
+// `sluice validate` checks the file as written (config.Load).
+func (o Options) checkRules(path string, data []byte) error {
+	_, err := o.overrides().Parse(path, data)
 	return err
 }
 

@@ -38,10 +38,9 @@ type Instance struct {
 	fleet    *fleet           // nil: no rulesSource
 	// certs reports the TLS listener's certificates; set by startServers,
 	// before the admin API serves a request.
-	certs       *certStatus
-	lns         listeners             // opened by New, served by Run
-	adminListen string                // the admin address as configured; "": off
-	stopDemo    func(context.Context) // drains the -demo upstreams
+	certs    *certStatus
+	lns      listeners             // opened by New, served by Run
+	stopDemo func(context.Context) // drains the -demo upstreams
 }
 
 // build wires metrics, the CPU sampler, the Redis token service (when a
@@ -84,7 +83,7 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 			return nil, err
 		}
 	}
-	if o.adminAddr(cfg) != "" {
+	if cfg.AdminListen() != "" {
 		inst.admin = newAdmin(inst)
 		inst.reloader.setToken = inst.admin.SetToken
 		inst.reloader.setHosts = inst.admin.SetHosts

@@ -32,6 +32,9 @@ type fleet struct {
 	cache *rulesource.Cache
 	log   zerolog.Logger
 	id    string // this gateway in the fleet's heartbeats
+	// over are the command line's listeners, which replace the file's in
+	// every merge (Options.overrides).
+	over config.Overrides
 
 	mu      sync.Mutex
 	next    document // the newest document: what the next reload merges
@@ -56,8 +59,9 @@ type document struct {
 // file, as Load read it) names, and returns the rules to start with: the
 // file merged with the stored document, or with the last good one from the
 // cache when Redis is down or holds no valid document. Without either it
-// fails: a gateway with no rules cannot serve.
-func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, *config.Config, error) {
+// fails: a gateway with no rules cannot serve. over (the command line's
+// listeners) applies to this merge and every later one.
+func startFleet(path string, over config.Overrides, local *config.Config, log zerolog.Logger) (*fleet, *config.Config, error) {
 	src := local.RulesSource
 	rdb, err := dialSource(src)
 	if err != nil {
@@ -70,6 +74,7 @@ func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, 
 		cache: rulesource.NewCache(local.RulesCachePath(), src.Name()),
 		log:   log.With().Str("rulesSource", src.Name()).Logger(),
 		id:    host + "-" + strconv.Itoa(os.Getpid()),
+		over:  over,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
 	defer cancel()
@@ -79,7 +84,7 @@ func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, 
 	case err == nil && doc.Version > 0:
 		f.up = true
 		d := document{doc: doc, name: f.name, text: doc.Text}
-		cfg, err := config.LoadWithDocument(path, d.name, d.text)
+		cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
 		if err == nil {
 			f.next = d
 			return f, cfg, nil
@@ -98,7 +103,7 @@ func startFleet(path string, local *config.Config, log zerolog.Logger) (*fleet, 
 		return nil, nil, fmt.Errorf("no rules to start with: the rules source %s %s, and there are no last good rules: %v", f.name, why, cerr)
 	}
 	d := document{doc: cached, name: f.cache.Path(), text: file}
-	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
 	if err != nil {
 		rdb.Close()
 		logConfigErrors(f.log, err, "the last good rules do not fit the rules file")
@@ -141,7 +146,7 @@ func (f *fleet) merge(path string) (*config.Config, document, error) {
 	if noDoc != nil {
 		return nil, d, noDoc
 	}
-	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
 	return cfg, d, err
 }
 
@@ -151,7 +156,7 @@ func (f *fleet) mergeInForce(path string) (*config.Config, document, error) {
 	f.mu.Lock()
 	d := f.inForce
 	f.mu.Unlock()
-	cfg, err := config.LoadWithDocument(path, d.name, d.text)
+	cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
 	return cfg, d, err
 }
 
@@ -314,6 +319,6 @@ func (d fleetDoc) Push(ctx context.Context, text []byte, basedOn int64) (int64, 
 }
 
 func (d fleetDoc) Validate(text []byte) error {
-	_, err := config.LoadWithDocument(d.path, d.f.name, text)
+	_, err := d.f.over.LoadWithDocument(d.path, d.f.name, text)
 	return err
 }

@@ -21,9 +21,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
-
-	"sluice/config"
 )
 
 // maxHeaderBytes bounds a request's header block (net/http adds 4 KiB of
@@ -44,6 +43,7 @@ type Options struct {
 	// ReadHeaderTimeout overrides server.readHeaderTimeout; 0: the file's.
 	ReadHeaderTimeout time.Duration
 	// AdminToken (SLUICE_ADMIN_TOKEN) wins over admin.token; "": the file's.
+	// Both are used without surrounding white space.
 	AdminToken string
 	// Forwarder (SLUICE_FORWARDER) overrides every route's forwarder; "": theirs.
 	Forwarder string
@@ -56,15 +56,26 @@ type Options struct {
 // that invalid rules or a taken port stop the start. Nothing is served
 // before Run.
 func New(o Options) (*Instance, error) {
-	cfg, err := config.Load(o.Config)
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	// A token kept in a file (a Kubernetes Secret) often ends in a line
+	// break no client can send, and bearer trims the header's value: kept,
+	// such a token could never match (docs/admin.md).
+	blankToken := o.AdminToken != "" && strings.TrimSpace(o.AdminToken) == ""
+	o.AdminToken = strings.TrimSpace(o.AdminToken)
+	cfg, err := o.overrides().Load(o.Config)
 	log := newLogger(o.Log, o, cfg)
+	if blankToken {
+		log.Warn().Str("setting", EnvAdminToken).Msg(EnvAdminToken + " holds only white space: it is ignored, as if unset")
+	}
 	if err != nil {
 		logConfigErrors(log, err, "rules are invalid; not starting")
 		return nil, errors.New("invalid rules file")
 	}
 	var fl *fleet
 	if cfg.NeedsDocument() {
-		if fl, cfg, err = startFleet(o.Config, cfg, log); err != nil {
+		if fl, cfg, err = startFleet(o.Config, o.overrides(), cfg, log); err != nil {
 			log.Error().Err(err).Msg("not starting")
 			return nil, err
 		}
@@ -79,7 +90,6 @@ func New(o Options) (*Instance, error) {
 			return nil, err
 		}
 	}
-	inst.adminListen = o.adminAddr(cfg)
 	if inst.lns, err = listen(o, cfg, inst); err != nil {
 		inst.stopDemo(context.Background())
 		inst.close()
@@ -100,7 +110,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 		go inst.fleet.watch(ctx, inst.reloader.request)
 	}
 	srvs := inst.startServers(ctx, inst.lns)
-	plain, secure := inst.lns.traffic.addrs()
+	plain, secure, adminAddr := inst.Addrs() // as chosen, for a port 0
 	if inst.fleet != nil {
 		beatDone := make(chan struct{})
 		bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
@@ -108,7 +118,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 		// After the drain: a gateway that still serves stays in the fleet.
 		defer func() { stopBeat(); <-beatDone }()
 	}
-	inst.log.Info().Str("listen", plain).Str("tls", secure).Str("admin", inst.adminListen).Str("config", inst.opts.Config).
+	inst.log.Info().Str("listen", plain).Str("tls", secure).Str("admin", adminAddr).Str("config", inst.opts.Config).
 		Str("version", inst.opts.Version).Msg("sluice started")
 	return drain(ctx, srvs, inst.stopDemo, inst.opts.Drain, inst.log)
 }

@@ -281,3 +281,44 @@ func TestFleetMembership(t *testing.T) {
 		t.Errorf("the gateway stopped, yet the fleet lists %+v", beats)
 	}
 }
+
+// TestAdminTokenIsTrimmed: a token kept in a file often ends in a line
+// break (a Kubernetes Secret made --from-file), which no client can send
+// and admin's bearer trims from the header: SLUICE_ADMIN_TOKEN and
+// admin.token are used without surrounding white space (docs/admin.md),
+// and one of white space only counts as unset.
+func TestAdminTokenIsTrimmed(t *testing.T) {
+	up := upstream(t)
+	for _, tt := range []struct {
+		name, env, file string
+		bearer          string
+		want            int
+	}{
+		{"SLUICE_ADMIN_TOKEN with a line break", "s3cret\n", "", "s3cret", http.StatusAccepted},
+		{"admin.token with a line break", "", `"s3cret\n"`, "s3cret", http.StatusAccepted},
+		{"SLUICE_ADMIN_TOKEN with spaces, over admin.token", "  s3cret\r\n", "other", "s3cret", http.StatusAccepted},
+		{"a wrong token still refused", "s3cret\n", "", "s3cre", http.StatusUnauthorized},
+		{"SLUICE_ADMIN_TOKEN of white space only: admin.token", "\n", "other", "other", http.StatusAccepted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := "routes: [{path: /a, upstream: app}]"
+			if tt.file != "" {
+				body += "\nadmin: {token: " + tt.file + "}"
+			}
+			path, _ := rulesFile(t, up, body)
+			var log logs
+			inst, _ := running(t, Options{Config: path, Admin: "127.0.0.1:0", AdminToken: tt.env, Log: &log, Drain: time.Second})
+			_, _, admin := inst.Addrs()
+			req, _ := http.NewRequest("POST", "http://"+admin+"/api/reload", nil)
+			req.Header.Set("Authorization", "Bearer "+tt.bearer)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("POST /api/reload with Bearer %s: %d, want %d", tt.bearer, resp.StatusCode, tt.want)
+			}
+		})
+	}
+}

@@ -17,12 +17,12 @@ type listeners struct {
 // listen opens the traffic listeners (plain and TLS, see listenTraffic) and,
 // unless it is off, the admin listener; on error it closes what it opened.
 func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
-	tr, err := listenTraffic(cfg, o.trafficAddr(cfg), inst.proxy, o, inst.log)
+	tr, err := listenTraffic(cfg, cfg.Listen, inst.proxy, o, inst.log)
 	if err != nil {
 		return listeners{}, err
 	}
 	lns := listeners{traffic: tr}
-	if addr := o.adminAddr(cfg); addr != "" {
+	if addr := cfg.AdminListen(); addr != "" {
 		if lns.admin, err = net.Listen("tcp", addr); err != nil {
 			tr.close()
 			return listeners{}, fmt.Errorf("admin listen %s: %w", addr, err)
@@ -31,22 +31,19 @@ func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
 	return lns, nil
 }
 
-// trafficAddr is where traffic is served: -listen, else the file's listen.
-func (o Options) trafficAddr(cfg *config.Config) string {
-	if o.Listen != "" {
-		return o.Listen
-	}
-	return cfg.Listen
-}
-
-// adminAddr is where the admin API is served: -admin ("off": nowhere),
-// else the file's admin.listen; "" means off.
-func (o Options) adminAddr(cfg *config.Config) string {
+// overrides are the command line's -listen and -admin as config applies
+// them: the one place the flags replace the file's listen and admin.listen,
+// at start, at every reload and in the editor's check, so that the file's
+// replaced values are never checked or used. cfg.Listen and
+// cfg.AdminListen() are then the addresses in force.
+func (o Options) overrides() config.Overrides {
+	ov := config.Overrides{Listen: o.Listen}
 	switch o.Admin {
 	case "":
-		return cfg.AdminListen()
 	case "off":
-		return ""
+		ov.AdminListen = new(string)
+	default:
+		ov.AdminListen = &o.Admin
 	}
-	return o.Admin
+	return ov
 }

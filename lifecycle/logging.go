@@ -1,13 +1,46 @@
 package lifecycle
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/rs/zerolog"
 
 	"sluice/config"
 )
+
+// Check refuses a -log-level or -log-format value that log.level or
+// log.format would refuse in the file (config.LogLevels, the one list):
+// falling back to info or JSON would hide the mistake. main exits 2 on it
+// before anything starts, and New refuses it too. The error names the flag.
+func (o Options) Check() error {
+	var errs []string
+	for _, f := range []struct {
+		flag, value string
+		allowed     []string
+	}{
+		{"-log-level", o.LogLevel, config.LogLevels()},
+		{"-log-format", o.LogFormat, config.LogFormats()},
+	} {
+		if f.value != "" && !slices.Contains(f.allowed, f.value) {
+			errs = append(errs, fmt.Sprintf("%s: must be one of %s, got %q", f.flag, strings.Join(f.allowed, ", "), f.value))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// LogChoices are the values -log-level and -log-format take, for their
+// usage text: "trace|debug|info|warn|error" and "json|console".
+func LogChoices() (levels, formats string) {
+	return strings.Join(config.LogLevels(), "|"), strings.Join(config.LogFormats(), "|")
+}
 
 // newLogger builds the zerolog logger: flags override the file; JSON unless
 // asked for console or stderr is a terminal.

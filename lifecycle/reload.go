@@ -102,7 +102,7 @@ func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fleet == nil {
-		cfg, err := config.Load(r.path)
+		cfg, err := r.opts.overrides().Load(r.path)
 		if err == nil && cfg.NeedsDocument() {
 			// Serving the file's own settings alone would drop every route.
 			err = config.Errors{{File: r.path, Msg: "rulesSource was added: it takes effect at restart; the rules in force stay"}}

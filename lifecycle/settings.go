@@ -145,12 +145,14 @@ func (r *reloader) announceLive(prev, next *config.Config) {
 }
 
 // adminToken is the admin token in force with cfg: SLUICE_ADMIN_TOKEN wins
-// over admin.token.
+// over admin.token. Either is trimmed of surrounding white space (New trims
+// the variable): a token read from a file often ends in a line break, which
+// no client sends and bearer trims from the header, so it could never match.
 func (o Options) adminToken(cfg *config.Config) string {
 	if o.AdminToken != "" {
 		return o.AdminToken
 	}
-	return cfg.Admin.Token
+	return strings.TrimSpace(cfg.Admin.Token)
 }
 
 // applyAdminToken puts next's admin token in force at once, so that a
@@ -162,7 +164,11 @@ func (r *reloader) applyAdminToken(prev, next *config.Config) {
 	}
 	tok := r.opts.adminToken(next)
 	r.setToken(tok)
-	if prev == nil || next.Admin.Token == prev.Admin.Token {
+	if prev == nil {
+		return
+	}
+	prevTok := strings.TrimSpace(prev.Admin.Token)
+	if strings.TrimSpace(next.Admin.Token) == prevTok {
 		return
 	}
 	if r.opts.AdminToken != "" {
@@ -174,7 +180,7 @@ func (r *reloader) applyAdminToken(prev, next *config.Config) {
 	switch {
 	case tok == "":
 		ev.Msg("admin.token removed: writes need no token and are accepted only from this machine (a loopback peer)")
-	case prev.Admin.Token == "":
+	case prevTok == "":
 		ev.Msg("admin.token set: writes need it from now on")
 	default:
 		ev.Msg("admin.token changed: the new token is in force, the old one is refused")
