@@ -147,19 +147,30 @@ func AppendJoined(dst []byte, v string, first bool) []byte {
 	}
 }
 
-// joinedParts counts the parts of a joined value: one more than its "+"
-// that are not escaped.
-func joinedParts(v string) int {
-	n := 1
+// SplitJoined is AppendJoined's inverse: the parts of a composite key's
+// joined value, unescaped. ok is false when a "\" is followed by anything
+// but "+" or "\" (or ends the value): AppendJoined never writes that, so no
+// request's value is ever so spelled; parts then reads such a "\" as
+// itself, so that rejoining them gives the spelling that was meant.
+func SplitJoined(v string) (parts []string, ok bool) {
+	ok = true
+	var part []byte
 	for i := 0; i < len(v); i++ {
-		switch v[i] {
-		case '\\':
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v) && (v[i+1] == '+' || v[i+1] == '\\'):
 			i++
-		case '+':
-			n++
+			part = append(part, v[i])
+		case c == '\\':
+			ok = false
+			part = append(part, c)
+		case c == '+':
+			parts = append(parts, string(part))
+			part = part[:0]
+		default:
+			part = append(part, c)
 		}
 	}
-	return n
+	return append(parts, string(part)), ok
 }
 
 // Matcher compiles m; the zero ParamMatch gives the Matcher of every value.

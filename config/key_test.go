@@ -83,6 +83,24 @@ func TestAppendJoined(t *testing.T) {
 		if got := join(c.parts...); got != c.want {
 			t.Errorf("join %q = %q, want %q", c.parts, got, c.want)
 		}
+		// SplitJoined reads every joined value back into its parts.
+		if parts, ok := config.SplitJoined(c.want); !ok || !reflect.DeepEqual(parts, c.parts) {
+			t.Errorf("SplitJoined(%q) = %q, %v; want %q, true", c.want, parts, ok, c.parts)
+		}
+	}
+	// A "\" before anything but "+" or "\" is no joined value's: not ok,
+	// and read as itself, so the parts rejoin to the spelling meant.
+	for _, c := range []struct {
+		v     string
+		parts []string
+	}{
+		{`10.0.0.1+CORP\alice`, []string{"10.0.0.1", `CORP\alice`}},
+		{`a\`, []string{`a\`}},
+		{`a\x+\\b`, []string{`a\x`, `\b`}},
+	} {
+		if parts, ok := config.SplitJoined(c.v); ok || !reflect.DeepEqual(parts, c.parts) {
+			t.Errorf("SplitJoined(%q) = %q, %v; want %q, false", c.v, parts, ok, c.parts)
+		}
 	}
 	seen := map[string][]string{}
 	for _, parts := range [][]string{

@@ -66,7 +66,7 @@ func TestLoadFull(t *testing.T) {
 		},
 		ParamRules: []config.ParamRule{
 			{Resource: "get-order", Param: config.Key{{Kind: config.SourcePath, Name: "orderId"}}, Grade: config.GradeQPS, Count: 2, DurationSec: 2,
-				BurstCount: 3, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
+				ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 100, MaxTrackedValues: 5000, DryRun: true,
 				Window: config.WindowRolling, Timezone: config.DefaultTimezone, CountOn: config.CountOnRequest,
 				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal},
 				Items:         []config.ParamItem{{Value: "102", Count: 4}, {Value: "103", Count: 0}}, Line: 65},

@@ -42,3 +42,42 @@ paramRules:
 		}
 	}
 }
+
+// TestParamRulesThatApplyLoad: the checks that refuse an item, a pattern
+// or a burstCount that would load and never apply
+// (testdata/param_never_applies.yaml) refuse nothing that a request can
+// meet: each spelling here is the one its source gives, and loads.
+func TestParamRulesThatApplyLoad(t *testing.T) {
+	for _, tc := range []struct{ name, rule string }{
+		{"exact item", `param: header:X-Key
+    items: [{ value: "k1", count: 0 }]`},
+		{"composite item, canonical ip", `param: ip+header:X-Tenant
+    items: [{ value: "2001:db8::7+acme", count: 0 }, { value: "192.0.2.7+acme", count: 0 }]`},
+		{"composite item, escaped \\ and +", `param: ip+header:X-Tenant
+    items: [{ value: '10.0.0.1+CORP\\alice', count: 0 }, { value: '10.0.0.1+a\+b', count: 0 }]`},
+		{"composite item, not an address in the ip part", `param: ip+header:X-Tenant
+    items: [{ value: "unix-peer+acme", count: 0 }]`},
+		{"composite class may be empty-ended", `param: ip+header:X-Tenant
+    items: [{ value: "10.0.0.1+", match: prefix, count: 0 }]`},
+		{"host items as the source gives them", `param: host
+    match: { strategy: prefix, pattern: "shop." }
+    items: [{ value: "shop.example.com", count: 0 }, { value: "2001:db8::1", count: 0 }, { value: "(?i)^SHOP", match: regex, count: 1 }]`},
+		{"upper case on a header key", `param: header:X-Key
+    match: { strategy: prefix, pattern: "VIP-" }
+    items: [{ value: "Shop.Example.com", count: 0 }]`},
+		{"burstCount with qps reject", `param: header:X-Key
+    burstCount: 4`},
+		{"query name", `param: query:id`},
+	} {
+		doc := `upstreams: {app: {targets: ["http://127.0.0.1:9001"]}}
+routes:
+  - { path: /api, upstream: app, resource: api }
+paramRules:
+  - resource: api
+    count: 10
+    ` + tc.rule + "\n"
+		if _, err := config.Parse("r.yaml", []byte(doc)); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}

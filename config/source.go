@@ -57,6 +57,11 @@ func parseSource(s string) (Source, string) {
 		if name == "" {
 			return bad("missing name after \"query:\"")
 		}
+		if strings.ContainsAny(name, " \t\r\n\v\f=&#") {
+			// "query: id" would read a parameter " id", which no ?id=
+			// is: a rule that limits nothing.
+			return bad("query name " + quote(name) + " must not hold a space, tab, \"=\", \"&\" or \"#\" (query:id reads ?id=1)")
+		}
 		return Source{Kind: SourceQuery, Name: name}, ""
 	case SourcePath:
 		if name == "" {
@@ -72,6 +77,29 @@ func parseSource(s string) (Source, string) {
 		}
 	}
 	return bad("unknown kind " + quote(kind))
+}
+
+// HostValue is the host source's value of a request's Host: without port or
+// IPv6 brackets, without a trailing dot, lower-cased, so that
+// SHOP.example.:8080 and shop.example are one value. It allocates only to
+// lower-case. The gateway reads the source with it and validation holds
+// host items to it, so the two agree.
+func HostValue(hostport string) string {
+	h := hostport
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			h = h[1:i]
+		}
+	} else if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
 }
 
 // isToken reports whether s is an RFC 9110 token (header and cookie names).

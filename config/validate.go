@@ -577,9 +577,18 @@ func (c *checker) paramRules(ix routeIndex) {
 			c.add(p+".durationSec", "must be > 0, got %d", r.DurationSec)
 		}
 		c.duration(p+".durationSec", r.DurationSec, true)
-		c.nonNegative(p+".burstCount", float64(r.BurstCount))
-		c.atMostInt(p+".burstCount", r.BurstCount, MaxCount, "2^31")
 		behaviorOK := c.oneOf(p+".controlBehavior", string(r.ControlBehavior), string(BehaviorReject), string(BehaviorThrottle))
+		if _, quota := r.Window.Calendar(); r.BurstCount != 0 && !quota && !r.ClusterMode && gradeOK && behaviorOK &&
+			(r.Grade != GradeQPS || r.ControlBehavior != BehaviorReject) {
+			// Only the qps reject bucket holds extra tokens: a throttle
+			// queue and an in-flight count would silently ignore it. (A
+			// quota and clusterMode refuse any burstCount, below.)
+			c.add(p+".burstCount", "is only used with grade qps and controlBehavior reject, got grade %s, controlBehavior %s",
+				quote(string(r.Grade)), quote(string(r.ControlBehavior)))
+		} else {
+			c.nonNegative(p+".burstCount", float64(r.BurstCount))
+			c.atMostInt(p+".burstCount", r.BurstCount, MaxCount, "2^31")
+		}
 		if gradeOK && behaviorOK && r.Grade == GradeConcurrency && r.ControlBehavior != BehaviorReject {
 			c.add(p+".controlBehavior", "must be reject with grade concurrency, got %s", quote(string(r.ControlBehavior)))
 		}
@@ -767,11 +776,33 @@ func (c *checker) paramMatch(p string, r ParamRule) {
 	}
 	if _, err := m.Matcher(); err != nil {
 		c.add(mp+".pattern", "%s", err.Error())
+		return
+	}
+	c.hostPattern(mp+".pattern", r.Param, m.Strategy, m.Pattern)
+}
+
+// hostPattern refuses a pattern on a host key that no host value can
+// match: the host source's values are lower-case, without port or trailing
+// dot (HostValue), so an exact pattern must be so written and a prefix or
+// contains pattern must hold no upper-case letter. (A regex may say (?i).)
+func (c *checker) hostPattern(path string, key Key, s MatchStrategy, pattern string) {
+	if len(key) != 1 || key[0].Kind != SourceHost {
+		return
+	}
+	switch s {
+	case MatchExact:
+		c.sourceForm(path, key[0], pattern)
+	case MatchPrefix, MatchContains:
+		if lower := strings.ToLower(pattern); lower != pattern {
+			c.add(path, "write the pattern in lower case, %s: the host source gives lower-case hosts, got %s", quote(lower), quote(pattern))
+		}
 	}
 }
 
-// paramItem checks an item's match and, for an exact item of a composite
-// key, that its value joins as many parts as the key has sources.
+// paramItem checks an item's match, and that an exact item is a value some
+// request can give: not empty, and for a composite key as many non-empty
+// parts as the key has sources, escaped as AppendJoined escapes them, an
+// ip or host value (or part) written as that source writes it.
 func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 	if it.Match != "" && !c.oneOf(ip+".match", string(it.Match), matchStrategies...) {
 		return
@@ -782,23 +813,90 @@ func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 	if it.Class() {
 		if _, err := it.Matcher(); err != nil {
 			c.add(ip+".value", "%s", err.Error())
+			return
+		}
+		c.hostPattern(ip+".value", key, it.Match, it.Value)
+		return
+	}
+	if it.Value == "" {
+		// No source gives an empty value (a request without the parameter,
+		// or with it empty, has none), so the item would never apply.
+		c.add(ip+".value", "must not be empty: no source gives an empty value (a request without the parameter is not limited by the rule; limit it with a flow rule)")
+		return
+	}
+	if !key.Composite() {
+		if len(key) == 1 {
+			c.sourceForm(ip+".value", key[0], it.Value)
 		}
 		return
 	}
-	if len(key) == 1 && key[0].Kind == SourceIP {
-		// The ip source gives canonical addresses (RFC 5952, IPv4-mapped
-		// as IPv4), and an exact item is compared byte for byte: another
-		// spelling would load and never apply.
-		if a, ok := match.Addr(it.Value); ok {
-			if canon := match.AddrString(a, it.Value); canon != it.Value {
-				c.add(ip+".value", "write the address as the ip source gives it, %s, got %s", quote(canon), quote(it.Value))
-			}
-		}
-	}
-	if key.Composite() && joinedParts(it.Value) != len(key) {
+	parts, ok := SplitJoined(it.Value)
+	if len(parts) != len(key) {
 		c.add(ip+".value", "must be %d values joined by \"+\", one for each source of %s (\\+ and \\\\ stand for a \"+\" and a \"\\\" inside a value), got %s",
 			len(key), key.String(), quote(it.Value))
+		return
 	}
+	// The item is compared byte for byte with the joined value, which
+	// AppendJoined writes from each source's own form: name the value to
+	// write whenever a part is spelled otherwise.
+	var want []byte
+	var why []string
+	if !ok {
+		why = append(why, `a "\" inside a value is written "\\", a "+" "\+"`)
+	}
+	for i, part := range parts {
+		if part == "" {
+			c.add(ip+".value", "part %d (%s) is empty: a request giving an empty value has no value for the key, so the item would never apply, got %s",
+				i+1, key[i].String(), quote(it.Value))
+			return
+		}
+		if form := sourceValue(key[i], part); form != "" && form != part {
+			why = append(why, sourceFormWhy[key[i].Kind])
+			part = form
+		}
+		want = AppendJoined(want, part, i == 0)
+	}
+	if len(why) > 0 {
+		c.add(ip+".value", "write the value as the sources of %s give it, %s (%s), got %s",
+			key.String(), quote(string(want)), strings.Join(why, "; "), quote(it.Value))
+	}
+}
+
+// sourceFormWhy says how the sources with one canonical form write values.
+var sourceFormWhy = map[SourceKind]string{
+	SourceIP:   "the ip source gives addresses as RFC 5952 writes them, an IPv4-mapped one as IPv4",
+	SourceHost: "the host source gives hosts lower-case, without port or trailing dot",
+}
+
+// sourceForm refuses an exact item value of one source that the source
+// never gives in that spelling (compared byte for byte, it would load and
+// never apply), naming the spelling to write.
+func (c *checker) sourceForm(path string, src Source, v string) {
+	form := sourceValue(src, v)
+	if form == "" || form == v {
+		return
+	}
+	switch src.Kind {
+	case SourceIP:
+		c.add(path, "write the address as the ip source gives it, %s, got %s", quote(form), quote(v))
+	case SourceHost:
+		c.add(path, "write the host as the host source gives it (lower-case, without port or trailing dot), %s, got %s", quote(form), quote(v))
+	}
+}
+
+// sourceValue is v as src gives it, for the sources that write their values
+// in one canonical form: ip (RFC 5952, IPv4-mapped as IPv4) and host
+// (HostValue). "" when src has no such form or v is not an address.
+func sourceValue(src Source, v string) string {
+	switch src.Kind {
+	case SourceIP:
+		if a, ok := match.Addr(v); ok {
+			return match.AddrString(a, v)
+		}
+	case SourceHost:
+		return HostValue(v)
+	}
+	return ""
 }
 
 // cidrKey refuses a cidr match on a key whose values are never addresses.

@@ -92,6 +92,11 @@ paramRules:
 			{target: "/item/x", lines: []string{"Cookie", "id=102"}, status: 200},
 			{target: "/item/x", lines: []string{"Cookie", "id=102"}, status: 200},
 			{target: "/item/x", lines: []string{"Cookie", "id=; id=102"}, status: 429, reason: "param"},
+			// A space or tab before '=' is the same cookie to net/http,
+			// Python and Node: it must not get past the limit.
+			{target: "/item/x", lines: []string{"Cookie", "id =102"}, status: 429, reason: "param"},
+			{target: "/item/x", lines: []string{"Cookie", "id\t=102"}, status: 429, reason: "param"},
+			{target: "/item/x", lines: []string{"Cookie", "a=1; id =102"}, status: 429, reason: "param"},
 			{target: "/item/x", lines: []string{"Cookie", "id=101", "Cookie", "id=102"}, status: 429, reason: "param"},
 			{target: "/item/x", lines: []string{"Cookie", "id=101; a=1"}, status: 200},
 			{target: "/item/x", lines: []string{"Cookie", "id=101"}, status: 200},

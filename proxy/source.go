@@ -105,7 +105,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 			cookieValues(r.Header["Cookie"], src.Name, vs)
 		}
 	case config.SourceHost:
-		vs.add(canonicalHost(hostOnly(r.Host)))
+		vs.add(config.HostValue(r.Host))
 	case config.SourceIP:
 		if v, ok := s.clientIP(r); ok {
 			vs.add(v)
@@ -202,19 +202,6 @@ func (s *sources) peerTrusted(r *http.Request) bool {
 	}
 	a, _, ok := canonicalAddr(hostOnly(r.RemoteAddr))
 	return ok && s.trustedAddr(a)
-}
-
-// canonicalHost lower-cases a host name and drops a trailing dot, so that
-// SHOP.example. and shop.example are one value (allocating only for the
-// former).
-func canonicalHost(h string) string {
-	h = strings.TrimSuffix(h, ".")
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(h)
-		}
-	}
-	return h
 }
 
 // hostOnly strips a port and IPv6 brackets without allocating.
@@ -334,6 +321,14 @@ func nextListElement(line string) (elem, rest string) {
 
 // cookieValues adds the values of every cookie called name, without
 // parsing the others.
+//
+// The name is trimmed of spaces and tabs after cutting at '=', as
+// net/http's readCookies (Request.Cookie), Python's http.cookies and
+// Node's cookie do: they read "sid =abc" as sid=abc, so an untrimmed
+// compare would let one space past a cookie:sid limit. The value is
+// trimmed too (Python and Node read "sid= abc" as abc; net/http keeps
+// " abc", which then shares abc's bucket: stricter, never a way past)
+// and its double quotes removed, so no spelling of a value is a fresh key.
 func cookieValues(lines []string, name string, vs *valueSet) {
 	for _, line := range lines {
 		for line != "" {
@@ -343,11 +338,11 @@ func cookieValues(lines []string, name string, vs *valueSet) {
 			} else {
 				part, line = line, ""
 			}
-			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok || k != name {
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || trimOWS(k) != name {
 				continue
 			}
-			if !vs.add(strings.Trim(v, `"`)) {
+			if !vs.add(strings.Trim(trimOWS(v), `"`)) {
 				return
 			}
 		}

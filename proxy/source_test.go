@@ -81,7 +81,7 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 	r.RemoteAddr = "10.1.2.3:5"
 	r.Header.Set("X-Forwarded-For", "9.9.9.9")
 	r.Header.Set("X-Origin", "app")
-	r.Header.Set("Cookie", "a=1; sid=x")
+	r.Header.Set("Cookie", "a=1; sid = \"x\"") // trimmed and unquoted in place
 	v, _ := readTarget(r, true)
 	for _, s := range []config.Source{
 		{Kind: config.SourceHeader, Name: "X-Origin"}, {Kind: config.SourceQuery, Name: "id"},
@@ -164,6 +164,47 @@ func TestClientIPCanonical(t *testing.T) {
 				t.Errorf("ip = %q, %v; want %q", got, ok, c.want)
 			}
 		})
+	}
+}
+
+// TestCookieSourceReadsNameAsServersDo: a cookie: source (param rules and
+// origin.from) sees the cookie the upstream reads (SPEC §11 One view).
+// net/http's Request.Cookie, Python's http.cookies and Node's cookie trim
+// the spaces around a cookie's name, so "sid =abc" is sid=abc to them; an
+// untrimmed compare gave no value and let one space past a cookie:sid
+// limit. Values are trimmed and unquoted too, so no spelling of a value is
+// a fresh key.
+func TestCookieSourceReadsNameAsServersDo(t *testing.T) {
+	src, _ := newSources(nil)
+	sid := config.Source{Kind: config.SourceCookie, Name: "sid"}
+	for _, c := range []struct {
+		line string
+		want []string
+		// goReads: net/http's Request.Cookie("sid") gives the same value.
+		goReads bool
+	}{
+		{"sid=abc", []string{"abc"}, true},
+		{"sid =abc", []string{"abc"}, true},
+		{"sid\t=abc", []string{"abc"}, true},
+		{" sid \t =abc", []string{"abc"}, true},
+		{"other=1; sid =abc", []string{"abc"}, true},
+		{"other=1;sid\t=abc ;x=2", []string{"abc"}, true},
+		{`sid ="abc"`, []string{"abc"}, true},
+		{"sid= abc", []string{"abc"}, false}, // Python and Node read abc; net/http " abc"
+		{"sid =", nil, false},
+		{"s id=abc", nil, false},
+		{"sidx =abc", nil, false},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", c.line)
+		if got, ok := readValues(src, r, nil, sid); !ok || !slices.Equal(got, c.want) {
+			t.Errorf("Cookie %q: values %q, want %q", c.line, got, c.want)
+		}
+		if c.goReads {
+			if ck, err := r.Cookie("sid"); err != nil || ck.Value != c.want[0] {
+				t.Errorf("Cookie %q: net/http reads %v, %v; the case assumes sid=%s", c.line, ck, err, c.want[0])
+			}
+		}
 	}
 }
 
