@@ -141,17 +141,32 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 				Msg("would block (dryRun)")
 		}
 	}
-	if c.wantQuotas {
-		// Every quota that counted the call; RateLimit names the nearest to blocking.
-		c.quotas.set(ex.Header(), s.rateLimit, rt.blocked.legacy, false)
-	}
 	if prio && rt.waits != nil {
 		rt.waits.PrioritizedWait()
 	}
-	if wait > 0 && !s.clock.Sleep(r.Context(), wait) {
-		// The client left while queued: it is not forwarded and counts nowhere.
-		c.cancel(s.clock.Now(), limiter.ReasonNone)
-		return
+	if wait > 0 {
+		// A queued call is not in flight (Sentinel counts a call once its
+		// flow checks, their sleep included, are over): it holds no
+		// system.maxConcurrency slot while it waits, and takes one when its
+		// wait ends if one is free.
+		c.sys.Queue()
+		if !s.clock.Sleep(r.Context(), wait) {
+			// The client left while queued: it is not forwarded and counts nowhere.
+			c.cancel(s.clock.Now(), limiter.ReasonNone)
+			return
+		}
+		now := s.clock.Now()
+		if v := c.sys.Resume(now); v.Blocked {
+			c.cancel(now, v.Reason)
+			rt.reject(ex, origin, v, start)
+			return
+		}
+	}
+	if c.wantQuotas {
+		// Every quota that counted the call; RateLimit names the nearest to
+		// blocking. Set once the call is sure to be forwarded: a call that
+		// waited may still be refused for system.maxConcurrency.
+		c.quotas.set(ex.Header(), s.rateLimit, rt.blocked.legacy, false)
 	}
 	rt.forward(ex, r, start, origin)
 }

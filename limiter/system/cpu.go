@@ -26,7 +26,7 @@ type ProcessCPU struct {
 	usage atomic.Uint64 // math.Float64bits of the last sample
 
 	read  func() (time.Duration, error) // process CPU time so far
-	cores int
+	cores func() int                    // cores the process may use now
 
 	lastCPU  time.Duration
 	lastWall time.Time
@@ -37,8 +37,15 @@ var _ CPUUsage = (*ProcessCPU)(nil)
 
 // NewProcessCPU returns a sampler reading /proc/self/stat; call Run to sample.
 func NewProcessCPU() *ProcessCPU {
-	return &ProcessCPU{read: readProcSelfStat, cores: runtime.NumCPU()}
+	return &ProcessCPU{read: readProcSelfStat, cores: maxProcs}
 }
+
+// maxProcs is the number of cores the process may use: GOMAXPROCS, which
+// since Go 1.25 follows a cgroup CPU quota (Kubernetes limits.cpu, docker
+// --cpus) and the affinity mask, where runtime.NumCPU ignores the quota: a
+// gateway allowed 1 CPU on a 16-core node would read at most 1/16. It is read
+// at each sample because the runtime lowers it when the quota changes.
+func maxProcs() int { return runtime.GOMAXPROCS(0) }
 
 // Run samples every period until ctx is done. The first sample is taken at
 // once; Usage reports 0 until the second.
@@ -68,7 +75,7 @@ func (p *ProcessCPU) sample(wall time.Time) {
 		return
 	}
 	if p.primed {
-		p.usage.Store(math.Float64bits(usage(cpu-p.lastCPU, wall.Sub(p.lastWall), p.cores)))
+		p.usage.Store(math.Float64bits(usage(cpu-p.lastCPU, wall.Sub(p.lastWall), p.cores())))
 	}
 	p.lastCPU, p.lastWall, p.primed = cpu, wall, true
 }

@@ -7,7 +7,15 @@ import "time"
 var ParseStat = parseStat
 
 func NewProcessCPUFrom(read func() (time.Duration, error), cores int) *ProcessCPU {
-	return &ProcessCPU{read: read, cores: cores}
+	return &ProcessCPU{read: read, cores: func() int { return cores }}
+}
+
+// NewProcessCPUReading is NewProcessCPU (its count of cores) with read in
+// place of /proc/self/stat.
+func NewProcessCPUReading(read func() (time.Duration, error)) *ProcessCPU {
+	p := NewProcessCPU()
+	p.read = read
+	return p
 }
 
 func (p *ProcessCPU) Sample(wall time.Time) { p.sample(wall) }

@@ -11,6 +11,8 @@
 package system
 
 import (
+	"math"
+
 	"sluice/config"
 	"sluice/limiter"
 	"sluice/limiter/window"
@@ -30,7 +32,11 @@ type CPUUsage interface{ Usage() float64 }
 //     in the exact sliding window flow rules use (window.Exact): no real
 //     one-second interval passes more than maxQps, a client keeping to it is
 //     never refused, and a call that is later cancelled is taken back.
+//     Under 1 it reads as flow rules read a qps count under one call a
+//     second: one pass per the fewest whole seconds that hold one (0.5: one
+//     every 2 s), as a window of whole calls would otherwise pass none.
 //   - maxConcurrency: calls in flight never exceed it (CAS on one counter).
+//     A call waiting to be forwarded (Token.Queue) is not in flight.
 //   - maxAvgRtMs: blocks while the average response time of the calls that
 //     completed in the last second (the same window) exceeds it and at least one other call is
 //     in flight. Sentinel blocks regardless of in-flight calls; we let a call
@@ -40,7 +46,8 @@ type CPUUsage interface{ Usage() float64 }
 //   - adaptive: Sentinel's checkBbr: blocks when more than one other call is
 //     in flight and in-flight > maxSuccessQps x minRt, where maxSuccessQps is
 //     the most successful calls in one second of the last ten, and minRt is
-//     the smallest per-second average RT of successes (Kratos' BBR; Sentinel
+//     the smallest per-second average RT of successes in the completed
+//     seconds (Kratos' BBR; Sentinel
 //     takes the single fastest call, which on a spread RT distribution sheds a
 //     busy but healthy gateway). Without a completed second of history it
 //     never blocks. With maxCpuUsage also set, CPU usage is the trigger as in
@@ -60,7 +67,8 @@ type Guard struct {
 	count  bool // track calls in flight
 	locked bool // a check needs the windows (anything but maxConcurrency, cpu)
 	st     *stats
-	qps    *window.Exact // maxQps: the passes of the last second
+	qps    *window.Exact // maxQps: the passes of its window (qpsWindow)
+	qpsLim float64       // whole passes qps may hold
 }
 
 // New builds the gateway-wide guard for cfg (validated by config: no
@@ -87,13 +95,15 @@ func New(cfg config.System, prev *Guard, cpu CPUUsage) *Guard {
 		g.st = newStats()
 	}
 	if g.maxQps > 0 {
+		var ns int64
+		ns, g.qpsLim = qpsWindow(g.maxQps)
 		switch {
 		case prev != nil && prev.qps != nil && prev.maxQps == g.maxQps:
 			g.qps = prev.qps
 		case prev != nil && prev.qps != nil:
-			g.qps = prev.qps.Resized(g.maxQps) // the last second's passes still count
+			g.qps = prev.qps.Resized(ns, g.qpsLim) // the last second's passes still count
 		default:
-			g.qps = window.NewExact(qpsInterval, g.maxQps)
+			g.qps = window.NewExact(ns, g.qpsLim)
 		}
 	}
 	return g
@@ -114,46 +124,50 @@ func (g *Guard) Enter(now int64) (Token, limiter.Verdict) {
 		return Token{}, limiter.Verdict{}
 	}
 	st := g.st
-	var others int64
-	if g.maxConc > 0 {
-		for {
-			n := st.inFlight.Load()
-			if n >= g.maxConc {
-				return Token{}, blocked
-			}
-			if st.inFlight.CompareAndSwap(n, n+1) {
-				others = n
-				break
-			}
-		}
-	} else {
-		others = st.inFlight.Add(1) - 1
+	others, ok := st.take(g.maxConc)
+	if !ok {
+		return Token{}, blocked
 	}
 	if !g.locked {
 		if g.maxCpu > 0 && g.cpuHigh() {
 			st.inFlight.Add(-1)
 			return Token{}, blocked
 		}
-		return Token{st: st, enter: now}, limiter.Verdict{}
+		return Token{st: st, enter: now, since: now, maxConc: g.maxConc}, limiter.Verdict{}
 	}
 
 	st.mu.Lock()
 	st.advance(now)
-	ok := g.admit(now, others)
+	ok = g.admit(now, others)
 	st.mu.Unlock()
 	if ok && g.qps != nil {
 		var r window.Result
-		ok = g.qps.TryAdd(now, 1, g.maxQps, false, &r)
+		ok = g.qps.TryAdd(now, 1, g.qpsLim, false, &r)
 	}
 	if !ok {
 		st.inFlight.Add(-1)
 		return Token{}, blocked
 	}
-	return Token{st: st, qps: g.qps, enter: now, record: true}, limiter.Verdict{}
+	return Token{st: st, qps: g.qps, enter: now, since: now, maxConc: g.maxConc, record: true}, limiter.Verdict{}
 }
 
-// qpsInterval is maxQps's window: one second.
+// qpsInterval is maxQps's window from 1 up: one second.
 const qpsInterval = int64(1e9)
+
+// qpsWindow is the exact window maxQps is decided in and the whole passes it
+// holds. The window counts whole calls, so a limit under 1 a second would
+// pass nothing; as for a flow rule's count under one (limiter's ruleDef),
+// the window grows to the fewest whole seconds that hold one pass: 0.5 is
+// one pass in any 2 s, 0.3 one in any 4 s (1.2 floored). The window is
+// capped at ~73 years so that its length fits the window's arithmetic; a
+// maxQps too small to hold one pass there passes nothing.
+func qpsWindow(maxQps float64) (ns int64, limit float64) {
+	if maxQps >= 1 {
+		return qpsInterval, maxQps
+	}
+	m := min(math.Ceil(1/maxQps), float64(math.MaxInt64/4/qpsInterval))
+	return int64(m) * qpsInterval, math.Floor(m*maxQps + 1e-9)
+}
 
 // admit applies the checks on the statistics windows (st.mu held, windows
 // advanced); maxQps comes last, in its own window, so that only calls that
@@ -179,15 +193,51 @@ func (g *Guard) cpuHigh() bool { return g.cpu != nil && g.cpu.Usage() > g.maxCpu
 
 // Token is one call that passed Enter. Exactly one of Exit or Cancel must be
 // called on it; a second call, or either on the zero Token, does nothing. A
-// Token is used by one goroutine.
+// call that waits before it is forwarded is Queued meanwhile. A Token is
+// used by one goroutine.
 type Token struct {
-	st     *stats
-	qps    *window.Exact // counted the pass (maxQps), else nil
-	enter  int64
-	record bool // Exit records RT and success in the windows
+	st      *stats
+	qps     *window.Exact // counted the pass (maxQps), else nil
+	enter   int64         // when it passed: its maxQps pass's time
+	since   int64         // in flight since: enter, or the end of its wait (Resume)
+	maxConc int64         // the maxConcurrency it entered under, for Resume
+	record  bool          // Exit records RT and success in the windows
+	queued  bool          // between Queue and Resume: not counted in flight
 }
 
-// Exit finishes a forwarded call: it records its response time (now - enter)
+// Queue takes a passed call out of the calls in flight while it waits (in a
+// throttle queue, or for a prioritized call's reserved pass) before it is
+// forwarded: a waiting call sends nothing upstream, and a slot it held
+// would refuse other routes' calls (with maxConcurrency 1, one queued call
+// would block the whole gateway). As in Sentinel, which counts a call in
+// flight only once the flow checks, their sleep included, are over. End the
+// wait with Resume, or Cancel the call.
+func (t *Token) Queue() {
+	if t.st == nil || t.queued {
+		return
+	}
+	t.st.inFlight.Add(-1)
+	t.queued = true
+}
+
+// Resume counts a queued call in flight again when its wait is over, at
+// now. If maxConcurrency calls (of the limit the call entered under) are in
+// flight by then the call is blocked, so that calls in flight never exceed
+// it; the caller then Cancels the Token, which gives its maxQps pass back.
+// Its response time is counted from now: the adaptive check weighs the
+// calls in flight against their time in flight, which the wait is not.
+func (t *Token) Resume(now int64) limiter.Verdict {
+	if t.st == nil || !t.queued {
+		return limiter.Verdict{}
+	}
+	if _, ok := t.st.take(t.maxConc); !ok {
+		return blocked
+	}
+	t.queued, t.since = false, now
+	return limiter.Verdict{}
+}
+
+// Exit finishes a forwarded call: it records its response time (now - since)
 // and whether it failed (upstream 5xx, transport failure or timeout). Pass
 // failed = true also for a call whose client left before the answer: its
 // time still counts towards maxAvgRtMs, but it is no evidence of capacity
@@ -199,10 +249,12 @@ func (t *Token) Exit(now int64, failed bool) {
 	st := t.st
 	if t.record {
 		st.mu.Lock()
-		st.complete(now, max(now-t.enter, 0), failed)
+		st.complete(now, max(now-t.since, 0), failed)
 		st.mu.Unlock()
 	}
-	st.inFlight.Add(-1)
+	if !t.queued {
+		st.inFlight.Add(-1)
+	}
 	*t = Token{}
 }
 
@@ -216,6 +268,8 @@ func (t *Token) Cancel(now int64) {
 	if t.qps != nil {
 		t.qps.Sub(now, t.enter, 1)
 	}
-	t.st.inFlight.Add(-1)
+	if !t.queued {
+		t.st.inFlight.Add(-1)
+	}
 	*t = Token{}
 }

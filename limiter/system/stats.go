@@ -50,6 +50,23 @@ func newStats() *stats {
 	}
 }
 
+// take counts a call in flight unless maxConc (0: no limit) are already,
+// and returns how many others were.
+func (s *stats) take(maxConc int64) (others int64, ok bool) {
+	if maxConc <= 0 {
+		return s.inFlight.Add(1) - 1, true
+	}
+	for {
+		n := s.inFlight.Load()
+		if n >= maxConc {
+			return n, false
+		}
+		if s.inFlight.CompareAndSwap(n, n+1) {
+			return n, true
+		}
+	}
+}
+
 // advance slides both windows to now (mu held). An instant older than the
 // newest bucket counts as the newest: concurrent calls finish out of order.
 func (s *stats) advance(now int64) {
@@ -82,7 +99,10 @@ func (s *stats) complete(now, rt int64, failed bool) {
 //
 // The current, incomplete second counts with a lower bound of its rate
 // (successes so far over at least 100 ms), so a ramp-up is not mistaken
-// for saturation; it can only raise the estimate.
+// for saturation; it can only raise the estimate. It gives no minRt: just
+// after the second turns its "average" is the first few calls, and one fast
+// call (a health check, a cached answer) would shrink the estimate to
+// nothing and shed a healthy gateway. minRt is of completed seconds only.
 func (s *stats) capacity(now int64) (calls float64, ok bool) {
 	cur, head := s.sec.NewestSlot(), s.sec.Head()
 	var maxRate, minRt float64
@@ -90,14 +110,13 @@ func (s *stats) capacity(now int64) (calls float64, ok bool) {
 		if b.succ == 0 {
 			continue
 		}
-		rate := float64(b.succ)
 		if i == cur {
 			elapsed := max(now-head*secWidth, secWidth/10)
-			rate = float64(b.succ) * float64(secWidth) / float64(elapsed)
-		} else {
-			ok = true
+			maxRate = max(maxRate, float64(b.succ)*float64(secWidth)/float64(elapsed))
+			continue
 		}
-		maxRate = max(maxRate, rate)
+		ok = true
+		maxRate = max(maxRate, float64(b.succ))
 		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
 			minRt = rt
 		}

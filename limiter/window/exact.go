@@ -404,7 +404,9 @@ func (w *Exact) push(now, n int64) bool {
 	if w.n > 0 {
 		now = max(now, w.ring[w.at(w.n-1)]) // keep times in order
 	}
-	if w.cnt == nil {
+	// group, not cnt: an empty grouped window has no cnt until grow, and
+	// its first tokens must be counted in their slot, not only in total.
+	if w.group == 1 {
 		if w.n+int(n) > w.maxSlots {
 			return false
 		}
@@ -463,7 +465,7 @@ func (w *Exact) insert(t, n int64) bool {
 		join = min(w.group-w.weight(p-1), n)
 	}
 	slots := int(n - join)
-	if w.cnt != nil {
+	if w.group > 1 { // cnt may not exist yet (empty window), group does
 		slots = int((n - join + w.group - 1) / w.group)
 	}
 	if past {
@@ -615,17 +617,32 @@ func (w *Exact) Bytes() int {
 	return 8*(cap(w.ring)+cap(w.cnt)) + sizeofExact
 }
 
-// Resized returns a window over the same interval sized for capacity that
-// holds the passes w holds (as many of the newest as it can), so a limit
-// that changes keeps counting what already passed instead of starting
-// empty.
-func (w *Exact) Resized(capacity float64) *Exact {
-	nw := NewExact(w.interval, capacity)
+// Resized returns a window over interval sized for capacity that holds the
+// passes w holds, as many of the newest as it can, so a limit that changes
+// keeps counting what already passed instead of starting empty. The newest
+// passes are what decides the next call: a lower limit must see the last
+// second's passes, not the oldest ones, which are about to leave. At least
+// capacity tokens are kept (the slot before the newest may go whole in a
+// grouped window), which is all the new limit looks at. A longer interval
+// cannot see passes w already let go.
+func (w *Exact) Resized(interval int64, capacity float64) *Exact {
+	nw := NewExact(interval, capacity)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	nw.last = w.last
+	// Oldest first, so each insert appends; when nw is full the oldest slot
+	// it holds makes room, which leaves the newest.
 	for k := 0; k < w.n; k++ {
-		nw.insert(w.stamp(k), w.weight(k))
+		t, n := w.stamp(k), w.weight(k)
+		slots := nw.maxSlots
+		if t > nw.last {
+			slots += MaxSlots // reserved ahead: insert allows MaxSlots more
+		}
+		n = min(n, int64(slots)*nw.group) // what an empty nw can take
+		for !nw.insert(t, n) && nw.n > 0 {
+			nw.total -= nw.weight(0)
+			nw.remove(0)
+		}
 	}
 	return nw
 }
