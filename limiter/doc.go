@@ -30,7 +30,9 @@
 //     interval passed fewer than floor(count/coldFactor), so a limiter passing
 //     exactly its cold rate still warms up, and one whose tokens rest exactly
 //     on the line still cools down when idle (Sentinel never refills tokens
-//     that sit exactly on the line).
+//     that sit exactly on the line), and after a whole interval without a
+//     call (with a cold rate under one call floor(count/coldFactor) is 0,
+//     and no interval passes fewer).
 //     warmUp allows at least min(count, 1) call per interval, so a cold rate
 //     under one call (count 2, coldFactor 3) passes one call an interval
 //     instead of nothing. Warm-up works per statIntervalMs (1 s by default, as

@@ -158,7 +158,7 @@ func (s *keyState) undo(now, enter, at, span, n int64) {
 			s.warm.passed.Add(-n)
 		}
 		if at != math.MinInt64 {
-			throttle.GiveBack(&s.latest, &s.holes, now, at, span)
+			throttle.GiveBackStored(&s.latest, &s.holes, now, at, span, s.def.storeNs)
 		}
 	case bConcurrency:
 		s.inflight.Add(-n)

@@ -11,7 +11,7 @@ import (
 // warmParams are Guava's SmoothWarmingUp quantities, in tokens of the rule's
 // interval (statIntervalMs; 1 s by default, as in Sentinel).
 type warmParams struct {
-	count, warning, maxTok, slope float64
+	count, warning, maxTok, coldFactor float64
 	// minRate is the least rate allowed, however cold: min(count, 1) for
 	// warmUp, whose window passes whole calls, so that a cold rate under one
 	// call per interval (count 2, coldFactor 3: 0.67) still passes one call
@@ -29,24 +29,28 @@ type warmParams struct {
 // newWarmParams derives the warm-up quantities; minRate is the least rate
 // allowed when cold (see warmParams).
 func newWarmParams(count, periods, coldFactor, minRate float64) warmParams {
-	p := warmParams{count: count, minRate: minRate}
+	p := warmParams{count: count, coldFactor: coldFactor, minRate: minRate}
 	p.warning = periods * count / (coldFactor - 1)
 	p.maxTok = p.warning + 2*periods*count/(1+coldFactor)
-	if p.maxTok > p.warning && count > 0 {
-		p.slope = (coldFactor - 1) / count / (p.maxTok - p.warning)
-	}
 	p.coldFloor = math.Floor(max(count/coldFactor, minRate))
 	return p
 }
 
-// rate is the allowed passes per interval with tokens stored.
+// rate is the allowed passes per interval with tokens stored: Sentinel's
+// 1/((tokens-warning)*slope + 1/count) above the warning line, with slope =
+// (coldFactor-1)/count/(maxTok-warning), written as
+// count/(1 + (coldFactor-1)*(tokens-warning)/(maxTok-warning)). The two are
+// equal in exact arithmetic, but Sentinel's form rounds twice through a
+// reciprocal: count 723, coldFactor 3 gave 240.99999999999997 at maxTok, so
+// a cold window passed 240, not 241. In this form a full bucket is exactly
+// count/coldFactor, correctly rounded, so a whole cold rate stays whole.
 func (p *warmParams) rate(tokens float64) float64 {
 	if p.count <= 0 {
 		return 0
 	}
-	if tokens >= p.warning {
-		above := tokens - p.warning
-		return max(math.Nextafter(1/(above*p.slope+1/p.count), math.Inf(1)), p.minRate)
+	if tokens >= p.warning && p.maxTok > p.warning {
+		frac := (tokens - p.warning) / (p.maxTok - p.warning)
+		return max(p.count/(1+(p.coldFactor-1)*frac), p.minRate)
 	}
 	return p.count
 }
@@ -107,7 +111,7 @@ func (s *keyState) syncWarm(now int64) float64 {
 	}
 	old := math.Float64frombits(w.tokens.Load())
 	nt := old
-	if old < p.warning || prev < p.coldFloor {
+	if old < p.warning || prev < p.coldFloor || gap > 1 {
 		// Below the warning line (warm) tokens always refill; on or above it
 		// only while the previous interval passed less than the cold rate, so
 		// traffic at the cold rate or faster keeps spending them and warms the
@@ -115,6 +119,10 @@ func (s *keyState) syncWarm(now int64) float64 {
 		// here, so tokens sitting exactly on the line (where integer passes
 		// often leave them) never refilled: the limiter stayed warm after any
 		// idle time.
+		// A whole interval with no call at all (gap > 1) refills too, as
+		// Guava's storedPermits do while idle: with a cold rate under one
+		// call an interval (warmUpThrottle, count 2, coldFactor 3) coldFloor
+		// is 0, no interval passes fewer, and such a rule never cooled down.
 		nt = old + float64(gap)*p.count
 	}
 	nt = max(min(nt, p.maxTok)-prev, 0)

@@ -38,6 +38,7 @@ func TestWarmUpEveryPhase(t *testing.T) {
 		{2, 10, config.BehaviorWarmUp},
 		{10, 5, config.BehaviorWarmUpThrottle},
 		{100, 10, config.BehaviorWarmUpThrottle},
+		{2, 10, config.BehaviorWarmUpThrottle},
 	}
 	for _, tt := range tests {
 		for _, over := range []float64{3, 10} {

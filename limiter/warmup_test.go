@@ -4,8 +4,10 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"sluice/config"
+	"sluice/limiter"
 )
 
 func warmRule(count float64, period int64, behavior config.ControlBehavior) config.FlowRule {
@@ -149,5 +151,78 @@ func TestWarmUpColdRateBelowOneCall(t *testing.T) {
 	idle := start + 5*sec + 60*sec
 	if got := perSecond(drive(c, idle, 15*sec, 10, "", 1), idle, 15); !slices.Equal(got, want) {
 		t.Errorf("half warm, then idle: passes per second %v, want %v", got, want)
+	}
+}
+
+// A warmUpThrottle rule whose cold rate is under one call an interval
+// (count 2, coldFactor 3: 0.67 a second, so floor(count/coldFactor) is 0)
+// is cold again after idle, whatever use came before: its second call after
+// the idle spell waits one cold spacing, exactly as a new rule's does. Swept
+// over light use, use at the cold rate's pace and overload before, idle
+// spells of a minute and an hour, and start phases. Before, tokens on or
+// above the warning line refilled only while the previous interval passed
+// fewer than floor(2/3) = 0 calls, never, so light use left the rule
+// part-warm for ever: after an hour idle the second call waited 1 s, not
+// 1.5 s. Under overload it still warms up to count (500 ms spacing).
+func TestWarmUpThrottleColdAgainAfterIdleBelowOneCall(t *testing.T) {
+	pair := func(c *limiter.Checker, now int64) (first, second time.Duration) {
+		tok, v1 := c.Enter(now, "", 1)
+		tok.Exit(now, false)
+		tok, v2 := c.Enter(now, "", 1)
+		tok.Exit(now, false)
+		if v1.Blocked || v2.Blocked {
+			t.Fatalf("a call blocked: %+v %+v", v1, v2)
+		}
+		return v1.Wait, v2.Wait
+	}
+	for _, before := range []struct {
+		rate float64 // offered per second
+		secs int64
+	}{{1, 6}, {0.5, 10}, {10, 30}} {
+		for _, idle := range []int64{60 * sec, 3600 * sec} {
+			for ph := int64(0); ph < sec; ph += sweepStep {
+				r := warmRule(2, 10, config.BehaviorWarmUpThrottle)
+				r.MaxQueueingTimeMs = 2000
+				c := compile(t, r).Checker("r", "default")
+				start := (t0/sec+1)*sec + ph
+				_, cold := pair(c, start)
+				if math.Abs(float64(cold-1500*time.Millisecond)) > float64(time.Microsecond) {
+					t.Fatalf("new rule: second call waits %v, want 1.5s (count/coldFactor a second)", cold)
+				}
+				from := start + 2*sec
+				passes := drive(c, from, before.secs*sec, before.rate, "", 1)
+				if before.rate > 2 {
+					if n := len(passes); passes[n-1]-passes[n-2] != 500*ms {
+						t.Fatalf("phase %d ms: %v a second for %d s: last spacing %v, want 500ms (warm)",
+							ph/ms, before.rate, before.secs, time.Duration(passes[n-1]-passes[n-2]))
+					}
+				}
+				after := from + before.secs*sec + idle
+				if first, second := pair(c, after); first != 0 || second != cold {
+					t.Errorf("phase %d ms: %v a second for %d s, then %v idle: waits %v, %v, want 0, %v (cold)",
+						ph/ms, before.rate, before.secs, time.Duration(idle), first, second, cold)
+				}
+			}
+		}
+	}
+}
+
+// A cold warmUp window passes exactly floor(count/coldFactor) calls in its
+// first interval, also where count/coldFactor is whole: count 723,
+// coldFactor 3 (warmUpPeriodSec 3) is 241 a second. Sentinel's rate formula
+// gave 240.99999999999997 there, and the window passed 240; likewise
+// (177, 29) and (345, 31). TestWarmRateColdExact sweeps the rate itself.
+func TestWarmUpColdRateExactWhenWhole(t *testing.T) {
+	for _, tc := range []struct {
+		count  float64
+		period int64
+	}{{723, 3}, {177, 29}, {345, 31}, {300, 10}, {30, 5}} {
+		start := (t0/sec + 1) * sec
+		c := compile(t, warmRule(tc.count, tc.period, config.BehaviorWarmUp)).Checker("r", "default")
+		got := perSecond(drive(c, start, sec, 3*tc.count, "", 1), start, 1)[0]
+		if want := int(tc.count / 3); got != want {
+			t.Errorf("count %g, warmUpPeriodSec %d, from cold at 3x: first second passed %d, want count/coldFactor = %d",
+				tc.count, tc.period, got, want)
+		}
 	}
 }

@@ -28,19 +28,27 @@ func Take(tail *atomic.Int64, h *Holes, now, spacing, maxWait int64) (at, wait i
 // length L then holds more than (L + store)/spacing + 1 slots. store is at
 // most math.MaxInt64/4; 0 stores nothing (Take).
 func TakeStored(tail *atomic.Int64, h *Holes, now, spacing, store, maxWait int64) (at, wait int64, ok bool) {
-	if at, ok := h.take(now, spacing, maxWait); ok {
-		return at, at - now, true
+	return TakeStoredFrom(tail, h, now, now, spacing, store, maxWait)
+}
+
+// TakeStoredFrom is TakeStored for a call at now that cannot go before from
+// (>= now): another queue's slot holds it until then. Its slot is then one
+// it can use at from, at least from-store (a permit stored by from) or a
+// later one, and wait is max(at, from) - now. A call that takes its slot
+// in each queue from now and then waits for the latest of them is forwarded
+// after its slot in the others, at the same moment as the call that took
+// the slot after it: two passes closer than the spacing.
+func TakeStoredFrom(tail *atomic.Int64, h *Holes, now, from, spacing, store, maxWait int64) (at, wait int64, ok bool) {
+	if from-now > maxWait {
+		return 0, from - now, false
+	}
+	if at, ok := h.take(now, from-store, spacing, maxWait); ok {
+		return at, max(at, from) - now, true
 	}
 	for {
 		last := tail.Load()
-		next := max(last+spacing, now-store)
-		if next <= now {
-			if tail.CompareAndSwap(last, next) {
-				return next, 0, true
-			}
-			continue
-		}
-		wait := next - now
+		next := max(last+spacing, from-store)
+		wait := max(next, from) - now
 		if wait > maxWait {
 			return 0, wait, false
 		}
@@ -53,13 +61,47 @@ func TakeStored(tail *atomic.Int64, h *Holes, now, spacing, store, maxWait int64
 // GiveBack gives back, at now, the slot at that a call took with spacing
 // span (the spacing when it was taken: a warm-up rate may have changed
 // since) and will not use. If no later call queued behind it, the tail moves
-// back and GiveBack reports true (a stored permit spent is stored again);
-// else the slot becomes a hole for the next call that fits it (a slot
-// already due is gone).
+// back and GiveBack reports true; else the slot becomes a hole for the next
+// call that fits it (a slot already due is gone). It is GiveBackStored for a
+// queue that stores nothing.
 func GiveBack(tail *atomic.Int64, h *Holes, now, at, span int64) (tailMoved bool) {
-	if tail.CompareAndSwap(at, at-span) {
-		return true
+	return GiveBackStored(tail, h, now, at, span, 0)
+}
+
+// GiveBackStored is GiveBack for a queue that stores permits (TakeStored,
+// with the same store): a stored permit spent and given back is stored
+// again, also when later calls took stored permits after it, so that
+// burstCount + 1 calls still pass at once when one of them is not
+// forwarded. Stored permits are interchangeable: while the whole queue is
+// in the past (tail <= now: nobody waits) the tail moves back whichever of
+// them comes back, as if the last one had.
+//
+// By span, as if the call had never taken its slot, when at >= now-store;
+// by less when the permit comes back later, down to nothing once at+span <=
+// now-store. As if it had never taken its slot, a take after it that found
+// the queue (nearly) full would have been clamped to its now-store and kept
+// only part of the permit, since the queue stores no more than store: the
+// part left is at least at+span-(now-store). So the queue never holds more
+// than it would have had the call never come, and no real interval of
+// length L forwards more than (L + store)/spacing + 1 calls. (Moving the
+// tail back by span regardless passed every permit that came back late on
+// top of a queue refilled meanwhile: a burst at once, another as its calls
+// were given back.)
+func GiveBackStored(tail *atomic.Int64, h *Holes, now, at, span, store int64) (tailMoved bool) {
+	for {
+		last := tail.Load()
+		back := span
+		if last != at {
+			if store <= 0 || at > now || last > now {
+				h.add(now, at, span)
+				return false
+			}
+			if back = min(span, at+span-(now-store)); back <= 0 {
+				return false // the permit is stale: the queue stored anew
+			}
+		}
+		if tail.CompareAndSwap(last, last-back) {
+			return true
+		}
 	}
-	h.add(now, at, span)
-	return false
 }

@@ -12,7 +12,7 @@ const ms = int64(1e6)
 
 // step is one call on a queue with 100 ms spacing and a 300 ms bound: a take
 // at now (wantAt -1: refused, with wantWait), or, with back, the give-back
-// of the slot taken by step back-1.
+// of the slot taken by step back-1 (GiveBackStored with store).
 type step struct {
 	now      int64
 	spacing  int64 // 0: 100 ms
@@ -113,6 +113,46 @@ func TestQueue(t *testing.T) {
 			{now: 0, store: 200 * ms, wantAt: 0},
 			{now: 0, store: 200 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
 		}},
+		{"a stored permit given back out of order is stored again", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 0, store: 200 * ms, back: 1, wantTail: true}, // -100 and 0 are behind it
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 0, store: 200 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
+		}},
+		{"a stored permit given back out of order later is stored in part", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			// 50 ms on, the queue would hold half a permit more had the
+			// call never come: the tail moves back by 50 ms, not 100.
+			{now: 50 * ms, store: 200 * ms, back: 1, wantTail: true},
+			{now: 50 * ms, store: 200 * ms, wantAt: 50 * ms},
+			{now: 50 * ms, store: 200 * ms, wantAt: 150 * ms, wantWait: 100 * ms},
+		}},
+		{"a stored permit given back out of order past its store is gone", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 100 * ms, store: 200 * ms, back: 1},
+			{now: 100 * ms, store: 200 * ms, wantAt: 100 * ms},
+			{now: 100 * ms, store: 200 * ms, wantAt: 200 * ms, wantWait: 100 * ms},
+		}},
+		{"a stored permit given back with calls queued behind it is gone", []step{
+			{now: 0, store: 200 * ms, wantAt: -200 * ms},
+			{now: 0, store: 200 * ms, wantAt: -100 * ms},
+			{now: 0, store: 200 * ms, wantAt: 0},
+			{now: 0, store: 200 * ms, wantAt: 100 * ms, wantWait: 100 * ms},
+			{now: 0, store: 200 * ms, back: 1},
+			{now: 0, store: 200 * ms, wantAt: 200 * ms, wantWait: 200 * ms},
+		}},
+		{"a queue that stores nothing keeps its tail for a past slot out of order", []step{
+			{now: 0, wantAt: 0},
+			{now: 0, wantAt: 100 * ms, wantWait: 100 * ms},
+			{now: 100 * ms, back: 1}, // the call at 100 ms is forwarded now
+			{now: 100 * ms, wantAt: 200 * ms, wantWait: 100 * ms},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +166,7 @@ func TestQueue(t *testing.T) {
 					sp = 100 * ms
 				}
 				if st.back > 0 {
-					if moved := throttle.GiveBack(&tail, &h, st.now, at[st.back-1], sp); moved != st.wantTail {
+					if moved := throttle.GiveBackStored(&tail, &h, st.now, at[st.back-1], sp, st.store); moved != st.wantTail {
 						t.Fatalf("step %d: give-back moved the tail %v, want %v", i, moved, st.wantTail)
 					}
 					continue
@@ -167,4 +207,30 @@ func TestHolesBounded(t *testing.T) {
 	if at, _, _ := throttle.Take(&tail, &h, -1, ms, math.MaxInt64/4); at != n*ms {
 		t.Errorf("after 1024 holes: slot %d ms, want the tail %d ms", at/ms, n)
 	}
+}
+
+// TakeStoredFrom takes the slot of a call that cannot go before from: the
+// queue's slot at from, or a stored permit by then (at least from - store),
+// and leaves the earlier slots and holes to the calls that can go now.
+func TestTakeStoredFrom(t *testing.T) {
+	var tail atomic.Int64
+	tail.Store(math.MinInt64 / 4)
+	var h throttle.Holes
+	take := func(now, from, store, wantAt, wantWait int64) {
+		t.Helper()
+		at, wait, ok := throttle.TakeStoredFrom(&tail, &h, now, from, 100*ms, store, 300*ms)
+		if !ok {
+			at = -1
+		}
+		if at != wantAt || wait != wantWait {
+			t.Fatalf("now %d ms, from %d ms: slot %d wait %d, want %d wait %d (-1: refused)", now/ms, from/ms, at, wait, wantAt, wantWait)
+		}
+	}
+	take(0, 250*ms, 0, 250*ms, 250*ms)      // an idle queue: the slot at from
+	take(100*ms, 100*ms, 0, 350*ms, 250*ms) // the next after it
+	throttle.GiveBack(&tail, &h, 100*ms, 250*ms, 100*ms)
+	take(100*ms, 300*ms, 0, -1, 350*ms)             // the hole at 250 ms is before from; the tail too far
+	take(100*ms, 100*ms, 0, 250*ms, 150*ms)         // the hole is still there for a call that goes now
+	take(100*ms, 500*ms, 0, -1, 400*ms)             // from itself beyond the bound
+	take(1000*ms, 1250*ms, 200*ms, 1050*ms, 250*ms) // idle: a permit stored by from
 }
