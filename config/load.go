@@ -182,13 +182,7 @@ func unwrapPathError(err error) string {
 // Config.Path. It never panics, whatever data holds. A file that names a
 // rulesSource is checked as a gateway's own file (see ParseWithDocument):
 // its Config has no routes and is not served until a document is merged.
-func Parse(path string, data []byte) (*Config, error) {
-	root, errs := parseRoot(path, data, "file")
-	if errs != nil {
-		return nil, errs
-	}
-	return parseFile(path, root, Overrides{})
-}
+func Parse(path string, data []byte) (*Config, error) { return Overrides{}.Parse(path, data) }
 
 // Parse is the package's Parse with ov applied.
 func (ov Overrides) Parse(path string, data []byte) (*Config, error) {

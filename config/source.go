@@ -79,29 +79,6 @@ func parseSource(s string) (Source, string) {
 	return bad("unknown kind " + quote(kind))
 }
 
-// HostValue is the host source's value of a request's Host: without port or
-// IPv6 brackets, without a trailing dot, lower-cased, so that
-// SHOP.example.:8080 and shop.example are one value. It allocates only to
-// lower-case. The gateway reads the source with it and validation holds
-// host items to it, so the two agree.
-func HostValue(hostport string) string {
-	h := hostport
-	if strings.HasPrefix(h, "[") {
-		if i := strings.IndexByte(h, ']'); i > 0 {
-			h = h[1:i]
-		}
-	} else if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
-		h = h[:i]
-	}
-	h = strings.TrimSuffix(h, ".")
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(h)
-		}
-	}
-	return h
-}
-
 // isToken reports whether s is an RFC 9110 token (header and cookie names).
 func isToken(s string) bool {
 	if s == "" {

@@ -783,7 +783,7 @@ func (c *checker) paramMatch(p string, r ParamRule) {
 
 // hostPattern refuses a pattern on a host key that no host value can
 // match: the host source's values are lower-case, without port or trailing
-// dot (HostValue), so an exact pattern must be so written and a prefix or
+// dot (match.Host), so an exact pattern must be so written and a prefix or
 // contains pattern must hold no upper-case letter. (A regex may say (?i).)
 func (c *checker) hostPattern(path string, key Key, s MatchStrategy, pattern string) {
 	if len(key) != 1 || key[0].Kind != SourceHost {
@@ -886,7 +886,7 @@ func (c *checker) sourceForm(path string, src Source, v string) {
 
 // sourceValue is v as src gives it, for the sources that write their values
 // in one canonical form: ip (RFC 5952, IPv4-mapped as IPv4) and host
-// (HostValue). "" when src has no such form or v is not an address.
+// (match.Host). "" when src has no such form or v is not an address.
 func sourceValue(src Source, v string) string {
 	switch src.Kind {
 	case SourceIP:
@@ -894,7 +894,7 @@ func sourceValue(src Source, v string) string {
 			return match.AddrString(a, v)
 		}
 	case SourceHost:
-		return HostValue(v)
+		return match.Host(v)
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // FuzzSources: whatever the headers, query, cookies, X-Forwarded-For,
@@ -139,7 +140,7 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 		// byte that is not UTF-8 into U+FFFD).
 		return strings.Contains(strings.ToLower(r.Host), v) || strings.Contains(r.Host, v)
 	case config.SourceIP:
-		peer := canonical(hostOnly(r.RemoteAddr))
+		peer := canonical(match.HostOnly(r.RemoteAddr))
 		if !s.peerTrusted(r) {
 			return v == peer // the spoofing property
 		}
@@ -151,7 +152,7 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 		}
 		for _, line := range r.Header["X-Forwarded-For"] {
 			for _, part := range strings.Split(line, ",") {
-				if canonical(hostOnly(strings.TrimSpace(part))) == v {
+				if canonical(match.HostOnly(strings.TrimSpace(part))) == v {
 					return true
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"sluice/internal/match"
 )
 
 // The outgoing request, written here once for both transports: each
@@ -26,7 +28,7 @@ func (rt *route) forwardHeader(k string, conn []string) bool {
 func (rt *route) forwardedFor(r *http.Request) (chain []string, ip string, ok bool) {
 	// The peer as the ip source reads it (canonicalAddr), not a second
 	// parse of RemoteAddr: the address the limits keyed on is the one sent.
-	_, ip, ok = canonicalAddr(hostOnly(r.RemoteAddr))
+	_, ip, ok = canonicalAddr(match.HostOnly(r.RemoteAddr))
 	if !ok {
 		return nil, "", false
 	}

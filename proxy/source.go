@@ -105,7 +105,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 			cookieValues(r.Header["Cookie"], src.Name, vs)
 		}
 	case config.SourceHost:
-		vs.add(config.HostValue(r.Host))
+		vs.add(match.Host(r.Host))
 	case config.SourceIP:
 		if v, ok := s.clientIP(r); ok {
 			vs.add(v)
@@ -134,7 +134,7 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 // It allocates nothing: the ip source, the authority rules and the
 // forwarded-for header all read the client here.
 func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
-	raw = hostOnly(r.RemoteAddr)
+	raw = match.HostOnly(r.RemoteAddr)
 	a, ok := parseAddr(raw)
 	if !ok || !s.trustedAddr(a) {
 		return a, raw
@@ -151,7 +151,7 @@ func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
 			}
 			// Some proxies write the client's port too ("1.2.3.4:5678",
 			// "[::1]:443"); the address alone is the client.
-			part = hostOnly(strings.TrimSpace(part))
+			part = match.HostOnly(strings.TrimSpace(part))
 			if part == "" {
 				continue
 			}
@@ -200,22 +200,8 @@ func (s *sources) peerTrusted(r *http.Request) bool {
 	if len(s.trusted) == 0 {
 		return false
 	}
-	a, _, ok := canonicalAddr(hostOnly(r.RemoteAddr))
+	a, _, ok := canonicalAddr(match.HostOnly(r.RemoteAddr))
 	return ok && s.trustedAddr(a)
-}
-
-// hostOnly strips a port and IPv6 brackets without allocating.
-func hostOnly(hostport string) string {
-	if strings.HasPrefix(hostport, "[") {
-		if i := strings.IndexByte(hostport, ']'); i > 0 {
-			return hostport[1:i]
-		}
-		return hostport
-	}
-	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport, ':') == i {
-		return hostport[:i]
-	}
-	return hostport
 }
 
 // queryValues adds the values of key in a raw query without building
