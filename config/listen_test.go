@@ -59,6 +59,11 @@ func TestOverridesReplaceFileListeners(t *testing.T) {
 			Overrides{AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
 		{"an admin.listen that does not decode, replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: [1]}\n" + rest,
 			Overrides{AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
+		// Settings that need the plain listener see the one the flag opens.
+		{"h2c without listen, as written", "listen: \"\"\nhttp2: {h2c: true}\n" + rest, Overrides{},
+			[]string{`r.yaml:1: listen: must not be empty (an address like ":8080")`, `r.yaml:2: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)`}, "", ""},
+		{"h2c without listen, -listen given", "listen: \"\"\nhttp2: {h2c: true}\n" + rest,
+			Overrides{Listen: "127.0.0.1:0"}, nil, "127.0.0.1:0", DefaultAdminListen},
 		{"a bad -listen", "listen: \"127.0.0.1:0\"\n" + rest, Overrides{Listen: "bogus"},
 			[]string{`r.yaml: listen: must be host:port or :port, got "bogus" (given on the command line, in place of the file's)`}, "", ""},
 		{"-listen on the file's admin port", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"127.0.0.1:9191\"}\n" + rest,
