@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"sluice/config"
-	"sluice/internal/throttle"
 )
 
 // Checker checks calls to one resource entering through one entrance. Build
@@ -362,12 +361,6 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		}
 		t.hold(ks, &o)
 	}
-	if v.Wait > 0 {
-		if ok, retry := t.alignThrottle(now, &v); !ok {
-			t.block(now, &v, retry)
-			return Token{}, v
-		}
-	}
 	switch {
 	case pending:
 		t.sink = sink // for Reserve
@@ -388,66 +381,6 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		t.origin.addPass(now, n)
 	}
 	return t, v
-}
-
-// maxAlignTries bounds the rounds in which alignThrottle retakes the slots
-// of a call under several throttle rules.
-const maxAlignTries = 8
-
-// alignThrottle makes a call that took slots in several throttle queues go
-// at a moment each of them allows. It waits for the latest slot (v.Wait),
-// so in a queue where it took an earlier one it would be forwarded after
-// its slot, together with the call that took the next: two throttle rules
-// of count 10 and 5 forwarded 11 calls in a real second through the count
-// 10 one. So each slot that cannot be used at that moment (more than the
-// queue's store before it) is retaken from it (TakeStoredFrom) and the old
-// one given back; a retaken slot later still moves the moment on, and the
-// rounds repeat until every slot fits it. A call that finds no such moment
-// within a queue's maxQueueingTimeMs, or within maxAlignTries rounds, is
-// blocked, as the queue that cannot take it would block it.
-// dryRun rules do not hold the call back and are left as they are.
-func (t *Token) alignThrottle(now int64, v *Verdict) (ok bool, retry int64) {
-	from := now + int64(v.Wait)
-	for range maxAlignTries {
-		moved := false
-		for i := 0; i < t.nheld; i++ {
-			h := t.heldAt(i)
-			d := h.s.def
-			if h.at == math.MinInt64 || h.prio || d.dryRun ||
-				(d.behavior != bThrottle && d.behavior != bWarmUpThrottle) || h.at >= from-d.storeNs {
-				continue
-			}
-			s := h.s
-			old := h.at
-			// A slot ahead of now that a whole spacing separates from the
-			// moment is given back after the retake, so that it is left as
-			// a hole for the calls behind (given back first, the tail would
-			// move back and the retake skip it). Any other first, so that
-			// the queue stores a stored permit again, or the tail moves
-			// back and the retake follows the slot before it.
-			holeAfter := old > now && from-d.storeNs >= old+h.span
-			if !holeAfter {
-				throttle.GiveBackStored(&s.latest, &s.holes, now, old, h.span, d.storeNs)
-				h.at = math.MinInt64
-			}
-			at, wait, ok := throttle.TakeStoredFrom(&s.latest, &s.holes, now, from, h.span, d.storeNs, d.maxQueueNs)
-			if !ok {
-				return false, wait - d.maxQueueNs
-			}
-			if holeAfter {
-				throttle.GiveBackStored(&s.latest, &s.holes, now, old, h.span, d.storeNs)
-			}
-			h.at = at
-			if now+wait > from {
-				from, moved = now+wait, true
-			}
-		}
-		if !moved {
-			v.Wait = time.Duration(from - now)
-			return true, 0
-		}
-	}
-	return false, 0
 }
 
 // acquireFlow asks the token service for n tokens of rule for key, and

@@ -1,12 +1,10 @@
 package limiter_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"sluice/config"
-	"sluice/internal/passcheck"
 	"sluice/limiter"
 )
 
@@ -171,108 +169,5 @@ func TestThrottleEveryQueueGetsItsSlotBack(t *testing.T) {
 				t.Errorf("next call: blocked %v, wait %v, want wait %v", v.Blocked, v.Wait, tt.wait)
 			}
 		})
-	}
-}
-
-// A call under two throttle rules (count 10 for all callers, count 5 for
-// origin a) waits for the later of its two slots, and in the other queue
-// it takes the slot of that moment, not an earlier one: the earlier slot
-// it first took is given back, a hole the next caller takes. Before, it
-// kept the 100 ms slot of the all-callers queue while waiting 200 ms, so
-// it was forwarded together with the call that took the 200 ms slot there,
-// and a real second passed 11 calls through the count-10 rule.
-func TestThrottleSeveralRulesCallTakesSlotsOfOneMoment(t *testing.T) {
-	all := throttleRule(10, 2000)
-	perA := throttleRule(5, 2000)
-	perA.LimitApp = "a"
-	c := compile(t, all, perA).Checker("r", "default")
-	steps := []struct {
-		origin string
-		wait   time.Duration
-	}{
-		{"a", 0},                      // slots 0 / 0
-		{"a", 200 * time.Millisecond}, // 200 ms in both queues; 100 ms is a hole
-		{"b", 100 * time.Millisecond}, // the hole
-		{"b", 300 * time.Millisecond},
-		{"b", 400 * time.Millisecond},
-		{"a", 500 * time.Millisecond}, // 400 ms in a's queue, 500 ms in all
-		{"b", 600 * time.Millisecond},
-	}
-	for i, st := range steps {
-		tok, v := c.Enter(t0, st.origin, 1)
-		if v.Blocked || v.Wait != st.wait {
-			t.Fatalf("call %d from %q: blocked %v, wait %v, want %v", i, st.origin, v.Blocked, v.Wait, st.wait)
-		}
-		tok.Exit(t0, false)
-	}
-}
-
-// Property: whatever mix of callers, calls under several throttle rules
-// keep every rule's bound: the calls a rule applies to are forwarded at
-// least its spacing apart (no burstCount) and no real interval forwards
-// more than count + burstCount of them. Swept over pairs of counts (the
-// rule for all callers and the one for origin a; queues of 2 s), a
-// burstCount on the all-callers rule, loads of 1.5x and 3x the all-callers
-// count with every second, third or fifth call from a, and start phases;
-// forward times are enter + wait.
-func TestThrottleSeveralRulesKeepEachBound(t *testing.T) {
-	for _, counts := range [][2]float64{{10, 5}, {10, 3}, {7, 5}, {10, 10}, {100, 30}} {
-		for _, burst := range []int64{0, 3} {
-			t.Run(fmt.Sprintf("all=%g/a=%g/burst=%d", counts[0], counts[1], burst), func(t *testing.T) {
-				t.Parallel()
-				all := burstRule(counts[0], 1000, burst, 2000)
-				perA := throttleRule(counts[1], 2000)
-				perA.LimitApp = "a"
-				for _, over := range []float64{1.5, 3} {
-					for _, every := range []int{2, 3, 5} {
-						for ph := int64(0); ph < sec; ph += 4 * sweepStep {
-							c := compile(t, all, perA).Checker("r", "default")
-							start := t0 - t0%sec + ph
-							var fwdAll, fwdA []int64
-							step := float64(sec) / (over * counts[0])
-							for i := 0; i < int(6*over*counts[0]); i++ {
-								now := start + int64(float64(i)*step)
-								origin := "b"
-								if i%every == 0 {
-									origin = "a"
-								}
-								tok, v := c.Enter(now, origin, 1)
-								if v.Blocked {
-									continue
-								}
-								tok.Exit(now, false)
-								f := now + int64(v.Wait)
-								fwdAll = append(fwdAll, f)
-								if origin == "a" {
-									fwdA = append(fwdA, f)
-								}
-							}
-							what := fmt.Sprintf("%gx, one call in %d from a, phase %d ms", over, every, ph/ms)
-							checkThrottleBound(t, what+": all callers", fwdAll, counts[0], burst)
-							checkThrottleBound(t, what+": origin a", fwdA, counts[1], 0)
-						}
-					}
-				}
-			})
-		}
-	}
-}
-
-// checkThrottleBound: forward times fwd of a throttle rule of count a
-// second with burst stored permits keep its bound.
-func checkThrottleBound(t *testing.T, what string, fwd []int64, count float64, burst int64) {
-	t.Helper()
-	sortInt64(fwd)
-	if got := passcheck.MostInInterval(fwd, sec); got > int(count)+int(burst) {
-		t.Fatalf("%s: a real second forwarded %d, want <= %d", what, got, int(count)+int(burst))
-	}
-	if burst > 0 {
-		return
-	}
-	s := spacingOf(count, sec)
-	for i := 1; i < len(fwd); i++ {
-		if d := fwd[i] - fwd[i-1]; d < s {
-			t.Fatalf("%s: forwarded %d ns apart, want >= the spacing %d", what, d, s)
-		}
 	}
 }

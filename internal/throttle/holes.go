@@ -62,9 +62,9 @@ func (h *Holes) add(now, at, span int64) {
 	l.n.Store(int32(len(l.at)))
 }
 
-// take removes and returns the earliest hole at or after now and from that
-// stands for at least span ns and is at most maxWait away.
-func (h *Holes) take(now, from, span, maxWait int64) (int64, bool) {
+// take removes and returns the earliest hole at or after now that stands for
+// at least span ns and is at most maxWait away.
+func (h *Holes) take(now, span, maxWait int64) (int64, bool) {
 	l := h.p.Load()
 	if l == nil || l.n.Load() == 0 {
 		return 0, false
@@ -76,7 +76,7 @@ func (h *Holes) take(now, from, span, maxWait int64) (int64, bool) {
 		if at-now > maxWait {
 			break
 		}
-		if at >= from && l.span[i] >= span {
+		if l.span[i] >= span {
 			l.at = append(l.at[:i], l.at[i+1:]...)
 			l.span = append(l.span[:i], l.span[i+1:]...)
 			l.n.Store(int32(len(l.at)))

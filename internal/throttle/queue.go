@@ -28,27 +28,19 @@ func Take(tail *atomic.Int64, h *Holes, now, spacing, maxWait int64) (at, wait i
 // length L then holds more than (L + store)/spacing + 1 slots. store is at
 // most math.MaxInt64/4; 0 stores nothing (Take).
 func TakeStored(tail *atomic.Int64, h *Holes, now, spacing, store, maxWait int64) (at, wait int64, ok bool) {
-	return TakeStoredFrom(tail, h, now, now, spacing, store, maxWait)
-}
-
-// TakeStoredFrom is TakeStored for a call at now that cannot go before from
-// (>= now): another queue's slot holds it until then. Its slot is then one
-// it can use at from, at least from-store (a permit stored by from) or a
-// later one, and wait is max(at, from) - now. A call that takes its slot
-// in each queue from now and then waits for the latest of them is forwarded
-// after its slot in the others, at the same moment as the call that took
-// the slot after it: two passes closer than the spacing.
-func TakeStoredFrom(tail *atomic.Int64, h *Holes, now, from, spacing, store, maxWait int64) (at, wait int64, ok bool) {
-	if from-now > maxWait {
-		return 0, from - now, false
-	}
-	if at, ok := h.take(now, from-store, spacing, maxWait); ok {
-		return at, max(at, from) - now, true
+	if at, ok := h.take(now, spacing, maxWait); ok {
+		return at, at - now, true
 	}
 	for {
 		last := tail.Load()
-		next := max(last+spacing, from-store)
-		wait := max(next, from) - now
+		next := max(last+spacing, now-store)
+		if next <= now {
+			if tail.CompareAndSwap(last, next) {
+				return next, 0, true
+			}
+			continue
+		}
+		wait := next - now
 		if wait > maxWait {
 			return 0, wait, false
 		}

@@ -208,29 +208,3 @@ func TestHolesBounded(t *testing.T) {
 		t.Errorf("after 1024 holes: slot %d ms, want the tail %d ms", at/ms, n)
 	}
 }
-
-// TakeStoredFrom takes the slot of a call that cannot go before from: the
-// queue's slot at from, or a stored permit by then (at least from - store),
-// and leaves the earlier slots and holes to the calls that can go now.
-func TestTakeStoredFrom(t *testing.T) {
-	var tail atomic.Int64
-	tail.Store(math.MinInt64 / 4)
-	var h throttle.Holes
-	take := func(now, from, store, wantAt, wantWait int64) {
-		t.Helper()
-		at, wait, ok := throttle.TakeStoredFrom(&tail, &h, now, from, 100*ms, store, 300*ms)
-		if !ok {
-			at = -1
-		}
-		if at != wantAt || wait != wantWait {
-			t.Fatalf("now %d ms, from %d ms: slot %d wait %d, want %d wait %d (-1: refused)", now/ms, from/ms, at, wait, wantAt, wantWait)
-		}
-	}
-	take(0, 250*ms, 0, 250*ms, 250*ms)      // an idle queue: the slot at from
-	take(100*ms, 100*ms, 0, 350*ms, 250*ms) // the next after it
-	throttle.GiveBack(&tail, &h, 100*ms, 250*ms, 100*ms)
-	take(100*ms, 300*ms, 0, -1, 350*ms)             // the hole at 250 ms is before from; the tail too far
-	take(100*ms, 100*ms, 0, 250*ms, 150*ms)         // the hole is still there for a call that goes now
-	take(100*ms, 500*ms, 0, -1, 400*ms)             // from itself beyond the bound
-	take(1000*ms, 1250*ms, 200*ms, 1050*ms, 250*ms) // idle: a permit stored by from
-}
