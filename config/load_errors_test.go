@@ -119,8 +119,8 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_source.yaml:2: origin.from: invalid source \"heder:X-Origin\": unknown kind \"heder\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
 			"testdata/bad_source.yaml:11: paramRules[0].param: invalid source \"query:\": missing name after \"query:\" (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
 			"testdata/bad_source.yaml:14: paramRules[1].param: invalid source \"ip:x\": ip takes no name (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)",
-			`testdata/bad_source.yaml:17: paramRules[2].param: invalid source "query: id": query name " id" must not hold a space, tab, "=", "&" or "#" (query:id reads ?id=1) (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`,
-			`testdata/bad_source.yaml:20: paramRules[3].param: invalid source "query:a=b": query name "a=b" must not hold a space, tab, "=", "&" or "#" (query:id reads ?id=1) (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`,
+			`testdata/bad_source.yaml:17: paramRules[2].param: invalid source "query: id": query name " id" must not start or end with a space, nor hold a tab, "=", "&" or "#" (query:id reads ?id=1) (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`,
+			`testdata/bad_source.yaml:20: paramRules[3].param: invalid source "query:a=b": query name "a=b" must not start or end with a space, nor hold a tab, "=", "&" or "#" (query:id reads ?id=1) (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`,
 		}},
 		{"bad_system.yaml", []string{
 			"testdata/bad_system.yaml:8: system.maxQps: must be >= 0, got -1",

@@ -192,6 +192,9 @@ func TestParseSource(t *testing.T) {
 	}{
 		{"header:x-origin", config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, "header:X-Origin", ""},
 		{"query:id", config.Source{Kind: config.SourceQuery, Name: "id"}, "query:id", ""},
+		// ?first+name=x: a space inside a query name is one a request can send.
+		{"query:first name", config.Source{Kind: config.SourceQuery, Name: "first name"}, "query:first name", ""},
+		{"query: id", config.Source{}, "", `config: invalid source "query: id": query name " id" must not start or end with a space, nor hold a tab, "=", "&" or "#" (query:id reads ?id=1) (want header:NAME, query:NAME, path:NAME, cookie:NAME, host or ip)`},
 		{"path:orderId", config.Source{Kind: config.SourcePath, Name: "orderId"}, "path:orderId", ""},
 		{"cookie:sid", config.Source{Kind: config.SourceCookie, Name: "sid"}, "cookie:sid", ""},
 		{"host", config.Source{Kind: config.SourceHost}, "host", ""},

@@ -57,10 +57,11 @@ func parseSource(s string) (Source, string) {
 		if name == "" {
 			return bad("missing name after \"query:\"")
 		}
-		if strings.ContainsAny(name, " \t\r\n\v\f=&#") {
+		if strings.TrimSpace(name) != name || strings.ContainsAny(name, "\t\r\n\v\f=&#") {
 			// "query: id" would read a parameter " id", which no ?id=
-			// is: a rule that limits nothing.
-			return bad("query name " + quote(name) + " must not hold a space, tab, \"=\", \"&\" or \"#\" (query:id reads ?id=1)")
+			// is: a rule that limits nothing. A space inside is a name a
+			// request can send (?first+name=x is "first name").
+			return bad("query name " + quote(name) + " must not start or end with a space, nor hold a tab, \"=\", \"&\" or \"#\" (query:id reads ?id=1)")
 		}
 		return Source{Kind: SourceQuery, Name: name}, ""
 	case SourcePath:
