@@ -71,11 +71,13 @@ func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time
 	if c.m == nil {
 		c.m = make(map[blockKey]blockEntry)
 	}
-	if e, ok := c.m[k]; ok && e.until >= until {
-		e.n = min(e.n, n)
-		c.m[k] = e
-		return
+	if e, ok := c.m[k]; ok && e.until >= until && e.n <= n {
+		return // already refuses as many tokens or fewer, as long or longer
 	}
+	// Else the new refusal replaces the entry. Merging a smaller call's
+	// sooner instant into a larger one's (n 1 from one, until from the
+	// other) refused calls Redis would pass: one entry can say only one
+	// (n, until), and each on its own is true.
 	if len(c.m) >= maxBlocked {
 		c.sweep(now)
 		if len(c.m) >= maxBlocked {

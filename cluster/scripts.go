@@ -492,7 +492,8 @@ return out
 // counter (ForgetParam), ARGV[1] gateway id, ARGV[2] expiry ms. The set
 // itself expires when every gateway is gone. Returns the live gateways and
 // the instant (Redis ms) they were counted, the reading a gateway passes to
-// avgLocal windows, and the lift counter (0 before the first lift).
+// avgLocal windows, and the lift counter (0 before the first lift), which
+// expires with the set: no key of a namespace outlives its gateways.
 const beatSrc = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -501,6 +502,7 @@ local exp = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - exp)
 redis.call('PEXPIRE', KEYS[1], exp * 2)
+redis.call('PEXPIRE', KEYS[2], exp * 2)
 return {redis.call('ZCARD', KEYS[1]), now, tonumber(redis.call('GET', KEYS[2]) or '0')}
 `
 

@@ -70,3 +70,26 @@ routes: [{ path: /a, upstream: app, resource: a }]
 		})
 	}
 }
+
+// TestClusterNamespaceWithoutBraces: the namespace is inside every key's
+// Redis Cluster hash tag ("{namespace:...}"). A "}" at its start made
+// "{}..." an empty tag, so the gateway set and the lift counter, which one
+// script reads together, sat in different slots: every heartbeat failed
+// with CROSSSLOT and cluster limiting never came on. Braces are refused.
+func TestClusterNamespaceWithoutBraces(t *testing.T) {
+	for _, tc := range []struct{ ns, want string }{
+		{"shop", ""},
+		{"shop:eu-1", ""},
+		{"}shop", `r.yaml:2: cluster.namespace: must not hold { or } (the namespace is inside the keys' Redis Cluster hash tag), got "}shop"`},
+		{"sh{op}", `r.yaml:2: cluster.namespace: must not hold { or }`},
+	} {
+		doc := "cluster: { redis: \"redis://127.0.0.1:6379/0\",\n  namespace: \"" + tc.ns + "\" }\nupstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{ path: /a, upstream: app }]\n"
+		_, err := config.Parse("r.yaml", []byte(doc))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("namespace %q refused: %v", tc.ns, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("namespace %q: error %v, want %q", tc.ns, err, tc.want)
+		}
+	}
+}

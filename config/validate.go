@@ -172,8 +172,13 @@ func (c *checker) validate() {
 	if !c.redisTarget("cluster", cfg.Cluster.RedisTarget) && c.has("cluster") {
 		c.add("cluster", "names no Redis: set one of cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
 	}
-	if cfg.Cluster.Namespace == "" {
+	if ns := cfg.Cluster.Namespace; ns == "" {
 		c.add("cluster.namespace", "must not be empty")
+	} else if strings.ContainsAny(ns, "{}") {
+		// Keys are "{namespace:...}": a brace in it would end or empty the
+		// hash tag, and a Redis Cluster would put keys one script reads
+		// together in different slots (CROSSSLOT: cluster limiting never on).
+		c.add("cluster.namespace", "must not hold { or } (the namespace is inside the keys' Redis Cluster hash tag), got %s", quote(ns))
 	}
 	c.blockResponse(ix)
 }
