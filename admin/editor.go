@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"sluice/config"
+	"sluice/internal/atomicfile"
 )
 
 // maxEditBody bounds a rule edit's body; a rule is a few hundred bytes.
@@ -214,8 +215,16 @@ func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch
 	if err != nil || next == nil {
 		return cur, err // next == nil: nothing changed, no write, no reload
 	}
-	if err := writeFileAtomic(path, next); err != nil {
-		return "", err
+	// Validation can take seconds; a save made meanwhile (vi, a deploy) must
+	// not be overwritten, so the file is compared again just before the rename.
+	if err := writeFileAtomic(path, next, data); err != nil {
+		if !errors.Is(err, atomicfile.ErrChanged) {
+			return "", err
+		}
+		if now, rerr := config.ReadFile(path); rerr == nil {
+			cur = etagOf(now)
+		}
+		return cur, editErr(http.StatusConflict, "admin: rules file changed on disk while the edit was checked (ETag %s, now %s); nothing was written; reload it and edit again", ifMatch, cur)
 	}
 	s.opts.Reload()
 	return etagOf(next), nil

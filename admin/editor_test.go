@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"sluice/admin"
 	"sluice/config"
 )
 
@@ -162,6 +166,54 @@ func TestStaleEditIsRefusedWith409(t *testing.T) {
 	if code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
 		map[string]string{"If-Match": cur, "Content-Type": "application/json"}, `{"count": 5}`); code != 200 {
 		t.Fatalf("PUT with current ETag: %d %s", code, body)
+	}
+}
+
+// Validation takes time (a full config parse); a save someone makes
+// meanwhile is not overwritten: the edit gets 409 and writes nothing.
+func TestEditDuringValidationIsRefusedWith409(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	orig, err := os.ReadFile("testdata/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, orig, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	colleague := strings.Replace(string(orig), "count: 20", "count: 25", 1)
+	var reloads atomic.Int32
+	saved := false
+	f := &fixture{path: path, srv: admin.New(admin.Options{
+		ConfigPath: path,
+		Reload:     func() { reloads.Add(1) },
+		Validate: func(p string, data []byte) error {
+			if !saved { // the colleague's save lands while the edit is checked
+				saved = true
+				if err := os.WriteFile(path, []byte(colleague), 0o640); err != nil {
+					t.Error(err)
+				}
+			}
+			return validate(p, data)
+		},
+	})}
+	f.ts = httptest.NewServer(f.srv.Handler())
+	defer f.ts.Close()
+	code, body, cur := f.do(t, "PUT", "/api/rules/flowRules/0",
+		map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, `{"count": 50}`)
+	if code != http.StatusConflict {
+		t.Errorf("PUT while the file changed: %d %s, want 409", code, body)
+	}
+	if got := string(f.file(t)); got != colleague {
+		t.Errorf("the file is not as the colleague saved it:\n%s", got)
+	}
+	if cur != f.etag(t) {
+		t.Errorf("409 ETag %q, want the current one %q", cur, f.etag(t))
+	}
+	if n := reloads.Load(); n != 0 {
+		t.Errorf("Reload called %d times, want 0", n)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("the directory holds %d files, want rules.yaml alone (no temporary file left)", len(entries))
 	}
 }
 

@@ -27,48 +27,25 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, editErr(http.StatusUnprocessableEntity, "admin: the rules file is not a YAML mapping")
 	}
-	root := doc.Content[0]
-	var seq *yaml.Node
-	nextLine := 0 // first line after the section, 0 = end of file
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == section {
-			seq = root.Content[i+1]
-			if i+2 < len(root.Content) {
-				nextLine = root.Content[i+2].Line
-			}
-			break
-		}
-	}
-	if seq == nil || seq.Kind != yaml.SequenceNode || index >= len(seq.Content) {
-		return nil, editErr(http.StatusNotFound, "admin: the rules file has no %s[%d]", section, index)
-	}
-	item := seq.Content[index]
-	if item.Kind != yaml.MappingNode {
-		return nil, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is not a mapping", section, index)
-	}
-	if index+1 < len(seq.Content) {
-		nextLine = seq.Content[index+1].Line
+	item, nextLine, err := findRule(doc.Content[0], section, index)
+	if err != nil {
+		return nil, err
 	}
 
 	lines := splitLines(data)
 	if nextLine == 0 {
 		nextLine = len(lines) + 1
 	}
-	start, end := item.Line, lastLine(item)
+	start := item.Line
 	indent := item.Column - 1
-	// Multi-line scalars end below their node's line: take the following
-	// lines indented as deep as the rule, stopping at a blank or comment line
-	// (those stay untouched in the file).
-	for l := end + 1; l < nextLine && l <= len(lines); l++ {
-		t := strings.TrimSpace(string(lines[l-1]))
-		if t == "" || strings.HasPrefix(t, "#") || leadingSpaces(lines[l-1]) < indent {
-			break
-		}
-		end = l
-	}
 	prefix := lines[start-1]
+	cannot := editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is laid out in a way the editor cannot rewrite in place", section, index)
 	if indent > len(prefix) || strings.Trim(string(prefix[:indent]), " -") != "" {
-		return nil, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is laid out in a way the editor cannot rewrite in place", section, index)
+		return nil, cannot
+	}
+	end, ok := ruleEnd(lines, section, index, item, nextLine)
+	if !ok {
+		return nil, cannot
 	}
 
 	if edit.fields != nil {
@@ -79,8 +56,12 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 	newItem := edit.replace
 	if newItem == nil {
 		newItem = item
-		if err := mergeFields(item, edit.fields); err != nil {
+		changed, err := mergeFields(item, edit.fields)
+		if err != nil {
 			return nil, err
+		}
+		if !changed {
+			return data, nil
 		}
 	}
 	// Comments above the rule and after its last line stay in the file where
@@ -116,6 +97,74 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 		out.Write(l)
 	}
 	return out.Bytes(), nil
+}
+
+// findRule finds section[index] in the rules file's root mapping. next is
+// the line the node after it starts on: the section's next rule, else the
+// next top-level key; 0 when the rule is the last node of the file.
+func findRule(root *yaml.Node, section string, index int) (item *yaml.Node, next int, err error) {
+	var seq *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == section {
+			seq = root.Content[i+1]
+			if i+2 < len(root.Content) {
+				next = root.Content[i+2].Line
+			}
+			break
+		}
+	}
+	if seq == nil || seq.Kind != yaml.SequenceNode || index >= len(seq.Content) {
+		return nil, 0, editErr(http.StatusNotFound, "admin: the rules file has no %s[%d]", section, index)
+	}
+	item = seq.Content[index]
+	if item.Kind != yaml.MappingNode {
+		return nil, 0, editErr(http.StatusUnprocessableEntity, "admin: %s[%d] is not a mapping", section, index)
+	}
+	if index+1 < len(seq.Content) {
+		next = seq.Content[index+1].Line
+	}
+	return item, next, nil
+}
+
+// ruleEnd is the last line of the rule's own text, which the edit replaces.
+// yaml.v3 tells where a node starts, not where it ends, and a multi-line
+// value (a block scalar whose body has blank or '#' lines, a flow list over
+// several lines) runs on below the line its node starts on. Guessing the end
+// from how lines look gets block scalars wrong, so the parser decides: the
+// end is the first line at which the file cut after it already holds the
+// whole rule. The blank and comment lines between that line and the next
+// node (next) are the file's, and stay. It reports false if even the text up
+// to the next node does not hold the rule.
+func ruleEnd(lines [][]byte, section string, index int, item *yaml.Node, next int) (int, bool) {
+	var want any
+	if err := item.Decode(&want); err != nil {
+		return 0, false
+	}
+	want = canon(want)
+	holds := func(end int) bool {
+		var doc yaml.Node
+		if yaml.Unmarshal(bytes.Join(lines[:end], nil), &doc) != nil || len(doc.Content) != 1 {
+			return false
+		}
+		n, _, err := findRule(doc.Content[0], section, index)
+		var got any
+		return err == nil && n.Decode(&got) == nil && reflect.DeepEqual(canon(got), want)
+	}
+	lo, hi := lastLine(item), min(next-1, len(lines))
+	if hi < lo || !holds(hi) {
+		return 0, false
+	}
+	// A cut inside the rule loses part of it and a cut after it does not, so
+	// the first line that holds it can be bisected: a few parses, not one a line.
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if holds(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, true
 }
 
 // patchScalarsInPlace applies fields to a block-style rule by rewriting only
@@ -194,6 +243,19 @@ func scalarSpan(lines [][]byte, n *yaml.Node) (int, int, bool) {
 	if from < 0 || from >= len(line) {
 		return 0, 0, false
 	}
+	// The node starts at its properties (&anchor, !tag); they stay in the
+	// file, since an alias elsewhere may name the anchor.
+	for from < len(line) && (line[from] == '&' || line[from] == '!') {
+		for from < len(line) && line[from] != ' ' && line[from] != '\t' {
+			from++
+		}
+		for from < len(line) && (line[from] == ' ' || line[from] == '\t') {
+			from++
+		}
+	}
+	if from >= len(line) {
+		return 0, 0, false
+	}
 	to := len(line)
 	switch line[from] {
 	case '"', '\'':
@@ -254,14 +316,6 @@ func splitLines(data []byte) [][]byte {
 	return lines
 }
 
-func leadingSpaces(l []byte) int {
-	n := 0
-	for n < len(l) && l[n] == ' ' {
-		n++
-	}
-	return n
-}
-
 // lastLine is the last line any node under n starts on.
 func lastLine(n *yaml.Node) int {
 	last := n.Line
@@ -311,52 +365,90 @@ func decodeJSONObject(body []byte) (map[string]any, error) {
 	return fields, nil
 }
 
-// mergeFields sets each field on the rule mapping (null removes it). A value
-// equal to the one in the file keeps its node, so untouched fields keep their
-// spelling ("100.0", quotes) and comments.
-func mergeFields(rule *yaml.Node, fields map[string]any) error {
+// mergeFields merges fields into the mapping m as an RFC 7396 merge patch:
+// null removes a key, an object merges into a mapping key by key, and any
+// other value replaces the old one (nulls inside it dropped). A value equal
+// to the one in the file keeps its node, so untouched fields keep their
+// spelling ("100.0", quotes) and comments. It reports whether m changed.
+func mergeFields(m *yaml.Node, fields map[string]any) (bool, error) {
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	changed := false
 	for _, k := range keys {
 		v := fields[k]
 		at := -1
-		for i := 0; i+1 < len(rule.Content); i += 2 {
-			if rule.Content[i].Value == k {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == k {
 				at = i
 				break
 			}
 		}
 		if v == nil {
 			if at >= 0 {
-				rule.Content = append(rule.Content[:at], rule.Content[at+2:]...)
+				m.Content = append(m.Content[:at], m.Content[at+2:]...)
+				changed = true
 			}
 			continue
 		}
 		if at >= 0 {
-			var old any
-			if err := rule.Content[at+1].Decode(&old); err == nil && reflect.DeepEqual(canon(old), canon(v)) {
+			old := m.Content[at+1]
+			if patch, ok := v.(map[string]any); ok && old.Kind == yaml.MappingNode {
+				c, err := mergeFields(old, patch)
+				if err != nil {
+					return false, err
+				}
+				changed = changed || c
+				continue
+			}
+			var oldV any
+			if err := old.Decode(&oldV); err == nil && reflect.DeepEqual(canon(oldV), canon(v)) {
 				continue
 			}
 		}
 		var nv yaml.Node
-		if err := nv.Encode(v); err != nil {
-			return editErr(http.StatusBadRequest, "admin: field %s: %v", k, err)
+		if err := nv.Encode(withoutNulls(v)); err != nil {
+			return false, editErr(http.StatusBadRequest, "admin: field %s: %v", k, err)
 		}
+		changed = true
 		if at < 0 {
-			rule.Content = append(rule.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, &nv)
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, &nv)
 			continue
 		}
-		old := rule.Content[at+1]
+		old := m.Content[at+1]
 		nv.HeadComment, nv.LineComment, nv.FootComment = old.HeadComment, old.LineComment, old.FootComment
 		if old.Kind == yaml.MappingNode || old.Kind == yaml.SequenceNode {
 			nv.Style |= old.Style & yaml.FlowStyle
 		}
-		rule.Content[at+1] = &nv
+		// Like the in-place path (scalarSpan), keep the value's anchor, which
+		// an alias elsewhere may name, and an explicit tag.
+		nv.Anchor = old.Anchor
+		if old.Style&yaml.TaggedStyle != 0 && old.Kind == nv.Kind {
+			nv.Tag = old.Tag
+			nv.Style |= yaml.TaggedStyle
+		}
+		m.Content[at+1] = &nv
 	}
-	return nil
+	return changed, nil
+}
+
+// withoutNulls is v with the null members of its objects, at any depth of
+// objects, removed: what RFC 7396 makes of a patch value that has nothing to
+// merge into. Arrays are values, kept as they are.
+func withoutNulls(v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(obj))
+	for k, e := range obj {
+		if e != nil {
+			out[k] = withoutNulls(e)
+		}
+	}
+	return out
 }
 
 // plain turns decoded JSON into values yaml.v3 encodes naturally: whole

@@ -1,0 +1,152 @@
+package admin_test
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"sluice/config"
+)
+
+// routeDoc is a rules file whose route has a nested blockResponse; tests
+// splice a layout of that block into it.
+const routeDoc = `listen: ":8080"
+upstreams:
+  orders:
+    targets: ["http://127.0.0.1:9001"]
+routes:
+  - path: /orders/*
+    upstream: orders
+    resource: orders
+    blockResponse:
+%s# after the route
+flowRules:
+  - resource: orders
+    count: 100
+`
+
+// writeDoc replaces the fixture's rules file with doc.
+func (f *fixture) writeDoc(t *testing.T, doc string) {
+	t.Helper()
+	if err := os.WriteFile(f.path, []byte(doc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A literal block body may hold blank and '#' lines: they are the body's,
+// and an edit of the rule replaces all of them, while the comment after the
+// rule stays once, where it was.
+func TestEditRuleWithMultiLineBody(t *testing.T) {
+	const body = "      body: |\n        {\"error\": \"slow down\"}\n\n        # not a comment\n        try later\n\n"
+	const oldBody = "{\"error\": \"slow down\"}\n\n# not a comment\ntry later\n"
+	for _, tc := range []struct {
+		name, patch, wantBody string
+	}{
+		{"new body", `{"blockResponse": {"body": "busy\n\nretry\n"}}`, "busy\n\nretry\n"},
+		{"new field", `{"prioritized": "true"}`, oldBody},
+		{"sibling of body", `{"blockResponse": {"status": 503}}`, oldBody},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			f.writeDoc(t, strings.Replace(routeDoc, "%s", body, 1))
+			code, resp, _ := f.do(t, "PUT", "/api/rules/routes/0",
+				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
+			if code != http.StatusOK {
+				t.Fatalf("PUT %s: %d %s, want 200", tc.patch, code, resp)
+			}
+			saved := f.file(t)
+			cfg, err := config.Parse(f.path, saved)
+			if err != nil {
+				t.Fatalf("the saved file does not load: %v\n%s", err, saved)
+			}
+			if got := cfg.Routes[0].BlockResponse.Body; got != tc.wantBody {
+				t.Errorf("saved body %q, want %q:\n%s", got, tc.wantBody, saved)
+			}
+			if n := strings.Count(string(saved), "# after the route\n"); n != 1 {
+				t.Errorf("the comment after the rule is there %d times, want 1:\n%s", n, saved)
+			}
+		})
+	}
+}
+
+// A JSON edit is an RFC 7396 merge patch, recursively: a nested object
+// merges member by member, a nested null removes that member, and nulls in
+// an object that has nothing to merge into are dropped, not written.
+func TestEditMergePatchIsRecursive(t *testing.T) {
+	const block = "      status: 503\n      body: busy\n      contentType: text/plain\n"
+	for _, tc := range []struct {
+		name, path, patch string
+		want, notWant     []string
+	}{
+		{"nested member", "/api/rules/routes/0", `{"blockResponse": {"status": 500}}`,
+			[]string{"status: 500", "body: busy", "contentType: text/plain"}, nil},
+		{"nested null", "/api/rules/routes/0", `{"blockResponse": {"contentType": null}}`,
+			[]string{"status: 503", "body: busy"}, []string{"contentType", "null"}},
+		{"null in a new object", "/api/rules/flowRules/0", `{"clusterConfig": {"thresholdType": "global", "fallbackToLocalWhenFail": null}}`,
+			[]string{"clusterConfig:\n      thresholdType: global\n", "contentType: text/plain"}, []string{"fallbackToLocalWhenFail", "null"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			f.writeDoc(t, strings.Replace(routeDoc, "%s", block, 1))
+			code, resp, _ := f.do(t, "PUT", tc.path,
+				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
+			if code != http.StatusOK {
+				t.Fatalf("PUT %s: %d %s, want 200", tc.patch, code, resp)
+			}
+			saved := string(f.file(t))
+			for _, w := range tc.want {
+				if !strings.Contains(saved, w) {
+					t.Errorf("after %s the file lacks %q:\n%s", tc.patch, w, saved)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(saved, w) {
+					t.Errorf("after %s the file still has %q:\n%s", tc.patch, w, saved)
+				}
+			}
+		})
+	}
+}
+
+// A value that carries an anchor keeps it when edited, in place or when the
+// rule is re-encoded, so the alias naming it still loads (and follows).
+func TestEditKeepsAnchor(t *testing.T) {
+	const doc = `listen: ":8080"
+upstreams:
+  orders:
+    targets: ["http://127.0.0.1:9001"]
+routes:
+  - path: /orders/*
+    upstream: orders
+    resource: orders
+flowRules:
+  - resource: orders
+    count: &c 100
+  - resource: orders
+    limitApp: mobile
+    count: *c
+`
+	for _, tc := range []struct{ name, patch string }{
+		{"value in place", `{"count": 50}`},
+		{"rule re-encoded", `{"count": 50, "dryRun": true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			f.writeDoc(t, doc)
+			code, resp, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
+			if code != http.StatusOK {
+				t.Fatalf("PUT %s on an anchored value: %d %s, want 200", tc.patch, code, resp)
+			}
+			saved := f.file(t)
+			cfg, err := config.Parse(f.path, saved)
+			if err != nil {
+				t.Fatalf("the saved file does not load: %v\n%s", err, saved)
+			}
+			if !strings.Contains(string(saved), "count: &c 50\n") || cfg.FlowRules[0].Count != 50 || cfg.FlowRules[1].Count != 50 {
+				t.Errorf("want count: &c 50 followed by the alias; file:\n%s", saved)
+			}
+		})
+	}
+}
