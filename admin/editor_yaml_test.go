@@ -26,12 +26,19 @@ flowRules:
     count: 100
 `
 
-// writeDoc replaces the fixture's rules file with doc.
-func (f *fixture) writeDoc(t *testing.T, doc string) {
+// patchDoc writes doc as the fixture's rules file, PUTs patch on the rule
+// at path (with the file's ETag) and returns the file saved, failing the
+// test unless the edit is answered 200.
+func (f *fixture) patchDoc(t *testing.T, doc, path, patch string) []byte {
 	t.Helper()
 	if err := os.WriteFile(f.path, []byte(doc), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	code, resp, _ := f.do(t, "PUT", path, map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, patch)
+	if code != http.StatusOK {
+		t.Fatalf("PUT %s %s: %d %s, want 200", path, patch, code, resp)
+	}
+	return f.file(t)
 }
 
 // A literal block body may hold blank and '#' lines: they are the body's,
@@ -49,13 +56,7 @@ func TestEditRuleWithMultiLineBody(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "")
-			f.writeDoc(t, strings.Replace(routeDoc, "%s", body, 1))
-			code, resp, _ := f.do(t, "PUT", "/api/rules/routes/0",
-				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
-			if code != http.StatusOK {
-				t.Fatalf("PUT %s: %d %s, want 200", tc.patch, code, resp)
-			}
-			saved := f.file(t)
+			saved := f.patchDoc(t, strings.Replace(routeDoc, "%s", body, 1), "/api/rules/routes/0", tc.patch)
 			cfg, err := config.Parse(f.path, saved)
 			if err != nil {
 				t.Fatalf("the saved file does not load: %v\n%s", err, saved)
@@ -88,13 +89,7 @@ func TestEditMergePatchIsRecursive(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "")
-			f.writeDoc(t, strings.Replace(routeDoc, "%s", block, 1))
-			code, resp, _ := f.do(t, "PUT", tc.path,
-				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
-			if code != http.StatusOK {
-				t.Fatalf("PUT %s: %d %s, want 200", tc.patch, code, resp)
-			}
-			saved := string(f.file(t))
+			saved := string(f.patchDoc(t, strings.Replace(routeDoc, "%s", block, 1), tc.path, tc.patch))
 			for _, w := range tc.want {
 				if !strings.Contains(saved, w) {
 					t.Errorf("after %s the file lacks %q:\n%s", tc.patch, w, saved)
@@ -133,13 +128,7 @@ flowRules:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "")
-			f.writeDoc(t, doc)
-			code, resp, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
-				map[string]string{"If-Match": f.etag(t), "Content-Type": "application/json"}, tc.patch)
-			if code != http.StatusOK {
-				t.Fatalf("PUT %s on an anchored value: %d %s, want 200", tc.patch, code, resp)
-			}
-			saved := f.file(t)
+			saved := f.patchDoc(t, doc, "/api/rules/flowRules/0", tc.patch)
 			cfg, err := config.Parse(f.path, saved)
 			if err != nil {
 				t.Fatalf("the saved file does not load: %v\n%s", err, saved)

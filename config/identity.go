@@ -121,16 +121,21 @@ func RuleID(rule any) ruleid.Key {
 // once from RuleIdentity rather than for every rule of every load. They are
 // never changed.
 var (
-	flowSkip      = notLocal(FlowRule{})
-	paramSkip     = notLocal(ParamRule{})
-	degradeSkip   = notLocal(DegradeRule{})
-	authoritySkip = notLocal(AuthorityRule{})
+	flowSkip      = fieldsNot(FlowRule{}, Identity.local)
+	paramSkip     = fieldsNot(ParamRule{}, Identity.local)
+	degradeSkip   = fieldsNot(DegradeRule{}, Identity.local)
+	authoritySkip = fieldsNot(AuthorityRule{}, Identity.local)
 )
 
-func notLocal(rule any) []string {
+func (id Identity) local() bool   { return id.Local }
+func (id Identity) cluster() bool { return id.Cluster }
+
+// fieldsNot lists, sorted, the fields of rule that are not part of an
+// identity (in: Identity.local or Identity.cluster): what ruleid.Of skips.
+func fieldsNot(rule any, in func(Identity) bool) []string {
 	var skip []string
 	for path, id := range RuleIdentity(rule) {
-		if !id.Local {
+		if !in(id) {
 			skip = append(skip, path)
 		}
 	}

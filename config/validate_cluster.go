@@ -9,20 +9,9 @@ import (
 // The fields of each rule type that do not name its Redis windows
 // (RuleIdentity's Cluster), worked out once. They are never changed.
 var (
-	flowNotCluster  = notCluster(FlowRule{})
-	paramNotCluster = notCluster(ParamRule{})
+	flowNotCluster  = fieldsNot(FlowRule{}, Identity.cluster)
+	paramNotCluster = fieldsNot(ParamRule{}, Identity.cluster)
 )
-
-func notCluster(rule any) []string {
-	var skip []string
-	for path, id := range RuleIdentity(rule) {
-		if !id.Cluster {
-			skip = append(skip, path)
-		}
-	}
-	slices.Sort(skip)
-	return skip
-}
 
 // sharedWindows refuses a clusterMode rule that would count in a Redis
 // window another clusterMode rule of the file already counts in. Rules
