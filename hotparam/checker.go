@@ -36,8 +36,9 @@ type Values interface {
 // later snapshots (rules unchanged by a reload).
 type Checker struct {
 	rules   []*rule
-	cluster TokenService // decides clusterMode rules; nil: they apply locally
-	headers []string     // the response headers the rules' countOn read, each once
+	cluster TokenService  // decides clusterMode rules; nil: they apply locally
+	giver   TokenReturner // cluster, if it can give tokens back; else nil
+	headers []string      // the response headers the rules' countOn read, each once
 }
 
 // Headers are the response headers (canonical names) whose figures the
@@ -83,7 +84,7 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 	if n < 1 {
 		n = 1
 	}
-	t.ts = c.cluster
+	t.ts, t.giver = c.cluster, c.giver
 	for i, r := range c.rules {
 		vals, ok := v.Values(r.key)
 		if !ok {
@@ -100,7 +101,7 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 			if !r.match.Match(val) {
 				continue
 			}
-			if r.enterValue(c.cluster, now, val, n, &t, &vd, quotaTo{sink, i}) {
+			if r.enterValue(c.cluster, c.giver, now, val, n, &t, &vd, quotaTo{sink, i}) {
 				t.Cancel(now)
 				return Token{}, vd
 			}
@@ -112,12 +113,12 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 // enterValue checks one value of the call against r, adding what it takes
 // to t and its wait, quota or dry-run block to vd. It reports whether the
 // call is blocked; vd is then the block's verdict.
-func (r *rule) enterValue(ts TokenService, now int64, val string, n int64, t *Token, vd *limiter.Verdict, qt quotaTo) (blocked bool) {
+func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val string, n int64, t *Token, vd *limiter.Verdict, qt quotaTo) (blocked bool) {
 	share := 0
 	if r.cluster && ts != nil {
 		var decided bool
 		var o outcome
-		if decided, share, o = r.enterCluster(ts, now, val, n, qt.sink != nil && !r.dryRun); decided {
+		if decided, share, o = r.enterCluster(ts, gb, now, val, n, qt.sink != nil && !r.dryRun); decided {
 			switch {
 			case o.took:
 				// After the answer, the cluster is charged for this value:
@@ -164,7 +165,7 @@ type quotaTo struct {
 // avgLocal), or the value passes when the rule does not fall back. With
 // report, a pass of a rolling window asks Redis what it leaves, for the
 // RateLimit fields (o then has the value's quota).
-func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, report bool) (decided bool, share int, o outcome) {
+func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val string, n int64, report bool) (decided bool, share int, o outcome) {
 	// The value's count (an item's?) is in its table entry; the lock is
 	// not held across the round trip to Redis.
 	e, sh := r.table.Get(val, now)
@@ -230,7 +231,7 @@ func (r *rule) enterCluster(ts TokenService, now int64, val string, n int64, rep
 		var left int64
 		var reset time.Duration
 		var stamp int64
-		if gb, can := ts.(TokenReturner); can {
+		if gb != nil {
 			ok, retry, left, reset, stamp, err = gb.AcquireParamStamp(r.cfg, p.count, val, n, report)
 		} else {
 			ok, retry, left, reset, err = ts.AcquireParamLeft(r.cfg, p.count, val, n, report)

@@ -112,6 +112,7 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		c := s.byRes[pr.Resource]
 		if c == nil {
 			c = &Checker{cluster: opts.Cluster}
+			c.giver, _ = opts.Cluster.(TokenReturner) // once, not per call
 			s.byRes[pr.Resource] = c
 		}
 		c.rules = append(c.rules, r)

@@ -39,7 +39,8 @@ type Token struct {
 	n      int
 	more   []slot
 	ended  bool
-	ts     TokenService // the Checker's, for after-answer clusterMode rules
+	ts     TokenService  // the Checker's, for after-answer clusterMode rules
+	giver  TokenReturner // the Checker's, for passes given back (slot.back)
 }
 
 // Answer is the upstream's answer to a forwarded call, as far as countOn
@@ -183,14 +184,12 @@ func (t *Token) Cancel(now int64) {
 		return
 	}
 	t.ended = true
-	t.each(func(s *slot) { s.release(t.ts, now) })
+	t.each(func(s *slot) { s.release(t.giver, now) })
 }
 
-func (s *slot) release(ts TokenService, now int64) {
-	if s.back != 0 {
-		if gb, ok := ts.(TokenReturner); ok {
-			gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
-		}
+func (s *slot) release(gb TokenReturner, now int64) {
+	if s.back != 0 { // only a giver stamps a pass
+		gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
 		return
 	}
 	if s.r.after {
