@@ -87,25 +87,33 @@ type clusterHeld struct {
 
 // holdCluster keeps a cluster pass to give back should the call not go.
 func (t *Token) holdCluster(rule *config.FlowRule, key string, stamp int64) {
-	h := clusterHeld{rule: rule, key: key, stamp: stamp}
-	if t.ncl < maxInlineCluster {
-		t.cl[t.ncl] = h
-	} else {
-		t.moreCl = append(t.moreCl, h)
-	}
+	pushInline(t.cl[:], &t.moreCl, t.ncl, clusterHeld{rule: rule, key: key, stamp: stamp})
 	t.ncl++
+}
+
+// pushInline sets element n of a list kept in inline (no allocation)
+// and, past its length, in *more.
+func pushInline[T any](inline []T, more *[]T, n int, v T) {
+	if n < len(inline) {
+		inline[n] = v
+	} else {
+		*more = append(*more, v)
+	}
+}
+
+// atInline is element i of a list pushInline keeps.
+func atInline[T any](inline, more []T, i int) *T {
+	if i < len(inline) {
+		return &inline[i]
+	}
+	return &more[i-len(inline)]
 }
 
 // giveBack gives the token service back the passes its clusterMode rules
 // took for a call that does not go.
 func (t *Token) giveBack() {
 	for i := 0; i < t.ncl; i++ {
-		var h *clusterHeld
-		if i < maxInlineCluster {
-			h = &t.cl[i]
-		} else {
-			h = &t.moreCl[i-maxInlineCluster]
-		}
+		h := atInline(t.cl[:], t.moreCl, i)
 		t.c.giver.GiveBackFlow(h.rule, h.key, t.n, h.stamp)
 	}
 	t.ncl, t.moreCl = 0, nil
@@ -137,11 +145,7 @@ func (t *Token) hold(s *keyState, o *outcome) {
 	if o.at != math.MinInt64 && (s.def.behavior == bThrottle || s.def.behavior == bWarmUpThrottle) {
 		h.at, h.span = o.at, o.span
 	}
-	if t.nheld < maxInline {
-		t.held[t.nheld] = h
-	} else {
-		t.more = append(t.more, h)
-	}
+	pushInline(t.held[:], &t.more, t.nheld, h)
 	t.nheld++
 }
 
@@ -149,11 +153,7 @@ func (t *Token) hold(s *keyState, o *outcome) {
 // against limit(share).
 func (t *Token) holdPending(s *keyState, ord, share int) {
 	h := heldState{s: s, at: pendingAt, prio: true, ord: ord, share: int32(min(share, math.MaxInt32))}
-	if t.nheld < maxInline {
-		t.held[t.nheld] = h
-	} else {
-		t.more = append(t.more, h)
-	}
+	pushInline(t.held[:], &t.more, t.nheld, h)
 	t.nheld++
 }
 
@@ -163,12 +163,7 @@ func (h *heldState) limit() float64 {
 	return math.Floor(shareOf(h.s.def.winLimit, int(h.share)))
 }
 
-func (t *Token) heldAt(i int) *heldState {
-	if i < maxInline {
-		return &t.held[i]
-	}
-	return &t.more[i-maxInline]
-}
+func (t *Token) heldAt(i int) *heldState { return atInline(t.held[:], t.more, i) }
 
 // Enter checks a call of n tokens (n < 1 counts as 1) from origin ("" = none)
 // at now. Every applicable rule must pass, in file order; the first block
