@@ -85,7 +85,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// (Header.Values would canonicalize again on every request).
 		// A header the client's Connection names is hop-by-hop: it is
 		// not forwarded (forwardHeader), so it is no value either.
-		if conn := r.Header["Connection"]; len(conn) == 0 || !listedIn(conn, src.Name) {
+		if !listedIn(r.Header["Connection"], src.Name) {
 			headerValues(r.Header[src.Name], isList(src.Name), vs)
 		}
 	case config.SourceQuery:
@@ -101,7 +101,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 			}
 		}
 	case config.SourceCookie:
-		if conn := r.Header["Connection"]; len(conn) == 0 || !listedIn(conn, "Cookie") {
+		if !listedIn(r.Header["Connection"], "Cookie") {
 			cookieValues(r.Header["Cookie"], src.Name, vs)
 		}
 	case config.SourceHost:
@@ -122,7 +122,7 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 	if !a.IsValid() {
 		return raw, raw != ""
 	}
-	return canonicalString(a, raw), true
+	return match.AddrString(a, raw), true
 }
 
 // client is the TCP peer, unless the peer is a trusted proxy: then the
@@ -130,12 +130,12 @@ func (s *sources) clientIP(r *http.Request) (string, bool) {
 // sent by an untrusted peer is never read, so it cannot buy another
 // client. raw is the client as written (the peer without its port, or the
 // X-Forwarded-For element), a it read as a canonical address
-// (parseAddr), the zero Addr when raw is not one (a Unix socket's peer).
+// (match.Addr), the zero Addr when raw is not one (a Unix socket's peer).
 // It allocates nothing: the ip source, the authority rules and the
 // forwarded-for header all read the client here.
 func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
 	raw = match.HostOnly(r.RemoteAddr)
-	a, ok := parseAddr(raw)
+	a, ok := match.Addr(raw)
 	if !ok || !s.trustedAddr(a) {
 		return a, raw
 	}
@@ -155,7 +155,7 @@ func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
 			if part == "" {
 				continue
 			}
-			hop, ok := parseAddr(part)
+			hop, ok := match.Addr(part)
 			if !ok {
 				// Garbage in the header: stop at the last hop we can vouch for.
 				return a, raw
@@ -169,21 +169,15 @@ func (s *sources) client(r *http.Request) (a netip.Addr, raw string) {
 	return a, raw
 }
 
-// parseAddr is match.Addr: the ip source's one address of a client.
-func parseAddr(s string) (netip.Addr, bool) { return match.Addr(s) }
-
-// canonicalAddr parses an address written without a port (parseAddr) and
+// canonicalAddr parses an address written without a port (match.Addr) and
 // also returns it written in the one form that makes one client one key
-// (canonicalString); ok is false when s is not an address.
+// (match.AddrString); ok is false when s is not an address.
 func canonicalAddr(s string) (a netip.Addr, canon string, ok bool) {
-	if a, ok = parseAddr(s); !ok {
+	if a, ok = match.Addr(s); !ok {
 		return netip.Addr{}, "", false
 	}
-	return a, canonicalString(a, s), true
+	return a, match.AddrString(a, s), true
 }
-
-// canonicalString is match.AddrString: the ip source's one form of it.
-func canonicalString(a netip.Addr, s string) string { return match.AddrString(a, s) }
 
 // trustedAddr reports whether a canonical address is in trustedProxies.
 func (s *sources) trustedAddr(a netip.Addr) bool {
