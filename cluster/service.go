@@ -202,12 +202,17 @@ func (s *Service) GiveBackFlow(rule *config.FlowRule, key string, n, stamp int64
 // giveBack notes n tokens of spec's window for key, stamped stamp, to
 // return with its next call to Redis.
 func (s *Service) giveBack(spec *ruleSpec, key string, n, stamp int64) {
-	at := time.Since(s.epoch)
-	if s.clock != nil {
-		at = s.clock()
-	}
-	s.leases.giveBack(spec, key, n, stamp, at)
+	s.leases.giveBack(spec, key, n, stamp, s.timeline(time.Since(s.epoch)))
 	s.blocks.forget(spec, key, false)
+}
+
+// timeline is real, an instant on the Service's monotonic timeline, or
+// the test's clock's instant when it has one.
+func (s *Service) timeline(real time.Duration) time.Duration {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return real
 }
 
 // acquireOp is the op that takes tokens, saying what they leave or not.
@@ -476,9 +481,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 			s.avgAt.Store(int64(at))
 		}
 	}
-	if s.clock != nil {
-		at = s.clock()
-	}
+	at = s.timeline(at)
 	if p != nil && s.now != nil {
 		at = s.now().Sub(s.epoch) // a quota's block lasts until the reset on the test's clock
 	}
