@@ -2,9 +2,11 @@ package system_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/passcheck"
 	"sluice/limiter/system"
 )
 
@@ -79,5 +81,44 @@ func TestMaxQpsReloadAcrossOne(t *testing.T) {
 	}
 	if _, v := g.Enter(at); !v.Blocked {
 		t.Errorf("back at maxQps 5: a sixth call in the second passed (the pass made under 0.5 was forgotten)")
+	}
+}
+
+// Property: a maxQps under 1 keeps the window's promise at every limit,
+// overload and start phase. The window is the fewest whole seconds m that
+// hold a pass, and it holds floor(m × maxQps) passes: no real interval of
+// m seconds passes more, and a steady overload passes exactly that many
+// per m seconds (the last window of the run may be cut short). Swept over
+// limits 0.05 to 0.95 (and 1/3, 0.999), overloads 1.5x to 10x the pace
+// the window allows, and 7 start phases across the window.
+func TestMaxQpsUnderOneProperty(t *testing.T) {
+	limits := []float64{1.0 / 3, 0.999}
+	for q := 0.05; q < 0.96; q += 0.05 {
+		limits = append(limits, q)
+	}
+	for _, q := range limits {
+		m := math.Ceil(1 / q)
+		window, most := int64(m)*sec, int(math.Floor(m*q+1e-9))
+		for _, over := range []float64{1.5, 3, 10} {
+			for ph := int64(0); ph < window; ph += window / 7 {
+				start := int64(1e12) + ph
+				const windows = 6
+				g := system.New(config.System{MaxQps: q}, nil, nil)
+				passed := passcheck.Offer(start, start+windows*window, float64(window)/(over*float64(most)), func(_, at int64) bool {
+					tok, v := g.Enter(at)
+					if !v.Blocked {
+						tok.Exit(at, false)
+					}
+					return !v.Blocked
+				})
+				what := fmt.Sprintf("maxQps %g (%d in %d s), %gx, phase %d ms", q, most, int64(m), over, ph/ms)
+				if got := passcheck.MostInInterval(passed, window); got > most {
+					t.Fatalf("%s: a real %d s passed %d, want at most %d", what, int64(m), got, most)
+				}
+				if len(passed) < (windows-1)*most {
+					t.Fatalf("%s: %d passed in %d windows under overload, want at least %d", what, len(passed), windows, (windows-1)*most)
+				}
+			}
+		}
 	}
 }
