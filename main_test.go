@@ -23,6 +23,7 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 		{"a leftover word", []string{"-config", missing, "--", "extra"}, "", `unexpected argument "extra"`},
 		{"an unknown flag", []string{"-config", missing, "-bogus"}, "", "flag provided but not defined: -bogus"},
 		{"validate with two files", []string{"validate", missing, "other.yaml"}, "", `unexpected argument "other.yaml"`},
+		{"validate with an unknown flag", []string{"validate", "-strict", missing}, "", "flag provided but not defined: -strict"},
 		{"a bad SLUICE_FORWARDER", []string{"-config", missing}, "bogus", "SLUICE_FORWARDER"},
 		// log.level and log.format refuse these in the file; the flags too.
 		{"an unknown -log-level", []string{"-config", missing, "-log-level", "loud"}, "", `-log-level: must be one of trace, debug, info, warn, error, got "loud"`},
@@ -60,5 +61,33 @@ func TestValidatePrintsOneErrorPerLine(t *testing.T) {
 	want := path + `:4: "bad\nkey": unknown field`
 	if got := strings.TrimRight(stderr.String(), "\n"); got != want {
 		t.Errorf("validate printed:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestValidateHelp: `sluice validate -h` prints its usage and exits 0; it
+// used to look for a rules file named "-h". "--" still lets a file whose
+// name starts with "-" be checked.
+func TestValidateHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"validate", arg}, &stdout, &stderr); code != 0 {
+			t.Errorf("validate %s: exit %d, want 0; stderr:\n%s", arg, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "usage: sluice validate [FILE]") {
+			t.Errorf("validate %s printed %q, want its usage", arg, stderr.String())
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "-rules.yaml")
+	if err := os.WriteFile(path, []byte("upstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{path: /, upstream: app}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"validate", "--", "-rules.yaml"}, &stdout, &stderr); code != 0 {
+		t.Errorf("validate -- -rules.yaml: exit %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "-rules.yaml: ok") {
+		t.Errorf("validate -- -rules.yaml printed %q", stdout.String())
 	}
 }

@@ -17,7 +17,22 @@ import (
 const rulesTimeout = 10 * time.Second
 
 // Validate is `sluice validate [rules.yaml]`: every error as FILE:LINE: message.
+// It takes no flags: -h prints its usage, any other word that starts with
+// "-" is refused rather than read as a file name ("--" ends the flags, for
+// a file whose name starts with "-").
 func Validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sluice validate [FILE]\n\nChecks FILE (default rules.yaml) as the gateway would load it and prints every error as FILE:LINE: message. Exit 0: ok; 1: errors; 2: usage.")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	args = fs.Args()
 	path := "rules.yaml"
 	if len(args) > 1 {
 		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q: it checks one rules file\n", args[1])
