@@ -11,7 +11,6 @@ import (
 // docs/rules.md).
 const (
 	DefaultLogLevel         = "info"
-	DefaultLogFormat        = "json"
 	DefaultEntrance         = "default"
 	DefaultForwarder        = "auto"
 	DefaultOccupyTimeoutMs  = 500
@@ -131,9 +130,6 @@ func (c *checker) applyDefaults() {
 	}
 	if !c.has("log.level") {
 		cfg.Log.Level = DefaultLogLevel
-	}
-	if !c.has("log.format") {
-		cfg.Log.Format = DefaultLogFormat
 	}
 	for i := range cfg.Routes {
 		r, p := &cfg.Routes[i], idx("routes", i)

@@ -119,7 +119,7 @@ func TestLoadDefaults(t *testing.T) {
 	want := &config.Config{
 		Listen: config.DefaultListen,
 		Admin:  config.Admin{Listen: ptr(config.DefaultAdminListen)},
-		Log:    config.Log{Level: "info", Format: "json"},
+		Log:    config.Log{Level: "info"}, // no format: JSON, or console on a terminal
 		Server: config.Server{ReadHeaderTimeout: config.Duration(10 * time.Second), IdleTimeout: config.Duration(120 * time.Second),
 			SendTimeout: config.Duration(30 * time.Second), MaxConcurrentStreams: 100},
 		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},

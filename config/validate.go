@@ -148,7 +148,9 @@ func (c *checker) validate() {
 	c.listenAddr("listen", cfg.Listen, cfg.TLS.Listen != "")
 	c.listenAddr("admin.listen", *cfg.Admin.Listen, true)
 	c.oneOf("log.level", cfg.Log.Level, LogLevels()...)
-	c.oneOf("log.format", cfg.Log.Format, LogFormats()...)
+	if c.has("log.format") { // unwritten: console on a terminal, else JSON
+		c.oneOf("log.format", cfg.Log.Format, LogFormats()...)
+	}
 	for i, p := range cfg.TrustedProxies {
 		c.prefix(idx("trustedProxies", i), p)
 	}

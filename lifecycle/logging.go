@@ -42,8 +42,7 @@ func LogChoices() (levels, formats string) {
 	return strings.Join(config.LogLevels(), "|"), strings.Join(config.LogFormats(), "|")
 }
 
-// newLogger builds the zerolog logger: flags override the file; JSON unless
-// asked for console or stderr is a terminal.
+// newLogger builds the zerolog logger: flags override the file.
 func newLogger(w io.Writer, o Options, cfg *config.Config) zerolog.Logger {
 	level, format := "info", ""
 	if cfg != nil {
@@ -55,13 +54,7 @@ func newLogger(w io.Writer, o Options, cfg *config.Config) zerolog.Logger {
 	if o.LogLevel != "" {
 		level = o.LogLevel
 	}
-	switch {
-	case o.LogFormat != "":
-		format = o.LogFormat
-	case isTerminal(w):
-		format = "console"
-	}
-	if format == "console" {
+	if logFormat(o.LogFormat, format, isTerminal(w)) == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
 	}
 	lvl, err := zerolog.ParseLevel(level)
@@ -78,4 +71,20 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// logFormat is the format the logs are written in: -log-format, else the
+// file's log.format, else console on a terminal and JSON elsewhere. A
+// format the user wrote is kept on a terminal too: someone who asked for
+// JSON (to pipe through jq, say) gets JSON.
+func logFormat(flagValue, fileValue string, tty bool) string {
+	switch {
+	case flagValue != "":
+		return flagValue
+	case fileValue != "":
+		return fileValue
+	case tty:
+		return "console"
+	}
+	return "json"
 }
