@@ -50,6 +50,9 @@ func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o Optio
 			MaxHeaderBytes: maxHeaderBytes,
 			HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.MaxConcurrentStreams},
 			ErrorLog:       errLog,
+			// A throttle-queued request with an unread body looks at its
+			// socket to see its client leave (Gateway.queueWait).
+			ConnContext: gw.ConnContext,
 		}
 	}
 	if tc := cfg.TLS; tc.Listen != "" {

@@ -150,7 +150,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		// system.maxConcurrency slot while it waits, and takes one when its
 		// wait ends if one is free.
 		c.sys.Queue()
-		if !s.clock.Sleep(r.Context(), wait) {
+		if !s.queueWait(r, wait) {
 			// The client left while queued: it is not forwarded and counts nowhere.
 			c.cancel(s.clock.Now(), limiter.ReasonNone)
 			return
