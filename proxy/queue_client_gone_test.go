@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -37,14 +38,55 @@ func (c *wallClock) Sleep(ctx context.Context, d time.Duration) bool {
 	case c.queued <- struct{}{}:
 	default:
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	wait, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	<-wait.Done()
+	return ctx.Err() == nil
+}
+
+// throttleServer serves g on a real loopback listener, with sendTimeout's
+// Listener and ConnContext as the gateway's traffic servers have them; a
+// throttle rule of 1 per interval with a queue of maxQueueingTimeMs guards
+// /slow. Each request's method arrives on returned once served.
+func throttleServer(t *testing.T, upURL string, interval, maxQueue int) (base string, clock *wallClock, returned chan string) {
+	t.Helper()
+	cfg, err := config.Parse("queue.yaml", []byte(fmt.Sprintf(`
+upstreams:
+  up: {targets: [%q]}
+routes:
+  - path: /slow
+    upstream: up
+    resource: slow
+flowRules:
+  - resource: slow
+    count: 1
+    statIntervalMs: %d
+    controlBehavior: throttle
+    maxQueueingTimeMs: %d
+`, upURL, interval, maxQueue)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	clock = &wallClock{base: time.Now(), queued: make(chan struct{}, 1)}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	returned = make(chan string, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g.ServeHTTP(w, r)
+			returned <- r.Method
+		}),
+		ConnContext: g.ConnContext,
+	}
+	go srv.Serve(g.Listener(ln))
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), clock, returned
 }
 
 // TestQueuedRequestWithUnreadBodyLeavesWhenClientCloses: a POST waiting in
@@ -60,44 +102,8 @@ func TestQueuedRequestWithUnreadBodyLeavesWhenClientCloses(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { forwarded.Add(1) }))
 	t.Cleanup(up.Close)
 	// One pass per 10 s: the first passes at once, the second waits 10 s.
-	cfg, err := config.Parse("queue.yaml", []byte(`
-upstreams:
-  up: {targets: ["`+up.URL+`"]}
-routes:
-  - path: /slow
-    upstream: up
-    resource: slow
-flowRules:
-  - resource: slow
-    count: 1
-    statIntervalMs: 10000
-    controlBehavior: throttle
-    maxQueueingTimeMs: 30000
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &wallClock{base: time.Now(), queued: make(chan struct{}, 1)}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	returned := make(chan string, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			g.ServeHTTP(w, r)
-			returned <- r.Method
-		}),
-		ConnContext: g.ConnContext,
-	}
-	go srv.Serve(g.Listener(ln))
-	t.Cleanup(func() { srv.Close() })
-
-	resp, err := http.Get("http://" + ln.Addr().String() + "/slow")
+	base, clock, returned := throttleServer(t, up.URL, 10000, 30000)
+	resp, err := http.Get(base + "/slow")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +113,7 @@ flowRules:
 	}
 
 	// A POST whose 5-byte body never comes: queued behind the first pass.
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +151,7 @@ flowRules:
 		<-clock.queued
 		cancel()
 	}()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+ln.Addr().String()+"/slow", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/slow", nil)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
@@ -171,35 +177,10 @@ func TestQueuedRequestWithBodyWaitsItsTurn(t *testing.T) {
 		bodies <- string(b)
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := config.Parse("queue.yaml", []byte(`
-upstreams:
-  up: {targets: ["`+up.URL+`"]}
-routes:
-  - path: /slow
-    upstream: up
-    resource: slow
-flowRules:
-  - resource: slow
-    count: 1
-    statIntervalMs: 300
-    controlBehavior: throttle
-    maxQueueingTimeMs: 5000
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &wallClock{base: time.Now(), queued: make(chan struct{}, 1)}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(g)
-	srv.Config.ConnContext = g.ConnContext
-	srv.Start()
-	t.Cleanup(srv.Close)
+	base, clock, returned := throttleServer(t, up.URL, 300, 5000)
 	start := time.Now()
 	for _, body := range []string{"first", "second"} {
-		resp, err := http.Post(srv.URL+"/slow", "text/plain", strings.NewReader(body))
+		resp, err := http.Post(base+"/slow", "text/plain", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,6 +188,7 @@ flowRules:
 		if resp.StatusCode != 200 {
 			t.Fatalf("POST %s: %d", body, resp.StatusCode)
 		}
+		<-returned
 		if got := <-bodies; got != body {
 			t.Errorf("upstream got %q, want %q", got, body)
 		}
