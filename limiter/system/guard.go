@@ -148,7 +148,7 @@ func (g *Guard) Enter(now int64) (Token, limiter.Verdict) {
 		st.inFlight.Add(-1)
 		return Token{}, blocked
 	}
-	return Token{st: st, qps: g.qps, enter: now, since: now, maxConc: g.maxConc, record: true}, limiter.Verdict{}
+	return Token{st: st, qps: g.qps, qpsLim: g.qpsLim, enter: now, since: now, maxConc: g.maxConc, record: true}, limiter.Verdict{}
 }
 
 // qpsInterval is maxQps's window from 1 up: one second.
@@ -198,7 +198,8 @@ func (g *Guard) cpuHigh() bool { return g.cpu != nil && g.cpu.Usage() > g.maxCpu
 type Token struct {
 	st      *stats
 	qps     *window.Exact // counted the pass (maxQps), else nil
-	enter   int64         // when it passed: its maxQps pass's time
+	qpsLim  float64       // the limit qps counted it under, for Resume
+	enter   int64         // when it passed: its maxQps pass's time (Resume moves it)
 	since   int64         // in flight since: enter, or the end of its wait (Resume)
 	maxConc int64         // the maxConcurrency it entered under, for Resume
 	record  bool          // Exit records RT and success in the windows
@@ -223,12 +224,25 @@ func (t *Token) Queue() {
 // Resume counts a queued call in flight again when its wait is over, at
 // now. If maxConcurrency calls (of the limit the call entered under) are in
 // flight by then the call is blocked, so that calls in flight never exceed
-// it; the caller then Cancels the Token, which gives its maxQps pass back.
-// Its response time is counted from now: the adaptive check weighs the
-// calls in flight against their time in flight, which the wait is not.
+// it; the caller then Cancels the Token. Its maxQps pass moves from its
+// entry to now, when it is forwarded: counted at its entry, it would have
+// left the window while the call still waited, and a second holding the
+// forward could pass maxQps others too. If the window has no room at now,
+// the call is blocked. Its response time is counted from now: the
+// adaptive check weighs the calls in flight against their time in flight,
+// which the wait is not.
 func (t *Token) Resume(now int64) limiter.Verdict {
 	if t.st == nil || !t.queued {
 		return limiter.Verdict{}
+	}
+	if t.qps != nil && now > t.enter {
+		t.qps.Sub(now, t.enter, 1)
+		var r window.Result
+		if !t.qps.TryAdd(now, 1, t.qpsLim, false, &r) {
+			t.qps = nil // given back above: Cancel has none to take back
+			return blocked
+		}
+		t.enter = now
 	}
 	if _, ok := t.st.take(t.maxConc); !ok {
 		return blocked
