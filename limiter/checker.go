@@ -363,6 +363,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		one := [1]*Token{&t}
 		at := present(one[:], now)
 		if ok, retry := reserve(one[:], at, maxWait, &v); !ok {
+			refusedQuota(one[:], at, maxWait, sink, &v)
 			t.block(now, &v, retry)
 			return Token{}, v
 		}
@@ -435,6 +436,7 @@ const maxReserveTries = 8
 func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64) {
 	now = present(ts, now)
 	if ok, retry = reserve(ts, now, max(maxWait, 0), v); !ok {
+		refusedQuota(ts, now, max(maxWait, 0), nil, v)
 		return false, retry
 	}
 	for _, t := range ts {
@@ -558,6 +560,55 @@ func commonRoom(ts []*Token, now, from, until int64) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// refusedQuota sets v's quota to that of the qps reject rule that refused
+// a prioritized call (no moment within maxWait of now, the call's present,
+// had room), as a plain call's block sets the blocking rule's: the first
+// pending rule whose window alone has no room by then, else (each has
+// room, only never at one moment with the others) the first with none
+// now. Remaining is what its window has left, Reset the time until its
+// own room comes. The quota goes to sink (nil: the refusing token's, from
+// EnterPending) last, as a plain block's does, so that the refusal
+// carries the RateLimit fields of the rule that refused it.
+func refusedQuota(ts []*Token, now, maxWait int64, sink QuotaSink, v *Verdict) {
+	var bt *Token
+	var bh *heldState
+	for pass := 0; pass < 2 && bh == nil; pass++ {
+		until := now + maxWait
+		if pass == 1 {
+			until = now
+		}
+	find:
+		for _, t := range ts {
+			for i := 0; i < t.nheld; i++ {
+				h := t.heldAt(i)
+				if !h.prio {
+					continue
+				}
+				if _, ok := h.s.win.EarliestRoom(now, now, t.n, h.limit(), until); !ok {
+					bt, bh = t, h
+					break find
+				}
+			}
+		}
+	}
+	if bh == nil {
+		return
+	}
+	limit, window := bh.s.def.quota()
+	reset := int64(0)
+	if at, ok := bh.s.win.EarliestRoom(now, now, bt.n, bh.limit(), math.MaxInt64/4); ok {
+		reset = max(at-now, 0)
+	}
+	v.Quota, v.HasQuota = Quota{Policy: bt.c.resource, Kind: ReasonFlow, Rule: bh.ord, Limit: limit, Window: window,
+		Remaining: max(bh.limit()-float64(bh.s.win.Total(now)), 0), Reset: time.Duration(reset)}, true
+	if sink == nil {
+		sink = bt.sink
+	}
+	if sink != nil {
+		sink.Quota(v.Quota)
+	}
 }
 
 // prioQuota sets the verdict of a prioritized call whose passes are

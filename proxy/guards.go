@@ -277,7 +277,8 @@ func (c *call) reservePending(now int64) limiter.Verdict {
 				}
 			}
 		}
-		return limiter.Verdict{Blocked: true, Reason: limiter.ReasonFlow, RetryAfter: time.Duration(retry)}
+		return limiter.Verdict{Blocked: true, Reason: limiter.ReasonFlow, RetryAfter: time.Duration(retry),
+			Quota: v.Quota, HasQuota: v.HasQuota}
 	}
 	return v
 }
