@@ -54,6 +54,11 @@ func parsePriority(s string) (Priority, string) {
 	if msg != "" {
 		return Priority{}, "invalid prioritized " + quote(s) + ": " + msg
 	}
+	if form := sourceValue(source, val); form != "" && form != val {
+		// The ip and host sources give one canonical form of a value: any
+		// other spelling would prioritize no call.
+		return Priority{}, "invalid prioritized " + quote(s) + ": the " + string(source.Kind) + " source gives " + quote(form) + ", never " + quote(val)
+	}
 	return Priority{Source: source, Value: val}, ""
 }
 

@@ -90,6 +90,10 @@ func (c *checker) matchPath(p, v string) {
 		c.add(p, "must be a path starting with \"/\", got %s", quote(v))
 	case strings.ContainsAny(v, "?#"):
 		c.add(p, "must be a path without a query or fragment (groups match the path alone), got %s", quote(v))
+	case strings.ContainsAny(v, "{}"):
+		// A request's path has no raw brace (it is escaped, %7B), so a
+		// route-style {param} would match no request: a dead group.
+		c.add(p, "must be a literal path, not a route pattern: {param} matches no request (use a prefix up to the parameter, or a regex; a literal brace is %%7B), got %s", quote(v))
 	}
 }
 
