@@ -465,6 +465,7 @@ func (c *checker) authorityRules(ix routeIndex) {
 				break
 			}
 		}
+		c.originForms(p+".limitApp", apps)
 		if len(apps) > 0 && c.cfg.Origin.From.IsZero() && !c.bad["origin.from"] {
 			c.add(p+".limitApp", "needs origin.from (where a call's origin comes from): without it no call has an origin")
 		}
@@ -478,8 +479,21 @@ func (c *checker) flowRules(ix routeIndex) {
 	for i, r := range c.cfg.FlowRules {
 		p := idx("flowRules", i)
 		knownRes := c.resource(p+".resource", r.Resource, ix)
-		if len(r.LimitApps()) == 0 {
+		switch apps := r.LimitApps(); {
+		case len(apps) == 0:
 			c.add(p+".limitApp", "must not be empty (default, other, or a comma-separated list of origins)")
+		case len(apps) > 1:
+			for _, app := range apps {
+				if app == LimitAppDefault || app == LimitAppOther {
+					// In a list it would name an origin called "default"
+					// or "other", not all callers or the unnamed ones.
+					c.add(p+".limitApp", "%s stands alone; in a list of origins it would name an origin called %s (write a rule of its own)", quote(app), quote(app))
+					break
+				}
+			}
+			c.originForms(p+".limitApp", apps)
+		case apps[0] != LimitAppDefault && apps[0] != LimitAppOther:
+			c.originForms(p+".limitApp", apps)
 		}
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
 		c.count(p+".count", r.Count, false)
@@ -904,6 +918,17 @@ func sourceValue(src Source, v string) string {
 		return match.Host(v)
 	}
 	return ""
+}
+
+// originForms refuses an origin name that origin.from never gives: with
+// origin.from ip or host, a call's origin is one canonical address, or a
+// lower-case host without a port, so any other spelling names no caller.
+func (c *checker) originForms(path string, apps []string) {
+	for _, app := range apps {
+		if form := sourceValue(c.cfg.Origin.From, app); form != "" && form != app {
+			c.add(path, "origin.from %s gives %s, never %s: the rule would name no caller", c.cfg.Origin.From.String(), quote(form), quote(app))
+		}
+	}
 }
 
 // cidrKey refuses a cidr match on a key whose values are never addresses.
