@@ -79,14 +79,22 @@ type seriesJSON struct {
 	AvgRtMs    []float64 `json:"avgRtMs"`
 }
 
-// snapshot returns every resource's samples taken after since (Unix ms; 0 =
-// all), oldest first, sorted by resource. A resource with no newer sample is
-// listed with empty series, so a client polling with since still sees it.
-func (h *history) snapshot(since int64) []seriesJSON {
+// snapshotOf returns every resource's samples taken after since (Unix ms; 0 =
+// all), oldest first, sorted by resource; only the resources in only, if
+// it is not nil. A resource with no newer sample is listed with empty
+// series, so a client polling with since still sees it.
+func (h *history) snapshotOf(since int64, only map[string]bool) []seriesJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]seriesJSON, 0, len(h.rings))
+	n := len(h.rings)
+	if only != nil {
+		n = min(n, len(only))
+	}
+	out := make([]seriesJSON, 0, n)
 	for name, r := range h.rings {
+		if only != nil && !only[name] {
+			continue
+		}
 		start := (r.next - r.n + historyLen) % historyLen
 		skip := 0
 		for skip < r.n && r.buf[(start+skip)%historyLen].at <= since {
@@ -108,3 +116,6 @@ func (h *history) snapshot(since int64) []seriesJSON {
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
 	return out
 }
+
+// snapshot is snapshotOf every resource.
+func (h *history) snapshot(since int64) []seriesJSON { return h.snapshotOf(since, nil) }

@@ -32,7 +32,7 @@ func redactSecrets(data []byte) (text string, ok bool) {
 			if n.Kind != yaml.ScalarNode {
 				return "", false // an alias, or a section where a value belongs: cannot mask it exactly
 			}
-			if with := s.Masked(n.Value); with != n.Value {
+			if with := s.Masked(n.Value); with != n.Value && !slices.ContainsFunc(masks, func(m secret) bool { return m.node == n }) {
 				masks = append(masks, secret{n, with})
 			}
 		}
@@ -62,42 +62,76 @@ type secret struct {
 }
 
 // lookupAll follows the keys of a config.Secret's path from n, "[]" into
-// every element of a list; it returns the nodes found.
+// every element of a list; it returns the nodes found. It follows the
+// document as the config decoder reads it: through aliases to their anchor,
+// into merged mappings ("<<: *base", "<<: {token: x}") and to every value
+// of a repeated key, so that no secret the decoder could take stays
+// unmasked. A secret that is itself an alias is returned as such (and the
+// text is then refused).
 func lookupAll(n *yaml.Node, keys []string) []*yaml.Node {
-	if n == nil {
+	return lookupDepth(n, keys, 0)
+}
+
+// maxAliasDepth bounds the aliases and merges followed on one path.
+const maxAliasDepth = 32
+
+func lookupDepth(n *yaml.Node, keys []string, depth int) []*yaml.Node {
+	if n == nil || depth > maxAliasDepth {
 		return nil
 	}
 	if len(keys) == 0 {
 		return []*yaml.Node{n}
 	}
+	if n.Kind == yaml.AliasNode {
+		return lookupDepth(n.Alias, keys, depth+1)
+	}
 	if keys[0] == "[]" {
 		if n.Kind != yaml.SequenceNode {
-			return lookupAll(n, keys[1:]) // a single value where a list belongs: still masked
+			return lookupDepth(n, keys[1:], depth) // a single value where a list belongs: still masked
 		}
 		var out []*yaml.Node
 		for _, e := range n.Content {
-			out = append(out, lookupAll(e, keys[1:])...)
+			out = append(out, lookupDepth(e, keys[1:], depth)...)
 		}
 		return out
 	}
-	return lookupAll(lookup(n, keys[0]), keys[1:])
+	var out []*yaml.Node
+	for _, v := range mappingValues(n, keys[0], depth) {
+		out = append(out, lookupDepth(v, keys[1:], depth)...)
+	}
+	return out
 }
 
-// lookup follows mapping keys from n.
-func lookup(n *yaml.Node, keys ...string) *yaml.Node {
-	for _, k := range keys {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == k {
-				next = n.Content[i+1]
-			}
-		}
-		n = next
+// mappingValues is every value of key k in mapping n: each occurrence of
+// the key, and those of the mappings merged into n with "<<".
+func mappingValues(n *yaml.Node, k string, depth int) []*yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && depth <= maxAliasDepth {
+		n, depth = n.Alias, depth+1
 	}
-	return n
+	if n == nil || n.Kind != yaml.MappingNode || depth > maxAliasDepth {
+		return nil
+	}
+	var out []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i], n.Content[i+1]
+		switch {
+		case key.Kind == yaml.ScalarNode && key.ShortTag() == "!!merge":
+			src := v
+			for src != nil && src.Kind == yaml.AliasNode && depth <= maxAliasDepth {
+				src, depth = src.Alias, depth+1
+			}
+			if src != nil && src.Kind == yaml.SequenceNode {
+				for _, e := range src.Content {
+					out = append(out, mappingValues(e, k, depth+1)...)
+				}
+			} else {
+				out = append(out, mappingValues(src, k, depth+1)...)
+			}
+		case key.Value == k:
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func quoteYAML(s string) string {

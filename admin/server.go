@@ -234,8 +234,14 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
+// rules serves the rules in force and the last reload; ?config=false
+// leaves the rules out (config: null), for a page that polls the rest every
+// second: a document of thousands of rules is megabytes.
+func (s *Server) rules(w http.ResponseWriter, r *http.Request) {
 	st := s.opts.State()
+	if r.URL.Query().Get("config") == "false" {
+		st.Config = nil
+	}
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
@@ -245,26 +251,28 @@ func (s *Server) rules(w http.ResponseWriter, _ *http.Request) {
 }
 
 // resources serves the numbers now; ?origins=N lists the N most active
-// origins per resource (default 50, "all" for every tracked one).
+// origins per resource (default 50, "all" for every tracked one), ?top=N
+// only the N most active resources (default all; the dashboard asks for a
+// page's worth, so that a document of 10,000 routes does not make each of
+// its polls megabytes and its page 10,000 charts).
 func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
-	shown := defaultOriginsShown
-	switch q := r.URL.Query().Get("origins"); q {
-	case "":
-	case "all":
-		shown = -1
-	default:
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "admin: origins must be a number from 0 or \"all\"")
-			return
-		}
-		shown = n
+	shown, ok := countParam(r, "origins", defaultOriginsShown)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "admin: origins must be a number from 0 or \"all\"")
+		return
+	}
+	top, ok := countParam(r, "top", -1)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "admin: top must be a number from 0 or \"all\"")
+		return
 	}
 	// A copy: Stats may hand out slices it keeps.
 	stats := slices.Clone(s.opts.Stats())
 	if stats == nil {
 		stats = []ResourceStats{}
 	}
+	total := len(stats)
+	stats = topResources(stats, top)
 	for i := range stats {
 		stats[i].OriginsTotal = len(stats[i].Origins)
 		stats[i].Origins = topOrigins(slices.Clone(stats[i].Origins), shown)
@@ -272,18 +280,45 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		At        int64           `json:"at"`
 		Resources []ResourceStats `json:"resources"`
-	}{s.opts.Now().UnixMilli(), stats})
+		// ResourcesTotal is how many resources there are; Resources lists
+		// them all, or the ?top=N most active.
+		ResourcesTotal int `json:"resourcesTotal"`
+	}{s.opts.Now().UnixMilli(), stats, total})
+}
+
+// countParam reads the query parameter name: a number from 0, or "all"
+// (-1); def when it is absent. ok is false for anything else.
+func countParam(r *http.Request, name string, def int) (n int, ok bool) {
+	switch q := r.URL.Query().Get(name); q {
+	case "":
+		return def, true
+	case "all":
+		return -1, true
+	default:
+		n, err := strconv.Atoi(q)
+		return n, err == nil && n >= 0
+	}
 }
 
 // history serves the per-second samples; ?since=<Unix ms> returns only newer
-// ones, so a page polling every second fetches one sample per resource.
+// ones, so a page polling every second fetches one sample per resource;
+// &resource=R (repeatable) only those of the resources named, so a page
+// showing some resources of many does not fetch them all.
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	q := r.URL.Query()
+	since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+	var only map[string]bool
+	if names, ok := q["resource"]; ok {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+		}
+	}
 	writeJSON(w, http.StatusOK, struct {
 		At        int64        `json:"at"`
 		StepMs    int64        `json:"stepMs"`
 		Resources []seriesJSON `json:"resources"`
-	}{s.opts.Now().UnixMilli(), 1000, s.hist.snapshot(since)})
+	}{s.opts.Now().UnixMilli(), 1000, s.hist.snapshotOf(since, only)})
 }
 
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {

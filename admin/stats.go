@@ -59,3 +59,22 @@ func topOrigins(origins []NamedStats, n int) []NamedStats {
 	}
 	return origins
 }
+
+// topResources sorts stats by activity (pass+block, then in flight, then
+// name) and keeps the first n; n < 0 keeps all, in the order given. It
+// sorts in place.
+func topResources(stats []ResourceStats, n int) []ResourceStats {
+	if n < 0 || len(stats) <= n {
+		return stats
+	}
+	slices.SortStableFunc(stats, func(a, b ResourceStats) int {
+		if c := cmp.Compare(b.PassQps+b.BlockQps, a.PassQps+a.BlockQps); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Concurrency, a.Concurrency); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Resource, b.Resource)
+	})
+	return stats[:n]
+}

@@ -26,6 +26,17 @@ function fmt(v) {
   return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 function when(t) { return t ? new Date(t).toLocaleString() : "never"; }
+// single makes a poll skip a round while its last one still runs: a poll
+// slower than its interval (a Redis that does not answer: 2 s a read) must
+// not queue a new round of requests every interval, without end.
+function single(f) {
+  let busy = false;
+  return async (...args) => {
+    if (busy) return;
+    busy = true;
+    try { return await f(...args); } finally { busy = false; }
+  };
+}
 async function getJSON(url) {
   const r = await fetch(url, { cache: "no-store" });
   if (!r.ok) throw new Error(url + ": " + r.status);
@@ -76,10 +87,22 @@ function nodeTable(title, rows) {
   return t;
 }
 
+// MAX_CARDS is how many resources the page draws: with more (a document of
+// thousands of routes), the most active ones, so that the page stays a page
+// and each poll stays small.
+const MAX_CARDS = 60;
+
 function showResources(data) {
-  // A resource dropped from the configuration disappears from the page.
+  // A resource dropped from the configuration (or, with more than
+  // MAX_CARDS, gone quiet) disappears from the page.
   const live = new Set(data.resources.map((r) => r.resource));
   for (const [name, c] of cards) if (!live.has(name)) { c.root.remove(); cards.delete(name); }
+  const more = $("#resources-more");
+  const total = data.resourcesTotal || data.resources.length;
+  more.hidden = total <= data.resources.length;
+  more.textContent = more.hidden ? "" : "Showing the " + data.resources.length + " most active of " + total +
+    " resources; GET /api/resources lists them all.";
+  if (!data.resources.length && !$("#resources").children.length) $("#resources").append(el("p", { class: "empty" }, "No resources yet."));
   // An API group's card says so: it counts the requests of several routes.
   const groups = new Set((((rulesState || {}).config || {}).apiGroups || []).map((g) => g.name));
   for (const r of data.resources) {
@@ -135,21 +158,36 @@ function drawChart(c, s, now) {
   c.legend.querySelector('[data-series="peak"]').textContent = fmt(Math.max(0, ...s.passQps, ...s.blockQps));
 }
 
-// history holds the last 5 minutes per resource; after the first fetch only
-// newer samples are asked for (?since=).
+// history holds the last 5 minutes of each resource drawn; after the first
+// fetch only newer samples are asked for (?since=), for the resources drawn
+// only (&resource=).
 const history = new Map();
-let lastSample = 0;
 const SERIES = ["t", "passQps", "blockQps", "successQps", "errorQps", "avgRtMs"];
 
+// historyURL asks for what the cards of names lack: samples newer than the
+// oldest last sample among them (0 for a card without history: its 5
+// minutes).
+function historyURL(names) {
+  let since = Infinity;
+  for (const n of names) since = Math.min(since, history.has(n) ? history.get(n).last : 0);
+  return "/api/history?since=" + since + names.map((n) => "&resource=" + encodeURIComponent(n)).join("");
+}
+
 function showHistory(data) {
-  if (data.at < lastSample) { history.clear(); lastSample = 0; } // server clock went back
   const listed = new Set();
   for (const s of data.resources) {
     listed.add(s.resource);
     let h = history.get(s.resource);
-    if (!h) { h = Object.fromEntries(SERIES.map((k) => [k, []])); history.set(s.resource, h); }
-    for (const k of SERIES) h[k].push(...s[k]);
-    if (s.t.length) lastSample = Math.max(lastSample, s.t[s.t.length - 1]);
+    if (!h || data.at < h.last) { // new, or the server clock went back
+      h = Object.fromEntries(SERIES.map((k) => [k, []]));
+      h.last = 0;
+      history.set(s.resource, h);
+    }
+    for (let i = 0; i < s.t.length; i++) {
+      if (s.t[i] <= h.last) continue; // held already (asked for since an older sample, or two polls crossed)
+      for (const k of SERIES) h[k].push(s[k][i]);
+      h.last = s.t[i];
+    }
     const old = h.t.findIndex((t) => t > data.at - WINDOW_MS);
     if (old > 0) for (const k of SERIES) h[k].splice(0, old);
   }
@@ -199,14 +237,35 @@ function pctBytes(b64) {
   return out;
 }
 
+// paramResources is the resources whose param rules the panel asks for
+// (list) of all that have some (total): all of them up to MAX_CARDS; past
+// that, those the page draws (the most active), not thousands of requests
+// every 2 seconds.
 function paramResources() {
   const rules = ((rulesState || {}).config || {}).paramRules || [];
-  return [...new Set(rules.map((r) => r.resource))].sort();
+  const all = [...new Set(rules.map((r) => r.resource))].sort();
+  const list = all.length <= MAX_CARDS ? all : all.filter((r) => cards.has(r)).slice(0, MAX_CARDS);
+  return { list, total: all.length };
+}
+
+// isQuota: a calendar quota (window day or month), whose count is per
+// calendar period and whose "next token" is the period's reset.
+function isQuota(c) { return c.window === "day" || c.window === "month"; }
+
+// span reads a number of seconds as the largest units that say it.
+function span(sec) {
+  if (!(sec >= 60)) return fmt(sec) + " s";
+  const m = Math.floor(sec / 60), h = Math.floor(m / 60), d = Math.floor(h / 24);
+  if (d) return d + " d " + (h % 24) + " h";
+  if (h) return h + " h " + (m % 60) + " min";
+  return m + " min " + Math.floor(sec % 60) + " s";
 }
 
 function ruleTitle(r) {
   const c = r.config || {};
-  const rate = c.grade === "concurrency" ? c.count + " in flight" : c.count + " per " + c.durationSec + "s";
+  const rate = c.grade === "concurrency" ? c.count + " in flight"
+    : isQuota(c) ? c.count + " per " + c.window + (c.timezone ? " (" + c.timezone + ")" : "")
+    : c.count + " per " + c.durationSec + "s";
   return "rule " + r.rule + " · " + cell(c.param) + " · " + rate + (c.controlBehavior === "throttle" ? " (queue)" : "") +
     (c.clusterMode ? " · cluster" : "") + (c.dryRun ? " · dryRun" : "");
 }
@@ -216,7 +275,9 @@ function showParams(answers) {
   const cardsOut = [];
   for (const a of answers) {
     for (const r of a.rules || []) {
-      const t = el("table", null, el("tr", null, ...["value", "blocks/min", "passes/min", "tokens left", "next token in", ""].map((h) => el("th", null, h))));
+      const quota = isQuota(r.config || {});
+      const t = el("table", null, el("tr", null, ...["value", "blocks/min", "passes/min", quota ? "left this " + r.config.window : "tokens left",
+        quota ? "resets in" : "next token in", ""].map((h) => el("th", null, h))));
       for (const v of r.values || []) {
         const lift = el("button", { type: "button", class: "lift", "data-resource": a.resource, "data-value-b64": v.valueBase64 }, "Lift");
         if (v.digest && (r.config || {}).clusterMode) {
@@ -225,7 +286,7 @@ function showParams(answers) {
         t.append(el("tr", { "data-value-b64": v.valueBase64 },
           el("td", { class: "value", title: v.utf8 ? "" : "not UTF-8: bytes shown as \ufffd" }, v.value),
           el("td", { class: "blocks" }, String(v.blocks)), el("td", null, String(v.passes)),
-          el("td", { class: "remaining" }, String(v.remaining)), el("td", null, v.nextTokenSec > 0 ? fmt(v.nextTokenSec) + " s" : "–"),
+          el("td", { class: "remaining" }, String(v.remaining)), el("td", { class: "next" }, v.nextTokenSec > 0 ? span(v.nextTokenSec) : "–"),
           el("td", null, lift)));
       }
       const body = (r.values || []).length ? t : el("p", { class: "empty" }, "nobody blocked in the last minute");
@@ -233,16 +294,40 @@ function showParams(answers) {
         el("h3", null, a.resource, el("span", { class: "hint" }, ruleTitle(r) + " · " + r.tracked + " values tracked")), body));
     }
   }
-  box.replaceChildren(...(cardsOut.length ? cardsOut : [el("p", { class: "empty" }, "No param rules.")]));
+  // Updated in place: a Lift button being clicked (or focused) when the
+  // panel refreshes stays the same button, so the click is not lost.
+  morphChildren(box, cardsOut.length ? cardsOut : [el("p", { class: "empty" }, "No param rules.")]);
 }
 
-async function refreshParams() {
-  const res = paramResources();
-  if (!res.length) { showParams([]); return; }
-  try {
-    showParams(await Promise.all(res.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r)))));
-  } catch (e) { /* shown by tick */ }
+// morph makes old look like neu, keeping every node whose place and kind
+// stay the same (so its focus, and a press on it, survive).
+function morph(old, neu) {
+  if (old.nodeType !== neu.nodeType || old.nodeName !== neu.nodeName) { old.replaceWith(neu); return; }
+  if (old.nodeType !== Node.ELEMENT_NODE) { if (old.nodeValue !== neu.nodeValue) old.nodeValue = neu.nodeValue; return; }
+  for (const a of [...old.attributes]) if (!neu.hasAttribute(a.name)) old.removeAttribute(a.name);
+  for (const a of [...neu.attributes]) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+  morphChildren(old, [...neu.childNodes]);
 }
+
+function morphChildren(box, kids) {
+  const old = [...box.childNodes];
+  kids.forEach((n, i) => (i < old.length ? morph(old[i], n) : box.append(n)));
+  for (let i = kids.length; i < old.length; i++) old[i].remove();
+}
+
+const refreshParams = single(async () => {
+  const { list, total } = paramResources();
+  const more = $("#params-more");
+  more.hidden = list.length >= total;
+  more.textContent = more.hidden ? "" : "Showing the param rules of " + list.length + " of the " + total +
+    " resources that have some: those drawn above, the most active; GET /api/params?resource=R shows another.";
+  if (!list.length) { showParams([]); return; }
+  // One resource that does not answer (dropped by a reload a moment ago)
+  // leaves the others shown; if none answers, the panel stays as it was.
+  const got = await Promise.allSettled(list.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r))));
+  const ok = got.filter((g) => g.status === "fulfilled").map((g) => g.value);
+  if (ok.length) showParams(ok);
+});
 
 async function liftValue(btn) {
   const res = btn.dataset.resource, b64 = btn.dataset.valueB64;
@@ -275,7 +360,7 @@ const RULE_COLS = {
   apiGroups: ["name", "match"],
   authorityRules: ["resource", "strategy", "limitApp", "ips"],
   flowRules: ["resource", "limitApp", "grade", "count", "strategy", "controlBehavior", "burstCount", "statIntervalMs", "dryRun", "clusterMode"],
-  paramRules: ["resource", "param", "grade", "count", "durationSec", "burstCount", "controlBehavior", "dryRun", "clusterMode"],
+  paramRules: ["resource", "param", "grade", "count", "durationSec", "window", "burstCount", "controlBehavior", "countOn", "dryRun", "clusterMode"],
   degradeRules: ["resource", "strategy", "threshold", "maxAllowedRtMs", "statIntervalMs", "minRequestAmount", "retryTimeoutMs", "errorStatuses", "probeNum"],
 };
 let rulesState = null;
@@ -304,6 +389,19 @@ function showRules(st) {
     const src = st.source ? [" and version " + st.source.version + " of ", el("code", null, st.source.name)] : [];
     banner.replaceChildren(el("strong", null, "Rules loaded"), " from ", el("code", null, st.path || "?"), ...src, " at " + when(st.loadedAt) + " · last reload " + when(st.lastReload) + " ok");
   }
+  // The tables are drawn again only when other rules came into force: a
+  // document of thousands of rules is not redrawn every 5 seconds.
+  const drawn = JSON.stringify([st.ready, st.path, st.loadedAt, st.source && st.source.version]);
+  if (drawn !== rulesDrawn) { rulesDrawn = drawn; drawRules(st); }
+  $("#token-row").hidden = !st.tokenRequired;
+  $("#editor-off").hidden = st.editable;
+  $("#editor").hidden = !st.editable;
+  showCluster(st.cluster);
+}
+
+let rulesDrawn = "";
+
+function drawRules(st) {
   const box = $("#rules");
   box.replaceChildren();
   const cfg = st.config || {};
@@ -316,10 +414,6 @@ function showRules(st) {
     for (const r of rules) t.append(el("tr", null, ...cols.map((c) => el("td", null, cell(r[c])))));
     box.append(t);
   }
-  $("#token-row").hidden = !st.tokenRequired;
-  $("#editor-off").hidden = st.editable;
-  $("#editor").hidden = !st.editable;
-  showCluster(st.cluster);
 }
 
 // showCluster shows the Redis that cluster rules count in: its form, the
@@ -487,28 +581,33 @@ async function save(ev) {
 
 // ---- polling ----
 
-async function refreshRules() {
+const refreshRules = single(async () => {
   try { showRules(await getJSON("/api/rules")); } catch (e) { /* shown by tick */ }
-}
+});
 
 // The Redis can fail over at any moment: its pill is refreshed every second.
-async function refreshCluster() {
+const refreshCluster = single(async () => {
   if (!rulesState || !rulesState.cluster) return;
-  try { showCluster((await getJSON("/api/rules")).cluster); } catch (e) { /* shown by tick */ }
-}
+  try { showCluster((await getJSON("/api/rules?config=false")).cluster); } catch (e) { /* shown by tick */ }
+});
 
-async function tick() {
+const tick = single(async () => {
   try {
-    const [res, hist] = await Promise.all([getJSON("/api/resources"), getJSON("/api/history" + (lastSample ? "?since=" + lastSample : ""))]);
+    const res = await getJSON("/api/resources?top=" + MAX_CARDS);
     showResources(res);
-    showHistory(hist);
+    // Cards drawn already ask for their new samples, new cards for their 5
+    // minutes: apart, so that a card coming in does not fetch every card's.
+    const names = res.resources.map((r) => r.resource);
+    const lists = [names.filter((n) => history.has(n)), names.filter((n) => !history.has(n))].filter((l) => l.length);
+    const parts = await Promise.all(lists.map((l) => getJSON(historyURL(l))));
+    showHistory({ at: Math.max(res.at, ...parts.map((p) => p.at)), resources: parts.flatMap((p) => p.resources) });
   } catch (e) {
     const pill = $("#status");
     pill.textContent = "admin API unreachable";
     pill.className = "pill bad";
   }
   try { showUpstreams(await getJSON("/api/upstreams")); } catch (e) { /* shown above */ }
-}
+});
 
 document.addEventListener("DOMContentLoaded", async () => {
   $("#editor").addEventListener("submit", save);

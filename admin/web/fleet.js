@@ -1,6 +1,6 @@
 // sluice dashboard, the fleet: every gateway that applies the shared rules
 // document, from their heartbeats (GET /api/fleet). Loaded after app.js,
-// whose helpers ($, el, fmt, getJSON) it uses.
+// whose helpers ($, el, fmt, getJSON, single) it uses.
 "use strict";
 
 function ago(t, now) {
@@ -44,14 +44,16 @@ function showFleet(data) {
   }
 }
 
-async function fleetTick() {
+// One read at a time: with the rules source's Redis down each read waits
+// out its 2 s, longer than the 1 s between reads.
+const fleetTick = single(async () => {
   if (!rulesState || !rulesState.source) return;
   try { showFleet(await getJSON("/api/fleet")); } catch (e) {
     const banner = $("#fleet-state");
     banner.className = "banner bad";
     banner.textContent = "Cannot read the fleet: " + e.message;
   }
-}
+});
 
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(fleetTick, 1000);
