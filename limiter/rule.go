@@ -161,11 +161,7 @@ func compileDef(r *config.FlowRule) *ruleDef {
 	if d.behavior == bThrottle && r.BurstCount > 0 {
 		d.storeNs = int64(min(float64(r.BurstCount)*math.Ceil(d.perToken), math.MaxInt64/4))
 	}
-	d.winNs, d.winLimit = d.intervalNs, math.Floor(r.Count)
-	if r.Count > 0 && r.Count < 1 {
-		m := math.Ceil(1 / r.Count)
-		d.winNs, d.winLimit = int64(m)*d.intervalNs, math.Floor(m*r.Count+1e-9)
-	}
+	d.winNs, d.winLimit = window.WholeCalls(r.Count, d.intervalNs)
 	return d
 }
 

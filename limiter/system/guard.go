@@ -11,8 +11,6 @@
 package system
 
 import (
-	"math"
-
 	"sluice/config"
 	"sluice/limiter"
 	"sluice/limiter/window"
@@ -162,11 +160,7 @@ const qpsInterval = int64(1e9)
 // capped at ~73 years so that its length fits the window's arithmetic; a
 // maxQps too small to hold one pass there passes nothing.
 func qpsWindow(maxQps float64) (ns int64, limit float64) {
-	if maxQps >= 1 {
-		return qpsInterval, maxQps
-	}
-	m := min(math.Ceil(1/maxQps), float64(math.MaxInt64/4/qpsInterval))
-	return int64(m) * qpsInterval, math.Floor(m*maxQps + 1e-9)
+	return window.WholeCalls(maxQps, qpsInterval)
 }
 
 // admit applies the checks on the statistics windows (st.mu held, windows
