@@ -153,6 +153,15 @@ func (e *leaseEntry) unused() {
 	e.tokens = 0
 }
 
+// hasVoid reports whether spec/origin has tokens to return with its next
+// call to Redis.
+func (c *leaseCache) hasVoid(spec *ruleSpec, origin string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[blockKey{spec, origin}]
+	return e != nil && e.void > 0
+}
+
 // popVoid returns, once, the tokens of spec/origin left unused (leased,
 // or given back) and the stamp to find them by.
 func (c *leaseCache) popVoid(spec *ruleSpec, origin string) (tokens, stamp int64) {

@@ -42,7 +42,9 @@ const (
 //
 // The window is an exact sliding window: a call passes iff the passes of the
 // last statIntervalMs (ending now) plus its n are at most K = floor(limit),
-// limit = count (x live gateways for avgLocal). It is a string: an 80-byte
+// limit = count (x live gateways for avgLocal); a limit under one call an
+// interval is floor(m x limit) calls per m intervals, m = ceil(1/limit),
+// as a local rule counts it (0.5 a second: one call in any 2 s). It is a string: an 80-byte
 // header, then a ring of S slots of 8 bytes, each the time (Redis µs, as a
 // double) of one group of g tokens, g = ceil(K/1024), S = ceil(K/g), in
 // insertion order; head is the oldest slot, head-1 the newest (the tail),
@@ -83,7 +85,12 @@ const (
 // apart do not make K flap; a joining gateway's reading, newer than every
 // other, counts from its first call. When K changes the ring is rebuilt
 // with the newest min(passes, K) of its passes: a pass dropped is older than
-// every pass kept, so no real interval gets more than the new K.
+// every pass kept, so no real interval gets more than the new K. The
+// passes dropped are kept as a debt in the pending returns (below 0, with
+// the newest dropped stamp): a return stamped no later pays it off
+// instead of removing a pass kept that shares its stamp, and when K changes
+// again the debt counts as passes stamped then, the oldest, so a limit that
+// grows back within the interval still counts the passes it dropped.
 //
 // A calendar quota's call (avgLocal flag 'q', statIntervalMs replaced by
 // the Unix ms its key expires at, no lease) is decided on a counter of its
@@ -140,12 +147,21 @@ local function rebuild(s, K2)
       end
     end
   end
+  -- passes an earlier shrink dropped (a debt, stamped no later than its
+  -- stamp) that are still in the window are older than every slot: they
+  -- come first, so that a limit that grows back counts them again
+  if s.pc and s.pc < 0 and s.ps > now - s.I then
+    table.insert(runs, 1, {s.ps, -s.pc})
+    total = total - s.pc
+  end
   fresh(s, K2)
   local drop = math.max(0, total - K2)
+  local debt, debtAt = drop, 0
   local groups, fill = {}, s.g
   for _, r in ipairs(runs) do
     local c = r[2]
     local d = math.min(drop, c)
+    if d > 0 then debtAt = math.max(debtAt, r[1]) end
     c, drop = c - d, drop - d
     while c > 0 do
       if fill == s.g then
@@ -165,6 +181,11 @@ local function rebuild(s, K2)
     s.f = fill
     s.tn = groups[#groups]
   end
+  -- The passes dropped are no longer in the window: returning one must
+  -- not remove a pass kept (passes of one batch share a stamp). A debt
+  -- (pending returns below 0) takes the returns stamped no later than the
+  -- newest pass dropped until it is paid or those passes leave.
+  if debt > 0 then s.pc, s.ps = -debt, debtAt end
 end
 
 -- the stamp of slot i: this batch's writes (s.runs, from slot s.lo) first
@@ -239,6 +260,17 @@ end
 local function unvoid(s, r, at)
   local edge = now - s.I
   if at <= edge then return end
+  if s.pc < 0 and s.ps > edge then
+    -- passes a shrink dropped (the debt) may be what is returned: those
+    -- stamped no later than the newest dropped pay it off, removing
+    -- nothing; while it lasts, others are not returned either (the one
+    -- header field holds the debt): that only ever passes less
+    if at <= s.ps then
+      local a = math.min(r, -s.pc)
+      s.pc, r, s.dirty = s.pc + a, r - a, true
+    end
+    if s.pc < 0 or r <= 0 then return end
+  end
   if s.pc > 0 and s.ps > edge then
     s.pc, s.ps = s.pc + r, math.min(s.ps, at)
   else
@@ -331,8 +363,14 @@ local function charge(s, K, n)
     m = math.ceil((n - r) / s.g)
     f2 = n - r - (m - 1) * s.g
   end
-  if m > s.S - s.len then m, f2 = s.S - s.len, s.g end
-  add(s, m, f2, inwin and r > 0, math.max(now, s.tn))
+  local fill = inwin and r > 0
+  -- the new slots would cover the ring (with the tail, restamped by the
+  -- fill, when it is not this batch's: it is written over then, and its
+  -- tokens with it): the window is full
+  if m > s.S - s.len or (fill and s.len == 0 and m == s.S) then
+    m, f2 = math.max(0, s.S - s.len), s.g
+  end
+  add(s, m, f2, fill, math.max(now, s.tn))
 end
 
 -- what the window has left now, and the µs until its oldest pass leaves
@@ -376,6 +414,15 @@ local function window(k, a)
     limit = limit * math.max(1, s.gn)
   end
   local K = math.floor(limit + 1e-9)
+  s.I = tonumber(ARGV[a + 2]) * 1000
+  if K < 1 and limit > 0 then
+    -- under one call an interval: one call per the fewest whole
+    -- intervals that hold one, as a local rule counts it (0.5 a second:
+    -- one call in any 2 s)
+    local m = math.ceil(1 / limit)
+    K = math.floor(m * limit + 1e-9)
+    s.I = s.I * m
+  end
   if K < 1 then return nil, K end
   if not s.K then fresh(s, K) elseif s.K ~= K then rebuild(s, K) end
   if not s.listed then
@@ -432,6 +479,7 @@ for i = 1, #KEYS do
   else
     local s, K = window(KEYS[i], a)
     local I = tonumber(ARGV[a + 2]) * 1000
+    if s then I = s.I end
     local res, x, rem, stamp, left, reset, own = I, 0, 0, 0, -1, 0, 0
     if s and (op == '1' or op == '4') then
       local ok, m = plan(s, K, tonumber(ARGV[a + 1]))

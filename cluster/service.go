@@ -13,6 +13,7 @@ import (
 
 	"sluice/config"
 	"sluice/internal/redisconn"
+	"sluice/limiter/window"
 )
 
 // Errors returned by Acquire when it has no decision; the caller then applies
@@ -349,14 +350,15 @@ func (s *Service) ChargeQuota(rule *config.ParamRule, count float64, value strin
 // call shares.
 func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, left int64, reset, period time.Duration, err error) {
 	spec := s.specs.param(rule, count)
+	if !spec.quota {
+		return false, 0, 0, 0, ErrUnsupported // no calendar: no period to say
+	}
 	now := s.wall()
 	p := spec.periodAt(now)
 	reset, period = p.reset.Sub(now), p.reset.Sub(p.start)
 	switch {
 	case s.closed.Load():
 		return false, 0, reset, period, ErrClosed
-	case !spec.quota:
-		return false, 0, reset, period, ErrUnsupported
 	case n <= 0:
 		return true, 0, reset, period, nil
 	case !s.up.Load():
@@ -434,7 +436,15 @@ func (s *Service) ReadParam(ctx context.Context, rule *config.ParamRule, count f
 	if spec.quota {
 		return 0, 0, ErrUnsupported
 	}
-	res, err := s.scripts.read.Run(ctx, s.rdb, []string{valueKey(spec, value, "")}, strconv.FormatInt(rule.DurationSec*1000, 10)).Int64Slice()
+	limit := count
+	if spec.avg {
+		limit *= float64(s.Gateways())
+	}
+	// Under one call an interval, the window spans the fewest whole
+	// intervals that hold one, as the window script reads it.
+	ns, _ := window.WholeCalls(limit+1e-9, rule.DurationSec*int64(time.Second))
+	intervalMs := ns / int64(time.Millisecond)
+	res, err := s.scripts.read.Run(ctx, s.rdb, []string{valueKey(spec, value, "")}, strconv.FormatInt(intervalMs, 10)).Int64Slice()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -591,6 +601,14 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 	}
 	if err == nil && !ok && c.retry > 0 {
 		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
+		// Tokens given back while the call was in flight (its script ran
+		// before they reached Redis: they go with the next call) may make
+		// room: the block is not kept, so that the next call takes them to
+		// Redis. Added first, then checked: a give-back after the check
+		// finds the block noted and drops it itself (giveBack).
+		if c.expireAt == nil && s.leases.hasVoid(c.spec, key) {
+			s.blocks.forget(c.spec, key, false)
+		}
 	}
 	if c.demand > 0 {
 		var extra int64

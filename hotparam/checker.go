@@ -1,13 +1,13 @@
 package hotparam
 
 import (
-	"math"
 	"strings"
 	"time"
 
 	"sluice/config"
 	"sluice/internal/lru"
 	"sluice/limiter"
+	"sluice/limiter/window"
 )
 
 // Values gives a request's values for a rule's key. A source may occur more
@@ -310,7 +310,14 @@ func (r *rule) windowQuota(ts TokenService, p *param, left int64, reset time.Dur
 	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
 		count *= float64(ts.Gateways())
 	}
-	return outcome{p: p, remaining: float64(left), reset: int64(reset), limit: math.Floor(count + 1e-9)}
+	// As Redis reads it (cluster's window script): under one call an
+	// interval, whole calls over a wider window.
+	ns, limit := window.WholeCalls(count+1e-9, int64(r.window))
+	o := outcome{p: p, remaining: float64(left), reset: int64(reset), limit: limit}
+	if ns != int64(r.window) {
+		o.period = ns
+	}
+	return o
 }
 
 // windowBlocked is a value's quota when its window in Redis refused the

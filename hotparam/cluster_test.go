@@ -256,14 +256,21 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 	for _, c := range []struct {
 		tt      config.ThresholdType
 		countOn config.CountOn
+		count   float64
 		limit   float64
+		window  time.Duration
 	}{
-		{config.ThresholdGlobal, "", 5},
-		{config.ThresholdAvgLocal, "", 15},
-		{config.ThresholdGlobal, config.CountOnFailure, 5}, // let in on a peek at the window
+		{config.ThresholdGlobal, "", 5, 5, time.Second},
+		{config.ThresholdAvgLocal, "", 5, 15, time.Second},
+		{config.ThresholdGlobal, config.CountOnFailure, 5, 5, time.Second}, // let in on a peek at the window
+		// Under one call a second, Redis counts whole calls over the
+		// fewest whole seconds that hold one: 0.5 is 1 per 2 s, 0.3 x 3
+		// gateways is 0.9, 1 per 2 s.
+		{config.ThresholdGlobal, "", 0.5, 1, 2 * time.Second},
+		{config.ThresholdAvgLocal, "", 0.3, 1, 2 * time.Second},
 	} {
 		svc := &fakeCluster{ok: true, passLeft: 3, passReset: 800 * time.Millisecond, gateways: 3}
-		r := clusterRule(5, c.tt, nil)
+		r := clusterRule(c.count, c.tt, nil)
 		if r.CountOn = c.countOn; c.countOn != "" {
 			r.FailureStatuses = []string{"401"}
 		}
@@ -271,10 +278,10 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 		var got quotaLog
 		tok, v := ch.EnterQuotas(sec(1), order("7"), 1, &got)
 		tok.Exit(sec(1), 200)
-		want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: c.limit, Window: time.Second,
+		want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: c.limit, Window: c.window,
 			Remaining: 3, Reset: 800 * time.Millisecond}
 		if v.Blocked || v.Quota != want {
-			t.Errorf("%s %s: verdict %+v, want a pass with quota %+v", c.tt, c.countOn, v, want)
+			t.Errorf("%s %s count %g: verdict %+v, want a pass with quota %+v", c.tt, c.countOn, c.count, v, want)
 		}
 		if want.Key = "7"; len(got) != 1 || got[0] != want {
 			t.Errorf("%s %s: the sink got %+v, want %+v", c.tt, c.countOn, got, want)

@@ -104,7 +104,7 @@ type outcome struct {
 	p         *param
 	remaining float64
 	reset     int64
-	period    int64   // a calendar quota's period (0: the rule's window)
+	period    int64   // a calendar quota's period, a cluster window's widened under one call (0: the rule's window)
 	limit     float64 // the quota's limit, when not p.count (0): a cluster window's
 	// A pass a TokenReturner decided: the stamp of its tokens (0: none to
 	// give back), the value as kept past the caller's buffer and the

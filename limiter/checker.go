@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/limiter/window"
 )
 
 // Checker checks calls to one resource entering through one entrance. Build
@@ -398,8 +399,10 @@ func (c *Checker) clusterQuota(r *checkRule, left int64, reset time.Duration) Qu
 	if r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
 		count *= float64(c.cluster.Gateways())
 	}
-	limit, window := math.Floor(count+1e-9), time.Duration(r.st.def.intervalNs)
-	return Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+	// As Redis reads it (cluster's window script): under one call an
+	// interval, whole calls over a wider window.
+	ns, limit := window.WholeCalls(count+1e-9, r.st.def.intervalNs)
+	return Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: time.Duration(ns),
 		Remaining: float64(left), Reset: reset}
 }
 

@@ -291,21 +291,26 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 	avg := shared
 	avg.ClusterConfig.ThresholdType = config.ThresholdAvgLocal
 	for _, c := range []struct {
-		name  string
-		rule  config.FlowRule
-		limit float64
+		name   string
+		rule   config.FlowRule
+		limit  float64
+		window time.Duration
 	}{
-		{"global", shared, 30},
-		{"avgLocal on 3 gateways", avg, 90},
-		{"avgLocal 2.5 on 3 gateways", func() config.FlowRule { r := avg; r.Count = 2.5; return r }(), 7}, // Redis's floor(7.5)
-		{"dryRun", func() config.FlowRule { r := shared; r.DryRun = true; return r }(), 0},
+		{"global", shared, 30, time.Second},
+		{"avgLocal on 3 gateways", avg, 90, time.Second},
+		{"avgLocal 2.5 on 3 gateways", func() config.FlowRule { r := avg; r.Count = 2.5; return r }(), 7, time.Second}, // Redis's floor(7.5)
+		// Under one call a second, as Redis counts it: whole calls over the
+		// fewest whole seconds that hold one.
+		{"global 0.5", func() config.FlowRule { r := shared; r.Count = 0.5; return r }(), 1, 2 * time.Second},
+		{"avgLocal 0.2 on 3 gateways", func() config.FlowRule { r := avg; r.Count = 0.2; return r }(), 1, 2 * time.Second},
+		{"dryRun", func() config.FlowRule { r := shared; r.DryRun = true; return r }(), 0, time.Second},
 	} {
 		svc := &fakeCluster{ok: true, left: 17, reset: 400 * time.Millisecond, gateways: 3}
 		ch := limiter.Compile(defaulted(qps("r", 100), c.rule), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
 		var got quotaLog
 		tok, v := ch.EnterQuotas(t0, "", 1, -1, &got)
 		tok.Exit(t0, false)
-		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: c.limit, Window: time.Second,
+		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: c.limit, Window: c.window,
 			Remaining: 17, Reset: 400 * time.Millisecond}
 		if c.rule.DryRun {
 			// A dryRun rule reports no quota, and Redis is not asked for one.
