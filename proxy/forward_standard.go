@@ -167,6 +167,11 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	if rt.stripOrigin != "" {
 		delete(h, rt.stripOrigin)
 	}
+	for k := range h {
+		if rt.droppedTwin(k) {
+			delete(h, k)
+		}
+	}
 }
 
 // modifyResponse refuses a final status net/http cannot write (below 100

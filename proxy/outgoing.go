@@ -18,7 +18,21 @@ import (
 // hop-by-hop one (those of dropRequestHeader and those the Connection
 // values conn name) nor the origin header that origin.strip removes.
 func (rt *route) forwardHeader(k string, conn []string) bool {
-	return !dropRequestHeader(k) && (len(conn) == 0 || !listedIn(conn, k)) && k != rt.stripOrigin
+	return !dropRequestHeader(k) && (len(conn) == 0 || !listedIn(conn, k)) && k != rt.stripOrigin && !rt.droppedTwin(k)
+}
+
+// droppedTwin reports a name spelt with '_' that a CGI, WSGI, PHP or Rack
+// upstream reads as a header the gateway drops or writes anew
+// (X_Forwarded_For is HTTP_X_FORWARDED_FOR to them, as X-Forwarded-For
+// is; X_App for the origin header origin.strip removes): forwarded, it
+// would stand for that header, the client's own X-Forwarded-For or a
+// stripped origin. Such names are rare: only they allocate.
+func (rt *route) droppedTwin(k string) bool {
+	if strings.IndexByte(k, '_') < 0 {
+		return false
+	}
+	canon := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+	return dropRequestHeader(canon) || rt.stripOrigin != "" && sameCGIName(k, rt.stripOrigin)
 }
 
 // forwardedFor is what X-Forwarded-For says, as

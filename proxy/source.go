@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -76,7 +77,7 @@ func (vs *valueSet) list() []string { return vs.v[:vs.n] }
 // not r.URL. params holds the path parameters (nil: none). A query
 // parameter, a header or a cookie may occur more than once, and each
 // occurrence is a value; a header's field lines are split into their list
-// elements (headerValues); the other sources give at most one value.
+// elements (headerValues); path, host and ip give at most one value.
 func (s *sources) values(r *http.Request, v *view, params *chi.Context, src config.Source, vs *valueSet) bool {
 	vs.n, vs.over = 0, false // the strings left behind are the pooled exchange's, zeroed with it
 	switch src.Kind {
@@ -85,8 +86,19 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// (Header.Values would canonicalize again on every request).
 		// A header the client's Connection names is hop-by-hop: it is
 		// not forwarded (forwardHeader), so it is no value either.
-		if !listedIn(r.Header["Connection"], src.Name) {
+		conn := r.Header["Connection"]
+		if !s.forwardingHeader(r, src.Name, vs) && !listedIn(conn, src.Name) {
 			headerValues(r.Header[src.Name], isList(src.Name), vs)
+		}
+		// The same name spelt with '_' for '-' (X_Tenant for X-Tenant) is
+		// another field to net/http, and is forwarded, but CGI, WSGI,
+		// PHP and Rack upstreams read both as HTTP_X_TENANT: it is an
+		// occurrence of the header too, or it would carry a value past
+		// the limits.
+		for k, lines := range r.Header {
+			if k != src.Name && sameCGIName(k, src.Name) && !listedIn(conn, k) {
+				headerValues(lines, isList(src.Name), vs)
+			}
 		}
 	case config.SourceQuery:
 		queryValues(v.query, src.Name, vs)
@@ -105,6 +117,8 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 			cookieValues(r.Header["Cookie"], src.Name, vs)
 		}
 	case config.SourceHost:
+		// one value: a Host holding a ',' (a list to an upstream reading
+		// X-Forwarded-Host) was refused with 400 (readTarget)
 		vs.add(match.Host(r.Host))
 	case config.SourceIP:
 		if v, ok := s.clientIP(r); ok {
@@ -112,6 +126,33 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		}
 	}
 	return !vs.over
+}
+
+// forwardingHeader reads the forwarding headers that both forwarders
+// write anew (outgoing.go) as the upstream gets them, not as the client
+// sent them, and reports false for any other name: X-Forwarded-Host is
+// the client's Host, X-Forwarded-Proto how it came, and X-Forwarded-For
+// the peer's address unless the peer is a trusted proxy (then its chain,
+// which it is trusted to have written). A client's own X-Forwarded-Host
+// or X-Forwarded-For is never forwarded: keyed on, it would let any
+// invented value past a limit on what the upstream sees.
+func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) bool {
+	switch name {
+	case "X-Forwarded-Host":
+		host := [1]string{r.Host}
+		headerValues(host[:], true, vs)
+	case "X-Forwarded-Proto":
+		vs.add(forwardedProto(r))
+	case "X-Forwarded-For":
+		if s.peerTrusted(r) {
+			headerValues(r.Header[name], true, vs)
+		} else if _, ip, ok := canonicalAddr(match.HostOnly(r.RemoteAddr)); ok {
+			vs.add(ip)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // clientIP is the ip source's value: the client (client) as a canonical
@@ -270,6 +311,36 @@ func headerValues(lines []string, list bool, vs *valueSet) {
 	}
 }
 
+// sameCGIName reports whether two header names are one CGI meta-variable
+// (RFC 3875 4.1.18: HTTP_ and the name upper-cased, '-' written '_'):
+// equal but for ASCII case and '_' for '-'. Only a name holding a '_' can
+// be such a twin of another: net/http merges the spellings that differ in
+// case alone.
+func sameCGIName(a, b string) bool {
+	if len(a) != len(b) || strings.IndexByte(a, '_') < 0 && strings.IndexByte(b, '_') < 0 {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
 // trimOWS trims the optional white space (spaces and tabs) around a list
 // element, without strings.Trim's per-call cutset.
 func trimOWS(s string) string {
@@ -302,13 +373,20 @@ func nextListElement(line string) (elem, rest string) {
 // cookieValues adds the values of every cookie called name, without
 // parsing the others.
 //
-// The name is trimmed of spaces and tabs after cutting at '=', as
-// net/http's readCookies (Request.Cookie), Python's http.cookies and
-// Node's cookie do: they read "sid =abc" as sid=abc, so an untrimmed
-// compare would let one space past a cookie:sid limit. The value is
-// trimmed too (Python and Node read "sid= abc" as abc; net/http keeps
-// " abc", which then shares abc's bucket: stricter, never a way past)
-// and its double quotes removed, so no spelling of a value is a fresh key.
+// A cookie is read as the servers behind sluice read it, each of their
+// readings a value, so that no spelling of a cookie is a fresh key to the
+// limits while the upstream reads another:
+//   - The name is trimmed of spaces and tabs after cutting at '=', as
+//     net/http's readCookies (Request.Cookie), Python's http.cookies and
+//     Node's cookie do ("sid =abc" is sid=abc), and read percent-decoded
+//     too, as PHP's $_COOKIE and Rack 2 read it (s%69d is sid).
+//   - The value is keyed decoded (cookieKey): Node's cookie, PHP and Rack
+//     decode it, so vict%69m is victim to them.
+//   - A ';'-part holding a ',' is also split at each ',': Rack 2 and
+//     Python's http.cookies read "x=1, sid=abc" as a cookie sid=abc.
+//   - A value that opens a double quote it does not close is also read as
+//     Node's cookie 0.x (Express 4) reads it, its first and last bytes
+//     dropped: sid="abcZ is abc to it.
 func cookieValues(lines []string, name string, vs *valueSet) {
 	for _, line := range lines {
 		for line != "" {
@@ -318,13 +396,120 @@ func cookieValues(lines []string, name string, vs *valueSet) {
 			} else {
 				part, line = line, ""
 			}
-			k, v, ok := strings.Cut(part, "=")
-			if !ok || trimOWS(k) != name {
+			if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
+				return
+			}
+			if strings.IndexByte(part, ',') < 0 {
 				continue
 			}
-			if !vs.add(strings.Trim(trimOWS(v), `"`)) {
-				return
+			for part != "" {
+				var sub string
+				if i := strings.IndexByte(part, ','); i >= 0 {
+					sub, part = part[:i], part[i+1:]
+				} else {
+					sub, part = part, ""
+				}
+				if k, v, ok := strings.Cut(sub, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
+					return
+				}
 			}
 		}
 	}
+}
+
+// cookieName reports whether a cookie's name as written (k, before its
+// '=') is name: trimmed of spaces and tabs, as written or percent-decoded
+// ('+' a space). It allocates nothing.
+func cookieName(k, name string) bool {
+	k = trimOWS(k)
+	if k == name {
+		return true
+	}
+	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(k) && isHex(k[i+1]) && isHex(k[i+2]):
+			c = unhex(k[i+1])<<4 | unhex(k[i+2])
+			i += 2
+		}
+		if j == len(name) || name[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(name)
+}
+
+// addCookie adds a cookie's value (after its '=') as cookieValues reads
+// it; false when vs is full.
+func addCookie(v string, vs *valueSet) bool {
+	v = trimOWS(v)
+	if !addCookieKeys(v, vs) {
+		return false
+	}
+	if len(v) > 1 && v[0] == '"' && v[len(v)-1] != '"' {
+		return addCookieKeys(v[1:len(v)-1], vs)
+	}
+	return true
+}
+
+// addCookieKeys adds v's key and, when Node's decodeURIComponent would
+// throw on it (a '%' that is no escape, or escapes that are no UTF-8),
+// the key of v undecoded: Node then reads v as written (%zz%41), where
+// PHP reads %zzA.
+func addCookieKeys(v string, vs *valueSet) bool {
+	k, malformed := cookieKey(v)
+	if !vs.add(k) {
+		return false
+	}
+	if malformed {
+		return vs.add(strings.Trim(trimOWS(strings.ReplaceAll(strings.Trim(trimOWS(v), `"`), "+", " ")), `"`))
+	}
+	return true
+}
+
+// cookieKey is the key of a cookie value: its double quotes removed and,
+// when it holds an escape or a '+', percent-decoded as PHP's urldecode
+// does ('+' a space, each valid %XX its byte, any other '%' kept), then
+// trimmed and unquoted again. A decoded '+' is a space too: Node reads
+// a+b and a%2Bb as "a+b", PHP as "a b" and "a+b", so one key for all
+// three is the only one that is one key to both. So the spellings that one server or another
+// reads as one value are one key (the trimming and decoding merge a few
+// values net/http tells apart into one bucket: stricter, never a way
+// past). Only a value that must be decoded allocates.
+// malformed reports a '%' that is no escape, or escapes that decode to
+// no UTF-8.
+func cookieKey(v string) (key string, malformed bool) {
+	v = strings.Trim(trimOWS(v), `"`)
+	if strings.IndexByte(v, '%') < 0 && strings.IndexByte(v, '+') < 0 {
+		return v, false
+	}
+	b := make([]byte, 0, len(v))
+	escaped := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+			if c = unhex(v[i+1])<<4 | unhex(v[i+2]); c == '+' {
+				c = ' ' // %2B: a '+' to Node, which reads a raw '+' as itself
+			}
+			escaped = escaped || c >= utf8.RuneSelf
+			i += 2
+		case c == '%':
+			malformed = true
+		}
+		b = append(b, c)
+	}
+	if escaped && !utf8.Valid(b) {
+		malformed = true
+	}
+	return strings.Trim(trimOWS(string(b)), `"`), malformed
 }

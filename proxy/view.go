@@ -33,6 +33,7 @@ const (
 	badDot      // a "." or ".." segment, escaped or not
 	badEscape   // a '%' not followed by two hex digits
 	badQuery    // a query that url.ParseQuery reads differently from the raw bytes
+	badHost     // a Host that is no host name or address (with a port)
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
@@ -49,11 +50,19 @@ const maxQueryParams = 10000
 //     upstream may clean into another route's path;
 //   - a query holding a ';' or a malformed escape, or more than 10,000
 //     parameters: Go's url.ParseQuery (and so ReverseProxy and most Go
-//     services) drops those parameters, which the sources would read.
+//     services) drops those parameters, which the sources would read;
+//   - a Host that is no host name or address (plainHost): net/http takes
+//     "victim.example," (RFC 3986 lets a reg-name hold sub-delims), which
+//     misses the routes of victim.example and their rules, while an
+//     upstream reading X-Forwarded-Host as a list (Express, Rails) gets
+//     victim.example.
 //
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
 func readTarget(r *http.Request, mergeSlashes bool) (v view, bad int) {
+	if !plainHost(r.Host) {
+		return v, badHost
+	}
 	if v, ok := plainTarget(r.RequestURI); ok {
 		return v, badNone
 	}
@@ -365,4 +374,29 @@ func hasDotSegment(p string) bool {
 func stripsToDot(p, prefix string) bool {
 	s := stripPrefix(p, prefix)
 	return len(s) > 1 && s[1] == '.' && hasDotSegment(unescapedPath(s))
+}
+
+// hostByte marks the bytes of a Host sluice serves: a DNS name's letters,
+// digits, '-', '.' and '_' (some private names hold one), a port's ':',
+// and an IPv6 literal's brackets and hex digits ('%' for its zone, %25,
+// within the brackets only).
+var hostByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == ':' || c == '[' || c == ']' || c == '%'
+	}
+	return t
+}()
+
+// plainHost reports whether host holds only hostByte bytes (an empty Host,
+// an HTTP/1.0 request's, too). What it refuses, the sub-delims a reg-name
+// may hold (",;!$&'()*+=~"), names no real host, and an upstream may read
+// it as another (a list, a parameter).
+func plainHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !hostByte[c] || c == '%' && host[0] != '[' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,703 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/internal/match"
+)
+
+// The one-view differential test of the header, cookie and host sources
+// (SPEC §11, §3 Sources): hostile header blocks go through the real
+// Gateway, with each forwarder, to a raw upstream that records the bytes it
+// got. For every request the gateway passes, each value an upstream reads
+// of a source must be one the gateway counted: a Go service through
+// net/http's Header, Cookies and the X-Forwarded-Host it is given; a plain
+// reading of the bytes; a CGI/WSGI/PHP service, which merges '_' and '-'
+// in header names; Node's cookie, PHP's $_COOKIE and Rack 2, which decode
+// cookies and (Rack) split them at ','. origin.from and hashOn must give
+// the gateway one value or the request is 400. And both forwarders send
+// the same header values (but for the fasthttp special headers of
+// TestForwardersSendFasthttpSpecialHeadersAlike).
+//
+// A trusted proxy's own address, which it appends to X-Forwarded-For, is
+// left out on purpose: the harness's peer is not trusted.
+
+const hdrDiffRules = `
+upstreams:
+  up: {targets: [%q], balance: hash, hashOn: "cookie:sid"}
+origin: {from: "header:X-App"}
+routes:
+  - path: /*
+    upstream: up
+    resource: all
+    forwarder: %s
+`
+
+// hdrDiffSources are the sources compared on both sides.
+var hdrDiffSources = []config.Source{
+	{Kind: config.SourceHeader, Name: "X-Tenant"},
+	{Kind: config.SourceHeader, Name: "X-App"},
+	{Kind: config.SourceHeader, Name: "X-Forwarded-Host"},
+	{Kind: config.SourceHeader, Name: "X-Forwarded-For"},
+	{Kind: config.SourceCookie, Name: "sid"},
+	{Kind: config.SourceHost},
+}
+
+// hdrUpstream is a raw upstream: it records each request head as sent.
+type hdrUpstream struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	seen  map[string]string // by "gw/seq": the request head
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+// close stops the upstream and waits for its connections' goroutines.
+func (u *hdrUpstream) close() {
+	u.ln.Close()
+	u.mu.Lock()
+	for _, c := range u.conns {
+		c.Close()
+	}
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+func newHdrUpstream(tb testing.TB) *hdrUpstream {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u := &hdrUpstream{ln: ln, seen: map[string]string{}}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.mu.Lock()
+			u.conns = append(u.conns, c)
+			u.mu.Unlock()
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				u.serve(c)
+			}()
+		}
+	}()
+	return u
+}
+
+func (u *hdrUpstream) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		var head strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			head.WriteString(line)
+			if line == "\r\n" || line == "\n" {
+				break
+			}
+		}
+		h := head.String()
+		key := rawHeaderValue(h, "X-Gw") + "/" + rawHeaderValue(h, "X-Seq")
+		u.mu.Lock()
+		u.seen[key] = h
+		u.mu.Unlock()
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	}
+}
+
+func (u *hdrUpstream) take(key string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h, ok := u.seen[key]
+	delete(u.seen, key)
+	return h, ok
+}
+
+// rawHeaderLines splits a request head into (name, value) pairs as the
+// bytes say: the name up to the colon, the value trimmed of spaces and
+// tabs. An obs-fold continuation is joined to its line with a space.
+func rawHeaderLines(head string) (names, vals []string) {
+	lines := strings.Split(strings.TrimRight(head, "\r\n"), "\r\n")
+	for _, l := range lines[1:] {
+		if l != "" && (l[0] == ' ' || l[0] == '\t') && len(vals) > 0 {
+			vals[len(vals)-1] += " " + trimOWS(l)
+			continue
+		}
+		k, v, _ := strings.Cut(l, ":")
+		names, vals = append(names, k), append(vals, trimOWS(v))
+	}
+	return names, vals
+}
+
+func rawHeaderValue(head, name string) string {
+	ns, vs := rawHeaderLines(head)
+	for i, n := range ns {
+		if strings.EqualFold(n, name) {
+			return vs[i]
+		}
+	}
+	return ""
+}
+
+// hdrDecision is what the gateway keyed on: each source's distinct values
+// ("<too many>" past maxValues).
+type hdrDecision struct {
+	values [][]string
+	over   []bool
+}
+
+func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
+	v, _ := readTarget(r, s.mergeSlashes)
+	var d hdrDecision
+	for _, src := range hdrDiffSources {
+		var vs valueSet
+		ok := s.sources.values(r, &v, chi.NewRouteContext(), src, &vs)
+		d.values = append(d.values, slices.Clone(vs.list()))
+		d.over = append(d.over, !ok)
+	}
+	return d
+}
+
+type hdrGateway struct {
+	name string
+	addr string
+	snap *Snapshot
+	mu   sync.Mutex
+	dec  map[string]hdrDecision
+}
+
+type hdrHarness struct {
+	up   *hdrUpstream
+	gws  []*hdrGateway
+	seq  int
+	stop func()
+}
+
+func newHdrHarness(tb testing.TB) *hdrHarness {
+	h := &hdrHarness{up: newHdrUpstream(tb)}
+	cleanups := []func(){h.up.close}
+	for _, fwd := range []string{"standard", "fast"} {
+		cfg, err := config.Parse("hdr.yaml", []byte(fmt.Sprintf(hdrDiffRules, "http://"+h.up.ln.Addr().String(), fwd)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		g := New(Deps{Log: zerolog.Nop()})
+		if err := g.Load(cfg); err != nil {
+			tb.Fatal(err)
+		}
+		hg := &hdrGateway{name: fwd, snap: g.Current(), dec: map[string]hdrDecision{}}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d := hdrDecide(hg.snap, r)
+			hg.mu.Lock()
+			hg.dec[r.Header.Get("X-Seq")] = d
+			hg.mu.Unlock()
+			g.ServeHTTP(w, r)
+		}))
+		hg.addr = strings.TrimPrefix(srv.URL, "http://")
+		cleanups = append(cleanups, srv.Close, g.Close)
+		h.gws = append(h.gws, hg)
+	}
+	h.stop = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	return h
+}
+
+// sendRaw writes one request on a new connection and returns the status
+// (0: no answer).
+func sendRaw(addr, req string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		return 0
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// hdrUpstreamViews are the readings of a forwarded head: for each source,
+// the values each kind of upstream reads, by the reader's name.
+func hdrUpstreamViews(head string) ([]map[string][]string, error) {
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head)))
+	if err != nil {
+		return nil, err
+	}
+	names, vals := rawHeaderLines(head)
+	var out []map[string][]string
+	for _, src := range hdrDiffSources {
+		views := map[string][]string{}
+		switch src.Kind {
+		case config.SourceHeader:
+			list := isList(src.Name)
+			var vs valueSet
+			headerValues(req.Header.Values(src.Name), list, &vs)
+			views["go Header.Values"] = slices.Clone(vs.list())
+			var raw, cgi []string
+			cgiName := strings.ToUpper(strings.ReplaceAll(src.Name, "-", "_"))
+			for i, n := range names {
+				if strings.EqualFold(n, src.Name) {
+					raw = append(raw, vals[i])
+				}
+				if strings.ToUpper(strings.ReplaceAll(n, "-", "_")) == cgiName {
+					cgi = append(cgi, vals[i])
+				}
+			}
+			vs = valueSet{}
+			headerValues(raw, list, &vs)
+			views["plain bytes"] = slices.Clone(vs.list())
+			vs = valueSet{}
+			headerValues(cgi, list, &vs)
+			views["CGI HTTP_"+cgiName] = slices.Clone(vs.list())
+		case config.SourceCookie:
+			var goVals []string
+			for _, c := range req.Cookies() {
+				// The gateway keys " v" as v (cookieValues: stricter, one
+				// bucket), so the Go value is compared as it is keyed.
+				v, _ := cookieKey(c.Value)
+				if c.Name == src.Name && v != "" && !slices.Contains(goVals, v) {
+					goVals = append(goVals, v)
+				}
+			}
+			views["go Cookies"] = goVals
+			var raw []string
+			for i, n := range names {
+				if strings.EqualFold(n, "Cookie") {
+					raw = append(raw, vals[i])
+				}
+			}
+			views["node cookie.parse"] = nodeCookie(raw, src.Name)
+			views["PHP $_COOKIE"] = phpCookie(raw, src.Name)
+			views["Rack 2 parse_query(;,)"] = rack2Cookie(raw, src.Name)
+		case config.SourceHost:
+			// The upstream gets its own host in Host; the client's is in
+			// X-Forwarded-Host, which is what the host source must key on.
+			var hs []string
+			var vs valueSet
+			headerValues(req.Header.Values("X-Forwarded-Host"), true, &vs)
+			for _, v := range vs.list() {
+				if hv := match.Host(v); hv != "" && !slices.Contains(hs, hv) {
+					hs = append(hs, hv)
+				}
+			}
+			views["go X-Forwarded-Host"] = hs
+		}
+		out = append(out, views)
+	}
+	return out, nil
+}
+
+// sentHeaders is a forwarded head's header lines that come from the
+// client (not the ones each transport writes itself), in order.
+func sentHeaders(head string) []string {
+	names, vals := rawHeaderLines(head)
+	var out []string
+	for i, n := range names {
+		switch strings.ToLower(n) {
+		case "host", "x-gw", "content-length":
+			continue
+		}
+		out = append(out, strings.ToLower(n)+": "+vals[i])
+	}
+	slices.Sort(out) // the order of distinct names is free; a name's values stay in order below
+	return out
+}
+
+// check sends the request with the given request-target and header lines
+// (a Host line among them, or "Host: gw" is added) through both gateways
+// and reports every broken property.
+func (h *hdrHarness) check(target string, lines []string) []string {
+	h.seq++
+	seq := strconv.Itoa(h.seq)
+	var errs []string
+	var sent []string
+	var sentFrom string
+	for _, g := range h.gws {
+		var b strings.Builder
+		// X-Pad takes a first hostile line that is an obs-fold.
+		fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nX-Seq: %s\r\nX-Gw: %s\r\nX-Pad: 1\r\n", target, seq, g.name)
+		host := false
+		for _, l := range lines {
+			host = host || strings.HasPrefix(strings.ToLower(l), "host:")
+			b.WriteString(l + "\r\n")
+		}
+		if !host {
+			b.WriteString("Host: gw\r\n")
+		}
+		b.WriteString("\r\n")
+		req := b.String()
+		status := sendRaw(g.addr, req)
+		g.mu.Lock()
+		d, decided := g.dec[seq]
+		delete(g.dec, seq)
+		g.mu.Unlock()
+		head, forwarded := h.up.take(g.name + "/" + seq)
+		switch {
+		case status == 0:
+			errs = append(errs, fmt.Sprintf("%s %q: no answer", g.name, req))
+			continue
+		case !forwarded:
+			if decided && status == http.StatusOK {
+				errs = append(errs, fmt.Sprintf("%s %q: 200 but nothing forwarded", g.name, req))
+			}
+			continue
+		}
+		// origin.from (X-App) and hashOn (cookie:sid) must give one value.
+		for i, src := range hdrDiffSources {
+			one := src == (config.Source{Kind: config.SourceHeader, Name: "X-App"}) || src == (config.Source{Kind: config.SourceCookie, Name: "sid"})
+			if one && len(d.values[i]) > 1 {
+				errs = append(errs, fmt.Sprintf("%s %q: %s gave %q, yet forwarded (must be 400)", g.name, req, src, d.values[i]))
+			}
+			if d.over[i] && one {
+				errs = append(errs, fmt.Sprintf("%s %q: %s over 16 values, yet forwarded", g.name, req, src))
+			}
+		}
+		views, err := hdrUpstreamViews(head)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s %q: the upstream cannot read what it got (%v):\n%s", g.name, req, err, head))
+			continue
+		}
+		for i, src := range hdrDiffSources {
+			for reader, vals := range views[i] {
+				for _, v := range vals {
+					if !slices.Contains(d.values[i], v) {
+						errs = append(errs, fmt.Sprintf("%s %q: %s: %s reads %q, the gateway counted %q\nforwarded:\n%s",
+							g.name, req, src, reader, v, d.values[i], head))
+					}
+				}
+			}
+		}
+		s := sentHeaders(head)
+		for _, name := range []string{"user-agent", "content-type"} {
+			if severalLines(lines, name) {
+				// Known: the fast forwarder sends the last line only
+				// (TestForwardersSendFasthttpSpecialHeadersAlike).
+				// Either way the limits counted every line.
+				s = slices.DeleteFunc(s, func(l string) bool { return strings.HasPrefix(l, name+":") })
+			}
+		}
+		if sent != nil && !slices.Equal(s, sent) {
+			errs = append(errs, fmt.Sprintf("%q: the forwarders sent different headers:\n  %s %q\n  %s %q", req, sentFrom, sent, g.name, s))
+		}
+		sent, sentFrom = s, g.name
+	}
+	return errs
+}
+
+// hdrNames and hdrValues are what generated header lines are made of.
+var hdrNames = []string{
+	"X-Tenant", "x-tenant", "X-TENANT", "X_Tenant", "x_tenant", "X-tenant", "X-App", "x-app", "X_App",
+	"Cookie", "cookie", "COOKIE", "X-Forwarded-Host", "x_forwarded_host", "X-Forwarded-For", "Forwarded",
+	"Connection", "Host", "X-Other", "User-Agent", "Content-Type", "Accept-Encoding", "X-Forwarded-Proto",
+	"Te", "Upgrade", "Keep-Alive", "Proxy-Authorization", "Authorization", "Referer", "X-Real-Ip",
+	"X-Tenant ", " X-Tenant", "\tX-Tenant", "X-Tenant\t", "X_Forwarded_For", "X-Tenant\xff", "X-Ténant",
+}
+
+var hdrValues = []string{
+	"victim", "a, b", "a,b", " victim ", "\tvictim\t", "", "\"v,w\"", "victim\r\n x", "caf\xc3\xa9", "\xff",
+	"victim,", ",victim", "a, victim, a", "sid=victim", "sid=a;sid=b", "sid=\"victim\"", "$Version=1; sid=victim",
+	"sid =victim", " sid=victim", "s id=victim", "sid=a, sid=victim", "SID=victim", "sid=", "sid=a;sid=a",
+	"sid=a; sid=\"a\"", "x=1;sid=v2", "sid=\"\"", "sid=\"a", "sid=vict%69m", "s%69d=victim", "sid=\"victimZ",
+	"sid=a+b", "sid=a%20b", "sid=%ff", "sid=%25ff", "x=1, sid=victim", "sid=%zz%41", "X-Tenant", "x_tenant", "close", "keep-alive, X-Tenant",
+	"victim.example", "Victim.Example.", "victim:8080", "[::1]:80", "VICTIM", "1.2.3.4", "for=1.2.3.4",
+}
+
+// hdrSeeds are hand-picked: one per corner the brief names.
+var hdrSeeds = []struct {
+	target string
+	lines  []string
+}{
+	{"/t", []string{"X-Tenant: victim"}},
+	{"/t", []string{"X-Tenant: a", "X-Tenant: victim"}},
+	{"/t", []string{"X-Tenant: a, victim"}},
+	{"/t", []string{"x-tenant: victim", "X-TENANT: b"}},
+	{"/t", []string{"X-Tenant: \tvictim\t "}},
+	{"/t", []string{"X-Tenant: a", " victim"}}, // obs-fold
+	{"/t", []string{"X-Tenant:", "X-Tenant: victim"}},
+	{"/t", []string{"X_Tenant: victim"}},
+	{"/t", []string{"X-Tenant: a", "X_Tenant: victim"}},
+	{"/t", []string{"x_tenant: victim"}},
+	{"/t", []string{"X-App: a", "X_App: b"}},
+	{"/t", []string{"X-App: a", "X-App: b"}},
+	{"/t", []string{"X-App: a, b"}},
+	{"/t", []string{"Cookie: sid=a", "Cookie: sid=victim"}},
+	{"/t", []string{"Cookie: sid=\"victim\""}},
+	{"/t", []string{"Cookie: x=1;sid=victim"}},
+	{"/t", []string{"Cookie: sid=a; sid=victim"}},
+	{"/t", []string{"Cookie: s id=victim; sid =victim"}},
+	{"/t", []string{"Cookie: $Version=1; sid=victim; $Path=/"}},
+	{"/t", []string{"Cookie: sid=caf\xc3\xa9"}},
+	{"/t", []string{"Cookie: sid=a, sid=victim"}},
+	{"/t", []string{"Cookie: x=1, sid=victim"}},
+	{"/t", []string{"Cookie: sid=vict%69m"}},
+	{"/t", []string{"Cookie: s%69d=victim"}},
+	{"/t", []string{"Cookie: sid=\"victimZ"}},
+	{"/t", []string{"Cookie: sid=a+b"}},
+	{"/t", []string{"Host: Victim.Example.:8080"}},
+	{"/t", []string{"Host: VICTIM"}},
+	{"http://victim/t", []string{"Host: other"}},
+	{"http://Victim.Example./t", nil},
+	{"/t", []string{"X-Forwarded-Host: victim"}},
+	{"/t", []string{"x_forwarded_host: victim"}},
+	{"/t", []string{"X-Forwarded-For: 1.2.3.4"}},
+	{"/t", []string{"Connection: X-Tenant", "X-Tenant: victim"}},
+	{"/t", []string{"Connection: x_tenant", "X_Tenant: victim"}},
+	{"/t", []string{"X-Tenant: caf\xc3\xa9", "X-Tenant: \xff"}},
+	{"/t", []string{"User-Agent: a", "User-Agent: b"}},
+	{"/t", []string{"Content-Type: a/b", "Content-Type: c/d"}},
+	{"/t", []string{"Content-Type: a/b, c/d"}},
+}
+
+func hdrLine(rng *rand.Rand) string {
+	n := hdrNames[rng.IntN(len(hdrNames))]
+	v := hdrValues[rng.IntN(len(hdrValues))]
+	if strings.EqualFold(n, "cookie") && rng.IntN(2) == 0 {
+		v = "sid=" + hdrValues[rng.IntN(len(hdrValues))]
+	}
+	return n + ":" + []string{" ", "", "\t", "  "}[rng.IntN(4)] + v
+}
+
+func TestHeaderSourcesOneView(t *testing.T) {
+	h := newHdrHarness(t)
+	defer h.stop()
+	failures := 0
+	seen := map[string]bool{} // one failure per kind is reported
+	report := func(errs []string) {
+		for _, e := range errs {
+			kind := e[:strings.IndexByte(e, ' ')] + strings.SplitN(e, "\n", 2)[0][strings.LastIndex(strings.SplitN(e, "\n", 2)[0], "\": ")+2:]
+			if i := strings.Index(kind, " reads "); i >= 0 {
+				kind = kind[:i]
+			}
+			failures++
+			if !seen[kind] && len(seen) < 30 {
+				seen[kind] = true
+				t.Error(e)
+			}
+		}
+	}
+	for _, s := range hdrSeeds {
+		report(h.check(s.target, s.lines))
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 600 {
+		var lines []string
+		for n := 1 + rng.IntN(4); n > 0; n-- {
+			lines = append(lines, hdrLine(rng))
+		}
+		target := "/t"
+		if rng.IntN(6) == 0 {
+			target = "http://" + []string{"victim", "Victim.Example.", "victim:8080", "a"}[rng.IntN(4)] + "/t"
+		}
+		report(h.check(target, lines))
+	}
+	if failures > len(seen) {
+		t.Errorf("... and %d more of the same kinds", failures-len(seen))
+	}
+}
+
+// gwCookieKey is how the gateway keys a value a decoding upstream read:
+// trimmed and unquoted again after decoding (cookieKey; stricter, never a
+// way past). A Go upstream's raw value is keyed by cookieKey itself.
+// A '+' is a space to the gateway, whichever way it was written.
+func gwCookieKey(v string) string {
+	return strings.Trim(trimOWS(strings.ReplaceAll(v, "+", " ")), `"`)
+}
+
+// nodeCookie reads name as jshttp/cookie 0.x (Express 4) does: the header
+// lines joined by "; ", pairs split at ';', name and value trimmed, a value
+// that starts with '"' sliced (1, -1), then decodeURIComponent (the raw
+// value when that throws); the first pair of a name wins.
+func nodeCookie(lines []string, name string) []string {
+	for _, pair := range strings.Split(strings.Join(lines, "; "), ";") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || strings.TrimSpace(k) != name {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, `"`) {
+			v = v[1:max(1, len(v)-1)]
+		}
+		if strings.Contains(v, "%") {
+			if d, err := url.PathUnescape(v); err == nil && utf8.ValidString(d) {
+				v = d
+			}
+		}
+		if v == "" {
+			return nil
+		}
+		return []string{gwCookieKey(v)}
+	}
+	return nil
+}
+
+// phpDecode is PHP's urldecode: '+' is a space, a valid %XX its byte, any
+// other '%' kept.
+func phpDecode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b.WriteByte(' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// phpCookie reads name as PHP fills $_COOKIE: pairs split at ';', leading
+// white space skipped, name and value urldecoded.
+func phpCookie(lines []string, name string) []string {
+	var out []string
+	for _, line := range lines {
+		for _, pair := range strings.Split(line, ";") {
+			k, v, _ := strings.Cut(strings.TrimLeft(pair, " \t\n\r\v\f"), "=")
+			if phpDecode(k) != name {
+				continue
+			}
+			if v = gwCookieKey(phpDecode(v)); v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// rack2Cookie reads name as Rack 2's parse_query(cookie, ";,") does: pairs
+// split at ';' or ',' (spaces after them dropped), name and value
+// unescaped ('+' a space).
+func rack2Cookie(lines []string, name string) []string {
+	var out []string
+	for _, line := range lines {
+		for _, pair := range strings.FieldsFunc(line, func(r rune) bool { return r == ';' || r == ',' }) {
+			k, v, _ := strings.Cut(strings.TrimLeft(pair, " "), "=")
+			dk, err1 := url.QueryUnescape(k)
+			dv, err2 := url.QueryUnescape(v)
+			if err1 != nil || err2 != nil || dk != name {
+				continue
+			}
+			if dv = gwCookieKey(dv); dv != "" {
+				out = append(out, dv)
+			}
+		}
+	}
+	return out
+}
+
+// severalLines reports more than one line called name, or an empty one.
+func severalLines(lines []string, name string) bool {
+	n := 0
+	for _, l := range lines {
+		if k, v, _ := strings.Cut(l, ":"); strings.EqualFold(k, name) {
+			if n++; trimOWS(v) == "" {
+				return true
+			}
+		}
+	}
+	return n > 1
+}
+
+// TestForwardersSendFasthttpSpecialHeadersAlike: with two User-Agent
+// or two Content-Type lines, the standard forwarder sends what net/http
+// writes (the first User-Agent; every Content-Type line), the fast one
+// only the last of each (fasthttp's SetUserAgent and SetContentType
+// replace); an empty Content-Type the standard one sends, the fast one
+// drops. No bypass (the limits count every line) but the forwarders
+// differ. The fix is in forward_fast.go's buildRequest, not owned by this
+// review: for User-Agent add vv[0] only; for Content-Type add each line
+// between DisableSpecialHeader and EnableSpecialHeader, as for Cookie.
+func TestForwardersSendFasthttpSpecialHeadersAlike(t *testing.T) {
+	t.Skip("known, unfixed here: forward_fast.go buildRequest (see the comment)")
+	h := newHdrHarness(t)
+	defer h.stop()
+	for _, lines := range [][]string{
+		{"User-Agent: a", "User-Agent: b"},
+		{"Content-Type: a/b", "Content-Type: c/d"},
+		{"Content-Type:"},
+	} {
+		h.seq++
+		seq := strconv.Itoa(h.seq)
+		var sent [][]string
+		for _, g := range h.gws {
+			req := fmt.Sprintf("GET /t HTTP/1.1\r\nHost: gw\r\nX-Seq: %s\r\nX-Gw: %s\r\n%s\r\n\r\n", seq, g.name, strings.Join(lines, "\r\n"))
+			if status := sendRaw(g.addr, req); status != 200 {
+				t.Fatalf("%s: %d", g.name, status)
+			}
+			head, _ := h.up.take(g.name + "/" + seq)
+			sent = append(sent, sentHeaders(head))
+		}
+		if !slices.Equal(sent[0], sent[1]) {
+			t.Errorf("%q: standard sent %q, fast %q", lines, sent[0], sent[1])
+		}
+	}
+}
+
+// TestTwinsOfRewrittenHeadersAreForwarded: both forwarders replace
+// the client's X-Forwarded-For and X-Forwarded-Host, but pass on
+// X_Forwarded_For and X_Forwarded_Host, which a CGI, WSGI, PHP or Rack
+// upstream reads as the same HTTP_X_FORWARDED_FOR (the standard forwarder
+// writes it after the real one, so a last-wins environ takes the forged
+// address). Likewise origin.strip removes X-App but passes X_App. The
+// fix needs both forwarders (forward_standard.go is not owned by this
+// review): drop a client header whose CGI name (sameCGIName) is that of a
+// header dropped or set anew (dropRequestHeader, the stripped origin).
+func TestTwinsOfRewrittenHeadersAreForwarded(t *testing.T) {
+
+	h := newHdrHarness(t)
+	defer h.stop()
+	for _, g := range h.gws {
+		h.seq++
+		seq := strconv.Itoa(h.seq)
+		req := fmt.Sprintf("GET /t HTTP/1.1\r\nHost: gw\r\nX-Seq: %s\r\nX-Gw: %s\r\nX_Forwarded_For: 6.6.6.6\r\nX_Forwarded_Host: forged\r\n\r\n", seq, g.name)
+		if status := sendRaw(g.addr, req); status != 200 {
+			t.Fatalf("%s: %d", g.name, status)
+		}
+		head, _ := h.up.take(g.name + "/" + seq)
+		names, _ := rawHeaderLines(head)
+		for _, n := range names {
+			if n != "X-Forwarded-For" && n != "X-Forwarded-Host" && (sameCGIName(n, "X-Forwarded-For") || sameCGIName(n, "X-Forwarded-Host")) {
+				t.Errorf("%s forwarded %s:\n%s", g.name, n, head)
+			}
+		}
+	}
+}
