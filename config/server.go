@@ -16,6 +16,13 @@ type Server struct {
 	// MergeSlashes makes "//" in a path one "/", for matching and
 	// forwarding; nil (unset) is true (see MergesSlashes).
 	MergeSlashes *bool `yaml:"mergeSlashes" json:"mergeSlashes"`
+	// PathParameters says what a path holding a ';' (or an escaped one,
+	// %3B) gets: refuse (unset) answers 400, keep matches and forwards it
+	// as it is. Tomcat, Jetty, Spring and RESTEasy strip ";name=value"
+	// from a path segment before routing, so /api;x/admin is /api/admin to
+	// them while the routes, API groups and authority rules here see
+	// another path (see PathParametersKept).
+	PathParameters string `yaml:"pathParameters" json:"pathParameters,omitempty"`
 	// ReadHeaderTimeout bounds reading a request's header block (slowloris);
 	// the -read-header-timeout flag overrides it. Read at start.
 	ReadHeaderTimeout Duration `yaml:"readHeaderTimeout" json:"readHeaderTimeout"`
@@ -38,6 +45,16 @@ type Server struct {
 
 // MergesSlashes reports whether "//" in a path is one "/" (default true).
 func (s Server) MergesSlashes() bool { return s.MergeSlashes == nil || *s.MergeSlashes }
+
+// The values of server.pathParameters.
+const (
+	PathParametersRefuse = "refuse"
+	PathParametersKeep   = "keep"
+)
+
+// PathParametersKept reports whether a path holding ';' is served (keep)
+// rather than refused (refuse, the default).
+func (s Server) PathParametersKept() bool { return s.PathParameters == PathParametersKeep }
 
 // Defaults of the server section.
 const (
@@ -84,8 +101,25 @@ func (c *checker) validateServer() {
 		}
 	}
 	c.nonNegative("server.maxBodyBytes", float64(s.MaxBodyBytes))
+	if c.has("server.pathParameters") {
+		c.oneOf("server.pathParameters", s.PathParameters, PathParametersRefuse, PathParametersKeep)
+	}
 	if n := s.MaxConcurrentStreams; n < 1 || n > math.MaxInt32 {
 		c.add("server.maxConcurrentStreams", "must be between 1 and %d (HTTP/2 streams one connection may have open), got %d",
 			math.MaxInt32, n)
 	}
+}
+
+// HasPathParameter reports a path holding a ';', raw or escaped (%3B): a
+// path parameter to the servers that read ";name=value" in a segment.
+func HasPathParameter(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch {
+		case p[i] == ';':
+			return true
+		case p[i] == '%' && i+2 < len(p) && p[i+1] == '3' && (p[i+2] == 'b' || p[i+2] == 'B'):
+			return true
+		}
+	}
+	return false
 }

@@ -321,8 +321,11 @@ func (c *checker) routes() routeIndex {
 	for i, r := range routes {
 		p := idx("routes", i)
 		params, norm, msg := checkPattern(r.Path)
-		if msg != "" {
+		switch {
+		case msg != "":
 			c.add(p+".path", "%s", msg)
+		case !c.cfg.Server.PathParametersKept() && HasPathParameter(r.Path):
+			c.add(p+".path", "holds a ';' (a path parameter), which a request's path may not hold while server.pathParameters is refuse: the route would match no request, got %s", quote(r.Path))
 		}
 		seen := map[string]bool{}
 		for j, m := range r.Methods {

@@ -27,6 +27,7 @@ var badTargetBodies = [...][]byte{
 	badEscape:   []byte(`{"error":"bad request path","reason":"malformed escape"}` + "\n"),
 	badQuery:    []byte(`{"error":"bad request query","reason":"';', a malformed escape or over 10000 parameters"}` + "\n"),
 	badHost:     []byte(`{"error":"bad request host","reason":"not a host name or address"}` + "\n"),
+	badParam:    []byte(`{"error":"bad request path","reason":"path parameter (';')"}` + "\n"),
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

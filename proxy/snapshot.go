@@ -29,14 +29,18 @@ type Snapshot struct {
 	sources      *sources
 	originSrc    config.Source
 	mergeSlashes bool
-	rateLimit    *rateLimitHeaders       // the values RateLimit fields share
-	policies     map[string]*policyNames // each resource's RateLimit policy names
-	pkKey        *[32]byte               // the gateway's partition key secret
-	accessLog    bool
-	sendTimeout  time.Duration // server.sendTimeout (see send.go)
-	clock        Clock
-	pool         *exchangePool
-	log          zerolog.Logger
+	// keepParams: server.pathParameters keep; else a path holding ';' is
+	// 400 (Tomcat, Spring and RESTEasy strip ";x" from a segment, so
+	// /api;x/admin would reach /api/admin past its routes' rules).
+	keepParams  bool
+	rateLimit   *rateLimitHeaders       // the values RateLimit fields share
+	policies    map[string]*policyNames // each resource's RateLimit policy names
+	pkKey       *[32]byte               // the gateway's partition key secret
+	accessLog   bool
+	sendTimeout time.Duration // server.sendTimeout (see send.go)
+	clock       Clock
+	pool        *exchangePool
+	log         zerolog.Logger
 }
 
 // Load compiles cfg into a new snapshot, carrying over the state of every
@@ -74,6 +78,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		Config:       cfg,
 		originSrc:    cfg.Origin.From,
 		mergeSlashes: cfg.Server.MergesSlashes(),
+		keepParams:   cfg.Server.PathParametersKept(),
 		rateLimit:    &rateLimitHeaders{},
 		policies:     buildPolicyNames(cfg),
 		pkKey:        &g.pkKey,

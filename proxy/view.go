@@ -34,6 +34,7 @@ const (
 	badEscape   // a '%' not followed by two hex digits
 	badQuery    // a query that url.ParseQuery reads differently from the raw bytes
 	badHost     // a Host that is no host name or address (with a port)
+	badParam    // a path parameter (';' or %3B) under server.pathParameters: refuse
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
