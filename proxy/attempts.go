@@ -68,12 +68,19 @@ type prepared struct {
 // the client whenever it is not.
 func (p *prepared) mayDrop(code int) bool {
 	ex := p.ex
-	if ex.bodyFailed() || ex.clientCtx.Err() != nil {
+	if ex.bodyFailed() || ex.clientCtx.Err() != nil || p.expired() {
 		return false
 	}
 	p.next = p.rt.retry(ex, p.r.Method, failStatus, code)
 	return p.next >= 0
 }
+
+// expired reports that the route timeout has passed: nothing can be sent
+// any more, so a failed attempt is not retried (a retry would fail at
+// once, yet count as a retry and charge a target that never saw the
+// request with a failure), and a failure answer reaches the client as the
+// target sent it rather than the gateway's 504.
+func (p *prepared) expired() bool { return !time.Now().Before(p.deadline) }
 
 // errDropped is send's report of a failure answer discarded for a retry.
 var errDropped = errors.New("proxy: answer dropped, the request is sent to another target")
@@ -121,7 +128,7 @@ func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerol
 			upstreamFailed(ex, r, err, log)
 			return
 		}
-		if !ex.bodyFailed() && ex.clientCtx.Err() == nil {
+		if !ex.bodyFailed() && ex.clientCtx.Err() == nil && !p.expired() {
 			if i = rt.retry(ex, r.Method, classify(err), 0); i >= 0 {
 				continue
 			}

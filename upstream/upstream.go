@@ -162,14 +162,17 @@ func (u *Upstream) Retry(now int64, key uint64, hasKey bool, t *Tries, code int)
 	if t.cur == 0 {
 		return -1
 	}
-	var cand Set
-	ok, round := u.retryCandidates(now, t, &cand)
-	if !ok || !u.sh.budget.take(u.active(), u.share, t.retry) {
+	if t.sent > u.retries || !u.sh.budget.take(u.active(), u.share, t.retry) {
 		return -1
 	}
 	// The new attempt takes the place in the budget of a failed retry.
 	last := t.cur - 1
 	u.done(now, last, code, Failure)
+	// That failure may have ejected its target: choose among the targets
+	// as they are now, so that a retry does not go back to the target it
+	// just ejected while another may be tried.
+	var cand Set
+	_, round := u.retryCandidates(now, t, &cand)
 	t.cur = 0
 	if round {
 		t.tried = Set{}
@@ -217,12 +220,15 @@ func (u *Upstream) done(now int64, i int, code int, o Outcome) {
 	m := u.members[i]
 	st := m.st
 	st.inFlight.Add(-1)
-	if code != 0 || o != Abandoned {
+	answered := code != 0 || o != Abandoned
+	if answered {
 		m.obs.Answered(code)
 	}
 	due := false
 	st.mu.Lock()
-	if o != Abandoned {
+	if answered {
+		// An attempt the target answered counts, as in the metrics, even
+		// when its client left while the answer streamed.
 		st.stats.add(now, cRequests, 1)
 	}
 	if o == Failure {
