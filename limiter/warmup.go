@@ -125,7 +125,11 @@ func (s *keyState) syncWarm(now int64) float64 {
 		// is 0, no interval passes fewer, and such a rule never cooled down.
 		nt = old + float64(gap)*p.count
 	}
-	nt = max(min(nt, p.maxTok)-prev, 0)
+	// Never past maxTok: passes cancelled after the sync that spent them
+	// make prev negative, which gives their tokens back, but only up to a
+	// full bucket. Above it the rate fell under count/coldFactor, and a
+	// client keeping to the cold rate was refused.
+	nt = min(max(min(nt, p.maxTok)-prev, 0), p.maxTok)
 	if nt >= p.maxTok && gap > 1 {
 		// fully cold after idle: the next load starts a new grid
 		w.anchor, idx = now, 0

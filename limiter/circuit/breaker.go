@@ -1,6 +1,7 @@
 package circuit
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +58,14 @@ type breaker struct {
 	issued atomic.Int64 // half-open: probes let through in this spell (written under mu)
 	good   int64        // half-open: of them, succeeded
 	out    int64        // probes in flight
-	win    window
-	res    *resource // shared by every breaker of this resource, across reloads
+	// closedAt (mu): when the probes last closed the breaker. A call that
+	// started before (now - rt < closedAt) and is no probe was forwarded
+	// before the breaker opened: its outcome, often a timeout of the
+	// trouble that opened it, says nothing of the recovered upstream and
+	// is not counted (it re-opened a breaker the probes had just closed).
+	closedAt int64
+	win      window
+	res      *resource // shared by every breaker of this resource, across reloads
 }
 
 func newBreaker(r config.DegradeRule, res *resource) *breaker {
@@ -73,6 +80,7 @@ func newBreaker(r config.DegradeRule, res *resource) *breaker {
 		probeNum: r.ProbeNum,
 		errors:   newStatusSet(r.ErrorStatuses),
 		win:      newWindow(r.StatIntervalMs),
+		closedAt: math.MinInt64,
 	}
 }
 
@@ -129,6 +137,10 @@ func (b *breaker) exit(now int64, rt time.Duration, status int, probe bool) {
 		bad = rt > b.maxRt
 	}
 	b.mu.Lock()
+	if !probe && now-int64(rt) < b.closedAt {
+		b.mu.Unlock()
+		return // forwarded before the breaker opened (closedAt)
+	}
 	b.win.Add(now, call(bad))
 	if probe {
 		b.out--
@@ -145,6 +157,7 @@ func (b *breaker) exit(now int64, rt time.Duration, status int, probe bool) {
 		}
 		if b.good++; b.good == b.probeNum {
 			b.win.Clear()
+			b.closedAt = now
 			b.state.Store(sClosed)
 			b.res.changed()
 		}
