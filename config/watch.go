@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -29,12 +30,31 @@ import (
 // it). onChange runs on Watch's goroutine, never concurrently with itself.
 // Changes made before Watch starts are not reported: Load first, then Watch.
 func Watch(ctx context.Context, path string, debounce time.Duration, log zerolog.Logger, onChange func()) error {
-	return watch(ctx, path, debounce, log, onChange, nil)
+	return watchFrom(ctx, path, "", debounce, log, onChange, nil)
+}
+
+// FileState is what Watch compares to tell a change: the file's content
+// hash, or a marker for a file missing, unreadable or too large. Taken
+// before a Load and given to WatchSince, it lets no change made between the
+// two go unreported.
+func FileState(path string) string { return fileHash(path) }
+
+// WatchSince is Watch, from the file's state since (FileState taken before
+// the file was loaded) rather than from its state when the watch is in
+// place: a change made in between is reported once the watch starts.
+// since "" is Watch.
+func WatchSince(ctx context.Context, path, since string, debounce time.Duration, log zerolog.Logger, onChange func()) error {
+	return watchFrom(ctx, path, since, debounce, log, onChange, nil)
 }
 
 // watch is Watch, closing ready (if not nil) once the watch is in place, so
 // that tests know when a change will be seen.
 func watch(ctx context.Context, path string, debounce time.Duration, log zerolog.Logger, onChange func(), ready chan<- struct{}) error {
+	return watchFrom(ctx, path, "", debounce, log, onChange, ready)
+}
+
+// watchFrom is WatchSince, closing ready as watch does.
+func watchFrom(ctx context.Context, path, since string, debounce time.Duration, log zerolog.Logger, onChange func(), ready chan<- struct{}) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("config: watch %s: %w", path, err)
@@ -50,6 +70,10 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 	}
 	fw.follow()
 	last := fileHash(abs)
+	changed := since != "" && last != since
+	if changed {
+		last = since // looked at once the loop runs, as after an event
+	}
 	if ready != nil {
 		close(ready)
 	}
@@ -67,6 +91,9 @@ func watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 			burst = now
 		}
 		timer.Reset(max(0, min(debounce, burst.Add(maxWait).Sub(now))))
+	}
+	if changed {
+		kick()
 	}
 	for {
 		select {
@@ -206,7 +233,9 @@ func resolve(path string) (links []string, target string, ok bool) {
 // marker is its size and modification time, so that one oversized file
 // replacing another is still a change (Load refuses it from its size).
 func fileHash(path string) string {
-	f, err := os.Open(path)
+	// Not blocking: opened plainly, a FIFO put in the file's place would
+	// block the watch (and every reload after it) until a writer came.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "missing"
@@ -214,7 +243,14 @@ func fileHash(path string) string {
 		return "unreadable: " + err.Error()
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > MaxDocumentBytes {
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return "unreadable: " + err.Error()
+	case !st.Mode().IsRegular():
+		// Load refuses it; a FIFO or device could block or never end.
+		return fmt.Sprintf("not a regular file: %v, modified %d", st.Mode().Type(), st.ModTime().UnixNano())
+	case st.Size() > MaxDocumentBytes:
 		return fmt.Sprintf("too large: %d bytes, modified %d", st.Size(), st.ModTime().UnixNano())
 	}
 	h := sha256.New()

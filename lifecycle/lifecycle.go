@@ -23,6 +23,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"sluice/config"
 )
 
 // maxHeaderBytes bounds a request's header block (net/http adds 4 KiB of
@@ -64,6 +66,9 @@ func New(o Options) (*Instance, error) {
 	// such a token could never match (docs/admin.md).
 	blankToken := o.AdminToken != "" && strings.TrimSpace(o.AdminToken) == ""
 	o.AdminToken = strings.TrimSpace(o.AdminToken)
+	// The file as it is before it is read: Run's watch starts from it, so
+	// an edit made while the gateway starts is not lost.
+	since := config.FileState(o.Config)
 	cfg, err := o.overrides().Load(o.Config)
 	log := newLogger(o.Log, o, cfg)
 	if blankToken {
@@ -84,6 +89,7 @@ func New(o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	inst.reloader.since = since
 	if o.Demo {
 		if inst.stopDemo, err = startDemo(log); err != nil {
 			inst.close()

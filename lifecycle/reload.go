@@ -41,6 +41,10 @@ type reloader struct {
 	lastReload time.Time
 	lastError  string
 	now        chan struct{}
+	// since is the rules file's state (config.FileState) before New read
+	// it: the watch reports any change from it, even one made before the
+	// watch was in place.
+	since string
 }
 
 func newReloader(o Options, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
@@ -151,7 +155,7 @@ func (r *reloader) request() {
 // watch reloads on file changes and requests until ctx is done.
 func (r *reloader) watch(ctx context.Context) {
 	go func() {
-		if err := config.Watch(ctx, r.path, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
+		if err := config.WatchSince(ctx, r.path, r.since, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
 			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")
 		}
 	}()

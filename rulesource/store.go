@@ -45,6 +45,10 @@ type Doc struct {
 	Version  int64
 	Text     []byte
 	PushedAt time.Time // when Push stored it, by Redis's clock; zero if unknown
+	// PushID is the random id of the write that stored it ("": written by
+	// hand, or unknown). It tells a key rebuilt from scratch, whose
+	// version counts from 1 again, from the version it replaced.
+	PushID string
 }
 
 // SHA is the hex SHA-256 of the text, which tells two documents of the same
@@ -159,7 +163,7 @@ func (s *Store) Push(ctx context.Context, text []byte, basedOn int64) (Doc, erro
 		}
 		return Doc{}, &ConflictError{BasedOn: basedOn, Stored: stored}
 	}
-	return Doc{Version: res[1], Text: text, PushedAt: time.UnixMilli(res[2])}, nil
+	return Doc{Version: res[1], Text: text, PushedAt: time.UnixMilli(res[2]), PushID: hex.EncodeToString(id[:])}, nil
 }
 
 // Pull reads the stored document; Version 0 means the key holds none. A
@@ -174,7 +178,7 @@ func (s *Store) Pull(ctx context.Context) (Doc, error) {
 	if size > config.MaxDocumentBytes {
 		return Doc{}, s.tooLarge(size)
 	}
-	vals, err := s.rdb.HMGet(ctx, s.key, "version", "doc", "pushedAt").Result()
+	vals, err := s.rdb.HMGet(ctx, s.key, "version", "doc", "pushedAt", "pushId").Result()
 	s.seen(err)
 	if err != nil {
 		return Doc{}, s.readErr(err)
@@ -189,6 +193,7 @@ func (s *Store) Pull(ctx context.Context) (Doc, error) {
 		return Doc{}, s.tooLarge(int64(len(text)))
 	}
 	d := Doc{Version: v, Text: []byte(text)}
+	d.PushID, _ = vals[3].(string)
 	if ms, err := strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64); err == nil {
 		d.PushedAt = time.UnixMilli(ms)
 	}
@@ -207,6 +212,23 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 		return 0, s.readErr(err)
 	}
 	return parseVersion(s.key, v)
+}
+
+// stamp reads the stored version and the id of the write that stored it:
+// the watcher's cheap poll, which also sees a key rebuilt to the version
+// it knew.
+func (s *Store) stamp(ctx context.Context) (int64, string, error) {
+	vals, err := s.rdb.HMGet(ctx, s.key, "version", "pushId").Result()
+	s.seen(err)
+	if err != nil {
+		return 0, "", s.readErr(err)
+	}
+	v, err := parseVersion(s.key, vals[0])
+	if err != nil {
+		return 0, "", err
+	}
+	id, _ := vals[1].(string)
+	return v, id, nil
 }
 
 func (s *Store) tooLarge(size int64) error {

@@ -76,6 +76,7 @@ type watch struct {
 	o     WatchOptions
 	known int64  // version last in force or delivered
 	sha   string // its text's hash
+	id    string // the id of the write that stored it, as last read
 	full  bool   // read the whole document next: at start and after an outage
 	state int    // 0 unknown, 1 up, -1 down
 	bad   string // the last DataError delivered, so it is delivered once
@@ -86,14 +87,19 @@ func (w *watch) check(ctx context.Context) {
 	defer cancel()
 	var doc Doc
 	var err error
+	pulled := true
 	if w.full {
 		doc, err = w.s.Pull(cctx)
 	} else {
+		// The version and the id of its write: a key deleted and pushed
+		// again between two looks holds the version known under another
+		// write's id.
 		var v int64
-		if v, err = w.s.Version(cctx); err == nil && v != w.known {
+		var id string
+		if v, id, err = w.s.stamp(cctx); err == nil && (v != w.known || id != w.id) {
 			doc, err = w.s.Pull(cctx)
 		} else if err == nil {
-			doc.Version = w.known
+			pulled = false
 		}
 	}
 	if ctx.Err() != nil {
@@ -123,9 +129,12 @@ func (w *watch) check(ctx context.Context) {
 	}
 	wasBad := w.bad != ""
 	w.bad = ""
-	if wasBad || doc.Version != w.known || (w.full && doc.SHA() != w.sha) {
-		w.known, w.sha = doc.Version, doc.SHA()
-		w.o.OnDoc(doc, nil)
+	if pulled {
+		w.id = doc.PushID
+		if wasBad || doc.Version != w.known || doc.SHA() != w.sha {
+			w.known, w.sha = doc.Version, doc.SHA()
+			w.o.OnDoc(doc, nil)
+		}
 	}
 	w.full = false
 	w.up()
