@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -53,10 +54,21 @@ type probedConn struct {
 	seen     uint64    // watch.closed when the last request was written
 	written  time.Time // the last write (the clock is read once a request)
 	lastRead bool      // the last operation was a read: a request ended
+	// bodiless: the exchange under way is one whose answer has no body by
+	// protocol (a HEAD request, a 1xx/204/304 answer), so an upstream that
+	// sends one anyway (a Python app's do_HEAD = do_GET) leaves it on the
+	// connection after the answer, where the next request would read it as
+	// its own answer: the connection is peeked before its next request
+	// however soon it comes, as net/http's Transport notices bytes arriving
+	// on an idle connection and closes it.
+	bodiless  bool
+	firstRead bool // the next read is the first of an answer
 }
 
 func newProbedConn(c net.Conn, w *closeWatch) net.Conn {
-	p := &probedConn{Conn: c, watch: w, seen: w.closed.Load(), written: time.Now()}
+	// lastRead: the first request starts a request as any other (it is
+	// not peeked: it was just written).
+	p := &probedConn{Conn: c, watch: w, seen: w.closed.Load(), written: time.Now(), lastRead: true}
 	if sc, ok := c.(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}
@@ -67,6 +79,10 @@ func newProbedConn(c net.Conn, w *closeWatch) net.Conn {
 func (c *probedConn) Read(b []byte) (int, error) {
 	c.lastRead = true
 	n, err := c.Conn.Read(b)
+	if c.firstRead && n > 0 {
+		c.firstRead = false
+		c.bodiless = c.bodiless || bodilessStatus(b[:n])
+	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 		c.watch.closed.Add(1)
 	}
@@ -75,22 +91,38 @@ func (c *probedConn) Read(b []byte) (int, error) {
 
 // Write peeks first when a request starts (a read came last) on a
 // connection whose previous request was written idleProbe ago or more, or
-// when the watch saw a close since: counting from the write overstates
-// idleness by the upstream's answer time, which at worst costs a needless
-// peek.
+// when the watch saw a close since, or after an answer that has no body by
+// protocol (bodiless): counting from the write overstates idleness by the
+// upstream's answer time, which at worst costs a needless peek. (Over TLS
+// the bytes seen here are records, so bodiless is never set there.)
 func (c *probedConn) Write(b []byte) (int, error) {
 	if c.lastRead {
 		now := time.Now()
 		closed := c.watch.closed.Load()
-		if now.Sub(c.written) >= idleProbe || closed != c.seen {
+		if now.Sub(c.written) >= idleProbe || closed != c.seen || c.bodiless {
 			if c.closedByPeer() {
 				c.watch.closed.Add(1)
 				return 0, errStaleConn
 			}
 		}
 		c.written, c.seen, c.lastRead = now, closed, false
+		c.bodiless, c.firstRead = bytes.HasPrefix(b, headLine), true
 	}
 	return c.Conn.Write(b)
+}
+
+// headLine starts a HEAD request (fasthttp writes the request line in the
+// connection's first write of a request).
+var headLine = []byte("HEAD ")
+
+// bodilessStatus reports an answer, from its first bytes, whose status
+// (1xx, 204, 304) says it has no body.
+func bodilessStatus(b []byte) bool {
+	if len(b) < 12 || !bytes.HasPrefix(b, []byte("HTTP/1.")) || b[8] != ' ' {
+		return false
+	}
+	code := string(b[9:12])
+	return code[0] == '1' || code == "204" || code == "304"
 }
 
 // closedByPeer peeks one byte without waiting: end of stream (the upstream

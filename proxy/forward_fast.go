@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -147,6 +148,23 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 		if !rt.forwardHeader(k, conn) {
 			continue
 		}
+		switch k {
+		case "User-Agent":
+			// fasthttp keeps the last; net/http's Transport sends the first.
+			vv = vv[:1]
+		case "Content-Type":
+			if len(vv) == 1 && vv[0] != "" {
+				break
+			}
+			// fasthttp keeps the last, and drops an empty one; net/http's
+			// Transport sends them all as they are.
+			h.DisableSpecialHeader()
+			for _, v := range vv {
+				h.Add(k, v)
+			}
+			h.EnableSpecialHeader()
+			continue
+		}
 		if k == "Cookie" {
 			// fasthttp would parse the cookies and write them anew
 			// (unquoted, lines merged); the upstream gets them as sent.
@@ -207,11 +225,13 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 			return err
 		}
 		_ = resp.CloseBodyStream() // the connection goes back to the pool now
+		dropConnectionNamed(&resp.Header)
 		copyResponseHeader(ex.Header(), &resp.Header, c)
 		ex.WriteHeader(status)
 		_, _ = ex.Write(c.buf[:n])
 		return nil
 	}
+	dropConnectionNamed(&resp.Header)
 	copyResponseHeader(ex.Header(), &resp.Header, c)
 	ex.WriteHeader(status)
 	if body == nil { // HEAD, 1xx, 204, 304
@@ -257,6 +277,32 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 	}
 	_ = resp.CloseBodyStream()
 	return nil
+}
+
+// dropConnectionNamed removes the fields named by the upstream's second and
+// later Connection lines (Connection: keep-alive, then Connection: X-Secret):
+// copyResponseHeader reads the first only (fasthttp's Peek), and
+// ReverseProxy drops the fields every line names. Nothing is done, nor
+// allocated, for an answer with one Connection line or none.
+func dropConnectionNamed(h *fasthttp.ResponseHeader) {
+	if len(h.Peek("Connection")) == 0 {
+		return
+	}
+	lines := h.PeekAll("Connection")
+	if len(lines) < 2 {
+		return
+	}
+	var names []string // copied: Del moves the bytes lines points into
+	for _, v := range lines[1:] {
+		for _, name := range strings.Split(string(v), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				names = append(names, name)
+			}
+		}
+	}
+	for _, name := range names {
+		h.Del(name)
+	}
 }
 
 // abort ends a response whose status is already sent: the upstream

@@ -73,7 +73,9 @@ func (f *standardForwarder) send(p *prepared) (int, error) {
 	}
 	c := f.calls.get()
 	c.p, c.rp.Transport = p, f.transport
+	c.holdHeader()
 	c.rp.ServeHTTP(p.ex, p.req)
+	c.restoreHeader() // none came (a failure): the gateway's answer has them
 	err := c.err
 	f.calls.put(c)
 	if err == nil {
@@ -102,6 +104,40 @@ type stdCall struct {
 	rp  httputil.ReverseProxy
 	p   *prepared
 	err error
+	// held: the fields the gateway set on the answer before forwarding
+	// (the RateLimit fields of a pass), kept out of the header map while
+	// ReverseProxy runs: it writes that map with a 1xx (103 Early Hints)
+	// and then clears it, so the final answer would lose them.
+	held http.Header
+}
+
+// holdHeader moves the answer's fields set so far into c.held.
+func (c *stdCall) holdHeader() {
+	h := c.p.ex.Header()
+	if len(h) == 0 || c.p.ex.status != 0 {
+		return
+	}
+	if c.held == nil {
+		c.held = make(http.Header, len(h))
+	}
+	for k, v := range h {
+		c.held[k] = v
+		delete(h, k)
+	}
+}
+
+// restoreHeader puts the held fields back into the answer's header map,
+// before the upstream's final answer is copied into it (modifyResponse)
+// or the gateway writes its own.
+func (c *stdCall) restoreHeader() {
+	if len(c.held) == 0 {
+		return
+	}
+	h := c.p.ex.Header()
+	for k, v := range c.held {
+		h[k] = append(v, h[k]...)
+	}
+	clear(c.held)
 }
 
 // stdCalls pools the stdCalls. Safe for concurrent use.
@@ -132,6 +168,7 @@ func (s *stdCalls) get() *stdCall {
 
 func (s *stdCalls) put(c *stdCall) {
 	c.p, c.err, c.rp.Transport = nil, nil, nil
+	clear(c.held)
 	s.p.Put(c)
 }
 
@@ -179,6 +216,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 // cut connection; an upstream failure, answered 502), and drops a
 // 502/503/504 answer that the attempts loop sends again.
 func (c *stdCall) modifyResponse(resp *http.Response) error {
+	c.restoreHeader()
 	code := resp.StatusCode
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w %d", errBadStatus, code)

@@ -642,12 +642,9 @@ func severalLines(lines []string, name string) bool {
 // writes (the first User-Agent; every Content-Type line), the fast one
 // only the last of each (fasthttp's SetUserAgent and SetContentType
 // replace); an empty Content-Type the standard one sends, the fast one
-// drops. No bypass (the limits count every line) but the forwarders
-// differ. The fix is in forward_fast.go's buildRequest, not owned by this
-// review: for User-Agent add vv[0] only; for Content-Type add each line
-// between DisableSpecialHeader and EnableSpecialHeader, as for Cookie.
+// dropped. No bypass (the limits count every line) but the forwarders
+// differed; buildRequest now writes them as net/http does.
 func TestForwardersSendFasthttpSpecialHeadersAlike(t *testing.T) {
-	t.Skip("known, unfixed here: forward_fast.go buildRequest (see the comment)")
 	h := newHdrHarness(t)
 	defer h.stop()
 	for _, lines := range [][]string{

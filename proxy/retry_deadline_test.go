@@ -161,4 +161,3 @@ func (f fakeForwarderT) forward(ex *exchange, r *http.Request) {
 	f.rt.attempts(ex, r, f.tr, zerolog.Nop())
 }
 func (f fakeForwarderT) name() string { return "fake" }
-
