@@ -42,39 +42,37 @@ type ResourceStats struct {
 // each poll into megabytes and a 10,000-row table.
 const defaultOriginsShown = 50
 
-// topOrigins sorts origins by activity (pass+block, then in flight, then
-// name) and keeps the first n; n < 0 keeps all. It sorts in place.
+// topOrigins sorts origins by activity (mostActive) and keeps the first n;
+// n < 0 keeps all. It sorts in place.
 func topOrigins(origins []NamedStats, n int) []NamedStats {
-	slices.SortStableFunc(origins, func(a, b NamedStats) int {
-		if c := cmp.Compare(b.PassQps+b.BlockQps, a.PassQps+a.BlockQps); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Concurrency, a.Concurrency); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	if n >= 0 && len(origins) > n {
-		origins = origins[:n]
-	}
-	return origins
+	return mostActive(origins, n, func(o *NamedStats) (*NodeStats, string) { return &o.NodeStats, o.Name })
 }
 
-// topResources sorts stats by activity (pass+block, then in flight, then
-// name) and keeps the first n; n < 0 keeps all, in the order given. It
-// sorts in place.
+// topResources is topOrigins for resources; n < 0 keeps all, in the order
+// given.
 func topResources(stats []ResourceStats, n int) []ResourceStats {
 	if n < 0 || len(stats) <= n {
 		return stats
 	}
-	slices.SortStableFunc(stats, func(a, b ResourceStats) int {
-		if c := cmp.Compare(b.PassQps+b.BlockQps, a.PassQps+a.BlockQps); c != 0 {
+	return mostActive(stats, n, func(r *ResourceStats) (*NodeStats, string) { return &r.NodeStats, r.Resource })
+}
+
+// mostActive sorts xs by activity (pass+block, then in flight, then name)
+// and keeps the first n (n < 0: all). It sorts in place.
+func mostActive[T any](xs []T, n int, of func(*T) (*NodeStats, string)) []T {
+	slices.SortStableFunc(xs, func(a, b T) int {
+		sa, na := of(&a)
+		sb, nb := of(&b)
+		if c := cmp.Compare(sb.PassQps+sb.BlockQps, sa.PassQps+sa.BlockQps); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(b.Concurrency, a.Concurrency); c != 0 {
+		if c := cmp.Compare(sb.Concurrency, sa.Concurrency); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Resource, b.Resource)
+		return strings.Compare(na, nb)
 	})
-	return stats[:n]
+	if n >= 0 && len(xs) > n {
+		xs = xs[:n]
+	}
+	return xs
 }

@@ -391,11 +391,7 @@ func cookieValues(lines []string, name string, vs *valueSet) {
 	for _, line := range lines {
 		for line != "" {
 			var part string
-			if i := strings.IndexByte(line, ';'); i >= 0 {
-				part, line = line[:i], line[i+1:]
-			} else {
-				part, line = line, ""
-			}
+			part, line = cutByte(line, ';')
 			if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
 				return
 			}
@@ -404,11 +400,7 @@ func cookieValues(lines []string, name string, vs *valueSet) {
 			}
 			for part != "" {
 				var sub string
-				if i := strings.IndexByte(part, ','); i >= 0 {
-					sub, part = part[:i], part[i+1:]
-				} else {
-					sub, part = part, ""
-				}
+				sub, part = cutByte(part, ',')
 				if k, v, ok := strings.Cut(sub, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
 					return
 				}
@@ -512,4 +504,13 @@ func cookieKey(v string) (key string, malformed bool) {
 		malformed = true
 	}
 	return strings.Trim(trimOWS(string(b)), `"`), malformed
+}
+
+// cutByte is strings.Cut on one byte: s before the first sep, and after
+// it ("" if there is none).
+func cutByte(s string, sep byte) (before, after string) {
+	if i := strings.IndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
 }
