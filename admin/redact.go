@@ -28,7 +28,11 @@ func redactSecrets(data []byte) (text string, ok bool) {
 	lines := splitLines(data)
 	var masks []secret
 	for _, s := range config.Secrets() {
-		for _, n := range lookupAll(doc.Content[0], s.Keys()) {
+		nodes, found := lookupAll(doc.Content[0], s.Keys())
+		if !found {
+			return "", false // past the alias bound: a secret could lie there
+		}
+		for _, n := range nodes {
 			if n.Kind != yaml.ScalarNode {
 				return "", false // an alias, or a section where a value belongs: cannot mask it exactly
 			}
@@ -67,65 +71,101 @@ type secret struct {
 // into merged mappings ("<<: *base", "<<: {token: x}") and to every value
 // of a repeated key, so that no secret the decoder could take stays
 // unmasked. A secret that is itself an alias is returned as such (and the
-// text is then refused).
-func lookupAll(n *yaml.Node, keys []string) []*yaml.Node {
-	return lookupDepth(n, keys, 0)
+// text is then refused). ok is false when the walk went deeper than
+// maxAliasDepth aliases and merges: a secret could lie past it, so the text
+// must be refused. Each node is walked once per remaining path, so merges
+// that merge the same mappings many times cost no more than the document.
+func lookupAll(n *yaml.Node, keys []string) (nodes []*yaml.Node, ok bool) {
+	w := walk{seen: map[walkKey]bool{}}
+	nodes = w.lookup(n, keys, 0)
+	return nodes, !w.over
 }
 
 // maxAliasDepth bounds the aliases and merges followed on one path.
 const maxAliasDepth = 32
 
-func lookupDepth(n *yaml.Node, keys []string, depth int) []*yaml.Node {
-	if n == nil || depth > maxAliasDepth {
+// walk is one lookupAll's state: the (node, rest of the path) pairs
+// already walked, and whether the depth bound cut the walk.
+type walk struct {
+	seen map[walkKey]bool
+	over bool
+}
+
+type walkKey struct {
+	n    *yaml.Node
+	rest int    // keys left (lookup)
+	key  string // the key looked for (values)
+}
+
+func (w *walk) lookup(n *yaml.Node, keys []string, depth int) []*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if depth > maxAliasDepth {
+		w.over = true
 		return nil
 	}
 	if len(keys) == 0 {
 		return []*yaml.Node{n}
 	}
+	k := walkKey{n: n, rest: len(keys)}
+	if w.seen[k] {
+		return nil // walked already: what it holds is found
+	}
+	w.seen[k] = true
 	if n.Kind == yaml.AliasNode {
-		return lookupDepth(n.Alias, keys, depth+1)
+		return w.lookup(n.Alias, keys, depth+1)
 	}
 	if keys[0] == "[]" {
 		if n.Kind != yaml.SequenceNode {
-			return lookupDepth(n, keys[1:], depth) // a single value where a list belongs: still masked
+			return w.lookup(n, keys[1:], depth) // a single value where a list belongs: still masked
 		}
 		var out []*yaml.Node
 		for _, e := range n.Content {
-			out = append(out, lookupDepth(e, keys[1:], depth)...)
+			out = append(out, w.lookup(e, keys[1:], depth)...)
 		}
 		return out
 	}
 	var out []*yaml.Node
-	for _, v := range mappingValues(n, keys[0], depth) {
-		out = append(out, lookupDepth(v, keys[1:], depth)...)
+	for _, v := range w.values(n, keys[0], depth) {
+		out = append(out, w.lookup(v, keys[1:], depth)...)
 	}
 	return out
 }
 
-// mappingValues is every value of key k in mapping n: each occurrence of
-// the key, and those of the mappings merged into n with "<<".
-func mappingValues(n *yaml.Node, k string, depth int) []*yaml.Node {
+// values is every value of key k in mapping n: each occurrence of the
+// key, and those of the mappings merged into n with "<<".
+func (w *walk) values(n *yaml.Node, k string, depth int) []*yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode && depth <= maxAliasDepth {
 		n, depth = n.Alias, depth+1
 	}
-	if n == nil || n.Kind != yaml.MappingNode || depth > maxAliasDepth {
+	if depth > maxAliasDepth {
+		w.over = true
 		return nil
 	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	wk := walkKey{n: n, key: k, rest: -1}
+	if w.seen[wk] {
+		return nil
+	}
+	w.seen[wk] = true
 	var out []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, v := n.Content[i], n.Content[i+1]
 		switch {
 		case key.Kind == yaml.ScalarNode && key.ShortTag() == "!!merge":
-			src := v
-			for src != nil && src.Kind == yaml.AliasNode && depth <= maxAliasDepth {
-				src, depth = src.Alias, depth+1
+			src, d := v, depth
+			for src != nil && src.Kind == yaml.AliasNode && d <= maxAliasDepth {
+				src, d = src.Alias, d+1
 			}
 			if src != nil && src.Kind == yaml.SequenceNode {
 				for _, e := range src.Content {
-					out = append(out, mappingValues(e, k, depth+1)...)
+					out = append(out, w.values(e, k, d+1)...)
 				}
 			} else {
-				out = append(out, mappingValues(src, k, depth+1)...)
+				out = append(out, w.values(src, k, d+1)...)
 			}
 		case key.Value == k:
 			out = append(out, v)
