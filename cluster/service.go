@@ -442,7 +442,7 @@ func (s *Service) ReadParam(ctx context.Context, rule *config.ParamRule, count f
 	}
 	// Under one call an interval, the window spans the fewest whole
 	// intervals that hold one, as the window script reads it.
-	ns, _ := window.WholeCalls(limit+1e-9, rule.DurationSec*int64(time.Second))
+	ns, _ := window.ClusterWholeCalls(limit, rule.DurationSec*int64(time.Second))
 	intervalMs := ns / int64(time.Millisecond)
 	res, err := s.scripts.read.Run(ctx, s.rdb, []string{valueKey(spec, value, "")}, strconv.FormatInt(intervalMs, 10)).Int64Slice()
 	if err != nil {

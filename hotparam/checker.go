@@ -312,7 +312,7 @@ func (r *rule) windowQuota(ts TokenService, p *param, left int64, reset time.Dur
 	}
 	// As Redis reads it (cluster's window script): under one call an
 	// interval, whole calls over a wider window.
-	ns, limit := window.WholeCalls(count+1e-9, int64(r.window))
+	ns, limit := window.ClusterWholeCalls(count, int64(r.window))
 	o := outcome{p: p, remaining: float64(left), reset: int64(reset), limit: limit}
 	if ns != int64(r.window) {
 		o.period = ns

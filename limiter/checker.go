@@ -401,7 +401,7 @@ func (c *Checker) clusterQuota(r *checkRule, left int64, reset time.Duration) Qu
 	}
 	// As Redis reads it (cluster's window script): under one call an
 	// interval, whole calls over a wider window.
-	ns, limit := window.WholeCalls(count+1e-9, r.st.def.intervalNs)
+	ns, limit := window.ClusterWholeCalls(count, r.st.def.intervalNs)
 	return Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: time.Duration(ns),
 		Remaining: float64(left), Reset: reset}
 }

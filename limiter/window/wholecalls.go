@@ -18,3 +18,14 @@ func WholeCalls(count float64, interval int64) (ns int64, limit float64) {
 	m := min(math.Ceil(1/count), float64(math.MaxInt64/4/interval))
 	return int64(m) * interval, math.Floor(m*count + 1e-9)
 }
+
+// ClusterWholeCalls is WholeCalls as the cluster's window script reads a
+// limit (count x live gateways for avgLocal): nudged by 1e-9 before it is
+// floored, so that 0.1 x 10 gateways is 1, not 0.9999999999999999; a
+// count of 0 stays 0.
+func ClusterWholeCalls(count float64, interval int64) (ns int64, limit float64) {
+	if count > 0 {
+		count += 1e-9
+	}
+	return WholeCalls(count, interval)
+}
