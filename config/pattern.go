@@ -99,3 +99,29 @@ func anchored(re string) string {
 	}
 	return re
 }
+
+// patternText is the literal text of a route pattern, its {param} and
+// {param:regexp} parts each written '/' (so that no "%3B" forms across
+// one): what a request's path must hold as written (a regexp such as
+// [^;/]+ mentions a ';' it keeps out).
+func patternText(p string) string {
+	if strings.IndexByte(p, '{') < 0 {
+		return p
+	}
+	var b strings.Builder
+	depth := 0
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '{':
+			if depth == 0 {
+				b.WriteByte('/')
+			}
+			depth++
+		case c == '}' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -324,7 +324,7 @@ func (c *checker) routes() routeIndex {
 		switch {
 		case msg != "":
 			c.add(p+".path", "%s", msg)
-		case !c.cfg.Server.PathParametersKept() && HasPathParameter(r.Path):
+		case !c.cfg.Server.PathParametersKept() && HasPathParameter(patternText(r.Path)):
 			c.add(p+".path", "holds a ';' (a path parameter), which a request's path may not hold while server.pathParameters is refuse: the route would match no request, got %s", quote(r.Path))
 		}
 		seen := map[string]bool{}

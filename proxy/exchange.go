@@ -233,7 +233,9 @@ func (e *exchange) Values(k config.Key) ([]string, bool) {
 // its value, found false when the request has none, and ok false when it
 // has several distinct ones (the request is answered 400).
 func (e *exchange) one(src config.Source) (v string, found, ok bool) {
+	e.vals.one = true
 	e.src.values(e.req, &e.view, e.params, src, &e.vals)
+	e.vals.one = false
 	switch e.vals.n {
 	case 0:
 		return "", false, true

@@ -47,6 +47,13 @@ type valueSet struct {
 	v    [maxValues]string
 	n    int
 	over bool // more than maxValues distinct values occurred
+	// one: the source must give one value (origin.from, hashOn). A cookie's
+	// value is then read once, by its key (cookieKey: unquoted, decoded),
+	// not every way the servers behind may read it (cookieValues): a JSON
+	// cookie ({"a":1,"b":2}) or one escaped by JavaScript's escape() is one
+	// value, not a 400. Two cookies of the name (decoded too: s%69d is sid)
+	// with distinct keys still are.
+	one bool
 }
 
 // add adds v unless it is empty or already there. Past maxValues distinct
@@ -392,6 +399,14 @@ func cookieValues(lines []string, name string, vs *valueSet) {
 		for line != "" {
 			var part string
 			part, line = cutByte(line, ';')
+			if vs.one {
+				if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) {
+					if key, _ := cookieKey(v); !vs.add(key) {
+						return
+					}
+				}
+				continue
+			}
 			if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
 				return
 			}
