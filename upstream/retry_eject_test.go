@@ -145,8 +145,11 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 			retrying++
 		}
 	}
-	if retrying != 20 {
-		t.Errorf("%d retries in flight of %d attempts, want 20", retrying, n)
+	// At most 20, never more. Not exactly 20: a Retry records its failed
+	// attempt (out of flight) before its new one begins, so a concurrent
+	// Retry may see 99 in flight and a budget of 19.
+	if retrying > 20 || retrying < 10 {
+		t.Errorf("%d retries in flight of %d attempts, want at most 20 (and most of them)", retrying, n)
 	}
 	// A retry retried again keeps its place; a new one is refused.
 	for i := range trs {
