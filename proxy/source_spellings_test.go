@@ -178,9 +178,14 @@ paramRules:
 	})
 }
 
-// TestEncodedCookieIsOneValue: a cookie with escapes (base64
-// padding as %3D) is still one value to hashOn, not two.
-func TestEncodedCookieIsOneValue(t *testing.T) {
+// TestOneCookieIsOneValueToHashOn: a source that must give one value
+// (hashOn, origin.from) reads each cookie once, by its key, not in every
+// reading a param rule counts (cookieValues): a cookie with escapes (base64
+// padding as %3D), a value holding a ',' (net/http reads sid=a,b as "a,b",
+// Rack 2 as "a"), a Latin-1 escape as JavaScript's escape() writes it (%E9
+// is no UTF-8) are one value, not a 400. Two cookies of the name with
+// distinct keys still are 400.
+func TestOneCookieIsOneValueToHashOn(t *testing.T) {
 	cfg, err := config.Parse("one.yaml", []byte(`
 upstreams:
   up:
@@ -207,10 +212,30 @@ routes:
 	}{
 		{"sid=abc%3D%3D", 200},
 		{"sid=abc%3D%3D; sid=abc==", 200},
+		{"sid=a,b", 200},
+		{"sid=en,fr; theme=dark", 200},
+		{"sid=Jos%E9", 200},
+		{"sid=%zz%41", 200},
+		{`sid="abc`, 200},
+		// still ambiguous: two occurrences
+		{"sid=a; sid=b", 400},
 		{"sid=a; s%69d=b", 400},
 	} {
 		if status, _ := sendHost(g, "", "/item/x", "Cookie", c.cookie); status != c.status {
 			t.Errorf("Cookie %q: %d, want %d", c.cookie, status, c.status)
+		}
+	}
+}
+
+// TestRealHostsServed: the Host check (400 for a byte no host name holds)
+// refuses no real Host value: IPv6 literals (a zone too), trailing dots,
+// ports, punycode, '_'.
+func TestRealHostsServed(t *testing.T) {
+	g, _, _ := clockedGateway(t, "")
+	for _, h := range []string{"[fe80::1%25eth0]:8080", "[fe80::1%eth0]", "[::1]", "example.com.", "Example.COM.:443",
+		"xn--bcher-kva.example", "my_host.internal", "10.0.0.1:80", "localhost"} {
+		if status, _ := sendHost(g, h, "/item/x"); status != 200 {
+			t.Errorf("Host %q: %d", h, status)
 		}
 	}
 }
