@@ -185,7 +185,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 			break
 		}
 	}
-	if chain, ip, ok := rt.forwardedFor(r); ok {
+	if chain, ip, ok := rt.snap.sources.forwardedFor(r); ok {
 		b := c.xff[:0]
 		for _, p := range chain {
 			b = append(append(b, p...), ", "...)

@@ -193,7 +193,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	out.Scheme, out.Host = target.Scheme, target.Host
 	pr.Out.Host = ""
 	h := pr.Out.Header
-	if chain, ip, ok := rt.forwardedFor(p.r); ok {
+	if chain, ip, ok := rt.snap.sources.forwardedFor(p.r); ok {
 		if len(chain) > 0 {
 			ip = strings.Join(chain, ", ") + ", " + ip
 		}

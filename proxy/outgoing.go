@@ -39,14 +39,14 @@ func (rt *route) droppedTwin(k string) bool {
 // ProxyRequest.SetXForwarded writes it: the inbound chain (kept only when
 // the TCP peer is a trusted proxy), then the peer's address ip; joined
 // with ", ". ok is false when the peer has no address: none is sent.
-func (rt *route) forwardedFor(r *http.Request) (chain []string, ip string, ok bool) {
+func (s *sources) forwardedFor(r *http.Request) (chain []string, ip string, ok bool) {
 	// The peer as the ip source reads it (canonicalAddr), not a second
 	// parse of RemoteAddr: the address the limits keyed on is the one sent.
 	_, ip, ok = canonicalAddr(match.HostOnly(r.RemoteAddr))
 	if !ok {
 		return nil, "", false
 	}
-	if rt.snap.sources.peerTrusted(r) {
+	if s.peerTrusted(r) {
 		chain = r.Header["X-Forwarded-For"]
 	}
 	return chain, ip, true

@@ -139,8 +139,8 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 // write anew (outgoing.go) as the upstream gets them, not as the client
 // sent them, and reports false for any other name: X-Forwarded-Host is
 // the client's Host, X-Forwarded-Proto how it came, and X-Forwarded-For
-// the peer's address unless the peer is a trusted proxy (then its chain,
-// which it is trusted to have written). A client's own X-Forwarded-Host
+// what forwardedFor writes: the peer's address, after the chain a trusted
+// proxy sent. A client's own X-Forwarded-Host
 // or X-Forwarded-For is never forwarded: keyed on, it would let any
 // invented value past a limit on what the upstream sees.
 func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) bool {
@@ -151,9 +151,8 @@ func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) b
 	case "X-Forwarded-Proto":
 		vs.add(forwardedProto(r))
 	case "X-Forwarded-For":
-		if s.peerTrusted(r) {
-			headerValues(r.Header[name], true, vs)
-		} else if _, ip, ok := canonicalAddr(match.HostOnly(r.RemoteAddr)); ok {
+		if chain, ip, ok := s.forwardedFor(r); ok {
+			headerValues(chain, true, vs)
 			vs.add(ip)
 		}
 	default:
