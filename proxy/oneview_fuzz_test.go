@@ -86,7 +86,7 @@ func (d decision) String() string {
 
 // decide reads r as the gateway does, with snapshot s.
 func decide(s *Snapshot, r *http.Request) (decision, int) {
-	v, bad := readTarget(r, s.mergeSlashes)
+	v, bad := readTarget(r, s.mergeSlashes, s.keepParams)
 	if bad != badNone {
 		return decision{}, bad
 	}

@@ -175,7 +175,7 @@ type hdrDecision struct {
 }
 
 func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
-	v, _ := readTarget(r, s.mergeSlashes)
+	v, _ := readTarget(r, s.mergeSlashes, s.keepParams)
 	var d hdrDecision
 	for _, src := range hdrDiffSources {
 		var vs valueSet

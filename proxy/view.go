@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"sluice/config"
 )
 
 // view is the one reading of a request's target (SPEC §11, docs/configuration.md#one-view-of-a-request):
@@ -52,6 +54,9 @@ const maxQueryParams = 10000
 //   - a query holding a ';' or a malformed escape, or more than 10,000
 //     parameters: Go's url.ParseQuery (and so ReverseProxy and most Go
 //     services) drops those parameters, which the sources would read;
+//   - a path holding ';' or %3B (a path parameter) unless keepParams
+//     (server.pathParameters: keep): Tomcat, Spring and RESTEasy strip
+//     ";name=value" from a segment before routing;
 //   - a Host that is no host name or address (plainHost): net/http takes
 //     "victim.example," (RFC 3986 lets a reg-name hold sub-delims), which
 //     misses the routes of victim.example and their rules, while an
@@ -60,14 +65,20 @@ const maxQueryParams = 10000
 //
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
-func readTarget(r *http.Request, mergeSlashes bool) (v view, bad int) {
+func readTarget(r *http.Request, mergeSlashes, keepParams bool) (v view, bad int) {
 	if !plainHost(r.Host) {
 		return v, badHost
 	}
-	if v, ok := plainTarget(r.RequestURI); ok {
-		return v, badNone
+	v, ok := plainTarget(r.RequestURI)
+	if !ok {
+		if v, bad = readTargetLong(r, mergeSlashes); bad != badNone {
+			return v, bad
+		}
 	}
-	return readTargetLong(r, mergeSlashes)
+	if !keepParams && config.HasPathParameter(v.path) {
+		return view{}, badParam
+	}
+	return v, badNone
 }
 
 // readTargetLong is readTarget for any target; plainTarget is its short
