@@ -200,18 +200,10 @@ func (s *Store) Pull(ctx context.Context) (Doc, error) {
 	return d, nil
 }
 
-// Version reads only the stored version (0: no document): the watcher's
-// cheap poll.
+// Version reads only the stored version (0: no document), as stamp does.
 func (s *Store) Version(ctx context.Context) (int64, error) {
-	v, err := s.rdb.HGet(ctx, s.key, "version").Result()
-	s.seen(err)
-	if err == redis.Nil {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, s.readErr(err)
-	}
-	return parseVersion(s.key, v)
+	v, _, err := s.stamp(ctx)
+	return v, err
 }
 
 // stamp reads the stored version and the id of the write that stored it:
