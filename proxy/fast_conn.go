@@ -118,12 +118,14 @@ var headLine = []byte("HEAD ")
 // bodilessStatus reports an answer, from its first bytes, whose status
 // (1xx, 204, 304) says it has no body.
 func bodilessStatus(b []byte) bool {
-	if len(b) < 12 || !bytes.HasPrefix(b, []byte("HTTP/1.")) || b[8] != ' ' {
+	if len(b) < 12 || !bytes.HasPrefix(b, statusLine) || b[8] != ' ' {
 		return false
 	}
-	code := string(b[9:12])
-	return code[0] == '1' || code == "204" || code == "304"
+	return b[9] == '1' || (b[9] == '2' || b[9] == '3') && b[10] == '0' && b[11] == '4'
 }
+
+// statusLine starts an HTTP/1.x status line.
+var statusLine = []byte("HTTP/1.")
 
 // closedByPeer peeks one byte without waiting: end of stream (the upstream
 // closed) or data nobody asked for both mean the connection cannot carry a
