@@ -76,3 +76,17 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 		})
 	}
 }
+
+// TestBodilessStatus: 1xx, 204 and 304 answers have no body by protocol;
+// any other status, or bytes that are no status line, do.
+func TestBodilessStatus(t *testing.T) {
+	for line, want := range map[string]bool{
+		"HTTP/1.1 204 No Content\r\n": true, "HTTP/1.1 304 Not Modified\r\n": true, "HTTP/1.1 103 Early Hints\r\n": true,
+		"HTTP/1.0 100 Continue\r\n": true, "HTTP/1.1 200 OK\r\n": false, "HTTP/1.1 404 Not Found\r\n": false,
+		"HTTP/1.1 214 x\r\n": false, "HTTP/1.1 305 x\r\n": false, "HTTP/2.0 204 x\r\n": false, "HTTP/1.1 20": false,
+	} {
+		if got := bodilessStatus([]byte(line)); got != want {
+			t.Errorf("bodilessStatus(%q) = %v, want %v", line, got, want)
+		}
+	}
+}
