@@ -1,9 +1,11 @@
 package system_test
 
 import (
+	"slices"
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/passcheck"
 	"sluice/limiter/system"
 )
 
@@ -47,4 +49,71 @@ func TestQueuedCallPassCountsWhenForwarded(t *testing.T) {
 		t.Fatal("a call at 1.6 s passed: a's Cancel took back b's pass")
 	}
 	b.Exit(s+s/2, false)
+}
+
+// TestQueuedCallsPassProperty: the promise of TestQueuedCallPassCountsWhenForwarded
+// swept over limits, overloads and start phases, with every third passed
+// call waiting 0 to 1.5 s before it is forwarded (a throttle queue, a
+// prioritized pass): no real second forwards more than maxQps calls,
+// waiting ones included.
+func TestQueuedCallsPassProperty(t *testing.T) {
+	type event struct {
+		at  int64
+		tok *system.Token // nil: a new call arrives
+	}
+	for _, limit := range []float64{1, 2, 3, 7, 50, 1000} {
+		for _, over := range []float64{1.5, 3} {
+			for ph := int64(0); ph < 1000; ph += phaseStepMs {
+				g := system.New(config.System{MaxQps: limit}, nil, nil)
+				start := int64(1e12) + ph*ms
+				step := float64(sec) / (limit * over)
+				// events in time order: arrivals, and the ends of waits
+				var queue []event
+				for i := int64(0); ; i++ {
+					at := start + int64(float64(i)*step)
+					if at >= start+4*sec {
+						break
+					}
+					queue = append(queue, event{at: at})
+				}
+				var forwarded []int64
+				for n := 0; len(queue) > 0; n++ {
+					e := queue[0]
+					queue = queue[1:]
+					if e.tok != nil {
+						if v := e.tok.Resume(e.at); v.Blocked {
+							e.tok.Cancel(e.at)
+							continue
+						}
+						forwarded = append(forwarded, e.at)
+						e.tok.Exit(e.at, false)
+						continue
+					}
+					tok, v := g.Enter(e.at)
+					if v.Blocked {
+						continue
+					}
+					if n%3 != 0 {
+						forwarded = append(forwarded, e.at)
+						tok.Exit(e.at, false)
+						continue
+					}
+					tok.Queue()
+					end := e.at + int64(n*7919%1500)*ms
+					i := 0
+					for i < len(queue) && queue[i].at <= end {
+						i++
+					}
+					queue = append(queue[:i], append([]event{{at: end, tok: &tok}}, queue[i:]...)...)
+				}
+				slices.Sort(forwarded)
+				if got := passcheck.MostInInterval(forwarded, sec); got > int(limit) {
+					t.Fatalf("maxQps %g, overload %gx, phase %d ms: %d calls forwarded in one real second", limit, over, ph, got)
+				}
+				if len(forwarded) == 0 {
+					t.Fatalf("maxQps %g: nothing forwarded", limit)
+				}
+			}
+		}
+	}
 }
