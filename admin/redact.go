@@ -136,9 +136,7 @@ func (w *walk) lookup(n *yaml.Node, keys []string, depth int) []*yaml.Node {
 // values is every value of key k in mapping n: each occurrence of the
 // key, and those of the mappings merged into n with "<<".
 func (w *walk) values(n *yaml.Node, k string, depth int) []*yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode && depth <= maxAliasDepth {
-		n, depth = n.Alias, depth+1
-	}
+	n, depth = deref(n, depth)
 	if depth > maxAliasDepth {
 		w.over = true
 		return nil
@@ -156,10 +154,7 @@ func (w *walk) values(n *yaml.Node, k string, depth int) []*yaml.Node {
 		key, v := n.Content[i], n.Content[i+1]
 		switch {
 		case key.Kind == yaml.ScalarNode && key.ShortTag() == "!!merge":
-			src, d := v, depth
-			for src != nil && src.Kind == yaml.AliasNode && d <= maxAliasDepth {
-				src, d = src.Alias, d+1
-			}
+			src, d := deref(v, depth)
 			if src != nil && src.Kind == yaml.SequenceNode {
 				for _, e := range src.Content {
 					out = append(out, w.values(e, k, d+1)...)
@@ -176,4 +171,13 @@ func (w *walk) values(n *yaml.Node, k string, depth int) []*yaml.Node {
 
 func quoteYAML(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// deref follows n's aliases to the node they name, counting each in depth
+// up to one past maxAliasDepth.
+func deref(n *yaml.Node, depth int) (*yaml.Node, int) {
+	for n != nil && n.Kind == yaml.AliasNode && depth <= maxAliasDepth {
+		n, depth = n.Alias, depth+1
+	}
+	return n, depth
 }

@@ -146,8 +146,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) bool {
 	switch name {
 	case "X-Forwarded-Host":
-		host := [1]string{r.Host}
-		headerValues(host[:], true, vs)
+		vs.add(r.Host) // as sent: no list (a Host holding ',' is 400, readTarget)
 	case "X-Forwarded-Proto":
 		vs.add(forwardedProto(r))
 	case "X-Forwarded-For":
