@@ -82,11 +82,7 @@ func TestWarmUpCancelProperty(t *testing.T) {
 				r := warmRule(count, 3, beh)
 				r.MaxQueueingTimeMs = 0
 				c := compile(t, r).Checker("r", "default")
-				type pending struct {
-					tok limiter.Token
-					at  int64
-				}
-				var held []pending
+				var held []pendingCancel
 				var fwd []int64
 				step := sec / cold
 				if sec%cold != 0 {
@@ -95,20 +91,13 @@ func TestWarmUpCancelProperty(t *testing.T) {
 				start := t0 + phase
 				for i := int64(0); i < 20*cold; i++ {
 					now := start + i*step
-					for k := 0; k < len(held); {
-						if held[k].at <= now {
-							held[k].tok.Cancel(held[k].at, limiter.ReasonNone)
-							held = append(held[:k], held[k+1:]...)
-							continue
-						}
-						k++
-					}
+					held = cancelDue(held, now, limiter.ReasonNone)
 					tok, v := c.Enter(now, "", 1)
 					if v.Blocked {
 						t.Fatalf("%s count %v phase %d: cold-rate call %d refused", beh, count, phase, i)
 					}
 					if rnd(4) == 0 {
-						held = append(held, pending{tok, now + int64(v.Wait) + rnd(3*sec/2)})
+						held = append(held, pendingCancel{tok: tok, at: now + int64(v.Wait) + rnd(3*sec/2)})
 						continue
 					}
 					fwd = append(fwd, now+int64(v.Wait))
@@ -120,20 +109,13 @@ func TestWarmUpCancelProperty(t *testing.T) {
 				held, fwd = held[:0], fwd[:0]
 				ostep := sec / int64(3*count)
 				for now := start; now < start+20*sec; now += ostep {
-					for k := 0; k < len(held); {
-						if held[k].at <= now {
-							held[k].tok.Cancel(held[k].at, limiter.ReasonNone)
-							held = append(held[:k], held[k+1:]...)
-							continue
-						}
-						k++
-					}
+					held = cancelDue(held, now, limiter.ReasonNone)
 					tok, v := c.Enter(now, "", 1)
 					if v.Blocked {
 						continue
 					}
 					if rnd(3) == 0 {
-						held = append(held, pending{tok, now + rnd(3*sec/2)})
+						held = append(held, pendingCancel{tok: tok, at: now + rnd(3*sec/2)})
 						continue
 					}
 					fwd = append(fwd, now+int64(v.Wait))
@@ -267,31 +249,35 @@ func TestThrottleCancelKeepsRate(t *testing.T) {
 			r.BurstCount = burst
 			c := compile(t, r).Checker("r", "default")
 			step := int64(float64(sec)/count) + 1
-			type pending struct {
-				tok limiter.Token
-				at  int64
-			}
-			var held []pending
+			var held []pendingCancel
 			for i := int64(0); i < 300; i++ {
 				now := t0 + i*step
-				for k := 0; k < len(held); {
-					if held[k].at <= now {
-						held[k].tok.Cancel(held[k].at, limiter.ReasonParam)
-						held = append(held[:k], held[k+1:]...)
-						continue
-					}
-					k++
-				}
+				held = cancelDue(held, now, limiter.ReasonParam)
 				tok, v := c.Enter(now, "", 1)
 				if v.Blocked {
 					t.Fatalf("count %v burst %d: call %d keeping to the spacing refused", count, burst, i)
 				}
 				if rnd(3) == 0 {
-					held = append(held, pending{tok, now + rnd(2*step)})
+					held = append(held, pendingCancel{tok: tok, at: now + rnd(2*step)})
 					continue
 				}
 				tok.Exit(now, false)
 			}
 		}
 	}
+}
+
+// cancelDue cancels, with reason, the calls of held (pendingCancel, as
+// throttle_burst_test.go holds them) due by now, at their own instant, in
+// any order, and returns the others.
+func cancelDue(held []pendingCancel, now int64, reason limiter.Reason) []pendingCancel {
+	for k := 0; k < len(held); {
+		if held[k].at <= now {
+			held[k].tok.Cancel(held[k].at, reason)
+			held = append(held[:k], held[k+1:]...)
+			continue
+		}
+		k++
+	}
+	return held
 }
