@@ -434,19 +434,12 @@ func cookieName(k, name string) bool {
 		return false
 	}
 	j := 0
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch {
-		case c == '+':
-			c = ' '
-		case c == '%' && i+2 < len(k) && isHex(k[i+1]) && isHex(k[i+2]):
-			c = unhex(k[i+1])<<4 | unhex(k[i+2])
-			i += 2
-		}
+	for i := 0; i < len(k); j++ {
+		var c byte
+		c, i, _ = formByte(k, i)
 		if j == len(name) || name[j] != c {
 			return false
 		}
-		j++
 	}
 	return j == len(name)
 }
@@ -497,26 +490,37 @@ func cookieKey(v string) (key string, malformed bool) {
 	}
 	b := make([]byte, 0, len(v))
 	escaped := false
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	for i := 0; i < len(v); {
+		c, next, esc := formByte(v, i)
 		switch {
-		case c == '+':
-			c = ' '
-		case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
-			if c = unhex(v[i+1])<<4 | unhex(v[i+2]); c == '+' {
+		case esc:
+			if c == '+' {
 				c = ' ' // %2B: a '+' to Node, which reads a raw '+' as itself
 			}
 			escaped = escaped || c >= utf8.RuneSelf
-			i += 2
 		case c == '%':
 			malformed = true
 		}
 		b = append(b, c)
+		i = next
 	}
 	if escaped && !utf8.Valid(b) {
 		malformed = true
 	}
 	return strings.Trim(trimOWS(string(b)), `"`), malformed
+}
+
+// formByte is the byte of v at i as PHP's urldecode reads it: '+' a
+// space, a valid %XX its byte (escaped); next is where the following one
+// starts. Anything else, a '%' that is no escape too, is itself.
+func formByte(v string, i int) (c byte, next int, escaped bool) {
+	switch c = v[i]; {
+	case c == '+':
+		return ' ', i + 1, false
+	case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+		return unhex(v[i+1])<<4 | unhex(v[i+2]), i + 3, true
+	}
+	return c, i + 1, false
 }
 
 // cutByte is strings.Cut on one byte: s before the first sep, and after
