@@ -124,6 +124,8 @@ type options struct {
 	edge     bool
 	useCaddy bool
 	admin    string
+	pgo      string
+	profile  string
 	deadline time.Duration
 }
 
@@ -145,6 +147,8 @@ func run() error {
 	flag.BoolVar(&o.edge, "edge", false, "the protocol matrix over HTTPS/1.1 and h2 only")
 	flag.BoolVar(&o.useCaddy, "caddy", true, "include Caddy in the protocol matrix when installed")
 	flag.StringVar(&o.admin, "admin", "", "in the protocol matrix, sluice's admin listener (loopback, for /debug/pprof); default off")
+	flag.StringVar(&o.pgo, "pgo", "", "in the protocol matrix, also measure sluice built with this profile (go build -pgo=FILE) as the front sluice-pgo")
+	flag.StringVar(&o.profile, "profile", "", "instead of measuring, write a CPU profile of sluice under the matrix's load (every protocol, -duration each) to this file, for -pgo")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	sizesSet := false
@@ -197,6 +201,9 @@ func run() error {
 	if o.all || o.edge {
 		runs = matrixRuns(o, nginx != "", caddy != "")
 	}
+	if o.profile != "" {
+		o.all, o.rounds, o.sizes, runs = true, 1, []int{100}, 3
+	}
 	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)
 	if o.deadline == 0 {
 		o.deadline = plan + 2*time.Minute
@@ -227,6 +234,17 @@ func run() error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building sluice: %w", err)
 	}
+	if o.pgo != "" {
+		pgo, err := filepath.Abs(o.pgo)
+		if err != nil {
+			return err
+		}
+		build := exec.CommandContext(ctx, "go", "build", "-pgo="+pgo, "-o", sluice+"-pgo", ".")
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building sluice with -pgo=%s: %w", pgo, err)
+		}
+	}
 	// The deadline starts once the build is done: a cold build on a busy
 	// machine can take minutes.
 	ctx, cancel := context.WithTimeout(ctx, o.deadline)
@@ -242,6 +260,9 @@ func run() error {
 		return fmt.Errorf("upstream: %w", err)
 	}
 
+	if o.profile != "" {
+		return profileSluice(ctx, o, procs, dir, self, sluice, upAddr, wrk)
+	}
 	if o.all || o.edge {
 		return runMatrix(ctx, o, procs, dir, self, sluice, upAddr, wrk, nginx, caddy)
 	}

@@ -74,6 +74,9 @@ func matrixProtocols(o options, wrk, h2load string) ([]protocol, error) {
 // matrixRuns is how many measured runs a round of the matrix has.
 func matrixRuns(o options, nginx, caddy bool) int {
 	tlsFronts := 2 // sluice, floor
+	if o.pgo != "" {
+		tlsFronts++
+	}
 	if nginx {
 		tlsFronts++
 	}
@@ -92,7 +95,11 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"sluice", "floor"}
+	names := []string{"sluice"}
+	if o.pgo != "" {
+		names = append(names, "sluice-pgo")
+	}
+	names = append(names, "floor")
 	if !o.edge {
 		names = append(names, "fasthttp-floor")
 	}
@@ -106,19 +113,14 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	for _, name := range names {
 		f := front{name: name, plain: freeAddr(), tls: freeAddr()}
 		switch name {
-		case "sluice":
-			rules := filepath.Join(dir, "sluice-all.yaml")
-			body := strings.Replace(sluiceRules("http://"+upAddr, "fast"), "upstreams:", fmt.Sprintf(
-				"tls:\n  listen: %q\n  certificates: [{certFile: %q, keyFile: %q}]\nupstreams:", f.tls, certFile, keyFile), 1)
-			if err := os.WriteFile(rules, []byte(body), 0o644); err != nil {
-				return nil, err
-			}
-			admin := "off"
-			if o.admin != "" {
+		case "sluice", "sluice-pgo":
+			bin, admin := sluice, "off"
+			if name == "sluice-pgo" {
+				bin = sluice + "-pgo"
+			} else if o.admin != "" {
 				admin = o.admin
 			}
-			f.pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"},
-				sluice, "-config", rules, "-listen", f.plain, "-admin", admin, "-log-level", "warn")
+			f.pid, err = startSluice(ctx, o, procs, dir, name, bin, f, upAddr, certFile, keyFile, admin)
 		case "floor":
 			f.pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "floor", f.plain, upAddr, f.tls, certFile, keyFile)
 		case "fasthttp-floor":
@@ -156,6 +158,19 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 		fronts = append(fronts, f)
 	}
 	return fronts, nil
+}
+
+// startSluice starts the sluice binary bin as front f: the fast path, the
+// bench's two never-blocking rules, f's plain and TLS listeners.
+func startSluice(ctx context.Context, o options, procs *processes, dir, name, bin string, f front, upAddr, certFile, keyFile, admin string) (int, error) {
+	rules := filepath.Join(dir, name+"-all.yaml")
+	body := strings.Replace(sluiceRules("http://"+upAddr, "fast"), "upstreams:", fmt.Sprintf(
+		"tls:\n  listen: %q\n  certificates: [{certFile: %q, keyFile: %q}]\nupstreams:", f.tls, certFile, keyFile), 1)
+	if err := os.WriteFile(rules, []byte(body), 0o644); err != nil {
+		return 0, err
+	}
+	return procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"},
+		bin, "-config", rules, "-listen", f.plain, "-admin", admin, "-log-level", "warn")
 }
 
 // caddyConf writes a Caddy JSON config: reverse_proxy to the upstream on a
