@@ -125,6 +125,7 @@ type options struct {
 	useCaddy bool
 	admin    string
 	pgo      string
+	alt      string
 	profile  string
 	deadline time.Duration
 }
@@ -148,6 +149,7 @@ func run() error {
 	flag.BoolVar(&o.useCaddy, "caddy", true, "include Caddy in the protocol matrix when installed")
 	flag.StringVar(&o.admin, "admin", "", "in the protocol matrix, sluice's admin listener (loopback, for /debug/pprof); default off")
 	flag.StringVar(&o.pgo, "pgo", "", "in the protocol matrix, also measure sluice built with this profile (go build -pgo=FILE) as the front sluice-pgo")
+	flag.StringVar(&o.alt, "alt", "", "in the protocol matrix, also measure this sluice binary (an A/B of a change: build it from another tree) as the front sluice-alt")
 	flag.StringVar(&o.profile, "profile", "", "instead of measuring, write a CPU profile of sluice under the matrix's load (every protocol, -duration each) to this file, for -pgo")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()

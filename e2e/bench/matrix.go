@@ -77,6 +77,9 @@ func matrixRuns(o options, nginx, caddy bool) int {
 	if o.pgo != "" {
 		tlsFronts++
 	}
+	if o.alt != "" {
+		tlsFronts++
+	}
 	if nginx {
 		tlsFronts++
 	}
@@ -99,6 +102,9 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	if o.pgo != "" {
 		names = append(names, "sluice-pgo")
 	}
+	if o.alt != "" {
+		names = append(names, "sluice-alt")
+	}
 	names = append(names, "floor")
 	if !o.edge {
 		names = append(names, "fasthttp-floor")
@@ -113,12 +119,17 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	for _, name := range names {
 		f := front{name: name, plain: freeAddr(), tls: freeAddr()}
 		switch name {
-		case "sluice", "sluice-pgo":
+		case "sluice", "sluice-pgo", "sluice-alt":
 			bin, admin := sluice, "off"
-			if name == "sluice-pgo" {
+			switch name {
+			case "sluice-pgo":
 				bin = sluice + "-pgo"
-			} else if o.admin != "" {
-				admin = o.admin
+			case "sluice-alt":
+				bin = o.alt
+			default:
+				if o.admin != "" {
+					admin = o.admin
+				}
 			}
 			f.pid, err = startSluice(ctx, o, procs, dir, name, bin, f, upAddr, certFile, keyFile, admin)
 		case "floor":
