@@ -131,6 +131,10 @@ type heldState struct {
 	// prio: a reject rule of a prioritized call, whose pass is reserved at
 	// at (EnterPrioritized) rather than counted at enter.
 	prio bool
+	// dry: a dryRun reject rule of a prioritized call, held pending like
+	// prio's but decided alone (reserveDry), so that it never delays or
+	// refuses the call; cleared once decided.
+	dry bool
 	// prio: a global cluster rule deciding locally is this gateway's
 	// 1/share of the count, as for a plain call (outcome.share).
 	share int32
@@ -151,9 +155,9 @@ func (t *Token) hold(s *keyState, o *outcome) {
 }
 
 // holdPending holds s for a prioritized call's pass, reserved later
-// against limit(share).
-func (t *Token) holdPending(s *keyState, ord, share int) {
-	h := heldState{s: s, at: pendingAt, prio: true, ord: ord, share: int32(min(share, math.MaxInt32))}
+// against limit(share); dry for a dryRun rule's (reserveDry).
+func (t *Token) holdPending(s *keyState, ord, share int, dry bool) {
+	h := heldState{s: s, at: pendingAt, prio: !dry, dry: dry, ord: ord, share: int32(min(share, math.MaxInt32))}
 	pushInline(t.held[:], &t.more, t.nheld, h)
 	t.nheld++
 }
@@ -183,9 +187,10 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 // moment in each of their windows, so that no later call takes it and no
 // real interval passes more than count, and Verdict.Wait says how long to
 // wait for it (Verdict.Prioritized). A call that leaves while waiting must
-// be cancelled: that gives the reserved passes back. Other rules decide at
-// now as in Enter; the call waits for the later of its throttle slot and its
-// reserved moment.
+// be cancelled: that gives the reserved passes back. A dryRun reject rule
+// decides as it would enforced, without delaying or refusing the call
+// (reserveDry). Other rules decide at now as in Enter; the call waits for
+// the later of its throttle slot and its reserved moment.
 //
 // Only local windows wait: a clusterMode rule decided by the token service
 // refuses at once (in its local fallback it waits like a local rule).
@@ -207,8 +212,9 @@ func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink Q
 // now except the qps reject rules, whose passes the call holds pending.
 // The caller must then reserve them, with the pending passes of the call's
 // other checkers, in one Reserve: a pending pass counts nowhere until
-// reserved. A Token without pending passes (no qps reject rule applies)
-// passes through Reserve unchanged.
+// reserved. Pending dryRun rules count no would-be block in v: Reserve,
+// or DecideDryRun before it, decides them. A Token without pending passes
+// (no qps reject rule applies) passes through Reserve unchanged.
 func (c *Checker) EnterPending(now int64, origin string, n int64, sink QuotaSink) (t Token, v Verdict) {
 	return c.enter(now, origin, n, 0, sink, true)
 }
@@ -315,8 +321,11 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			// a prioritized call's reserved pass included.
 			o.share = c.cluster.Gateways()
 		}
-		if maxWait >= 0 && d.behavior == bReject && !d.dryRun {
-			t.holdPending(ks, r.ord, o.share) // reserved below, once every other rule passed
+		if maxWait >= 0 && d.behavior == bReject {
+			// Reserved below, once every other rule passed. A dryRun rule
+			// waits too: decided at now, it would count a would-be block
+			// where the enforced rule waits for room.
+			t.holdPending(ks, r.ord, o.share, d.dryRun)
 			continue
 		}
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota || sink != nil)
@@ -368,6 +377,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			t.block(now, &v, retry)
 			return Token{}, v
 		}
+		t.reserveDry(now, maxWait, &v)
 		if sink != nil {
 			t.prioQuotas(at, sink)
 		}
@@ -431,24 +441,59 @@ const maxReserveTries = 8
 // maxWait ns of the call's present (present) at which every one of their
 // qps reject rules has room, and sets v as EnterPrioritized would: Wait and
 // Prioritized if the moment lies ahead, the quota of the first reserved
-// rule if v has none. Each token
+// rule if v has none, and DryRun the dryRun reject rules that, enforced,
+// would have refused the call (reserveDry; those DecideDryRun has not
+// decided). Each token
 // with a sink hands it the quotas of its reserved rules. Refused (ok
 // false), nothing is reserved and retry is how long until such a moment (0:
 // unknown); the caller cancels every token (Cancel with ReasonFlow counts
 // the block).
 func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64) {
-	now = present(ts, now)
-	if ok, retry = reserve(ts, now, max(maxWait, 0), v); !ok {
-		refusedQuota(ts, now, max(maxWait, 0), nil, v)
+	at := present(ts, now)
+	if ok, retry = reserve(ts, at, max(maxWait, 0), v); !ok {
+		refusedQuota(ts, at, max(maxWait, 0), nil, v)
 		return false, retry
 	}
 	for _, t := range ts {
+		t.reserveDry(now, max(maxWait, 0), v)
 		if t.sink != nil {
-			t.prioQuotas(now, t.sink)
+			t.prioQuotas(at, t.sink)
 			t.sink = nil
 		}
 	}
 	return true, 0
+}
+
+// DecideDryRun decides now the dryRun rules an EnterPending token holds
+// pending, as Reserve would (which then leaves them be), and returns how
+// many would have refused the call: for a caller that reports each
+// checker's would-be blocks with its own verdict, as a plain call's are.
+// The call's other passes still wait for Reserve; should it not go,
+// ending the token gives these back too.
+func (t *Token) DecideDryRun(now, maxWait int64) int {
+	var v Verdict
+	t.reserveDry(now, max(maxWait, 0), &v)
+	return v.DryRun
+}
+
+// reserveDry decides the pending dryRun rules of a prioritized call, each
+// as it would decide the call enforced and alone: its pass is reserved at
+// the earliest moment within maxWait of its window's present that has
+// room, so that its window holds what the enforced rule's would, and a
+// rule with no such moment counts a would-be block (v.DryRun). A pass
+// reserved ahead is no wait: a dryRun rule never delays the call.
+func (t *Token) reserveDry(now, maxWait int64, v *Verdict) {
+	one := [1]*Token{t}
+	for i := 0; i < t.nheld; i++ {
+		h := t.heldAt(i)
+		if !h.dry {
+			continue
+		}
+		h.dry = false // decided: reserved at h.at, or a would-be block at pendingAt
+		if _, _, ok, _ := reserveAt(one[:], h.s.win.Present(now), maxWait, h); !ok {
+			v.DryRun++
+		}
+	}
 }
 
 // Blocking is the index in ts of the first token (Reserve's, after a
@@ -458,7 +503,7 @@ func Reserve(now, maxWait int64, ts []*Token, v *Verdict) (ok bool, retry int64)
 func Blocking(now, maxWait int64, ts []*Token) int {
 	now = present(ts, now)
 	for i := range ts {
-		if _, ok := commonRoom(ts[i:i+1], now, now, now+max(maxWait, 0)); !ok {
+		if _, ok := commonRoom(ts[i:i+1], now, now, now+max(maxWait, 0), nil); !ok {
 			return i
 		}
 	}
@@ -489,22 +534,48 @@ func present(ts []*Token, now int64) int64 {
 // until such a moment (0: unknown).
 // now is the call's present (present).
 func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64) {
+	latest, ahead, ok, retry := reserveAt(ts, now, maxWait, nil)
+	if !ok {
+		return false, retry
+	}
+	for _, t := range ts {
+		if t.prioQuota(now, v, ahead, latest) {
+			break
+		}
+	}
+	return true, 0
+}
+
+// takes reports whether held state h takes part in a reservation for only:
+// every prio one when only is nil, else only that one (a dryRun rule's,
+// decided alone).
+func (h *heldState) takes(only *heldState) bool {
+	if only == nil {
+		return h.prio
+	}
+	return h == only
+}
+
+// reserveAt is reserve's search and reservation, in the pending windows
+// that take part for only (takes): latest is the latest stamp reserved,
+// ahead whether any lies beyond its window's present.
+func reserveAt(ts []*Token, now, maxWait int64, only *heldState) (latest int64, ahead, ok bool, retry int64) {
 	until := now + maxWait
 	from := now
 	for range maxReserveTries {
-		at, ok := commonRoom(ts, now, from, until)
+		at, ok := commonRoom(ts, now, from, until, only)
 		if !ok {
-			if at, ok := commonRoom(ts, now, now, math.MaxInt64/4); ok {
-				return false, at - now
+			if at, ok := commonRoom(ts, now, now, math.MaxInt64/4, only); ok {
+				return 0, false, false, at - now
 			}
-			return false, 0
+			return 0, false, false, 0
 		}
 		latest, ahead, failed := at, false, false
 	reserving:
 		for _, t := range ts {
 			for i := 0; i < t.nheld; i++ {
 				h := t.heldAt(i)
-				if !h.prio {
+				if !h.takes(only) {
 					continue
 				}
 				st, later, ok := h.s.win.Reserve(now, at, t.n, h.limit())
@@ -518,7 +589,7 @@ func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64)
 		if failed { // taken meanwhile: give back what this try reserved
 			for _, t := range ts {
 				for i := 0; i < t.nheld; i++ {
-					if h := t.heldAt(i); h.prio && h.at != pendingAt {
+					if h := t.heldAt(i); h.takes(only) && h.at != pendingAt {
 						h.s.win.Unreserve(now, h.at, t.n)
 						h.at = pendingAt
 					}
@@ -527,26 +598,22 @@ func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64)
 			from = at
 			continue
 		}
-		for _, t := range ts {
-			if t.prioQuota(now, v, ahead, latest) {
-				break
-			}
-		}
-		return true, 0
+		return latest, ahead, true, 0
 	}
-	return false, 0
+	return 0, false, false, 0
 }
 
 // commonRoom is the earliest moment in [from, until] at which every pending
-// reject rule's window of the tokens has room for the call.
-func commonRoom(ts []*Token, now, from, until int64) (int64, bool) {
+// reject rule's window of the tokens that takes part for only has room for
+// the call.
+func commonRoom(ts []*Token, now, from, until int64, only *heldState) (int64, bool) {
 	at := from
 	for range 64 {
 		moved := false
 		for _, t := range ts {
 			for i := 0; i < t.nheld; i++ {
 				h := t.heldAt(i)
-				if !h.prio {
+				if !h.takes(only) {
 					continue
 				}
 				a, ok := h.s.win.EarliestRoom(now, at, t.n, h.limit(), until)

@@ -249,6 +249,9 @@ func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	}
 	c.flow, v = f.c.EnterPending(now, c.origin, c.n, c.sink())
 	if !v.Blocked {
+		// Decided now, not in reservePending, so that the would-be blocks
+		// are reported with this verdict: the route's, or its group's.
+		v.DryRun += c.flow.DecideDryRun(now, c.occupy)
 		root := c
 		if c.parent != nil {
 			root = c.parent
