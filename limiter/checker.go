@@ -20,6 +20,10 @@ type Checker struct {
 	named    map[string]bool
 	cluster  TokenService
 	giver    TokenReturner // cluster, if it can give tokens back; else nil
+	// queued: a throttle rule applies through this entrance, so a call may
+	// be forwarded after it is decided, and its qps reject rules reserve
+	// their passes at that moment (Token.fwd), not when decided.
+	queued bool
 }
 
 type checkRule struct {
@@ -47,6 +51,8 @@ func (f *Flow) Checker(resource, entrance string) *Checker {
 		cr := checkRule{rule: r, ord: i}
 		if r.ref != "" {
 			cr.refNode = f.resNode(r.ref).all
+		} else if b := r.st.def.behavior; b == bThrottle || b == bWarmUpThrottle {
+			c.queued = true
 		}
 		c.rules = append(c.rules, cr)
 	}
@@ -68,6 +74,10 @@ type Token struct {
 	held   [maxInline]heldState
 	more   []heldState // past maxInline (rare: allocates)
 	sink   QuotaSink   // EnterPending's, for Reserve
+	// fwd is when the call's throttle rules forward it (enter + Verdict.Wait):
+	// its pending passes are reserved no earlier (span), or a pass counted
+	// before the call reaches the upstream could leave the window first.
+	fwd int64
 	// The passes clusterMode rules took in the token service, given back
 	// if the call does not go (TokenReturner).
 	ncl    int
@@ -175,7 +185,11 @@ func (t *Token) heldAt(i int) *heldState { return atInline(t.held[:], t.more, i)
 // decides and rolls back what earlier rules counted. A passed call is counted
 // on every node and rule and its Token must be ended with Exit or Cancel.
 // Verdict.Wait > 0 (throttle behaviours): the caller waits that long, then
-// forwards.
+// forwards. Where a throttle rule applies through the entrance, a qps
+// reject rule counts the pass at that moment, not at now, as a prioritized
+// call's is reserved (with no wait: span), and refuses the call if its
+// window has no room then; a call that does not go must still be
+// cancelled, which gives that pass back.
 func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) {
 	return c.EnterQuotas(now, origin, n, -1, nil)
 }
@@ -189,8 +203,9 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 // wait for it (Verdict.Prioritized). A call that leaves while waiting must
 // be cancelled: that gives the reserved passes back. A dryRun reject rule
 // decides as it would enforced, without delaying or refusing the call
-// (reserveDry). Other rules decide at now as in Enter; the call waits for
-// the later of its throttle slot and its reserved moment.
+// (reserveDry). Other rules decide at now as in Enter; a pass is reserved
+// no earlier than the call's throttle slot, the moment it is forwarded
+// (span), and the call waits for the later of the two.
 //
 // Only local windows wait: a clusterMode rule decided by the token service
 // refuses at once (in its local fallback it waits like a local rule).
@@ -224,6 +239,7 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		n = 1
 	}
 	t.c, t.enter, t.n = c, now, n
+	pend := false // a qps reject rule's pass is held pending
 	if origin != "" {
 		t.origin = acquire(c.res.origins, origin, now)
 	}
@@ -321,11 +337,13 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 			// a prioritized call's reserved pass included.
 			o.share = c.cluster.Gateways()
 		}
-		if maxWait >= 0 && d.behavior == bReject {
-			// Reserved below, once every other rule passed. A dryRun rule
+		if (maxWait >= 0 || c.queued) && d.behavior == bReject {
+			// Reserved below, once every other rule passed (and the
+			// throttle rules said when the call goes). A dryRun rule
 			// waits too: decided at now, it would count a would-be block
 			// where the enforced rule waits for room.
 			t.holdPending(ks, r.ord, o.share, d.dryRun)
+			pend = true
 			continue
 		}
 		ks.try(&o, now, n, d.dryRun, !v.HasQuota || sink != nil)
@@ -366,10 +384,16 @@ func (c *Checker) enter(now int64, origin string, n, maxWait int64, sink QuotaSi
 		}
 		t.hold(ks, &o)
 	}
+	t.fwd = now + int64(v.Wait)
 	switch {
 	case pending:
 		t.sink = sink // for Reserve
-	case maxWait >= 0:
+	case maxWait >= 0 || pend:
+		// A plain call a throttle rule holds back is reserved as a
+		// prioritized one that may not wait: at its forward moment, or
+		// refused as a reject rule refuses. Waiting for room later would
+		// forward it after its throttle slot, off that queue's spacing.
+		maxWait = max(maxWait, 0)
 		one := [1]*Token{&t}
 		at := present(one[:], now)
 		if ok, retry := reserve(one[:], at, maxWait, &v); !ok {
@@ -476,12 +500,12 @@ func (t *Token) DecideDryRun(now, maxWait int64) int {
 	return v.DryRun
 }
 
-// reserveDry decides the pending dryRun rules of a prioritized call, each
-// as it would decide the call enforced and alone: its pass is reserved at
-// the earliest moment within maxWait of its window's present that has
-// room, so that its window holds what the enforced rule's would, and a
-// rule with no such moment counts a would-be block (v.DryRun). A pass
-// reserved ahead is no wait: a dryRun rule never delays the call.
+// reserveDry decides the pending dryRun rules of a call, each as it would
+// decide the call enforced and alone: its pass is reserved at the earliest
+// moment of span from its window's present that has room, so that its
+// window holds what the enforced rule's would, and a rule with no such
+// moment counts a would-be block (v.DryRun). A pass reserved ahead is no
+// wait: a dryRun rule never delays the call.
 func (t *Token) reserveDry(now, maxWait int64, v *Verdict) {
 	one := [1]*Token{t}
 	for i := 0; i < t.nheld; i++ {
@@ -490,7 +514,9 @@ func (t *Token) reserveDry(now, maxWait int64, v *Verdict) {
 			continue
 		}
 		h.dry = false // decided: reserved at h.at, or a would-be block at pendingAt
-		if _, _, ok, _ := reserveAt(one[:], h.s.win.Present(now), maxWait, h); !ok {
+		p := h.s.win.Present(now)
+		from, until := span(one[:], p, maxWait)
+		if _, _, ok, _ := reserveAt(one[:], p, from, until, h); !ok {
 			v.DryRun++
 		}
 	}
@@ -502,8 +528,9 @@ func (t *Token) reserveDry(now, maxWait int64, v *Verdict) {
 // not at one moment together.
 func Blocking(now, maxWait int64, ts []*Token) int {
 	now = present(ts, now)
+	from, until := span(ts, now, max(maxWait, 0))
 	for i := range ts {
-		if _, ok := commonRoom(ts[i:i+1], now, now, now+max(maxWait, 0), nil); !ok {
+		if _, ok := commonRoom(ts[i:i+1], now, from, until, nil); !ok {
 			return i
 		}
 	}
@@ -534,10 +561,14 @@ func present(ts []*Token, now int64) int64 {
 // until such a moment (0: unknown).
 // now is the call's present (present).
 func reserve(ts []*Token, now, maxWait int64, v *Verdict) (ok bool, retry int64) {
-	latest, ahead, ok, retry := reserveAt(ts, now, maxWait, nil)
+	from, until := span(ts, now, maxWait)
+	latest, ahead, ok, retry := reserveAt(ts, now, from, until, nil)
 	if !ok {
 		return false, retry
 	}
+	// A pass at the throttle slot is the throttle's wait, not a
+	// prioritized one.
+	ahead = ahead && latest > from
 	for _, t := range ts {
 		if t.prioQuota(now, v, ahead, latest) {
 			break
@@ -556,12 +587,24 @@ func (h *heldState) takes(only *heldState) bool {
 	return h == only
 }
 
+// span is the moments at which a call of the tokens, at present now, may
+// have its pending passes reserved: from its forward moment (the latest
+// fwd, or now), so that a pass is counted no earlier than the call reaches
+// the upstream, until maxWait after now, or that moment alone if later.
+func span(ts []*Token, now, maxWait int64) (from, until int64) {
+	from = now
+	for _, t := range ts {
+		from = max(from, t.fwd)
+	}
+	return from, max(from, now+maxWait)
+}
+
 // reserveAt is reserve's search and reservation, in the pending windows
-// that take part for only (takes): latest is the latest stamp reserved,
-// ahead whether any lies beyond its window's present.
-func reserveAt(ts []*Token, now, maxWait int64, only *heldState) (latest int64, ahead, ok bool, retry int64) {
-	until := now + maxWait
-	from := now
+// that take part for only (takes), of the earliest moment in [from, until]
+// with room; now is the clock the windows are read at. latest is the
+// latest stamp reserved, ahead whether any lies beyond its window's
+// present.
+func reserveAt(ts []*Token, now, from, until int64, only *heldState) (latest int64, ahead, ok bool, retry int64) {
 	for range maxReserveTries {
 		at, ok := commonRoom(ts, now, from, until, only)
 		if !ok {
@@ -633,21 +676,22 @@ func commonRoom(ts []*Token, now, from, until int64, only *heldState) (int64, bo
 }
 
 // refusedQuota sets v's quota to that of the qps reject rule that refused
-// a prioritized call (no moment within maxWait of now, the call's present,
-// had room), as a plain call's block sets the blocking rule's: the first
-// pending rule whose window alone has no room by then, else (each has
-// room, only never at one moment with the others) the first with none
-// now. Remaining is what its window has left, Reset the time until its
-// own room comes. The quota goes to sink (nil: the refusing token's, from
-// EnterPending) last, as a plain block's does, so that the refusal
-// carries the RateLimit fields of the rule that refused it.
+// a call whose passes were pending (no moment of span, from now, the
+// call's present, had room), as a plain call's block sets the blocking
+// rule's: the first pending rule whose window alone has no room in span,
+// else (each has room, only never at one moment with the others) the
+// first with none at its start. Remaining is what its window has left,
+// Reset the time until its own room comes. The quota goes to sink (nil:
+// the refusing token's, from EnterPending) last, as a plain block's does,
+// so that the refusal carries the RateLimit fields of the rule that
+// refused it.
 func refusedQuota(ts []*Token, now, maxWait int64, sink QuotaSink, v *Verdict) {
 	var bt *Token
 	var bh *heldState
+	from, until := span(ts, now, maxWait)
 	for pass := 0; pass < 2 && bh == nil; pass++ {
-		until := now + maxWait
 		if pass == 1 {
-			until = now
+			until = from
 		}
 	find:
 		for _, t := range ts {
@@ -656,7 +700,7 @@ func refusedQuota(ts []*Token, now, maxWait int64, sink QuotaSink, v *Verdict) {
 				if !h.prio {
 					continue
 				}
-				if _, ok := h.s.win.EarliestRoom(now, now, t.n, h.limit(), until); !ok {
+				if _, ok := h.s.win.EarliestRoom(now, from, t.n, h.limit(), until); !ok {
 					bt, bh = t, h
 					break find
 				}

@@ -243,7 +243,7 @@ func TestPrioritizedWithThrottle(t *testing.T) {
 	rj.LimitApp = "a"
 	c := compile(t, th, rj).Checker("r", "default")
 	var waits []time.Duration
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 3; i++ {
 		tok, v := c.EnterPrioritized(t0, "a", 1, sec)
 		if v.Blocked {
 			t.Fatalf("call %d refused: %+v", i, v)
@@ -251,19 +251,20 @@ func TestPrioritizedWithThrottle(t *testing.T) {
 		waits = append(waits, v.Wait)
 		defer tok.Exit(t0+int64(v.Wait), false)
 	}
-	// slots 0, 100, 200, 300 ms; passes at 0, 0 (the second goes at its
-	// slot), then the third's and fourth's at 1 s, when the first two leave
-	if waits[0] != 0 || waits[1] != 100*time.Millisecond || waits[2] != time.Second || waits[3] != time.Second {
-		t.Fatalf("waits %v, want [0s 100ms 1s 1s]", waits)
+	// slots 0, 100, 200 ms; a pass is reserved no earlier than its call's
+	// slot, so passes at 0 and 100 ms, then the third's at 1 s, when the
+	// first leaves
+	if waits[0] != 0 || waits[1] != 100*time.Millisecond || waits[2] != time.Second {
+		t.Fatalf("waits %v, want [0s 100ms 1s]", waits)
 	}
-	// The fifth: its pass could come only at 2 s: refused, its queue slot
-	// (400 ms) given back.
+	// The fourth: its pass could come only at 1.1 s, past its 1 s: refused,
+	// its queue slot (300 ms) given back.
 	if _, v := c.EnterPrioritized(t0, "a", 1, sec); !v.Blocked {
 		t.Fatalf("fourth passed: %+v", v)
 	}
 	tok, v := c.EnterPrioritized(t0, "b", 1, sec)
-	if v.Blocked || v.Wait != 400*time.Millisecond {
-		t.Fatalf("a caller of the queue alone: %+v, want the slot at 400 ms", v)
+	if v.Blocked || v.Wait != 300*time.Millisecond {
+		t.Fatalf("a caller of the queue alone: %+v, want the slot at 300 ms", v)
 	}
 	tok.Exit(t0, false)
 }

@@ -126,9 +126,11 @@ func TestThrottleEveryQueueGetsItsSlotBack(t *testing.T) {
 		r.LimitApp = app
 		return r
 	}
-	oneIn100ms := qps("r", 1)
-	oneIn100ms.LimitApp = "a"
-	oneIn100ms.StatIntervalMs = 100
+	// One in 200 ms: the 100 ms slot a queued call would take still
+	// holds the first call's pass.
+	oneIn200ms := qps("r", 1)
+	oneIn200ms.LimitApp = "a"
+	oneIn200ms.StatIntervalMs = 200
 	roomy := qps("r", 1e6)
 	queuedThenLeft := func(t *testing.T, c *limiter.Checker) {
 		tok, v := c.Enter(t0, "a", 1)
@@ -140,7 +142,7 @@ func TestThrottleEveryQueueGetsItsSlotBack(t *testing.T) {
 	blockedLater := func(t *testing.T, c *limiter.Checker) {
 		for i := int64(1); i <= 5; i++ {
 			if _, v := c.Enter(t0+i*ms, "a", 1); !v.Blocked {
-				t.Fatalf("call %d: passed, want blocked by the 1-per-100ms rule", i)
+				t.Fatalf("call %d: passed, want blocked by the 1-per-200ms rule", i)
 			}
 		}
 	}
@@ -152,9 +154,9 @@ func TestThrottleEveryQueueGetsItsSlotBack(t *testing.T) {
 		wait  time.Duration // of the next call of origin a, at at
 	}{
 		{"client left", []config.FlowRule{perApp("default"), perApp("a")}, queuedThenLeft, t0 + 2*ms, 98 * time.Millisecond},
-		{"blocked by a later rule", []config.FlowRule{perApp("default"), perApp("a"), oneIn100ms}, blockedLater, t0 + 150*ms, 0},
+		{"blocked by a later rule", []config.FlowRule{perApp("default"), perApp("a"), oneIn200ms}, blockedLater, t0 + 250*ms, 0},
 		{"client left, sixth rule", []config.FlowRule{roomy, roomy, roomy, perApp("default"), roomy, perApp("a")}, queuedThenLeft, t0 + 2*ms, 98 * time.Millisecond},
-		{"blocked, sixth rule", []config.FlowRule{roomy, roomy, roomy, roomy, perApp("default"), perApp("a"), oneIn100ms}, blockedLater, t0 + 150*ms, 0},
+		{"blocked, sixth rule", []config.FlowRule{roomy, roomy, roomy, roomy, perApp("default"), perApp("a"), oneIn200ms}, blockedLater, t0 + 250*ms, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -186,14 +186,16 @@ func (w *Exact) Add(now, n int64) {
 // one pass over the slots held.
 //
 // It looks at most one interval ahead of now, whatever until says (as
-// Sentinel borrows only from the next window), so the passes reserved ahead
-// are at most the limit: within MaxSlots slots up to MaxSlots tokens.
+// Sentinel borrows only from the next window), so the passes a search
+// reserves ahead are at most the limit: within MaxSlots slots up to
+// MaxSlots tokens. Only from itself may lie further ahead: a throttled
+// call's forward moment, fixed by its queue, which bounds those passes.
 func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at int64, ok bool) {
 	lim := wholeLimit(limit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.expire(now)
-	return w.earliest(max(from, w.last), n, lim, min(until, now+w.interval))
+	return w.earliest(max(from, w.last), n, lim, min(until, max(from, now+w.interval)))
 }
 
 // Present is the latest now the window has seen, or now if later: the
