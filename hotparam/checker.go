@@ -210,7 +210,8 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 		switch {
 		case err == nil:
 			r.count(val, now, !ok)
-			q.blocked, q.took = !ok, ok || r.dryRun
+			// A dryRun rule's refused call goes on uncharged (enterAfter).
+			q.blocked, q.took = !ok, ok
 			return true, 0, q
 		case !r.cfg.ClusterConfig.Fallback():
 			r.count(val, now, false)

@@ -205,18 +205,26 @@ func (r *rule) checkOf(n int64) int64 {
 }
 
 // enterAfter lets a call of an after-answer rule in while its value's
-// bucket holds checkOf(n) tokens, taking none: the answer decides what is
-// taken (Token.Exit, chargeDebt). A dryRun rule's call is let in either
-// way, and charged all the same.
+// bucket holds checkOf(n) tokens: the answer decides what is taken
+// (Token.Exit). A countOn failure call holds its acquireCount while it is
+// in flight, given back unless its answer is a failure: were it let in
+// on a look, a client could send any number of guesses at once before
+// the first failure counted. A figure's call takes nothing until its
+// answer (chargeDebt). A dryRun rule lets a call it would block through
+// uncharged: enforced, that call never reaches the upstream, and a dryRun
+// rule's state evolves as the enforced rule's would.
 func (r *rule) enterAfter(e *value, p *param, now, n int64, share int) outcome {
+	if r.header == "" {
+		return r.enterBucket(e, p, now, n, share)
+	}
 	cost, tau, count, emission := bucketOf(p, r.checkOf(n), share)
 	if p.never || cost > tau {
-		return outcome{blocked: true, took: r.dryRun, p: p}
+		return outcome{blocked: true, p: p}
 	}
 	start := max(e.state.Load(), now)
 	if ahead := start + cost - now; ahead > tau {
 		retry := ahead - tau
-		return outcome{blocked: true, took: r.dryRun, retry: retry, p: p, reset: retry}
+		return outcome{blocked: true, retry: retry, p: p, reset: retry}
 	}
 	// What is left before the answer takes its share: at least the check.
 	remaining := min(math.Floor(float64(tau-(start-now))/emission), max(count, 1))

@@ -97,10 +97,12 @@ func (t *Token) slot(i int) *slot {
 }
 
 // Exit ends a call that was forwarded and answered status (0: no answer
-// came): it releases per-value concurrency, and after-answer rules take
-// their tokens now (countOn failure: acquireCount if status is one of
-// failureStatuses; responseHeader: the figure Answer read, else
-// acquireCount). Rate tokens taken as the call entered stay spent.
+// came): it releases per-value concurrency, and after-answer rules settle
+// their tokens now (countOn failure: the acquireCount held since the call
+// entered is kept if status is one of failureStatuses, else given back;
+// a clusterMode window, which was only looked at, is charged it then;
+// responseHeader: the figure Answer read, else acquireCount). Rate
+// tokens taken as the call entered stay spent.
 func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
 		return
@@ -121,6 +123,14 @@ func (t *Token) Exit(now int64, status int) {
 func (s *slot) charge(ts TokenService, now int64, status int) {
 	r := s.r
 	n := s.n
+	if s.undo > 0 {
+		// A countOn failure call's tokens, held in the local bucket since
+		// it entered (enterAfter): kept for a failure.
+		if !r.failures.Has(status) {
+			s.giveBack(now)
+		}
+		return
+	}
 	switch {
 	case r.header == "" && !r.failures.Has(status):
 		return // not a failure: free
@@ -193,7 +203,10 @@ func (s *slot) release(gb TokenReturner, now int64) {
 		return
 	}
 	if s.r.after {
-		return // it took nothing yet
+		if s.undo > 0 {
+			s.giveBack(now) // a countOn failure call's held tokens
+		}
+		return // else it took nothing yet
 	}
 	switch s.r.kind {
 	case kindInFlight:
@@ -205,15 +218,20 @@ func (s *slot) release(gb TokenReturner, now int64) {
 			s.r.table.Released(s.e)
 		}
 	case kindBucket:
-		for {
-			tat := s.e.V.state.Load()
-			if tat <= now {
-				return // already full
-			}
-			back := max(tat-s.undo, now)
-			if s.e.V.state.CompareAndSwap(tat, back) {
-				return
-			}
+		s.giveBack(now)
+	}
+}
+
+// giveBack puts a bucket call's tokens (undo) back, never above full.
+func (s *slot) giveBack(now int64) {
+	for {
+		tat := s.e.V.state.Load()
+		if tat <= now {
+			return // already full
+		}
+		back := max(tat-s.undo, now)
+		if s.e.V.state.CompareAndSwap(tat, back) {
+			return
 		}
 	}
 }

@@ -193,16 +193,17 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		rt.settle(ex, end, finished, gone)
 		broken := !finished || ex.failed
 		failed := !gone && (broken || ex.status >= 500)
-		// The breakers judge the upstream's answer by their errorStatuses;
-		// none came when the exchange broke (unless the client's leaving
-		// broke it: then the answer it had begun stands).
-		status := ex.status
-		if broken && !gone {
-			status = 0
-		}
+		// The breakers and countOn failure rules judge the upstream's answer
+		// by its status; none came when the exchange broke (unless the
+		// client's leaving broke it: then the answer it had begun stands).
 		// A client whose own body failed (over maxBodyBytes, too slow,
 		// broken) was answered by the gateway (413, 408, 400): that answer
-		// says nothing of the upstream, as a client that left says nothing.
+		// says nothing of the upstream, as a client that left says nothing,
+		// so a failure rule's "4xx" does not count it as a failed call.
+		status := ex.status
+		if broken && !gone || ex.bodyFailed() {
+			status = 0
+		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
 		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, abandoned: abandoned})
 		if failed {

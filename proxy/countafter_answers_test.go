@@ -1,0 +1,395 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/proxy"
+)
+
+// reviewGateway serves rules (a rules.yaml body) with a gateway of its own.
+func reviewGateway(t *testing.T, rules string) *httptest.Server {
+	t.Helper()
+	cfg, err := config.Parse("review.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// reviewCall sends method to url with X-Key: k and body (nil: none; a body
+// of unknown length is sent chunked), and returns the status.
+func reviewCall(t *testing.T, method, url string, body io.Reader) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Key", "k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestFailureCountsOnlyTheUpstreamsAnswers: a countOn failure rule
+// takes a token for the upstream's answers in failureStatuses only. A
+// body over maxBodyBytes, found while it streams, is answered 413 by the
+// gateway itself after the guards let the call in: that answer says
+// nothing of the upstream (no failed login), so it costs nothing, as the
+// gateway's 502/504 cost nothing. The upstream's own 413 does count, once:
+// the next call is refused before the upstream. Both forwarders.
+func TestFailureCountsOnlyTheUpstreamsAnswers(t *testing.T) {
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Query().Get("deny") == "1" {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			reached.Store(0)
+			srv := reviewGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+    forwarder: %s
+    maxBodyBytes: 16
+paramRules:
+  - resource: login
+    param: header:X-Key
+    count: 1
+    durationSec: 3600
+    countOn: failure
+    failureStatuses: ["4xx"]
+`, up.URL, fwd))
+			// Chunked, so the cap is found while the body streams, after
+			// the guards.
+			big := struct{ io.Reader }{strings.NewReader(strings.Repeat("x", 4096))}
+			if got := reviewCall(t, "POST", srv.URL+"/login", big); got != http.StatusRequestEntityTooLarge {
+				t.Fatalf("an over-cap body: %d, want the gateway's 413", got)
+			}
+			if got := reviewCall(t, "POST", srv.URL+"/login?deny=1", strings.NewReader("small")); got != http.StatusRequestEntityTooLarge {
+				t.Fatalf("after the gateway's own 413: %d, want the upstream's 413 (the gateway's answer took the only token)", got)
+			}
+			if got := reviewCall(t, "POST", srv.URL+"/login", strings.NewReader("small")); got != http.StatusTooManyRequests {
+				t.Fatalf("after the upstream's 413: %d, want 429", got)
+			}
+		})
+	}
+}
+
+// TestFailureGatewayErrorsCostNothing: the gateway's own 502 (the
+// upstream is down) is no answer of the upstream's: with failureStatuses
+// ["5xx"] it takes no token, so a client is never locked out by an
+// outage; the upstream's own 502 does take one.
+func TestFailureGatewayErrorsCostNothing(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer bad.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := reviewGateway(t, fmt.Sprintf(`
+upstreams:
+  down:
+    targets: [%q]
+  bad:
+    targets: [%q]
+routes:
+  - { path: /down, upstream: down, resource: api, forwarder: %[3]s }
+  - { path: /bad, upstream: bad, resource: api, forwarder: %[3]s }
+paramRules:
+  - resource: api
+    param: header:X-Key
+    count: 1
+    durationSec: 3600
+    countOn: failure
+    failureStatuses: ["5xx"]
+`, downURL, bad.URL, fwd))
+			for i := range 3 {
+				if got := reviewCall(t, "GET", srv.URL+"/down", nil); got != http.StatusBadGateway {
+					t.Fatalf("call %d to a down upstream: %d, want the gateway's 502", i, got)
+				}
+			}
+			if got := reviewCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusBadGateway {
+				t.Fatalf("the upstream's 502: %d", got)
+			}
+			if got := reviewCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusTooManyRequests {
+				t.Fatalf("after the upstream's own 502: %d, want 429", got)
+			}
+		})
+	}
+}
+
+// TestCostHeaderSpellings: an upstream that writes the figure header
+// in odd cases, on two lines, is read and stripped alike on both
+// forwarders: the higher figure (6 of 4 and 6) is charged, so a key of 10
+// tokens passes twice (the second overdraws) and is refused the third
+// time; the client never sees either line.
+func TestCostHeaderSpellings(t *testing.T) {
+	up := newRawUp(t, "HTTP/1.1 200 OK\r\nx-tokens-used: 4\r\nX-TOKENS-USED: 6\r\nContent-Length: 2\r\n\r\nok", false)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := costGateway(t, up.url(), fwd, false)
+			for i, want := range []int{200, 200, 429} {
+				req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+				}
+				for k, v := range resp.Header {
+					if strings.EqualFold(k, "X-Tokens-Used") {
+						t.Fatalf("call %d: the client got %s: %q", i, k, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRetriedAnswerCostsNothing: an answer dropped for a retry (a
+// 503 with a figure of 9) never reached the client and costs nothing;
+// the answer the client got (200, figure 1) is charged. With 10 tokens,
+// five calls pass; had the dropped figures been charged, the second would
+// have been refused. Both forwarders.
+func TestRetriedAnswerCostsNothing(t *testing.T) {
+	var hits atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1)%2 == 1 {
+			w.Header().Set("X-Tokens-Used", "9")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("X-Tokens-Used", "1")
+		w.Write([]byte("ok"))
+	})
+	a, b := httptest.NewServer(h), httptest.NewServer(h)
+	defer a.Close()
+	defer b.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			hits.Store(0)
+			srv := reviewGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q, %q]
+    retries: 1
+routes:
+  - { path: /chat, upstream: up, resource: chat, forwarder: %s }
+paramRules:
+  - resource: chat
+    param: header:X-Key
+    count: 10
+    durationSec: 3600
+    countOn: "responseHeader:X-Tokens-Used"
+`, a.URL, b.URL, fwd))
+			for i := range 5 {
+				if got := reviewCall(t, "GET", srv.URL+"/chat", nil); got != http.StatusOK {
+					t.Fatalf("call %d: %d, want 200 (upstream hits %d)", i, got, hits.Load())
+				}
+			}
+			if hits.Load() != 10 {
+				t.Fatalf("the upstreams were hit %d times, want 10: the test did not retry", hits.Load())
+			}
+		})
+	}
+}
+
+// TestCostTrailerSpellings: a figure sent as a trailer in lower case
+// (announced so, or not announced) does not reach the client on either
+// forwarder, and is not charged: the header-less answers cost acquireCount
+// (1), so ten calls pass and the eleventh is refused.
+func TestCostTrailerSpellings(t *testing.T) {
+	for _, announce := range []string{"Trailer: x-tokens-used\r\n", ""} {
+		up := newRawUp(t, "HTTP/1.1 200 OK\r\n"+announce+"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-tokens-used: 3\r\nx-other: 1\r\n\r\n", false)
+		for _, fwd := range []string{"standard", "fast"} {
+			t.Run(fmt.Sprintf("%s/announced=%v", fwd, announce != ""), func(t *testing.T) {
+				srv := costGateway(t, up.url(), fwd, false)
+				for i := range 11 {
+					req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
+					req.Header.Set("X-Key", "k")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadAll(resp.Body); err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					want := 200
+					if i == 10 {
+						want = 429
+					}
+					if resp.StatusCode != want {
+						t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+					}
+					// An announced name shows in resp.Trailer with no value
+					// (the gateway passes the Trailer line on): the figure
+					// is what must not reach the client.
+					for _, h := range []http.Header{resp.Header, resp.Trailer} {
+						for k, v := range h {
+							if strings.EqualFold(k, "X-Tokens-Used") && len(v) > 0 {
+								t.Fatalf("call %d: the client got %s: %q", i, k, v)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDebtBlockHeaders: a key overdrawn by a cost figure is refused
+// before the upstream with Retry-After and the RateLimit t both counting
+// down to when its debt is paid and one token is back: 10 tokens an hour
+// (one per 360 s), 8 then 5 spent leave a debt of 3, so a token is back in
+// 4 x 360 s; r is 0. Both forwarders.
+func TestDebtBlockHeaders(t *testing.T) {
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("X-Tokens-Used", r.URL.Query().Get("used"))
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			reached.Store(0)
+			srv := costGateway(t, up.URL, fwd, false)
+			var resp *http.Response
+			for _, used := range []string{"8", "5", "1"} {
+				req, _ := http.NewRequest("GET", srv.URL+"/chat?used="+used, nil)
+				req.Header.Set("X-Key", "k")
+				var err error
+				if resp, err = http.DefaultClient.Do(req); err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if resp.StatusCode != http.StatusTooManyRequests || reached.Load() != 2 {
+				t.Fatalf("in debt: %d after %d calls reached the upstream, want 429 after 2", resp.StatusCode, reached.Load())
+			}
+			if got := resp.Header.Get("Retry-After"); got != "1440" {
+				t.Errorf("Retry-After %q, want 1440", got)
+			}
+			if got := resp.Header.Get("RateLimit"); !strings.Contains(got, ";r=0;t=1440;") {
+				t.Errorf("RateLimit %q, want r=0 and t=1440", got)
+			}
+		})
+	}
+}
+
+// TestLockoutHoldsParallelGuesses: 20 login attempts of one address
+// sent at once against 3 failures per 10 minutes: 3 reach the upstream,
+// the other 17 are refused at once (429) while those 3 are still
+// answering; the 3 then fail (401), and the address stays locked out.
+// Both forwarders.
+func TestLockoutHoldsParallelGuesses(t *testing.T) {
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			var reached atomic.Int64
+			release := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				<-release
+				w.WriteHeader(http.StatusUnauthorized)
+			}))
+			defer up.Close()
+			defer func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			}()
+			srv := reviewGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - { path: /login, upstream: up, resource: login, forwarder: %s }
+paramRules:
+  - resource: login
+    param: header:X-Key
+    count: 3
+    durationSec: 600
+    countOn: failure
+    failureStatuses: [401]
+`, up.URL, fwd))
+			codes := make(chan int, 20)
+			for range 20 {
+				go func() {
+					req, _ := http.NewRequest("POST", srv.URL+"/login", nil)
+					req.Header.Set("X-Key", "k")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						codes <- 0
+						return
+					}
+					resp.Body.Close()
+					codes <- resp.StatusCode
+				}()
+			}
+			timeout := time.After(2 * time.Second)
+			for refused := 0; refused < 17; {
+				select {
+				case c := <-codes:
+					if c != http.StatusTooManyRequests {
+						t.Fatalf("an attempt got %d while 3 were in flight, want 429", c)
+					}
+					refused++
+				case <-timeout:
+					t.Fatalf("%d of 20 parallel guesses refused, %d reached the upstream, in 2 s; want 17 and 3", refused, reached.Load())
+				}
+			}
+			close(release)
+			for range 3 {
+				if c := <-codes; c != http.StatusUnauthorized {
+					t.Fatalf("an attempt let in got %d, want the upstream's 401", c)
+				}
+			}
+			if reached.Load() != 3 {
+				t.Fatalf("%d guesses reached the upstream, want 3", reached.Load())
+			}
+			if got := reviewCall(t, "POST", srv.URL+"/login", nil); got != http.StatusTooManyRequests {
+				t.Fatalf("after 3 failures: %d, want 429", got)
+			}
+		})
+	}
+}
