@@ -16,10 +16,10 @@ import (
 	"sluice/proxy"
 )
 
-// reviewGateway serves rules (a rules.yaml body) with a gateway of its own.
-func reviewGateway(t *testing.T, rules string) *httptest.Server {
+// rulesGateway serves rules (a rules.yaml body) with a gateway of its own.
+func rulesGateway(t *testing.T, rules string) *httptest.Server {
 	t.Helper()
-	cfg, err := config.Parse("review.yaml", []byte(rules))
+	cfg, err := config.Parse("rules.yaml", []byte(rules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +33,9 @@ func reviewGateway(t *testing.T, rules string) *httptest.Server {
 	return srv
 }
 
-// reviewCall sends method to url with X-Key: k and body (nil: none; a body
+// keyedCall sends method to url with X-Key: k and body (nil: none; a body
 // of unknown length is sent chunked), and returns the status.
-func reviewCall(t *testing.T, method, url string, body io.Reader) int {
+func keyedCall(t *testing.T, method, url string, body io.Reader) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -73,7 +73,7 @@ func TestFailureCountsOnlyTheUpstreamsAnswers(t *testing.T) {
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
 			reached.Store(0)
-			srv := reviewGateway(t, fmt.Sprintf(`
+			srv := rulesGateway(t, fmt.Sprintf(`
 upstreams:
   up:
     targets: [%q]
@@ -94,13 +94,13 @@ paramRules:
 			// Chunked, so the cap is found while the body streams, after
 			// the guards.
 			big := struct{ io.Reader }{strings.NewReader(strings.Repeat("x", 4096))}
-			if got := reviewCall(t, "POST", srv.URL+"/login", big); got != http.StatusRequestEntityTooLarge {
+			if got := keyedCall(t, "POST", srv.URL+"/login", big); got != http.StatusRequestEntityTooLarge {
 				t.Fatalf("an over-cap body: %d, want the gateway's 413", got)
 			}
-			if got := reviewCall(t, "POST", srv.URL+"/login?deny=1", strings.NewReader("small")); got != http.StatusRequestEntityTooLarge {
+			if got := keyedCall(t, "POST", srv.URL+"/login?deny=1", strings.NewReader("small")); got != http.StatusRequestEntityTooLarge {
 				t.Fatalf("after the gateway's own 413: %d, want the upstream's 413 (the gateway's answer took the only token)", got)
 			}
-			if got := reviewCall(t, "POST", srv.URL+"/login", strings.NewReader("small")); got != http.StatusTooManyRequests {
+			if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("small")); got != http.StatusTooManyRequests {
 				t.Fatalf("after the upstream's 413: %d, want 429", got)
 			}
 		})
@@ -121,7 +121,7 @@ func TestFailureGatewayErrorsCostNothing(t *testing.T) {
 	defer bad.Close()
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv := reviewGateway(t, fmt.Sprintf(`
+			srv := rulesGateway(t, fmt.Sprintf(`
 upstreams:
   down:
     targets: [%q]
@@ -139,14 +139,14 @@ paramRules:
     failureStatuses: ["5xx"]
 `, downURL, bad.URL, fwd))
 			for i := range 3 {
-				if got := reviewCall(t, "GET", srv.URL+"/down", nil); got != http.StatusBadGateway {
+				if got := keyedCall(t, "GET", srv.URL+"/down", nil); got != http.StatusBadGateway {
 					t.Fatalf("call %d to a down upstream: %d, want the gateway's 502", i, got)
 				}
 			}
-			if got := reviewCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusBadGateway {
+			if got := keyedCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusBadGateway {
 				t.Fatalf("the upstream's 502: %d", got)
 			}
-			if got := reviewCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusTooManyRequests {
+			if got := keyedCall(t, "GET", srv.URL+"/bad", nil); got != http.StatusTooManyRequests {
 				t.Fatalf("after the upstream's own 502: %d, want 429", got)
 			}
 		})
@@ -206,7 +206,7 @@ func TestRetriedAnswerCostsNothing(t *testing.T) {
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
 			hits.Store(0)
-			srv := reviewGateway(t, fmt.Sprintf(`
+			srv := rulesGateway(t, fmt.Sprintf(`
 upstreams:
   up:
     targets: [%q, %q]
@@ -221,7 +221,7 @@ paramRules:
     countOn: "responseHeader:X-Tokens-Used"
 `, a.URL, b.URL, fwd))
 			for i := range 5 {
-				if got := reviewCall(t, "GET", srv.URL+"/chat", nil); got != http.StatusOK {
+				if got := keyedCall(t, "GET", srv.URL+"/chat", nil); got != http.StatusOK {
 					t.Fatalf("call %d: %d, want 200 (upstream hits %d)", i, got, hits.Load())
 				}
 			}
@@ -338,7 +338,7 @@ func TestLockoutHoldsParallelGuesses(t *testing.T) {
 					close(release)
 				}
 			}()
-			srv := reviewGateway(t, fmt.Sprintf(`
+			srv := rulesGateway(t, fmt.Sprintf(`
 upstreams:
   up:
     targets: [%q]
@@ -387,8 +387,43 @@ paramRules:
 			if reached.Load() != 3 {
 				t.Fatalf("%d guesses reached the upstream, want 3", reached.Load())
 			}
-			if got := reviewCall(t, "POST", srv.URL+"/login", nil); got != http.StatusTooManyRequests {
+			if got := keyedCall(t, "POST", srv.URL+"/login", nil); got != http.StatusTooManyRequests {
 				t.Fatalf("after 3 failures: %d, want 429", got)
+			}
+		})
+	}
+}
+
+// TestAnnouncedCostTrailerUnnamed: an upstream that announces its figure
+// as a trailer (Trailer: x-tokens-used, x-other) has the figure's name
+// taken out of the announcement the client gets, on both forwarders; the
+// other trailer is still announced and delivered.
+func TestAnnouncedCostTrailerUnnamed(t *testing.T) {
+	up := newRawUp(t, "HTTP/1.1 200 OK\r\nTrailer: x-tokens-used, x-other\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-tokens-used: 3\r\nx-other: 1\r\n\r\n", false)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := costGateway(t, up.url(), fwd, false)
+			req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
+			req.Header.Set("X-Key", "k")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			announced := make([]string, 0, len(resp.Trailer))
+			for k := range resp.Trailer {
+				announced = append(announced, k)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for _, k := range announced {
+				if strings.EqualFold(k, "X-Tokens-Used") {
+					t.Fatalf("the client was told of the trailer %s (announced %v)", k, announced)
+				}
+			}
+			if got := resp.Trailer.Get("X-Other"); got != "1" {
+				t.Fatalf("X-Other trailer %q, want 1 (announced %v)", got, announced)
 			}
 		})
 	}

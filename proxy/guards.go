@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"net/textproto"
+	"strings"
 	"time"
 
 	"sluice/hotparam"
@@ -189,11 +191,56 @@ func (c *call) strip(h http.Header) {
 	for _, name := range c.costTrailers {
 		delete(h, name)
 	}
+	if len(c.costHeaders) > 0 {
+		// The announcement too: the client need not learn the figure's name.
+		if tr := h["Trailer"]; len(tr) > 0 {
+			if tr = unannounce(tr, c.costHeaders); len(tr) == 0 {
+				delete(h, "Trailer")
+			} else {
+				h["Trailer"] = tr
+			}
+		}
+	}
 	for i := range c.groups {
 		if gc := &c.groups[i]; gc.entered {
 			gc.c.strip(h)
 		}
 	}
+}
+
+// unannounce is a Trailer field's lines without the names in drop; the
+// lines themselves (not copied) when none is there.
+func unannounce(lines, drop []string) []string {
+	named := func(name string) bool {
+		name = textproto.TrimString(name)
+		for _, d := range drop {
+			if strings.EqualFold(name, d) {
+				return true
+			}
+		}
+		return false
+	}
+	found := false
+	for _, l := range lines {
+		for name := range strings.SplitSeq(l, ",") {
+			found = found || named(name)
+		}
+	}
+	if !found {
+		return lines
+	}
+	var kept []string
+	for _, l := range lines {
+		for name := range strings.SplitSeq(l, ",") {
+			if n := textproto.TrimString(name); n != "" && !named(n) {
+				kept = append(kept, n)
+			}
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return []string{strings.Join(kept, ", ")}
 }
 
 // answerHeader is a response header as hotparam reads it; a map, so
