@@ -331,3 +331,38 @@ cluster:
 		t.Errorf("after the lift and two calls of 10: %+v, want 980 left", p)
 	}
 }
+
+// TestParallelGuessesAcrossTwoGateways: 20 wrong passwords for one user
+// sent at once, half to each of two gateways sharing a Redis, against a
+// lockout of 3 failures: each guess holds its place in the fleet's window
+// while it is in flight (the upstream answers after 300 ms), so 3 reach
+// the upstream and 17 are refused at once. Let in on a look at the window,
+// all 20 reached it before the first failure counted.
+func TestParallelGuessesAcrossTwoGateways(t *testing.T) {
+	rd := clStartRedis(t)
+	pw := newPasswords()
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		pw.handle(w, r)
+	})
+	gs := clStartGateways(t, 2, rulesFor(up.URL, lockoutRules+fmt.Sprintf(`    clusterMode: true
+cluster:
+  redis: %s
+  namespace: %s
+`, rd.url(), clNamespace(t))))
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	for i := range codes {
+		wg.Go(func() { codes[i] = attempt(t, gs[i%2].URL, "mallory", "wrong") })
+	}
+	wg.Wait()
+	refused := 0
+	for _, c := range codes {
+		if c == 429 {
+			refused++
+		}
+	}
+	if n := pw.of("mallory"); n > 3 || refused != 20-n {
+		t.Fatalf("the upstream saw %d of 20 guesses sent at once (want at most 3), %d refused; codes %v", n, refused, codes)
+	}
+}

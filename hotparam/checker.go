@@ -181,9 +181,14 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	}
 	sh.Unlock()
 	share = r.share(ts)
-	if r.after {
+	if r.after && (r.calendar || r.header != "" || gb == nil) {
 		// Let in while the window (or the period) has room for the check;
-		// the answer's charge (Token.Exit) is what counts.
+		// the answer's charge (Token.Exit) is what counts. A countOn
+		// failure call on a rolling window takes its pass below instead,
+		// held while it is in flight and given back unless its answer is a
+		// failure (Token.Exit): let in on a look, any number of guesses
+		// sent at once across the fleet would reach the upstream before
+		// the first failure counted.
 		var ok bool
 		var retry time.Duration
 		var err error

@@ -99,9 +99,10 @@ func (t *Token) slot(i int) *slot {
 // Exit ends a call that was forwarded and answered status (0: no answer
 // came): it releases per-value concurrency, and after-answer rules settle
 // their tokens now (countOn failure: the acquireCount held since the call
-// entered is kept if status is one of failureStatuses, else given back;
-// a clusterMode window, which was only looked at, is charged it then;
-// responseHeader: the figure Answer read, else acquireCount). Rate
+// entered, in the local bucket or the cluster's rolling window, is kept if
+// status is one of failureStatuses, else given back; a calendar period,
+// which was only looked at, is charged it then; responseHeader: the figure
+// Answer read, else acquireCount). Rate
 // tokens taken as the call entered stay spent.
 func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
@@ -114,19 +115,24 @@ func (t *Token) Exit(now int64, status int) {
 		case s.r.kind == kindInFlight:
 			s.leave()
 		case s.r.after:
-			s.charge(t.ts, now, status)
+			s.charge(t.ts, t.giver, now, status)
 		}
 	}
 }
 
 // charge takes what an after-answer rule's call costs, answered status.
-func (s *slot) charge(ts TokenService, now int64, status int) {
+func (s *slot) charge(ts TokenService, gb TokenReturner, now int64, status int) {
 	r := s.r
 	n := s.n
-	if s.undo > 0 {
-		// A countOn failure call's tokens, held in the local bucket since
-		// it entered (enterAfter): kept for a failure.
-		if !r.failures.Has(status) {
+	if s.undo > 0 || s.back != 0 {
+		// A countOn failure call's tokens, held since it entered, in the
+		// local bucket (enterAfter) or as a pass of the cluster's window
+		// (enterCluster): kept for a failure.
+		switch {
+		case r.failures.Has(status):
+		case s.back != 0:
+			s.returnPass(ts, gb)
+		default:
 			s.giveBack(now)
 		}
 		return
@@ -194,12 +200,16 @@ func (t *Token) Cancel(now int64) {
 		return
 	}
 	t.ended = true
-	t.each(func(s *slot) { s.release(t.giver, now) })
+	t.each(func(s *slot) { s.release(t.ts, t.giver, now) })
 }
 
-func (s *slot) release(gb TokenReturner, now int64) {
+func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 	if s.back != 0 { // only a giver stamps a pass
-		gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+		if s.r.after {
+			s.returnPass(ts, gb)
+		} else {
+			gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+		}
 		return
 	}
 	if s.r.after {
@@ -219,6 +229,17 @@ func (s *slot) release(gb TokenReturner, now int64) {
 		}
 	case kindBucket:
 		s.giveBack(now)
+	}
+}
+
+// returnPass gives back a countOn failure call's pass of the cluster's
+// window, and takes it to Redis now: a give-back goes with the gateway's
+// next call on the value, and until then the fleet would count a success
+// as a failure. One more round trip, for an answer that was no failure.
+func (s *slot) returnPass(ts TokenService, gb TokenReturner) {
+	gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+	if ts != nil {
+		_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
 	}
 }
 

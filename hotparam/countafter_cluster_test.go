@@ -1,0 +1,95 @@
+package hotparam_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/config"
+	"sluice/hotparam"
+)
+
+// heldCluster is a cluster whose windows hold passes until they are given
+// back (no time passes): a pass takes n of value's count, GiveBackParam
+// marks them to return and the next call on the value (a peek too) takes
+// them to the window, as the cluster service does; ChargeParam adds.
+type heldCluster struct {
+	*fakeCluster
+	count   float64
+	held    map[string]int64
+	pending map[string]int64
+	stamp   int64
+}
+
+func (h *heldCluster) room(value string, n int64) bool {
+	h.held[value] -= h.pending[value]
+	h.pending[value] = 0
+	return float64(h.held[value]+n) <= h.count
+}
+
+func (h *heldCluster) PeekParamLeft(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
+	return h.room(value, n), time.Second, -1, 0, nil
+}
+
+func (h *heldCluster) ChargeParam(r *config.ParamRule, count float64, value string, n int64) error {
+	h.held[value] += n
+	return nil
+}
+
+func (h *heldCluster) AcquireParamStamp(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, int64, error) {
+	if !h.room(value, n) {
+		return false, time.Second, -1, 0, 0, nil
+	}
+	h.held[value] += n
+	h.stamp++
+	return true, 0, -1, 0, h.stamp, nil
+}
+
+func (h *heldCluster) GiveBackParam(r *config.ParamRule, count float64, value string, n, stamp int64) {
+	h.pending[value] += n
+}
+
+// TestClusterFailureRuleHoldsWhileInFlight: a clusterMode countOn failure
+// rule (3 failed logins) lets at most 3 guesses of one value be in flight
+// across the fleet at once; a success gives its place back and takes the
+// give-back to Redis at once (the window holds only the failures), a
+// failure keeps it, a call not forwarded gives it back. Let in on a look
+// at the window, all ten guesses sent together reached the upstream.
+func TestClusterFailureRuleHoldsWhileInFlight(t *testing.T) {
+	svc := &heldCluster{fakeCluster: &fakeCluster{}, count: 3, held: map[string]int64{}, pending: map[string]int64{}}
+	r := clusterRule(3, config.ThresholdGlobal, nil)
+	r.Items = nil
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	c := compileCluster(t, svc, r)
+	val := vals{orderID: "victim"}
+	var in []hotparam.Token
+	for range 10 {
+		if tok, v := c.Enter(sec(1), val, 1); !v.Blocked {
+			in = append(in, tok)
+		}
+	}
+	if len(in) != 3 {
+		t.Fatalf("%d of 10 guesses sent at once were let in, want 3", len(in))
+	}
+	in[0].Exit(sec(1), 200) // a success: its place is free again
+	if got := svc.held["victim"]; got != 2 {
+		t.Fatalf("after a success the window holds %d, want 2: the give-back waits for a later call", got)
+	}
+	tok, v := c.Enter(sec(1), val, 1)
+	if v.Blocked {
+		t.Fatalf("after a success, the next guess was refused: %+v", v)
+	}
+	tok.Cancel(sec(1)) // not forwarded: given back too
+	in[1].Exit(sec(1), 401)
+	in[2].Exit(sec(1), 401)
+	tok, v = c.Enter(sec(1), val, 1)
+	if v.Blocked {
+		t.Fatalf("after a cancel, the next guess was refused: %+v", v)
+	}
+	tok.Exit(sec(1), 401)
+	if _, v := c.Enter(sec(1), val, 1); !v.Blocked {
+		t.Fatalf("three failures kept, yet a fourth guess was let in")
+	}
+	if got := svc.held["victim"]; got != 3 {
+		t.Fatalf("the window holds %d, want the 3 failures", got)
+	}
+}
