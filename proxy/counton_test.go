@@ -10,11 +10,6 @@ import (
 	"net/textproto"
 	"sync/atomic"
 	"testing"
-
-	"github.com/rs/zerolog"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // TestCostHeaderReachesClientOnlyWhenKept: a countOn responseHeader rule's
@@ -152,7 +147,7 @@ func TestCostTrailerNeverReachesClient(t *testing.T) {
 // hour counted from X-Tokens-Used; keep: the route keeps cost headers.
 func costGateway(t *testing.T, upstream, fwd string, keep bool) *httptest.Server {
 	t.Helper()
-	cfg, err := config.Parse("counton.yaml", []byte(fmt.Sprintf(`
+	return rulesGateway(t, fmt.Sprintf(`
 upstreams:
   up:
     targets: [%q]
@@ -168,16 +163,5 @@ paramRules:
     count: 10
     durationSec: 3600
     countOn: "responseHeader:X-Tokens-Used"
-`, upstream, fwd, keep)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	return srv
+`, upstream, fwd, keep))
 }
