@@ -1,6 +1,7 @@
 package hotparam_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func (h *heldCluster) ChargeParam(r *config.ParamRule, count float64, value stri
 }
 
 func (h *heldCluster) AcquireParamStamp(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, int64, error) {
+	if h.err != nil {
+		return false, 0, -1, 0, 0, h.err
+	}
 	if !h.room(value, n) {
 		return false, time.Second, -1, 0, 0, nil
 	}
@@ -92,4 +96,30 @@ func TestClusterFailureRuleHoldsWhileInFlight(t *testing.T) {
 	if got := svc.held["victim"]; got != 3 {
 		t.Fatalf("the window holds %d, want the 3 failures", got)
 	}
+}
+
+// TestClusterFailureRuleSuccessesLeaveTheFallbackWhole: successes of a
+// clusterMode failure rule are given back to the local bucket too, which
+// learns each pass for a fallback: when Redis then fails, a user whose
+// logins all succeeded is not locked out by the gateway's own bucket.
+func TestClusterFailureRuleSuccessesLeaveTheFallbackWhole(t *testing.T) {
+	svc := &heldCluster{fakeCluster: &fakeCluster{}, count: 3, held: map[string]int64{}, pending: map[string]int64{}}
+	r := clusterRule(3, config.ThresholdGlobal, nil)
+	r.Items = nil
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	c := compileCluster(t, svc, r)
+	val := vals{orderID: "alice"}
+	for i := range 5 {
+		tok, v := c.Enter(sec(1), val, 1)
+		if v.Blocked {
+			t.Fatalf("login %d refused: %+v", i, v)
+		}
+		tok.Exit(sec(1), 200)
+	}
+	svc.err = errors.New("redis down")
+	tok, v := c.Enter(sec(1), val, 1)
+	if v.Blocked {
+		t.Fatalf("Redis down after five successful logins: the fallback refused alice: %+v", v)
+	}
+	tok.Exit(sec(1), 200)
 }

@@ -131,7 +131,7 @@ func (s *slot) charge(ts TokenService, gb TokenReturner, now int64, status int) 
 		switch {
 		case r.failures.Has(status):
 		case s.back != 0:
-			s.returnPass(ts, gb)
+			s.returnPass(ts, gb, now)
 		default:
 			s.giveBack(now)
 		}
@@ -206,7 +206,7 @@ func (t *Token) Cancel(now int64) {
 func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 	if s.back != 0 { // only a giver stamps a pass
 		if s.r.after {
-			s.returnPass(ts, gb)
+			s.returnPass(ts, gb, now)
 		} else {
 			gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
 		}
@@ -236,22 +236,34 @@ func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 // window, and takes it to Redis now: a give-back goes with the gateway's
 // next call on the value, and until then the fleet would count a success
 // as a failure. One more round trip, for an answer that was no failure.
-func (s *slot) returnPass(ts TokenService, gb TokenReturner) {
+// The local bucket, charged the pass for a fallback, gets it back too, or
+// a Redis outage would find successes counted as failures there.
+func (s *slot) returnPass(ts TokenService, gb TokenReturner, now int64) {
 	gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
-	if ts != nil {
-		_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
+	if ts == nil {
+		return
 	}
+	_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
+	e, sh := s.r.table.Get(s.val, now)
+	if e != nil {
+		cost, _, _, _ := bucketOf(&s.r.params[e.V.param], s.n, s.r.share(ts))
+		e.V.refund(cost, now)
+	}
+	sh.Unlock()
 }
 
 // giveBack puts a bucket call's tokens (undo) back, never above full.
-func (s *slot) giveBack(now int64) {
+func (s *slot) giveBack(now int64) { s.e.V.refund(s.undo, now) }
+
+// refund puts cost (ns of a token bucket's schedule) back in v's bucket,
+// never above full.
+func (v *value) refund(cost, now int64) {
 	for {
-		tat := s.e.V.state.Load()
+		tat := v.state.Load()
 		if tat <= now {
 			return // already full
 		}
-		back := max(tat-s.undo, now)
-		if s.e.V.state.CompareAndSwap(tat, back) {
+		if v.state.CompareAndSwap(tat, max(tat-cost, now)) {
 			return
 		}
 	}
