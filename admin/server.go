@@ -71,6 +71,17 @@ type State struct {
 	Cluster any
 	// Source is the fleet's rules source; nil without a rulesSource.
 	Source *SourceState
+	// PendingRestart lists the start-only settings the rules file changed:
+	// Config shows their values in force, which stay until the restart.
+	PendingRestart []PendingSetting
+}
+
+// PendingSetting is a start-only setting whose value in the rules file is
+// not the one in force, with passwords masked as in the log.
+type PendingSetting struct {
+	Setting string `json:"setting"`
+	Old     string `json:"old"` // in force
+	New     string `json:"new"` // in the file, from the restart on
 }
 
 // Server is the admin listener's handler set plus the history sampler. Build
@@ -221,6 +232,8 @@ type rulesJSON struct {
 	Cluster    any        `json:"cluster,omitempty"`
 	// Source is the fleet's rules source, when the gateway has one.
 	Source *SourceState `json:"source,omitempty"`
+	// PendingRestart: the start-only settings that wait for a restart.
+	PendingRestart []PendingSetting `json:"pendingRestart,omitempty"`
 	// TokenRequired tells the dashboard to ask for the token before a write.
 	TokenRequired bool `json:"tokenRequired"`
 	// Editable is false when no ConfigPath was given.
@@ -245,7 +258,7 @@ func (s *Server) rules(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
-		TLSError: st.TLSError, Cluster: st.Cluster, Source: st.Source,
+		TLSError: st.TLSError, Cluster: st.Cluster, Source: st.Source, PendingRestart: st.PendingRestart,
 		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "" || s.opts.Document != nil,
 	})
 }

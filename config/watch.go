@@ -23,7 +23,9 @@ import (
 // It watches the file's directory, not the file, so that in-place writes,
 // editors' rename-over saves, delete+recreate and Kubernetes ConfigMap
 // symlink swaps ("..data" replaced) are all seen; if path is a symlink whose
-// target lives in another directory, that directory is watched too. Events
+// target lives in another directory, that directory is watched too. If the
+// directory itself is deleted or moved away, its nearest existing ancestor is
+// watched (and polled) until it is back, then the file is looked at. Events
 // are debounced: onChange runs once the directory has been quiet for
 // debounce, and only if the file's content hash differs from the last one
 // seen (a file that disappears counts as a change, so a reload can report
@@ -95,6 +97,30 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 	if changed {
 		kick()
 	}
+	// poll looks for the file's directory again while it is gone, in case
+	// no watchable ancestor reports it coming back; nil while it is there.
+	var poll *time.Ticker
+	var pollC <-chan time.Time
+	regain := func() {
+		if !fw.regain() {
+			if poll == nil {
+				poll = time.NewTicker(dirPoll)
+				pollC = poll.C
+			}
+			return
+		}
+		if poll != nil {
+			poll.Stop()
+			poll, pollC = nil, nil
+		}
+		// The file may have been written before the new watch was in place.
+		kick()
+	}
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,9 +130,14 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 			if !ok {
 				return nil
 			}
+			if fw.gone(ev) || fw.lost && fw.onPath(ev.Name) {
+				regain()
+			}
 			if fw.relevant(ev.Name) {
 				kick()
 			}
+		case <-pollC:
+			regain()
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
@@ -125,10 +156,16 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 	}
 }
 
+// dirPoll is how often a watch whose directory is gone looks for it again,
+// besides the events of the nearest ancestor that still exists.
+const dirPoll = time.Second
+
 // fileWatch tracks which directories and names matter for one file.
 type fileWatch struct {
 	path   string          // absolute path as given (may be or pass through symlinks)
-	dir    string          // its directory, always watched
+	dir    string          // its directory, watched whenever it exists
+	lost   bool            // dir is gone (deleted or moved away): its watch went with it
+	anchor string          // while lost: the nearest ancestor of dir watched for it to come back
 	target string          // the resolved file
 	links  map[string]bool // every symlink met resolving path: a swap of any re-points it
 	extra  map[string]bool // directories watched besides dir: the links' and the target's
@@ -147,6 +184,71 @@ func (f *fileWatch) relevant(name string) bool {
 		return true
 	}
 	return false
+}
+
+// gone reports whether ev says the file's directory itself was deleted or
+// moved away: inotify then drops the directory's watch, and without a new
+// one no later change to the file would be seen (rm -rf dir; mkdir dir).
+func (f *fileWatch) gone(ev fsnotify.Event) bool {
+	return ev.Name == f.dir && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0
+}
+
+// onPath reports whether name is the file's directory or one of its
+// ancestors: while the directory is gone, only those can bring it back.
+func (f *fileWatch) onPath(name string) bool {
+	return name == f.dir || strings.HasPrefix(f.dir, strings.TrimSuffix(name, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// regain watches the file's directory again and reports whether it could.
+// While the directory is missing it watches the nearest ancestor that
+// exists instead, whose events call regain again as the path is rebuilt.
+func (f *fileWatch) regain() bool {
+	if !f.lost {
+		f.log.Warn().Str("file", f.path).Str("dir", f.dir).Msg("config: the watched file's directory is gone; watching for it to come back")
+	}
+	f.lost = true
+	// Each pass watches one level deeper: a level made between finding the
+	// nearest ancestor and watching it (mkdir -p) sends that watch no event.
+	prev := ""
+	for {
+		d := f.dir
+		for f.w.Add(d) != nil {
+			up := filepath.Dir(d)
+			if up == d {
+				f.setAnchor("")
+				return false // nothing on the way is watchable: the poll goes on
+			}
+			d = up
+		}
+		if d == f.dir {
+			f.setAnchor("")
+			f.lost = false
+			f.log.Info().Str("file", f.path).Str("dir", f.dir).Msg("config: the watched file's directory is back; watching it again")
+			return true
+		}
+		f.setAnchor(d)
+		if d == prev {
+			return false // the level below exists but cannot be watched: the poll goes on
+		}
+		prev = d
+		rest, err := filepath.Rel(d, f.dir)
+		if err != nil {
+			return false
+		}
+		next, _, _ := strings.Cut(rest, string(filepath.Separator))
+		if _, err := os.Lstat(filepath.Join(d, next)); err != nil {
+			return false // the anchor's events will tell when it appears
+		}
+	}
+}
+
+// setAnchor makes d (or nothing, "") the ancestor watched for the lost
+// directory, dropping the previous one unless follow watches it too.
+func (f *fileWatch) setAnchor(d string) {
+	if f.anchor != "" && f.anchor != d && f.anchor != f.dir && !f.extra[f.anchor] {
+		_ = f.w.Remove(f.anchor) // already gone with its directory is fine
+	}
+	f.anchor = d
 }
 
 // follow resolves the file's symlinks and watches the directories holding

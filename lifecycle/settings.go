@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sluice/admin"
 	"sluice/config"
 )
 
@@ -17,6 +18,9 @@ type startSetting struct {
 	// value is the setting as one string; it is logged as value of the
 	// redacted file (config.Redacted), so a secret never is.
 	value func(c *config.Config) string
+	// keep copies the setting from src into dst, so that the rules shown
+	// as in force carry the value the process started with.
+	keep func(dst, src *config.Config)
 }
 
 // startSettings lists every setting read only at start; everything else in
@@ -28,57 +32,79 @@ type startSetting struct {
 func startSettings() []startSetting {
 	return []startSetting{
 		{name: "listen", flagged: func(o Options) bool { return o.Listen != "" },
-			value: func(c *config.Config) string { return c.Listen }},
+			value: func(c *config.Config) string { return c.Listen },
+			keep:  func(d, s *config.Config) { d.Listen = s.Listen }},
 		{name: "admin.listen", flagged: func(o Options) bool { return o.Admin != "" },
-			value: (*config.Config).AdminListen},
+			value: (*config.Config).AdminListen,
+			keep:  func(d, s *config.Config) { d.Admin.Listen = s.Admin.Listen }},
 		{name: "log.level", flagged: func(o Options) bool { return o.LogLevel != "" },
-			value: func(c *config.Config) string { return c.Log.Level }},
+			value: func(c *config.Config) string { return c.Log.Level },
+			keep:  func(d, s *config.Config) { d.Log.Level = s.Log.Level }},
 		{name: "log.format", flagged: func(o Options) bool { return o.LogFormat != "" },
-			value: func(c *config.Config) string { return c.Log.Format }},
-		{name: "tls.listen", flagged: never, value: func(c *config.Config) string { return c.TLS.Listen }},
+			value: func(c *config.Config) string { return c.Log.Format },
+			keep:  func(d, s *config.Config) { d.Log.Format = s.Log.Format }},
+		{name: "tls.listen", flagged: never, value: func(c *config.Config) string { return c.TLS.Listen },
+			keep: func(d, s *config.Config) { d.TLS.Listen = s.TLS.Listen }},
 		{name: "tls.certificates", flagged: never, value: func(c *config.Config) string {
 			pairs := make([]string, len(c.TLS.Certificates))
 			for i, p := range c.TLS.Certificates {
 				pairs[i] = p.CertFile + "+" + p.KeyFile
 			}
 			return strings.Join(pairs, ", ")
-		}},
-		{name: "tls.minVersion", flagged: never, value: func(c *config.Config) string { return c.TLS.MinVersion }},
-		{name: "tls.clientCAFile", flagged: never, value: func(c *config.Config) string { return c.TLS.ClientCAFile }},
+		}, keep: func(d, s *config.Config) { d.TLS.Certificates = s.TLS.Certificates }},
+		{name: "tls.minVersion", flagged: never, value: func(c *config.Config) string { return c.TLS.MinVersion },
+			keep: func(d, s *config.Config) { d.TLS.MinVersion = s.TLS.MinVersion }},
+		{name: "tls.clientCAFile", flagged: never, value: func(c *config.Config) string { return c.TLS.ClientCAFile },
+			keep: func(d, s *config.Config) { d.TLS.ClientCAFile = s.TLS.ClientCAFile }},
 		{name: "tls.redirectHttp", flagged: never,
-			value: func(c *config.Config) string { return strconv.FormatBool(c.TLS.RedirectHTTP) }},
+			value: func(c *config.Config) string { return strconv.FormatBool(c.TLS.RedirectHTTP) },
+			keep:  func(d, s *config.Config) { d.TLS.RedirectHTTP = s.TLS.RedirectHTTP }},
 		{name: "http2.tls", flagged: never,
-			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.OverTLS()) }},
+			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.OverTLS()) },
+			keep:  func(d, s *config.Config) { d.HTTP2.TLS = s.HTTP2.TLS }},
 		{name: "http2.h2c", flagged: never,
-			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) }},
+			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) },
+			keep:  func(d, s *config.Config) { d.HTTP2.H2C = s.HTTP2.H2C }},
 		// net/http reads these into its servers once; server.sendTimeout is
 		// the gateway's own and applies to new connections (announceLive).
 		{name: "server.readHeaderTimeout", flagged: func(o Options) bool { return o.ReadHeaderTimeout > 0 },
-			value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() }},
+			value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() },
+			keep:  func(d, s *config.Config) { d.Server.ReadHeaderTimeout = s.Server.ReadHeaderTimeout }},
 		{name: "server.idleTimeout", flagged: never,
-			value: func(c *config.Config) string { return c.Server.IdleTimeout.String() }},
+			value: func(c *config.Config) string { return c.Server.IdleTimeout.String() },
+			keep:  func(d, s *config.Config) { d.Server.IdleTimeout = s.Server.IdleTimeout }},
 		{name: "server.maxConcurrentStreams", flagged: never,
-			value: func(c *config.Config) string { return strconv.Itoa(c.Server.MaxConcurrentStreams) }},
+			value: func(c *config.Config) string { return strconv.Itoa(c.Server.MaxConcurrentStreams) },
+			keep:  func(d, s *config.Config) { d.Server.MaxConcurrentStreams = s.Server.MaxConcurrentStreams }},
 		{name: "cluster.redis", flagged: never,
-			value: func(c *config.Config) string { return c.Cluster.Redis }},
+			value: func(c *config.Config) string { return c.Cluster.Redis },
+			keep:  func(d, s *config.Config) { d.Cluster.Redis = s.Cluster.Redis }},
 		{name: "cluster.sentinel", flagged: never,
-			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) }},
+			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) },
+			keep:  func(d, s *config.Config) { d.Cluster.Sentinel = s.Cluster.Sentinel }},
 		{name: "cluster.clusterAddrs", flagged: never,
-			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") }},
+			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") },
+			keep:  func(d, s *config.Config) { d.Cluster.ClusterAddrs = s.Cluster.ClusterAddrs }},
 		{name: "cluster.namespace", flagged: never,
-			value: func(c *config.Config) string { return c.Cluster.Namespace }},
+			value: func(c *config.Config) string { return c.Cluster.Namespace },
+			keep:  func(d, s *config.Config) { d.Cluster.Namespace = s.Cluster.Namespace }},
 		// The rules source is connected once; a reload keeps merging the
 		// document of the source the gateway started with.
 		{name: "rulesSource.redis", flagged: never,
-			value: func(c *config.Config) string { return c.RulesSource.Redis }},
+			value: func(c *config.Config) string { return c.RulesSource.Redis },
+			keep:  func(d, s *config.Config) { d.RulesSource.Redis = s.RulesSource.Redis }},
 		{name: "rulesSource.sentinel", flagged: never,
-			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) }},
+			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) },
+			keep:  func(d, s *config.Config) { d.RulesSource.Sentinel = s.RulesSource.Sentinel }},
 		{name: "rulesSource.clusterAddrs", flagged: never,
-			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") }},
+			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") },
+			keep:  func(d, s *config.Config) { d.RulesSource.ClusterAddrs = s.RulesSource.ClusterAddrs }},
 		{name: "rulesSource.key", flagged: never,
-			value: func(c *config.Config) string { return c.RulesSource.Key }},
+			value: func(c *config.Config) string { return c.RulesSource.Key },
+			keep:  func(d, s *config.Config) { d.RulesSource.Key = s.RulesSource.Key }},
 		{name: "rulesSource.cacheFile", flagged: never,
-			value: func(c *config.Config) string { return c.RulesSource.CacheFile }},
+			value: func(c *config.Config) string { return c.RulesSource.CacheFile },
+			keep:  func(d, s *config.Config) { d.RulesSource.CacheFile = s.RulesSource.CacheFile }},
 	}
 }
 
@@ -116,10 +142,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 		if s.flagged(r.opts) || now == s.value(prev) || now == s.value(started) {
 			continue
 		}
-		old, shown := s.value(started.Redacted()), s.value(next.Redacted())
-		if shown == old {
-			shown += " (a hidden password changed)"
-		}
+		old, shown := shownChange(s, started, next)
 		r.log.Warn().Str("setting", s.name).Str("old", old).Str("new", shown).
 			Msg(s.name + " changed in the rules file: it takes effect at restart")
 	}
@@ -127,11 +150,83 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	r.applyAdminToken(prev, next)
 	r.announceLive(prev, next)
 	if !r.clusterOn {
-		if res, ok := next.ClusterRule(); ok {
-			r.log.Warn().Str("resource", res).
-				Msg("clusterMode rule checked locally: the gateway started without cluster rules or a cluster Redis; restart to connect to Redis")
+		// Once for the clusterMode rules a reload brings, not at every
+		// reload that keeps them: the condition lasts until the restart.
+		before := map[clusterRule]bool{}
+		for _, rule := range clusterRules(prev) {
+			before[rule] = true
+		}
+		for _, rule := range clusterRules(next) {
+			if !before[rule] {
+				r.log.Warn().Str("resource", rule.resource).
+					Msg("clusterMode rule checked locally: the gateway started without cluster rules or a cluster Redis; restart to connect to Redis")
+				break
+			}
 		}
 	}
+}
+
+// clusterRule names a clusterMode rule by its section and resource: a
+// rule edited in place (its count, say) is the same one.
+type clusterRule struct{ section, resource string }
+
+// clusterRules lists cfg's clusterMode rules.
+func clusterRules(cfg *config.Config) []clusterRule {
+	var out []clusterRule
+	for _, r := range cfg.FlowRules {
+		if r.ClusterMode {
+			out = append(out, clusterRule{"flowRules", r.Resource})
+		}
+	}
+	for _, r := range cfg.ParamRules {
+		if r.ClusterMode {
+			out = append(out, clusterRule{"paramRules", r.Resource})
+		}
+	}
+	return out
+}
+
+// shownChange is a start-only setting's value in force (started's) and in
+// next, as logged and shown: passwords masked, and a change hidden by the
+// mask said to be one.
+func shownChange(s startSetting, started, next *config.Config) (old, shown string) {
+	old, shown = s.value(started.Redacted()), s.value(next.Redacted())
+	if shown == old {
+		shown += " (a hidden password changed)"
+	}
+	return old, shown
+}
+
+// inForce is cfg as the process runs it: its start-only settings keep
+// started's values, so that GET /api/rules shows what is in force, not a
+// listen address the gateway does not listen on.
+func inForce(started, cfg *config.Config) *config.Config {
+	if started == nil || started == cfg {
+		return cfg
+	}
+	out := *cfg
+	for _, s := range startSettings() {
+		s.keep(&out, started)
+	}
+	return &out
+}
+
+// pendingRestart lists the start-only settings whose value in cfg differs
+// from the one in force, with both values masked as the log has them; a
+// setting a flag fixes is left out (the file's value never applies).
+func (o Options) pendingRestart(started, cfg *config.Config) []admin.PendingSetting {
+	if started == nil || started == cfg {
+		return nil
+	}
+	var out []admin.PendingSetting
+	for _, s := range startSettings() {
+		if s.flagged(o) || s.value(cfg) == s.value(started) {
+			continue
+		}
+		old, shown := shownChange(s, started, cfg)
+		out = append(out, admin.PendingSetting{Setting: s.name, Old: old, New: shown})
+	}
+	return out
 }
 
 // announceLive logs a reload's change to a setting that applies to what

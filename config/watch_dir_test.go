@@ -1,0 +1,96 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// seenWithin polls w's callbacks until the last saw content; it reports
+// false after d, so that a lost watch fails the test quickly.
+func seenWithin(w *watcher, content string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if seen := w.calls(); len(seen) > 0 && seen[len(seen)-1] == content {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// TestWatchSurvivesItsDirectoryReplaced: the rules file's directory
+// deleted (or moved away) and made again, the file written into the new
+// one, is seen, and so are later writes: inotify drops a deleted
+// directory's watch, and the watch used to stay blind until a restart.
+func TestWatchSurvivesItsDirectoryReplaced(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// replace removes dir (under base) and makes it again, empty.
+		replace func(t *testing.T, base, dir string)
+	}{
+		{"rm -rf dir; mkdir dir", func(t *testing.T, _, dir string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"mv dir away; mkdir dir", func(t *testing.T, base, dir string) {
+			if err := os.Rename(dir, filepath.Join(base, "old")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"its parent too: rm -rf a; mkdir -p a/b", func(t *testing.T, base, dir string) {
+			if err := os.RemoveAll(filepath.Join(base, "a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"gone a while, then back in two steps", func(t *testing.T, base, dir string) {
+			if err := os.RemoveAll(filepath.Join(base, "a")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // five debounce periods: the watch settles on base
+			if err := os.Mkdir(filepath.Join(base, "a"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			base := t.TempDir()
+			dir := filepath.Join(base, "a", "b")
+			path := filepath.Join(dir, "rules.yaml")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, path, "v1")
+			w := startWatch(t, path, 20*time.Millisecond)
+			defer w.stop()
+
+			tt.replace(t, base, dir)
+			write(t, path, "v2")
+			if !seenWithin(w, "v2", 2*time.Second) {
+				t.Fatalf("the file written into the new directory was not seen; callbacks saw %q", w.calls())
+			}
+			write(t, path, "v3")
+			if !seenWithin(w, "v3", 2*time.Second) {
+				t.Fatalf("a write after the directory came back was not seen; callbacks saw %q", w.calls())
+			}
+		})
+	}
+}
