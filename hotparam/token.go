@@ -102,8 +102,8 @@ func (t *Token) slot(i int) *slot {
 // entered, in the local bucket or the cluster's rolling window, is kept if
 // status is one of failureStatuses, else given back; a calendar period,
 // which was only looked at, is charged it then; responseHeader: the figure
-// Answer read, else acquireCount). Rate
-// tokens taken as the call entered stay spent.
+// Answer read, else acquireCount). Rate tokens taken as the call entered
+// stay spent.
 func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
 		return
