@@ -151,10 +151,21 @@ func fromRequest(s *sources, r *http.Request, params *chi.Context, src config.So
 		}
 		return false
 	case config.SourceCookie:
-		// keyed as written, or percent-decoded as PHP and Node read it
+		// keyed as written, or percent-decoded as PHP and Node read it,
+		// or unquoted as a Python server reads it (octal and backslash
+		// escapes, ill-formed UTF-8 as U+FFFD), and then decoded
 		joined := strings.Join(r.Header["Cookie"], ";")
-		decoded, _ := cookieKey(joined)
-		return strings.Contains(joined, v) || strings.Contains(strings.ReplaceAll(joined, "+", " "), v) || strings.Contains(decoded, v)
+		forms := []string{joined}
+		for _, mode := range []pyMode{pyDjango, pyWerkzeug, pyLatin1} {
+			forms = append(forms, pythonCookie(`"`+joined+`"`, mode), pythonCookie(`"`+pyUTF8(joined)+`"`, mode))
+		}
+		for _, f := range forms {
+			decoded, _ := cookieKey(f)
+			if strings.Contains(f, v) || strings.Contains(strings.ReplaceAll(f, "+", " "), v) || strings.Contains(decoded, v) {
+				return true
+			}
+		}
+		return false
 	case config.SourcePath:
 		return unescapedPath(params.URLParam(src.Name)) == v // the router matched the escaped view
 	case config.SourceHost:

@@ -191,6 +191,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dropH2CUpgrade(r)
+	joinCookieLines(r)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		s.router.serve(w, r, v)
 		return

@@ -58,6 +58,7 @@ var hdrDiffSources = []config.Source{
 	{Kind: config.SourceHeader, Name: "X-Forwarded-Host"},
 	{Kind: config.SourceHeader, Name: "X-Forwarded-For"},
 	{Kind: config.SourceCookie, Name: "sid"},
+	{Kind: config.SourceCookie, Name: "s_id"},
 	{Kind: config.SourceHost},
 }
 
@@ -176,6 +177,8 @@ type hdrDecision struct {
 
 func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
 	v, _ := readTarget(r, s.mergeSlashes, s.keepParams)
+	r = r.Clone(r.Context()) // the gateway gets the request untouched
+	joinCookieLines(r)       // as ServeHTTP does before any source is read
 	var d hdrDecision
 	for _, src := range hdrDiffSources {
 		var vs valueSet
@@ -310,6 +313,10 @@ func hdrUpstreamViews(head string) ([]map[string][]string, error) {
 			views["node cookie.parse"] = nodeCookie(raw, src.Name)
 			views["PHP $_COOKIE"] = phpCookie(raw, src.Name)
 			views["Rack 2 parse_query(;,)"] = rack2Cookie(raw, src.Name)
+			views["Django parse_cookie"] = djangoCookie(raw, src.Name)
+			views["Werkzeug parse_cookie"] = werkzeugCookie(raw, src.Name)
+			views["Starlette cookie_parser"] = starletteCookie(raw, src.Name)
+			views["Python SimpleCookie"] = simpleCookieCookie(raw, src.Name)
 		case config.SourceHost:
 			// The upstream gets its own host in Host; the client's is in
 			// X-Forwarded-Host, which is what the host source must key on.
@@ -441,6 +448,14 @@ var hdrValues = []string{
 	"sid=a; sid=\"a\"", "x=1;sid=v2", "sid=\"\"", "sid=\"a", "sid=vict%69m", "s%69d=victim", "sid=\"victimZ",
 	"sid=a+b", "sid=a%20b", "sid=%ff", "sid=%25ff", "x=1, sid=victim", "sid=%zz%41", "X-Tenant", "x_tenant", "close", "keep-alive, X-Tenant",
 	"victim.example", "Victim.Example.", "victim:8080", "[::1]:80", "VICTIM", "1.2.3.4", "for=1.2.3.4",
+	// Python's readings: backslash and octal escapes, a quoted ';',
+	// Unicode white space, ill-formed UTF-8, white space as a separator;
+	// PHP's name mangling of s_id.
+	`sid="\166ictim"`, `sid="vic\tim"`, `"\166ictim"`, `sid="vic;tim"`, `sid="a;sid=b"`, "sid=\xa0victim",
+	"sid\xa0=victim", "sid=victim\xc2\xa0", "sid=\x1cvictim", "sid=vict\xffm", "sid=vict\xfem", "sid=\xe2\x80",
+	`sid="\351"`, "sid=\xc3\xa9", `sid="\303\251"`, "x=1 sid=victim", "x=1 sid = victim", "sid=victim junk=1",
+	`x=1 sid="a b"`, "s.id=victim", "s id=victim", "s_id=victim", "s%2Eid=victim", "%20s_id=victim", "s_id%00x=victim",
+	"s[id=victim", `sid=" victim"`, "sid=\"victim\xa0\"",
 }
 
 // hdrSeeds are hand-picked: one per corner the brief names.
@@ -474,6 +489,16 @@ var hdrSeeds = []struct {
 	{"/t", []string{"Cookie: s%69d=victim"}},
 	{"/t", []string{"Cookie: sid=\"victimZ"}},
 	{"/t", []string{"Cookie: sid=a+b"}},
+	{"/t", []string{`Cookie: sid="\166ictim"`}},
+	{"/t", []string{`Cookie: sid="vic;tim"`}},
+	{"/t", []string{"Cookie: sid=\xa0victim"}},
+	{"/t", []string{"Cookie: sid\xc2\xa0=victim"}},
+	{"/t", []string{"Cookie: sid=vict\xffm"}},
+	{"/t", []string{"Cookie: x=1 sid=victim"}},
+	{"/t", []string{"Cookie: s.id=victim"}},
+	{"/t", []string{"Cookie: s_id%00x=victim"}},
+	{"/t", []string{`Cookie: sid="a`, `Cookie: b"`}},
+	{"/t", []string{"Cookie: sid=vic\xe2\x80tim"}},
 	{"/t", []string{"Host: Victim.Example.:8080"}},
 	{"/t", []string{"Host: VICTIM"}},
 	{"http://victim/t", []string{"Host: other"}},
@@ -541,7 +566,7 @@ func TestHeaderSourcesOneView(t *testing.T) {
 // way past). A Go upstream's raw value is keyed by cookieKey itself.
 // A '+' is a space to the gateway, whichever way it was written.
 func gwCookieKey(v string) string {
-	return strings.Trim(trimOWS(strings.ReplaceAll(v, "+", " ")), `"`)
+	return bareCookie(strings.ReplaceAll(v, "+", " "))
 }
 
 // nodeCookie reads name as jshttp/cookie 0.x (Express 4) does: the header
@@ -590,13 +615,26 @@ func phpDecode(s string) string {
 }
 
 // phpCookie reads name as PHP fills $_COOKIE: pairs split at ';', leading
-// white space skipped, name and value urldecoded.
+// white space skipped, name and value urldecoded, and the name as
+// php_register_variable_ex makes it: leading spaces skipped, cut at a
+// NUL, ' ' and '.' written '_', and a '[' without a ']' after it '_' (a
+// name with "[...]" is an array, no string value).
 func phpCookie(lines []string, name string) []string {
 	var out []string
 	for _, line := range lines {
 		for _, pair := range strings.Split(line, ";") {
 			k, v, _ := strings.Cut(strings.TrimLeft(pair, " \t\n\r\v\f"), "=")
-			if phpDecode(k) != name {
+			k = strings.TrimLeft(phpDecode(k), " ")
+			if i := strings.IndexByte(k, 0); i >= 0 {
+				k = k[:i]
+			}
+			if i := strings.IndexByte(k, '['); i >= 0 {
+				if strings.IndexByte(k[i:], ']') >= 0 {
+					continue
+				}
+				k = k[:i] + "_" + k[i+1:]
+			}
+			if strings.NewReplacer(" ", "_", ".", "_").Replace(k) != name {
 				continue
 			}
 			if v = gwCookieKey(phpDecode(v)); v != "" {

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -295,7 +294,9 @@ func isList(name string) bool {
 func headerValues(lines []string, list bool, vs *valueSet) {
 	for _, line := range lines {
 		if !list {
-			if !vs.add(line) {
+			// Trimmed: an HTTP/1 server trims the line, but an h2 field
+			// may keep spaces an upstream over HTTP/1 never sees.
+			if !vs.add(trimOWS(line)) {
 				return
 			}
 			continue
@@ -373,161 +374,4 @@ func nextListElement(line string) (elem, rest string) {
 		}
 	}
 	return line, ""
-}
-
-// cookieValues adds the values of every cookie called name, without
-// parsing the others.
-//
-// A cookie is read as the servers behind sluice read it, each of their
-// readings a value, so that no spelling of a cookie is a fresh key to the
-// limits while the upstream reads another:
-//   - The name is trimmed of spaces and tabs after cutting at '=', as
-//     net/http's readCookies (Request.Cookie), Python's http.cookies and
-//     Node's cookie do ("sid =abc" is sid=abc), and read percent-decoded
-//     too, as PHP's $_COOKIE and Rack 2 read it (s%69d is sid).
-//   - The value is keyed decoded (cookieKey): Node's cookie, PHP and Rack
-//     decode it, so vict%69m is victim to them.
-//   - A ';'-part holding a ',' is also split at each ',': Rack 2 and
-//     Python's http.cookies read "x=1, sid=abc" as a cookie sid=abc.
-//   - A value that opens a double quote it does not close is also read as
-//     Node's cookie 0.x (Express 4) reads it, its first and last bytes
-//     dropped: sid="abcZ is abc to it.
-func cookieValues(lines []string, name string, vs *valueSet) {
-	for _, line := range lines {
-		for line != "" {
-			var part string
-			part, line = cutByte(line, ';')
-			if vs.one {
-				if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) {
-					if key, _ := cookieKey(v); !vs.add(key) {
-						return
-					}
-				}
-				continue
-			}
-			if k, v, ok := strings.Cut(part, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
-				return
-			}
-			if strings.IndexByte(part, ',') < 0 {
-				continue
-			}
-			for part != "" {
-				var sub string
-				sub, part = cutByte(part, ',')
-				if k, v, ok := strings.Cut(sub, "="); ok && cookieName(k, name) && !addCookie(v, vs) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// cookieName reports whether a cookie's name as written (k, before its
-// '=') is name: trimmed of spaces and tabs, as written or percent-decoded
-// ('+' a space). It allocates nothing.
-func cookieName(k, name string) bool {
-	k = trimOWS(k)
-	if k == name {
-		return true
-	}
-	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 {
-		return false
-	}
-	j := 0
-	for i := 0; i < len(k); j++ {
-		var c byte
-		c, i, _ = formByte(k, i)
-		if j == len(name) || name[j] != c {
-			return false
-		}
-	}
-	return j == len(name)
-}
-
-// addCookie adds a cookie's value (after its '=') as cookieValues reads
-// it; false when vs is full.
-func addCookie(v string, vs *valueSet) bool {
-	v = trimOWS(v)
-	if !addCookieKeys(v, vs) {
-		return false
-	}
-	if len(v) > 1 && v[0] == '"' && v[len(v)-1] != '"' {
-		return addCookieKeys(v[1:len(v)-1], vs)
-	}
-	return true
-}
-
-// addCookieKeys adds v's key and, when Node's decodeURIComponent would
-// throw on it (a '%' that is no escape, or escapes that are no UTF-8),
-// the key of v undecoded: Node then reads v as written (%zz%41), where
-// PHP reads %zzA.
-func addCookieKeys(v string, vs *valueSet) bool {
-	k, malformed := cookieKey(v)
-	if !vs.add(k) {
-		return false
-	}
-	if malformed {
-		return vs.add(strings.Trim(trimOWS(strings.ReplaceAll(strings.Trim(trimOWS(v), `"`), "+", " ")), `"`))
-	}
-	return true
-}
-
-// cookieKey is the key of a cookie value: its double quotes removed and,
-// when it holds an escape or a '+', percent-decoded as PHP's urldecode
-// does ('+' a space, each valid %XX its byte, any other '%' kept), then
-// trimmed and unquoted again. A decoded '+' is a space too: Node reads
-// a+b and a%2Bb as "a+b", PHP as "a b" and "a+b", so one key for all
-// three is the only one that is one key to both. So the spellings that one server or another
-// reads as one value are one key (the trimming and decoding merge a few
-// values net/http tells apart into one bucket: stricter, never a way
-// past). Only a value that must be decoded allocates.
-// malformed reports a '%' that is no escape, or escapes that decode to
-// no UTF-8.
-func cookieKey(v string) (key string, malformed bool) {
-	v = strings.Trim(trimOWS(v), `"`)
-	if strings.IndexByte(v, '%') < 0 && strings.IndexByte(v, '+') < 0 {
-		return v, false
-	}
-	b := make([]byte, 0, len(v))
-	escaped := false
-	for i := 0; i < len(v); {
-		c, next, esc := formByte(v, i)
-		switch {
-		case esc:
-			if c == '+' {
-				c = ' ' // %2B: a '+' to Node, which reads a raw '+' as itself
-			}
-			escaped = escaped || c >= utf8.RuneSelf
-		case c == '%':
-			malformed = true
-		}
-		b = append(b, c)
-		i = next
-	}
-	if escaped && !utf8.Valid(b) {
-		malformed = true
-	}
-	return strings.Trim(trimOWS(string(b)), `"`), malformed
-}
-
-// formByte is the byte of v at i as PHP's urldecode reads it: '+' a
-// space, a valid %XX its byte (escaped); next is where the following one
-// starts. Anything else, a '%' that is no escape too, is itself.
-func formByte(v string, i int) (c byte, next int, escaped bool) {
-	switch c = v[i]; {
-	case c == '+':
-		return ' ', i + 1, false
-	case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
-		return unhex(v[i+1])<<4 | unhex(v[i+2]), i + 3, true
-	}
-	return c, i + 1, false
-}
-
-// cutByte is strings.Cut on one byte: s before the first sep, and after
-// it ("" if there is none).
-func cutByte(s string, sep byte) (before, after string) {
-	if i := strings.IndexByte(s, sep); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	return s, ""
 }

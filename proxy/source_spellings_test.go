@@ -178,6 +178,59 @@ paramRules:
 	})
 }
 
+// TestCookieSpellingsPythonReads: Python's servers read a cookie in ways
+// no other did: Django, Flask and Starlette unquote a quoted value's
+// backslash and octal escapes ("\166ictim" is victim), Flask and
+// SimpleCookie (Bottle) read a quoted value on past ';', SimpleCookie
+// splits at white space, Python strips Unicode white space (NBSP) and
+// Django and Flask read ill-formed UTF-8 as U+FFFD; PHP reads s.id, s id
+// and s_id%00x as s_id. Each was a fresh key to a limit for a value the
+// upstream read as the limited one. (That two Cookie lines are forwarded
+// as the one line the limits read, TestHeaderSourcesOneView shows.)
+func TestCookieSpellingsPythonReads(t *testing.T) {
+	cookie := func(status int, lines ...string) hostStep {
+		st := hostStep{status: status}
+		if status == 429 {
+			st.reason = "param"
+		}
+		for _, l := range lines {
+			st.lines = append(st.lines, "Cookie", l)
+		}
+		return st
+	}
+	runHostSteps(t, `
+paramRules:
+  - resource: item
+    param: cookie:sid
+    count: 1
+  - resource: item
+    param: cookie:s_id
+    count: 1
+`, []hostStep{
+		cookie(200, "sid=victim"),
+		cookie(429, `sid="\166ictim"`),
+		cookie(429, `sid="vic\tim"`),
+		cookie(429, "x=1 sid=victim"),
+		cookie(429, "x=1 sid = victim"),
+		cookie(429, "sid=victim junk=1"),
+		cookie(429, "sid=\xc2\xa0victim"),
+		cookie(429, "sid\xa0=victim"),
+		cookie(429, "sid=\x1cvictim\x0b"),
+		cookie(200, `sid="a;b"`),
+		cookie(429, `sid="a\073b"`),
+		cookie(429, `sid="a`, `b"`), // one line "sid=\"a; b\""
+		cookie(200, "sid=vic\xfftim"),
+		cookie(429, "sid=vic\xfetim"), // U+FFFD to Django and Flask
+		cookie(200, "s_id=victim"),
+		cookie(429, "s.id=victim"),
+		cookie(429, "s id=victim"),
+		cookie(429, "s%2Eid=victim"),
+		cookie(429, "%20s_id=victim"),
+		cookie(429, "s_id%00x=victim"),
+		cookie(200, "sid=other; s_id=other"),
+	})
+}
+
 // TestOneCookieIsOneValueToHashOn: a source that must give one value
 // (hashOn, origin.from) reads each cookie once, by its key, not in every
 // reading a param rule counts (cookieValues): a cookie with escapes (base64
@@ -281,6 +334,51 @@ flowRules:
 	} {
 		if status, blocked := sendHost(g, st.host, "/item/x", st.lines...); status != st.status || blocked != st.reason {
 			t.Errorf("step %d (Host %q): %d %q, want %d %q", i, st.host, status, blocked, st.status, st.reason)
+		}
+	}
+}
+
+// TestH2HeaderValueSpacesAreOneKey: an HTTP/1 server trims the spaces
+// around a field value, but over h2 a value keeps them, and a header that
+// is no list (Authorization, User-Agent) was keyed as sent: " victim " was
+// a fresh key for the value victim that the upstream, over HTTP/1, reads.
+func TestH2HeaderValueSpacesAreOneKey(t *testing.T) {
+	g, _, _ := clockedGateway(t, `
+paramRules:
+  - resource: item
+    param: header:Authorization
+    count: 1
+`)
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for i, st := range []struct {
+		value  string
+		status int
+	}{
+		{"victim", 200},
+		{" victim ", 429},
+		{"\tvictim", 429},
+		{"other ", 200},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/item/x", nil)
+		req.Header["Authorization"] = []string{st.value}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("answered over %s, want h2", resp.Proto)
+		}
+		if resp.StatusCode != st.status {
+			t.Errorf("step %d (Authorization %q): %d, want %d", i, st.value, resp.StatusCode, st.status)
 		}
 	}
 }

@@ -276,3 +276,27 @@ func TestSourceSeveralValues(t *testing.T) {
 		})
 	}
 }
+
+// TestCookieReadingsAllocateNothing: reading a cookie every way the
+// servers behind read it (Rack's ',' split, SimpleCookie's white space,
+// Python's readings of UTF-8, PHP's name mangling, a quoted value) copies
+// nothing unless a value must be decoded, unquoted or made UTF-8.
+func TestCookieReadingsAllocateNothing(t *testing.T) {
+	src, _ := newSources(nil)
+	for _, line := range []string{
+		"a=1; sid=s1", `sid="quoted value"`, "x=1 sid=a b", "x=1, sid=v", "s.id=1; s_id=2", "sid=caf\xc3\xa9",
+		"sid=\xc2\xa0v\xc2\xa0", `sid="a;b"`, "lang=en,fr; theme=dark; sid=abc",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", line)
+		for _, name := range []string{"sid", "s_id"} {
+			for _, one := range []bool{false, true} {
+				vs := valueSet{one: one}
+				s := config.Source{Kind: config.SourceCookie, Name: name}
+				if n := testing.AllocsPerRun(100, func() { src.values(r, &view{}, nil, s, &vs) }); n != 0 {
+					t.Errorf("Cookie %q, %s (one value: %v): %v allocs per read, want 0", line, name, one, n)
+				}
+			}
+		}
+	}
+}
