@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -62,6 +63,10 @@ func Load(path string) (*Config, error) { return Overrides{}.Load(path) }
 type Overrides struct {
 	Listen      string  // "": the file's listen
 	AdminListen *string // nil: the file's admin.listen; "": the admin listener off
+	LogLevel    string  // "": the file's log.level
+	LogFormat   string  // "": the file's log.format
+	// ReadHeaderTimeout replaces server.readHeaderTimeout; 0: the file's.
+	ReadHeaderTimeout time.Duration
 }
 
 // Load is the package's Load with ov applied.
@@ -76,7 +81,10 @@ func (ov Overrides) Load(path string) (*Config, error) {
 // replaces reports whether ov gives the setting at path (or one above it).
 func (ov Overrides) replaces(path string) bool {
 	for p := path; p != ""; p = parent(p) {
-		if (p == "listen" && ov.Listen != "") || (p == "admin.listen" && ov.AdminListen != nil) {
+		switch {
+		case p == "listen" && ov.Listen != "", p == "admin.listen" && ov.AdminListen != nil,
+			p == "log.level" && ov.LogLevel != "", p == "log.format" && ov.LogFormat != "",
+			p == "server.readHeaderTimeout" && ov.ReadHeaderTimeout > 0:
 			return true
 		}
 	}
@@ -94,6 +102,15 @@ func (c *checker) applyOverrides() {
 	if ov.AdminListen != nil {
 		s := *ov.AdminListen
 		c.cfg.Admin.Listen = &s
+	}
+	if ov.LogLevel != "" {
+		c.cfg.Log.Level = ov.LogLevel
+	}
+	if ov.LogFormat != "" {
+		c.cfg.Log.Format = ov.LogFormat
+	}
+	if ov.ReadHeaderTimeout > 0 {
+		c.cfg.Server.ReadHeaderTimeout = Duration(ov.ReadHeaderTimeout)
 	}
 	c.errs = slices.DeleteFunc(c.errs, func(e Error) bool { return e.Field != "" && ov.replaces(e.Field) })
 	for p := range c.bad {

@@ -31,13 +31,14 @@ func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
 	return lns, nil
 }
 
-// overrides are the command line's -listen and -admin as config applies
-// them: the one place the flags replace the file's listen and admin.listen,
-// at start, at every reload and in the editor's check, so that the file's
-// replaced values are never checked or used. cfg.Listen and
+// overrides are the command line's -listen, -admin, -log-level,
+// -log-format and -read-header-timeout as config applies them: the one
+// place the flags replace the file's settings, at start, at every reload
+// and in the editor's check, so that the file's replaced values are never
+// checked, used or shown (GET /api/rules). cfg.Listen and
 // cfg.AdminListen() are then the addresses in force.
 func (o Options) overrides() config.Overrides {
-	ov := config.Overrides{Listen: o.Listen}
+	ov := config.Overrides{Listen: o.Listen, LogLevel: o.LogLevel, LogFormat: o.LogFormat, ReadHeaderTimeout: o.ReadHeaderTimeout}
 	switch o.Admin {
 	case "":
 	case "off":

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
@@ -189,4 +190,50 @@ func TestClusterModeLocalWarningOnce(t *testing.T) {
 	if strings.Contains(buf.String(), "clusterMode rule checked locally") {
 		t.Errorf("warned with the cluster service on: %s", buf.String())
 	}
+}
+
+// TestRulesShowFlagSettings: with -log-level, -log-format or
+// -read-header-timeout given, GET /api/rules showed the file's value, not
+// the one in force, before and after a reload (only -listen and -admin
+// replaced the file's). Now every such flag replaces the file's setting as
+// config reads it, so the rules shown carry the flag's value, a reload
+// lists no change to it as pending, and the file's replaced value is never
+// checked.
+func TestRulesShowFlagSettings(t *testing.T) {
+	up := upstream(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	write := func(extra string) {
+		t.Helper()
+		body := fmt.Sprintf("listen: 127.0.0.1:0\nupstreams: {app: {targets: [%q]}}\nroutes: [{path: /a, upstream: app, resource: a}]\n%s\n", up, extra)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("log: {level: info, format: console}\nserver: {readHeaderTimeout: 3s}")
+	var log logs
+	inst, err := New(Options{Config: path, Admin: "off", Log: &log, LogLevel: "warn", LogFormat: "json", ReadHeaderTimeout: 7 * time.Second})
+	if err != nil {
+		t.Fatalf("New: %v\n%s", err, log.String())
+	}
+	t.Cleanup(func() { inst.lns.traffic.close(); inst.close() })
+	shown := func(when string) {
+		t.Helper()
+		st := inst.adminState()
+		cfg := st.Config.(*config.Config)
+		if cfg.Log.Level != "warn" || cfg.Log.Format != "json" || cfg.Server.ReadHeaderTimeout.D() != 7*time.Second {
+			t.Errorf("%s: rules show log.level %q, log.format %q, server.readHeaderTimeout %v; want the flags' warn, json, 7s",
+				when, cfg.Log.Level, cfg.Log.Format, cfg.Server.ReadHeaderTimeout.D())
+		}
+		if len(st.PendingRestart) != 0 {
+			t.Errorf("%s: pendingRestart %v, want none (the flags fix these settings)", when, st.PendingRestart)
+		}
+	}
+	shown("at start")
+	// A reload with other values, one the file could not even hold, for
+	// the settings the flags replace.
+	write("log: {level: loud, format: console}\nserver: {readHeaderTimeout: 1s}\nflowRules: [{resource: a, count: 7}]")
+	if err := inst.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	shown("after a reload")
 }
