@@ -389,6 +389,14 @@ function showRules(st) {
     const src = st.source ? [" and version " + st.source.version + " of ", el("code", null, st.source.name)] : [];
     banner.replaceChildren(el("strong", null, "Rules loaded"), " from ", el("code", null, st.path || "?"), ...src, " at " + when(st.loadedAt) + " · last reload " + when(st.lastReload) + " ok");
   }
+  // Start-only settings a reload changed: the old values stay in force.
+  const pending = st.pendingRestart || [];
+  if (pending.length) {
+    banner.append(el("div", { class: "pending", id: "pending-restart" },
+      el("strong", null, "Waiting for a restart:"), " the file changes " + pending.length + (pending.length === 1 ? " setting" : " settings") + " that apply only at start; the values in force stay until then.",
+      el("ul", null, ...pending.map((p) => el("li", { "data-setting": p.setting },
+        el("code", null, p.setting), " ", el("code", null, p.old === "" ? '""' : p.old), " → ", el("code", null, p.new === "" ? '""' : p.new))))));
+  }
   // The tables are drawn again only when other rules came into force: a
   // document of thousands of rules is not redrawn every 5 seconds.
   const drawn = JSON.stringify([st.ready, st.path, st.loadedAt, st.source && st.source.version]);
