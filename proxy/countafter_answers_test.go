@@ -428,3 +428,43 @@ func TestAnnouncedCostTrailerUnnamed(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureCountsAnAnswerWhoseBodyBroke: an upstream's 401 whose body
+// broke after its status line reached the client told the client the
+// password was wrong, yet it cost a countOn failure rule nothing: the
+// broken exchange was recorded as no answer (status 0). A guesser behind
+// such an upstream was never locked out. The failure rules now judge the
+// status the client read; a breaker still counts the exchange as broken.
+// Both forwarders.
+func TestFailureCountsAnAnswerWhoseBodyBroke(t *testing.T) {
+	// A body long enough that its start reaches the client before the
+	// upstream breaks off.
+	up := newRawUp(t, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 256<<10), true)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := rulesGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+    retries: 0
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+    forwarder: %s
+paramRules:
+  - resource: login
+    param: header:X-Key
+    count: 2
+    durationSec: 3600
+    countOn: failure
+    failureStatuses: [401]
+`, up.url(), fwd))
+			for i, want := range []int{401, 401, 429} {
+				if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("pw")); got != want {
+					t.Fatalf("guess %d: %d, want %d", i, got, want)
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,11 @@ type outcome struct {
 	// status is the upstream's answer, 0 if none came (transport failure
 	// or timeout); each breaker counts it as an error by its errorStatuses.
 	status int
+	// answer is the upstream's status as handed to the client, even when
+	// its body broke after it (status 0): the param rules that count
+	// failures judge the upstream's verdict (a login's 401: the guess was
+	// tried), where a breaker judges the exchange.
+	answer int
 	// abandoned: the client left before any answer, which says nothing
 	// about the upstream's health, so a breaker neither counts it as a
 	// success nor spends its probe on it, and the adaptive system check
@@ -367,7 +372,7 @@ func (paramGuard) refused(int64, *call) {}
 
 type paramToken hotparam.Token
 
-func (t *paramToken) exit(now int64, o outcome) { (*hotparam.Token)(t).Exit(now, o.status) }
+func (t *paramToken) exit(now int64, o outcome) { (*hotparam.Token)(t).Exit(now, o.answer) }
 
 func (t *paramToken) cancel(now int64, _ limiter.Reason) { (*hotparam.Token)(t).Cancel(now) }
 

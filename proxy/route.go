@@ -204,8 +204,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 		if broken && !gone || ex.bodyFailed() {
 			status = 0
 		}
+		answer := status
+		if answer == 0 && ex.answered && !ex.bodyFailed() {
+			answer = ex.status // its body broke after the status reached the client
+		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
-		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, abandoned: abandoned})
+		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, answer: answer, abandoned: abandoned})
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {
