@@ -55,10 +55,11 @@ const (
 	opCharge                   // take n tokens (at most the window) whether or not they fit
 	opAcquireLeft              // opAcquire that also says what a pass leaves (the RateLimit fields)
 	opPeekLeft                 // opPeek that also says what the window has left
+	opGiveBack                 // a calendar quota's: take n back off the period's count (not below 0)
 )
 
 // ops are the op arguments, boxed once.
-var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3", opPeekLeft: "4"}
+var ops = [...]any{opAcquire: "0", opPeek: "1", opCharge: "2", opAcquireLeft: "3", opPeekLeft: "4", opGiveBack: "5"}
 
 // resultsPerCall is how many numbers the acquire script returns per call.
 const resultsPerCall = 7

@@ -53,3 +53,42 @@ func TestClusterFailureLockoutLift(t *testing.T) {
 		return ok
 	})
 }
+
+// TestHeldPassRefusalKeptBriefly: a countOn failure rule's passes are held
+// while their calls are in flight, and a success gives its pass back at
+// once in Redis. A gateway that refused the value meanwhile noted the
+// refusal until the window's oldest pass would leave it, 15 minutes
+// later, and went on refusing a user whose place a success on another
+// gateway had freed. Now such a refusal is kept a second at most.
+func TestHeldPassRefusalKeptBriefly(t *testing.T) {
+	url := redisURL(t)
+	ns := namespace(t)
+	clock := new(synthClock)
+	opts := cluster.Options{URL: url, Namespace: ns, Timeout: time.Second, Heartbeat: time.Hour}
+	a, b := newService(t, opts), newService(t, opts)
+	a.SetClock(clock.now)
+	b.SetClock(clock.now)
+	rule := paramRule(3, 900, config.ThresholdGlobal)
+	rule.CountOn, rule.FailureStatuses = config.CountOnFailure, []string{"401"}
+	var stamps []int64
+	for range 3 {
+		ok, _, _, _, stamp, err := a.AcquireParamStamp(rule, 3, "mallory", 1, false)
+		if !ok || err != nil {
+			t.Fatalf("a guess of three was refused: %v", err)
+		}
+		stamps = append(stamps, stamp)
+	}
+	if ok, _, _, _, _, _ := b.AcquireParamStamp(rule, 3, "mallory", 1, false); ok {
+		t.Fatal("a fourth guess in flight was let in")
+	}
+	// A success on gateway a: its pass back in Redis at once (the peek
+	// takes the give-back along, as hotparam's returnPass does).
+	a.GiveBackParam(rule, 3, "mallory", 1, stamps[0])
+	if ok, _, _, _, err := a.PeekParamLeft(rule, 3, "mallory", 1, false); !ok || err != nil {
+		t.Fatalf("gateway a after its give-back: %v, %v", ok, err)
+	}
+	clock.us.Add(1_000_000)
+	if ok, _, _, _, _, err := b.AcquireParamStamp(rule, 3, "mallory", 1, false); !ok || err != nil {
+		t.Fatalf("a second after a success on gateway a, gateway b still refuses the freed place (%v)", err)
+	}
+}

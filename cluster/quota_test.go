@@ -293,3 +293,69 @@ func TestQuotaChargeOfAnyCostSaturates(t *testing.T) {
 		t.Errorf("another value charged 7: ok=%v left=%d err=%v, want passed with 993 left", ok, left, err)
 	}
 }
+
+// TestQuotaGiveBack: a countOn failure call holds its place in a calendar
+// period while in flight (AcquireQuotaStamp) and gives it back unless its
+// answer is a failure. The place is taken off at once, in Redis: a value
+// the period refused is let in again at once on the gateway that gave it
+// back, and within a second on another that noted the refusal (it was
+// noted until the period's reset, the next day). The count never goes below 0, and a
+// period that has ended is left alone: a give-back after midnight does
+// not free a place of the new day.
+func TestQuotaGiveBack(t *testing.T) {
+	srv := startPrivateRedis(t)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(23*time.Hour + 59*time.Minute))
+	opts := cluster.Options{URL: srv.url(), Namespace: "giveback", Timeout: 5 * time.Second, Heartbeat: time.Hour}
+	a, b := newService(t, opts), newService(t, opts)
+	a.SetWallClock(clock.now)
+	b.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	var stamps []int64
+	for i := range 3 {
+		ok, left, _, _, stamp, err := a.AcquireQuotaStamp(r, r.Count, "mallory", 1)
+		if err != nil || !ok || left != int64(2-i) || stamp != day.UnixMilli() {
+			t.Fatalf("call %d: ok %v, left %d, stamp %d, %v; want a pass, %d left, the day's start %d", i, ok, left, stamp, err, 2-i, day.UnixMilli())
+		}
+		stamps = append(stamps, stamp)
+	}
+	for _, s := range []*cluster.Service{a, b} {
+		if ok, _, _, _, _, _ := s.AcquireQuotaStamp(r, r.Count, "mallory", 1); ok {
+			t.Fatal("a fourth call passed a full period")
+		}
+	}
+	a.GiveBackQuota(r, r.Count, "mallory", 1, stamps[0]) // a success
+	// Gateway a forgets its refusal at once; b, which noted one too, asks
+	// Redis again within a second (heldBlock), not at the period's reset.
+	ok, left, _, _, _, err := a.AcquireQuotaStamp(r, r.Count, "mallory", 1)
+	if err != nil || !ok || left != 0 {
+		t.Fatalf("after a give-back, gateway a: ok %v, left %d, %v; want the freed place", ok, left, err)
+	}
+	a.GiveBackQuota(r, r.Count, "mallory", 1, stamps[0])
+	clock.add(time.Second)
+	ok, left, _, _, _, err = b.AcquireQuotaStamp(r, r.Count, "mallory", 1)
+	if err != nil || !ok || left != 0 {
+		t.Fatalf("a second after a give-back on gateway a, gateway b: ok %v, left %d, %v; want the freed place", ok, left, err)
+	}
+	b.GiveBackQuota(r, r.Count, "mallory", 1, stamps[0])
+	// More back than was ever taken: the count stops at 0.
+	for range 5 {
+		b.GiveBackQuota(r, r.Count, "mallory", 1, stamps[0])
+	}
+	if left, _, err := a.PeekQuota(context.Background(), r, r.Count, "mallory"); err != nil || left != 3 {
+		t.Fatalf("after giving back more than was taken: %d left (%v), want 3", left, err)
+	}
+	// Taken in the old day, given back in the new: the new day is whole
+	// and keeps what it took.
+	ok, _, _, _, old, _ := a.AcquireQuotaStamp(r, r.Count, "eve", 1)
+	clock.set(day.Add(24 * time.Hour))
+	if ok2, _, _, _, _, _ := a.AcquireQuotaStamp(r, r.Count, "eve", 1); !ok || !ok2 {
+		t.Fatal("eve's calls were refused")
+	}
+	a.GiveBackQuota(r, r.Count, "eve", 1, old)
+	if left, _, err := a.PeekQuota(context.Background(), r, r.Count, "eve"); err != nil || left != 2 {
+		t.Fatalf("the new day after a give-back of the old day's call: %d left (%v), want 2", left, err)
+	}
+}

@@ -98,9 +98,11 @@ const (
 // K = floor(count); a pass adds n and sets the expiry. A peek (op 1) adds
 // nothing; a charge (op 2, after a countOn rule's answer) adds n whether or
 // not it fits, so the period stays overdrawn until its reset; the counter
-// stops at 2^53, so a hostile cost cannot overflow it. It returns 0
-// or 1 (blocked: the caller knows the reset), then 0, the calls left, 0,
-// 0, 0, 0: a quota's pass has no stamp and is never returned.
+// stops at 2^53, so a hostile cost cannot overflow it. A give-back (op 5)
+// takes n off the counter, never below 0: a countOn failure call holds its
+// place while in flight and returns it unless its answer is a failure. It
+// returns 0 or 1 (blocked: the caller knows the reset), then 0, the calls
+// left, 0, 0, 0, 0.
 //
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
@@ -447,7 +449,8 @@ for i = 1, #KEYS do
 end
 
 -- a calendar quota's call: a counter of the period's calls; op '1' only
--- asks whether n fit, op '2' adds n whether or not they fit. The counter
+-- asks whether n fit, op '2' adds n whether or not they fit, op '5' takes
+-- n back (a countOn failure call that was no failure), never below 0. The counter
 -- saturates at QMAX (2^53, where a Lua number stops being exact and far
 -- beyond any count): an upstream's answers may cost anything, and INCRBY
 -- past 2^63 would fail the script, and with it the gateway's breaker
@@ -456,6 +459,11 @@ local function quota(k, a, op)
   local K = math.floor(tonumber(ARGV[a]) + 1e-9)
   local n = tonumber(ARGV[a + 1])
   local used = tonumber(redis.call('GET', k) or '0')
+  if op == '5' then
+    n = math.min(n, used)
+    if n > 0 then used = redis.call('DECRBY', k, string.format('%d', n)) end
+    return 0, math.max(0, K - used)
+  end
   if op ~= '2' and used + n > K then return 1, math.max(0, K - used) end
   if op == '1' then return 0, K - used end
   n = math.max(0, math.min(n, QMAX - used))

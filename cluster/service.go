@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"sluice/config"
+	"sluice/internal/calendar"
 	"sluice/internal/redisconn"
 	"sluice/limiter/window"
 )
@@ -326,7 +327,37 @@ func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n
 // 23 or 25 on a day daylight saving time starts or ends). value may alias a
 // buffer the caller reuses after the call. rule must not change once used.
 func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
+	ok, left, reset, period, _, err = s.quotaOp(rule, count, value, n, opAcquire)
+	return ok, left, reset, period, err
+}
+
+// AcquireQuotaStamp is AcquireQuota that also says of a pass the stamp
+// GiveBackQuota takes n back with: the start of the period it counted in
+// (Unix ms; 0 with no pass).
+func (s *Service) AcquireQuotaStamp(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, stamp int64, err error) {
 	return s.quotaOp(rule, count, value, n, opAcquire)
+}
+
+// GiveBackQuota takes the n calls of a pass back off value's period stamped
+// stamp (AcquireQuotaStamp), at once: a countOn failure call holds its
+// place in the period while in flight, and one that was no failure must
+// free it before the next guess, on any gateway, is let in or refused. A
+// period that has ended is left alone. A refusal noted for the value is
+// dropped: the period may have room again.
+func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64) {
+	spec := s.specs.param(rule, count)
+	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() || !s.up.Load() {
+		return
+	}
+	start := time.UnixMilli(stamp)
+	b, reset := calendar.Bounds(start, spec.loc, spec.unit)
+	now := s.wall()
+	if !b.Equal(start) || !now.Before(reset) {
+		return
+	}
+	p := spec.periodAt(start)
+	_, _, _, _, _, _ = s.acquire(spec, value, n, p, reset.Sub(now), opGiveBack)
+	s.blocks.forget(spec, value, false)
 }
 
 // CheckQuota reports whether n more calls would fit value's calendar
@@ -334,7 +365,8 @@ func (s *Service) AcquireQuota(rule *config.ParamRule, count float64, value stri
 // period has left): a countOn failure or responseHeader rule lets a call
 // in on it and charges the answer's cost with ChargeQuota.
 func (s *Service) CheckQuota(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, err error) {
-	return s.quotaOp(rule, count, value, n, opPeek)
+	ok, left, reset, period, _, err = s.quotaOp(rule, count, value, n, opPeek)
+	return ok, left, reset, period, err
 }
 
 // ChargeQuota adds n to value's calendar quota after a call's answer,
@@ -342,31 +374,35 @@ func (s *Service) CheckQuota(rule *config.ParamRule, count float64, value string
 // reset, and the next period starts whole. err != nil: Redis did not
 // take it.
 func (s *Service) ChargeQuota(rule *config.ParamRule, count float64, value string, n int64) error {
-	_, _, _, _, err := s.quotaOp(rule, count, value, n, opCharge)
+	_, _, _, _, _, err := s.quotaOp(rule, count, value, n, opCharge)
 	return err
 }
 
 // quotaOp runs op on value's calendar quota, after the checks every such
-// call shares.
-func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, left int64, reset, period time.Duration, err error) {
+// call shares; stamp is the start of the period of an opAcquire's pass
+// (Unix ms).
+func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n int64, op int64) (ok bool, left int64, reset, period time.Duration, stamp int64, err error) {
 	spec := s.specs.param(rule, count)
 	if !spec.quota {
-		return false, 0, 0, 0, ErrUnsupported // no calendar: no period to say
+		return false, 0, 0, 0, 0, ErrUnsupported // no calendar: no period to say
 	}
 	now := s.wall()
 	p := spec.periodAt(now)
 	reset, period = p.reset.Sub(now), p.reset.Sub(p.start)
 	switch {
 	case s.closed.Load():
-		return false, 0, reset, period, ErrClosed
+		return false, 0, reset, period, 0, ErrClosed
 	case n <= 0:
-		return true, 0, reset, period, nil
+		return true, 0, reset, period, 0, nil
 	case !s.up.Load():
-		return false, 0, reset, period, ErrUnavailable
+		return false, 0, reset, period, 0, ErrUnavailable
 	}
 	ok, _, left, _, _, err = s.acquire(spec, value, n, p, reset, op)
 	left = max(left, 0) // a block the gateway remembers, or no answer: none said
-	return ok, left, reset, period, err
+	if ok && err == nil && op == opAcquire {
+		stamp = p.start.UnixMilli()
+	}
+	return ok, left, reset, period, stamp, err
 }
 
 // ForgetParam empties value's window of a clusterMode param rule (count:
@@ -513,7 +549,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	if quiet {
 		op = opAcquireLeft
 	}
-	if blocked, until := s.blocks.blocked(spec, key, n, at); op != opCharge && blocked {
+	if blocked, until := s.blocks.blocked(spec, key, n, at); op != opCharge && op != opGiveBack && blocked {
 		if demand > 0 {
 			s.leases.grant(spec, key, 0, 0, at, at, -1, 0) // asked for nothing after all
 		}
@@ -582,6 +618,13 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	}
 }
 
+// heldBlock is the longest a refusal of a countOn failure rule is answered
+// locally: another gateway's success gives its place back at once in
+// Redis, and this one learns of it within heldBlock. Under a flood of
+// guesses, a value costs Redis at most one refused call per heldBlock
+// from each gateway.
+const heldBlock = time.Second
+
 // finish takes a decided call's outcome, remembers a block until the
 // window can take the call's tokens, or the tokens leased for as long as
 // they may be used, and recycles c. Both instants count from the call's
@@ -600,7 +643,14 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft or opPeekLeft pass only
 	}
 	if err == nil && !ok && c.retry > 0 {
-		s.blocks.add(c.spec, key, c.n, start, start+c.retry, c.gen)
+		until := start + c.retry
+		if c.spec.held {
+			// Another gateway may give a held pass back any moment: the
+			// refusal is kept briefly, not until the window or period
+			// could take the call by the passes alone.
+			until = min(until, start+heldBlock)
+		}
+		s.blocks.add(c.spec, key, c.n, start, until, c.gen)
 		// Tokens given back while the call was in flight (its script ran
 		// before they reached Redis: they go with the next call) may make
 		// room: the block is not kept, so that the next call takes them to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -337,15 +338,29 @@ cluster:
 // lockout of 3 failures: each guess holds its place in the fleet's window
 // while it is in flight (the upstream answers after 300 ms), so 3 reach
 // the upstream and 17 are refused at once. Let in on a look at the window,
-// all 20 reached it before the first failure counted.
+// all 20 reached it before the first failure counted. The same with a
+// lockout per calendar day, whose guesses were also let in on a look.
 func TestParallelGuessesAcrossTwoGateways(t *testing.T) {
+	for _, window := range []string{"rolling", "day"} {
+		t.Run(window, func(t *testing.T) { parallelGuesses(t, window) })
+	}
+}
+
+// parallelGuesses sends 20 wrong guesses at once through two gateways
+// against the lockout of 3 failures, on a rolling window of 10 minutes or a
+// calendar day.
+func parallelGuesses(t *testing.T, window string) {
+	rules := lockoutRules
+	if window != "rolling" {
+		rules = strings.Replace(rules, "    durationSec: 600\n", "    window: "+window+"\n", 1)
+	}
 	rd := clStartRedis(t)
 	pw := newPasswords()
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(300 * time.Millisecond)
 		pw.handle(w, r)
 	})
-	gs := clStartGateways(t, 2, rulesFor(up.URL, lockoutRules+fmt.Sprintf(`    clusterMode: true
+	gs := clStartGateways(t, 2, rulesFor(up.URL, rules+fmt.Sprintf(`    clusterMode: true
 cluster:
   redis: %s
   namespace: %s
@@ -364,5 +379,38 @@ cluster:
 	}
 	if n := pw.of("mallory"); n > 3 || refused != 20-n {
 		t.Fatalf("the upstream saw %d of 20 guesses sent at once (want at most 3), %d refused; codes %v", n, refused, codes)
+	}
+}
+
+// TestCalendarLockoutAcrossTwoGateways: a lockout of 3 failed logins per
+// calendar day across two gateways. Each guess holds its place in the
+// day's count while in flight; a success gives it back at once, so
+// successes between failures, on either gateway, cost nothing; the third
+// failure locks the user out on both.
+func TestCalendarLockoutAcrossTwoGateways(t *testing.T) {
+	rd := clStartRedis(t)
+	pw := newPasswords()
+	up := startUpstream(t, pw.handle)
+	rules := strings.Replace(lockoutRules, "    durationSec: 600\n", "    window: day\n", 1)
+	gs := clStartGateways(t, 2, rulesFor(up.URL, rules+fmt.Sprintf(`    clusterMode: true
+cluster:
+  redis: %s
+  namespace: %s
+`, rd.url(), clNamespace(t))))
+	for i, st := range []struct {
+		gw       int
+		password string
+		want     int
+	}{
+		{0, "wrong", 401}, {1, "right", 200}, {0, "right", 200}, {1, "right", 200}, {0, "wrong", 401},
+		{1, "right", 200}, {1, "wrong", 401}, // the third failure, on the other gateway
+		{0, "right", 429}, {1, "right", 429},
+	} {
+		if got := attempt(t, gs[st.gw].URL, "mallory", st.password); got != st.want {
+			t.Fatalf("attempt %d on gateway %d (%s password): %d, want %d", i, st.gw, st.password, got, st.want)
+		}
+	}
+	if n := pw.of("mallory"); n != 7 {
+		t.Fatalf("the upstream saw %d of mallory's attempts, want 7", n)
 	}
 }

@@ -181,14 +181,18 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	}
 	sh.Unlock()
 	share = r.share(ts)
-	if r.after && (r.calendar || r.header != "" || gb == nil) {
+	var qr QuotaReturner
+	if r.calendar && r.after && r.header == "" {
+		qr, _ = ts.(QuotaReturner) // a failure rule's period place is held in flight
+	}
+	if r.after && (r.header != "" || r.calendar && qr == nil || !r.calendar && gb == nil) {
 		// Let in while the window (or the period) has room for the check;
 		// the answer's charge (Token.Exit) is what counts. A countOn
-		// failure call on a rolling window takes its pass below instead,
-		// held while it is in flight and given back unless its answer is a
-		// failure (Token.Exit): let in on a look, any number of guesses
-		// sent at once across the fleet would reach the upstream before
-		// the first failure counted.
+		// failure call takes its pass (of the rolling window, or the
+		// calendar period) below instead, held while it is in flight and
+		// given back unless its answer is a failure (Token.Exit): let in
+		// on a look, any number of guesses sent at once across the fleet
+		// would reach the upstream before the first failure counted.
 		var ok bool
 		var retry time.Duration
 		var err error
@@ -229,10 +233,17 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	var err error
 	var q outcome // a calendar quota's figures, for the RateLimit fields
 	if r.calendar {
-		var left int64
+		var left, stamp int64
 		var reset, period time.Duration
-		ok, left, reset, period, err = ts.AcquireQuota(r.cfg, p.count, val, n)
+		if qr != nil {
+			ok, left, reset, period, stamp, err = qr.AcquireQuotaStamp(r.cfg, p.count, val, n)
+		} else {
+			ok, left, reset, period, err = ts.AcquireQuota(r.cfg, p.count, val, n)
+		}
 		q = outcome{p: p, remaining: float64(left), reset: int64(reset), period: int64(period)}
+		if ok && err == nil && stamp != 0 {
+			q.stamp, q.asked = stamp, p.count
+		}
 	} else {
 		var left int64
 		var reset time.Duration

@@ -92,6 +92,19 @@ type TokenReturner interface {
 	GiveBackParam(rule *config.ParamRule, count float64, value string, n, stamp int64)
 }
 
+// QuotaReturner is a TokenService whose calendar quota passes can be
+// taken back: a countOn failure rule with window day or month then holds
+// its call's place in the period while the call is in flight, as on a
+// rolling window, instead of letting it in on a look.
+type QuotaReturner interface {
+	// AcquireQuotaStamp is AcquireQuota that also says of a pass the
+	// stamp GiveBackQuota takes it back with (0: none).
+	AcquireQuotaStamp(rule *config.ParamRule, count float64, value string, n int64) (ok bool, left int64, reset, period time.Duration, stamp int64, err error)
+	// GiveBackQuota takes the n calls of the pass stamped stamp back off
+	// value's period, unless the period has ended.
+	GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64)
+}
+
 // CompileWith is Compile with Options.
 func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 	var old *ruleid.Index[*rule]

@@ -123,3 +123,85 @@ func TestClusterFailureRuleSuccessesLeaveTheFallbackWhole(t *testing.T) {
 	}
 	tok.Exit(sec(1), 200)
 }
+
+// heldQuota is a cluster of calendar periods that hold their calls until
+// given back: a pass adds n to value's period, GiveBackQuota takes it off
+// at once, as the cluster service does, and ChargeQuota adds.
+type heldQuota struct {
+	*fakeCluster
+	count float64
+	used  map[string]int64
+	backs int
+}
+
+func (h *heldQuota) AcquireQuotaStamp(r *config.ParamRule, count float64, value string, n int64) (bool, int64, time.Duration, time.Duration, int64, error) {
+	if float64(h.used[value]+n) > h.count {
+		return false, 0, time.Hour, 24 * time.Hour, 0, nil
+	}
+	h.used[value] += n
+	return true, int64(h.count) - h.used[value], time.Hour, 24 * time.Hour, 1767225600000, nil
+}
+
+func (h *heldQuota) GiveBackQuota(r *config.ParamRule, count float64, value string, n, stamp int64) {
+	if stamp != 1767225600000 {
+		panic("given back with another stamp")
+	}
+	h.backs++
+	h.used[value] -= n
+}
+
+func (h *heldQuota) CheckQuota(r *config.ParamRule, count float64, value string, n int64) (bool, int64, time.Duration, time.Duration, error) {
+	return float64(h.used[value]+n) <= h.count, 0, time.Hour, 24 * time.Hour, nil
+}
+
+func (h *heldQuota) ChargeQuota(r *config.ParamRule, count float64, value string, n int64) error {
+	h.used[value] += n
+	return nil
+}
+
+// TestCalendarFailureRuleHoldsWhileInFlight: a countOn failure rule with
+// window day (3 failed logins a day) let a guess in on a look at the
+// period and charged it after the answer, so ten guesses sent together
+// all reached the upstream, a whole day's lockout bypassed. Now each holds
+// its place in the period while in flight: 3 are let in; a success or a
+// call not forwarded gives its place back at once, a failure keeps it.
+func TestCalendarFailureRuleHoldsWhileInFlight(t *testing.T) {
+	svc := &heldQuota{fakeCluster: &fakeCluster{}, count: 3, used: map[string]int64{}}
+	r := clusterRule(3, config.ThresholdGlobal, nil)
+	r.Items = nil
+	r.Window, r.DurationSec = config.WindowDay, 0
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	c := compileCluster(t, svc, r)
+	val := vals{orderID: "victim"}
+	var in []hotparam.Token
+	for range 10 {
+		if tok, v := c.Enter(sec(1), val, 1); !v.Blocked {
+			in = append(in, tok)
+		}
+	}
+	if len(in) != 3 {
+		t.Fatalf("%d of 10 guesses sent at once were let in, want 3", len(in))
+	}
+	in[0].Exit(sec(1), 200) // a success: its place is free again, at once
+	if got := svc.used["victim"]; got != 2 || svc.backs != 1 {
+		t.Fatalf("after a success the period holds %d (%d give-backs), want 2 (1)", got, svc.backs)
+	}
+	tok, v := c.Enter(sec(1), val, 1)
+	if v.Blocked {
+		t.Fatalf("after a success, the next guess was refused: %+v", v)
+	}
+	tok.Cancel(sec(1)) // not forwarded: given back too
+	in[1].Exit(sec(1), 401)
+	in[2].Exit(sec(1), 401)
+	tok, v = c.Enter(sec(1), val, 1)
+	if v.Blocked {
+		t.Fatalf("after a cancel, the next guess was refused: %+v", v)
+	}
+	tok.Exit(sec(1), 401)
+	if _, v := c.Enter(sec(1), val, 1); !v.Blocked {
+		t.Fatalf("three failures kept, yet a fourth guess was let in")
+	}
+	if got := svc.used["victim"]; got != 3 {
+		t.Fatalf("the period holds %d, want the 3 failures", got)
+	}
+}

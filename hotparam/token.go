@@ -99,10 +99,11 @@ func (t *Token) slot(i int) *slot {
 // Exit ends a call that was forwarded and answered status (0: no answer
 // came): it releases per-value concurrency, and after-answer rules settle
 // their tokens now (countOn failure: the acquireCount held since the call
-// entered, in the local bucket or the cluster's rolling window, is kept if
-// status is one of failureStatuses, else given back; a calendar period,
-// which was only looked at, is charged it then; responseHeader: the figure
-// Answer read, else acquireCount). Rate tokens taken as the call entered
+// entered, in the local bucket or the cluster's rolling window or calendar
+// period, is kept if status is one of failureStatuses, else given back; a
+// period that was only looked at (a TokenService that is no
+// QuotaReturner) is charged it then; responseHeader: the figure Answer
+// read, else acquireCount). Rate tokens taken as the call entered
 // stay spent.
 func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
@@ -233,17 +234,26 @@ func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 }
 
 // returnPass gives back a countOn failure call's pass of the cluster's
-// window, and takes it to Redis now: a give-back goes with the gateway's
+// window (or calendar period), and takes it to Redis now: a give-back goes with the gateway's
 // next call on the value, and until then the fleet would count a success
 // as a failure. One more round trip, for an answer that was no failure.
 // The local bucket, charged the pass for a fallback, gets it back too, or
 // a Redis outage would find successes counted as failures there.
 func (s *slot) returnPass(ts TokenService, gb TokenReturner, now int64) {
-	gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+	if s.r.calendar {
+		// A calendar period's place (AcquireQuotaStamp), given back at once.
+		if qr, ok := ts.(QuotaReturner); ok {
+			qr.GiveBackQuota(s.r.cfg, s.count, s.val, s.n, s.back)
+		}
+	} else {
+		gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+	}
 	if ts == nil {
 		return
 	}
-	_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
+	if !s.r.calendar {
+		_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
+	}
 	e, sh := s.r.table.Get(s.val, now)
 	if e != nil {
 		cost, _, _, _ := bucketOf(&s.r.params[e.V.param], s.n, s.r.share(ts))
