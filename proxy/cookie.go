@@ -184,12 +184,17 @@ func addCookieKeys(v string, vs *valueSet) bool {
 }
 
 // cookieName reports whether a cookie's name as written (k, before its
-// '=') is name: trimmed of white space (trimCookieSpace), as written or
-// as PHP reads it: percent-decoded ('+' a space), leading spaces skipped,
-// ended by a NUL, and ' ', '.' and '[' read as '_' (s.id and s%20id are
-// s_id to $_COOKIE). It allocates nothing.
-func cookieName(k, name string) bool {
-	k = trimCookieSpace(k)
+// '=') is name: trimmed of white space (trimCookieSpace), as net/http,
+// Python and Node read it, then as formName reads it. It allocates
+// nothing.
+func cookieName(k, name string) bool { return formName(trimCookieSpace(k), name) }
+
+// formName reports whether a form field's or cookie's name as written (k)
+// is name: as written, or as PHP reads it into $_GET and $_COOKIE:
+// percent-decoded ('+' a space, as Rack 2 and Python read it too),
+// leading spaces skipped, ended by a NUL, and ' ', '.' and '[' read as '_'
+// (s.id, s%20id and s_id%00x are s_id to PHP). It allocates nothing.
+func formName(k, name string) bool {
 	if k == name {
 		return true
 	}

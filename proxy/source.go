@@ -244,7 +244,9 @@ func (s *sources) peerTrusted(r *http.Request) bool {
 }
 
 // queryValues adds the values of key in a raw query without building
-// url.Values (which allocates a map per request).
+// url.Values (which allocates a map per request). A parameter's name is
+// read decoded, and as PHP mangles it (formName): ?user.id= is user_id to
+// $_GET.
 func queryValues(raw, key string, vs *valueSet) {
 	for raw != "" {
 		var kv string
@@ -254,7 +256,7 @@ func queryValues(raw, key string, vs *valueSet) {
 			kv, raw = raw, ""
 		}
 		k, v, _ := strings.Cut(kv, "=")
-		if k != key && !(strings.ContainsAny(k, "%+") && unescaped(k) == key) {
+		if !formName(k, key) {
 			continue
 		}
 		if strings.ContainsAny(v, "%+") {

@@ -382,3 +382,37 @@ paramRules:
 		}
 	}
 }
+
+// TestQueryNamesAsPHPReadsThem: PHP fills $_GET as it fills $_COOKIE: a
+// name's '.', ' ' and '[' become '_', its leading spaces go and a NUL
+// ends it, so ?user.id=victim is user_id=victim to a PHP upstream. A
+// query:user_id limit read only user_id (and its escapes), and each such
+// spelling was a fresh key for the value the upstream read.
+func TestQueryNamesAsPHPReadsThem(t *testing.T) {
+	g, _, _ := clockedGateway(t, `
+paramRules:
+  - resource: item
+    param: query:user_id
+    count: 1
+`)
+	for i, st := range []struct {
+		query  string
+		status int
+	}{
+		{"user_id=victim", 200},
+		{"user.id=victim", 429},
+		{"user+id=victim", 429},
+		{"user%20id=victim", 429},
+		{"%20user_id=victim", 429},
+		{"+user_id=victim", 429},
+		{"user_id%00x=victim", 429},
+		{"user%5Bid=victim", 429},
+		{"user%5fid=victim", 429},
+		{"userXid=victim", 200},
+		{"user_id=other", 200},
+	} {
+		if status, _ := sendHost(g, "", "/item/x?"+st.query); status != st.status {
+			t.Errorf("step %d (?%s): %d, want %d", i, st.query, status, st.status)
+		}
+	}
+}
