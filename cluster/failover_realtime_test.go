@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +144,52 @@ func windowKeys(t *testing.T, cl *redistest.Cluster, ns string) []string {
 		out = append(out, ks...)
 	}
 	return out
+}
+
+// TestGatewaysKeptThroughRecovery: after a failover the new master may
+// lack the other gateways' heartbeats (a promoted replica's copy is
+// seconds old, its entries expired), and the first gateway back read one
+// live gateway and took the whole global count as its local share while
+// the others still passed theirs: an e2e Sentinel failover passed 60 in
+// one second against a count of 40. The count read while Redis is newly
+// back cannot fall below the one before the failure until the others have
+// had the time to announce themselves; a gateway that really left stops
+// counting after that.
+func TestGatewaysKeptThroughRecovery(t *testing.T) {
+	srv := startPrivateRedis(t)
+	const beat = 100 * time.Millisecond
+	opts := cluster.Options{URL: srv.url(), Namespace: "recover", Timeout: 200 * time.Millisecond, Heartbeat: beat}
+	a := newService(t, opts)
+	b, err := cluster.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	waitFor(t, 5*time.Second, "both gateways to count two", func() bool { return a.Gateways() == 2 && b.Gateways() == 2 })
+	// Redis fails; gateway b goes too (its entry cannot be removed); an
+	// empty Redis comes back on the address, as a replica promoted without
+	// fresh heartbeats.
+	srv.kill()
+	waitFor(t, 5*time.Second, "gateway a to see Redis fail", func() bool {
+		_, _ = a.Acquire(qpsRule(100, config.ThresholdGlobal), "x", 1)
+		return !a.Up()
+	})
+	cancel()
+	<-done
+	b.Close()
+	srv.start()
+	waitFor(t, 5*time.Second, "gateway a to find Redis again", func() bool {
+		ok, err := a.Acquire(qpsRule(100, config.ThresholdGlobal), "x", 1)
+		return ok && err == nil
+	})
+	back := time.Now()
+	for time.Since(back) < 500*time.Millisecond {
+		if n := a.Gateways(); n != 2 {
+			t.Fatalf("%v after Redis came back: %d live gateways, want the 2 of before the failure", time.Since(back), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, 5*time.Second, "gateway a to stop counting the gateway that left", func() bool { return a.Gateways() == 1 })
 }

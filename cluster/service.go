@@ -67,6 +67,11 @@ type Service struct {
 	// refreshed while in use.
 	gateways atomic.Pointer[reading]
 	avgAt    atomic.Int64
+	// backAt is when Redis answered again after failing (on the epoch's
+	// timeline; 0: never): the gateways then re-announce themselves on a
+	// master that may have lost their heartbeats (a promoted replica), and
+	// a count read meanwhile is kept from falling (noteGateways).
+	backAt atomic.Int64
 
 	calls   chan *call
 	active  atomic.Int64         // Acquire calls in progress
@@ -780,10 +785,27 @@ func (s *Service) noteGateways(res []int64) {
 		if old != nil && old.at >= r.at {
 			return
 		}
+		if old != nil && r.n < old.n && s.recovering() {
+			// Redis is back from a failure, and the others have not all
+			// announced themselves on it yet: a gateway that reads one
+			// live gateway would take the whole global count as its share
+			// while the others still pass theirs (a Sentinel failover
+			// passed 60 in a second against a count of 40).
+			r = &reading{at: r.at, n: old.n, nArg: old.nArg, atArg: r.atArg}
+		}
 		if s.gateways.CompareAndSwap(old, r) {
 			return
 		}
 	}
+}
+
+// recovering reports whether Redis answered again, after failing, within
+// the time the other gateways take to announce themselves on it: their
+// probe's longest backoff and three heartbeats (a gateway's entry lives
+// three heartbeats).
+func (s *Service) recovering() bool {
+	at := s.backAt.Load()
+	return at != 0 && time.Since(s.epoch)-time.Duration(at) < maxProbe+3*s.opts.Heartbeat
 }
 
 // avgInUse reports whether an avgLocal rule was asked for within the last
@@ -807,6 +829,11 @@ func (s *Service) beat(ctx context.Context) {
 		return // shutting down, not a Redis failure
 	}
 	if err == nil && len(res) == 3 {
+		if s.known.Load() && !s.up.Load() {
+			// Back from a failure: noted before the reading, which it keeps
+			// from falling (noteGateways).
+			s.backAt.Store(int64(max(time.Since(s.epoch), 1)))
+		}
 		s.noteGateways(res[:2])
 		s.noteLifts(res[2])
 	}
