@@ -3,8 +3,8 @@ package calendar_test
 import (
 	"archive/zip"
 	"fmt"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +144,13 @@ func TestBoundsHoldsEveryInstant(t *testing.T) {
 // embeds), so that the sweep below reaches each zone's history.
 func zones(t *testing.T) []*time.Location {
 	t.Helper()
-	db := filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip")
+	// The toolchain's GOROOT: runtime.GOROOT is empty in a binary built
+	// with -trimpath (as CI builds).
+	root, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	db := filepath.Join(strings.TrimSpace(string(root)), "lib", "time", "zoneinfo.zip")
 	z, err := zip.OpenReader(db)
 	if err != nil {
 		t.Fatalf("the zone list: %v", err)
