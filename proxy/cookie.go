@@ -93,18 +93,24 @@ func cookiePart(line string, start, end int, name string, vs *valueSet) bool {
 
 // simpleCookieParts reads a ';'-part with white space inside as Python's
 // SimpleCookie does: every "name = value" in it, the value up to white
-// space or, quoted, to its closing quote.
+// space or, quoted, to its closing quote. A name is read back from its
+// '=' to white space or the '=' before it (SimpleCookie takes the shortest
+// name, so x=a=sid=v has none but x; reading sid too is stricter), which
+// keeps the scan linear in the part: a part of a million '=' is read once.
 func simpleCookieParts(line string, start, end int, name string, vs *valueSet) bool {
+	prev := start // where the name before the next '=' may start
 	for eq := start; eq < end; eq++ {
 		if line[eq] != '=' {
 			continue
 		}
+		from := prev
+		prev = eq + 1
 		ne := eq
-		for ne > start && simpleCookieSpace(line[ne-1]) {
+		for ne > from && simpleCookieSpace(line[ne-1]) {
 			ne--
 		}
 		ns := ne
-		for ns > start && !simpleCookieSpace(line[ns-1]) {
+		for ns > from && !simpleCookieSpace(line[ns-1]) {
 			ns--
 		}
 		if ns == ne || !cookieName(line[ns:ne], name) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -297,6 +298,34 @@ func TestCookieReadingsAllocateNothing(t *testing.T) {
 					t.Errorf("Cookie %q, %s (one value: %v): %v allocs per read, want 0", line, name, one, n)
 				}
 			}
+		}
+	}
+}
+
+// TestHostileCookieLinesReadInLinearTime: SimpleCookie's reading looked
+// back from each '=' to the white space before it, so a Cookie line of a
+// million '=' and one space cost 5*10^11 steps (hours). Each name is now
+// read back to the '=' before it at most. The bound is loose on purpose:
+// linear is milliseconds, quadratic would be hours.
+func TestHostileCookieLinesReadInLinearTime(t *testing.T) {
+	src, _ := newSources(nil)
+	for _, line := range []string{
+		strings.Repeat("=", 1<<20) + " sid=v",
+		"x " + strings.Repeat("sid=", 1<<18) + "v",
+		"x " + strings.Repeat("s=", 1<<19),
+		`sid="` + strings.Repeat(`\`, 1<<20),
+		strings.Repeat(`sid="a; `, 1<<17),
+		strings.Repeat("sid=a, ", 1<<17),
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", line)
+		start := time.Now()
+		for _, one := range []bool{false, true} {
+			vs := valueSet{one: one}
+			src.values(r, &view{}, nil, config.Source{Kind: config.SourceCookie, Name: "sid"}, &vs)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("a Cookie line of %d bytes (%q...) took %v to read", len(line), line[:16], d)
 		}
 	}
 }
