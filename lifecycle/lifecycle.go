@@ -32,7 +32,7 @@ import (
 const maxHeaderBytes = 64 << 10
 
 // Options are what the command line says about a gateway. A flag fixes the
-// setting it names: the rules file's value never applies (settings.go).
+// setting it names: the rules file's value never applies (overrides).
 type Options struct {
 	Config    string // the rules file
 	Listen    string // the traffic address; "": the file's listen

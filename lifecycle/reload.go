@@ -176,7 +176,7 @@ func (r *reloader) state() admin.State {
 	st := admin.State{Path: r.path, LoadedAt: r.loadedAt, LastError: r.lastError, LastReload: r.lastReload}
 	if s := r.gw.Current(); s != nil {
 		st.Ready, st.Config = true, inForce(r.started, s.Config)
-		st.PendingRestart = r.opts.pendingRestart(r.started, s.Config)
+		st.PendingRestart = pendingRestart(r.started, s.Config)
 	}
 	if r.fleet != nil {
 		st.Source = r.fleet.state()

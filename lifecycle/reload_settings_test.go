@@ -125,7 +125,7 @@ rulesSource: {redis: "redis://10.0.0.2:6379/1", sentinel: {masterName: n, addrs:
 			t.Errorf("%s: inForce changed the config it copies", s.name)
 		}
 	}
-	if n := len(Options{}.pendingRestart(&start, &next)); n != len(startSettings()) {
+	if n := len(pendingRestart(&start, &next)); n != len(startSettings()) {
 		t.Errorf("pendingRestart lists %d settings, want every one of the %d", n, len(startSettings()))
 	}
 }

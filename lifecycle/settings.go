@@ -12,9 +12,6 @@ import (
 // startSetting is a rules.yaml setting that main reads once, at start.
 type startSetting struct {
 	name string
-	// flagged reports whether a command-line flag fixes the setting: the
-	// file's value then never applies, at reload or at restart.
-	flagged func(o Options) bool
 	// value is the setting as one string; it is logged as value of the
 	// redacted file (config.Redacted), so a secret never is.
 	value func(c *config.Config) string
@@ -31,78 +28,73 @@ type startSetting struct {
 // belongs here.
 func startSettings() []startSetting {
 	return []startSetting{
-		{name: "listen", flagged: func(o Options) bool { return o.Listen != "" },
-			value: func(c *config.Config) string { return c.Listen },
-			keep:  func(d, s *config.Config) { d.Listen = s.Listen }},
-		{name: "admin.listen", flagged: func(o Options) bool { return o.Admin != "" },
-			value: (*config.Config).AdminListen,
-			keep:  func(d, s *config.Config) { d.Admin.Listen = s.Admin.Listen }},
-		{name: "log.level", flagged: func(o Options) bool { return o.LogLevel != "" },
-			value: func(c *config.Config) string { return c.Log.Level },
-			keep:  func(d, s *config.Config) { d.Log.Level = s.Log.Level }},
-		{name: "log.format", flagged: func(o Options) bool { return o.LogFormat != "" },
-			value: func(c *config.Config) string { return c.Log.Format },
-			keep:  func(d, s *config.Config) { d.Log.Format = s.Log.Format }},
-		{name: "tls.listen", flagged: never, value: func(c *config.Config) string { return c.TLS.Listen },
+		{name: "listen", value: func(c *config.Config) string { return c.Listen },
+			keep: func(d, s *config.Config) { d.Listen = s.Listen }},
+		{name: "admin.listen", value: (*config.Config).AdminListen,
+			keep: func(d, s *config.Config) { d.Admin.Listen = s.Admin.Listen }},
+		{name: "log.level", value: func(c *config.Config) string { return c.Log.Level },
+			keep: func(d, s *config.Config) { d.Log.Level = s.Log.Level }},
+		{name: "log.format", value: func(c *config.Config) string { return c.Log.Format },
+			keep: func(d, s *config.Config) { d.Log.Format = s.Log.Format }},
+		{name: "tls.listen", value: func(c *config.Config) string { return c.TLS.Listen },
 			keep: func(d, s *config.Config) { d.TLS.Listen = s.TLS.Listen }},
-		{name: "tls.certificates", flagged: never, value: func(c *config.Config) string {
+		{name: "tls.certificates", value: func(c *config.Config) string {
 			pairs := make([]string, len(c.TLS.Certificates))
 			for i, p := range c.TLS.Certificates {
 				pairs[i] = p.CertFile + "+" + p.KeyFile
 			}
 			return strings.Join(pairs, ", ")
 		}, keep: func(d, s *config.Config) { d.TLS.Certificates = s.TLS.Certificates }},
-		{name: "tls.minVersion", flagged: never, value: func(c *config.Config) string { return c.TLS.MinVersion },
+		{name: "tls.minVersion", value: func(c *config.Config) string { return c.TLS.MinVersion },
 			keep: func(d, s *config.Config) { d.TLS.MinVersion = s.TLS.MinVersion }},
-		{name: "tls.clientCAFile", flagged: never, value: func(c *config.Config) string { return c.TLS.ClientCAFile },
+		{name: "tls.clientCAFile", value: func(c *config.Config) string { return c.TLS.ClientCAFile },
 			keep: func(d, s *config.Config) { d.TLS.ClientCAFile = s.TLS.ClientCAFile }},
-		{name: "tls.redirectHttp", flagged: never,
+		{name: "tls.redirectHttp",
 			value: func(c *config.Config) string { return strconv.FormatBool(c.TLS.RedirectHTTP) },
 			keep:  func(d, s *config.Config) { d.TLS.RedirectHTTP = s.TLS.RedirectHTTP }},
-		{name: "http2.tls", flagged: never,
+		{name: "http2.tls",
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.OverTLS()) },
 			keep:  func(d, s *config.Config) { d.HTTP2.TLS = s.HTTP2.TLS }},
-		{name: "http2.h2c", flagged: never,
+		{name: "http2.h2c",
 			value: func(c *config.Config) string { return strconv.FormatBool(c.HTTP2.H2C) },
 			keep:  func(d, s *config.Config) { d.HTTP2.H2C = s.HTTP2.H2C }},
 		// net/http reads these into its servers once; server.sendTimeout is
 		// the gateway's own and applies to new connections (announceLive).
-		{name: "server.readHeaderTimeout", flagged: func(o Options) bool { return o.ReadHeaderTimeout > 0 },
-			value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() },
-			keep:  func(d, s *config.Config) { d.Server.ReadHeaderTimeout = s.Server.ReadHeaderTimeout }},
-		{name: "server.idleTimeout", flagged: never,
+		{name: "server.readHeaderTimeout", value: func(c *config.Config) string { return c.Server.ReadHeaderTimeout.String() },
+			keep: func(d, s *config.Config) { d.Server.ReadHeaderTimeout = s.Server.ReadHeaderTimeout }},
+		{name: "server.idleTimeout",
 			value: func(c *config.Config) string { return c.Server.IdleTimeout.String() },
 			keep:  func(d, s *config.Config) { d.Server.IdleTimeout = s.Server.IdleTimeout }},
-		{name: "server.maxConcurrentStreams", flagged: never,
+		{name: "server.maxConcurrentStreams",
 			value: func(c *config.Config) string { return strconv.Itoa(c.Server.MaxConcurrentStreams) },
 			keep:  func(d, s *config.Config) { d.Server.MaxConcurrentStreams = s.Server.MaxConcurrentStreams }},
-		{name: "cluster.redis", flagged: never,
+		{name: "cluster.redis",
 			value: func(c *config.Config) string { return c.Cluster.Redis },
 			keep:  func(d, s *config.Config) { d.Cluster.Redis = s.Cluster.Redis }},
-		{name: "cluster.sentinel", flagged: never,
+		{name: "cluster.sentinel",
 			value: func(c *config.Config) string { return sentinelSetting(c.Cluster.Sentinel) },
 			keep:  func(d, s *config.Config) { d.Cluster.Sentinel = s.Cluster.Sentinel }},
-		{name: "cluster.clusterAddrs", flagged: never,
+		{name: "cluster.clusterAddrs",
 			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") },
 			keep:  func(d, s *config.Config) { d.Cluster.ClusterAddrs = s.Cluster.ClusterAddrs }},
-		{name: "cluster.namespace", flagged: never,
+		{name: "cluster.namespace",
 			value: func(c *config.Config) string { return c.Cluster.Namespace },
 			keep:  func(d, s *config.Config) { d.Cluster.Namespace = s.Cluster.Namespace }},
 		// The rules source is connected once; a reload keeps merging the
 		// document of the source the gateway started with.
-		{name: "rulesSource.redis", flagged: never,
+		{name: "rulesSource.redis",
 			value: func(c *config.Config) string { return c.RulesSource.Redis },
 			keep:  func(d, s *config.Config) { d.RulesSource.Redis = s.RulesSource.Redis }},
-		{name: "rulesSource.sentinel", flagged: never,
+		{name: "rulesSource.sentinel",
 			value: func(c *config.Config) string { return sentinelSetting(c.RulesSource.Sentinel) },
 			keep:  func(d, s *config.Config) { d.RulesSource.Sentinel = s.RulesSource.Sentinel }},
-		{name: "rulesSource.clusterAddrs", flagged: never,
+		{name: "rulesSource.clusterAddrs",
 			value: func(c *config.Config) string { return strings.Join(c.RulesSource.ClusterAddrs, ",") },
 			keep:  func(d, s *config.Config) { d.RulesSource.ClusterAddrs = s.RulesSource.ClusterAddrs }},
-		{name: "rulesSource.key", flagged: never,
+		{name: "rulesSource.key",
 			value: func(c *config.Config) string { return c.RulesSource.Key },
 			keep:  func(d, s *config.Config) { d.RulesSource.Key = s.RulesSource.Key }},
-		{name: "rulesSource.cacheFile", flagged: never,
+		{name: "rulesSource.cacheFile",
 			value: func(c *config.Config) string { return c.RulesSource.CacheFile },
 			keep:  func(d, s *config.Config) { d.RulesSource.CacheFile = s.RulesSource.CacheFile }},
 	}
@@ -129,8 +121,6 @@ func sentinelSetting(s *config.Sentinel) string {
 	return strings.Join(parts, " ")
 }
 
-func never(Options) bool { return false }
-
 // announceSettings is the one place where a reload's settings are compared
 // with what is in force; it logs what the reload could not apply and puts
 // the admin token and hosts in force. started is the file the process started with
@@ -139,7 +129,7 @@ func (r *reloader) announceSettings(started, prev, next *config.Config) {
 	for _, s := range startSettings() {
 		now := s.value(next)
 		// Once per change, and not for a change back to the value in force.
-		if s.flagged(r.opts) || now == s.value(prev) || now == s.value(started) {
+		if now == s.value(prev) || now == s.value(started) {
 			continue
 		}
 		old, shown := shownChange(s, started, next)
@@ -212,15 +202,16 @@ func inForce(started, cfg *config.Config) *config.Config {
 }
 
 // pendingRestart lists the start-only settings whose value in cfg differs
-// from the one in force, with both values masked as the log has them; a
-// setting a flag fixes is left out (the file's value never applies).
-func (o Options) pendingRestart(started, cfg *config.Config) []admin.PendingSetting {
+// from the one in force, with both values masked as the log has them. A
+// setting a flag fixes never differs: the flag replaces the file's value
+// at every load (Options.overrides).
+func pendingRestart(started, cfg *config.Config) []admin.PendingSetting {
 	if started == nil || started == cfg {
 		return nil
 	}
 	var out []admin.PendingSetting
 	for _, s := range startSettings() {
-		if s.flagged(o) || s.value(cfg) == s.value(started) {
+		if s.value(cfg) == s.value(started) {
 			continue
 		}
 		old, shown := shownChange(s, started, cfg)

@@ -18,7 +18,14 @@ import (
 // rulesWith parses a minimal rules file with extra settings.
 func rulesWith(t *testing.T, extra string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse("rules.yaml", []byte(extra+"\nupstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{path: /a, upstream: app}]\n"))
+	return rulesAs(t, Options{}, extra)
+}
+
+// rulesAs is rulesWith read as a gateway started with o reads it: the
+// flags replace the file's settings (Options.overrides).
+func rulesAs(t *testing.T, o Options, extra string) *config.Config {
+	t.Helper()
+	cfg, err := o.overrides().Parse("rules.yaml", []byte(extra+"\nupstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{path: /a, upstream: app}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +160,7 @@ cluster: {redis: "redis://u:pw-One@127.0.0.1:6379/0", namespace: a}`
 			r := &reloader{opts: tt.opts, log: zerolog.New(&buf), clusterOn: true,
 				setToken: func(tok string) { token = append(token, tok) },
 				setHosts: func(h []string) { hosts = append(hosts, strings.Join(h, ",")) }}
-			r.announceSettings(rulesWith(t, tt.started), rulesWith(t, tt.prev), rulesWith(t, tt.next))
+			r.announceSettings(rulesAs(t, tt.opts, tt.started), rulesAs(t, tt.opts, tt.prev), rulesAs(t, tt.opts, tt.next))
 			logs := buf.String()
 			got := events(t, &buf)
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
