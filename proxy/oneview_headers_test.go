@@ -59,6 +59,7 @@ var hdrDiffSources = []config.Source{
 	{Kind: config.SourceHeader, Name: "X-Forwarded-For"},
 	{Kind: config.SourceCookie, Name: "sid"},
 	{Kind: config.SourceCookie, Name: "s_id"},
+	{Kind: config.SourceQuery, Name: "s_id"},
 	{Kind: config.SourceHost},
 }
 
@@ -317,6 +318,15 @@ func hdrUpstreamViews(head string) ([]map[string][]string, error) {
 			views["Werkzeug parse_cookie"] = werkzeugCookie(raw, src.Name)
 			views["Starlette cookie_parser"] = starletteCookie(raw, src.Name)
 			views["Python SimpleCookie"] = simpleCookieCookie(raw, src.Name)
+		case config.SourceQuery:
+			views["PHP $_GET"] = phpQuery(req.URL.RawQuery, src.Name)
+			var goVals []string
+			for _, v := range req.URL.Query()[src.Name] {
+				if v != "" && !slices.Contains(goVals, v) {
+					goVals = append(goVals, v)
+				}
+			}
+			views["go URL.Query"] = goVals
 		case config.SourceHost:
 			// The upstream gets its own host in Host; the client's is in
 			// X-Forwarded-Host, which is what the host source must key on.
@@ -554,6 +564,11 @@ func TestHeaderSourcesOneView(t *testing.T) {
 		if rng.IntN(6) == 0 {
 			target = "http://" + []string{"victim", "Victim.Example.", "victim:8080", "a"}[rng.IntN(4)] + "/t"
 		}
+		if rng.IntN(3) == 0 {
+			// Query names as PHP mangles them into $_GET.
+			target += "?" + []string{"s_id", "s.id", "s+id", "s%20id", "%20s_id", "+s_id", "s_id%00x", "s%5Bid", "s%5fid", "s[id]", "sXid"}[rng.IntN(11)] +
+				"=" + []string{"victim", "a", "vict%69m", "a+b"}[rng.IntN(4)]
+		}
 		report(h.check(target, lines))
 	}
 	if failures > len(seen) {
@@ -624,22 +639,46 @@ func phpCookie(lines []string, name string) []string {
 	for _, line := range lines {
 		for _, pair := range strings.Split(line, ";") {
 			k, v, _ := strings.Cut(strings.TrimLeft(pair, " \t\n\r\v\f"), "=")
-			k = strings.TrimLeft(phpDecode(k), " ")
-			if i := strings.IndexByte(k, 0); i >= 0 {
-				k = k[:i]
-			}
-			if i := strings.IndexByte(k, '['); i >= 0 {
-				if strings.IndexByte(k[i:], ']') >= 0 {
-					continue
-				}
-				k = k[:i] + "_" + k[i+1:]
-			}
-			if strings.NewReplacer(" ", "_", ".", "_").Replace(k) != name {
+			if phpName(phpDecode(k)) != name {
 				continue
 			}
 			if v = gwCookieKey(phpDecode(v)); v != "" {
 				out = append(out, v)
 			}
+		}
+	}
+	return out
+}
+
+// phpName is a decoded name as php_register_variable_ex makes it:
+// leading spaces skipped, cut at a NUL, ' ' and '.' written '_', and a
+// '[' without a ']' after it '_' ("" for a name with "[...]": an array,
+// no string value).
+func phpName(k string) string {
+	k = strings.TrimLeft(k, " ")
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		k = k[:i]
+	}
+	if i := strings.IndexByte(k, '['); i >= 0 {
+		if strings.IndexByte(k[i:], ']') >= 0 {
+			return ""
+		}
+		k = k[:i] + "_" + k[i+1:]
+	}
+	return strings.NewReplacer(" ", "_", ".", "_").Replace(k)
+}
+
+// phpQuery reads name as PHP fills $_GET from a raw query: pairs split at
+// '&', name and value urldecoded, the name mangled as phpCookie's is.
+func phpQuery(raw, name string) []string {
+	var out []string
+	for _, pair := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if phpName(phpDecode(k)) != name {
+			continue
+		}
+		if v = phpDecode(v); v != "" {
+			out = append(out, v)
 		}
 	}
 	return out
