@@ -234,25 +234,24 @@ func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 }
 
 // returnPass gives back a countOn failure call's pass of the cluster's
-// window (or calendar period), and takes it to Redis now: a give-back goes with the gateway's
-// next call on the value, and until then the fleet would count a success
-// as a failure. One more round trip, for an answer that was no failure.
+// window (or calendar period), and takes it to Redis now: a window's
+// give-back goes with the gateway's next call on the value, and until then
+// the fleet would count a success as a failure. One more round trip, for
+// an answer that was no failure.
 // The local bucket, charged the pass for a fallback, gets it back too, or
 // a Redis outage would find successes counted as failures there.
 func (s *slot) returnPass(ts TokenService, gb TokenReturner, now int64) {
-	if s.r.calendar {
-		// A calendar period's place (AcquireQuotaStamp), given back at once.
-		if qr, ok := ts.(QuotaReturner); ok {
-			qr.GiveBackQuota(s.r.cfg, s.count, s.val, s.n, s.back)
-		}
-	} else {
+	switch qr, ok := ts.(QuotaReturner); {
+	case s.r.calendar && ok:
+		qr.GiveBackQuota(s.r.cfg, s.count, s.val, s.n, s.back) // at once
+	case !s.r.calendar:
 		gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
+		if ts != nil {
+			_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
+		}
 	}
 	if ts == nil {
 		return
-	}
-	if !s.r.calendar {
-		_, _, _, _, _ = ts.PeekParamLeft(s.r.cfg, s.count, s.val, 1, false)
 	}
 	e, sh := s.r.table.Get(s.val, now)
 	if e != nil {

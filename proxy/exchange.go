@@ -20,16 +20,13 @@ import (
 // its lifetime ends when the route handler returns.
 type exchange struct {
 	http.ResponseWriter
-	req       *http.Request
-	view      view // the request's one reading (readTarget)
-	src       *sources
-	params    *chi.Context // the path parameters; nil: none
-	clientCtx context.Context
-	status    int
-	failed    bool // transport failure or timeout
-	// answered: the upstream's status (not one of the gateway's own) was
-	// handed to the client, even if its body broke afterwards.
-	answered   bool
+	req        *http.Request
+	view       view // the request's one reading (readTarget)
+	src        *sources
+	params     *chi.Context // the path parameters; nil: none
+	clientCtx  context.Context
+	status     int
+	failed     bool // transport failure or timeout
 	clientGone bool
 	// writeFailed: a write to the client failed, so it is gone even if
 	// its context has not been cancelled yet (the server's reader may not
@@ -167,7 +164,6 @@ func (e *exchange) WriteHeader(code int) {
 	case e.status == 0 && code >= 200:
 		e.status = code
 		if !e.failed {
-			e.answered = true
 			e.call.answer(e.Header())
 		}
 	case code < 200:

@@ -205,8 +205,11 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 			status = 0
 		}
 		answer := status
-		if answer == 0 && ex.answered && !ex.bodyFailed() {
-			answer = ex.status // its body broke after the status reached the client
+		if answer == 0 && !ex.failed && !ex.bodyFailed() {
+			// The upstream's status, if it was handed to the client (the
+			// gateway's own answers come after ex.failed): its body broke
+			// after it.
+			answer = ex.status
 		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
 		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, answer: answer, abandoned: abandoned})
