@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"sluice/config"
-	"sluice/internal/calendar"
 	"sluice/internal/redisconn"
 	"sluice/limiter/window"
 )
@@ -355,13 +354,11 @@ func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value str
 		return
 	}
 	start := time.UnixMilli(stamp)
-	b, reset := calendar.Bounds(start, spec.loc, spec.unit)
-	now := s.wall()
-	if !b.Equal(start) || !now.Before(reset) {
+	p, now := spec.periodAt(start), s.wall()
+	if !p.start.Equal(start) || !now.Before(p.reset) {
 		return
 	}
-	p := spec.periodAt(start)
-	_, _, _, _, _, _ = s.acquire(spec, value, n, p, reset.Sub(now), opGiveBack)
+	_, _, _, _, _, _ = s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack)
 	s.blocks.forget(spec, value, false)
 }
 
