@@ -158,7 +158,7 @@ func addCookie(line string, start, end int, vs *valueSet) bool {
 	}
 	if raw := line[start:end]; strings.IndexByte(raw, '\\') >= 0 || !ascii(raw) {
 		for _, mode := range [...]pyMode{pyDjango, pyWerkzeug, pyLatin1} {
-			if key, _ := cookieKey(pythonCookie(line[start:end], mode)); !vs.add(key) {
+			if key, _ := cookieKey(pythonCookie(raw, mode)); !vs.add(key) {
 				return false
 			}
 		}
@@ -369,13 +369,4 @@ func formByte(v string, i int) (c byte, next int, escaped bool) {
 		return unhex(v[i+1])<<4 | unhex(v[i+2]), i + 3, true
 	}
 	return c, i + 1, false
-}
-
-// cutByte is strings.Cut on one byte: s before the first sep, and after
-// it ("" if there is none).
-func cutByte(s string, sep byte) (before, after string) {
-	if i := strings.IndexByte(s, sep); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	return s, ""
 }
