@@ -32,7 +32,7 @@ type traffic struct {
 
 // listenTraffic opens the listeners of cfg. listen is the plain address in
 // force (the -listen flag or the file's); "" opens none.
-func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o Options, log zerolog.Logger) (*traffic, error) {
+func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
 	errLog := stdlog.New(serverLog{log}, "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
@@ -43,7 +43,7 @@ func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o Optio
 			// No ReadTimeout/WriteTimeout: bodies stream both ways for as long
 			// as the route's upstream timeout allows, and a client that stops
 			// taking the response is cut by server.sendTimeout (gw.Listener).
-			ReadHeaderTimeout: o.readHeaderTimeout(cfg),
+			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(), // -read-header-timeout's, if given (Options.overrides)
 			IdleTimeout:       cfg.Server.IdleTimeout.D(),
 			// Larger headers get 431 from net/http before any handler runs
 			// (on HTTP/2, the same bound on the header list).
@@ -104,14 +104,6 @@ func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, o Optio
 		return nil, errors.New("no listener: set listen or tls.listen")
 	}
 	return t, nil
-}
-
-// readHeaderTimeout is -read-header-timeout, else server.readHeaderTimeout.
-func (o Options) readHeaderTimeout(cfg *config.Config) time.Duration {
-	if o.ReadHeaderTimeout > 0 {
-		return o.ReadHeaderTimeout
-	}
-	return cfg.Server.ReadHeaderTimeout.D()
 }
 
 // addrs names the listeners for the start-up log.

@@ -14,8 +14,8 @@ import (
 // TestTrafficServersTakeServerSection: the traffic listeners' servers use
 // the server section, and -read-header-timeout wins over the file's.
 func TestTrafficServersTakeServerSection(t *testing.T) {
-	cfg := rulesWith(t, "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n"+
-		"server: {readHeaderTimeout: 3s, idleTimeout: 45s, sendTimeout: 2s, maxConcurrentStreams: 7}")
+	const file = "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n" +
+		"server: {readHeaderTimeout: 3s, idleTimeout: 45s, sendTimeout: 2s, maxConcurrentStreams: 7}"
 	for _, tt := range []struct {
 		name       string
 		opts       Options
@@ -26,7 +26,8 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-			tr, err := listenTraffic(cfg, cfg.Listen, gw, tt.opts, zerolog.Nop())
+			cfg := rulesAs(t, tt.opts, file) // as the gateway reads it, the flags applied
+			tr, err := listenTraffic(cfg, cfg.Listen, gw, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 func TestAddrsNamePlainListenerWhileServing(t *testing.T) {
 	cfg := rulesWith(t, "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n")
 	gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-	tr, err := listenTraffic(cfg, cfg.Listen, gw, Options{}, zerolog.Nop())
+	tr, err := listenTraffic(cfg, cfg.Listen, gw, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
