@@ -128,6 +128,10 @@ type options struct {
 	alt      string
 	profile  string
 	deadline time.Duration
+
+	instructions bool // count instructions under callgrind instead (instructions.go)
+	requests     int  // requests per measured block of -instructions
+	top          int  // functions listed per protocol by -instructions
 }
 
 func run() error {
@@ -151,6 +155,9 @@ func run() error {
 	flag.StringVar(&o.pgo, "pgo", "", "in the protocol matrix, also measure sluice built with this profile (go build -pgo=FILE) as the front sluice-pgo")
 	flag.StringVar(&o.alt, "alt", "", "in the protocol matrix, also measure this sluice binary (an A/B of a change: build it from another tree) as the front sluice-alt")
 	flag.StringVar(&o.profile, "profile", "", "instead of measuring, write a CPU profile of sluice under the matrix's load (every protocol, -duration each) to this file, for -pgo")
+	flag.BoolVar(&o.instructions, "instructions", false, "count user-space instructions per request under valgrind's callgrind instead of CPU time: sluice, the floors (and -alt) over HTTP/1.1, HTTPS/1.1 and h2 (instructions.go)")
+	flag.IntVar(&o.requests, "requests", 6000, "with -instructions, requests per measured block")
+	flag.IntVar(&o.top, "top", 25, "with -instructions, functions listed where sluice's instructions exceed the floor's")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	sizesSet := false
@@ -206,6 +213,15 @@ func run() error {
 	if o.profile != "" {
 		o.all, o.rounds, o.sizes, runs = true, 1, []int{100}, 3
 	}
+	if o.instructions {
+		if o.requests < 100 || o.requests > 1000000 {
+			return errors.New("requests must be in [100, 1000000]")
+		}
+		o.sizes, nginx, caddy = []int{100}, "", ""
+		// Under callgrind a request costs about 1 ms of the proxy CPU.
+		runs = 3 * len(o.sizes) * 4
+		o.duration, o.warmup = time.Duration(o.requests)*2*time.Millisecond, time.Second
+	}
 	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)
 	if o.deadline == 0 {
 		o.deadline = plan + 2*time.Minute
@@ -247,6 +263,15 @@ func run() error {
 			return fmt.Errorf("building sluice with -pgo=%s: %w", pgo, err)
 		}
 	}
+	if o.instructions {
+		// go run leaves out the symbols callgrind names functions by.
+		self = filepath.Join(dir, "bench")
+		build := exec.CommandContext(ctx, "go", "build", "-o", self, "./e2e/bench")
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the bench with its symbols: %w", err)
+		}
+	}
 	// The deadline starts once the build is done: a cold build on a busy
 	// machine can take minutes.
 	ctx, cancel := context.WithTimeout(ctx, o.deadline)
@@ -264,6 +289,9 @@ func run() error {
 
 	if o.profile != "" {
 		return profileSluice(ctx, o, procs, dir, self, sluice, upAddr, wrk)
+	}
+	if o.instructions {
+		return runInstructions(ctx, o, procs, dir, self, sluice, upAddr)
 	}
 	if o.all || o.edge {
 		return runMatrix(ctx, o, procs, dir, self, sluice, upAddr, wrk, nginx, caddy)

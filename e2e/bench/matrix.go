@@ -133,10 +133,12 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 			}
 			f.pid, err = startSluice(ctx, o, procs, dir, name, bin, f, upAddr, certFile, keyFile, admin)
 		case "floor":
-			f.pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, "floor", f.plain, upAddr, f.tls, certFile, keyFile)
+			env, bin, args := o.launch(dir, name, self, "floor", f.plain, upAddr, f.tls, certFile, keyFile)
+			f.pid, err = procs.start(ctx, name, o.proxyCPU, env, bin, args...)
 		case "fasthttp-floor":
 			f.tls = ""
-			f.pid, err = procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"}, self, name, f.plain, upAddr)
+			env, bin, args := o.launch(dir, name, self, name, f.plain, upAddr)
+			f.pid, err = procs.start(ctx, name, o.proxyCPU, env, bin, args...)
 		case "nginx":
 			conf, cerr := nginxTLSConf(dir, "nginx-all.conf", "listen "+f.plain+";", f.tls, upAddr, certFile, keyFile, o.conns)
 			if cerr != nil {
@@ -180,8 +182,8 @@ func startSluice(ctx context.Context, o options, procs *processes, dir, name, bi
 	if err := os.WriteFile(rules, []byte(body), 0o644); err != nil {
 		return 0, err
 	}
-	return procs.start(ctx, name, o.proxyCPU, []string{"GOMAXPROCS=1"},
-		bin, "-config", rules, "-listen", f.plain, "-admin", admin, "-log-level", "warn")
+	env, bin, args := o.launch(dir, name, bin, "-config", rules, "-listen", f.plain, "-admin", admin, "-log-level", "warn")
+	return procs.start(ctx, name, o.proxyCPU, env, bin, args...)
 }
 
 // caddyConf writes a Caddy JSON config: reverse_proxy to the upstream on a
