@@ -11,6 +11,11 @@ package main
 // work, larger than those of CPU time.
 //
 //	go run ./e2e/bench -instructions            # 3 rounds of 6,000 requests per protocol
+//
+// Besides sluice (the bench's route, flow rule and param rule) it measures
+// sluice-norules (the route alone) and sluice-nofields (the rules with
+// blockResponse.rateLimitHeaders: false), which tell what the rules and
+// their RateLimit fields cost.
 //	go run ./e2e/bench -instructions -alt BIN   # and another sluice build, for an A/B of a change
 //
 // Each front runs alone under callgrind (GOMAXPROCS=1); a fixed count of

@@ -219,7 +219,7 @@ func run() error {
 		}
 		o.sizes, nginx, caddy = []int{100}, "", ""
 		// Under callgrind a request costs about 1 ms of the proxy CPU.
-		runs = 3 * len(o.sizes) * 4
+		runs = 3 * len(o.sizes) * 6 // sluice, its two variants, the floors, -alt
 		o.duration, o.warmup = time.Duration(o.requests)*2*time.Millisecond, time.Second
 	}
 	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)

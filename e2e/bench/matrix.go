@@ -105,6 +105,10 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	if o.alt != "" {
 		names = append(names, "sluice-alt")
 	}
+	if o.instructions {
+		// What the bench's rules cost, and what their RateLimit fields do.
+		names = append(names, "sluice-norules", "sluice-nofields")
+	}
 	names = append(names, "floor")
 	if !o.edge {
 		names = append(names, "fasthttp-floor")
@@ -119,7 +123,7 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 	for _, name := range names {
 		f := front{name: name, plain: freeAddr(), tls: freeAddr()}
 		switch name {
-		case "sluice", "sluice-pgo", "sluice-alt":
+		case "sluice", "sluice-pgo", "sluice-alt", "sluice-norules", "sluice-nofields":
 			bin, admin := sluice, "off"
 			switch name {
 			case "sluice-pgo":
@@ -177,7 +181,14 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 // bench's two never-blocking rules, f's plain and TLS listeners.
 func startSluice(ctx context.Context, o options, procs *processes, dir, name, bin string, f front, upAddr, certFile, keyFile, admin string) (int, error) {
 	rules := filepath.Join(dir, name+"-all.yaml")
-	body := strings.Replace(sluiceRules("http://"+upAddr, "fast"), "upstreams:", fmt.Sprintf(
+	body := sluiceRules("http://"+upAddr, "fast")
+	switch name {
+	case "sluice-norules": // the route alone
+		body, _, _ = strings.Cut(body, "flowRules:")
+	case "sluice-nofields": // the rules without their RateLimit fields
+		body += "blockResponse:\n  rateLimitHeaders: false\n"
+	}
+	body = strings.Replace(body, "upstreams:", fmt.Sprintf(
 		"tls:\n  listen: %q\n  certificates: [{certFile: %q, keyFile: %q}]\nupstreams:", f.tls, certFile, keyFile), 1)
 	if err := os.WriteFile(rules, []byte(body), 0o644); err != nil {
 		return 0, err
