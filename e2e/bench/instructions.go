@@ -112,7 +112,12 @@ func runInstructions(ctx context.Context, o options, procs *processes, dir, self
 		}
 		m := h2loadDone.FindStringSubmatch(string(b))
 		if m == nil || m[4] != strconv.Itoa(n) {
-			return fmt.Errorf("h2load against %s over %s: not all %d requests succeeded: %s", f.name, l.name, n, b)
+			state := "still running"
+			if !alive(f.pid) {
+				state = "exited"
+			}
+			return fmt.Errorf("h2load against %s over %s: not all %d requests succeeded (%s %s; its log: %s): %s",
+				f.name, l.name, n, f.name, state, filepath.Join(os.TempDir(), "sluice-bench-"+f.name+".log"), b)
 		}
 		return nil
 	}
@@ -273,6 +278,17 @@ func area(fn string) string {
 		}
 	}
 	return areas[len(areas)-1].name
+}
+
+// alive reports whether pid runs: not gone, and not a zombie (the bench
+// waits for its processes only when it stops them).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return rest != "" && rest[0] != 'Z'
 }
 
 // readSummary reads the instruction count a callgrind dump holds.

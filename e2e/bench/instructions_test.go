@@ -2,8 +2,10 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A callgrind dump as valgrind 3.19 writes one for a Go binary: names
@@ -80,5 +82,27 @@ func TestAreas(t *testing.T) {
 		if got := area(fn); got != want {
 			t.Errorf("area(%s) = %q, want %q", fn, got, want)
 		}
+	}
+}
+
+func TestAlive(t *testing.T) {
+	if !alive(os.Getpid()) {
+		t.Error("alive(self) = false")
+	}
+	if alive(1 << 30) {
+		t.Error("alive(no such pid) = true")
+	}
+	// A child that exited and was not waited for is a zombie: gone.
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(cmd.Process.Pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(cmd.Process.Pid) {
+		t.Error("alive(an exited child not waited for) = true")
 	}
 }
