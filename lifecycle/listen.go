@@ -17,7 +17,7 @@ type listeners struct {
 // listen opens the traffic listeners (plain and TLS, see listenTraffic) and,
 // unless it is off, the admin listener; on error it closes what it opened.
 func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
-	tr, err := listenTraffic(cfg, cfg.Listen, inst.proxy, inst.log)
+	tr, err := listenTraffic(cfg, inst.proxy, inst.log)
 	if err != nil {
 		return listeners{}, err
 	}

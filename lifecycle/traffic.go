@@ -30,9 +30,9 @@ type traffic struct {
 	certs *tlsedge.Store
 }
 
-// listenTraffic opens the listeners of cfg. listen is the plain address in
-// force (the -listen flag or the file's); "" opens none.
-func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, log zerolog.Logger) (*traffic, error) {
+// listenTraffic opens the listeners of cfg. Its listen is the plain address
+// in force (-listen's, if given: Options.overrides); "" opens none.
+func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
 	errLog := stdlog.New(serverLog{log}, "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
@@ -84,7 +84,7 @@ func listenTraffic(cfg *config.Config, listen string, gw *proxy.Gateway, log zer
 		t.certs = certs
 		t.servers, t.lns = append(t.servers, srv), append(t.lns, ln)
 	}
-	if listen != "" {
+	if listen := cfg.Listen; listen != "" {
 		var protos http.Protocols
 		protos.SetHTTP1(true)
 		protos.SetUnencryptedHTTP2(cfg.HTTP2.H2C)

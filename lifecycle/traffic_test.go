@@ -27,7 +27,7 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
 			cfg := rulesAs(t, tt.opts, file) // as the gateway reads it, the flags applied
-			tr, err := listenTraffic(cfg, cfg.Listen, gw, zerolog.Nop())
+			tr, err := listenTraffic(cfg, gw, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 func TestAddrsNamePlainListenerWhileServing(t *testing.T) {
 	cfg := rulesWith(t, "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n")
 	gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-	tr, err := listenTraffic(cfg, cfg.Listen, gw, zerolog.Nop())
+	tr, err := listenTraffic(cfg, gw, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
