@@ -213,16 +213,17 @@ func run() error {
 	if o.profile != "" {
 		o.all, o.rounds, o.sizes, runs = true, 1, []int{100}, 3
 	}
+	perRun := o.duration + o.warmup + 500*time.Millisecond
 	if o.instructions {
 		if o.requests < 100 || o.requests > 1000000 {
 			return errors.New("requests must be in [100, 1000000]")
 		}
 		o.sizes, nginx, caddy = []int{100}, "", ""
-		// Under callgrind a request costs about 1 ms of the proxy CPU.
-		runs = 3 * len(o.sizes) * 6 // sluice, its two variants, the floors, -alt
-		o.duration, o.warmup = time.Duration(o.requests)*2*time.Millisecond, time.Second
+		// 3 protocols x sluice, its two variants, the floors and -alt; under
+		// callgrind a request (a third more for the warm-up) costs about 1 ms.
+		runs, perRun = 3*6, time.Duration(o.requests)*2*time.Millisecond+time.Second
 	}
-	plan := time.Duration(o.rounds*len(o.sizes)*runs) * (o.duration + o.warmup + 500*time.Millisecond)
+	plan := time.Duration(o.rounds*len(o.sizes)*runs) * perRun
 	if o.deadline == 0 {
 		o.deadline = plan + 2*time.Minute
 	}
