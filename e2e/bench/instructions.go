@@ -3,9 +3,9 @@ package main
 // -instructions: user-space instructions per request, counted by
 // valgrind's callgrind, for sluice and its floors over HTTP/1.1, HTTPS/1.1
 // and h2. CPU time on this VM moves by a fifth from run to run and by 2x
-// between rounds (docs/forwarding.md); an instruction count does not: the
-// same binary under the same requests gives the same count within about
-// 1 %, whatever else the machine is doing. It leaves out the kernel (about
+// between rounds (docs/forwarding.md); an instruction count hardly does:
+// the same binary under the same requests gave counts within 4 % over
+// HTTP/1.1 (more over h2), whatever else the machine was doing. It leaves out the kernel (about
 // half of a request's CPU time here, and the same for every Go front: equal
 // system calls per request), so its ratios are those of the user-space
 // work, larger than those of CPU time.
@@ -234,17 +234,15 @@ func runInstructions(ctx context.Context, o options, procs *processes, dir, self
 			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", v[0]-v[1], v[0], v[1], ar.name)
 		}
 		tw.Flush()
-		if o.top > 0 {
-			fmt.Printf("the %d functions furthest above the floor:\n", min(o.top, len(ds)))
-		}
-		tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		if o.top > 0 {
+		if top := ds[:min(o.top, len(ds))]; len(top) > 0 {
+			fmt.Printf("the %d functions furthest above the floor:\n", len(top))
+			tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "above\tsluice\tfloor\tfunction\t")
+			for _, d := range top {
+				fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", d.s-d.f, d.s, d.f, d.fn)
+			}
+			tw.Flush()
 		}
-		for _, d := range ds[:min(o.top, len(ds))] {
-			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", d.s-d.f, d.s, d.f, d.fn)
-		}
-		tw.Flush()
 	}
 	return nil
 }
