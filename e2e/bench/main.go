@@ -132,6 +132,7 @@ type options struct {
 	instructions bool // count instructions under callgrind instead (instructions.go)
 	requests     int  // requests per measured block of -instructions
 	top          int  // functions listed per protocol by -instructions
+	keep         bool // -instructions leaves its callgrind dumps for callgrind_annotate
 }
 
 func run() error {
@@ -158,6 +159,7 @@ func run() error {
 	flag.BoolVar(&o.instructions, "instructions", false, "count user-space instructions per request under valgrind's callgrind instead of CPU time: sluice, the floors (and -alt) over HTTP/1.1, HTTPS/1.1 and h2 (instructions.go)")
 	flag.IntVar(&o.requests, "requests", 6000, "with -instructions, requests per measured block")
 	flag.IntVar(&o.top, "top", 25, "with -instructions, functions listed where sluice's instructions exceed the floor's")
+	flag.BoolVar(&o.keep, "keep", false, "with -instructions, keep the callgrind dumps (their directory is printed) for callgrind_annotate's call trees")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	sizesSet := false
@@ -234,7 +236,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if o.keep && o.instructions {
+		defer fmt.Printf("\nthe callgrind dumps are kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	procs := &processes{}
 	defer procs.stopAll()
 
