@@ -90,3 +90,52 @@ func TestBodilessStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestCoarseDeadlineBoundsEveryExchange: whatever the timeout, the gap
+// between requests and a timeout changed by a reload, the socket's
+// deadline is never before the one asked for (a route timeout never ends
+// early) nor more than 1/32 of the time left after it, and a connection
+// reused faster than that keeps its deadline.
+func TestCoarseDeadlineBoundsEveryExchange(t *testing.T) {
+	base := time.Now()
+	for _, timeout := range []time.Duration{time.Millisecond, 50 * time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
+		for _, gap := range []time.Duration{0, time.Microsecond, timeout / 100, timeout / 31, timeout / 8, 2 * timeout} {
+			var cur time.Time
+			sets := 0
+			const n = 1000
+			for i := range n {
+				now := base.Add(time.Duration(i) * gap)
+				to := timeout
+				if i == n/2 {
+					to = timeout / 10 // a reload shortens it once
+				}
+				want := now.Add(to)
+				set, keep := coarseDeadline(cur, want, now)
+				if !keep {
+					cur = set
+					sets++
+				} else if !set.Equal(cur) {
+					t.Fatalf("timeout %v, gap %v: kept %v but returned %v", timeout, gap, cur, set)
+				}
+				if late := cur.Sub(want); late < 0 || late > to/32 {
+					t.Fatalf("timeout %v, gap %v, request %d: deadline %v after the one asked for, want within [0, %v]", timeout, gap, i, late, to/32)
+				}
+			}
+			// Reused within a 32nd of the timeout, the deadline moves about
+			// once per such span (and once more for the reload).
+			if gap > 0 && gap <= timeout/100 {
+				span := time.Duration(n) * gap
+				if most := int(span/(timeout/32)) + 3; sets > most {
+					t.Errorf("timeout %v, gap %v: %d deadlines set over %d requests, want at most %d", timeout, gap, sets, n, most)
+				}
+			}
+		}
+	}
+	// No deadline asked for: none is set, and one set is cleared.
+	if _, keep := coarseDeadline(time.Time{}, time.Time{}, base); !keep {
+		t.Error("no deadline on a socket without one: set one anew")
+	}
+	if set, keep := coarseDeadline(base, time.Time{}, base); keep || !set.IsZero() {
+		t.Errorf("no deadline on a socket with one: (%v, keep %v), want it cleared", set, keep)
+	}
+}
