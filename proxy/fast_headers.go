@@ -55,36 +55,39 @@ func hasTokenBytes(v, tok []byte) bool {
 }
 
 // copyResponseHeader copies the upstream's response header into dst, minus
-// hop-by-hop fields. Common names are interned and every value shares one
-// string and one []string backing, so a response header costs two
-// allocations however many fields it has.
+// hop-by-hop fields: those of dropResponseHeader and those that any of the
+// upstream's Connection lines names (ReverseProxy drops what every line
+// names). One pass over fasthttp's fields notes the fields to copy and the
+// Connection lines, without Peek, which copies and normalizes the name it
+// is given. Common names are interned and every value shares one string
+// and one []string backing, so a response header costs two allocations
+// however many fields it has.
 func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCall) {
-	conn := src.Peek("Connection")
-	skip := func(k []byte) bool {
-		return dropResponseHeader(k) || (len(conn) > 0 && hasTokenBytes(conn, k))
-	}
-	n := 0
-	c.vals = c.vals[:0]
+	c.vals, c.fields, c.conn = c.vals[:0], c.fields[:0], c.conn[:0]
 	for k, v := range src.All() {
-		if !skip(k) {
-			n++
+		switch {
+		case string(k) == "Connection":
+			c.conn = append(c.conn, v)
+		case !dropResponseHeader(k):
+			c.fields = append(c.fields, upstreamField{k, len(v)})
 			c.vals = append(c.vals, v...)
 		}
 	}
+	n := len(c.fields)
 	if n == 0 {
 		return
 	}
 	all := string(c.vals)
 	backing := make([]string, n)
 	i, off := 0, 0
-	for k, v := range src.All() {
-		if skip(k) {
+	for _, f := range c.fields {
+		s := all[off : off+f.n]
+		off += f.n
+		if len(c.conn) > 0 && namedIn(c.conn, f.name) {
 			continue
 		}
-		s := all[off : off+len(v)]
-		off += len(v)
 		backing[i] = s
-		key := headerKey(k)
+		key := headerKey(f.name)
 		if prev, ok := dst[key]; ok {
 			dst[key] = append(prev, s)
 		} else {
@@ -94,31 +97,111 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 	}
 }
 
+// upstreamField is a field of the upstream's answer to copy: its name (in
+// fasthttp's buffer) and the length of its value in fastCall.vals.
+type upstreamField struct {
+	name []byte
+	n    int
+}
+
+// namedIn reports whether one of the Connection lines conn names name.
+func namedIn(conn [][]byte, name []byte) bool {
+	for _, v := range conn {
+		if hasTokenBytes(v, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // headerKey returns k as a string, without allocating for common names.
 func headerKey(k []byte) string {
-	if s, ok := commonHeaderNames[string(k)]; ok {
-		return s
+	switch string(k) {
+	case "Accept-Ranges":
+		return "Accept-Ranges"
+	case "Access-Control-Allow-Credentials":
+		return "Access-Control-Allow-Credentials"
+	case "Access-Control-Allow-Headers":
+		return "Access-Control-Allow-Headers"
+	case "Access-Control-Allow-Methods":
+		return "Access-Control-Allow-Methods"
+	case "Access-Control-Allow-Origin":
+		return "Access-Control-Allow-Origin"
+	case "Access-Control-Expose-Headers":
+		return "Access-Control-Expose-Headers"
+	case "Access-Control-Max-Age":
+		return "Access-Control-Max-Age"
+	case "Age":
+		return "Age"
+	case "Allow":
+		return "Allow"
+	case "Alt-Svc":
+		return "Alt-Svc"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Content-Disposition":
+		return "Content-Disposition"
+	case "Content-Encoding":
+		return "Content-Encoding"
+	case "Content-Language":
+		return "Content-Language"
+	case "Content-Length":
+		return "Content-Length"
+	case "Content-Location":
+		return "Content-Location"
+	case "Content-Range":
+		return "Content-Range"
+	case "Content-Security-Policy":
+		return "Content-Security-Policy"
+	case "Content-Type":
+		return "Content-Type"
+	case "Date":
+		return "Date"
+	case "Etag":
+		return "Etag"
+	case "Expires":
+		return "Expires"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "Link":
+		return "Link"
+	case "Location":
+		return "Location"
+	case "Pragma":
+		return "Pragma"
+	case "Ratelimit":
+		return "Ratelimit"
+	case "Ratelimit-Policy":
+		return "Ratelimit-Policy"
+	case "Referrer-Policy":
+		return "Referrer-Policy"
+	case "Retry-After":
+		return "Retry-After"
+	case "Server":
+		return "Server"
+	case "Set-Cookie":
+		return "Set-Cookie"
+	case "Strict-Transport-Security":
+		return "Strict-Transport-Security"
+	case "Trailer":
+		return "Trailer"
+	case "Vary":
+		return "Vary"
+	case "Via":
+		return "Via"
+	case "Www-Authenticate":
+		return "Www-Authenticate"
+	case "X-Content-Type-Options":
+		return "X-Content-Type-Options"
+	case "X-Frame-Options":
+		return "X-Frame-Options"
+	case "X-Request-Id":
+		return "X-Request-Id"
+	case "X-Xss-Protection":
+		return "X-Xss-Protection"
 	}
 	return string(k)
 }
-
-// commonHeaderNames interns the usual response header names. Read-only.
-var commonHeaderNames = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		"Accept-Ranges", "Access-Control-Allow-Credentials", "Access-Control-Allow-Headers",
-		"Access-Control-Allow-Methods", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers",
-		"Access-Control-Max-Age", "Age", "Allow", "Alt-Svc", "Cache-Control", "Content-Disposition",
-		"Content-Encoding", "Content-Language", "Content-Length", "Content-Location", "Content-Range",
-		"Content-Security-Policy", "Content-Type", "Date", "Etag", "Expires", "Last-Modified", "Link",
-		"Location", "Pragma", "Ratelimit", "Ratelimit-Policy", "Referrer-Policy", "Retry-After", "Server",
-		"Set-Cookie", "Strict-Transport-Security", "Trailer", "Vary", "Via", "Www-Authenticate",
-		"X-Content-Type-Options", "X-Frame-Options", "X-Request-Id", "X-Xss-Protection",
-	} {
-		m[k] = k
-	}
-	return m
-}()
 
 // isEventStream reports a text/event-stream media type (parameters allowed).
 func isEventStream(ct []byte) bool {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -40,6 +39,10 @@ type fastCall struct {
 	uri  []byte
 	xff  []byte
 	vals []byte // response header values, made into one string
+	// fields and conn are the upstream's answer's fields to copy and its
+	// Connection lines (copyResponseHeader).
+	fields []upstreamField
+	conn   [][]byte
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
@@ -225,13 +228,11 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 			return err
 		}
 		_ = resp.CloseBodyStream() // the connection goes back to the pool now
-		dropConnectionNamed(&resp.Header)
 		copyResponseHeader(ex.Header(), &resp.Header, c)
 		ex.WriteHeader(status)
 		_, _ = ex.Write(c.buf[:n])
 		return nil
 	}
-	dropConnectionNamed(&resp.Header)
 	copyResponseHeader(ex.Header(), &resp.Header, c)
 	ex.WriteHeader(status)
 	if body == nil { // HEAD, 1xx, 204, 304
@@ -277,32 +278,6 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 	}
 	_ = resp.CloseBodyStream()
 	return nil
-}
-
-// dropConnectionNamed removes the fields named by the upstream's second and
-// later Connection lines (Connection: keep-alive, then Connection: X-Secret):
-// copyResponseHeader reads the first only (fasthttp's Peek), and
-// ReverseProxy drops the fields every line names. Nothing is done, nor
-// allocated, for an answer with one Connection line or none.
-func dropConnectionNamed(h *fasthttp.ResponseHeader) {
-	if len(h.Peek("Connection")) == 0 {
-		return
-	}
-	lines := h.PeekAll("Connection")
-	if len(lines) < 2 {
-		return
-	}
-	var names []string // copied: Del moves the bytes lines points into
-	for _, v := range lines[1:] {
-		for _, name := range strings.Split(string(v), ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				names = append(names, name)
-			}
-		}
-	}
-	for _, name := range names {
-		h.Del(name)
-	}
 }
 
 // abort ends a response whose status is already sent: the upstream
