@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -188,17 +189,30 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 			break
 		}
 	}
+	// SetCanonical: the names are canonical, and Set would copy each name
+	// and sanitize each value twice before SetCanonical does it once.
 	if chain, ip, ok := rt.snap.sources.forwardedFor(r); ok {
 		b := c.xff[:0]
 		for _, p := range chain {
 			b = append(append(b, p...), ", "...)
 		}
 		c.xff = append(b, ip...)
-		h.SetBytesV("X-Forwarded-For", c.xff)
+		h.SetCanonical(nameXForwardedFor, c.xff)
 	}
-	h.Set("X-Forwarded-Host", r.Host)
-	h.Set("X-Forwarded-Proto", forwardedProto(r))
+	h.SetCanonical(nameXForwardedHost, readOnlyBytes(r.Host))
+	h.SetCanonical(nameXForwardedProto, readOnlyBytes(forwardedProto(r)))
 }
+
+// The names buildRequest sets. Read-only.
+var (
+	nameXForwardedFor   = []byte("X-Forwarded-For")
+	nameXForwardedHost  = []byte("X-Forwarded-Host")
+	nameXForwardedProto = []byte("X-Forwarded-Proto")
+)
+
+// readOnlyBytes is s's bytes, not copied, for a callee that only reads
+// them (fasthttp's SetCanonical copies the value it is given).
+func readOnlyBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // setBody gives c.req the client's body: the one the attempts loop kept, or a stream
 // of it (only a forced fast route gets those).
