@@ -182,7 +182,7 @@ func fakeGateway(t *testing.T, cfg *config.Config, tr *fakeTransport) (*Gateway,
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	for _, rt := range g.Current().router.any.routes {
+	for _, rt := range g.Current().router.any.everyRoute() {
 		fwd := fakeForwarder{rt, tr}
 		rt.std = fwd
 		if rt.fast != nil {
@@ -306,7 +306,7 @@ func TestForwardingPolicyBudget(t *testing.T) {
 			tr := &fakeTransport{whole: path == "fast", hold: hold, script: []step{{err: errReset}}}
 			g, _, _ := policyGateway(t, path, tr)
 			// The qps rule of 2 would refuse the held requests: lift it.
-			for _, rt := range g.Current().router.any.routes {
+			for _, rt := range g.Current().router.any.everyRoute() {
 				rt.guards.n = 0
 			}
 			var wg sync.WaitGroup

@@ -119,7 +119,7 @@ routes:
 			}
 			t.Cleanup(g.Close)
 			tr := &deadlineTransport{firstCode: c.firstCode}
-			for _, rt := range g.Current().router.any.routes {
+			for _, rt := range g.Current().router.any.everyRoute() {
 				fwd := struct{ fakeForwarderT }{fakeForwarderT{rt, tr}}
 				rt.std = fwd
 				if rt.fast != nil {

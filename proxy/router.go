@@ -25,11 +25,14 @@ import (
 // path under the method chi would find that route too; everything else
 // (a parameter, a catch-all) is chi's Find to decide.
 type router struct {
-	mux    *chi.Mux
-	routes map[routeKey]*route
-	static map[routeKey]*route // the routes entries whose pattern is static, by (method, path)
-	params bool                // some pattern in mux is not static: chi has to be asked
-	taken  map[routeKey]bool   // (method, config.PatternKey): the first route there wins
+	mux *chi.Mux
+	// routes and static are by method, in the order of methods (a struct
+	// key would be hashed whole at every request): routes by chi pattern,
+	// static the patterns that are a path.
+	routes []map[string]*route
+	static []map[string]*route
+	params bool              // some pattern in mux is not static: chi has to be asked
+	taken  map[routeKey]bool // (method, config.PatternKey): the first route there wins
 
 	// chi knows only the methods a route may list (config.RouteMethods).
 	// Routes that take all of them are also kept in a second tree, under
@@ -59,20 +62,27 @@ type routeKey struct{ method, pattern string }
 func findOnly(http.ResponseWriter, *http.Request) {}
 
 func newRouter() *router {
-	return &router{mux: chi.NewRouter(), routes: map[routeKey]*route{}, static: map[routeKey]*route{}, taken: map[routeKey]bool{},
+	rr := &router{mux: chi.NewRouter(), taken: map[routeKey]bool{},
 		methods: config.RouteMethods(), anyMux: chi.NewRouter(), anyRoutes: map[string]*route{},
 		anyStatic: map[string]*route{}}
+	for range rr.methods {
+		rr.routes = append(rr.routes, map[string]*route{})
+		rr.static = append(rr.static, map[string]*route{})
+	}
+	return rr
 }
 
 // isStatic reports whether a pattern matches only the path spelled as it.
 func isStatic(pattern string) bool { return !strings.ContainsAny(pattern, "{*") }
 
-// set records rt as the route for method on pattern.
+// set records rt as the route for method (one of rr.methods: config
+// checked the routes' methods) on pattern.
 func (rr *router) set(method, pattern string, rt *route) {
 	rr.mux.Method(method, pattern, http.HandlerFunc(findOnly))
-	rr.routes[routeKey{method, pattern}] = rt
+	m := slices.Index(rr.methods, method)
+	rr.routes[m][pattern] = rt
 	if isStatic(pattern) {
-		rr.static[routeKey{method, pattern}] = rt
+		rr.static[m][pattern] = rt
 	} else {
 		rr.params = true
 	}
@@ -131,16 +141,11 @@ func (rr *router) headFromGet() {
 // match returns the route serving method on path (nil: none), leaving
 // its path parameters in rctx. A static path is one map lookup.
 func (rr *router) match(rctx *chi.Context, method, path string) *route {
-	if rt := rr.static[routeKey{method, path}]; rt != nil {
-		return rt
-	}
-	if rr.params {
-		if rt := rr.routes[routeKey{method, rr.mux.Find(rctx, method, path)}]; rt != nil {
+	if m := slices.Index(rr.methods, method); m >= 0 {
+		if rt := rr.static[m][path]; rt != nil || !rr.params {
 			return rt
 		}
-	}
-	if slices.Contains(rr.methods, method) {
-		return nil
+		return rr.routes[m][rr.mux.Find(rctx, method, path)]
 	}
 	// A method chi does not know reaches a route that takes every method.
 	if rt := rr.anyStatic[path]; rt != nil || !rr.anyParams {

@@ -30,7 +30,7 @@ func seamRoute(t *testing.T, target, timeout string) (*route, map[string]transpo
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	for _, rt := range g.Current().router.any.routes {
+	for _, rt := range g.Current().router.any.everyRoute() {
 		return rt, map[string]transport{"standard": rt.std.(*standardForwarder), "fast": rt.fast.(*fastForwarder)}
 	}
 	t.Fatal("no route")
