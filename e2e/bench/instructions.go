@@ -28,9 +28,10 @@ package main
 // bookkeeping). Even so, callgrind 3.19 sometimes stops on its assertion
 // "sigNum == vgCallgrind_current_state.sig": always at a front's SIGTERM,
 // after the last dump, and in 2 of 10 runs once in the middle of a sluice
-// front's load, on a thread returning from a signal. The bench then stops
-// and says which front exited; valgrind runs with --trace-signals, so the
-// front's log names the signal.
+// front's load, on a thread returning from a signal: a SIGPIPE (a write to
+// a socket whose peer had gone), which Go ignores for sockets. The bench
+// then stops and says which front exited; valgrind runs with
+// --trace-signals, so the front's log names the signal.
 
 import (
 	"bufio"
