@@ -116,92 +116,29 @@ func namedIn(conn [][]byte, name []byte) bool {
 
 // headerKey returns k as a string, without allocating for common names.
 func headerKey(k []byte) string {
-	switch string(k) {
-	case "Accept-Ranges":
-		return "Accept-Ranges"
-	case "Access-Control-Allow-Credentials":
-		return "Access-Control-Allow-Credentials"
-	case "Access-Control-Allow-Headers":
-		return "Access-Control-Allow-Headers"
-	case "Access-Control-Allow-Methods":
-		return "Access-Control-Allow-Methods"
-	case "Access-Control-Allow-Origin":
-		return "Access-Control-Allow-Origin"
-	case "Access-Control-Expose-Headers":
-		return "Access-Control-Expose-Headers"
-	case "Access-Control-Max-Age":
-		return "Access-Control-Max-Age"
-	case "Age":
-		return "Age"
-	case "Allow":
-		return "Allow"
-	case "Alt-Svc":
-		return "Alt-Svc"
-	case "Cache-Control":
-		return "Cache-Control"
-	case "Content-Disposition":
-		return "Content-Disposition"
-	case "Content-Encoding":
-		return "Content-Encoding"
-	case "Content-Language":
-		return "Content-Language"
-	case "Content-Length":
-		return "Content-Length"
-	case "Content-Location":
-		return "Content-Location"
-	case "Content-Range":
-		return "Content-Range"
-	case "Content-Security-Policy":
-		return "Content-Security-Policy"
-	case "Content-Type":
-		return "Content-Type"
-	case "Date":
-		return "Date"
-	case "Etag":
-		return "Etag"
-	case "Expires":
-		return "Expires"
-	case "Last-Modified":
-		return "Last-Modified"
-	case "Link":
-		return "Link"
-	case "Location":
-		return "Location"
-	case "Pragma":
-		return "Pragma"
-	case "Ratelimit":
-		return "Ratelimit"
-	case "Ratelimit-Policy":
-		return "Ratelimit-Policy"
-	case "Referrer-Policy":
-		return "Referrer-Policy"
-	case "Retry-After":
-		return "Retry-After"
-	case "Server":
-		return "Server"
-	case "Set-Cookie":
-		return "Set-Cookie"
-	case "Strict-Transport-Security":
-		return "Strict-Transport-Security"
-	case "Trailer":
-		return "Trailer"
-	case "Vary":
-		return "Vary"
-	case "Via":
-		return "Via"
-	case "Www-Authenticate":
-		return "Www-Authenticate"
-	case "X-Content-Type-Options":
-		return "X-Content-Type-Options"
-	case "X-Frame-Options":
-		return "X-Frame-Options"
-	case "X-Request-Id":
-		return "X-Request-Id"
-	case "X-Xss-Protection":
-		return "X-Xss-Protection"
+	if s, ok := commonHeaderNames[string(k)]; ok {
+		return s
 	}
 	return string(k)
 }
+
+// commonHeaderNames interns the usual response header names. Read-only.
+var commonHeaderNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept-Ranges", "Access-Control-Allow-Credentials", "Access-Control-Allow-Headers",
+		"Access-Control-Allow-Methods", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers",
+		"Access-Control-Max-Age", "Age", "Allow", "Alt-Svc", "Cache-Control", "Content-Disposition",
+		"Content-Encoding", "Content-Language", "Content-Length", "Content-Location", "Content-Range",
+		"Content-Security-Policy", "Content-Type", "Date", "Etag", "Expires", "Last-Modified", "Link",
+		"Location", "Pragma", "Ratelimit", "Ratelimit-Policy", "Referrer-Policy", "Retry-After", "Server",
+		"Set-Cookie", "Strict-Transport-Security", "Trailer", "Vary", "Via", "Www-Authenticate",
+		"X-Content-Type-Options", "X-Frame-Options", "X-Request-Id", "X-Xss-Protection",
+	} {
+		m[k] = k
+	}
+	return m
+}()
 
 // isEventStream reports a text/event-stream media type (parameters allowed).
 func isEventStream(ct []byte) bool {
