@@ -76,22 +76,22 @@ type probedConn struct {
 // asked for. A route timeout of 10 s then ends at most 0.3 s late, and a
 // connection reused within that moves its deadlines about once a 0.3 s
 // rather than twice a request.
-func (c *probedConn) SetWriteDeadline(t time.Time) error {
-	set, keep := coarseDeadline(c.wd, t, time.Now())
-	if keep {
-		return nil
-	}
-	c.wd = set
-	return c.Conn.SetWriteDeadline(set)
-}
+func (c *probedConn) SetWriteDeadline(t time.Time) error { return c.moveDeadline(&c.wd, t, false) }
 
-func (c *probedConn) SetReadDeadline(t time.Time) error {
-	set, keep := coarseDeadline(c.rd, t, time.Now())
+func (c *probedConn) SetReadDeadline(t time.Time) error { return c.moveDeadline(&c.rd, t, true) }
+
+// moveDeadline sets the socket's read or write deadline, whose value is
+// *cur, for t as coarseDeadline decides.
+func (c *probedConn) moveDeadline(cur *time.Time, t time.Time, read bool) error {
+	set, keep := coarseDeadline(*cur, t, time.Now())
 	if keep {
 		return nil
 	}
-	c.rd = set
-	return c.Conn.SetReadDeadline(set)
+	*cur = set
+	if read {
+		return c.Conn.SetReadDeadline(set)
+	}
+	return c.Conn.SetWriteDeadline(set)
 }
 
 // SetDeadline is exact: only a TLS handshake (tls.Client) sets both.

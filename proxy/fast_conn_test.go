@@ -139,3 +139,23 @@ func TestCoarseDeadlineBoundsEveryExchange(t *testing.T) {
 		t.Errorf("no deadline on a socket with one: (%v, keep %v), want it cleared", set, keep)
 	}
 }
+
+// TestUpstreamConnMovesItsDeadlinesRarely: fasthttp asks for both
+// deadlines at every request; a connection reused a thousand times within
+// a 32nd of a 10 s timeout sets each on its socket once.
+func TestUpstreamConnMovesItsDeadlinesRarely(t *testing.T) {
+	in := &deadlineConn{}
+	pc := &probedConn{Conn: in}
+	for range 1000 {
+		d := time.Now().Add(10 * time.Second)
+		if err := pc.SetWriteDeadline(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := pc.SetReadDeadline(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in.sets != 1 || in.reads != 1 {
+		t.Fatalf("1,000 requests set the write deadline %d times and the read deadline %d times, want once each", in.sets, in.reads)
+	}
+}

@@ -6,11 +6,17 @@ import (
 	"time"
 )
 
-// deadlineConn counts the write deadlines set on it.
+// deadlineConn counts the write (and read) deadlines set on it.
 type deadlineConn struct {
 	net.Conn
 	sets  int
 	clear int // of them, zero deadlines
+	reads int
+}
+
+func (c *deadlineConn) SetReadDeadline(time.Time) error {
+	c.reads++
+	return nil
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) { return len(p), nil }
