@@ -75,7 +75,7 @@ routes:
     upstream: dead
   - path: /slow
     upstream: slow
-`, freeAddr(t), up.URL))
+`, "127.0.0.1:1", up.URL)) // nothing listens on port 1; a freed port may become the gateway's own
 	resp, body := get(t, g.URL+"/dead")
 	if resp.StatusCode != 502 || !strings.Contains(body, "upstream unreachable") {
 		t.Errorf("dead upstream: %d %q, want 502 with a JSON body", resp.StatusCode, body)
