@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -43,17 +44,6 @@ func hasToken(v, tok string) bool {
 	return false
 }
 
-func hasTokenBytes(v, tok []byte) bool {
-	for len(v) > 0 {
-		var t []byte
-		t, v, _ = bytes.Cut(v, []byte(","))
-		if bytes.EqualFold(bytes.TrimSpace(t), tok) {
-			return true
-		}
-	}
-	return false
-}
-
 // copyResponseHeader copies the upstream's response header into dst, minus
 // hop-by-hop fields: those of dropResponseHeader and those that any of the
 // upstream's Connection lines names (ReverseProxy drops what every line
@@ -67,7 +57,7 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 	for k, v := range src.All() {
 		switch {
 		case string(k) == "Connection":
-			c.conn = append(c.conn, v)
+			c.conn = append(c.conn, readOnlyString(v))
 		case !dropResponseHeader(k):
 			c.fields = append(c.fields, upstreamField{k, len(v)})
 			c.vals = append(c.vals, v...)
@@ -83,7 +73,7 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 	for _, f := range c.fields {
 		s := all[off : off+f.n]
 		off += f.n
-		if len(c.conn) > 0 && namedIn(c.conn, f.name) {
+		if len(c.conn) > 0 && listedIn(c.conn, readOnlyString(f.name)) {
 			continue
 		}
 		backing[i] = s
@@ -104,15 +94,9 @@ type upstreamField struct {
 	n    int
 }
 
-// namedIn reports whether one of the Connection lines conn names name.
-func namedIn(conn [][]byte, name []byte) bool {
-	for _, v := range conn {
-		if hasTokenBytes(v, name) {
-			return true
-		}
-	}
-	return false
-}
+// readOnlyString is b's bytes as a string, not copied, for a reader done
+// with it before b changes (fasthttp's header buffers, within one answer).
+func readOnlyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // headerKey returns k as a string, without allocating for common names.
 func headerKey(k []byte) string {

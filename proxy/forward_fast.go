@@ -43,7 +43,7 @@ type fastCall struct {
 	// fields and conn are the upstream's answer's fields to copy and its
 	// Connection lines (copyResponseHeader).
 	fields []upstreamField
-	conn   [][]byte
+	conn   []string // read-only views of fasthttp's buffer (readOnlyString)
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
