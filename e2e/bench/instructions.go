@@ -5,18 +5,19 @@ package main
 // and h2. CPU time on this VM moves by a fifth from run to run and by 2x
 // between rounds (docs/forwarding.md); an instruction count hardly does:
 // the same binary under the same requests gave counts within 4 % over
-// HTTP/1.1 (more over h2), whatever else the machine was doing. It leaves out the kernel (about
-// half of a request's CPU time here, and the same for every Go front: equal
-// system calls per request), so its ratios are those of the user-space
-// work, larger than those of CPU time.
+// HTTP/1.1 (more over h2), whatever else the machine was doing. It leaves
+// out the kernel (about half of a request's CPU time here, and the same
+// for every Go front: equal system calls per request), so its ratios are
+// those of the user-space work, larger than those of CPU time.
 //
 //	go run ./e2e/bench -instructions            # 3 rounds of 6,000 requests per protocol
+//	go run ./e2e/bench -instructions -alt BIN   # and another sluice build, for an A/B of a change
+//	go run ./e2e/bench -instructions -keep      # and keep the dumps for callgrind_annotate
 //
 // Besides sluice (the bench's route, flow rule and param rule) it measures
 // sluice-norules (the route alone) and sluice-nofields (the rules with
 // blockResponse.rateLimitHeaders: false), which tell what the rules and
 // their RateLimit fields cost.
-//	go run ./e2e/bench -instructions -alt BIN   # and another sluice build, for an A/B of a change
 //
 // Each front runs alone under callgrind (GOMAXPROCS=1); a fixed count of
 // requests from h2load (8 connections; 8 streams each over h2) follows a
