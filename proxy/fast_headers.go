@@ -70,14 +70,14 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 	all := string(c.vals)
 	backing := make([]string, n)
 	i, off := 0, 0
-	for _, f := range c.fields {
+	for j, f := range c.fields {
 		s := all[off : off+f.n]
 		off += f.n
 		if len(c.conn) > 0 && listedIn(c.conn, readOnlyString(f.name)) {
 			continue
 		}
 		backing[i] = s
-		key := headerKey(f.name)
+		key := c.name(j, f.name)
 		if prev, ok := dst[key]; ok {
 			dst[key] = append(prev, s)
 		} else {
@@ -86,6 +86,29 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 		i++
 	}
 }
+
+// name returns the j-th field's name k as a string: the one the last
+// answer copied with this call had there when it is the same (an upstream
+// names its fields alike from one answer to the next, in the same order),
+// else headerKey's, kept for the next answer. A string compare, where
+// headerKey costs a map lookup and allocates for a name it does not know.
+func (c *fastCall) name(j int, k []byte) string {
+	if j < len(c.names) && c.names[j] == string(k) {
+		return c.names[j]
+	}
+	s := headerKey(k)
+	switch {
+	case j < len(c.names):
+		c.names[j] = s
+	case j == len(c.names) && j < maxKeptNames:
+		c.names = append(c.names, s)
+	}
+	return s
+}
+
+// maxKeptNames bounds fastCall.names: an answer's fields past it are
+// named by headerKey every time.
+const maxKeptNames = 32
 
 // upstreamField is a field of the upstream's answer to copy: its name (in
 // fasthttp's buffer) and the length of its value in fastCall.vals.

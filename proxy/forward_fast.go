@@ -44,6 +44,8 @@ type fastCall struct {
 	// Connection lines (copyResponseHeader).
 	fields []upstreamField
 	conn   []string // read-only views of fasthttp's buffer (readOnlyString)
+	// names are the field names the last answer copied (fastCall.name).
+	names []string
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
