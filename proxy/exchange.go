@@ -47,6 +47,10 @@ type exchange struct {
 	// guard bounds each write of an HTTP/2 response by sendTimeout; nil
 	// over HTTP/1.1, where the connection bounds them (send.go).
 	guard *sendGuard
+	// netLength: the answer's Content-Length is left to net/http
+	// (fastForwarder.writeResponse), and WriteHeader removes the
+	// upstream's once the rules that count after the answer have read it.
+	netLength bool
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with
@@ -165,6 +169,9 @@ func (e *exchange) WriteHeader(code int) {
 		e.status = code
 		if !e.failed {
 			e.call.answer(e.Header())
+		}
+		if e.netLength {
+			delete(e.Header(), "Content-Length")
 		}
 	case code < 200:
 		e.call.strip(e.Header()) // an interim answer (103 Early Hints) keeps them too

@@ -1,0 +1,114 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// sizedUpstream answers /n/{size} with size bytes and their
+// Content-Length, as most upstreams do.
+func sizedUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:])
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, strings.Repeat("x", n))
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// rawGet sends GET path over a new HTTP/1.1 connection to srv and returns
+// the answer's head as written and the answer, its body read.
+func rawGet(t *testing.T, srv *httptest.Server, path string) (string, *http.Response, []byte) {
+	t.Helper()
+	u, _ := url.Parse(srv.URL)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nX-Key: k\r\n\r\n", path)
+	var head strings.Builder
+	br := bufio.NewReader(io.TeeReader(conn, &head))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, _ := strings.Cut(head.String(), "\r\n\r\n")
+	return h, resp, body
+}
+
+// Every answer of a known length reaches an HTTP/1.1 client with that one
+// Content-Length, never chunked, on both forwarders: the fast path leaves
+// the field of an answer of up to 2,048 bytes to net/http, which must write
+// the upstream's value, and copies a longer one's.
+func TestAnswerKeepsItsContentLengthAtEverySize(t *testing.T) {
+	up := sizedUpstream(t)
+	for _, fwd := range []string{"fast", "standard"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := rulesGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - { path: "/n/{size}", upstream: up, resource: n, forwarder: %s }
+`, up.URL, fwd))
+			for _, n := range []int{0, 1, 100, 2047, 2048, 2049, 4096, 70000} {
+				head, resp, body := rawGet(t, srv, fmt.Sprintf("/n/%d", n))
+				if resp.StatusCode != http.StatusOK || len(body) != n {
+					t.Fatalf("%d bytes: status %d, %d bytes", n, resp.StatusCode, len(body))
+				}
+				if got := strings.Count(strings.ToLower(head), "\r\ncontent-length: "); got != 1 || resp.ContentLength != int64(n) || len(resp.TransferEncoding) > 0 {
+					t.Fatalf("%d bytes: %d Content-Length fields, length %d, Transfer-Encoding %v:\n%s", n, got, resp.ContentLength, resp.TransferEncoding, head)
+				}
+			}
+		})
+	}
+}
+
+// A param rule that takes its cost from the answer's Content-Length still
+// reads it where net/http writes the field: a 2,000-byte answer costs 2,000
+// tokens of 3,000, so the third call is refused.
+func TestCostFromContentLength(t *testing.T) {
+	up := sizedUpstream(t)
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepCostHeaders=%v", keep), func(t *testing.T) {
+			srv := rulesGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - { path: "/n/{size}", upstream: up, resource: n, forwarder: fast, keepCostHeaders: %v }
+paramRules:
+  - resource: n
+    param: header:X-Key
+    count: 3000
+    durationSec: 3600
+    countOn: "responseHeader:Content-Length"
+`, up.URL, keep))
+			for i, want := range []int{200, 200, 429} {
+				head, resp, _ := rawGet(t, srv, "/n/2000")
+				if resp.StatusCode != want {
+					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+				}
+				if want == 200 && resp.ContentLength != 2000 {
+					t.Fatalf("call %d: Content-Length %d, want 2000:\n%s", i, resp.ContentLength, head)
+				}
+			}
+		})
+	}
+}
