@@ -75,16 +75,24 @@ func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
 // EnterQuotas is Enter that also hands sink (nil: none) the Quota of every
 // qps-reject rule and value that counts the call, the blocking one
 // included, with the value as its Key (limiter.QuotaSink).
-func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSink) (Token, limiter.Verdict) {
-	var t Token
+func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSink) (t Token, vd limiter.Verdict) {
+	vd = c.EnterQuotasTo(&t, now, v, n, sink)
+	return t, vd
+}
+
+// EnterQuotasTo is EnterQuotas writing the Token to *t, whatever *t held:
+// a caller that keeps the Token inside a larger value (the gateway's pooled
+// exchange) saves copying it at every call.
+func (c *Checker) EnterQuotasTo(t *Token, now int64, v Values, n int64, sink limiter.QuotaSink) limiter.Verdict {
 	var vd limiter.Verdict
 	if c == nil {
-		return t, vd
+		*t = Token{}
+		return vd
 	}
 	if n < 1 {
 		n = 1
 	}
-	t.ts, t.giver = c.cluster, c.giver
+	*t = Token{ts: c.cluster, giver: c.giver}
 	for i, r := range c.rules {
 		vals, ok := v.Values(r.key)
 		if !ok {
@@ -93,7 +101,8 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 				continue
 			}
 			t.Cancel(now)
-			return Token{}, limiter.Verdict{Blocked: true, DryRun: vd.DryRun}
+			*t = Token{}
+			return limiter.Verdict{Blocked: true, DryRun: vd.DryRun}
 		}
 		for _, val := range vals {
 			// A value the rule's match leaves out passes it untouched,
@@ -101,13 +110,14 @@ func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSi
 			if !r.match.Match(val) {
 				continue
 			}
-			if r.enterValue(c.cluster, c.giver, now, val, n, &t, &vd, quotaTo{sink, i}) {
+			if r.enterValue(c.cluster, c.giver, now, val, n, t, &vd, quotaTo{sink, i}) {
 				t.Cancel(now)
-				return Token{}, vd
+				*t = Token{}
+				return vd
 			}
 		}
 	}
-	return t, vd
+	return vd
 }
 
 // enterValue checks one value of the call against r, adding what it takes

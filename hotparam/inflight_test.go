@@ -1,6 +1,7 @@
 package hotparam_test
 
 import (
+	"reflect"
 	"testing"
 
 	"sluice/config"
@@ -107,4 +108,34 @@ func TestLaterRuleBlockGivesBackEarlierTokens(t *testing.T) {
 		t.Fatal("a blocked call's tokens of earlier rules were not given back")
 	}
 	tok.Exit(0, 200)
+}
+
+// EnterQuotasTo writes its Token over whatever the destination held (the
+// gateway reuses one in a pooled exchange): a pass into a Token an earlier
+// call ended holds only its own slot, so a value limited to one call in
+// flight never has two; a block leaves the zero Token.
+func TestEnterQuotasToOverwritesItsToken(t *testing.T) {
+	r := seedRule()
+	r.Grade, r.Count = config.GradeConcurrency, 1
+	c := compile(t, r).For("get-order")
+	var tok hotparam.Token
+	for i := range 5 {
+		if vd := c.EnterQuotasTo(&tok, 0, order("1"), 1, nil); vd.Blocked {
+			t.Fatalf("call %d blocked with nothing in flight", i)
+		}
+		var other hotparam.Token
+		if vd := c.EnterQuotasTo(&other, 0, order("1"), 1, nil); !vd.Blocked || !reflect.ValueOf(other).IsZero() {
+			t.Fatalf("call %d: a second call in flight got %+v, token %+v; want blocked and the zero Token", i, vd, other)
+		}
+		tok.Exit(0, 200)
+	}
+	for i := range 2 {
+		var a, b hotparam.Token
+		va := c.EnterQuotasTo(&a, 0, order("1"), 1, nil)
+		vb := c.EnterQuotasTo(&b, 0, order("1"), 1, nil)
+		if va.Blocked || !vb.Blocked {
+			t.Fatalf("round %d: two calls at once: %v, %v; want one in", i, va.Blocked, vb.Blocked)
+		}
+		a.Exit(0, 200)
+	}
 }

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -498,5 +499,43 @@ func TestClusterFallbackShare(t *testing.T) {
 				t.Errorf("passed %d of 20 at once, want %d", got, tt.passes)
 			}
 		})
+	}
+}
+
+// EnterQuotasTo writes its Token over whatever the destination held (the
+// gateway reuses one in a pooled exchange): a pass into a Token an earlier
+// call ended holds only its own slot, and a block leaves the zero Token.
+// Were the stale holds kept, the second Exit would free two slots of a
+// concurrency rule of one and let two calls in at once.
+func TestEnterQuotasToOverwritesItsToken(t *testing.T) {
+	conc := config.FlowRule{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1}
+	c := compile(t, conc).Checker("r", "default")
+	var tok limiter.Token
+	for i := range 5 {
+		if v := c.EnterQuotasTo(&tok, t0, "", 1, -1, nil); v.Blocked {
+			t.Fatalf("call %d blocked with nothing in flight", i)
+		}
+		var other limiter.Token
+		if v := c.EnterQuotasTo(&other, t0, "", 1, -1, nil); !v.Blocked || !reflect.ValueOf(other).IsZero() {
+			t.Fatalf("call %d: a second call in flight got %+v, token %+v; want blocked and the zero Token", i, v, other)
+		}
+		tok.Exit(t0, false)
+	}
+	held := tok // ended: its holds are spent
+	if v := c.EnterQuotasTo(&held, t0, "", 1, -1, nil); v.Blocked {
+		t.Fatal("blocked with nothing in flight")
+	}
+	if v := c.EnterPendingTo(&tok, t0, "", 1, nil); !v.Blocked || !reflect.ValueOf(tok).IsZero() {
+		t.Fatalf("a pending call with one in flight got %+v, token %+v; want blocked and the zero Token", v, tok)
+	}
+	held.Exit(t0, false)
+	for i := range 2 {
+		var a, b limiter.Token
+		va := c.EnterQuotasTo(&a, t0, "", 1, -1, nil)
+		vb := c.EnterQuotasTo(&b, t0, "", 1, -1, nil)
+		if va.Blocked || !vb.Blocked {
+			t.Fatalf("round %d: two calls at once: %v, %v; want one in", i, va.Blocked, vb.Blocked)
+		}
+		a.Exit(t0, false)
 	}
 }

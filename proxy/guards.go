@@ -296,10 +296,10 @@ type flowGuard struct{ c *limiter.Checker }
 func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
 	if c.occupy <= 0 {
-		c.flow, v = f.c.EnterQuotas(now, c.origin, c.n, -1, c.sink())
+		v = f.c.EnterQuotasTo(&c.flow, now, c.origin, c.n, -1, c.sink())
 		return (*flowToken)(&c.flow), v
 	}
-	c.flow, v = f.c.EnterPending(now, c.origin, c.n, c.sink())
+	v = f.c.EnterPendingTo(&c.flow, now, c.origin, c.n, c.sink())
 	if !v.Blocked {
 		// Decided now, not in reservePending, so that the would-be blocks
 		// are reported with this verdict: the route's, or its group's.
@@ -362,8 +362,7 @@ func newParamGuard(c *hotparam.Checker) paramGuard {
 }
 
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
-	var v limiter.Verdict
-	c.param, v = p.c.EnterQuotas(now, c.values, c.n, c.sink())
+	v := p.c.EnterQuotasTo(&c.param, now, c.values, c.n, c.sink())
 	c.costHeaders, c.costTrailers = p.c.Headers(), p.trailers
 	return (*paramToken)(&c.param), v
 }
