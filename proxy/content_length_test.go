@@ -1,13 +1,10 @@
 package proxy_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,31 +24,6 @@ func sizedUpstream(t *testing.T) *httptest.Server {
 	return up
 }
 
-// rawGet sends GET path over a new HTTP/1.1 connection to srv and returns
-// the answer's head as written and the answer, its body read.
-func rawGet(t *testing.T, srv *httptest.Server, path string) (string, *http.Response, []byte) {
-	t.Helper()
-	u, _ := url.Parse(srv.URL)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nX-Key: k\r\n\r\n", path)
-	var head strings.Builder
-	br := bufio.NewReader(io.TeeReader(conn, &head))
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, _ := strings.Cut(head.String(), "\r\n\r\n")
-	return h, resp, body
-}
-
 // Every answer of a known length reaches an HTTP/1.1 client with that one
 // Content-Length, never chunked, on both forwarders: the fast path leaves
 // the field of an answer of up to 2,048 bytes to net/http, which must write
@@ -68,7 +40,7 @@ routes:
   - { path: "/n/{size}", upstream: up, resource: n, forwarder: %s }
 `, up.URL, fwd))
 			for _, n := range []int{0, 1, 100, 2047, 2048, 2049, 4096, 70000} {
-				head, resp, body := rawGet(t, srv, fmt.Sprintf("/n/%d", n))
+				resp, body, head := rawRequestHead(t, srv.Listener.Addr().String(), "GET", fmt.Sprintf("/n/%d", n))
 				if resp.StatusCode != http.StatusOK || len(body) != n {
 					t.Fatalf("%d bytes: status %d, %d bytes", n, resp.StatusCode, len(body))
 				}
@@ -101,7 +73,7 @@ paramRules:
     countOn: "responseHeader:Content-Length"
 `, up.URL, keep))
 			for i, want := range []int{200, 200, 429} {
-				head, resp, _ := rawGet(t, srv, "/n/2000")
+				resp, _, head := rawRequestHead(t, srv.Listener.Addr().String(), "GET", "/n/2000", "X-Key: k")
 				if resp.StatusCode != want {
 					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
 				}

@@ -57,6 +57,14 @@ func rawExchange(t *testing.T, addr, method, target string) (int, string) {
 // connection, and returns the response and its body.
 func rawRequest(t *testing.T, addr, method, target string, headers ...string) (*http.Response, string) {
 	t.Helper()
+	resp, body, _ := rawRequestHead(t, addr, method, target, headers...)
+	return resp, body
+}
+
+// rawRequestHead is rawRequest that also returns the answer's head as the
+// gateway wrote it, for what parsing it hides (repeated lines, order).
+func rawRequestHead(t *testing.T, addr, method, target string, headers ...string) (*http.Response, string, string) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +83,15 @@ func rawRequest(t *testing.T, addr, method, target string, headers ...string) (*
 	}
 	b.WriteString("\r\n")
 	io.WriteString(conn, b.String())
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	var head strings.Builder
+	resp, err := http.ReadResponse(bufio.NewReader(io.TeeReader(conn, &head)), &http.Request{Method: method})
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, target, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	h, _, _ := strings.Cut(head.String(), "\r\n\r\n")
+	return resp, string(body), h
 }
 
 // TestOneView: on both forwarders, a target is routed, limited and
