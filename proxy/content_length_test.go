@@ -18,6 +18,10 @@ func sizedUpstream(t *testing.T) *httptest.Server {
 		n, _ := strconv.Atoi(r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:])
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.Header().Set("Content-Type", "text/plain")
+		if r.URL.Query().Has("trailer") {
+			// Announced, and never sent: the body is framed by its length.
+			w.Header().Set("Trailer", "X-Checksum")
+		}
 		_, _ = io.WriteString(w, strings.Repeat("x", n))
 	}))
 	t.Cleanup(up.Close)
@@ -27,7 +31,8 @@ func sizedUpstream(t *testing.T) *httptest.Server {
 // Every answer of a known length reaches an HTTP/1.1 client with that one
 // Content-Length, never chunked, on both forwarders: the fast path leaves
 // the field of an answer of up to 2,048 bytes to net/http, which must write
-// the upstream's value, and copies a longer one's.
+// the upstream's value, and copies a longer one's, or one that announces
+// trailers (net/http would chunk it).
 func TestAnswerKeepsItsContentLengthAtEverySize(t *testing.T) {
 	up := sizedUpstream(t)
 	for _, fwd := range []string{"fast", "standard"} {
@@ -39,13 +44,14 @@ upstreams:
 routes:
   - { path: "/n/{size}", upstream: up, resource: n, forwarder: %s }
 `, up.URL, fwd))
-			for _, n := range []int{0, 1, 100, 2047, 2048, 2049, 4096, 70000} {
-				resp, body, head := rawRequestHead(t, srv.Listener.Addr().String(), "GET", fmt.Sprintf("/n/%d", n))
+			for _, target := range []string{"/n/0", "/n/1", "/n/100", "/n/2047", "/n/2048", "/n/2049", "/n/4096", "/n/70000", "/n/100?trailer"} {
+				n, _ := strconv.Atoi(strings.TrimSuffix(target[len("/n/"):], "?trailer"))
+				resp, body, head := rawRequestHead(t, srv.Listener.Addr().String(), "GET", target)
 				if resp.StatusCode != http.StatusOK || len(body) != n {
-					t.Fatalf("%d bytes: status %d, %d bytes", n, resp.StatusCode, len(body))
+					t.Fatalf("%s: status %d, %d bytes", target, resp.StatusCode, len(body))
 				}
 				if got := strings.Count(strings.ToLower(head), "\r\ncontent-length: "); got != 1 || resp.ContentLength != int64(n) || len(resp.TransferEncoding) > 0 {
-					t.Fatalf("%d bytes: %d Content-Length fields, length %d, Transfer-Encoding %v:\n%s", n, got, resp.ContentLength, resp.TransferEncoding, head)
+					t.Fatalf("%s: %d Content-Length fields, length %d, Transfer-Encoding %v:\n%s", target, got, resp.ContentLength, resp.TransferEncoding, head)
 				}
 			}
 		})

@@ -53,12 +53,13 @@ func hasToken(v, tok string) bool {
 // and one []string backing, so a response header costs two allocations
 // however many fields it has.
 func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCall) {
-	c.vals, c.fields, c.conn = c.vals[:0], c.fields[:0], c.conn[:0]
+	c.vals, c.fields, c.conn, c.trailer = c.vals[:0], c.fields[:0], c.conn[:0], false
 	for k, v := range src.All() {
 		switch {
 		case string(k) == "Connection":
 			c.conn = append(c.conn, readOnlyString(v))
 		case !dropResponseHeader(k):
+			c.trailer = c.trailer || string(k) == "Trailer"
 			c.fields = append(c.fields, upstreamField{k, len(v)})
 			c.vals = append(c.vals, v...)
 		}

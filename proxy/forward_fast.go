@@ -46,6 +46,9 @@ type fastCall struct {
 	conn   []string // read-only views of fasthttp's buffer (readOnlyString)
 	// names are the field names the last answer copied (fastCall.name).
 	names []string
+	// trailer: the answer announces trailers (a Trailer field), and
+	// net/http then writes no length of its own (netLengthMax).
+	trailer bool
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
@@ -133,11 +136,12 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 // net/http writes itself (exchange.netLength): net/http holds up to 2,048
 // bytes of an answer (bufferBeforeChunkingSize) until the handler returns,
 // and then writes the length of all it holds, as ResponseWriter's
-// documentation says. The fast path writes such an answer in one Write, so
-// the value is the upstream's; net/http writes it with the status line
-// instead of as one more field to clone, sort, sanitize and write, about
-// 1,000 instructions a request (callgrind). Over HTTP/2 net/http takes the field out
-// of the header and writes it apart already, so it is copied as it is.
+// documentation says, unless the answer announces trailers (it would be
+// chunked then). The fast path writes such an answer in one Write, so the
+// value is the upstream's; net/http writes it with the status line instead
+// of as one more field to clone, sort, sanitize and write, about 1,000
+// instructions a request (callgrind). Over HTTP/2 net/http takes the field
+// out of the header and writes it apart already, so it is copied as it is.
 const netLengthMax = 2048
 
 // errRetried closes the body of an answer dropped for a retry.
@@ -256,7 +260,7 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 		}
 		_ = resp.CloseBodyStream() // the connection goes back to the pool now
 		copyResponseHeader(ex.Header(), &resp.Header, c)
-		ex.netLength = n <= netLengthMax && ex.req.ProtoMajor == 1
+		ex.netLength = n <= netLengthMax && ex.req.ProtoMajor == 1 && !c.trailer
 		ex.WriteHeader(status)
 		_, _ = ex.Write(c.buf[:n])
 		return nil
