@@ -95,6 +95,18 @@ func TestQuotasSet(t *testing.T) {
 	}
 }
 
+// BenchmarkPartitionKey: the pk's SHA-256 alone, for an address. Natively
+// (SHA-NI) it is a small part of flowAndParam below; under valgrind, which
+// runs Go's AVX2 code instead, it is the largest (docs/forwarding.md).
+func BenchmarkPartitionKey(b *testing.B) {
+	key := [32]byte{1}
+	var pk [pkLen]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		partitionKey(&pk, &key, "10.0.0.1")
+	}
+}
+
 // BenchmarkQuotasSet: what the RateLimit fields cost per response: one
 // flow quota (shared values), two flow quotas, and a param rule's quota
 // with its pk (SHA-256 of the value).
