@@ -68,22 +68,17 @@ func (c *Checker) Headers() []string {
 // value) and the call goes on; dryRun rules never delay a call.
 // Verdict.Quota describes the qps-reject rule and value with the fewest
 // tokens left.
-func (c *Checker) Enter(now int64, v Values, n int64) (Token, limiter.Verdict) {
-	return c.EnterQuotas(now, v, n, nil)
+func (c *Checker) Enter(now int64, v Values, n int64) (t Token, vd limiter.Verdict) {
+	vd = c.EnterQuotas(&t, now, v, n, nil)
+	return t, vd
 }
 
 // EnterQuotas is Enter that also hands sink (nil: none) the Quota of every
 // qps-reject rule and value that counts the call, the blocking one
-// included, with the value as its Key (limiter.QuotaSink).
-func (c *Checker) EnterQuotas(now int64, v Values, n int64, sink limiter.QuotaSink) (t Token, vd limiter.Verdict) {
-	vd = c.EnterQuotasTo(&t, now, v, n, sink)
-	return t, vd
-}
-
-// EnterQuotasTo is EnterQuotas writing the Token to *t, whatever *t held:
-// a caller that keeps the Token inside a larger value (the gateway's pooled
-// exchange) saves copying it at every call.
-func (c *Checker) EnterQuotasTo(t *Token, now int64, v Values, n int64, sink limiter.QuotaSink) limiter.Verdict {
+// included, with the value as its Key (limiter.QuotaSink). It writes the
+// Token to *t, whatever *t held: a caller that keeps the Token inside a
+// larger value (the gateway's pooled exchange) saves copying it.
+func (c *Checker) EnterQuotas(t *Token, now int64, v Values, n int64, sink limiter.QuotaSink) limiter.Verdict {
 	var vd limiter.Verdict
 	if c == nil {
 		*t = Token{}

@@ -237,7 +237,7 @@ func TestClusterBlockCarriesRetry(t *testing.T) {
 			want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: value.count, Window: time.Second,
 				Reset: 1500 * time.Millisecond}
 			var got quotaLog
-			_, v := c.EnterQuotas(sec(1), order(value.v), 1, &got)
+			v := c.EnterQuotas(new(hotparam.Token), sec(1), order(value.v), 1, &got)
 			if !v.Blocked || v.RetryAfter != 1500*time.Millisecond || !v.HasQuota || v.Quota != want {
 				t.Errorf("countOn %q, value %s: cluster block %+v, want RetryAfter 1.5s and quota %+v", r.CountOn, value.v, v, want)
 			}
@@ -276,7 +276,8 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 		}
 		ch := compileCluster(t, svc, r)
 		var got quotaLog
-		tok, v := ch.EnterQuotas(sec(1), order("7"), 1, &got)
+		var tok hotparam.Token
+		v := ch.EnterQuotas(&tok, sec(1), order("7"), 1, &got)
 		tok.Exit(sec(1), 200)
 		want := limiter.Quota{Policy: "get-order", Kind: limiter.ReasonParam, Limit: c.limit, Window: c.window,
 			Remaining: 3, Reset: 800 * time.Millisecond}

@@ -110,29 +110,29 @@ func TestLaterRuleBlockGivesBackEarlierTokens(t *testing.T) {
 	tok.Exit(0, 200)
 }
 
-// EnterQuotasTo writes its Token over whatever the destination held (the
+// EnterQuotas writes its Token over whatever the destination held (the
 // gateway reuses one in a pooled exchange): a pass into a Token an earlier
 // call ended holds only its own slot, so a value limited to one call in
 // flight never has two; a block leaves the zero Token.
-func TestEnterQuotasToOverwritesItsToken(t *testing.T) {
+func TestEnterQuotasOverwritesItsToken(t *testing.T) {
 	r := seedRule()
 	r.Grade, r.Count = config.GradeConcurrency, 1
 	c := compile(t, r).For("get-order")
 	var tok hotparam.Token
 	for i := range 5 {
-		if vd := c.EnterQuotasTo(&tok, 0, order("1"), 1, nil); vd.Blocked {
+		if vd := c.EnterQuotas(&tok, 0, order("1"), 1, nil); vd.Blocked {
 			t.Fatalf("call %d blocked with nothing in flight", i)
 		}
 		var other hotparam.Token
-		if vd := c.EnterQuotasTo(&other, 0, order("1"), 1, nil); !vd.Blocked || !reflect.ValueOf(other).IsZero() {
+		if vd := c.EnterQuotas(&other, 0, order("1"), 1, nil); !vd.Blocked || !reflect.ValueOf(other).IsZero() {
 			t.Fatalf("call %d: a second call in flight got %+v, token %+v; want blocked and the zero Token", i, vd, other)
 		}
 		tok.Exit(0, 200)
 	}
 	for i := range 2 {
 		var a, b hotparam.Token
-		va := c.EnterQuotasTo(&a, 0, order("1"), 1, nil)
-		vb := c.EnterQuotasTo(&b, 0, order("1"), 1, nil)
+		va := c.EnterQuotas(&a, 0, order("1"), 1, nil)
+		vb := c.EnterQuotas(&b, 0, order("1"), 1, nil)
 		if va.Blocked || !vb.Blocked {
 			t.Fatalf("round %d: two calls at once: %v, %v; want one in", i, va.Blocked, vb.Blocked)
 		}

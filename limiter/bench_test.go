@@ -105,8 +105,8 @@ func TestPrioritizedAllocatesNothing(t *testing.T) {
 		now += 1000
 		tok, _ := r.EnterPrioritized(now, "", 1, int64(time.Second))
 		tok.Exit(now, false)
-		held[0], _ = r.EnterPending(now, "", 1, nil)
-		held[1], _ = g.EnterPending(now, "", 1, nil)
+		r.EnterPending(&held[0], now, "", 1, nil)
+		g.EnterPending(&held[1], now, "", 1, nil)
 		var v limiter.Verdict
 		limiter.Reserve(now, int64(time.Second), ts, &v)
 		held[0].Exit(now, false)

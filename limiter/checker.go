@@ -191,7 +191,8 @@ func (t *Token) heldAt(i int) *heldState { return atInline(t.held[:], t.more, i)
 // window has no room then; a call that does not go must still be
 // cancelled, which gives that pass back.
 func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) {
-	return c.EnterQuotas(now, origin, n, -1, nil)
+	v = c.enter(&t, now, origin, n, -1, nil, false)
+	return t, v
 }
 
 // EnterPrioritized is Enter for a prioritized call (Sentinel's
@@ -212,21 +213,16 @@ func (c *Checker) Enter(now int64, origin string, n int64) (t Token, v Verdict) 
 // Above window.MaxSlots tokens a window's reserved pass takes a slot of its
 // own, at most MaxSlots of them a window; past that a call is refused.
 func (c *Checker) EnterPrioritized(now int64, origin string, n, maxWait int64) (t Token, v Verdict) {
-	return c.EnterQuotas(now, origin, n, max(maxWait, 0), nil)
+	v = c.enter(&t, now, origin, n, max(maxWait, 0), nil, false)
+	return t, v
 }
 
 // EnterQuotas is Enter (maxWait < 0) or EnterPrioritized (maxWait >= 0)
 // that also hands sink (nil: none) the Quota of every qps rule that counts
-// the call, the blocking one included (QuotaSink).
-func (c *Checker) EnterQuotas(now int64, origin string, n, maxWait int64, sink QuotaSink) (t Token, v Verdict) {
-	v = c.enter(&t, now, origin, n, maxWait, sink, false)
-	return t, v
-}
-
-// EnterQuotasTo is EnterQuotas writing the Token to *t, whatever *t held:
-// a caller that keeps the Token inside a larger value (the gateway's pooled
-// exchange) saves copying its few hundred bytes at every call.
-func (c *Checker) EnterQuotasTo(t *Token, now int64, origin string, n, maxWait int64, sink QuotaSink) Verdict {
+// the call, the blocking one included (QuotaSink). It writes the Token to
+// *t, whatever *t held: a caller that keeps the Token inside a larger value
+// (the gateway's pooled exchange) saves copying its few hundred bytes.
+func (c *Checker) EnterQuotas(t *Token, now int64, origin string, n, maxWait int64, sink QuotaSink) Verdict {
 	return c.enter(t, now, origin, n, maxWait, sink, false)
 }
 
@@ -237,14 +233,9 @@ func (c *Checker) EnterQuotasTo(t *Token, now int64, origin string, n, maxWait i
 // other checkers, in one Reserve: a pending pass counts nowhere until
 // reserved. Pending dryRun rules count no would-be block in v: Reserve,
 // or DecideDryRun before it, decides them. A Token without pending passes
-// (no qps reject rule applies) passes through Reserve unchanged.
-func (c *Checker) EnterPending(now int64, origin string, n int64, sink QuotaSink) (t Token, v Verdict) {
-	v = c.enter(&t, now, origin, n, 0, sink, true)
-	return t, v
-}
-
-// EnterPendingTo is EnterPending writing the Token to *t (EnterQuotasTo).
-func (c *Checker) EnterPendingTo(t *Token, now int64, origin string, n int64, sink QuotaSink) Verdict {
+// (no qps reject rule applies) passes through Reserve unchanged. It writes
+// the Token to *t, as EnterQuotas does.
+func (c *Checker) EnterPending(t *Token, now int64, origin string, n int64, sink QuotaSink) Verdict {
 	return c.enter(t, now, origin, n, 0, sink, true)
 }
 
@@ -288,7 +279,6 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 					continue
 				}
 				t.block(now, &v, 0)
-				*t = Token{}
 				return v
 			}
 			continue
@@ -339,7 +329,6 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 						sink.Quota(v.Quota)
 					}
 					t.block(now, &v, int64(retry))
-					*t = Token{}
 					return v
 				}
 				if err == nil {
@@ -395,7 +384,6 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 					Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}
 			}
 			t.block(now, &v, o.retry)
-			*t = Token{}
 			return v
 		}
 		if !d.dryRun && o.wait > int64(v.Wait) {
@@ -418,7 +406,6 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 		if ok, retry := reserve(one[:], at, maxWait, &v); !ok {
 			refusedQuota(one[:], at, maxWait, sink, &v)
 			t.block(now, &v, retry)
-			*t = Token{}
 			return v
 		}
 		t.reserveDry(now, maxWait, &v)
@@ -800,7 +787,8 @@ func (c *Checker) relatePasses(r *checkRule, now int64) bool {
 	return float64(r.refNode.passes(now))*float64(d.intervalNs)/1e9 < d.count
 }
 
-// block rolls back what t counted, counts the block and fills in the verdict.
+// block rolls back what t counted, counts the block, fills in the verdict
+// and leaves t the zero Token (a blocked call holds nothing).
 func (t *Token) block(now int64, v *Verdict, retry int64) {
 	t.undoHeld(now)
 	c := t.c
@@ -814,6 +802,7 @@ func (t *Token) block(now int64, v *Verdict, retry int64) {
 	v.Reason = ReasonFlow
 	v.Wait = 0
 	v.RetryAfter = time.Duration(retry)
+	*t = Token{}
 }
 
 func (t *Token) undoHeld(now int64) {

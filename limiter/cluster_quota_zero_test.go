@@ -15,7 +15,7 @@ func TestClusterCountZeroQuota(t *testing.T) {
 	r.ClusterMode = true
 	svc := &fakeCluster{ok: false, retry: 700 * time.Millisecond}
 	c := limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
-	_, v := c.EnterQuotas(t0, "", 1, -1, nil)
+	v := c.EnterQuotas(new(limiter.Token), t0, "", 1, -1, nil)
 	if !v.Blocked || !v.HasQuota {
 		t.Fatalf("verdict %+v, want blocked with a quota", v)
 	}

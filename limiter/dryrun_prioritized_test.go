@@ -79,8 +79,9 @@ func checkDryPrioritized(t *testing.T, count, over float64, maxWait, start, n in
 				tok.Exit(now+int64(v.Wait), false)
 				return v.Blocked || v.DryRun > 0, v
 			}
-			rt, v := route.EnterPending(now, "", n, nil)
-			gt, _ := group.EnterPending(now, "", n, nil)
+			var rt, gt limiter.Token
+			v := route.EnterPending(&rt, now, "", n, nil)
+			group.EnterPending(&gt, now, "", n, nil)
 			decided := 0
 			if path == prioDecide {
 				decided = rt.DecideDryRun(now, maxWait) + gt.DecideDryRun(now, maxWait)
@@ -151,8 +152,8 @@ func TestDryRunPrioritizedAllocatesNothing(t *testing.T) {
 		tok, v := r.EnterPrioritized(now, "", 1, 200*ms)
 		tok.Exit(now, false)
 		would += v.DryRun
-		held[0], _ = r.EnterPending(now, "", 1, nil)
-		held[1], _ = g.EnterPending(now, "", 1, nil)
+		r.EnterPending(&held[0], now, "", 1, nil)
+		g.EnterPending(&held[1], now, "", 1, nil)
 		if i++; i%2 == 0 {
 			would += held[0].DecideDryRun(now, 200*ms)
 		}

@@ -269,7 +269,7 @@ func TestClusterBlockReportsItsQuota(t *testing.T) {
 		if sink {
 			s = &got
 		}
-		_, v := c.EnterQuotas(t0, "", 1, -1, s)
+		v := c.EnterQuotas(new(limiter.Token), t0, "", 1, -1, s)
 		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: 3, Window: time.Second,
 			Remaining: 0, Reset: 700 * time.Millisecond}
 		if !v.Blocked || !v.HasQuota || v.Quota != want {
@@ -309,7 +309,8 @@ func TestClusterPassReportsItsQuota(t *testing.T) {
 		svc := &fakeCluster{ok: true, left: 17, reset: 400 * time.Millisecond, gateways: 3}
 		ch := limiter.Compile(defaulted(qps("r", 100), c.rule), nil, limiter.Options{Cluster: svc}).Checker("r", "default")
 		var got quotaLog
-		tok, v := ch.EnterQuotas(t0, "", 1, -1, &got)
+		var tok limiter.Token
+		v := ch.EnterQuotas(&tok, t0, "", 1, -1, &got)
 		tok.Exit(t0, false)
 		want := limiter.Quota{Policy: "r", Kind: limiter.ReasonFlow, Rule: 1, Limit: c.limit, Window: c.window,
 			Remaining: 17, Reset: 400 * time.Millisecond}
@@ -502,37 +503,37 @@ func TestClusterFallbackShare(t *testing.T) {
 	}
 }
 
-// EnterQuotasTo writes its Token over whatever the destination held (the
+// EnterQuotas writes its Token over whatever the destination held (the
 // gateway reuses one in a pooled exchange): a pass into a Token an earlier
 // call ended holds only its own slot, and a block leaves the zero Token.
 // Were the stale holds kept, the second Exit would free two slots of a
 // concurrency rule of one and let two calls in at once.
-func TestEnterQuotasToOverwritesItsToken(t *testing.T) {
+func TestEnterQuotasOverwritesItsToken(t *testing.T) {
 	conc := config.FlowRule{Resource: "r", LimitApp: "default", Grade: config.GradeConcurrency, Count: 1}
 	c := compile(t, conc).Checker("r", "default")
 	var tok limiter.Token
 	for i := range 5 {
-		if v := c.EnterQuotasTo(&tok, t0, "", 1, -1, nil); v.Blocked {
+		if v := c.EnterQuotas(&tok, t0, "", 1, -1, nil); v.Blocked {
 			t.Fatalf("call %d blocked with nothing in flight", i)
 		}
 		var other limiter.Token
-		if v := c.EnterQuotasTo(&other, t0, "", 1, -1, nil); !v.Blocked || !reflect.ValueOf(other).IsZero() {
+		if v := c.EnterQuotas(&other, t0, "", 1, -1, nil); !v.Blocked || !reflect.ValueOf(other).IsZero() {
 			t.Fatalf("call %d: a second call in flight got %+v, token %+v; want blocked and the zero Token", i, v, other)
 		}
 		tok.Exit(t0, false)
 	}
 	held := tok // ended: its holds are spent
-	if v := c.EnterQuotasTo(&held, t0, "", 1, -1, nil); v.Blocked {
+	if v := c.EnterQuotas(&held, t0, "", 1, -1, nil); v.Blocked {
 		t.Fatal("blocked with nothing in flight")
 	}
-	if v := c.EnterPendingTo(&tok, t0, "", 1, nil); !v.Blocked || !reflect.ValueOf(tok).IsZero() {
+	if v := c.EnterPending(&tok, t0, "", 1, nil); !v.Blocked || !reflect.ValueOf(tok).IsZero() {
 		t.Fatalf("a pending call with one in flight got %+v, token %+v; want blocked and the zero Token", v, tok)
 	}
 	held.Exit(t0, false)
 	for i := range 2 {
 		var a, b limiter.Token
-		va := c.EnterQuotasTo(&a, t0, "", 1, -1, nil)
-		vb := c.EnterQuotasTo(&b, t0, "", 1, -1, nil)
+		va := c.EnterQuotas(&a, t0, "", 1, -1, nil)
+		vb := c.EnterQuotas(&b, t0, "", 1, -1, nil)
 		if va.Blocked || !vb.Blocked {
 			t.Fatalf("round %d: two calls at once: %v, %v; want one in", i, va.Blocked, vb.Blocked)
 		}

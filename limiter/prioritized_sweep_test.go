@@ -210,7 +210,7 @@ func TestPrioritizedRefusalHasQuota(t *testing.T) {
 	tok, _ := route.Enter(t0, "", 1)
 	tok.Exit(t0, false)
 	s := &quotaRecorder{}
-	_, v := route.EnterQuotas(t0+300*ms, "", 1, 100*ms, s)
+	v := route.EnterQuotas(new(limiter.Token), t0+300*ms, "", 1, 100*ms, s)
 	check("EnterQuotas", v, s, "route", 700*time.Millisecond)
 
 	f = compile(t, qps("route", 1), qps("group", 1)) // the route has room: the group refuses
@@ -218,8 +218,9 @@ func TestPrioritizedRefusalHasQuota(t *testing.T) {
 	tok, _ = group.Enter(t0, "", 1)
 	tok.Exit(t0, false)
 	s = &quotaRecorder{}
-	rt, _ := route.EnterPending(t0+400*ms, "", 1, s)
-	gt, _ := group.EnterPending(t0+400*ms, "", 1, s)
+	var rt, gt limiter.Token
+	route.EnterPending(&rt, t0+400*ms, "", 1, s)
+	group.EnterPending(&gt, t0+400*ms, "", 1, s)
 	var rv limiter.Verdict
 	ok, retry := limiter.Reserve(t0+400*ms, 100*ms, []*limiter.Token{&rt, &gt}, &rv)
 	if ok {

@@ -106,8 +106,9 @@ func TestPrioritizedBurstWithStaleClocks(t *testing.T) {
 					_, v := group.EnterPrioritized(now, "", 1, sec)
 					return v
 				}
-				rt, _ := route.EnterPending(now, "", 1, nil)
-				gt, _ := group.EnterPending(now, "", 1, nil)
+				var rt, gt limiter.Token
+				route.EnterPending(&rt, now, "", 1, nil)
+				group.EnterPending(&gt, now, "", 1, nil)
 				var v limiter.Verdict
 				if ok, _ := limiter.Reserve(now, sec, []*limiter.Token{&rt, &gt}, &v); !ok {
 					rt.Cancel(now, limiter.ReasonFlow)

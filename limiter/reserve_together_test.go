@@ -28,8 +28,8 @@ func TestReserveAcrossCheckers(t *testing.T) {
 	enter := func(now, maxWait int64) (rt, gt limiter.Token, v limiter.Verdict, ok bool) {
 		t.Helper()
 		var v1, v2 limiter.Verdict
-		rt, v1 = route.EnterPending(now, "", 1, nil)
-		gt, v2 = group.EnterPending(now, "", 1, nil)
+		v1 = route.EnterPending(&rt, now, "", 1, nil)
+		v2 = group.EnterPending(&gt, now, "", 1, nil)
 		if v1.Blocked || v2.Blocked {
 			t.Fatalf("EnterPending blocked: %+v %+v", v1, v2)
 		}
@@ -136,8 +136,9 @@ func checkTogether(t *testing.T, cr, cg float64, maxWait, start int64) {
 			tok.Exit(now, false)
 			continue
 		}
-		rt, _ := route.EnterPending(now, "", 1, nil)
-		gt, _ := group.EnterPending(now, "", 1, nil)
+		var rt, gt limiter.Token
+		route.EnterPending(&rt, now, "", 1, nil)
+		group.EnterPending(&gt, now, "", 1, nil)
 		var v limiter.Verdict
 		if ok, _ := limiter.Reserve(now, maxWait, []*limiter.Token{&rt, &gt}, &v); !ok {
 			rt.Cancel(now, limiter.ReasonFlow)

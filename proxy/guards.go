@@ -296,10 +296,10 @@ type flowGuard struct{ c *limiter.Checker }
 func (f flowGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	var v limiter.Verdict
 	if c.occupy <= 0 {
-		v = f.c.EnterQuotasTo(&c.flow, now, c.origin, c.n, -1, c.sink())
+		v = f.c.EnterQuotas(&c.flow, now, c.origin, c.n, -1, c.sink())
 		return (*flowToken)(&c.flow), v
 	}
-	v = f.c.EnterPendingTo(&c.flow, now, c.origin, c.n, c.sink())
+	v = f.c.EnterPending(&c.flow, now, c.origin, c.n, c.sink())
 	if !v.Blocked {
 		// Decided now, not in reservePending, so that the would-be blocks
 		// are reported with this verdict: the route's, or its group's.
@@ -362,7 +362,7 @@ func newParamGuard(c *hotparam.Checker) paramGuard {
 }
 
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
-	v := p.c.EnterQuotasTo(&c.param, now, c.values, c.n, c.sink())
+	v := p.c.EnterQuotas(&c.param, now, c.values, c.n, c.sink())
 	c.costHeaders, c.costTrailers = p.c.Headers(), p.trailers
 	return (*paramToken)(&c.param), v
 }
