@@ -51,22 +51,24 @@ func hasToken(v, tok string) bool {
 // Connection lines, without Peek, which copies and normalizes the name it
 // is given. Common names are interned and every value shares one string
 // and one []string backing, so a response header costs two allocations
-// however many fields it has.
-func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCall) {
-	c.vals, c.fields, c.conn, c.trailer = c.vals[:0], c.fields[:0], c.conn[:0], false
+// however many fields it has. trailer: the answer announces trailers (a
+// Trailer field), so net/http would write no length of its own
+// (netLengthMax).
+func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCall) (trailer bool) {
+	c.vals, c.fields, c.conn = c.vals[:0], c.fields[:0], c.conn[:0]
 	for k, v := range src.All() {
 		switch {
 		case string(k) == "Connection":
 			c.conn = append(c.conn, readOnlyString(v))
 		case !dropResponseHeader(k):
-			c.trailer = c.trailer || string(k) == "Trailer"
+			trailer = trailer || string(k) == "Trailer"
 			c.fields = append(c.fields, upstreamField{k, len(v)})
 			c.vals = append(c.vals, v...)
 		}
 	}
 	n := len(c.fields)
 	if n == 0 {
-		return
+		return trailer
 	}
 	all := string(c.vals)
 	backing := make([]string, n)
@@ -86,6 +88,7 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 		}
 		i++
 	}
+	return trailer
 }
 
 // name returns the j-th field's name k as a string: the one the last

@@ -46,9 +46,6 @@ type fastCall struct {
 	conn   []string // read-only views of fasthttp's buffer (readOnlyString)
 	// names are the field names the last answer copied (fastCall.name).
 	names []string
-	// trailer: the answer announces trailers (a Trailer field), and
-	// net/http then writes no length of its own (netLengthMax).
-	trailer bool
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
@@ -259,8 +256,8 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 			return err
 		}
 		_ = resp.CloseBodyStream() // the connection goes back to the pool now
-		copyResponseHeader(ex.Header(), &resp.Header, c)
-		ex.netLength = n <= netLengthMax && ex.req.ProtoMajor == 1 && !c.trailer
+		trailer := copyResponseHeader(ex.Header(), &resp.Header, c)
+		ex.netLength = n <= netLengthMax && ex.req.ProtoMajor == 1 && !trailer
 		ex.WriteHeader(status)
 		_, _ = ex.Write(c.buf[:n])
 		return nil
