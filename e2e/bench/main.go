@@ -91,6 +91,9 @@ func main() {
 		case "floor":
 			serveFloor(os.Args[2], os.Args[3], os.Args[4:]...)
 			return
+		case "proxy-floor":
+			serveProxyFloor(os.Args[2], os.Args[3], os.Args[4:]...)
+			return
 		case "fasthttp-floor":
 			serveFasthttpFloor(os.Args[2], os.Args[3])
 			return

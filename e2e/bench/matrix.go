@@ -7,6 +7,7 @@ package main
 //
 //	sluice          the binary: fast path, a never-blocking qps rule and hot-param rule
 //	floor           net/http server (TLS and h2 by ALPN on its TLS listener) + fasthttp.HostClient, no rules
+//	proxy-floor     the floor with a correct proxy's header semantics (proxy_floor.go): what any gateway of this design pays
 //	fasthttp-floor  fasthttp server + fasthttp.HostClient (HTTP/1.1 only: fasthttp serves no h2)
 //	nginx           one process, limit_req that never rejects, ssl + http2
 //	caddy           reverse_proxy, GOMAXPROCS=1, h1 + h2; no rate limiting (Caddy ships none)
@@ -73,7 +74,7 @@ func matrixProtocols(o options, wrk, h2load string) ([]protocol, error) {
 
 // matrixRuns is how many measured runs a round of the matrix has.
 func matrixRuns(o options, nginx, caddy bool) int {
-	tlsFronts := 2 // sluice, floor
+	tlsFronts := 3 // sluice, floor, proxy-floor
 	if o.pgo != "" {
 		tlsFronts++
 	}
@@ -109,7 +110,7 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 		// What the bench's rules cost, and what their RateLimit fields do.
 		names = append(names, "sluice-norules", "sluice-nofields")
 	}
-	names = append(names, "floor")
+	names = append(names, "floor", "proxy-floor")
 	if !o.edge {
 		names = append(names, "fasthttp-floor")
 	}
@@ -136,8 +137,8 @@ func startFronts(ctx context.Context, o options, procs *processes, dir, self, sl
 				}
 			}
 			f.pid, err = startSluice(ctx, o, procs, dir, name, bin, f, upAddr, certFile, keyFile, admin)
-		case "floor":
-			env, bin, args := o.launch(dir, name, self, "floor", f.plain, upAddr, f.tls, certFile, keyFile)
+		case "floor", "proxy-floor":
+			env, bin, args := o.launch(dir, name, self, name, f.plain, upAddr, f.tls, certFile, keyFile)
 			f.pid, err = procs.start(ctx, name, o.proxyCPU, env, bin, args...)
 		case "fasthttp-floor":
 			f.tls = ""
