@@ -43,6 +43,11 @@
 // across. floor/nginx is therefore the best fast/nginx ratio a net/http
 // front end can reach on this machine, and fast/floor is what sluice's own
 // work (chi, the checks, full header semantics) costs on top. With
+// The floor forwards no request field and carries back no other answer
+// field, which no proxy may do; proxy-floor (proxy_floor.go, in -all and
+// -instructions) is the same floor with a correct proxy's header semantics,
+// so that sluice ÷ proxy-floor is what sluice's routing, rules and RateLimit
+// fields cost over any gateway of this design. With
 // -fasthttp-floor, the same floor with a fasthttp server in place of
 // net/http's (the design issue 9 set aside, for HTTP/2, streaming and chi)
 // is measured too, to show what that choice costs. With -fasthttp-front,
