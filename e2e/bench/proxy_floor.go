@@ -77,17 +77,25 @@ func copyRequest(req *fasthttp.Request, r *http.Request) {
 	if err != nil {
 		client = r.RemoteAddr
 	}
-	h.Set("X-Forwarded-For", client)
-	h.Set("X-Forwarded-Host", r.Host)
+	// SetCanonical, as sluice's fast path does: the names are canonical,
+	// and Set would copy and check each again.
+	h.SetCanonical(nameXFF, readOnly(client))
+	h.SetCanonical(nameXFHost, readOnly(r.Host))
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	h.Set("X-Forwarded-Proto", proto)
+	h.SetCanonical(nameXFProto, readOnly(proto))
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		req.SetBodyStream(r.Body, int(r.ContentLength))
 	}
 }
+
+// The names copyRequest sets, and readOnly, which lends a string's bytes
+// to SetCanonical (it copies them).
+var nameXFF, nameXFHost, nameXFProto = []byte("X-Forwarded-For"), []byte("X-Forwarded-Host"), []byte("X-Forwarded-Proto")
+
+func readOnly(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // copyAnswer copies the upstream's end-to-end fields into dst: every
 // value in one string, every field's []string in one backing array.
