@@ -22,9 +22,9 @@ import (
 // X-Forwarded-For and the X-Forwarded-Host and -Proto fields, and its body;
 // the answer comes back with its status and end-to-end fields. Written as
 // lean as sluice's fast path (names not normalized again, the answer's
-// values in one string, common names interned), so that floor-proxy ÷
+// values in one string, common names interned), so that proxy-floor ÷
 // floor is what header semantics cost any gateway of this design, and
-// sluice ÷ floor-proxy what sluice's routing, rules and fields cost on top.
+// sluice ÷ proxy-floor what sluice's routing, rules and fields cost on top.
 // Its plain listener has the slowloris guard and idle timeout every edge
 // front needs (sluice's defaults), as its TLS one has.
 func serveProxyFloor(addr, upAddr string, tls ...string) {
