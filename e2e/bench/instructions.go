@@ -191,62 +191,71 @@ func runInstructions(ctx context.Context, o options, procs *processes, dir, self
 	}
 	tw.Flush()
 
-	// Where sluice's instructions above each floor go: the last round's
-	// dumps, self cost per function, sluice minus the floor.
+	// Where sluice's instructions above each floor go.
 	for _, l := range loads {
 		for _, floor := range []string{"floor", "proxy-floor"} {
 			s, fl := runs[l.name+"/sluice"], runs[l.name+"/"+floor]
 			if len(s) == 0 || len(fl) == 0 {
 				continue
 			}
-			a, err := selfCosts(s[len(s)-1])
-			if err != nil {
+			if err := printExcess(l.name, floor, s[len(s)-1], fl[len(fl)-1], o.top); err != nil {
 				return err
-			}
-			b, err := selfCosts(fl[len(fl)-1])
-			if err != nil {
-				return err
-			}
-			type delta struct {
-				fn   string
-				s, f float64
-			}
-			var ds []delta
-			var total float64
-			for fn, v := range a {
-				ds = append(ds, delta{fn, v, b[fn]})
-				total += v - b[fn]
-			}
-			for fn, v := range b {
-				if _, ok := a[fn]; !ok {
-					ds = append(ds, delta{fn, 0, v})
-					total -= v
-				}
-			}
-			sort.Slice(ds, func(i, j int) bool { return ds[i].s-ds[i].f > ds[j].s-ds[j].f })
-			fmt.Printf("\n%s: sluice's instructions per request above %s's (self cost, last round): %.0f in all\n", l.name, floor, total)
-			byArea := map[string][2]float64{}
-			for _, d := range ds {
-				a := byArea[area(d.fn)]
-				byArea[area(d.fn)] = [2]float64{a[0] + d.s, a[1] + d.f}
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "above\tsluice\t"+floor+"\twhere\t")
-			for _, ar := range areas {
-				v := byArea[ar.name]
-				fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", v[0]-v[1], v[0], v[1], ar.name)
-			}
-			tw.Flush()
-			if top := ds[:min(o.top, len(ds))]; len(top) > 0 {
-				fmt.Printf("the %d functions furthest above %s:\n", len(top), floor)
-				tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "above\tsluice\t"+floor+"\tfunction\t")
-				for _, d := range top {
-					fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", d.s-d.f, d.s, d.f, d.fn)
-				}
-				tw.Flush()
 			}
 		}
+	}
+	return nil
+}
+
+// printExcess prints where sluice's instructions over protocol exceed
+// floor's: the two dumps' self cost per function, sluice minus the floor,
+// by area and for the top functions.
+func printExcess(protocol, floor string, sluice, base irRun, top int) error {
+	a, err := selfCosts(sluice)
+	if err != nil {
+		return err
+	}
+	b, err := selfCosts(base)
+	if err != nil {
+		return err
+	}
+	type delta struct {
+		fn   string
+		s, f float64
+	}
+	var ds []delta
+	var total float64
+	for fn, v := range a {
+		ds = append(ds, delta{fn, v, b[fn]})
+		total += v - b[fn]
+	}
+	for fn, v := range b {
+		if _, ok := a[fn]; !ok {
+			ds = append(ds, delta{fn, 0, v})
+			total -= v
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].s-ds[i].f > ds[j].s-ds[j].f })
+	fmt.Printf("\n%s: sluice's instructions per request above %s's (self cost, last round): %.0f in all\n", protocol, floor, total)
+	byArea := map[string][2]float64{}
+	for _, d := range ds {
+		a := byArea[area(d.fn)]
+		byArea[area(d.fn)] = [2]float64{a[0] + d.s, a[1] + d.f}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "above\tsluice\t"+floor+"\twhere\t")
+	for _, ar := range areas {
+		v := byArea[ar.name]
+		fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", v[0]-v[1], v[0], v[1], ar.name)
+	}
+	tw.Flush()
+	if ds = ds[:min(top, len(ds))]; len(ds) > 0 {
+		fmt.Printf("the %d functions furthest above %s:\n", len(ds), floor)
+		tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "above\tsluice\t"+floor+"\tfunction\t")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%.0f\t%.0f\t%.0f\t%s\t\n", d.s-d.f, d.s, d.f, d.fn)
+		}
+		tw.Flush()
 	}
 	return nil
 }
