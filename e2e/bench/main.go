@@ -780,11 +780,18 @@ func serveFloor(addr, upAddr string, tls ...string) {
 		w.WriteHeader(resp.StatusCode())
 		_, _ = w.Write(body)
 	}
+	serveGoFront(&http.Server{Addr: addr, Handler: http.HandlerFunc(h)}, tls)
+}
+
+// serveGoFront serves plain's handler on plain, and with tls = TLSADDR
+// CERT KEY on a TLS listener too (serveFloorTLS); it exits when either
+// stops.
+func serveGoFront(plain *http.Server, tls []string) {
 	errc := make(chan error, 2)
 	if len(tls) == 3 {
-		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], http.HandlerFunc(h)) }()
+		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], plain.Handler) }()
 	}
-	go func() { errc <- http.ListenAndServe(addr, http.HandlerFunc(h)) }()
+	go func() { errc <- plain.ListenAndServe() }()
 	fmt.Fprintln(os.Stderr, <-errc)
 	os.Exit(1)
 }

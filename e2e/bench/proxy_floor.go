@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"unsafe"
 
@@ -25,19 +23,12 @@ import (
 // values in one string, common names interned), so that proxy-floor ÷
 // floor is what header semantics cost any gateway of this design, and
 // sluice ÷ proxy-floor what sluice's routing, rules and fields cost on top.
-// Its plain listener has the slowloris guard and idle timeout every edge
-// front needs (sluice's defaults), as its TLS one has.
+// Its plain listener has sluice's default readHeaderTimeout (the slowloris
+// guard every edge front needs) and idleTimeout; its TLS one is the
+// floor's (serveFloorTLS).
 func serveProxyFloor(addr, upAddr string, tls ...string) {
-	h := proxyFloor(upAddr)
-	errc := make(chan error, 2)
-	if len(tls) == 3 {
-		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], h) }()
-	}
-	srv := &http.Server{Addr: addr, Handler: h,
-		ReadHeaderTimeout: config.DefaultReadHeaderTimeout, IdleTimeout: config.DefaultIdleTimeout}
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintln(os.Stderr, <-errc)
-	os.Exit(1)
+	serveGoFront(&http.Server{Addr: addr, Handler: proxyFloor(upAddr),
+		ReadHeaderTimeout: config.DefaultReadHeaderTimeout, IdleTimeout: config.DefaultIdleTimeout}, tls)
 }
 
 // proxyFloor is serveProxyFloor's handler, forwarding to upAddr.
