@@ -118,10 +118,12 @@ func copyAnswer(dst http.Header, src *fasthttp.ResponseHeader) {
 	}
 }
 
-// hopByHop reports the fields RFC 9110 §7.6.1 keeps to one connection.
+// hopByHop reports the fields httputil.ReverseProxy drops as hop-by-hop
+// (RFC 9110 §7.6.1's, and RFC 2616's proxy authentication and Trailer).
 func hopByHop(k string) bool {
 	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return false

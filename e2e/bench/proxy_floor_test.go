@@ -38,6 +38,7 @@ func TestProxyFloorForwardsAsAProxy(t *testing.T) {
 	req.Header.Set("Connection", "X-Named")
 	req.Header.Set("X-Named", "hop")
 	req.Header.Set("X-Forwarded-For", "10.9.9.9")
+	req.Header.Set("Proxy-Authorization", "Basic eDp5")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,9 @@ func TestProxyFloorForwardsAsAProxy(t *testing.T) {
 	}
 	if h.Get("X-Named") != "" {
 		t.Errorf("upstream got X-Named %q, which the client's Connection names", h.Get("X-Named"))
+	}
+	if h.Get("Proxy-Authorization") != "" {
+		t.Errorf("upstream got the client's Proxy-Authorization %q, meant for the proxy", h.Get("Proxy-Authorization"))
 	}
 	if resp.StatusCode != http.StatusCreated || string(body) != "answer" {
 		t.Errorf("client got %d %q, want 201 \"answer\"", resp.StatusCode, body)
