@@ -57,13 +57,7 @@ cluster:
 		end       = 10500 * time.Millisecond
 	)
 	var restartErr error
-	// The failing events each gateway logged before the kill, and how many
-	// it had logged when Redis came back: with Redis up, only a busy
-	// machine's (an answer later than the cluster's 20 ms) can be among
-	// them, and a gateway that fell back then passed its local share beside
-	// the fleet's count, as documented (a CI run: k1 at 73/s for a second).
-	var beforeKill [2][]map[string]any
-	var atRestart [2]int
+	var whileUp clUpEvents // a busy machine's Redis timeouts
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -80,20 +74,14 @@ cluster:
 			return
 		case <-time.After(killAt - time.Since(launched)):
 		}
-		for i, g := range gs {
-			beforeKill[i] = g.logs.events("cluster: redis failing")
-		}
+		whileUp.killing(gs)
 		rd.kill()
 		select {
 		case <-stop:
 			return
 		case <-time.After(restartAt - time.Since(launched)):
 		}
-		// Logged on a change of state only: a gateway fails again after
-		// this only once it has found Redis back.
-		for i, g := range gs {
-			atRestart[i] = len(g.logs.events("cluster: redis failing"))
-		}
+		whileUp.restarting(gs)
 		restartErr = rd.startErr()
 	}()
 	// targets in turn: gateway 0 k1 x6, k2 x5 at 110/s (60/s and 50/s);
@@ -118,10 +106,7 @@ cluster:
 		t.Fatal(restartErr)
 	}
 	clOnly200And429(t, "one key over two gateways, Redis killed and restarted", rs...)
-	for i, g := range gs {
-		clRedisFailedSlow(t, i, beforeKill[i])
-		clRedisFailedSlow(t, i, g.logs.events("cluster: redis failing")[atRestart[i]:])
-	}
+	whileUp.check(t, gs)
 
 	mu.Lock()
 	at := append([]arrival(nil), arrivals...)
