@@ -23,15 +23,17 @@ import (
 // patterns are all static (a host's, often) never asks chi. chi tries a node's
 // static edges before its parameters, so where a static pattern has the
 // path under the method chi would find that route too; everything else
-// (a parameter, a catch-all) is chi's Find to decide.
+// (a parameter, a catch-all) is chi's Find to decide, in the small tree of
+// the path's first segment (patternTrees).
 type router struct {
-	mux *chi.Mux
+	// tree holds the patterns that are not static.
+	tree patternTrees
 	// routes and static are by method, in the order of methods (a struct
 	// key would be hashed whole at every request): routes by chi pattern,
 	// static the patterns that are a path.
 	routes []map[string]*route
 	static []map[string]*route
-	params bool              // some pattern in mux is not static: chi has to be asked
+	params bool              // some pattern is not static: tree has to be asked
 	taken  map[routeKey]bool // (method, config.PatternKey): the first route there wins
 
 	// chi knows only the methods a route may list (config.RouteMethods).
@@ -39,10 +41,10 @@ type router struct {
 	// GET, for the methods chi does not know (WebDAV's PROPFIND, PURGE,
 	// ...), which nginx and Traefik proxy.
 	methods   []string
-	anyMux    *chi.Mux
+	anyTree   patternTrees      // anyRoutes' patterns that are not static
 	anyRoutes map[string]*route // by pattern
 	anyStatic map[string]*route // anyRoutes' static patterns, by path
-	anyParams bool              // some pattern in anyMux is not static
+	anyParams bool              // some pattern in anyTree
 
 	// gets are the routes that took GET on their pattern: headFromGet
 	// gives each HEAD there too, unless a route lists HEAD itself.
@@ -62,8 +64,8 @@ type routeKey struct{ method, pattern string }
 func findOnly(http.ResponseWriter, *http.Request) {}
 
 func newRouter() *router {
-	rr := &router{mux: chi.NewRouter(), taken: map[routeKey]bool{},
-		methods: config.RouteMethods(), anyMux: chi.NewRouter(), anyRoutes: map[string]*route{},
+	rr := &router{taken: map[routeKey]bool{},
+		methods: config.RouteMethods(), anyRoutes: map[string]*route{},
 		anyStatic: map[string]*route{}}
 	for range rr.methods {
 		rr.routes = append(rr.routes, map[string]*route{})
@@ -78,12 +80,12 @@ func isStatic(pattern string) bool { return !strings.ContainsAny(pattern, "{*") 
 // set records rt as the route for method (one of rr.methods: config
 // checked the routes' methods) on pattern.
 func (rr *router) set(method, pattern string, rt *route) {
-	rr.mux.Method(method, pattern, http.HandlerFunc(findOnly))
 	m := slices.Index(rr.methods, method)
 	rr.routes[m][pattern] = rt
 	if isStatic(pattern) {
 		rr.static[m][pattern] = rt
 	} else {
+		rr.tree.add(method, pattern)
 		rr.params = true
 	}
 }
@@ -114,11 +116,11 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		return
 	}
 	rr.taken[routeKey{"", key}] = true
-	rr.anyMux.Method(http.MethodGet, pattern, http.HandlerFunc(findOnly))
 	rr.anyRoutes[pattern] = rt
 	if isStatic(pattern) {
 		rr.anyStatic[pattern] = rt
 	} else {
+		rr.anyTree.add(http.MethodGet, pattern)
 		rr.anyParams = true
 	}
 }
@@ -145,14 +147,14 @@ func (rr *router) match(rctx *chi.Context, method, path string) *route {
 		if rt := rr.static[m][path]; rt != nil || !rr.params {
 			return rt
 		}
-		return rr.routes[m][rr.mux.Find(rctx, method, path)]
+		return rr.routes[m][rr.tree.find(rctx, method, path)]
 	}
 	// A method chi does not know reaches a route that takes every method.
 	if rt := rr.anyStatic[path]; rt != nil || !rr.anyParams {
 		return rt
 	}
 	rctx.Reset()
-	return rr.anyRoutes[rr.anyMux.Find(rctx, http.MethodGet, path)]
+	return rr.anyRoutes[rr.anyTree.find(rctx, http.MethodGet, path)]
 }
 
 // allow appends to dst, once each, the methods some route of rr serves on
@@ -160,9 +162,16 @@ func (rr *router) match(rctx *chi.Context, method, path string) *route {
 func (rr *router) allow(dst []string, rctx *chi.Context, path string) []string {
 	for _, m := range rr.methods {
 		rctx.Reset()
-		if !slices.Contains(dst, m) && rr.mux.Find(rctx, m, path) != "" {
+		if !slices.Contains(dst, m) && rr.serves(rctx, m, path) {
 			dst = append(dst, m)
 		}
 	}
 	return dst
+}
+
+// serves reports whether a route of rr serves method (one of rr.methods)
+// on path.
+func (rr *router) serves(rctx *chi.Context, method, path string) bool {
+	m := slices.Index(rr.methods, method)
+	return rr.static[m][path] != nil || rr.params && rr.tree.find(rctx, method, path) != ""
 }
