@@ -160,18 +160,16 @@ func (rr *router) match(rctx *chi.Context, method, path string) *route {
 // allow appends to dst, once each, the methods some route of rr serves on
 // path (HEAD where a route has GET).
 func (rr *router) allow(dst []string, rctx *chi.Context, path string) []string {
-	for _, m := range rr.methods {
+	for m, method := range rr.methods {
 		rctx.Reset()
-		if !slices.Contains(dst, m) && rr.serves(rctx, m, path) {
-			dst = append(dst, m)
+		if !slices.Contains(dst, method) && rr.serves(rctx, m, path) {
+			dst = append(dst, method)
 		}
 	}
 	return dst
 }
 
-// serves reports whether a route of rr serves method (one of rr.methods)
-// on path.
-func (rr *router) serves(rctx *chi.Context, method, path string) bool {
-	m := slices.Index(rr.methods, method)
-	return rr.static[m][path] != nil || rr.params && rr.tree.find(rctx, method, path) != ""
+// serves reports whether a route of rr serves rr.methods[m] on path.
+func (rr *router) serves(rctx *chi.Context, m int, path string) bool {
+	return rr.static[m][path] != nil || rr.params && rr.tree.find(rctx, rr.methods[m], path) != ""
 }

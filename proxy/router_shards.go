@@ -69,7 +69,7 @@ func (p *patternTrees) find(rctx *chi.Context, method, path string) string {
 // /{id} give none.
 func spelledFirstSegment(pattern string) (string, bool) {
 	seg := firstSegment(pattern)
-	if !strings.HasPrefix(seg, "/") || !strings.HasSuffix(seg, "/") || len(seg) < 2 || strings.ContainsAny(seg, "{*") {
+	if len(seg) < 2 || seg[0] != '/' || seg[len(seg)-1] != '/' || strings.ContainsAny(seg, "{*") {
 		return "", false
 	}
 	return seg, true

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -14,7 +15,9 @@ import (
 // patterns (spelled and parameter first segments, parameters inside a
 // segment, regexps, catch-alls, two methods), finding a path in the tree
 // of its first segment and then in the rest gives the pattern and path
-// parameters that one chi tree of every pattern gives, for random paths.
+// parameters that one chi tree of every pattern gives, for random paths
+// and for edge paths a client may send (empty, no leading slash, empty
+// segments, a trailing slash).
 func TestPatternTreesFindAsOneTree(t *testing.T) {
 	segs := []string{"a", "ab", "b", "{x}", "{y}", "a{x}", "{x}.json", "{n:[0-9]+}", "*"}
 	values := []string{"a", "ab", "b", "7", "a7", "x.json", "abc", "", "7.json"}
@@ -50,6 +53,7 @@ func TestPatternTreesFindAsOneTree(t *testing.T) {
 			taken[method+pattern] = true
 			trees.add(method, pattern)
 		}
+		paths := []string{"", "*", "/", "//", "a/b", "//a/7", "/a//7", "/a/7/"}
 		for range 30 {
 			var b strings.Builder
 			for i, n := 0, 1+rnd.IntN(4); i < n; i++ {
@@ -59,14 +63,16 @@ func TestPatternTreesFindAsOneTree(t *testing.T) {
 				}
 				b.WriteString("/" + v)
 			}
-			path := b.String()
+			paths = append(paths, b.String())
+		}
+		for _, path := range paths {
 			method := []string{http.MethodGet, http.MethodPost}[rnd.IntN(2)]
 			want, got := chi.NewRouteContext(), chi.NewRouteContext()
 			wp := one.Find(want, method, path)
 			gp := trees.find(got, method, path)
 			if gp != wp || !slices.Equal(got.URLParams.Keys, want.URLParams.Keys) || !slices.Equal(got.URLParams.Values, want.URLParams.Values) {
 				t.Fatalf("set %d, %s %s: found %q %v=%v, one tree finds %q %v=%v (patterns %v)",
-					set, method, path, gp, got.URLParams.Keys, got.URLParams.Values, wp, want.URLParams.Keys, want.URLParams.Values, keys(taken))
+					set, method, path, gp, got.URLParams.Keys, got.URLParams.Values, wp, want.URLParams.Keys, want.URLParams.Values, slices.Sorted(maps.Keys(taken)))
 			}
 			if wp != "" {
 				found++
@@ -94,15 +100,6 @@ func registers(mux *chi.Mux, method, pattern string) (ok bool) {
 	return true
 }
 
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // TestSpelledFirstSegment: which patterns go to a first segment's tree.
 func TestSpelledFirstSegment(t *testing.T) {
 	for _, c := range []struct {
@@ -118,6 +115,7 @@ func TestSpelledFirstSegment(t *testing.T) {
 		{"/{id}", "", false},
 		{"/{a:[a-z/]+}/x", "", false},
 		{"//x/{id}", "//", true},
+		{"/", "", false},
 	} {
 		seg, ok := spelledFirstSegment(c.pattern)
 		if seg != c.seg || ok != c.ok {
