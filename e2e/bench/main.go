@@ -4,6 +4,7 @@
 //	go run ./e2e/bench [-duration 5s] [-rounds 3] [-conns 64] [-sizes 100,65536] [-fasthttp-floor] [-fasthttp-front]
 //	go run ./e2e/bench -all [-rounds 5] [-duration 5s] [-admin 127.0.0.1:9091]   # the protocol matrix, see matrix.go
 //	go run ./e2e/bench -edge [...]   # the matrix over HTTPS/1.1 and h2 only
+//	go run ./e2e/bench -all -pace 4ms [...]   # every front offered the same rate (no h2), see matrix.go
 //
 // -all measures sluice, the floor of the same front (net/http, over TLS
 // and h2 by ALPN too, + fasthttp client), the fasthttp-both floor (HTTP/1.1
@@ -136,6 +137,11 @@ type options struct {
 	alt      string
 	profile  string
 	deadline time.Duration
+	// pace, with -all or -edge: each wrk connection waits this long after
+	// an answer before its next request; paceScript is the wrk script that
+	// says so (written into the run's directory).
+	pace       time.Duration
+	paceScript string
 
 	instructions bool // count instructions under callgrind instead (instructions.go)
 	requests     int  // requests per measured block of -instructions
@@ -168,6 +174,7 @@ func run() error {
 	flag.IntVar(&o.requests, "requests", 6000, "with -instructions, requests per measured block")
 	flag.IntVar(&o.top, "top", 25, "with -instructions, functions listed where sluice's instructions exceed the floor's")
 	flag.BoolVar(&o.keep, "keep", false, "with -instructions, keep the callgrind dumps (their directory is printed) for callgrind_annotate's call trees")
+	flag.DurationVar(&o.pace, "pace", 0, "with -all or -edge: each wrk connection waits this long (whole ms) after an answer before its next request, so every front is offered about the same rate (conns ÷ pace) instead of all it can serve; h2 is left out (h2load cannot pace requests)")
 	flag.DurationVar(&o.deadline, "deadline", 0, "stop everything after this long (default: from the plan, +2m)")
 	flag.Parse()
 	sizesSet := false
@@ -184,6 +191,9 @@ func run() error {
 	}
 	if o.duration <= 0 || o.duration > 5*time.Minute || o.rounds < 1 || o.rounds > 20 || o.conns < 1 || o.conns > 4096 {
 		return errors.New("duration must be in (0, 5m], rounds in [1, 20], conns in [1, 4096]")
+	}
+	if o.pace != 0 && (!(o.all || o.edge) || o.pace < time.Millisecond || o.pace > time.Second || o.pace%time.Millisecond != 0) {
+		return errors.New("pace must be whole ms in [1ms, 1s], with -all or -edge")
 	}
 	if _, err := exec.LookPath("taskset"); err != nil {
 		return errors.New("taskset (util-linux) is needed to pin processes")
@@ -251,6 +261,14 @@ func run() error {
 	}
 	procs := &processes{}
 	defer procs.stopAll()
+	if o.pace > 0 {
+		// wrk calls delay() after each answer, before the connection's next request.
+		o.paceScript = filepath.Join(dir, "pace.lua")
+		script := fmt.Sprintf("function delay() return %d end\n", o.pace.Milliseconds())
+		if err := os.WriteFile(o.paceScript, []byte(script), 0o644); err != nil {
+			return err
+		}
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -434,8 +452,12 @@ func runWrk(ctx context.Context, o options, wrk, u string, d time.Duration) (res
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	cctx, cancel := context.WithTimeout(ctx, d+20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "taskset", "-c", o.loadCPU, wrk, "-t1", "-c"+strconv.Itoa(o.conns),
-		"-d"+strconv.Itoa(secs)+"s", "--timeout", "5s", "--latency", u)
+	args := []string{"-c", o.loadCPU, wrk, "-t1", "-c" + strconv.Itoa(o.conns),
+		"-d" + strconv.Itoa(secs) + "s", "--timeout", "5s", "--latency"}
+	if o.paceScript != "" {
+		args = append(args, "-s", o.paceScript)
+	}
+	cmd := exec.CommandContext(cctx, "taskset", append(args, u)...)
 	out, err := cmd.Output()
 	if err != nil {
 		return result{}, fmt.Errorf("wrk: %w: %s", err, out)
