@@ -33,7 +33,6 @@ type router struct {
 	// static the patterns that are a path.
 	routes []map[string]*route
 	static []map[string]*route
-	params bool              // some pattern is not static: tree has to be asked
 	taken  map[routeKey]bool // (method, config.PatternKey): the first route there wins
 
 	// chi knows only the methods a route may list (config.RouteMethods).
@@ -44,7 +43,6 @@ type router struct {
 	anyTree   patternTrees      // anyRoutes' patterns that are not static
 	anyRoutes map[string]*route // by pattern
 	anyStatic map[string]*route // anyRoutes' static patterns, by path
-	anyParams bool              // some pattern in anyTree
 
 	// gets are the routes that took GET on their pattern: headFromGet
 	// gives each HEAD there too, unless a route lists HEAD itself.
@@ -86,7 +84,6 @@ func (rr *router) set(method, pattern string, rt *route) {
 		rr.static[m][pattern] = rt
 	} else {
 		rr.tree.add(method, pattern)
-		rr.params = true
 	}
 }
 
@@ -121,7 +118,6 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 		rr.anyStatic[pattern] = rt
 	} else {
 		rr.anyTree.add(http.MethodGet, pattern)
-		rr.anyParams = true
 	}
 }
 
@@ -144,13 +140,13 @@ func (rr *router) headFromGet() {
 // its path parameters in rctx. A static path is one map lookup.
 func (rr *router) match(rctx *chi.Context, method, path string) *route {
 	if m := slices.Index(rr.methods, method); m >= 0 {
-		if rt := rr.static[m][path]; rt != nil || !rr.params {
+		if rt := rr.static[m][path]; rt != nil || rr.tree.empty() {
 			return rt
 		}
 		return rr.routes[m][rr.tree.find(rctx, method, path)]
 	}
 	// A method chi does not know reaches a route that takes every method.
-	if rt := rr.anyStatic[path]; rt != nil || !rr.anyParams {
+	if rt := rr.anyStatic[path]; rt != nil || rr.anyTree.empty() {
 		return rt
 	}
 	rctx.Reset()
@@ -171,5 +167,5 @@ func (rr *router) allow(dst []string, rctx *chi.Context, path string) []string {
 
 // serves reports whether a route of rr serves rr.methods[m] on path.
 func (rr *router) serves(rctx *chi.Context, m int, path string) bool {
-	return rr.static[m][path] != nil || rr.params && rr.tree.find(rctx, rr.methods[m], path) != ""
+	return rr.static[m][path] != nil || !rr.tree.empty() && rr.tree.find(rctx, rr.methods[m], path) != ""
 }

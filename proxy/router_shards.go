@@ -48,6 +48,9 @@ func (p *patternTrees) add(method, pattern string) {
 	t.Method(method, pattern, http.HandlerFunc(findOnly))
 }
 
+// empty reports whether no pattern was added: find would return "".
+func (p *patternTrees) empty() bool { return p.first == nil && p.rest == nil }
+
 // find returns the pattern matching method and path ("": none), its path
 // parameters left in rctx.
 func (p *patternTrees) find(rctx *chi.Context, method, path string) string {
