@@ -54,7 +54,7 @@ func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 			}
 		}
 	}
-	h.any.headFromGet()
+	h.any.finish()
 	group := func(matches func(host string) bool) *router {
 		g := newRouter()
 		for _, r := range routes {
@@ -65,7 +65,7 @@ func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 				}
 			}
 		}
-		g.headFromGet()
+		g.finish()
 		return g
 	}
 	if len(exact) > 0 {
@@ -81,6 +81,9 @@ func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 			h.wild[suffix] = group(func(host string) bool { return host == "*."+suffix || wildcardMatches(host, suffix) })
 		}
 	}
+	// A request's Host is often none of them (an address, a name the
+	// routes do not list): a miss, cheap only in a roomy map.
+	h.exact, h.wild = roomy(h.exact), roomy(h.wild)
 	return h
 }
 

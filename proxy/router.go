@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -44,8 +45,8 @@ type router struct {
 	anyRoutes map[string]*route // by pattern
 	anyStatic map[string]*route // anyRoutes' static patterns, by path
 
-	// gets are the routes that took GET on their pattern: headFromGet
-	// gives each HEAD there too, unless a route lists HEAD itself.
+	// gets are the routes that took GET on their pattern: finish gives
+	// each HEAD there too, unless a route lists HEAD itself.
 	gets []pendingHead
 }
 
@@ -121,11 +122,12 @@ func (rr *router) handle(pattern string, methods []string, rt *route) {
 	}
 }
 
-// headFromGet runs once every route is handled: HEAD on a pattern that no
+// finish runs once every route is handled: HEAD on a pattern that no
 // route lists HEAD for is served by the route that has GET there, as Go's
 // ServeMux does, and counted on its resource. A route listing HEAD itself,
-// before or after, keeps it.
-func (rr *router) headFromGet() {
+// before or after, keeps it. Then the maps a request looks in get room
+// (roomy).
+func (rr *router) finish() {
 	for _, p := range rr.gets {
 		if rr.taken[routeKey{http.MethodHead, p.key}] {
 			continue
@@ -134,6 +136,27 @@ func (rr *router) headFromGet() {
 		rr.set(http.MethodHead, p.pattern, p.rt)
 	}
 	rr.gets = nil
+	for m := range rr.methods {
+		rr.static[m], rr.routes[m] = roomy(rr.static[m]), roomy(rr.routes[m])
+	}
+	rr.anyStatic, rr.anyRoutes = roomy(rr.anyStatic), roomy(rr.anyRoutes)
+	rr.tree.first, rr.anyTree.first = roomy(rr.tree.first), roomy(rr.anyTree.first)
+}
+
+// roomy copies a map a request looks in to one at most half full. Go's
+// maps fill to 7/8 before they grow, and a lookup probes groups of slots
+// until it finds its key or a free slot: a miss (every path with a
+// parameter misses the static paths) in a map near 7/8 probes several.
+// BenchmarkRouteMatch measured it: a parameter path cost 165 ns among
+// 1,000 routes (900 static paths in a map of 1,024 slots) against 123
+// among 10.
+func roomy[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	r := make(map[K]V, 2*len(m))
+	maps.Copy(r, m)
+	return r
 }
 
 // match returns the route serving method on path (nil: none), leaving
