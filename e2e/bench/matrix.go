@@ -58,27 +58,43 @@ func (f front) addr(p protocol) string {
 	return f.plain
 }
 
+// matrixProtocolNames names the protocols -all (or -edge) measures, in
+// order: matrixProtocols builds them and matrixRuns counts them.
+func matrixProtocolNames(o options) []string {
+	var names []string
+	if !o.edge {
+		names = append(names, "HTTP/1.1")
+	}
+	names = append(names, "HTTPS/1.1")
+	if o.pace == 0 { // h2load cannot pace
+		names = append(names, "h2")
+	}
+	return names
+}
+
 // matrixProtocols are the protocols -all (or -edge) measures.
 func matrixProtocols(o options, wrk, h2load string) ([]protocol, error) {
 	if wrk == "" {
 		return nil, errors.New("-all and -edge need wrk (apt-get install -y wrk)")
 	}
-	var ps []protocol
 	wrkRun := func(ctx context.Context, u string, d time.Duration) (result, error) { return runWrk(ctx, o, wrk, u, d) }
-	if !o.edge {
-		ps = append(ps, protocol{"HTTP/1.1", false, wrkRun})
+	var ps []protocol
+	for _, name := range matrixProtocolNames(o) {
+		switch name {
+		case "HTTP/1.1":
+			ps = append(ps, protocol{name, false, wrkRun})
+		case "HTTPS/1.1":
+			ps = append(ps, protocol{name, true, wrkRun})
+		case "h2":
+			if h2load == "" {
+				return nil, errors.New("-all and -edge need h2load (apt-get install -y nghttp2-client)")
+			}
+			streams := max(1, o.conns/8)
+			ps = append(ps, protocol{name, true, func(ctx context.Context, u string, d time.Duration) (result, error) {
+				return runH2load(ctx, o, h2load, u, d, 8, streams)
+			}})
+		}
 	}
-	ps = append(ps, protocol{"HTTPS/1.1", true, wrkRun})
-	if o.pace > 0 {
-		return ps, nil
-	}
-	if h2load == "" {
-		return nil, errors.New("-all and -edge need h2load (apt-get install -y nghttp2-client)")
-	}
-	streams := max(1, o.conns/8)
-	ps = append(ps, protocol{"h2", true, func(ctx context.Context, u string, d time.Duration) (result, error) {
-		return runH2load(ctx, o, h2load, u, d, 8, streams)
-	}})
 	return ps, nil
 }
 
@@ -97,17 +113,11 @@ func matrixRuns(o options, nginx, caddy bool) int {
 	if caddy {
 		tlsFronts++
 	}
-	protocols := 3 // HTTP/1.1, HTTPS/1.1, h2
-	if o.edge {
-		protocols--
+	runs := len(matrixProtocolNames(o)) * tlsFronts
+	if !o.edge {
+		runs++ // the fasthttp-floor, over HTTP/1.1
 	}
-	if o.pace > 0 {
-		protocols-- // no paced h2
-	}
-	if o.edge {
-		return protocols * tlsFronts
-	}
-	return protocols*tlsFronts + 1 // and the fasthttp-floor over HTTP/1.1
+	return runs
 }
 
 // startFronts starts every front the matrix measures, each on the proxy CPU.
