@@ -68,15 +68,22 @@ type passModel struct {
 }
 
 func (m *passModel) fits(at int64) bool {
-	lo, _ := slices.BinarySearch(m.at, at-m.iv+1)
-	cands := []int64{at}
-	for i := lo; i < len(m.at) && m.at[i] <= at; i++ {
-		cands = append(cands, m.at[i])
+	a, _ := slices.BinarySearch(m.at, at)
+	b, _ := slices.BinarySearch(m.at, at+m.iv)
+	if int64(b-a) >= m.limit {
+		return false
 	}
-	for _, s := range cands {
-		a, _ := slices.BinarySearch(m.at, s)
-		b, _ := slices.BinarySearch(m.at, s+m.iv)
-		if int64(b-a)+1 > m.limit {
+	// The intervals from each pass in (at-iv, at], with the end of the
+	// interval (j) moving only forward: linear in the passes of one
+	// interval, and allocating nothing, as the sweeps call this millions
+	// of times. Of equal passes the first one's interval holds the most,
+	// and it is the one looked at first.
+	i, _ := slices.BinarySearch(m.at, at-m.iv+1)
+	for j := i; i < len(m.at) && m.at[i] <= at; i++ {
+		for j < len(m.at) && m.at[j] < m.at[i]+m.iv {
+			j++
+		}
+		if int64(j-i) >= m.limit {
 			return false
 		}
 	}
