@@ -68,7 +68,7 @@ func checkRejectCase(t *testing.T, count float64, iv, n, start int64) {
 	for _, over := range []float64{1.05, 1.5, 3, 10} {
 		c := compile(t, r).Checker("r", "default")
 		step := float64(iv) * float64(n) / (count * over)
-		var passed []int64
+		passed := make([]int64, 0, (intervals+1)*int64(count)/n) // the most that can pass
 		for i := int64(0); ; i++ {
 			at := start + int64(math.Ceil(float64(i)*step))
 			if at >= start+intervals*iv {
