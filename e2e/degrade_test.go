@@ -150,7 +150,10 @@ degradeRules:
 	}
 
 	// checkRecovered: the first probe (within one retry timeout) closes the
-	// breaker and everything after it flows.
+	// breaker and everything sent after its answer flows. While the probe is
+	// in flight the breaker is half-open and blocks the rest, as Sentinel's
+	// does: a request sent then may get a 429 (a CI run on a busy machine
+	// saw the probe's answer take longer than the 10 ms to the next send).
 	checkRecovered := func(p cbPhase) {
 		t.Helper()
 		first := -1
@@ -166,9 +169,16 @@ degradeRules:
 		if at := p.res.hits[first].sent; at > retry+100*time.Millisecond {
 			t.Errorf("%s: first pass sent at %v, want within retryTimeoutMs %v", p.name, at, retry)
 		}
-		for i, h := range p.res.hits[first:] {
+		// The gateway records the probe's outcome as the handler returns,
+		// which may be just after the client has the answer: 5 ms covers it.
+		probe := p.res.hits[first]
+		for i, h := range p.res.hits[first+1:] {
+			if h.sent < probe.done+5*time.Millisecond && h.status == http.StatusTooManyRequests {
+				continue
+			}
 			if h.status != http.StatusOK {
-				t.Errorf("%s: request %d after the breaker closed got %d, want 200", p.name, first+i, h.status)
+				t.Errorf("%s: request %d (sent at %v) after the probe closed the breaker (sent at %v, answered at %v) got %d, want 200",
+					p.name, first+1+i, h.sent, probe.sent, probe.done, h.status)
 				break
 			}
 		}
