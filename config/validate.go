@@ -726,7 +726,11 @@ func (c *checker) zone(p string, r ParamRule) {
 		return
 	}
 	if _, quota := r.Window.Calendar(); !quota && r.Window == WindowRolling {
-		c.add(tp, "applies only to window day or month (a calendar quota), and this rule's window is rolling")
+		// The default written out (SPEC §3's example does) says nothing
+		// the rule does not do; another zone would be silently ignored.
+		if r.Timezone != DefaultTimezone {
+			c.add(tp, "applies only to window day or month (a calendar quota), and this rule's window is rolling")
+		}
 		return
 	}
 	// "" and "Local" load, as UTC and as the machine's own zone: a rule
