@@ -27,6 +27,10 @@ const (
 	DefaultBlockBody        = `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`
 	DefaultClusterNamespace = "sluice"
 	DefaultParamDurationSec = 1
+	// DefaultMaxQueueingTimeMs is a flow rule's: Sentinel's FlowRule
+	// default, and SPEC §3's. A param rule's is 0, as Sentinel's
+	// ParamFlowRule.
+	DefaultMaxQueueingTimeMs = 500
 	// DefaultTimezone is the zone a calendar quota counts days in.
 	DefaultTimezone   = "UTC"
 	maxStatIntervalMs = 3_600_000
@@ -51,7 +55,8 @@ func idx(base string, i int) string { return base + "[" + strconv.Itoa(i) + "]" 
 // built by hand get their defaults; the packages that compile rules
 // (limiter, hotparam, limiter/circuit, cluster, proxy) take them as they
 // are. A field whose default is not zero cannot be set to zero through
-// Defaults (retryBudget, passive.consecutiveFailures): set it after.
+// Defaults (retryBudget, passive.consecutiveFailures, a flow rule's
+// maxQueueingTimeMs): set it after.
 // Defaults does not validate; an invalid value stays as it is.
 func Defaults(cfg *Config) {
 	d := &decoder{set: map[string]bool{}, lines: map[string]int{}}
@@ -181,6 +186,9 @@ func (c *checker) applyDefaults() {
 		}
 		if !c.has(p + ".coldFactor") {
 			r.ColdFactor = DefaultColdFactor
+		}
+		if !c.has(p + ".maxQueueingTimeMs") {
+			r.MaxQueueingTimeMs = DefaultMaxQueueingTimeMs
 		}
 		if !c.has(p + ".statIntervalMs") {
 			r.StatIntervalMs = DefaultStatIntervalMs

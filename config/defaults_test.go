@@ -110,3 +110,29 @@ func TestDefaultsKeepsLines(t *testing.T) {
 		t.Errorf("Line = %d, want 7", l)
 	}
 }
+
+// A flow rule that leaves maxQueueingTimeMs out queues up to 500 ms, as
+// Sentinel's FlowRule; a param rule's default is 0, as Sentinel's
+// ParamFlowRule; an explicit 0 stays 0.
+func TestMaxQueueingTimeMsDefaults(t *testing.T) {
+	doc := `upstreams: { up: { targets: ["http://127.0.0.1:9001"] } }
+routes: [{ path: /a, upstream: up, resource: a }]
+flowRules:
+  - { resource: a, count: 10, controlBehavior: throttle }
+  - { resource: a, count: 10, controlBehavior: throttle, maxQueueingTimeMs: 0 }
+paramRules:
+  - { resource: a, param: ip, count: 1, controlBehavior: throttle }
+`
+	cfg, err := config.Parse("rules.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{500, 0} {
+		if got := cfg.FlowRules[i].MaxQueueingTimeMs; got != want {
+			t.Errorf("flowRules[%d].maxQueueingTimeMs = %d, want %d", i, got, want)
+		}
+	}
+	if got := cfg.ParamRules[0].MaxQueueingTimeMs; got != 0 {
+		t.Errorf("paramRules[0].maxQueueingTimeMs = %d, want 0", got)
+	}
+}

@@ -61,7 +61,7 @@ func TestLoadFull(t *testing.T) {
 				ControlBehavior: config.BehaviorWarmUpThrottle, WarmUpPeriodSec: 20, ColdFactor: 4, MaxQueueingTimeMs: 500, StatIntervalMs: 60000,
 				DryRun: true, ClusterMode: true, ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdAvgLocal, FallbackToLocalWhenFail: ptr(false)}, Line: 43},
 			{Resource: "/users/{id:[0-9]+}", LimitApp: "default", Grade: config.GradeQPS, Count: 10, Strategy: config.StrategyDirect,
-				ControlBehavior: config.BehaviorThrottle, BurstCount: 5, WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
+				ControlBehavior: config.BehaviorThrottle, BurstCount: 5, WarmUpPeriodSec: 10, ColdFactor: 3, MaxQueueingTimeMs: 500, StatIntervalMs: 1000,
 				ClusterConfig: config.ClusterConfig{ThresholdType: config.ThresholdGlobal}, Line: 59},
 		},
 		ParamRules: []config.ParamRule{
@@ -126,7 +126,7 @@ func TestLoadDefaults(t *testing.T) {
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",
 			AcquireCount: 1, Forwarder: "auto", OccupyTimeoutMs: 500, BlockResponse: defaultBlock, Line: 5}},
 		FlowRules: []config.FlowRule{{Resource: "/api/{id}", LimitApp: "default", Grade: "qps", Count: 10, Strategy: "direct",
-			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, StatIntervalMs: 1000,
+			ControlBehavior: "reject", WarmUpPeriodSec: 10, ColdFactor: 3, MaxQueueingTimeMs: 500, StatIntervalMs: 1000,
 			ClusterConfig: config.ClusterConfig{ThresholdType: "global"}, Line: 8}},
 		ParamRules: []config.ParamRule{{Resource: "/api/{id}", Param: config.Key{{Kind: config.SourceIP}}, Grade: "qps", Count: 1,
 			DurationSec: 1, ControlBehavior: "reject", MaxTrackedValues: 100000, Window: "rolling", Timezone: "UTC", CountOn: "request",

@@ -645,10 +645,12 @@ flowRules:
   - resource: bursty
     count: 2
     controlBehavior: throttle
+    maxQueueingTimeMs: 0
     burstCount: 4
   - resource: plain
     count: 2
     controlBehavior: throttle
+    maxQueueingTimeMs: 0
 `))
 	received := func(path string) []time.Time {
 		mu.Lock()

@@ -23,10 +23,14 @@ func compile(t testing.TB, rules ...config.FlowRule) *limiter.Flow {
 
 // defaulted gives rules built here config's defaults for the fields they
 // leave zero, as config.Load gives a file's rules; limiter takes rules as
-// they are.
+// they are. maxQueueingTimeMs stays as the test wrote it, 0 (no queue)
+// included: config.Defaults would take a 0 for unset and give it 500.
 func defaulted(rules ...config.FlowRule) []config.FlowRule {
 	cfg := config.Config{FlowRules: slices.Clone(rules)}
 	config.Defaults(&cfg)
+	for i := range cfg.FlowRules {
+		cfg.FlowRules[i].MaxQueueingTimeMs = rules[i].MaxQueueingTimeMs
+	}
 	return cfg.FlowRules
 }
 
