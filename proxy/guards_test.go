@@ -169,14 +169,14 @@ paramRules:
 			{id: "a"}, {id: "a", want: "param"}, {id: "a", want: "param"},
 			{id: "b"}, {id: "c", want: "flow"},
 		}},
-		{"system maxQps comes first", `
+		{"system maxQps comes first, and tells when to retry", `
 system:
   maxQps: 2
 flowRules:
   - resource: item
     count: 2
 `, []req{
-			{id: "1"}, {id: "2"}, {id: "3", want: "system"},
+			{id: "1"}, {id: "2"}, {id: "3", want: "system", retry: "1"},
 			{after: 2 * time.Second, id: "4"},
 		}},
 	}

@@ -11,6 +11,8 @@
 package system
 
 import (
+	"time"
+
 	"sluice/config"
 	"sluice/limiter"
 	"sluice/limiter/window"
@@ -52,7 +54,9 @@ type CPUUsage interface{ Usage() float64 }
 //     Sentinel: BBR blocks only while usage > maxCpuUsage, and high CPU alone
 //     blocks nothing.
 //
-// A blocked Verdict has Reason limiter.ReasonSystem and RetryAfter 0 (unknown).
+// A blocked Verdict has Reason limiter.ReasonSystem. Its RetryAfter is when
+// maxQps's window will take the call again when maxQps refused it, and 0
+// (unknown) for the other checks, which wait on load going down.
 type Guard struct {
 	maxQps   float64
 	maxConc  int64
@@ -138,13 +142,19 @@ func (g *Guard) Enter(now int64) (Token, limiter.Verdict) {
 	st.advance(now)
 	ok = g.admit(now, others)
 	st.mu.Unlock()
-	if ok && g.qps != nil {
-		var r window.Result
-		ok = g.qps.TryAdd(now, 1, g.qpsLim, false, &r)
-	}
 	if !ok {
 		st.inFlight.Add(-1)
 		return Token{}, blocked
+	}
+	if g.qps != nil {
+		var r window.Result
+		if !g.qps.TryAdd(now, 1, g.qpsLim, false, &r) {
+			// maxQps, alone of the checks, knows when a pass will fit again.
+			st.inFlight.Add(-1)
+			v := blocked
+			v.RetryAfter = time.Duration(r.Retry)
+			return Token{}, v
+		}
 	}
 	return Token{st: st, qps: g.qps, qpsLim: g.qpsLim, enter: now, since: now, maxConc: g.maxConc, record: true}, limiter.Verdict{}
 }

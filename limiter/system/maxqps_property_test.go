@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sluice/config"
+	"sluice/limiter"
 	"sluice/limiter/system"
 )
 
@@ -122,5 +123,52 @@ func TestMaxQpsReloadKeepsTheWindow(t *testing.T) {
 		if got != tt.passes {
 			t.Errorf("maxQps %v at +%d ms: %d passed, want %d", tt.maxQps, (tt.at-start)/ms, got, tt.passes)
 		}
+	}
+}
+
+// A call maxQps refuses is told when it would pass (Retry-After): retried
+// that long after, it passes; a nanosecond sooner, it is still refused. Swept
+// over limits, the call's place in the window and start phases. The other
+// checks cannot tell, and say 0.
+func TestMaxQpsRetryAfterIsExact(t *testing.T) {
+	for _, limit := range []float64{0.5, 1, 3, 10, 1000} {
+		for ph := int64(0); ph < 1000; ph += phaseStepMs {
+			start := int64(1e12) + ph*ms
+			for _, gap := range []int64{0, 1, 250 * ms, 999 * ms} {
+				g := system.New(config.System{MaxQps: limit}, nil, nil)
+				// Fill the window with calls gap/limit apart, then one more.
+				at := start
+				k := max(int64(limit), 1)
+				for i := range k {
+					at = start + i*gap/k
+					tok, v := g.Enter(at)
+					if v.Blocked {
+						t.Fatalf("maxQps %g phase %d gap %d: call %d of the first window refused", limit, ph, gap, i)
+					}
+					tok.Exit(at, false)
+				}
+				at++
+				_, v := g.Enter(at)
+				if !v.Blocked || v.Reason != limiter.ReasonSystem {
+					t.Fatalf("maxQps %g phase %d gap %d: call over the limit %+v, want a system block", limit, ph, gap, v)
+				}
+				if v.RetryAfter <= 0 {
+					t.Fatalf("maxQps %g phase %d gap %d: RetryAfter %v, want > 0", limit, ph, gap, v.RetryAfter)
+				}
+				retry := at + int64(v.RetryAfter)
+				if _, v := g.Enter(retry - 1); !v.Blocked {
+					t.Fatalf("maxQps %g phase %d gap %d: passed 1 ns before RetryAfter", limit, ph, gap)
+				}
+				if _, v := g.Enter(retry); v.Blocked {
+					t.Fatalf("maxQps %g phase %d gap %d: refused at RetryAfter %v", limit, ph, gap, v.RetryAfter)
+				}
+			}
+		}
+	}
+
+	g := system.New(config.System{MaxConcurrency: 1}, nil, nil)
+	g.Enter(0)
+	if _, v := g.Enter(1); !v.Blocked || v.RetryAfter != 0 {
+		t.Fatalf("maxConcurrency block %+v, want blocked with RetryAfter 0", v)
 	}
 }
