@@ -119,6 +119,16 @@ func TestForwarderWebSocketUpgrade(t *testing.T) {
 	}
 	conn.Close()
 	checkForwarder(t, g, "/ws", fwdExpect("standard", true))
+	// The upgrade is the target's answer, a 101 (SPEC §9: code is the
+	// answer's class, or error for a transport failure): a dashboard that
+	// alerts on code="error" must not fire on WebSocket traffic.
+	m := metrics(t, g)
+	series := func(code string) string {
+		return `sluice_upstream_requests_total{code="` + code + `",target="` + up.URL + `",upstream="up"}`
+	}
+	if m[series("1xx")] != 1 || m[series("error")] != 0 {
+		t.Errorf("upstream requests: 1xx %v, error %v; want the upgrade counted as 1xx once", m[series("1xx")], m[series("error")])
+	}
 }
 
 // TestForwarderSSEIsIncremental checks that each event reaches the client

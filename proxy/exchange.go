@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -217,6 +219,19 @@ func (e *exchange) FlushError() error {
 // Unwrap lets http.ResponseController reach Flush and Hijack (streaming,
 // WebSocket upgrades) on the real writer.
 func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+// Hijack hands an upgraded connection (WebSocket) over to ReverseProxy,
+// which writes the upstream's 101 on it past WriteHeader: the exchange
+// records the 101 here, so the upgrade counts as the answer it is (code
+// 1xx in sluice_upstream_requests_total) and not as none (a transport
+// failure).
+func (e *exchange) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(e.ResponseWriter).Hijack()
+	if err == nil && e.status == 0 {
+		e.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
+}
 
 // Values implements hotparam.Values; an *exchange is a pointer, so passing
 // it as an interface allocates nothing, and the values it returns are held
