@@ -86,10 +86,12 @@ func TestFleetPushReachesEveryGateway(t *testing.T) {
 		}
 	}
 
-	// `sluice rules pull` prints what was pushed.
+	// `sluice rules pull` prints what was pushed, and on its last line the
+	// version.
 	out, err := exec.Command(binary, "rules", "pull", "-config", s.local).Output()
-	if _, doc := s.stored(); err != nil || strings.TrimSpace(string(out)) != strings.TrimSpace(doc) {
-		t.Errorf("sluice rules pull: %v\n%s\nwant the stored document:\n%s", err, out, doc)
+	body, last, _ := strings.Cut(strings.TrimSpace(string(out)), "\n# pulled version ")
+	if _, doc := s.stored(); err != nil || body != strings.TrimSpace(doc) || !strings.HasPrefix(last, fmt.Sprintf("%d of %s (", v, s.name())) {
+		t.Errorf("sluice rules pull: %v\n%s\nwant the stored document, then a line naming version %d of %s:\n%s", err, out, v, s.name(), doc)
 	}
 
 	// Every gateway beats; GET /api/fleet on any of them lists all three on
@@ -594,3 +596,55 @@ func watchStalls(t *testing.T) *stallWatcher {
 
 // take returns the longest stall since the last take.
 func (w *stallWatcher) take() time.Duration { return time.Duration(w.worst.Swap(0)) }
+
+// A pull-edit-push cycle is a compare-and-set with the commands of SPEC §10
+// alone, no flag: the file pull prints names its version on its last line,
+// so pushing it back after another writer stored a version is refused
+// (exit 1, nothing stored) and the other write is not lost. The line never
+// reaches Redis, -base still overrides it, and a file pulled from another
+// source is not pushed on that source's version.
+func TestRulesPullEditPushIsCompareAndSet(t *testing.T) {
+	t.Parallel()
+	clRedisURL(t)
+	s := newFleetSource(t, clSharedRedis)
+	const up = "http://127.0.0.1:1"
+	pull := func() string {
+		t.Helper()
+		out, err := exec.Command(binary, "rules", "pull", "-config", s.local).Output()
+		if err != nil {
+			t.Fatalf("sluice rules pull: %v", err)
+		}
+		return string(out)
+	}
+	s.mustPush(flDoc(up, 10))
+
+	alice := pull() // Alice starts from version 1 ...
+	if v, out := s.push(flDoc(up, 20)); v != 2 || !strings.Contains(out, "it replaces version 1") {
+		t.Fatalf("Bob's push of a file written from scratch: version %d\n%s", v, out) // ... Bob stores version 2 ...
+	}
+	edited := strings.Replace(alice, "count: 10", "count: 11", 1)
+	if v, out := s.push(edited); v != 0 || !strings.Contains(out, "based on version 1, but version 2 is stored") || !strings.Contains(out, "nothing was stored") {
+		t.Fatalf("Alice's push of version 1 edited over version 2: version %d\n%s", v, out) // ... and Alice's is refused.
+	}
+	if v, doc := s.stored(); v != 2 || !strings.Contains(doc, "count: 20") {
+		t.Fatalf("after the refused push Redis holds version %d:\n%s", v, doc)
+	}
+
+	// Pulled again and edited, it goes in; Redis holds the edit without the line.
+	edited = strings.Replace(pull(), "count: 20", "count: 21", 1)
+	if v, out := s.push(edited); v != 3 {
+		t.Fatalf("push of version 2 edited: %s", out)
+	}
+	if _, doc := s.stored(); strings.Contains(doc, "# pulled") || strings.TrimSpace(doc) != strings.TrimSpace(strings.Replace(flDoc(up, 20), "count: 20", "count: 21", 1)) {
+		t.Errorf("Redis holds:\n%s\nwant the edited document without pull's line", doc)
+	}
+
+	// -base overrides the line; a file pulled elsewhere needs it.
+	if v, out := s.push(edited, "-base", "3"); v != 4 {
+		t.Fatalf("push -base 3 of a file pulled at version 2: %s", out)
+	}
+	elsewhere := strings.Replace(pull(), " of "+s.name(), " of redis://staging:6379/0/rules", 1)
+	if v, out := s.push(elsewhere); v != 0 || !strings.Contains(out, "pulled from redis://staging:6379/0/rules") {
+		t.Fatalf("push of a file pulled from another source: version %d\n%s", v, out)
+	}
+}

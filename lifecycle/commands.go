@@ -70,7 +70,7 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 	var base *int64
 	switch args[0] {
 	case "push":
-		base = fs.Int64("base", -1, "the version FILE was edited from (as pull printed it); refused if another is stored. Default: the version stored now")
+		base = fs.Int64("base", -1, "the version FILE was edited from; refused if another is stored. Default: the version on FILE's last line, as pull wrote it, else the version stored now")
 	case "pull":
 	default:
 		return usage()
@@ -117,17 +117,20 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: no rules document is stored yet (sluice rules push FILE stores one)\n", name)
 			return 1
 		}
-		_, _ = stdout.Write(d.Text)
+		// Its last line names the version, so that pushing the edited
+		// file back is refused if another writer stored one since.
+		_, _ = stdout.Write(rulesource.Pulled(d, name))
 		fmt.Fprintf(stderr, "%s: version %d%s\n", name, d.Version, pushedAgo(d))
 		return 0
 	}
 
 	file := fs.Arg(0)
-	doc, err := readDoc(file)
+	raw, err := readDoc(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", file, err)
 		return 1
 	}
+	doc, pulledAt, pulledFrom, pulled := rulesource.SplitPulled(raw)
 	// The same checks as the gateways run on the document they pull, with
 	// FILE's own name and lines in the messages.
 	if _, err := config.ParseWithDocument(*cfgPath, local, file, doc); err != nil {
@@ -136,10 +139,23 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	basedOn := *base
-	if basedOn < 0 {
+	switch {
+	case basedOn >= 0:
+		// -base says it.
+	case pulled && pulledFrom != name:
+		fmt.Fprintf(stderr, "%s: its last line says it was pulled from %s, not %s: pass -base VERSION to push it here, or delete that line\n%s: not pushed: nothing was stored\n",
+			file, pulledFrom, name, file)
+		return 1
+	case pulled:
+		basedOn = pulledAt
+	default:
+		// A file written from scratch is based on whatever is stored.
 		if basedOn, err = store.Version(ctx); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
+		}
+		if basedOn > 0 {
+			fmt.Fprintf(stderr, "%s: names no version it was edited from (pull writes one on its last line; or -base): it replaces version %d\n", file, basedOn)
 		}
 	}
 	d, err := store.Push(ctx, doc, basedOn)
