@@ -171,11 +171,19 @@ func (h *hostRouter) group(host string) *router {
 	if g := h.exact[string(name)]; g != nil {
 		return g
 	}
+	dot := -1 // the dot before the label being read
 	for i, c := range name {
-		if c == '.' {
-			if g := h.wild[string(name[i+1:])]; g != nil {
-				return g
-			}
+		if c != '.' {
+			continue
+		}
+		if i == dot+1 {
+			// An empty label (".example.com", "a..example.com"): a
+			// wildcard stands for one or more labels, and "" is none.
+			return nil
+		}
+		dot = i
+		if g := h.wild[string(name[i+1:])]; g != nil {
+			return g
 		}
 	}
 	return nil
