@@ -584,3 +584,87 @@ degradeRules:
 		}
 	}
 }
+
+// TestDegradeSlowReadersDoNotOpenSlowRatio: clients that read a large
+// answer slowly keep the gateway writing for seconds, but the upstream gave
+// it at once. A slowRatio breaker judges the upstream, so it stays closed
+// and other clients are served; counted whole, those few readers would open
+// the breaker for everyone. Only 127.0.0.1, two downloads of 24 MiB.
+func TestDegradeSlowReadersDoNotOpenSlowRatio(t *testing.T) {
+	t.Parallel()
+	const size = 24 << 20
+	payload := strings.Repeat("x", size)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			io.WriteString(w, payload)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	g := startGateway(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+    timeout: 30s
+routes:
+  - path: /*
+    upstream: up
+    resource: dl
+degradeRules:
+  - resource: dl
+    strategy: slowRatio
+    maxAllowedRtMs: 1000
+    threshold: 0.5
+    minRequestAmount: 2
+    statIntervalMs: 60000
+    retryTimeoutMs: 60000
+`, up.URL))
+
+	// Two clients take the answer in 256 KiB reads 30 ms apart: about 3 s
+	// each, most of it with the gateway's writes blocked on them (the
+	// kernel's socket buffers hold a few MiB, not 24). The upstream's own
+	// time is far under maxAllowedRtMs even on a busy machine.
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 2)
+	for i := range took {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			resp, err := http.Get(g.URL + "/big")
+			if err != nil {
+				t.Errorf("slow reader %d: %v", i, err)
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, 256<<10)
+			n := 0
+			for {
+				m, err := io.ReadFull(resp.Body, buf)
+				n += m
+				if err != nil {
+					break
+				}
+				time.Sleep(30 * time.Millisecond)
+			}
+			took[i] = time.Since(start)
+			if resp.StatusCode != 200 || n != size {
+				t.Errorf("slow reader %d: %d, %d bytes, want 200 and %d", i, resp.StatusCode, n, size)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("the slow readers took %v", took)
+	for i, d := range took {
+		if d < 2*time.Second {
+			t.Fatalf("slow reader %d took only %v, not twice maxAllowedRtMs: the test shows nothing", i, d)
+		}
+	}
+	if s := metric(t, g, `sluice_circuit_state{resource="dl"}`); s != "0" {
+		t.Errorf("sluice_circuit_state %s after two slow readers of a fast upstream, want 0 (closed)", s)
+	}
+	if resp, _ := get(t, g.URL+"/small"); resp.StatusCode != 200 {
+		t.Errorf("the next client got %d %q, want 200: slow readers opened the breaker", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+	}
+}

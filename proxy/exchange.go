@@ -53,6 +53,13 @@ type exchange struct {
 	// (fastForwarder.writeResponse), and WriteHeader removes the
 	// upstream's once the rules that count after the answer have read it.
 	netLength bool
+	// clock, when a breaker will judge the exchange (route.timeWrites),
+	// times each write and flush to the client; clientWait sums them. A
+	// breaker judges the upstream, and a client reading a large answer
+	// slowly would otherwise make a healthy upstream look slow, and open
+	// the breaker for every client.
+	clock      Clock
+	clientWait int64
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with
@@ -188,11 +195,18 @@ func (e *exchange) Write(b []byte) (int, error) {
 	var (
 		n   int
 		err error
+		t0  int64
 	)
+	if e.clock != nil {
+		t0 = e.clock.Now()
+	}
 	if e.guard == nil {
 		n, err = e.ResponseWriter.Write(b)
 	} else {
 		n, err = e.guard.write(e.ResponseWriter, b)
+	}
+	if e.clock != nil {
+		e.clientWait += e.clock.Now() - t0
 	}
 	if err != nil {
 		e.writeFailed = true
@@ -203,12 +217,19 @@ func (e *exchange) Write(b []byte) (int, error) {
 // FlushError is Flush under the guard: an HTTP/2 flush waits for the
 // client's window as a write does. http.ResponseController finds it.
 func (e *exchange) FlushError() error {
+	var t0 int64
+	if e.clock != nil {
+		t0 = e.clock.Now()
+	}
 	if e.guard != nil {
 		e.guard.arm()
 	}
 	err := http.NewResponseController(e.ResponseWriter).Flush()
 	if e.guard != nil {
 		e.guard.disarm()
+	}
+	if e.clock != nil {
+		e.clientWait += e.clock.Now() - t0
 	}
 	if err != nil && !errors.Is(err, http.ErrNotSupported) {
 		e.writeFailed = true

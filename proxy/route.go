@@ -32,13 +32,17 @@ type route struct {
 	clientAddr bool
 	// prio says which calls are prioritized (routes' prioritized), occupy
 	// how long such a call may wait (ns); waits counts the waits.
-	prio    config.Priority
-	occupy  int64
-	waits   prioritizedObserver
-	mode    forwarderMode
-	std     forwarder
-	fast    forwarder // nil: the route cannot use the fast path
-	blocked blockResponses
+	prio   config.Priority
+	occupy int64
+	waits  prioritizedObserver
+	// timeWrites: the snapshot has breakers, which judge the upstream's
+	// time: the exchange times the client's reading of the answer, to be
+	// taken out of the time a breaker sees (exchange.clientWait).
+	timeWrites bool
+	mode       forwarderMode
+	std        forwarder
+	fast       forwarder // nil: the route cannot use the fast path
+	blocked    blockResponses
 }
 
 // serve is the hot path: origin, the route's guards in a loop (in the
@@ -101,6 +105,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		wait time.Duration
 		dry  int
 		prio bool
+		sent = start // when the call is forwarded: after its wait, if any
 	)
 	gs := rt.guards.list[:rt.guards.n]
 	for i, g := range gs {
@@ -161,6 +166,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 			rt.reject(ex, origin, v, start)
 			return
 		}
+		sent = now
 	}
 	if c.wantQuotas {
 		// Every quota that counted the call; RateLimit names the nearest to
@@ -168,14 +174,19 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		// waited may still be refused for system.maxConcurrency.
 		c.quotas.set(ex.Header(), s.rateLimit, rt.blocked.legacy, false)
 	}
-	rt.forward(ex, r, start, origin)
+	rt.forward(ex, r, start, sent, origin)
 }
 
 // forward sends the request upstream and settles the guards' tokens
 // whatever happens, including a panic (ReverseProxy aborts a broken response
 // with http.ErrAbortHandler), so in-flight counts are always released.
-func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin string) {
+// start is when the request came, sent when it was forwarded (after a
+// throttle wait).
+func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origin string) {
 	s := rt.snap
+	if rt.timeWrites {
+		ex.clock = s.clock
+	}
 	fwd := rt.forwarderFor(r, &ex.view)
 	ex.watchBody(r, rt.upstream.timeout, rt.maxBody)
 	finished := false
@@ -212,7 +223,10 @@ func (rt *route) forward(ex *exchange, r *http.Request, start int64, origin stri
 			answer = ex.status
 		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
-		ex.call.exit(end, outcome{rt: elapsed, failed: failed, status: status, answer: answer, abandoned: abandoned})
+		// A breaker judges the upstream: not the gateway's own queue, nor
+		// the client's reading of the answer (SPEC §6's maxAllowedRtMs).
+		upstreamRT := time.Duration(end - sent - ex.clientWait)
+		ex.call.exit(end, outcome{rt: upstreamRT, failed: failed, status: status, answer: answer, abandoned: abandoned})
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {

@@ -208,6 +208,9 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		obs:         g.deps.Observer(res),
 		prio:        rc.Prioritized,
 		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
+		// A route's API groups may have breakers of their own: any
+		// breaker in the snapshot has the writes timed.
+		timeWrites: len(s.Config.DegradeRules) > 0,
 	}
 	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
