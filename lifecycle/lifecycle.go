@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/admin"
 	"sluice/config"
 )
 
@@ -101,6 +102,8 @@ func New(o Options) (*Instance, error) {
 		inst.close()
 		return nil, err
 	}
+	// Before Run, so that a SIGHUP (Reload) at any time finds it.
+	inst.certs = newCertStatus(inst.lns.traffic, inst.metrics, admin.NewTLSMetrics(inst.registry), inst.log)
 	return inst, nil
 }
 
@@ -129,12 +132,20 @@ func (inst *Instance) Run(ctx context.Context) error {
 	return drain(ctx, srvs, inst.stopDemo, inst.opts.Drain, inst.log)
 }
 
-// Reload reads the rules file again and applies it, as a change to the
-// file does; main calls it on SIGHUP. It returns when the reload is done,
-// with the reason the rules in force stay, if they do.
+// Reload reads the rules file and the TLS certificate files again and
+// applies them, as a change to the files does; main calls it on SIGHUP. It
+// returns when the reload is done, with the reasons the rules or a
+// certificate in force stay, if they do.
 func (inst *Instance) Reload() error {
 	inst.log.Info().Msg("SIGHUP: reloading")
-	return inst.reloader.reload()
+	err := inst.reloader.reload()
+	if c := inst.lns.traffic.certs; c != nil {
+		// Certificate files are reloaded like the rules file: SIGHUP is
+		// systemd's ExecReload after a renewal, and the only way in when
+		// the file watch could not start.
+		err = errors.Join(err, c.ReloadNow(inst.log, inst.certs.report))
+	}
+	return err
 }
 
 // Addrs are the addresses New opened: plain HTTP (h2c), TLS and admin; ""

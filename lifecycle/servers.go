@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"sluice/admin"
 )
 
 // servers are the HTTP servers running on the listeners.
@@ -20,9 +18,8 @@ type servers struct {
 }
 
 // startServers serves lns: the admin API first, then traffic. It also starts
-// reporting the TLS certificates (expiry metrics, renewals).
+// watching the TLS certificate files for renewals.
 func (inst *Instance) startServers(ctx context.Context, lns listeners) servers {
-	inst.certs = newCertStatus(lns.traffic, inst.metrics, admin.NewTLSMetrics(inst.registry), inst.log)
 	go lns.traffic.watchCerts(ctx, inst.log, inst.certs.report)
 	srvs := servers{traffic: lns.traffic, failed: make(chan error, 1)}
 	if lns.admin != nil {

@@ -173,7 +173,7 @@ func (t *traffic) watchCerts(ctx context.Context, log zerolog.Logger, report fun
 		return
 	}
 	if err := t.certs.Watch(ctx, 200*time.Millisecond, log, report); err != nil && ctx.Err() == nil {
-		log.Error().Err(err).Msg("cannot watch the TLS certificate files; renewals need a restart")
+		log.Error().Err(err).Msg("cannot watch the TLS certificate files; reload them with SIGHUP")
 	}
 }
 

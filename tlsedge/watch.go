@@ -58,17 +58,25 @@ func (s *Store) watch(ctx context.Context, debounce time.Duration, log zerolog.L
 		case <-kick:
 			timer.Reset(debounce)
 		case <-timer.C:
-			err := s.Reload()
-			if err != nil {
-				log.Error().Err(err).Msg("TLS certificates: a renewal did not load; the previous certificate is still served")
-			} else {
-				for _, c := range s.Certificates() {
-					log.Info().Str("name", c.Name).Time("notAfter", c.NotAfter).Str("certFile", c.CertFile).Msg("TLS certificate loaded")
-				}
-			}
-			if onReload != nil {
-				onReload(err)
-			}
+			_ = s.ReloadNow(log, onReload)
 		}
 	}
+}
+
+// ReloadNow is what Watch does once the files changed, on demand (SIGHUP:
+// systemd's ExecReload after a renewal, or a gateway whose watch could not
+// start): reload, log the outcome, tell onReload (if not nil) and return it.
+func (s *Store) ReloadNow(log zerolog.Logger, onReload func(error)) error {
+	err := s.Reload()
+	if err != nil {
+		log.Error().Err(err).Msg("TLS certificates: a renewal did not load; the previous certificate is still served")
+	} else {
+		for _, c := range s.Certificates() {
+			log.Info().Str("name", c.Name).Time("notAfter", c.NotAfter).Str("certFile", c.CertFile).Msg("TLS certificate loaded")
+		}
+	}
+	if onReload != nil {
+		onReload(err)
+	}
+	return err
 }
