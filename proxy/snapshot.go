@@ -58,6 +58,9 @@ func (g *Gateway) Load(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	// Built whole: the breakers may take over their resources from the
+	// snapshot in force (a failed build leaves them to it).
+	s.Breakers.Install()
 	g.cur.Store(s)
 	g.upstreams.Commit(committed(s.upstreams))
 	g.fastClients.retain(s.fastHosts())

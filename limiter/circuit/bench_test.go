@@ -15,7 +15,9 @@ func benchBreakers(b *testing.B, n int) *circuit.Breakers {
 		rules = append(rules, config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio,
 			Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000})
 	}
-	return circuit.Compile(defaulted(rules...), nil, nil).For("r")
+	s := circuit.Compile(defaulted(rules...), nil, nil)
+	s.Install()
+	return s.For("r")
 }
 
 // BenchmarkEnterExit is the cost a closed breaker adds to one request.

@@ -39,7 +39,9 @@ func compile(t *testing.T, rules []config.DegradeRule, prev *circuit.Set, tr *tr
 	if tr != nil {
 		fn = tr.record
 	}
-	return circuit.Compile(defaulted(rules...), prev, fn)
+	s := circuit.Compile(defaulted(rules...), prev, fn)
+	s.Install()
+	return s
 }
 
 // defaulted gives rules built here config's defaults, as config.Load gives

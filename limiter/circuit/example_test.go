@@ -20,6 +20,7 @@ func Example() {
 	set := circuit.Compile(cfg.DegradeRules, nil, func(res string, from, to circuit.State) {
 		fmt.Printf("%s: %s -> %s\n", res, from, to)
 	})
+	set.Install()                    // when the Set goes in force
 	breakers := set.For("get-order") // once per route
 
 	now := int64(0) // ns, from the caller's monotonic clock

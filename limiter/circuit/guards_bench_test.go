@@ -22,6 +22,7 @@ func newGuards(tb testing.TB) guards {
 		config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorRatio, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
 		config.DegradeRule{Resource: "r", Strategy: config.DegradeSlowRatio, MaxAllowedRtMs: 200, Threshold: 0.5, StatIntervalMs: 1000, MinRequestAmount: 5, RetryTimeoutMs: 1000},
 	), nil, nil)
+	s.Install()
 	sys := system.New(config.System{MaxConcurrency: 1 << 40, Adaptive: true}, nil, nil)
 	return guards{sys: sys, cb: s.For("r")}
 }

@@ -99,3 +99,45 @@ func TestReloadReportsChangedResourceState(t *testing.T) {
 		t.Errorf("kept breaker after reload reported %q", got)
 	}
 }
+
+// A Set compiled but never installed (a reload that failed after the
+// breakers were compiled) changes nothing: the resources of the Set in force
+// keep their breakers, their observer and their reported state, and the
+// breakers of the Set in force go on reporting to it. Install makes the
+// change, and reports it.
+func TestCompileChangesNothingUntilInstall(t *testing.T) {
+	rule := config.DegradeRule{Resource: "r", Strategy: config.DegradeErrorCount, Threshold: 0,
+		StatIntervalMs: 1000, RetryTimeoutMs: 5000}
+	var tr transitions
+	s1 := compile(t, []config.DegradeRule{rule}, nil, &tr)
+	run(s1.For("r"), []call{{At: 0, RtMs: 1, Failed: true}})
+	if got := tr.list(); got != "r: closed->open" {
+		t.Fatalf("transitions %q, want r: closed->open", got)
+	}
+
+	edited := rule
+	edited.Threshold = 3
+	var tr2 transitions
+	s2 := circuit.Compile(defaulted(edited), s1, tr2.record)
+	if len(tr2.got) != 0 || tr.list() != "r: closed->open" {
+		t.Errorf("Compile alone reported %q (old observer: %q), want nothing", tr2.got, tr.list())
+	}
+	if st := s1.States()["r"]; st != circuit.Open {
+		t.Errorf("the Set in force reads %v after a Compile it did not install, want open", st)
+	}
+	// The breaker in force still reports to its observer.
+	tok, _ := s1.For("r").Enter(6000 * ms)
+	tok.Exit(6001*ms, time.Millisecond, 200)
+	if got := tr.list(); got != "r: closed->open, r: open->half-open, r: half-open->closed" {
+		t.Errorf("the breaker in force reported %q after an uninstalled Compile", got)
+	}
+
+	s2.Install()
+	if st := s2.States()["r"]; st != circuit.Closed {
+		t.Errorf("after Install: %v, want closed (the edited rule's new breaker)", st)
+	}
+	run(s2.For("r"), []call{{At: 7000, RtMs: 1, Failed: true}, {At: 7001, RtMs: 1, Failed: true}, {At: 7002, RtMs: 1, Failed: true}, {At: 7003, RtMs: 1, Failed: true}})
+	if got := tr2.list(); got != "r: closed->open" {
+		t.Errorf("the installed Set reported %q, want r: closed->open", got)
+	}
+}

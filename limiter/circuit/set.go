@@ -44,6 +44,10 @@ type Set struct {
 	byResource map[string]*Breakers
 	all        []*breaker             // file order
 	ids        ruleid.Index[*breaker] // for the next Compile
+	// resources are every resource of prev or this Set, and onChange the
+	// observer: what Install attaches.
+	resources map[string]*resource
+	onChange  func(resource string, from, to State)
 }
 
 // Breakers is the breakers of one resource, all of which must let a call
@@ -65,8 +69,11 @@ type Breakers struct {
 // without a report. Breakers kept from prev report to the new onChange, and
 // Compile itself reports the resources whose state the reload changes: a rule
 // edited while open gets a new, closed breaker; a resource whose rules are
-// all removed reports Closed (and nothing after). Compile thus updates state
-// shared with prev's Set: compile a Set only to install it.
+// all removed reports Closed (and nothing after). That changes state shared
+// with prev's Set, so Compile only builds: Install does it, once the Set is
+// sure to be put in force. A Set that is dropped (a reload that failed after
+// Compile) leaves prev's resources, their observer and their reported
+// states as they were.
 //
 // The rules are taken as config.Load gives them (or config.Defaults, for
 // rules built in code): defaulted and validated (strategies, ranges, at
@@ -101,16 +108,24 @@ func Compile(rules []config.DegradeRule, prev *Set, onChange func(resource strin
 		bs.list = append(bs.list, b)
 		s.all = append(s.all, b)
 	}
+	s.resources, s.onChange = resources, onChange
+	return s
+}
+
+// Install puts s's breakers in their resources, in place of prev's (those
+// Compile was given), and reports the states the change makes. Call it once,
+// just before s goes in force.
+func (s *Set) Install() {
 	// Every resource of prev or s (a reused breaker's resource is in
 	// resources: it came from prev).
-	for name, res := range resources {
+	for name, res := range s.resources {
 		var list []*breaker
 		if bs := s.byResource[name]; bs != nil {
 			list = bs.list
 		}
-		res.attach(list, onChange)
+		res.attach(list, s.onChange)
 	}
-	return s
+	s.resources = nil // prev's, which only Install needed
 }
 
 // For returns the breakers of resource, or nil if it has no degrade rules.
