@@ -214,7 +214,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 		h.SetCanonical(nameXForwardedFor, c.xff)
 	}
 	h.SetCanonical(nameXForwardedHost, readOnlyBytes(r.Host))
-	h.SetCanonical(nameXForwardedProto, readOnlyBytes(forwardedProto(r)))
+	h.SetCanonical(nameXForwardedProto, readOnlyBytes(rt.snap.sources.forwardedProto(r)))
 }
 
 // The names buildRequest sets. Read-only.

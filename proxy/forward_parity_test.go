@@ -258,6 +258,12 @@ routes:
 		if got := seenBy["xff-chain"].Header.Get("X-Forwarded-For"); got != "10.1.1.1, 10.2.2.2, 127.0.0.1" {
 			t.Errorf("%s: X-Forwarded-For from a trusted peer = %q", fwd, got)
 		}
+		if got := seenBy["xff-chain"].Header.Get("X-Forwarded-Proto"); got != "https" {
+			t.Errorf("%s: X-Forwarded-Proto: https from a trusted peer over plain HTTP = %q, want it kept", fwd, got)
+		}
+		if got := seenBy["plain"].Header.Get("X-Forwarded-Proto"); got != "http" {
+			t.Errorf("%s: X-Forwarded-Proto of a plain request = %q", fwd, got)
+		}
 		if got := seenBy["plain"].Header.Get("Accept-Encoding"); got != "" {
 			t.Errorf("%s: the upstream was asked for %q on behalf of a client that did not ask", fwd, got)
 		}

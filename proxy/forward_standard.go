@@ -200,7 +200,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 		h["X-Forwarded-For"] = []string{ip}
 	}
 	h["X-Forwarded-Host"] = []string{p.r.Host}
-	h["X-Forwarded-Proto"] = []string{forwardedProto(p.r)}
+	h["X-Forwarded-Proto"] = []string{rt.snap.sources.forwardedProto(p.r)}
 	if rt.stripOrigin != "" {
 		delete(h, rt.stripOrigin)
 	}

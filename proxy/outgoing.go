@@ -52,9 +52,20 @@ func (s *sources) forwardedFor(r *http.Request) (chain []string, ip string, ok b
 	return chain, ip, true
 }
 
-// forwardedProto is X-Forwarded-Proto: how the client reached sluice.
-// X-Forwarded-Host is the client's Host.
-func forwardedProto(r *http.Request) string {
+// forwardedProto is X-Forwarded-Proto: how the client reached sluice, or,
+// when the peer is a trusted proxy that says so in one value, how the client
+// reached that proxy (a load balancer that ends TLS before sluice), as
+// Traefik keeps it from its trusted IPs. Anything else from any peer is
+// replaced. X-Forwarded-Host is the client's Host.
+func (s *sources) forwardedProto(r *http.Request) string {
+	if v := r.Header["X-Forwarded-Proto"]; len(v) == 1 && s.peerTrusted(r) {
+		switch {
+		case strings.EqualFold(v[0], "https"):
+			return "https"
+		case strings.EqualFold(v[0], "http"):
+			return "http"
+		}
+	}
 	if r.TLS == nil {
 		return "http"
 	}

@@ -137,7 +137,8 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 // forwardingHeader reads the forwarding headers that both forwarders
 // write anew (outgoing.go) as the upstream gets them, not as the client
 // sent them, and reports false for any other name: X-Forwarded-Host is
-// the client's Host, X-Forwarded-Proto how it came, and X-Forwarded-For
+// the client's Host, X-Forwarded-Proto how it came (as a trusted proxy
+// says, if one does: forwardedProto), and X-Forwarded-For
 // what forwardedFor writes: the peer's address, after the chain a trusted
 // proxy sent. A client's own X-Forwarded-Host
 // or X-Forwarded-For is never forwarded: keyed on, it would let any
@@ -147,7 +148,7 @@ func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) b
 	case "X-Forwarded-Host":
 		vs.add(r.Host) // as sent: no list (a Host holding ',' is 400, readTarget)
 	case "X-Forwarded-Proto":
-		vs.add(forwardedProto(r))
+		vs.add(s.forwardedProto(r))
 	case "X-Forwarded-For":
 		if chain, ip, ok := s.forwardedFor(r); ok {
 			headerValues(chain, true, vs)
