@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sluice/internal/browsertest"
+	"sluice/internal/redistest"
 	"sluice/internal/skipped"
 )
 
@@ -646,5 +647,41 @@ func TestRulesPullEditPushIsCompareAndSet(t *testing.T) {
 	elsewhere := strings.Replace(pull(), " of "+s.name(), " of redis://staging:6379/0/rules", 1)
 	if v, out := s.push(elsewhere); v != 0 || !strings.Contains(out, "pulled from redis://staging:6379/0/rules") {
 		t.Fatalf("push of a file pulled from another source: version %d\n%s", v, out)
+	}
+}
+
+// `sluice rules push` and `pull` reach a document behind Sentinels, and say
+// only their own lines: go-redis's process-wide log ("redis: ... sentinel:
+// selected addr ...") is the gateway's debug log, not the command's stderr.
+func TestRulesCommandsThroughSentinel(t *testing.T) {
+	t.Parallel()
+	sen := redistest.StartSentinels(t, redistest.SentinelOptions{})
+	local := filepath.Join(t.TempDir(), "gw.yaml")
+	key := "e2e-fleet:" + clNamespace(t)
+	gw := fmt.Sprintf("rulesSource:\n  sentinel:\n    masterName: %s\n    addrs: [%s]\n  key: %q\n", sen.MasterName, strings.Join(sen.Addrs(), ", "), key)
+	if err := os.WriteFile(local, []byte(gw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(t.TempDir(), "doc.yaml")
+	if err := os.WriteFile(doc, []byte(flDoc("http://127.0.0.1:1", 7)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (stdout, stderr string) {
+		t.Helper()
+		var o, e strings.Builder
+		cmd := exec.Command(binary, args...)
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("sluice %v: %v\n%s%s", args, err, o.String(), e.String())
+		}
+		return o.String(), e.String()
+	}
+	out, errs := run("rules", "push", "-config", local, doc)
+	if !strings.Contains(out, "pushed as version 1 of redis-sentinel://") || errs != "" {
+		t.Errorf("push: stdout %q, stderr %q; want version 1 and nothing on stderr", out, errs)
+	}
+	out, errs = run("rules", "pull", "-config", local)
+	if !strings.HasPrefix(out, flDoc("http://127.0.0.1:1", 7)) || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, ": version 1") {
+		t.Errorf("pull: stdout %q, stderr %q; want the document, and one line naming version 1", out, errs)
 	}
 }

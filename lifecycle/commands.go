@@ -9,6 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
 	"sluice/config"
 	"sluice/rulesource"
 )
@@ -96,6 +99,10 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: names no rulesSource, so there is no fleet document to %s\n", *cfgPath, args[0])
 		return 1
 	}
+	// go-redis logs through its process-wide logger (a Sentinel's master
+	// found, a dial failed); the gateway keeps those at debug level, and a
+	// command says only its own lines: the errors that matter are returned.
+	redis.SetLogger(redisLog{zerolog.Nop()})
 	rdb, err := dialSource(cfg.RulesSource)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
