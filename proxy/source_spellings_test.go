@@ -298,8 +298,7 @@ func TestRealHostsServed(t *testing.T) {
 // their rules), is served by a route for any host, and reaches the
 // upstream as X-Forwarded-Host: victim.example, a list that Express
 // (req.hostname) and Rails (request.host) read as victim.example. A Host
-// that is no uri-host[:port] should be 400 before routing; that is in
-// gateway.go or hosts.go, not owned by this review.
+// that is no uri-host[:port] is 400 before routing.
 func TestHostWithCommaMissesItsHostRoutes(t *testing.T) {
 
 	cfg, err := config.Parse("hosts.yaml", []byte(`
@@ -331,6 +330,18 @@ flowRules:
 		{host: "victim.example", status: 429, reason: "flow"},
 		{host: "victim.example,", status: 400},
 		{host: "x, victim.example", status: 400},
+		// A port is one ':' and digits: "victim.example:0:0" missed the
+		// host routes (cut at the last ':'), and an upstream reading
+		// X-Forwarded-Host cuts at the first.
+		{host: "victim.example:0:0", status: 400},
+		{host: "victim.example:8x", status: 400},
+		{host: "victim.example:8080", status: 429, reason: "flow"},
+		{host: "VICTIM.example.:", status: 429, reason: "flow"},
+		{host: "::1", status: 400},
+		{host: "[::1]x", status: 400},
+		{host: "[::1", status: 400},
+		{host: "[::1]:8080", status: 200},
+		{host: "[fe80::1%25eth0]", status: 200},
 	} {
 		if status, blocked := sendHost(g, st.host, "/item/x", st.lines...); status != st.status || blocked != st.reason {
 			t.Errorf("step %d (Host %q): %d %q, want %d %q", i, st.host, status, blocked, st.status, st.reason)

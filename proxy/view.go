@@ -394,19 +394,64 @@ func stripsToDot(p, prefix string) bool {
 // within the brackets only).
 var hostByte = func() (t [256]bool) {
 	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == ':' || c == '[' || c == ']' || c == '%'
+		t[c] = nameByte[c] || c == ':' || c == '[' || c == ']' || c == '%'
 	}
 	return t
 }()
 
-// plainHost reports whether host holds only hostByte bytes (an empty Host,
-// an HTTP/1.0 request's, too). What it refuses, the sub-delims a reg-name
-// may hold (",;!$&'()*+=~"), names no real host, and an upstream may read
-// it as another (a list, a parameter).
+// nameByte marks the bytes of a Host's name outside brackets.
+var nameByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_'
+	}
+	return t
+}()
+
+// plainHost reports whether host is a uri-host[:port] sluice serves: a
+// name of nameByte bytes or an IPv6 literal in brackets (hostByte bytes,
+// '%' for its zone), then at most one ':' and a port of digits (an empty
+// Host, an HTTP/1.0 request's, too). What it refuses names no real host,
+// and is read differently by the routes and by an upstream:
+//   - the sub-delims a reg-name may hold (",;!$&'()*+=~"): an upstream may
+//     read "victim.example," as a list or a parameter;
+//   - more than one ':' outside brackets ("victim.example:0:0"): the
+//     routes' hosts cut the port at the last ':' and miss victim.example,
+//     the host source keys each spelling apart, and an upstream reading
+//     X-Forwarded-Host (Express's req.hostname) cuts at the first.
 func plainHost(host string) bool {
-	for i := 0; i < len(host); i++ {
-		if c := host[i]; !hostByte[c] || c == '%' && host[0] != '[' {
+	port := host
+	if len(host) > 0 && host[0] == '[' {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		for i := 1; i < end; i++ {
+			if !hostByte[host[i]] || host[i] == '[' {
+				return false
+			}
+		}
+		port = host[end+1:]
+	} else {
+		i := strings.IndexByte(host, ':')
+		if i < 0 {
+			i = len(host)
+		}
+		for j := 0; j < i; j++ {
+			if !nameByte[host[j]] {
+				return false
+			}
+		}
+		port = host[i:]
+	}
+	if port == "" {
+		return true
+	}
+	if port[0] != ':' {
+		return false
+	}
+	for i := 1; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
 			return false
 		}
 	}
