@@ -28,6 +28,7 @@ var badTargetBodies = [...][]byte{
 	badQuery:    []byte(`{"error":"bad request query","reason":"';', a malformed escape or over 10000 parameters"}` + "\n"),
 	badHost:     []byte(`{"error":"bad request host","reason":"not a host name or address"}` + "\n"),
 	badParam:    []byte(`{"error":"bad request path","reason":"path parameter (';')"}` + "\n"),
+	badMethod:   []byte(`{"error":"bad request method","reason":"a standard method in another case"}` + "\n"),
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -37,6 +37,7 @@ const (
 	badQuery    // a query that url.ParseQuery reads differently from the raw bytes
 	badHost     // a Host that is no host name or address (with a port)
 	badParam    // a path parameter (';' or %3B) under server.pathParameters: refuse
+	badMethod   // a standard method in another case ("get", "Post")
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
@@ -57,6 +58,10 @@ const maxQueryParams = 10000
 //   - a path holding ';' or %3B (a path parameter) unless keepParams
 //     (server.pathParameters: keep): Tomcat, Spring and RESTEasy strip
 //     ";name=value" from a segment before routing;
+//   - a standard method spelt in another case ("get"): chi knows only
+//     "GET", so a route of methods: [GET] missed it and a route taking every
+//     method served it, while Django, Flask, Symfony and ASP.NET read it as
+//     GET (nginx refuses it too);
 //   - a Host that is no host name or address (plainHost): net/http takes
 //     "victim.example," (RFC 3986 lets a reg-name hold sub-delims), which
 //     misses the routes of victim.example and their rules, while an
@@ -66,6 +71,9 @@ const maxQueryParams = 10000
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
 func readTarget(r *http.Request, mergeSlashes, keepParams bool) (v view, bad int) {
+	if foldedMethod(r.Method) {
+		return v, badMethod
+	}
 	if !plainHost(r.Host) {
 		return v, badHost
 	}
@@ -457,3 +465,23 @@ func plainHost(host string) bool {
 	}
 	return true
 }
+
+// foldedMethod reports whether m is one of the standard methods spelt in
+// another case. Methods are case-sensitive (RFC 9110), but many upstreams
+// upper-case what they receive.
+func foldedMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return false
+	}
+	for _, std := range standardMethods {
+		if strings.EqualFold(m, std) {
+			return true
+		}
+	}
+	return false
+}
+
+var standardMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace}
