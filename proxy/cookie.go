@@ -199,12 +199,17 @@ func cookieName(k, name string) bool { return formName(trimCookieSpace(k), name)
 // is name: as written, or as PHP reads it into $_GET and $_COOKIE:
 // percent-decoded ('+' a space, as Rack 2 and Python read it too),
 // leading spaces skipped, ended by a NUL, and ' ', '.' and '[' read as '_'
-// (s.id, s%20id and s_id%00x are s_id to PHP). It allocates nothing.
+// (s.id, s%20id and s_id%00x are s_id to PHP); or name followed by a
+// bracket group closed somewhere after it (key[], key[0], key%5Bx%5D):
+// PHP, Rack and Express's qs read those as key, an array or a map of the
+// values, and Rails' find_by(token: params[:key]) finds the same record. It
+// allocates nothing.
 func formName(k, name string) bool {
 	if k == name {
 		return true
 	}
-	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 && strings.IndexByte(name, '_') < 0 {
+	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 && strings.IndexByte(k, '[') < 0 &&
+		strings.IndexByte(name, '_') < 0 {
 		return false
 	}
 	i := 0
@@ -222,11 +227,30 @@ func formName(k, name string) bool {
 		if c == 0 {
 			break // PHP's name is a C string
 		}
-		if j == len(name) || name[j] != c && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
+		if j == len(name) {
+			return c == '[' && closesBracket(k, i)
+		}
+		if name[j] != c && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
 			return false
 		}
 	}
 	return j == len(name)
+}
+
+// closesBracket reports whether the name k holds a ']', raw or escaped,
+// from i on: a '[' before i is then an array's or a map's, not a '_'.
+func closesBracket(k string, i int) bool {
+	for i < len(k) {
+		var c byte
+		c, i, _ = formByte(k, i)
+		if c == 0 {
+			return false
+		}
+		if c == ']' {
+			return true
+		}
+	}
+	return false
 }
 
 // cookieKey is the key of a cookie value: bare (bareCookie) and, when it

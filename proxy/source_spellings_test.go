@@ -427,3 +427,48 @@ paramRules:
 		}
 	}
 }
+
+// TestQueryArrayNamesAreTheName: PHP, Rack and Express's qs read key[],
+// key[0] and key[x] (also escaped, key%5B%5D) as key, an array or a map of
+// the values, and Rails' find_by(token: params[:key]) finds the record
+// key=victim names. A query:key limit read only key, so a pair of brackets
+// carried any key past it. An unclosed '[' is a '_' to PHP (key[ is key_),
+// and is no spelling of key.
+func TestQueryArrayNamesAreTheName(t *testing.T) {
+	g, _, _ := clockedGateway(t, `
+paramRules:
+  - resource: item
+    param: query:key
+    count: 1
+  - resource: item
+    param: cookie:sid
+    count: 1
+`)
+	for i, st := range []struct {
+		query, cookie string
+		status        int
+	}{
+		{"key=victim", "", 200},
+		{"key[]=victim", "", 429},
+		{"key[0]=victim", "", 429},
+		{"key[x][y]=victim", "", 429},
+		{"key%5B%5D=victim", "", 429},
+		{"key%5b0%5d=victim", "", 429},
+		{"key[]x=victim", "", 429},
+		{"key[=victim", "", 200},
+		{"key%5B=victim", "", 200},
+		{"keyX[]=victim", "", 200},
+		{"k[ey]=victim", "", 200},
+		{"key[%00]=victim", "", 200},
+		{"", "sid=victim", 200},
+		{"", "sid[]=victim", 429},
+	} {
+		var lines []string
+		if st.cookie != "" {
+			lines = []string{"Cookie", st.cookie}
+		}
+		if status, _ := sendHost(g, "", "/item/x?"+st.query, lines...); status != st.status {
+			t.Errorf("step %d (?%s, cookie %q): %d, want %d", i, st.query, st.cookie, status, st.status)
+		}
+	}
+}
