@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,13 @@ type Server struct {
 	// them while the routes, API groups and authority rules here see
 	// another path (see PathParametersKept).
 	PathParameters string `yaml:"pathParameters" json:"pathParameters,omitempty"`
+	// EncodedSlashes says what a path holding an escaped slash or backslash
+	// (%2F, %5C) gets: keep (unset, SPEC §11: "%2F is not a separator")
+	// matches and forwards it as it is, refuse answers 400. WSGI servers,
+	// gin, gorilla/mux and nginx's proxy_pass with a URI decode %2F before
+	// routing, so /items%2F1 is /items/1 to them while the routes here see
+	// another path (see EncodedSlashesRefused).
+	EncodedSlashes string `yaml:"encodedSlashes" json:"encodedSlashes,omitempty"`
 	// ReadHeaderTimeout bounds reading a request's header block (slowloris);
 	// the -read-header-timeout flag overrides it. Read at start.
 	ReadHeaderTimeout Duration `yaml:"readHeaderTimeout" json:"readHeaderTimeout"`
@@ -55,6 +63,32 @@ const (
 // PathParametersKept reports whether a path holding ';' is served (keep)
 // rather than refused (refuse, the default).
 func (s Server) PathParametersKept() bool { return s.PathParameters == PathParametersKeep }
+
+// The values of server.encodedSlashes.
+const (
+	EncodedSlashesKeep   = "keep"
+	EncodedSlashesRefuse = "refuse"
+)
+
+// EncodedSlashesRefused reports whether a path holding %2F or %5C is
+// answered 400 (refuse) rather than served as it is (keep, the default).
+func (s Server) EncodedSlashesRefused() bool { return s.EncodedSlashes == EncodedSlashesRefuse }
+
+// HasEncodedSlash reports a path holding an escaped '/' or '\' (%2F, %5C,
+// in either case).
+func HasEncodedSlash(p string) bool {
+	for i := strings.IndexByte(p, '%'); i >= 0 && i+2 < len(p); {
+		if e := p[i+1 : i+3]; strings.EqualFold(e, "2f") || strings.EqualFold(e, "5c") {
+			return true
+		}
+		j := strings.IndexByte(p[i+1:], '%')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
 
 // Defaults of the server section.
 const (
@@ -103,6 +137,9 @@ func (c *checker) validateServer() {
 	c.nonNegative("server.maxBodyBytes", float64(s.MaxBodyBytes))
 	if c.has("server.pathParameters") {
 		c.oneOf("server.pathParameters", s.PathParameters, PathParametersRefuse, PathParametersKeep)
+	}
+	if c.has("server.encodedSlashes") {
+		c.oneOf("server.encodedSlashes", s.EncodedSlashes, EncodedSlashesKeep, EncodedSlashesRefuse)
 	}
 	if n := s.MaxConcurrentStreams; n < 1 || n > math.MaxInt32 {
 		c.add("server.maxConcurrentStreams", "must be between 1 and %d (HTTP/2 streams one connection may have open), got %d",

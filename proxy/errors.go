@@ -29,6 +29,7 @@ var badTargetBodies = [...][]byte{
 	badHost:     []byte(`{"error":"bad request host","reason":"not a host name or address"}` + "\n"),
 	badParam:    []byte(`{"error":"bad request path","reason":"path parameter (';')"}` + "\n"),
 	badMethod:   []byte(`{"error":"bad request method","reason":"a standard method in another case"}` + "\n"),
+	badSlash:    []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

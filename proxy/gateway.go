@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"sluice/config"
 	"sluice/hotparam"
 	"sluice/limiter"
 	"sluice/limiter/circuit"
@@ -186,6 +187,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer boundStreamFlush(w, s.sendTimeout)
 	}
 	v, bad := readTarget(r, s.mergeSlashes, s.keepParams)
+	if bad == badNone && s.refuseSlashes && config.HasEncodedSlash(v.path) {
+		bad = badSlash
+	}
 	if bad != badNone {
 		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
 		return

@@ -32,15 +32,19 @@ type Snapshot struct {
 	// keepParams: server.pathParameters keep; else a path holding ';' is
 	// 400 (Tomcat, Spring and RESTEasy strip ";x" from a segment, so
 	// /api;x/admin would reach /api/admin past its routes' rules).
-	keepParams  bool
-	rateLimit   *rateLimitHeaders       // the values RateLimit fields share
-	policies    map[string]*policyNames // each resource's RateLimit policy names
-	pkKey       *[32]byte               // the gateway's partition key secret
-	accessLog   bool
-	sendTimeout time.Duration // server.sendTimeout (see send.go)
-	clock       Clock
-	pool        *exchangePool
-	log         zerolog.Logger
+	keepParams bool
+	// refuseSlashes: server.encodedSlashes refuse; a path holding %2F or
+	// %5C is 400 (WSGI, gin and nginx's proxy_pass decode it before
+	// routing).
+	refuseSlashes bool
+	rateLimit     *rateLimitHeaders       // the values RateLimit fields share
+	policies      map[string]*policyNames // each resource's RateLimit policy names
+	pkKey         *[32]byte               // the gateway's partition key secret
+	accessLog     bool
+	sendTimeout   time.Duration // server.sendTimeout (see send.go)
+	clock         Clock
+	pool          *exchangePool
+	log           zerolog.Logger
 }
 
 // Load compiles cfg into a new snapshot, carrying over the state of every
@@ -78,18 +82,19 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pFlow, pParams, pCB, pSys = prev.Flow, prev.Params, prev.Breakers, prev.System
 	}
 	s = &Snapshot{
-		Config:       cfg,
-		originSrc:    cfg.Origin.From,
-		mergeSlashes: cfg.Server.MergesSlashes(),
-		keepParams:   cfg.Server.PathParametersKept(),
-		rateLimit:    &rateLimitHeaders{},
-		policies:     buildPolicyNames(cfg),
-		pkKey:        &g.pkKey,
-		accessLog:    cfg.Log.Access,
-		sendTimeout:  cfg.Server.SendTimeout.D(),
-		clock:        g.clock,
-		pool:         &g.pool,
-		log:          g.deps.Log,
+		Config:        cfg,
+		originSrc:     cfg.Origin.From,
+		mergeSlashes:  cfg.Server.MergesSlashes(),
+		keepParams:    cfg.Server.PathParametersKept(),
+		refuseSlashes: cfg.Server.EncodedSlashesRefused(),
+		rateLimit:     &rateLimitHeaders{},
+		policies:      buildPolicyNames(cfg),
+		pkKey:         &g.pkKey,
+		accessLog:     cfg.Log.Access,
+		sendTimeout:   cfg.Server.SendTimeout.D(),
+		clock:         g.clock,
+		pool:          &g.pool,
+		log:           g.deps.Log,
 	}
 	var fc limiter.TokenService
 	var pc hotparam.TokenService

@@ -38,6 +38,7 @@ const (
 	badHost     // a Host that is no host name or address (with a port)
 	badParam    // a path parameter (';' or %3B) under server.pathParameters: refuse
 	badMethod   // a standard method in another case ("get", "Post")
+	badSlash    // an escaped slash (%2F, %5C) under server.encodedSlashes: refuse
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
