@@ -376,9 +376,12 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 				continue
 			}
 			ks.unpin()
+			// The blocking rule's quota (handed to sink above), or none: a
+			// concurrency rule has no quota, and an earlier rule's, which
+			// passed, says nothing of when this one will (its reset would
+			// be sent as Retry-After).
+			v.HasQuota = o.hasQuota
 			if o.hasQuota {
-				// The blocking rule's quota (handed to sink above).
-				v.HasQuota = true
 				limit, window := d.quota()
 				v.Quota = Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
 					Remaining: o.remain, Reset: time.Duration(max(o.reset, 0))}

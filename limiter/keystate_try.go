@@ -94,11 +94,18 @@ func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool
 		}
 		return
 	}
-	if r.Retry > 0 {
-		o.retry = r.Retry
+	if r.Retry < 0 {
+		// More tokens than the window ever holds: no time the call would
+		// pass, so no RateLimit t (which promises one) and no Retry-After.
+		o.hasQuota = false
+		return
 	}
+	o.retry = r.Retry
 	o.remain = max(math.Floor(limit)-float64(r.Total), 0)
-	o.reset = r.Reset
+	// t on a block is when this call fits (SPEC §4: a client that waits
+	// that long is passed), which for a call of more tokens than the
+	// oldest pass frees is later than that pass leaving.
+	o.reset = max(r.Reset, r.Retry)
 }
 
 // tryThrottle takes the next slot of the rule's virtual queue

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/config"
 	"sluice/internal/passcheck"
 	"sluice/limiter"
 )
@@ -210,5 +211,63 @@ func TestRejectFractionalCount(t *testing.T) {
 	_, v := c.Enter(t0, "", 1)
 	if v.Quota.Limit != 10 || v.Quota.Window != time.Second {
 		t.Errorf("count 10.5: quota %v per %v, want 10 per 1s", v.Quota.Limit, v.Quota.Window)
+	}
+}
+
+// On a block, the Quota's Reset (the RateLimit t) is when this call fits,
+// as Retry-After is (SPEC §4: a client that waits that long is passed): a
+// call of more tokens than the oldest pass frees waits for later passes to
+// leave. A call of more tokens than the window ever holds is told neither.
+func TestRejectResetIsWhenTheCallFits(t *testing.T) {
+	r := qps("r", 5)
+	r.StatIntervalMs = 10000
+	c := compile(t, r).Checker("r", "default")
+	for _, call := range []struct{ at, n int64 }{{t0, 1}, {t0 + 2*sec, 3}} {
+		if _, v := c.Enter(call.at, "", call.n); v.Blocked {
+			t.Fatalf("call of %d at %d: %+v", call.n, call.at-t0, v)
+		}
+	}
+	now := t0 + 3*sec
+	_, v := c.Enter(now, "", 3)
+	if !v.Blocked || !v.HasQuota {
+		t.Fatalf("3 tokens over 4 of 5: %+v", v)
+	}
+	// The pass at t0 leaving (7 s) frees 1 token; the 3 at 2 s leaving (9 s) frees enough.
+	if want := 9 * time.Second; v.RetryAfter != want || v.Quota.Reset != want {
+		t.Errorf("RetryAfter %v, Reset (t) %v, want both %v", v.RetryAfter, v.Quota.Reset, want)
+	}
+	if _, v := c.Enter(now+int64(9*time.Second)-1, "", 3); !v.Blocked {
+		t.Errorf("passed 1 ns before t")
+	}
+	if _, v := c.Enter(now+int64(9*time.Second), "", 3); v.Blocked {
+		t.Errorf("refused at t: %+v", v)
+	}
+
+	if _, v := c.Enter(now+int64(20*time.Second), "", 6); !v.Blocked || v.HasQuota || v.RetryAfter != 0 {
+		t.Errorf("6 tokens of a window of 5: %+v, want blocked with no quota and no RetryAfter", v)
+	}
+}
+
+// A concurrency rule that blocks after a qps rule passed has no quota: the
+// block carries neither the qps rule's reset as Retry-After nor its
+// RateLimit values (the slot frees when a call ends, which no limiter can
+// tell).
+func TestConcurrencyBlockCarriesNoOtherRulesQuota(t *testing.T) {
+	q := qps("r", 100)
+	q.StatIntervalMs = 10000
+	cc := qps("r", 1)
+	cc.Grade = config.GradeConcurrency
+	c := compile(t, q, cc).Checker("r", "default")
+	tok, v := c.Enter(t0, "", 1)
+	if v.Blocked {
+		t.Fatalf("first call: %+v", v)
+	}
+	_, v = c.Enter(t0+sec, "", 1)
+	if !v.Blocked || v.Reason != limiter.ReasonFlow || v.HasQuota || v.RetryAfter != 0 {
+		t.Errorf("second call while one is in flight: %+v, want a flow block with no quota and no RetryAfter", v)
+	}
+	tok.Exit(t0+2*sec, false)
+	if _, v := c.Enter(t0+2*sec, "", 1); v.Blocked {
+		t.Errorf("after the first ended: %+v", v)
 	}
 }
