@@ -187,8 +187,12 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	sh.Unlock()
 	share = r.share(ts)
 	var qr QuotaReturner
-	if r.calendar && r.after && r.header == "" {
-		qr, _ = ts.(QuotaReturner) // a failure rule's period place is held in flight
+	if r.calendar && (!r.after || r.header == "") {
+		// A pass of the period is stamped, so that a call not forwarded
+		// (a later rule blocked it, its client left while queued) gives
+		// it back: "count per calendar day" counts the calls served. A
+		// failure rule's place is held in flight the same way.
+		qr, _ = ts.(QuotaReturner)
 	}
 	if r.after && (r.header != "" || r.calendar && qr == nil || !r.calendar && gb == nil) {
 		// Let in while the window (or the period) has room for the check;

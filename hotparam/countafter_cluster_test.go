@@ -186,3 +186,52 @@ func TestCalendarFailureRuleHoldsWhileInFlight(t *testing.T) {
 		t.Errorf("%d give-backs, want 2 (the success and the call not forwarded)", svc.backs)
 	}
 }
+
+// TestCalendarQuotaCountsOnlyCallsServed: a calendar quota (3 a day) gives
+// back the place of a call that is not forwarded: a later rule of the
+// resource blocked it, or the caller cancelled it (a later guard, a client
+// gone while queued). It kept them, so a second rule refusing three calls
+// in a row used up the day and locked the value out until midnight after
+// one call was served.
+func TestCalendarQuotaCountsOnlyCallsServed(t *testing.T) {
+	svc := &heldQuota{fakeCluster: &fakeCluster{}, count: 3, used: map[string]int64{}}
+	day := clusterRule(3, config.ThresholdGlobal, nil)
+	day.Items = nil
+	day.Window, day.DurationSec = config.WindowDay, 0
+	perSec := seedRule()
+	perSec.Items, perSec.Count = nil, 1
+	c := compileCluster(t, svc, day, perSec)
+
+	tok, v := c.Enter(sec(1), order("victim"), 1)
+	if v.Blocked {
+		t.Fatalf("first call: %+v", v)
+	}
+	tok.Exit(sec(1), 200)
+	for i := range 3 { // the per-second rule refuses these
+		if _, v := c.Enter(sec(1.1)+int64(i), order("victim"), 1); !v.Blocked {
+			t.Fatalf("call %d within the second: passed", i+2)
+		}
+	}
+	if got := svc.used["victim"]; got != 1 {
+		t.Errorf("the day's quota holds %d calls after 1 served and 3 refused by another rule, want 1", got)
+	}
+
+	tok, v = c.Enter(sec(3), order("victim"), 1)
+	if v.Blocked {
+		t.Fatalf("a call in the next second: %+v", v)
+	}
+	tok.Cancel(sec(3)) // a later guard blocked it
+	if got := svc.used["victim"]; got != 1 {
+		t.Errorf("after a cancelled call the day holds %d, want 1", got)
+	}
+	for i := range 2 {
+		tok, v := c.Enter(sec(5+float64(2*i)), order("victim"), 1)
+		if v.Blocked {
+			t.Fatalf("served call %d of the day: %+v", i+2, v)
+		}
+		tok.Exit(sec(5+float64(2*i)), 200)
+	}
+	if _, v := c.Enter(sec(9), order("victim"), 1); !v.Blocked {
+		t.Errorf("a 4th call served in the day passed")
+	}
+}

@@ -206,7 +206,7 @@ func (t *Token) Cancel(now int64) {
 
 func (s *slot) release(ts TokenService, gb TokenReturner, now int64) {
 	if s.back != 0 { // only a giver stamps a pass
-		if s.r.after {
+		if s.r.after || s.r.calendar {
 			s.returnPass(ts, gb, now)
 		} else {
 			gb.GiveBackParam(s.r.cfg, s.count, s.val, s.n, s.back)
