@@ -3,9 +3,6 @@ package proxy_test
 import (
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"sluice/config"
 	"sluice/limiter/circuit"
@@ -18,14 +15,7 @@ import (
 // closed breaker that was never put in force while the open one still
 // blocks.
 func TestFailedLoadLeavesTheBreakersInForce(t *testing.T) {
-	const rules = `
-upstreams:
-  up:
-    targets: ["http://upstream.invalid"]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
+	const rules = itemRoute + `
 degradeRules:
   - resource: item
     strategy: errorCount
@@ -40,18 +30,13 @@ degradeRules:
 		}
 		return cfg
 	}
-	clock := &fakeClock{}
-	clock.advance(1000 * time.Second)
-	up := &stubUpstream{}
-	up.status.Store(500)
 	var changes []string
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Transport: up, Forwarder: "standard",
-		OnCircuit: func(res string, from, to circuit.State) {
+	g, _, up := stubGateway(t, fmt.Sprintf(rules, 1), func(d *proxy.Deps) {
+		d.OnCircuit = func(res string, from, to circuit.State) {
 			changes = append(changes, fmt.Sprintf("%s %v->%v", res, from, to))
-		}})
-	if err := g.Load(parse(1)); err != nil {
-		t.Fatal(err)
-	}
+		}
+	})
+	up.status.Store(500)
 	for range 2 {
 		get(g, "1", "")
 	}

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"sluice/config"
 	"sluice/proxy"
 )
 
@@ -77,24 +74,7 @@ flowRules:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse("rt.yaml", []byte(`
-upstreams:
-  up:
-    targets: ["http://upstream.invalid"]
-routes:
-  - path: /item/{id}
-    upstream: up
-    resource: item
-`+tt.rules))
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := &fakeClock{}
-			clock.advance(1000 * time.Second)
-			g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Transport: &slowUpstream{clock, tt.upstream}, Forwarder: "standard"})
-			if err := g.Load(cfg); err != nil {
-				t.Fatal(err)
-			}
+			g, clock, _ := stubGateway(t, itemRoute+tt.rules, func(d *proxy.Deps) { d.Transport = &slowUpstream{d.Clock.(*fakeClock), tt.upstream} })
 			call := func() *httptest.ResponseRecorder {
 				w := &slowReader{httptest.NewRecorder(), clock, tt.client}
 				g.ServeHTTP(w, httptest.NewRequest("GET", "/item/1", nil))

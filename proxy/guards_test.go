@@ -65,9 +65,11 @@ func (u *stubUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // the standard forwarder and the stub upstream: no network and no sleeping.
 func clockedGateway(t *testing.T, rules string) (*proxy.Gateway, *fakeClock, *stubUpstream) {
 	t.Helper()
-	cfg, err := config.Parse("clocked.yaml", []byte(`
-origin:
-  from: header:X-Origin
+	return stubGateway(t, "origin:\n  from: header:X-Origin\n"+itemRoute+rules, nil)
+}
+
+// itemRoute is one upstream and the route /item/{id} for resource item.
+const itemRoute = `
 upstreams:
   up:
     targets: ["http://upstream.invalid"]
@@ -75,15 +77,27 @@ routes:
   - path: /item/{id}
     upstream: up
     resource: item
-`+rules))
+`
+
+// stubGateway serves a whole rules file on the synthetic clock (at an
+// instant aligned to every window), through the standard forwarder and the
+// stub upstream answering 200; deps, if not nil, changes the gateway's
+// dependencies first (another Transport, an observer).
+func stubGateway(t *testing.T, rules string, deps func(*proxy.Deps)) (*proxy.Gateway, *fakeClock, *stubUpstream) {
+	t.Helper()
+	cfg, err := config.Parse("stub.yaml", []byte(rules))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{}
-	clock.advance(1000 * time.Second) // an instant aligned to every window
+	clock.advance(1000 * time.Second)
 	up := &stubUpstream{}
 	up.status.Store(200)
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Transport: up, Forwarder: "standard"})
+	d := proxy.Deps{Log: zerolog.Nop(), Clock: clock, Transport: up, Forwarder: "standard"}
+	if deps != nil {
+		deps(&d)
+	}
+	g := proxy.New(d)
 	if err := g.Load(cfg); err != nil {
 		t.Fatal(err)
 	}

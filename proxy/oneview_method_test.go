@@ -3,11 +3,6 @@ package proxy_test
 import (
 	"net/http/httptest"
 	"testing"
-
-	"github.com/rs/zerolog"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // A standard method in another case ("get") is 400: chi knows only "GET",
@@ -16,7 +11,7 @@ import (
 // upper-case the method and served the limited endpoint. Methods that are
 // not standard pass in any case, as before.
 func TestFoldedMethodIsRefused(t *testing.T) {
-	cfg, err := config.Parse("m.yaml", []byte(`
+	g, _, _ := stubGateway(t, `
 upstreams:
   up: {targets: ["http://upstream.invalid"]}
 routes:
@@ -30,16 +25,7 @@ routes:
 flowRules:
   - resource: item
     count: 1
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &stubUpstream{}
-	up.status.Store(200)
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: &fakeClock{}, Transport: up, Forwarder: "standard"})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
+`, nil)
 	for i, st := range []struct {
 		method string
 		status int

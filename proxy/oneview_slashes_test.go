@@ -3,11 +3,6 @@ package proxy_test
 import (
 	"net/http/httptest"
 	"testing"
-
-	"github.com/rs/zerolog"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // An escaped slash is not a separator (SPEC §11): /items%2FS1 is no path
@@ -32,16 +27,7 @@ paramRules:
     count: 1
 `
 	for _, setting := range []string{"", "server: {encodedSlashes: keep}\n", "server: {encodedSlashes: refuse}\n"} {
-		cfg, err := config.Parse("s.yaml", []byte(setting+rules))
-		if err != nil {
-			t.Fatal(err)
-		}
-		up := &stubUpstream{}
-		up.status.Store(200)
-		g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: &fakeClock{}, Transport: up, Forwarder: "standard"})
-		if err := g.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
+		g, _, _ := stubGateway(t, setting+rules, nil)
 		refuse := setting == "server: {encodedSlashes: refuse}\n"
 		slashed := 200
 		if refuse {
