@@ -9,43 +9,48 @@ import (
 // historyLen is how many one-second samples a resource keeps: 5 minutes.
 const historyLen = 300
 
-// sample is one second of one resource.
-type sample struct {
-	at                               int64 // Unix milliseconds
-	pass, block, success, fail, rtMs float64
-}
+// values are one second of one resource.
+type values struct{ pass, block, success, fail, rtMs float64 }
 
-// ring holds the last historyLen samples of one resource, oldest first from
-// next once full.
+// ring holds one resource's samples of the history's last historyLen
+// samplings, at the samplings' places (tick % historyLen): present says at
+// which places it was sampled, vals what it had, nil while every sample
+// held is zero. A resource without traffic, most of the 10,000 a large rule
+// set may have, so costs a few dozen bytes, not historyLen full samples.
 type ring struct {
-	buf    [historyLen]sample
-	next   int // where the next sample goes
-	n      int // samples held, up to historyLen
-	missed int // consecutive samplings the resource was absent from Stats
+	present [(historyLen + 63) / 64]uint64
+	vals    *[historyLen]values
+	missed  int // consecutive samplings the resource was absent from Stats
 }
 
-func (r *ring) add(s sample) {
-	r.buf[r.next] = s
-	r.next = (r.next + 1) % historyLen
-	if r.n < historyLen {
-		r.n++
-	}
-}
+func (r *ring) has(i int) bool { return r.present[i/64]&(1<<(i%64)) != 0 }
 
-// history is the per-resource rings. A resource absent from Stats for a full
-// window is dropped, so the map is bounded by the configured resources.
+// history is the per-resource rings and when each of the last historyLen
+// samplings was taken. A resource absent from Stats for a full window is
+// dropped, so the map is bounded by the configured resources.
 type history struct {
-	mu    sync.Mutex // guards rings and every ring in it
+	mu    sync.Mutex // guards everything below and every ring
 	rings map[string]*ring
+	at    [historyLen]int64 // Unix ms of the sampling at each place
+	tick  int               // samplings taken
 }
 
 func newHistory() *history { return &history{rings: make(map[string]*ring)} }
 
 // record adds one sample per resource in stats, taken at now.
 func (h *history) record(now time.Time, stats []ResourceStats) {
-	at := now.UnixMilli()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	i := h.tick % historyLen
+	h.tick++
+	h.at[i] = now.UnixMilli()
+	// The place is the oldest sampling's: every ring forgets it.
+	for _, r := range h.rings {
+		r.present[i/64] &^= 1 << (i % 64)
+		if r.vals != nil {
+			r.vals[i] = values{}
+		}
+	}
 	seen := make(map[string]bool, len(stats))
 	for _, s := range stats {
 		seen[s.Resource] = true
@@ -55,7 +60,14 @@ func (h *history) record(now time.Time, stats []ResourceStats) {
 			h.rings[s.Resource] = r
 		}
 		r.missed = 0
-		r.add(sample{at: at, pass: s.PassQps, block: s.BlockQps, success: s.SuccessQps, fail: s.ErrorQps, rtMs: s.AvgRtMs})
+		r.present[i/64] |= 1 << (i % 64)
+		v := values{pass: s.PassQps, block: s.BlockQps, success: s.SuccessQps, fail: s.ErrorQps, rtMs: s.AvgRtMs}
+		if v != (values{}) {
+			if r.vals == nil {
+				r.vals = new([historyLen]values)
+			}
+			r.vals[i] = v
+		}
 	}
 	for name, r := range h.rings {
 		if seen[name] {
@@ -91,25 +103,30 @@ func (h *history) snapshotOf(since int64, only map[string]bool) []seriesJSON {
 		n = min(n, len(only))
 	}
 	out := make([]seriesJSON, 0, n)
+	held := min(h.tick, historyLen)
+	first := h.tick - held // the oldest sampling held
 	for name, r := range h.rings {
 		if only != nil && !only[name] {
 			continue
 		}
-		start := (r.next - r.n + historyLen) % historyLen
-		skip := 0
-		for skip < r.n && r.buf[(start+skip)%historyLen].at <= since {
-			skip++
+		var places []int
+		for k := first; k < h.tick; k++ {
+			if i := k % historyLen; r.has(i) && h.at[i] > since {
+				places = append(places, i)
+			}
 		}
-		n := r.n - skip
+		n := len(places)
 		s := seriesJSON{
 			Resource: name, T: make([]int64, n),
 			PassQps: make([]float64, n), BlockQps: make([]float64, n),
 			SuccessQps: make([]float64, n), ErrorQps: make([]float64, n), AvgRtMs: make([]float64, n),
 		}
-		for i := 0; i < n; i++ {
-			p := r.buf[(start+skip+i)%historyLen]
-			s.T[i], s.PassQps[i], s.BlockQps[i], s.SuccessQps[i], s.ErrorQps[i], s.AvgRtMs[i] =
-				p.at, p.pass, p.block, p.success, p.fail, p.rtMs
+		for j, i := range places {
+			s.T[j] = h.at[i]
+			if r.vals != nil {
+				v := r.vals[i]
+				s.PassQps[j], s.BlockQps[j], s.SuccessQps[j], s.ErrorQps[j], s.AvgRtMs[j] = v.pass, v.block, v.success, v.fail, v.rtMs
+			}
 		}
 		out = append(out, s)
 	}
