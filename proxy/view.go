@@ -471,17 +471,14 @@ func plainHost(host string) bool {
 // another case. Methods are case-sensitive (RFC 9110), but many upstreams
 // upper-case what they receive.
 func foldedMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
-		return false
-	}
-	for _, std := range standardMethods {
-		if strings.EqualFold(m, std) {
-			return true
+	folded := false
+	for _, std := range standardMethods { // GET, the common one, first
+		if m == std {
+			return false
 		}
+		folded = folded || strings.EqualFold(m, std)
 	}
-	return false
+	return folded
 }
 
 var standardMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
