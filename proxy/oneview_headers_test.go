@@ -562,11 +562,12 @@ func TestHeaderSourcesOneView(t *testing.T) {
 		}
 		target := "/t"
 		if rng.IntN(6) == 0 {
-			target = "http://" + []string{"victim", "Victim.Example.", "victim:8080", "a"}[rng.IntN(4)] + "/t"
+			target = "http://" + []string{"victim", "Victim.Example.", "victim:8080", "a", "victim:0:0", "victim:8x"}[rng.IntN(6)] + "/t"
 		}
 		if rng.IntN(3) == 0 {
-			// Query names as PHP mangles them into $_GET.
-			target += "?" + []string{"s_id", "s.id", "s+id", "s%20id", "%20s_id", "+s_id", "s_id%00x", "s%5Bid", "s%5fid", "s[id]", "sXid"}[rng.IntN(11)] +
+			// Query names as PHP mangles them into $_GET, arrays too.
+			target += "?" + []string{"s_id", "s.id", "s+id", "s%20id", "%20s_id", "+s_id", "s_id%00x", "s%5Bid", "s%5fid", "s[id]", "sXid",
+				"s_id[]", "s_id%5B0%5D", "s.id[x][y]", "s_id[", "s[id"}[rng.IntN(16)] +
 				"=" + []string{"victim", "a", "vict%69m", "a+b"}[rng.IntN(4)]
 		}
 		report(h.check(target, lines))
@@ -652,8 +653,9 @@ func phpCookie(lines []string, name string) []string {
 
 // phpName is a decoded name as php_register_variable_ex makes it:
 // leading spaces skipped, cut at a NUL, ' ' and '.' written '_', and a
-// '[' without a ']' after it '_' ("" for a name with "[...]": an array,
-// no string value).
+// '[' without a ']' after it '_'. A name with "[...]" is an array of the
+// name before the '[' (key[] and key[0] are key to $_GET, and to Rails'
+// find_by(token: params[:key]) the array finds the record key=v names).
 func phpName(k string) string {
 	k = strings.TrimLeft(k, " ")
 	if i := strings.IndexByte(k, 0); i >= 0 {
@@ -661,9 +663,10 @@ func phpName(k string) string {
 	}
 	if i := strings.IndexByte(k, '['); i >= 0 {
 		if strings.IndexByte(k[i:], ']') >= 0 {
-			return ""
+			k = k[:i]
+		} else {
+			k = k[:i] + "_" + k[i+1:]
 		}
-		k = k[:i] + "_" + k[i+1:]
 	}
 	return strings.NewReplacer(" ", "_", ".", "_").Replace(k)
 }
