@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -245,6 +246,38 @@ func TestRejectResetIsWhenTheCallFits(t *testing.T) {
 
 	if _, v := c.Enter(now+int64(20*time.Second), "", 6); !v.Blocked || v.HasQuota || v.RetryAfter != 0 {
 		t.Errorf("6 tokens of a window of 5: %+v, want blocked with no quota and no RetryAfter", v)
+	}
+
+	// Swept: counts, start phases and calls of mixed sizes filling the
+	// window; the refused call passes at t and not a nanosecond before.
+	rng := rand.New(rand.NewPCG(3, 5))
+	for _, count := range []float64{2, 3, 10, 100, 1000, 100000} {
+		for ph := int64(0); ph < 10; ph++ {
+			r := qps("r", count)
+			r.StatIntervalMs = 10000
+			c := compile(t, r).Checker("r", "default")
+			start := t0 + ph*int64(997*time.Millisecond)
+			at, used := start, int64(0)
+			for used < int64(count) {
+				n := min(1+rng.Int64N(int64(count)/2+1), int64(count)-used)
+				if _, v := c.Enter(at, "", n); v.Blocked {
+					t.Fatalf("count %v phase %d: a call of %d with %d used refused", count, ph, n, used)
+				}
+				used += n
+				at += 1 + rng.Int64N(int64(time.Second))
+			}
+			n := 1 + rng.Int64N(int64(count))
+			_, v := c.Enter(at, "", n)
+			if !v.Blocked || !v.HasQuota || v.Quota.Reset != v.RetryAfter || v.RetryAfter <= 0 {
+				t.Fatalf("count %v phase %d: %d tokens over a full window: %+v, want t = RetryAfter > 0", count, ph, n, v)
+			}
+			if _, v := c.Enter(at+int64(v.RetryAfter)-1, "", n); !v.Blocked {
+				t.Fatalf("count %v phase %d: %d tokens passed 1 ns before t", count, ph, n)
+			}
+			if _, v := c.Enter(at+int64(v.RetryAfter), "", n); v.Blocked {
+				t.Fatalf("count %v phase %d: %d tokens refused at t: %+v", count, ph, n, v)
+			}
+		}
 	}
 }
 
