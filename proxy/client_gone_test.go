@@ -71,3 +71,83 @@ routes:
 		})
 	}
 }
+
+// TestClientLeavingFreesItsSlot: a client that leaves before the answer
+// gives its slot in flight back at once on both forwarders (SPEC §3:
+// "always released, also on client cancel"), whichever rule counts it, for
+// a request with a body or without; the upstream is still working on the
+// call, which is not counted as its failure. The fast path's upstream call
+// cannot be cancelled, and held the slot until the upstream answered (here
+// 20 s, the route timeout).
+func TestClientLeavingFreesItsSlot(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, 16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			arrived <- r.URL.Path
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	rules := map[string]string{
+		"flow":   `flowRules: [{ resource: r, grade: concurrency, count: 1 }]`,
+		"param":  `paramRules: [{ resource: r, param: ip, grade: concurrency, count: 1 }]`,
+		"system": `system: { maxConcurrency: 1 }`,
+		"group": `
+apiGroups: [{ name: grp, match: [{ prefix: / }] }]
+flowRules: [{ resource: grp, grade: concurrency, count: 1 }]`,
+	}
+	requests := map[string]string{
+		"GET":  "GET /slow HTTP/1.1\r\nHost: gw\r\n\r\n",
+		"POST": "POST /slow HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello",
+	}
+	for _, fwd := range []string{"standard", "fast"} {
+		for rule, yaml := range rules {
+			gw, uc, _ := upstreamGateway(t, fwd, fmt.Sprintf(`
+upstreams: { up: { targets: [%q], timeout: 20s } }
+routes: [{ path: /*, upstream: up, resource: r }]
+%s
+`, up.URL, yaml))
+			for method, raw := range requests {
+				c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(c, raw)
+				select {
+				case <-arrived: // the call holds its slot, and the upstream has it
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s %s %s: the upstream never got the request", fwd, rule, method)
+				}
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+				start := time.Now()
+				for {
+					resp, err := http.Get(gw + "/ok")
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == 200 {
+							break
+						}
+					}
+					if time.Since(start) > 3*time.Second {
+						t.Errorf("%s, %s rule, %s: the slot of a client that left is still held after %v",
+							fwd, rule, method, time.Since(start).Round(time.Millisecond))
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if n := uc.count(up.URL, 0); n != 0 {
+				t.Errorf("%s, %s rule: %d attempts counted as transport errors, want 0: the client left", fwd, rule, n)
+			}
+		}
+	}
+}

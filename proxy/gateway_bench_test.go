@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -214,5 +215,46 @@ func serveRaw(c net.Conn, resp []byte) {
 		if _, err := c.Write(resp); err != nil {
 			return
 		}
+	}
+}
+
+// BenchmarkFastSlotRoute is the fast path's price for freeing a slot when
+// the client leaves (fastForwarder.doLeavable): the same route with a qps
+// rule, and with a concurrency rule, whose upstream call runs apart from
+// the request. The request's context can be cancelled, as a server's is.
+func BenchmarkFastSlotRoute(b *testing.B) {
+	up := startRawUpstream(b, 100)
+	for _, grade := range []string{"qps", "concurrency"} {
+		b.Run(grade, func(b *testing.B) {
+			cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(`
+upstreams: { up: { targets: [%q], timeout: 5s } }
+routes: [{ path: "/item/{id}", upstream: up, resource: item, forwarder: fast }]
+flowRules: [{ resource: item, grade: %s, count: 1000000000 }]
+`, up, grade)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
+			if err := g.Load(cfg); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				req := httptest.NewRequestWithContext(ctx, "GET", "/item/42", nil)
+				req.RemoteAddr = "127.0.0.1:50000"
+				w := &discardWriter{h: http.Header{}}
+				for pb.Next() {
+					clear(w.h)
+					w.status, w.n = 0, 0
+					g.ServeHTTP(w, req)
+					if w.status != 200 || w.n != 100 {
+						b.Errorf("status %d, %d bytes; want 200, 100", w.status, w.n)
+						return
+					}
+				}
+			})
+		})
 	}
 }

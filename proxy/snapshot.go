@@ -42,6 +42,7 @@ type Snapshot struct {
 	pkKey         *[32]byte               // the gateway's partition key secret
 	accessLog     bool
 	sendTimeout   time.Duration // server.sendTimeout (see send.go)
+	slots         slotRules     // the routes whose calls hold a slot in flight
 	clock         Clock
 	pool          *exchangePool
 	log           zerolog.Logger
@@ -92,6 +93,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pkKey:         &g.pkKey,
 		accessLog:     cfg.Log.Access,
 		sendTimeout:   cfg.Server.SendTimeout.D(),
+		slots:         newSlotRules(cfg),
 		clock:         g.clock,
 		pool:          &g.pool,
 		log:           g.deps.Log,
@@ -218,7 +220,8 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
 		// A route's API groups may have breakers of their own: any
 		// breaker in the snapshot has the writes timed.
-		timeWrites: len(s.Config.DegradeRules) > 0,
+		timeWrites:  len(s.Config.DegradeRules) > 0,
+		freeOnLeave: s.slots.held(res),
 	}
 	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
