@@ -6,14 +6,17 @@
 package ruleid
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 )
 
-// Key is a rule's definition: every field that is part of its identity.
-// Equal keys mean equal limits.
+// Key is a rule's definition: every field that is part of its identity,
+// held as its SHA-256 (a definition's text runs to about 500 bytes, and a
+// gateway of 10,000 routes keeps the keys of 20,000 rules: 9.5 MB of its
+// 100 MB). Equal keys mean equal limits.
 type Key string
 
 // Of returns the key of rule, a config rule struct (config.FlowRule,
@@ -31,7 +34,8 @@ func Of(rule any, skip ...string) Key {
 	var b strings.Builder
 	b.WriteString(v.Type().String())
 	write(&b, v, "", skip)
-	return Key(b.String())
+	sum := sha256.Sum256([]byte(b.String()))
+	return Key(sum[:])
 }
 
 func write(b *strings.Builder, v reflect.Value, path string, skip []string) {
