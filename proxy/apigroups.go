@@ -167,7 +167,7 @@ type groupEntry struct {
 // redirect, headers) with the group as {{.Resource}}.
 type groupBlock struct {
 	body        [numReasons][]byte
-	grpcMessage [numReasons][]string
+	grpcMessage *grpcMessages
 }
 
 func (e *groupEntry) matches(path string) bool {

@@ -21,7 +21,7 @@ type blockResponses struct {
 	status      int
 	contentType []string
 	body        [numReasons][]byte
-	grpcMessage [numReasons][]string
+	grpcMessage *grpcMessages
 	// location is the Location of a redirect (nil: none): a blocked call
 	// is answered 302 with it, no body and no RateLimit fields.
 	location []string
@@ -41,7 +41,7 @@ var reasonHeader = func() (h [numReasons][]string) {
 // renderBlock renders a route's block bodies, one per reason, with body
 // (blockResponse.body, parsed once per snapshot).
 func renderBlock(b config.BlockResponse, body *config.BlockBody, resource string) (blockResponses, error) {
-	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: grpcMessages(resource),
+	out := blockResponses{status: b.Status, contentType: []string{b.ContentType}, grpcMessage: newGRPCMessages(resource),
 		headers: b.Headers(), legacy: b.LegacyHeaders}
 	if b.Redirect != "" {
 		out.location = []string{b.Redirect}
@@ -65,9 +65,9 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	retry := v.RetryAfter
 	// A group's rule that blocked is named in the body; the rest of the
 	// answer is the route's.
-	body, grpcMessage := &rt.blocked.body, &rt.blocked.grpcMessage
+	body, grpcMessage := &rt.blocked.body, rt.blocked.grpcMessage
 	if e := ex.call.blockedBy; e != nil {
-		body, grpcMessage = &e.blocked.body, &e.blocked.grpcMessage
+		body, grpcMessage = &e.blocked.body, e.blocked.grpcMessage
 	}
 	status, grpcStatus := rt.blocked.status, grpcStatus8
 	authority := v.Reason == limiter.ReasonAuthority
@@ -104,7 +104,7 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 		status = http.StatusOK
 		h["Content-Type"] = ex.req.Header["Content-Type"] // the call's own flavour (+proto, -web)
 		h["Grpc-Status"] = grpcStatus
-		h["Grpc-Message"] = grpcMessage[v.Reason]
+		h["Grpc-Message"] = grpcMessage.of(v.Reason)
 		ex.WriteHeader(status)
 	} else {
 		ex.WriteHeader(status)
