@@ -127,27 +127,33 @@ routes: [{ path: /*, upstream: up, resource: r }]
 				}
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
-				start := time.Now()
-				for {
-					resp, err := http.Get(gw + "/ok")
-					if err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == 200 {
-							break
-						}
-					}
-					if time.Since(start) > 3*time.Second {
-						t.Errorf("%s, %s rule, %s: the slot of a client that left is still held after %v",
-							fwd, rule, method, time.Since(start).Round(time.Millisecond))
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
+				if waited, ok := passesWithin(gw+"/ok", 3*time.Second); !ok {
+					t.Errorf("%s, %s rule, %s: the slot of a client that left is still held after %v", fwd, rule, method, waited)
 				}
 			}
 			if n := uc.count(up.URL, 0); n != 0 {
 				t.Errorf("%s, %s rule: %d attempts counted as transport errors, want 0: the client left", fwd, rule, n)
 			}
 		}
+	}
+}
+
+// passesWithin asks GET url until it is answered 200, for at most within,
+// and says how long it asked.
+func passesWithin(url string, within time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return time.Since(start), true
+			}
+		}
+		if time.Since(start) > within {
+			return time.Since(start).Round(time.Millisecond), false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

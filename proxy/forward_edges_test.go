@@ -131,21 +131,8 @@ flowRules: [{ resource: r, grade: concurrency, count: 1 }]
 			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
 			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: gw\r\n\r\n", path)
 			time.Sleep(50 * time.Millisecond) // the request holds the slot
-			start := time.Now()
-			for {
-				resp, err := http.Get("http://" + addr + "/ok")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						break
-					}
-				}
-				if time.Since(start) > 8*time.Second {
-					t.Errorf("%s %s: the slot of a client that reads nothing is still held after %v", fwd, path, time.Since(start))
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+			if waited, ok := passesWithin("http://"+addr+"/ok", 8*time.Second); !ok {
+				t.Errorf("%s %s: the slot of a client that reads nothing is still held after %v", fwd, path, waited)
 			}
 			c.Close()
 			if _, errs := cnt.counts(); errs != 0 {
