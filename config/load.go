@@ -291,11 +291,33 @@ func decodeRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// yamlParserProblems are the messages of yaml.v3's parser (parserc.go), as
+// opposed to its scanner's. For these it gives the line of the construct
+// it was reading (a flow sequence left open, a block mapping) counted from
+// 0, so one before it: `d: [1, 2` on line 4 was reported on line 3, the
+// line above the mistake. Its scanner's lines are right.
+var yamlParserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
 // yamlError turns a yaml.v3 syntax error into a line and a message.
 func yamlError(err error) (int, string) {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if yamlParserProblems[m[2]] {
+			line++
+		}
 		return line, "invalid YAML: " + m[2]
 	}
 	return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")

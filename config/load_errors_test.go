@@ -188,7 +188,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
 		}},
 		{"bad_yaml.yaml", []string{
-			"testdata/bad_yaml.yaml:4: invalid YAML: did not find expected '-' indicator",
+			"testdata/bad_yaml.yaml:5: invalid YAML: did not find expected '-' indicator",
 		}},
 		{"chain_unknown_entrance.yaml", []string{
 			"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
@@ -676,7 +676,7 @@ func TestRulesDocumentErrors(t *testing.T) {
 			fleetDoc + ":16: flowRules[1].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 		}},
 		{"fleet/gateway.yaml", "fleet/doc_bad_yaml.yaml", []string{
-			fleetDoc + ":2: invalid YAML: did not find expected ',' or ']'",
+			fleetDoc + ":3: invalid YAML: did not find expected ',' or ']'",
 		}},
 		{"fleet/gateway.yaml", "", []string{fleetDoc + ": rules document is empty"}},
 		{"fleet/gateway_bad_source.yaml", "fleet/doc_errors.yaml", []string{
@@ -788,5 +788,34 @@ func TestParseWithDocumentMerges(t *testing.T) {
 	}
 	if cfg.Routes[0].Line != 8 || cfg.FlowRules[1].Line != 14 {
 		t.Errorf("lines: route %d, rule %d; want the document's 8 and 14", cfg.Routes[0].Line, cfg.FlowRules[1].Line)
+	}
+}
+
+// TestYAMLSyntaxErrorLines: a syntax error names the line of the mistake,
+// or of the construct it breaks, never the line above it. yaml.v3 counts
+// its parser's lines from 0 (its scanner's from 1): a flow sequence left
+// open on line 4 was reported on line 3.
+func TestYAMLSyntaxErrorLines(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		line int
+	}{
+		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n    d: [1, 2\nroutes: []\n", 4}, // flow sequence left open
+		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n token: 3\n", 4},                // a key out of its mapping
+		{"routes:\n  - path: /a\n    upstream: [a\n", 3},                                 // open at the end of the file
+		{"routes:\n  - path: /a\n   upstream: a\n", 2},                                   // the entry whose next line is indented wrong
+		{"routes: {path: /a\n", 2},                                                       // the end of the file, where '}' was due
+		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                // scanner: a quote left open
+		{"a: b\nc: d: e\n", 2},                                                           // scanner: a value where none may be
+	} {
+		_, err := config.Parse("r.yaml", []byte(c.doc))
+		var errs config.Errors
+		if !errors.As(err, &errs) || len(errs) == 0 {
+			t.Errorf("%q: got %v, want a syntax error", c.doc, err)
+			continue
+		}
+		if got := errs[0].Line; got != c.line || !strings.Contains(errs[0].Msg, "invalid YAML") {
+			t.Errorf("%q: %v, want line %d", c.doc, errs[0], c.line)
+		}
 	}
 }
