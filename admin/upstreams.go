@@ -16,7 +16,8 @@ type UpstreamStats struct {
 	// Panic: no target is available, so every target gets traffic.
 	Panic bool `json:"panic"`
 	// RequestsPerSecond and RetriesPerSecond are client requests and their
-	// retries over the last 10 s (counted when the upstream retries).
+	// retries over the last 10 s; over the last second, and no retries, for
+	// an upstream that does not retry (upstream.UpstreamStatus).
 	RequestsPerSecond float64       `json:"requestsPerSecond"`
 	RetriesPerSecond  float64       `json:"retriesPerSecond"`
 	Targets           []TargetStats `json:"targets"`

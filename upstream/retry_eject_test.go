@@ -175,3 +175,32 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamRequestsWithoutRetries: an upstream that does not retry
+// shows the requests it gets too (each sent once: its targets' attempts),
+// not 0 while traffic flows; one that retries shows client requests
+// (not attempts) and its retries.
+func TestUpstreamRequestsWithoutRetries(t *testing.T) {
+	for _, c := range []struct {
+		retries           int
+		requests, retried float64
+	}{
+		{0, 4, 0},     // 4 requests, 2 of them failed: 4 attempts
+		{1, 0.4, 0.2}, // 4 requests, 2 of them retried, over the 10 s window
+	} {
+		p, u := build(t, upstream.Spec{Targets: targets(2), Retries: c.retries}, newCounting())
+		for i := range 4 {
+			var tr upstream.Tries
+			u.Pick(0, 0, false, &tr)
+			if i%2 == 1 && c.retries > 0 && u.Retry(0, 0, false, &tr, 502) < 0 {
+				t.Fatal("the retry was refused")
+			}
+			u.Done(0, &tr, 200, upstream.Success)
+		}
+		st := p.Status(0)[0]
+		if st.RequestsPerSecond != c.requests || st.RetriesPerSecond != c.retried {
+			t.Errorf("retries %d: the upstream shows %v requests and %v retries per second, want %v and %v",
+				c.retries, st.RequestsPerSecond, st.RetriesPerSecond, c.requests, c.retried)
+		}
+	}
+}

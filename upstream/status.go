@@ -9,8 +9,10 @@ type UpstreamStatus struct {
 	// Panic: no target is available, so every target gets traffic.
 	Panic bool
 	// RequestsPerSecond and RetriesPerSecond are client requests and the
-	// retries made for them, over the last 10 s (counted only when the
-	// upstream retries).
+	// retries made for them, over the last 10 s when the upstream retries
+	// (its retry budget counts them). An upstream that does not retry
+	// sends each request once: its requests are its targets' attempts,
+	// over the last second, and it has no retries.
 	RequestsPerSecond, RetriesPerSecond float64
 	Targets                             []TargetStatus
 }
@@ -72,6 +74,9 @@ func (p *Pool) Status(now int64) []UpstreamStatus {
 			ts.RetriesPerSecond = float64(st.stats.total(now, cRetries)) * perSec
 			st.mu.Unlock()
 			us.Targets = append(us.Targets, ts)
+			if u.retries == 0 {
+				us.RequestsPerSecond += ts.RequestsPerSecond
+			}
 		}
 		out = append(out, us)
 	}
