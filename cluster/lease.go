@@ -141,6 +141,24 @@ func (c *leaseCache) giveBack(spec *ruleSpec, origin string, n, stamp int64, now
 	e.void += n
 }
 
+// held is what spec/origin's window in Redis counts that holds no pass of
+// this gateway's: tokens leased and still usable at now, and tokens to
+// return with its next call to Redis (given back, or left unused). A read
+// of the window less these is what the next call here finds.
+func (c *leaseCache) held(spec *ruleSpec, origin string, now time.Duration) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[blockKey{spec, origin}]
+	if e == nil {
+		return 0
+	}
+	n := e.void
+	if now < e.until {
+		n += e.tokens
+	}
+	return n
+}
+
 // unused moves what is left of the lease to the tokens to return.
 func (e *leaseEntry) unused() {
 	if e.tokens <= 0 {

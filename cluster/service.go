@@ -463,7 +463,9 @@ func (s *Service) PeekQuota(ctx context.Context, rule *config.ParamRule, count f
 // ReadParam reads value's window of a clusterMode param rule (count as
 // AcquireParam is asked) without taking a token, for an operator: the
 // tokens it holds now and how long until the oldest of them leaves (0
-// when it holds none). A calendar quota has no window: ErrUnsupported
+// when it holds none), as this gateway's next call finds them: less the
+// tokens it leased and has not used, and those it gave back (GiveBackParam)
+// and has not returned to Redis yet. A calendar quota has no window: ErrUnsupported
 // (PeekQuota reads it). It waits for Redis as long as ctx allows, breaker
 // or not.
 func (s *Service) ReadParam(ctx context.Context, rule *config.ParamRule, count float64, value string) (used float64, wait time.Duration, err error) {
@@ -489,7 +491,14 @@ func (s *Service) ReadParam(ctx context.Context, rule *config.ParamRule, count f
 	if len(res) != 2 {
 		return 0, 0, errors.New("cluster: reading a param window: unexpected answer")
 	}
-	return float64(res[0]), time.Duration(res[1]) * time.Microsecond, nil
+	// The passes a later check refused are given back with this gateway's
+	// next call on the window: until then Redis still counts them, and the
+	// value would read as locked out while its next call passes.
+	used = float64(res[0] - s.leases.held(spec, value, s.timeline(time.Since(s.epoch))))
+	if used <= 0 {
+		return 0, 0, nil
+	}
+	return used, time.Duration(res[1]) * time.Microsecond, nil
 }
 
 // wall is the wall clock calendar quotas read.

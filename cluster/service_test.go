@@ -333,3 +333,28 @@ func TestReadParam(t *testing.T) {
 		t.Fatal("the third call was refused: a read took a token")
 	}
 }
+
+// TestReadParamAfterGiveBack: a pass another rule refused is given back
+// with the value's next call to Redis; until then the value reads as it
+// is, not as locked out (SPEC §5: who is being limited right now). The
+// admin API read it as 0 tokens left for a minute while the next call
+// passed.
+func TestReadParamAfterGiveBack(t *testing.T) {
+	s := newService(t, cluster.Options{URL: redisURL(t), Namespace: namespace(t), Timeout: time.Second})
+	rule := paramRule(1, 60, config.ThresholdGlobal)
+	ctx := context.Background()
+	ok, _, _, _, stamp, err := s.AcquireParamStamp(rule, 1, "d", 1, false)
+	if !ok || err != nil {
+		t.Fatalf("the first call: %v %v", ok, err)
+	}
+	s.GiveBackParam(rule, 1, "d", 1, stamp) // a later check refused it
+	if used, wait, err := s.ReadParam(ctx, rule, 1, "d"); err != nil || used != 0 || wait != 0 {
+		t.Errorf("after the pass was given back: %v tokens used, the next in %v (%v); want 0, 0", used, wait, err)
+	}
+	if ok, _, err := s.AcquireParam(rule, 1, "d", 1); !ok || err != nil {
+		t.Fatalf("the next call was refused: %v", err)
+	}
+	if used, wait, err := s.ReadParam(ctx, rule, 1, "d"); err != nil || used != 1 || wait < 55*time.Second {
+		t.Errorf("after the next call passed: %v tokens used, the next in %v (%v); want 1, about 60 s", used, wait, err)
+	}
+}
