@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,7 +57,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Demo, "demo", false, "also start the built-in demo upstreams on 127.0.0.1:9001 and :9002")
 	fs.DurationVar(&o.Drain, "drain-timeout", 15*time.Second, "how long shutdown waits for in-flight requests")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", 0, "how long a client may take to send its request headers, a slowloris guard (overrides server.readHeaderTimeout, default 10s)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: sluice [flags]           run the gateway
+       sluice validate [FILE]   check a rules file as the gateway would load it
+       sluice rules push|pull   store or print a fleet's rules document (sluice rules -h)
+       sluice version           print the version
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // asked for, as sluice validate -h
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {

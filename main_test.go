@@ -91,3 +91,23 @@ func TestValidateHelp(t *testing.T) {
 		t.Errorf("validate -- -rules.yaml printed %q", stdout.String())
 	}
 }
+
+// TestHelp: `sluice -h` exits 0, as `sluice validate -h` does, and names
+// the subcommands besides the flags (it exited 2 and listed flags only); a
+// flag it does not know still exits 2.
+func TestHelp(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		code int
+	}{{"-h", 0}, {"-help", 0}, {"--help", 0}, {"-bogus", 2}} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{c.arg}, &stdout, &stderr); code != c.code {
+			t.Errorf("sluice %s: exit %d, want %d", c.arg, code, c.code)
+		}
+		for _, want := range []string{"sluice validate [FILE]", "sluice rules push|pull", "sluice version", "-config"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("sluice %s printed no %q:\n%s", c.arg, want, stderr.String())
+			}
+		}
+	}
+}
