@@ -37,6 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "version":
+			if len(args) > 1 {
+				fmt.Fprintf(stderr, "sluice version: unexpected argument %q: it takes none\n", args[1])
+				return 2
+			}
 			fmt.Fprintf(stdout, "sluice %s\n", version)
 			return 0
 		case "validate":

@@ -111,3 +111,16 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionTakesNoArgument: `sluice version extra` is a usage error, as
+// every other command's stray argument is; it printed the version.
+func TestVersionTakesNoArgument(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "sluice ") {
+		t.Errorf("sluice version: exit %d, printed %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"version", "extra"}, &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+		t.Errorf("sluice version extra: exit %d, printed %q; want 2 and nothing", code, stdout.String())
+	}
+}
