@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -73,21 +74,27 @@ routes:
 }
 
 // TestClientLeavingFreesItsSlot: a client that leaves before the answer
-// gives its slot in flight back at once on both forwarders (SPEC §3:
-// "always released, also on client cancel"), whichever rule counts it, for
-// a request with a body or without; the upstream is still working on the
-// call, which is not counted as its failure. The fast path's upstream call
-// cannot be cancelled, and held the slot until the upstream answered (here
-// 20 s, the route timeout).
+// gives its slot in flight back at once (SPEC §3: "always released, also
+// on client cancel"), whichever rule counts it (a relate rule reads another
+// resource's), for a request with a body or without, and the upstream call
+// is cancelled: the upstream sees its client go, as it would the client
+// itself. A client that left is not counted as the upstream's failure. The
+// fast path cannot cancel its upstream call, and held the slot until the
+// upstream answered (here 20 s, the route timeout), so auto sends the
+// routes whose calls hold a slot the standard path.
 func TestClientLeavingFreesItsSlot(t *testing.T) {
 	release := make(chan struct{})
 	arrived := make(chan string, 16)
+	var running atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if strings.HasPrefix(r.URL.Path, "/slow") {
+			running.Add(1)
+			defer running.Add(-1)
 			arrived <- r.URL.Path
 			select {
 			case <-release:
+			case <-r.Context().Done(): // the gateway cancelled the call
 			case <-time.After(20 * time.Second):
 			}
 		}
@@ -102,16 +109,20 @@ func TestClientLeavingFreesItsSlot(t *testing.T) {
 		"group": `
 apiGroups: [{ name: grp, match: [{ prefix: / }] }]
 flowRules: [{ resource: grp, grade: concurrency, count: 1 }]`,
+		// /w is refused while a call of r is in flight.
+		"relate": `flowRules: [{ resource: w, grade: concurrency, count: 1, strategy: relate, refResource: r }]`,
 	}
 	requests := map[string]string{
 		"GET":  "GET /slow HTTP/1.1\r\nHost: gw\r\n\r\n",
 		"POST": "POST /slow HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello",
 	}
-	for _, fwd := range []string{"standard", "fast"} {
+	for _, fwd := range []string{"standard", "auto"} {
 		for rule, yaml := range rules {
 			gw, uc, _ := upstreamGateway(t, fwd, fmt.Sprintf(`
 upstreams: { up: { targets: [%q], timeout: 20s } }
-routes: [{ path: /*, upstream: up, resource: r }]
+routes:
+  - { path: /w/*, upstream: up, resource: w, stripPrefix: /w }
+  - { path: /*, upstream: up, resource: r }
 %s
 `, up.URL, yaml))
 			for method, raw := range requests {
@@ -127,8 +138,19 @@ routes: [{ path: /*, upstream: up, resource: r }]
 				}
 				c.(*net.TCPConn).SetLinger(0)
 				c.Close()
-				if waited, ok := passesWithin(gw+"/ok", 3*time.Second); !ok {
+				probe := "/ok" // a call of r, or any call under the system's or the group's rule
+				if rule == "relate" {
+					probe = "/w/ok"
+				}
+				if waited, ok := passesWithin(gw+probe, 3*time.Second); !ok {
 					t.Errorf("%s, %s rule, %s: the slot of a client that left is still held after %v", fwd, rule, method, waited)
+				}
+				deadline := time.Now().Add(3 * time.Second)
+				for running.Load() != 0 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if n := running.Load(); n != 0 {
+					t.Errorf("%s, %s rule, %s: %d calls of clients that left still run upstream", fwd, rule, method, n)
 				}
 			}
 			if n := uc.count(up.URL, 0); n != 0 {

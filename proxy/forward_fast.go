@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/rs/zerolog"
@@ -48,17 +46,6 @@ type fastCall struct {
 	conn   []string // read-only views of fasthttp's buffer (readOnlyString)
 	// names are the field names the last answer copied (fastCall.name).
 	names []string
-	// A call waited for apart from its request (doLeavable): apart is
-	// its upstream call, made once with done and kept with the pooled
-	// call (a go statement with arguments would allocate a request), hc
-	// and deadline its arguments, state who has the call, and done its
-	// result.
-	apart    func()
-	hc       *fasthttp.HostClient
-	deadline time.Time
-	pool     *fastCallPool
-	done     chan error
-	state    atomic.Int32
 }
 
 // copyBufSize is the response copy buffer; a response with a known length
@@ -81,7 +68,7 @@ func (p *fastCallPool) put(c *fastCall) {
 	_ = c.resp.CloseBodyStream()
 	c.req.Reset()
 	c.resp.Reset()
-	c.body, c.hc = nil, nil
+	c.body = nil
 	if cap(c.buf) > fastBodyCap {
 		c.buf = make([]byte, copyBufSize) // a forced-fast big body: do not pool it
 	}
@@ -98,13 +85,9 @@ func validStatus(code int) bool { return code >= 200 && code <= 999 }
 
 func (f *fastForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
 
-func (f *fastForwarder) open(p *prepared) { p.fc = f.pool.get() }
-func (f *fastForwarder) close(p *prepared) {
-	if p.fc != nil { // nil: its client left, and the upstream call keeps it (doLeavable)
-		f.pool.put(p.fc)
-	}
-}
-func (f *fastForwarder) keeps() bool { return true }
+func (f *fastForwarder) open(p *prepared)  { p.fc = f.pool.get() }
+func (f *fastForwarder) close(p *prepared) { f.pool.put(p.fc) }
+func (f *fastForwarder) keeps() bool       { return true }
 
 // bodyBuf lends the pooled call's buffer, grown to n if needed.
 func (f *fastForwarder) bodyBuf(p *prepared, n int) []byte {
@@ -126,16 +109,7 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 	f.buildRequest(c, t, p.r, &p.ex.view)
 	f.setBody(c, p.r, p.ex.try.kept)
 	resp.Header.SetNoDefaultContentType(true)
-	var err error
-	if f.rt.freeOnLeave && p.ex.try.kept {
-		err = f.doLeavable(p, t.hc)
-	} else {
-		err = t.hc.DoDeadline(req, resp, p.deadline)
-	}
-	if err == errClientGone {
-		return 0, err // c is no longer the request's
-	}
-	if err != nil {
+	if err := t.hc.DoDeadline(req, resp, p.deadline); err != nil {
 		req.Reset()
 		return 0, err
 	}
@@ -153,60 +127,6 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 		return st, errDropped
 	}
 	return st, f.writeResponse(p.ex, c)
-}
-
-// The states of a call doLeavable waits for.
-const (
-	callRunning int32 = iota
-	callEnded         // the upstream call ended first: its result is on done
-	callLeft          // the client left first: the upstream call puts c back
-)
-
-// doLeavable makes p's upstream call apart from the request, for a route
-// whose calls hold a slot in flight (route.freeOnLeave): fasthttp's call
-// cannot be cancelled, and SPEC §3 frees the slot of a client that leaves
-// at once, as the standard path's cancelled context does. A client that
-// leaves before the answer ends the request with errClientGone, and the
-// guards give their slots back then; the upstream call goes on alone, with
-// the pooled call, until the upstream answers or the route timeout passes,
-// and then closes the answer's connection and pools the call. It costs a
-// goroutine a request, so only those routes pay it. The body is in memory
-// (or none): a streamed one would be read from the client after the
-// request ended.
-func (f *fastForwarder) doLeavable(p *prepared, hc *fasthttp.HostClient) error {
-	c := p.fc
-	if c.done == nil {
-		c.done = make(chan error, 1)
-		c.apart = c.doApart
-	}
-	c.hc, c.deadline, c.pool = hc, p.deadline, f.pool
-	c.state.Store(callRunning)
-	go c.apart()
-	select {
-	case err := <-c.done:
-		return err
-	case <-p.ex.clientCtx.Done():
-	}
-	if c.state.CompareAndSwap(callRunning, callLeft) {
-		p.fc = nil
-		return errClientGone
-	}
-	return <-c.done // the answer came as the client left: the request ends as usual
-}
-
-// doApart is doLeavable's upstream call.
-func (c *fastCall) doApart() {
-	err := c.hc.DoDeadline(&c.req, &c.resp, c.deadline)
-	if c.state.CompareAndSwap(callRunning, callEnded) {
-		c.done <- err
-		return
-	}
-	if err == nil {
-		// Nobody reads the answer: its connection is closed, not pooled
-		// with the rest of a body in it.
-		_ = closeStream(c.resp.BodyStream(), errClientGone)
-	}
-	c.pool.put(c)
 }
 
 // netLengthMax is the longest answer over HTTP/1.x whose Content-Length

@@ -23,7 +23,9 @@ type forwarderMode uint8
 const (
 	// modeAuto sends ordinary requests the fast path and the ones it cannot
 	// carry as well (upgrades, streamed or large request bodies, clients
-	// asking for an event stream or for trailers) the standard path.
+	// asking for an event stream or for trailers, and every request of a
+	// route whose calls hold a slot in flight: slotRules) the standard
+	// path.
 	modeAuto forwarderMode = iota
 	// modeStandard sends everything through httputil.ReverseProxy.
 	modeStandard
@@ -72,7 +74,7 @@ func (rt *route) forwarderFor(r *http.Request, v *view) forwarder {
 		return rt.std
 	case mustStandard(r, v):
 		return rt.std
-	case rt.mode == modeAuto && preferStandard(r):
+	case rt.mode == modeAuto && (rt.holdsSlot || preferStandard(r)):
 		return rt.std
 	}
 	return rt.fast

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/config"
 )
 
 // TestForwarderChoice pins which requests each mode sends where.
@@ -66,6 +68,44 @@ func TestForwarderChoice(t *testing.T) {
 	r.Trailer = http.Header{"X-Sum": nil}
 	if got := (&route{mode: modeFast, std: std, fast: fast}).forwarderFor(r, &view{path: "/a"}).name(); got != "standard" {
 		t.Errorf("request trailers: %s, want standard", got)
+	}
+	// A route whose calls hold a slot in flight: auto sends a plain GET
+	// the standard path, which cancels the upstream call when the client
+	// leaves; a forced fast route keeps the fast path.
+	r = httptest.NewRequest("GET", "/a", nil)
+	for mode, want := range map[forwarderMode]string{modeAuto: "standard", modeFast: "fast", modeStandard: "standard"} {
+		if got := (&route{mode: mode, std: std, fast: fast, holdsSlot: true}).forwarderFor(r, &view{path: "/a"}).name(); got != want {
+			t.Errorf("a route holding a slot, mode %d: %s, want %s", mode, got, want)
+		}
+	}
+}
+
+// TestSlotRules: the routes whose calls hold a slot in flight, by the
+// rules of the snapshot.
+func TestSlotRules(t *testing.T) {
+	cfg := &config.Config{
+		FlowRules: []config.FlowRule{
+			{Resource: "conc", Grade: config.GradeConcurrency},
+			{Resource: "qps", Grade: config.GradeQPS},
+			{Resource: "rel", Grade: config.GradeConcurrency, Strategy: config.StrategyRelate, RefResource: "read"},
+		},
+		ParamRules: []config.ParamRule{{Resource: "pconc", Grade: config.GradeConcurrency}, {Resource: "pqps", Grade: config.GradeQPS}},
+	}
+	s := newSlotRules(cfg)
+	for res, want := range map[string]bool{"conc": true, "qps": false, "rel": true, "read": true, "pconc": true, "pqps": false, "other": false} {
+		if s.held(res) != want {
+			t.Errorf("%s: held %v, want %v", res, !want, want)
+		}
+	}
+	for name, c := range map[string]config.Config{
+		"system.maxConcurrency": {System: config.System{MaxConcurrency: 5}},
+		"system.adaptive":       {System: config.System{Adaptive: true}},
+		"an API group's rule": {APIGroups: []config.APIGroup{{Name: "grp"}},
+			FlowRules: []config.FlowRule{{Resource: "grp", Grade: config.GradeConcurrency}}},
+	} {
+		if !newSlotRules(&c).held("any") {
+			t.Errorf("under %s, a route without rules holds no slot", name)
+		}
 	}
 }
 

@@ -205,32 +205,6 @@ func serveRaw(c net.Conn, resp []byte) {
 	}
 }
 
-// BenchmarkFastSlotRoute is the fast path's price for freeing a slot when
-// the client leaves (fastForwarder.doLeavable): the same route with a qps
-// rule, and with a concurrency rule, whose upstream call runs apart from
-// the request.
-func BenchmarkFastSlotRoute(b *testing.B) {
-	up := startRawUpstream(b, 100)
-	for _, grade := range []string{"qps", "concurrency"} {
-		b.Run(grade, func(b *testing.B) {
-			cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(`
-upstreams: { up: { targets: [%q], timeout: 5s } }
-routes: [{ path: "/item/{id}", upstream: up, resource: item, forwarder: fast }]
-flowRules: [{ resource: item, grade: %s, count: 1000000000 }]
-`, up, grade)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-			if err := g.Load(cfg); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			serveParallel(b, g, "/item/42", 100)
-		})
-	}
-}
-
 // serveParallel has g serve GET target from every goroutine, each with its
 // own request, reused, and a discarding ResponseWriter, so that allocs/op
 // is the gateway's own. The request's context can be cancelled, as a

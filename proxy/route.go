@@ -39,13 +39,14 @@ type route struct {
 	// time: the exchange times the client's reading of the answer, to be
 	// taken out of the time a breaker sees (exchange.clientWait).
 	timeWrites bool
-	// freeOnLeave: the route's calls may hold a slot in flight (slotRules),
-	// to be released as soon as the client leaves.
-	freeOnLeave bool
-	mode        forwarderMode
-	std         forwarder
-	fast        forwarder // nil: the route cannot use the fast path
-	blocked     blockResponses
+	// holdsSlot: the route's calls may hold a slot in flight (slotRules),
+	// to be released, and the upstream call cancelled, as soon as the
+	// client leaves: auto sends them the standard path.
+	holdsSlot bool
+	mode      forwarderMode
+	std       forwarder
+	fast      forwarder // nil: the route cannot use the fast path
+	blocked   blockResponses
 }
 
 // serve is the hot path: origin, the route's guards in a loop (in the

@@ -3,11 +3,17 @@ package proxy
 import "sluice/config"
 
 // slotRules says which routes' calls hold a slot counted in flight: a flow
-// or param rule of grade concurrency, system.maxConcurrency, or the
-// adaptive system check (which reads the calls in flight). SPEC §3 says
-// such a slot is released when the client leaves; the fast path, whose
-// upstream call cannot be cancelled, then waits for the upstream apart from
-// the request (fastForwarder.doLeavable), which only these routes pay for.
+// or param rule of grade concurrency (on the route's resource, or on a
+// resource a relate rule reads the concurrency of), system.maxConcurrency,
+// or the adaptive system check (which reads the calls in flight). SPEC §3
+// says such a slot is released when the client leaves, and the upstream
+// call is cancelled (its connection closed) then too. fasthttp's call
+// cannot be cancelled: run apart from the request, the abandoned calls
+// piled up on the upstream past the limit (a client could open and drop
+// thousands, until the pool of connections to the target was spent and
+// other routes got 502s); holding the slot until the upstream answered
+// broke SPEC §3. So auto sends these routes the standard path
+// (route.forwarderFor).
 type slotRules struct {
 	// all: every route's call may hold one (a system check, or an API
 	// group's rule: groups are matched per request, by path).
@@ -23,6 +29,10 @@ func newSlotRules(cfg *config.Config) slotRules {
 	for _, r := range cfg.FlowRules {
 		if r.Grade == config.GradeConcurrency {
 			s.resources[r.Resource] = true
+			if r.Strategy == config.StrategyRelate {
+				// The rule counts the calls of refResource.
+				s.resources[r.RefResource] = true
+			}
 		}
 	}
 	for _, r := range cfg.ParamRules {

@@ -220,8 +220,8 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		occupy:      rc.OccupyTimeoutMs * int64(time.Millisecond),
 		// A route's API groups may have breakers of their own: any
 		// breaker in the snapshot has the writes timed.
-		timeWrites:  len(s.Config.DegradeRules) > 0,
-		freeOnLeave: s.slots.held(res),
+		timeWrites: len(s.Config.DegradeRules) > 0,
+		holdsSlot:  s.slots.held(res),
 	}
 	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
