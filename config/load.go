@@ -270,12 +270,12 @@ func decodeRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 		if err == io.EOF {
 			return fail(0, what+" is empty (it holds only comments)")
 		}
-		return fail(yamlError(err))
+		return fail(yamlError(err, data))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
 		if err != nil {
-			return fail(yamlError(err))
+			return fail(yamlError(err, data))
 		}
 		return fail(extra.Line, "invalid YAML: only one document is allowed (remove the second \"---\")")
 	}
@@ -310,15 +310,19 @@ var yamlParserProblems = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
-// yamlError turns a yaml.v3 syntax error into a line and a message.
-func yamlError(err error) (int, string) {
+// yamlError turns a yaml.v3 syntax error in data into a line and a
+// message. A document that ends where more was due (a flow sequence left
+// open) is reported at its last line that holds anything, not at the
+// empty end past it.
+func yamlError(err error, data []byte) (int, string) {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		if yamlParserProblems[m[2]] {
 			line++
 		}
-		return line, "invalid YAML: " + m[2]
+		last := bytes.Count(bytes.TrimRight(data, " \t\r\n"), []byte("\n")) + 1
+		return min(line, last), "invalid YAML: " + m[2]
 	}
 	return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
 }

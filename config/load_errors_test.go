@@ -804,7 +804,7 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n token: 3\n", 4},                // a key out of its mapping
 		{"routes:\n  - path: /a\n    upstream: [a\n", 3},                                 // open at the end of the file
 		{"routes:\n  - path: /a\n   upstream: a\n", 2},                                   // the entry whose next line is indented wrong
-		{"routes: {path: /a\n", 2},                                                       // the end of the file, where '}' was due
+		{"routes: {path: /a\n", 1},                                                       // the file ended where '}' was due: its last line
 		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                // scanner: a quote left open
 		{"a: b\nc: d: e\n", 2},                                                           // scanner: a value where none may be
 	} {
