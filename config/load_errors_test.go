@@ -803,6 +803,7 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n    d: [1, 2\nroutes: []\n", 4}, // flow sequence left open
 		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n token: 3\n", 4},                // a key out of its mapping
 		{"routes:\n  - path: /a\n    upstream: [a\n", 3},                                 // open at the end of the file
+		{"upstreams: {}\nroutes:\n  - path: [\n\n\n", 3},                                 // the end, past empty lines
 		{"routes:\n  - path: /a\n   upstream: a\n", 2},                                   // the entry whose next line is indented wrong
 		{"routes: {path: /a\n", 1},                                                       // the file ended where '}' was due: its last line
 		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                // scanner: a quote left open
