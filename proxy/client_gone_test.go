@@ -179,3 +179,49 @@ func passesWithin(url string, within time.Duration) (time.Duration, bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHalfClosedClientGetsNoMadeUpAnswer: a client that sends its request
+// and then shuts its side down (net/http takes that for leaving, and
+// cancels the request) gets no 200 the upstream never gave. The standard
+// path cancels the upstream call; the gateway then cuts the connection,
+// as nginx does, where net/http answered 200 with no body in place of the
+// handler that wrote nothing: a POST that reached the upstream looked done
+// and empty. The fast path cannot cancel its call, and answers such a
+// client as any other.
+func TestHalfClosedClientGetsNoMadeUpAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, "real")
+	}))
+	t.Cleanup(up.Close)
+	gw, _, _ := upstreamGateway(t, "", fmt.Sprintf(`
+upstreams: { up: { targets: [%q], timeout: 5s } }
+routes:
+  - { path: /held, upstream: up, resource: held }
+  - { path: /plain, upstream: up, resource: plain }
+flowRules: [{ resource: held, grade: concurrency, count: 10 }]
+`, up.URL))
+	for path, want := range map[string]string{"/held": "", "/plain": "real"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi", path)
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch {
+		case want == "" && len(got) > 0:
+			t.Errorf("%s: a client that half-closed got %q, want the connection cut", path, got)
+		case want != "" && !strings.HasSuffix(string(got), want):
+			t.Errorf("%s: a client that half-closed got %q, want the upstream's %q", path, got, want)
+		}
+	}
+}

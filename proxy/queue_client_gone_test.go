@@ -79,8 +79,8 @@ flowRules:
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() { returned <- r.Method }() // also when the gateway cuts a request whose client left
 			g.ServeHTTP(w, r)
-			returned <- r.Method
 		}),
 		ConnContext: g.ConnContext,
 	}

@@ -162,7 +162,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		if !s.queueWait(r, wait) {
 			// The client left while queued: it is not forwarded and counts nowhere.
 			c.cancel(s.clock.Now(), limiter.ReasonNone)
-			return
+			leave()
 		}
 		now := s.clock.Now()
 		if v := c.sys.Resume(now); v.Blocked {
@@ -251,7 +251,19 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 	fwd.forward(ex, r)
 	ex.call.strip(ex.Header()) // the trailers, before net/http writes them
 	finished = true
+	if ex.status == 0 && ex.clientCtx.Err() != nil {
+		leave()
+	}
 }
+
+// leave ends a request whose client went away before anything was written
+// to it. Returning would have net/http answer 200 with no body in its
+// place, which a client that only half-closed its connection (its request
+// sent, then shutdown(SHUT_WR): net/http takes that for leaving) read as
+// the upstream's answer. Nothing is sent instead: the connection, or the
+// HTTP/2 stream, is cut, as nginx does (its 499). The deferred settling
+// runs as for any return.
+func leave() { panic(http.ErrAbortHandler) }
 
 // tooLarge answers 413 to a request whose Content-Length is over the
 // route's maxBodyBytes; it is counted as too large only, not as a pass or

@@ -99,9 +99,13 @@ type answer struct {
 	blocked string
 }
 
+// ask is one request; code 0: the gateway cut it, its client having left
+// (serveLeft).
 func ask(g *proxy.Gateway, ctx context.Context, path string) answer {
 	w := httptest.NewRecorder()
-	g.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", path, nil))
+	if serveLeftTo(g, w, httptest.NewRequestWithContext(ctx, "GET", path, nil)) {
+		return answer{}
+	}
 	return answer{w.Code, w.Header().Get("X-Sluice-Blocked")}
 }
 
