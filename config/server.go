@@ -77,15 +77,10 @@ func (s Server) EncodedSlashesRefused() bool { return s.EncodedSlashes == Encode
 // HasEncodedSlash reports a path holding an escaped '/' or '\' (%2F, %5C,
 // in either case).
 func HasEncodedSlash(p string) bool {
-	for i := strings.IndexByte(p, '%'); i >= 0 && i+2 < len(p); {
-		if e := p[i+1 : i+3]; strings.EqualFold(e, "2f") || strings.EqualFold(e, "5c") {
+	for i := 0; i+2 < len(p); i++ {
+		if e := p[i+1 : i+3]; p[i] == '%' && (strings.EqualFold(e, "2f") || strings.EqualFold(e, "5c")) {
 			return true
 		}
-		j := strings.IndexByte(p[i+1:], '%')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
 	}
 	return false
 }

@@ -188,7 +188,7 @@ func (s *Snapshot) compileGroups(g *Gateway) error {
 	for i, ag := range s.Config.APIGroups {
 		grp := &apiGroup{name: ag.Name, obs: g.deps.Observer(ag.Name)}
 		for j, m := range ag.Match {
-			t, err := compilePathTest(m, s.mergeSlashes)
+			t, err := compilePathTest(m, s.target.mergeSlashes)
 			if err != nil {
 				return fmt.Errorf("proxy: apiGroups[%d].match[%d]: %w", i, j, err)
 			}

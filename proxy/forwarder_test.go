@@ -49,7 +49,7 @@ func TestForwarderChoice(t *testing.T) {
 			k, v, _ := strings.Cut(h, ":")
 			r.Header.Add(k, strings.TrimSpace(v))
 		}
-		v, bad := readTarget(r, false, true)
+		v, bad := readTarget(r, targetRules{keepParams: true})
 		if bad != badNone {
 			t.Fatalf("%s: readTarget: %d", c.name, bad)
 		}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"sluice/config"
 	"sluice/hotparam"
 	"sluice/limiter"
 	"sluice/limiter/circuit"
@@ -186,10 +185,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		defer boundStreamFlush(w, s.sendTimeout)
 	}
-	v, bad := readTarget(r, s.mergeSlashes, s.keepParams)
-	if bad == badNone && s.refuseSlashes && config.HasEncodedSlash(v.path) {
-		bad = badSlash
-	}
+	v, bad := readTarget(r, s.target)
 	if bad != badNone {
 		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
 		return

@@ -20,7 +20,7 @@ func compositeExchange(t testing.TB, tenants, query string) *exchange {
 	r.RemoteAddr = "127.0.0.1:5000"
 	r.Header.Set("X-Forwarded-For", "9.9.9.9")
 	r.Header.Set("X-Tenant", tenants)
-	v, _ := readTarget(r, true, true)
+	v, _ := readTarget(r, targetRules{mergeSlashes: true, keepParams: true})
 	return &exchange{req: r, view: v, src: src}
 }
 

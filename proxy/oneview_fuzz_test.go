@@ -86,7 +86,7 @@ func (d decision) String() string {
 
 // decide reads r as the gateway does, with snapshot s.
 func decide(s *Snapshot, r *http.Request) (decision, int) {
-	v, bad := readTarget(r, s.mergeSlashes, s.keepParams)
+	v, bad := readTarget(r, s.target)
 	if bad != badNone {
 		return decision{}, bad
 	}
@@ -299,7 +299,7 @@ func (h *diffHarness) check(method, target string) error {
 		if _, err := url.ParseQuery(upR.URL.RawQuery); err != nil {
 			return fmt.Errorf("%s %q: a Go upstream drops part of the query %q: %v", g.name, target, upR.URL.RawQuery, err)
 		}
-		merge := g.snap.mergeSlashes
+		merge := g.snap.target.mergeSlashes
 		if prev, ok := sent[merge]; ok && prev != upR.RequestURI {
 			return fmt.Errorf("%q (merge=%v): the forwarders sent %q and %q", target, merge, prev, upR.RequestURI)
 		}

@@ -177,7 +177,7 @@ type hdrDecision struct {
 }
 
 func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
-	v, _ := readTarget(r, s.mergeSlashes, s.keepParams)
+	v, _ := readTarget(r, s.target)
 	r = r.Clone(r.Context()) // the gateway gets the request untouched
 	joinCookieLines(r)       // as ServeHTTP does before any source is read
 	var d hdrDecision

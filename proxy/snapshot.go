@@ -22,30 +22,22 @@ type Snapshot struct {
 	Breakers *circuit.Set
 	System   *system.Guard
 
-	authority    map[string]*authorityGuard // by resource
-	router       *hostRouter
-	groups       []*apiGroup // the API groups, in file order
-	upstreams    map[string]*upstream
-	sources      *sources
-	originSrc    config.Source
-	mergeSlashes bool
-	// keepParams: server.pathParameters keep; else a path holding ';' is
-	// 400 (Tomcat, Spring and RESTEasy strip ";x" from a segment, so
-	// /api;x/admin would reach /api/admin past its routes' rules).
-	keepParams bool
-	// refuseSlashes: server.encodedSlashes refuse; a path holding %2F or
-	// %5C is 400 (WSGI, gin and nginx's proxy_pass decode it before
-	// routing).
-	refuseSlashes bool
-	rateLimit     *rateLimitHeaders       // the values RateLimit fields share
-	policies      map[string]*policyNames // each resource's RateLimit policy names
-	pkKey         *[32]byte               // the gateway's partition key secret
-	accessLog     bool
-	sendTimeout   time.Duration // server.sendTimeout (see send.go)
-	slots         slotRules     // the routes whose calls hold a slot in flight
-	clock         Clock
-	pool          *exchangePool
-	log           zerolog.Logger
+	authority   map[string]*authorityGuard // by resource
+	router      *hostRouter
+	groups      []*apiGroup // the API groups, in file order
+	upstreams   map[string]*upstream
+	sources     *sources
+	originSrc   config.Source
+	target      targetRules             // how a request's target is read (readTarget)
+	rateLimit   *rateLimitHeaders       // the values RateLimit fields share
+	policies    map[string]*policyNames // each resource's RateLimit policy names
+	pkKey       *[32]byte               // the gateway's partition key secret
+	accessLog   bool
+	sendTimeout time.Duration // server.sendTimeout (see send.go)
+	slots       slotRules     // the routes whose calls hold a slot in flight
+	clock       Clock
+	pool        *exchangePool
+	log         zerolog.Logger
 }
 
 // Load compiles cfg into a new snapshot, carrying over the state of every
@@ -83,20 +75,22 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pFlow, pParams, pCB, pSys = prev.Flow, prev.Params, prev.Breakers, prev.System
 	}
 	s = &Snapshot{
-		Config:        cfg,
-		originSrc:     cfg.Origin.From,
-		mergeSlashes:  cfg.Server.MergesSlashes(),
-		keepParams:    cfg.Server.PathParametersKept(),
-		refuseSlashes: cfg.Server.EncodedSlashesRefused(),
-		rateLimit:     &rateLimitHeaders{},
-		policies:      buildPolicyNames(cfg),
-		pkKey:         &g.pkKey,
-		accessLog:     cfg.Log.Access,
-		sendTimeout:   cfg.Server.SendTimeout.D(),
-		slots:         newSlotRules(cfg),
-		clock:         g.clock,
-		pool:          &g.pool,
-		log:           g.deps.Log,
+		Config:    cfg,
+		originSrc: cfg.Origin.From,
+		target: targetRules{
+			mergeSlashes:  cfg.Server.MergesSlashes(),
+			keepParams:    cfg.Server.PathParametersKept(),
+			refuseSlashes: cfg.Server.EncodedSlashesRefused(),
+		},
+		rateLimit:   &rateLimitHeaders{},
+		policies:    buildPolicyNames(cfg),
+		pkKey:       &g.pkKey,
+		accessLog:   cfg.Log.Access,
+		sendTimeout: cfg.Server.SendTimeout.D(),
+		slots:       newSlotRules(cfg),
+		clock:       g.clock,
+		pool:        &g.pool,
+		log:         g.deps.Log,
 	}
 	var fc limiter.TokenService
 	var pc hotparam.TokenService
@@ -149,7 +143,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		if err != nil {
 			return nil, err
 		}
-		gg, err := s.groupsFor(normalizePattern(rc.Path, s.mergeSlashes), rt.entrance, br, body, &groups)
+		gg, err := s.groupsFor(normalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, &groups)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +156,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		}
 		routes[i] = hostRoute{rc, rt}
 	}
-	s.router = newHostRouter(routes, s.mergeSlashes)
+	s.router = newHostRouter(routes, s.target.mergeSlashes)
 	s.upstreams = ups
 	return s, nil
 }
@@ -201,7 +195,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 	// normalized path: it is normalized as route patterns are (/café and
 	// /caf%c3%a9 strip /caf%C3%A9).
 	strip := rc.StripPrefix
-	if p, ok := normalizePath(strip, s.mergeSlashes); ok && strip != "" {
+	if p, ok := normalizePath(strip, s.target.mergeSlashes); ok && strip != "" {
 		strip = p
 	}
 	rt := &route{

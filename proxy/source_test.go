@@ -83,7 +83,7 @@ func TestSourceValueAllocatesNothing(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "9.9.9.9")
 	r.Header.Set("X-Origin", "app")
 	r.Header.Set("Cookie", "a=1; sid = \"x\"") // trimmed and unquoted in place
-	v, _ := readTarget(r, true, true)
+	v, _ := readTarget(r, targetRules{mergeSlashes: true, keepParams: true})
 	for _, s := range []config.Source{
 		{Kind: config.SourceHeader, Name: "X-Origin"}, {Kind: config.SourceQuery, Name: "id"},
 		{Kind: config.SourceCookie, Name: "sid"}, {Kind: config.SourceIP}, {Kind: config.SourceHost},
@@ -213,7 +213,7 @@ func TestCookieSourceReadsNameAsServersDo(t *testing.T) {
 // false past maxValues.
 func readValues(s *sources, r *http.Request, params *chi.Context, src config.Source) ([]string, bool) {
 	var vs valueSet
-	v, _ := readTarget(r, true, true)
+	v, _ := readTarget(r, targetRules{mergeSlashes: true, keepParams: true})
 	ok := s.values(r, &v, params, src, &vs)
 	return vs.list(), ok
 }

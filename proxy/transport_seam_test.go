@@ -47,7 +47,7 @@ func sendOne(rt *route, tr transport, path string) (w *httptest.ResponseRecorder
 	r = r.WithContext(context.WithValue(r.Context(), http.ServerContextKey, &http.Server{}))
 	r.RemoteAddr = "127.0.0.1:50000"
 	w = httptest.NewRecorder()
-	v, _ := readTarget(r, true, true)
+	v, _ := readTarget(r, targetRules{mergeSlashes: true, keepParams: true})
 	s := rt.snap
 	ex := s.pool.get(w, r, v, s.sources, nil)
 	defer s.pool.put(ex)

@@ -71,7 +71,7 @@ const maxQueryParams = 10000
 //
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
-func readTarget(r *http.Request, mergeSlashes, keepParams bool) (v view, bad int) {
+func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
 	if foldedMethod(r.Method) {
 		return v, badMethod
 	}
@@ -80,14 +80,30 @@ func readTarget(r *http.Request, mergeSlashes, keepParams bool) (v view, bad int
 	}
 	v, ok := plainTarget(r.RequestURI)
 	if !ok {
-		if v, bad = readTargetLong(r, mergeSlashes); bad != badNone {
+		if v, bad = readTargetLong(r, rules.mergeSlashes); bad != badNone {
 			return v, bad
 		}
 	}
-	if !keepParams && config.HasPathParameter(v.path) {
+	switch {
+	case !rules.keepParams && config.HasPathParameter(v.path):
 		return view{}, badParam
+	case rules.refuseSlashes && config.HasEncodedSlash(v.path):
+		return view{}, badSlash
 	}
 	return v, badNone
+}
+
+// targetRules are the server settings a request's target is read by.
+type targetRules struct {
+	mergeSlashes bool // server.mergeSlashes
+	// keepParams: server.pathParameters keep; else a path holding ';' is
+	// 400 (Tomcat, Spring and RESTEasy strip ";x" from a segment, so
+	// /api;x/admin would reach /api/admin past its routes' rules).
+	keepParams bool
+	// refuseSlashes: server.encodedSlashes refuse; a path holding %2F or
+	// %5C is 400 (WSGI, gin and nginx's proxy_pass decode it before
+	// routing).
+	refuseSlashes bool
 }
 
 // readTargetLong is readTarget for any target; plainTarget is its short

@@ -69,7 +69,7 @@ func TestReadTarget(t *testing.T) {
 			t.Errorf("%.60q: net/http refuses it", c.target)
 			continue
 		}
-		v, bad := readTarget(r, c.merge, true)
+		v, bad := readTarget(r, targetRules{mergeSlashes: c.merge, keepParams: true})
 		if bad != c.bad || bad == badNone && (v.path != c.path || v.query != c.query) {
 			t.Errorf("%.60q merge=%v: %q %.40q bad %d; want %q %.40q bad %d", c.target, c.merge, v.path, v.query, bad, c.path, c.query, c.bad)
 		}
@@ -79,7 +79,7 @@ func TestReadTarget(t *testing.T) {
 		// A fixed point: the view read again is itself (what the
 		// upstream receives, it reads as the gateway did).
 		again, ok := readRaw("GET", v.path)
-		if w, b := readTarget(again, c.merge, true); !ok || b != badNone || w.path != v.path {
+		if w, b := readTarget(again, targetRules{mergeSlashes: c.merge, keepParams: true}); !ok || b != badNone || w.path != v.path {
 			t.Errorf("%q: its view %q reads as %q (%d)", c.target, v.path, w.path, b)
 		}
 		// It is a path url.URL writes as it is, and means what the
@@ -92,7 +92,7 @@ func TestReadTarget(t *testing.T) {
 	// CONNECT's authority-form is read as "/".
 	if r, ok := readRaw("CONNECT", "example.com:443"); !ok {
 		t.Error("CONNECT: net/http refuses it")
-	} else if v, bad := readTarget(r, true, true); bad != badNone || v.path != "/" {
+	} else if v, bad := readTarget(r, targetRules{mergeSlashes: true, keepParams: true}); bad != badNone || v.path != "/" {
 		t.Errorf("CONNECT: %q %d", v.path, bad)
 	}
 }
@@ -132,7 +132,7 @@ func TestPlainTargetAgrees(t *testing.T) {
 func TestReadTargetAllocatesNothing(t *testing.T) {
 	for _, target := range []string{"/item/42?x=1", "/a%2Fb/c%20d?q=a+b", "/"} {
 		r, _ := readRaw("GET", target)
-		if n := testing.AllocsPerRun(100, func() { readTarget(r, true, true) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { readTarget(r, targetRules{mergeSlashes: true, keepParams: true}) }); n != 0 {
 			t.Errorf("%s: %v allocations", target, n)
 		}
 	}
@@ -169,7 +169,7 @@ func BenchmarkReadTarget(b *testing.B) {
 		b.Run(target, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				readTarget(r, true, true)
+				readTarget(r, targetRules{mergeSlashes: true, keepParams: true})
 			}
 		})
 	}
