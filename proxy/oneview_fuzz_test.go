@@ -43,7 +43,7 @@ import (
 const diffRules = `
 upstreams:
   up: {targets: [%q]}
-server: {mergeSlashes: %v}
+server: {mergeSlashes: %v, encodedSlashes: %s}
 routes:
   - path: /hello
     methods: [GET]
@@ -162,13 +162,16 @@ func newDiffHarness(tb testing.TB) *diffHarness {
 		io.WriteString(w, "ok")
 	}))
 	cleanups = append(cleanups, up.Close)
-	for _, merge := range []bool{true, false} {
+	for _, set := range []struct {
+		merge   bool
+		slashes string
+	}{{true, "keep"}, {false, "keep"}, {true, "refuse"}} {
 		for _, fwd := range []string{"standard", "fast"} {
-			cfg, err := config.Parse("diff.yaml", []byte(fmt.Sprintf(diffRules, up.URL, merge)))
+			cfg, err := config.Parse("diff.yaml", []byte(fmt.Sprintf(diffRules, up.URL, set.merge, set.slashes)))
 			if err != nil {
 				tb.Fatal(err)
 			}
-			dg := &diffGateway{name: fmt.Sprintf("%s/merge=%v", fwd, merge), decided: map[string]decision{},
+			dg := &diffGateway{name: fmt.Sprintf("%s/merge=%v/encodedSlashes=%s", fwd, set.merge, set.slashes), decided: map[string]decision{},
 				upstream: map[string]*http.Request{}, passed: map[string]string{}}
 			g := New(Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(res string) Observer { return diffObserver{dg, res} }})
 			if err := g.Load(cfg); err != nil {
@@ -243,7 +246,7 @@ func (h *diffHarness) check(method, target string) error {
 	}
 	h.seq++
 	seq := strconv.Itoa(h.seq)
-	sent := map[bool]string{} // merge -> the request-target the upstream got (forwarders must agree)
+	sent := map[string]string{} // settings -> the request-target the upstream got (forwarders must agree)
 	for _, g := range h.gws {
 		status := g.send(method, target, seq)
 		g.mu.Lock()
@@ -287,8 +290,9 @@ func (h *diffHarness) check(method, target string) error {
 		// frameworks) finds the same route and values: the path Go decoded,
 		// escaped again as Go escapes it, read as the gateway reads a path.
 		// (Not where the view keeps an escaped '/': SPEC §11 says it is no
-		// separator, where such a service would split on it.)
-		if !containsFold(d.path, "%2F") {
+		// separator, where such a service would split on it; under
+		// encodedSlashes: refuse no such path is forwarded.)
+		if !containsFold(d.path, "%2F") || g.snap.target.refuseSlashes {
 			app := &http.Request{Method: upR.Method, URL: &url.URL{Path: upR.URL.Path, RawQuery: upR.URL.RawQuery}, Header: upR.Header}
 			ad, bad := decide(g.snap, app)
 			if bad != badNone || ad.resource != d.resource || fmt.Sprint(ad.values) != fmt.Sprint(d.values) {
@@ -299,11 +303,11 @@ func (h *diffHarness) check(method, target string) error {
 		if _, err := url.ParseQuery(upR.URL.RawQuery); err != nil {
 			return fmt.Errorf("%s %q: a Go upstream drops part of the query %q: %v", g.name, target, upR.URL.RawQuery, err)
 		}
-		merge := g.snap.target.mergeSlashes
-		if prev, ok := sent[merge]; ok && prev != upR.RequestURI {
-			return fmt.Errorf("%q (merge=%v): the forwarders sent %q and %q", target, merge, prev, upR.RequestURI)
+		set := fmt.Sprint(g.snap.target)
+		if prev, ok := sent[set]; ok && prev != upR.RequestURI {
+			return fmt.Errorf("%q (%s): the forwarders sent %q and %q", target, set, prev, upR.RequestURI)
 		}
-		sent[merge] = upR.RequestURI
+		sent[set] = upR.RequestURI
 	}
 	return nil
 }
