@@ -23,7 +23,8 @@ import (
 
 // The differential test of the one view (SPEC §11): hostile request
 // targets go through the real Gateway, with each forwarder and with
-// server.mergeSlashes on and off, to a recording upstream on loopback. For
+// server.mergeSlashes on and off (and encodedSlashes: refuse), to a
+// recording upstream on loopback. For
 // every request the gateway passes, the path and query the upstream
 // received must route (re-matched through the same router) to the same
 // route and resource, and key (the same path: and query: source values),
