@@ -34,7 +34,6 @@ type Snapshot struct {
 	pkKey       *[32]byte               // the gateway's partition key secret
 	accessLog   bool
 	sendTimeout time.Duration // server.sendTimeout (see send.go)
-	slots       slotRules     // the routes whose calls hold a slot in flight
 	clock       Clock
 	pool        *exchangePool
 	log         zerolog.Logger
@@ -87,7 +86,6 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pkKey:       &g.pkKey,
 		accessLog:   cfg.Log.Access,
 		sendTimeout: cfg.Server.SendTimeout.D(),
-		slots:       newSlotRules(cfg),
 		clock:       g.clock,
 		pool:        &g.pool,
 		log:         g.deps.Log,
@@ -128,6 +126,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		return nil, err
 	}
 	groups := groupCache{guards: map[groupKey]guards{}, blocks: map[blockKey]*groupBlock{}}
+	slots := newSlotRules(cfg)
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
@@ -143,6 +142,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		if err != nil {
 			return nil, err
 		}
+		rt.holdsSlot = slots.held(rt.resource)
 		gg, err := s.groupsFor(normalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, &groups)
 		if err != nil {
 			return nil, err
@@ -215,7 +215,6 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		// A route's API groups may have breakers of their own: any
 		// breaker in the snapshot has the writes timed.
 		timeWrites: len(s.Config.DegradeRules) > 0,
-		holdsSlot:  s.slots.held(res),
 	}
 	rt.waits, _ = rt.obs.(prioritizedObserver)
 	if s.Config.Origin.Strip && s.originSrc.Kind == config.SourceHeader {
