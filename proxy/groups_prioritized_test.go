@@ -321,25 +321,3 @@ flowRules:
 		t.Fatalf("after clients left: blocked %q (a slot leaked)", b)
 	}
 }
-
-// serveLeft serves r, whose client has gone, and reports whether the
-// gateway cut it (http.ErrAbortHandler) rather than answer: net/http
-// would send an empty 200 for a handler that returns having written
-// nothing, and a client that only half-closed reads that as the answer.
-func serveLeft(h http.Handler, r *http.Request) (cut bool) {
-	return serveLeftTo(h, httptest.NewRecorder(), r)
-}
-
-// serveLeftTo is serveLeft with the writer given.
-func serveLeftTo(h http.Handler, w http.ResponseWriter, r *http.Request) (cut bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			if p != http.ErrAbortHandler {
-				panic(p)
-			}
-			cut = true
-		}
-	}()
-	h.ServeHTTP(w, r)
-	return false
-}

@@ -128,6 +128,28 @@ func getLeft(g *proxy.Gateway, id string) (cut bool) {
 	return serveLeft(g, httptest.NewRequestWithContext(ctx, "GET", "/item/"+id, nil))
 }
 
+// serveLeft serves r, whose client has gone, and reports whether the
+// gateway cut it (http.ErrAbortHandler) rather than answer: net/http
+// would send an empty 200 for a handler that returns having written
+// nothing, and a client that only half-closed reads that as the answer.
+func serveLeft(h http.Handler, r *http.Request) (cut bool) {
+	return serveLeftTo(h, httptest.NewRecorder(), r)
+}
+
+// serveLeftTo is serveLeft with the writer given.
+func serveLeftTo(h http.Handler, w http.ResponseWriter, r *http.Request) (cut bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			cut = true
+		}
+	}()
+	h.ServeHTTP(w, r)
+	return false
+}
+
 // req is one step of a guard test: advance the clock by after, then
 // request id from origin and expect want ("" = 200, else the guard that
 // blocks it) and, when given, the Retry-After seconds.
