@@ -56,8 +56,9 @@ func grpcUpstream(t *testing.T, creds credentials.TransportCredentials) (string,
 // TestGRPCThroughSluice: a real gRPC client and server with sluice between
 // them, for each way in (h2c on listen, h2 on tls.listen) and each
 // upstream protocol (h2c, h2): unary and server-streaming calls pass with
-// their trailers, and calls over the flow rule's count get
-// RESOURCE_EXHAUSTED naming the resource and the reason.
+// their trailers, and calls over the flow rule's count, or from an origin an
+// authority rule refuses, get RESOURCE_EXHAUSTED naming the resource and the
+// reason.
 func TestGRPCThroughSluice(t *testing.T) {
 	ca := testcert.NewCA(t, "e2e CA")
 	dir := t.TempDir()
@@ -79,6 +80,7 @@ tls:
   certificates: [{ certFile: edge.crt, keyFile: edge.key }]
 http2:
   h2c: true
+origin: { from: "header:X-Origin" }
 upstreams:
   plain: { targets: ["http://%s"], protocol: h2c }
   secure: { targets: ["https://%s"], protocol: h2 }
@@ -92,6 +94,9 @@ flowRules:
   - { resource: check-secure, count: 3, statIntervalMs: 60000 }
   - { resource: watch-plain, count: 1, statIntervalMs: 60000 }
   - { resource: watch-secure, count: 1, statIntervalMs: 60000 }
+authorityRules:
+  - { resource: check-plain, strategy: black, limitApp: banned }
+  - { resource: check-secure, strategy: black, limitApp: banned }
 `, plainAddr, tlsAddr))
 
 	ins := []struct {
@@ -121,6 +126,14 @@ flowRules:
 			hc := healthpb.NewHealthClient(conn)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+
+			// A caller the authority rule refuses reads RESOURCE_EXHAUSTED,
+			// as every blocked call does (SPEC section 8), and takes no pass.
+			banned := metadata.AppendToOutgoingContext(ctx, "x-origin", "banned")
+			if _, err := hc.Check(banned, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted ||
+				!strings.Contains(status.Convert(err).Message(), "authority") {
+				t.Errorf("Check from a refused origin: %v, want ResourceExhausted naming authority", err)
+			}
 
 			// Unary: 3 pass with the upstream's trailer, the 4th is refused.
 			for n := 1; n <= 4; n++ {
@@ -177,8 +190,9 @@ flowRules:
 	}
 	m := metrics(t, g.gateway)
 	for series, want := range map[string]float64{
-		`sluice_requests_total{resource="check-plain",result="pass"}`: 3, `sluice_requests_total{resource="check-plain",result="block"}`: 1,
+		`sluice_requests_total{resource="check-plain",result="pass"}`: 3, `sluice_requests_total{resource="check-plain",result="block"}`: 2,
 		`sluice_requests_total{resource="check-secure",result="pass"}`: 3, `sluice_requests_total{resource="watch-secure",result="block"}`: 1,
+		`sluice_blocked_total{reason="authority",resource="check-secure"}`: 1,
 	} {
 		if got, ok := m[series]; !ok || got != want {
 			t.Errorf("metrics: %s = %v (exported: %v), want %v", series, got, ok, want)

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,10 +138,10 @@ flowRules:
 	}
 }
 
-// TestAuthorityRefusesGRPCAsPermissionDenied: a gRPC caller an authority
-// rule refuses reads PERMISSION_DENIED (7), not RESOURCE_EXHAUSTED (8),
-// which clients retry.
-func TestAuthorityRefusesGRPCAsPermissionDenied(t *testing.T) {
+// TestAuthorityRefusesGRPCAsABlock: a gRPC caller an authority rule refuses
+// reads RESOURCE_EXHAUSTED (8), as SPEC section 8 answers every blocked gRPC
+// call, with a grpc-message that names the reason.
+func TestAuthorityRefusesGRPCAsABlock(t *testing.T) {
 	g, _, up := clockedGateway(t, `
 authorityRules:
   - { resource: item, strategy: black, limitApp: app-x }
@@ -150,8 +151,9 @@ authorityRules:
 	req.Header.Set("X-Origin", "app-x")
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, req)
-	if h := w.Header(); w.Code != 200 || h.Get("Grpc-Status") != "7" || h.Get("X-Sluice-Blocked") != "authority" || w.Body.Len() != 0 {
-		t.Errorf("%d %v %q, want 200, grpc-status 7 and no body", w.Code, h, w.Body)
+	if h := w.Header(); w.Code != 200 || h.Get("Grpc-Status") != "8" || h.Get("X-Sluice-Blocked") != "authority" ||
+		!strings.Contains(h.Get("Grpc-Message"), "(authority)") || w.Body.Len() != 0 {
+		t.Errorf("%d %v %q, want 200, grpc-status 8, a grpc-message naming authority and no body", w.Code, h, w.Body)
 	}
 	if n := up.calls.Load(); n != 0 {
 		t.Errorf("the upstream got %d calls, want 0", n)

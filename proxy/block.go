@@ -69,12 +69,12 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	if e := ex.call.blockedBy; e != nil {
 		body, grpcMessage = &e.blocked.body, e.blocked.grpcMessage
 	}
-	status, grpcStatus := rt.blocked.status, grpcStatus8
+	status := rt.blocked.status
 	authority := v.Reason == limiter.ReasonAuthority
 	if authority {
 		// The caller may not call the resource at all: no wait, and no
 		// page a redirect leads to, helps.
-		status, grpcStatus = http.StatusForbidden, grpcStatus7
+		status = http.StatusForbidden
 	}
 	grpc := isGRPC(ex.req)
 	if rt.blocked.location != nil && !grpc && !authority {
@@ -99,11 +99,11 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	if grpc {
 		// A gRPC client reads the outcome from grpc-status, not the HTTP
 		// status: 200 with headers only (a trailers-only response) and
-		// RESOURCE_EXHAUSTED, which clients may retry after backing off
-		// (PERMISSION_DENIED for an authority refusal, which they do not).
+		// RESOURCE_EXHAUSTED for every reason, an authority refusal
+		// included (SPEC section 8); grpc-message names the reason.
 		status = http.StatusOK
 		h["Content-Type"] = ex.req.Header["Content-Type"] // the call's own flavour (+proto, -web)
-		h["Grpc-Status"] = grpcStatus
+		h["Grpc-Status"] = grpcStatus8
 		h["Grpc-Message"] = grpcMessage.of(v.Reason)
 		ex.WriteHeader(status)
 	} else {

@@ -15,17 +15,10 @@ func isGRPC(r *http.Request) bool {
 	return len(ct) > 0 && len(ct[0]) >= 16 && strings.EqualFold(ct[0][:16], "application/grpc")
 }
 
-// gRPC's status codes for a blocked call: RESOURCE_EXHAUSTED, and
-// PERMISSION_DENIED for a caller an authority rule refuses.
-const (
-	grpcResourceExhausted = "8"
-	grpcPermissionDenied  = "7"
-)
-
-var (
-	grpcStatus8 = []string{grpcResourceExhausted}
-	grpcStatus7 = []string{grpcPermissionDenied}
-)
+// grpcStatus8 is a blocked call's gRPC status, RESOURCE_EXHAUSTED, for every
+// reason an authority refusal included: SPEC section 8 gives one status to
+// every block, and grpc-message names the reason.
+var grpcStatus8 = []string{"8"}
 
 // grpcMessages are a resource's grpc-message values, one per reason,
 // percent-encoded as the gRPC HTTP/2 mapping asks. They are rendered at the
