@@ -100,11 +100,16 @@ func loopbackPeer(r *http.Request) bool {
 // requireToken guards writes and the profiler: a request whose Origin names
 // another host is refused (403) so a web page cannot drive the local
 // listener through the operator's browser; when a token is configured a
-// request without the right bearer token is refused (401); without a token,
+// request without the right bearer token is refused with noToken (401 for
+// writes, 403 for the profiler as SPEC section 5 says); without a token,
 // only a peer on a loopback address may pass (403 otherwise), so a listener
 // opened to the network without a token is read-only. The peer is the TCP
 // connection's, never a header (Host, X-Forwarded-For) the client chose.
-func (s *Server) requireToken(next http.Handler) http.Handler {
+func (s *Server) requireToken(noToken int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return s.tokenGuard(next, noToken) }
+}
+
+func (s *Server) tokenGuard(next http.Handler, noToken int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := s.token.Load() // one token for the whole check, even across a SetToken
 		if o := r.Header.Get("Origin"); o != "" {
@@ -124,7 +129,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			sum := sha256.Sum256([]byte(got))
 			if !ok || subtle.ConstantTimeCompare(sum[:], want.sum[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-				writeError(w, http.StatusUnauthorized, "admin: this request needs Authorization: Bearer <admin token>")
+				writeError(w, noToken, "admin: this request needs Authorization: Bearer <admin token>")
 				return
 			}
 		}

@@ -110,8 +110,8 @@ func TestAdminGuards(t *testing.T) {
 		{"", "GET", "/debug/pprof/goroutine", network, "192.0.2.1:9090", nil, 403},
 		{"", "GET", "/debug/pprof/heap", loopback, "evil.example", nil, 403},
 		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", []string{"Authorization: Bearer t"}, 200},
-		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", nil, 401},
-		{"t", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 401},
+		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", nil, 403},
+		{"t", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 403},
 	}
 	want202 := int32(0)
 	for _, tc := range tests {

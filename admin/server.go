@@ -176,10 +176,15 @@ func (s *Server) routes() http.Handler {
 	r.Get("/api/fleet", s.fleet)
 	r.Get("/api/params", s.params)
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireToken)
+		r.Use(s.requireToken(http.StatusUnauthorized))
 		r.Put("/api/rules/{section}/{index}", s.editRule)
 		r.Post("/api/reload", s.reload)
 		r.Delete("/api/params", s.liftParam)
+	})
+	r.Group(func(r chi.Router) {
+		// SPEC section 5: the profiler is 403 to whoever it refuses, a
+		// caller without the token included.
+		r.Use(s.requireToken(http.StatusForbidden))
 		mountProfiler(r)
 	})
 	r.Get("/", s.dashboard)

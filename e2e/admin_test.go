@@ -934,7 +934,7 @@ routes:
 	auth := "Authorization: Bearer " + token
 	calls = []call{
 		{"POST", local, "/api/reload", []string{"Host: localhost"}, 401},
-		{"GET", local, "/debug/pprof/heap", nil, 401},
+		{"GET", local, "/debug/pprof/heap", nil, 403},
 		{"GET", local, "/debug/pprof/heap", []string{auth}, 200},
 		{"GET", local, "/metrics", []string{"Host: gw-1.internal"}, 403},
 		{"GET", local, "/metrics", []string{"Host: gw-2.internal"}, 200},
@@ -945,7 +945,7 @@ routes:
 			call{"POST", remote, "/api/reload", []string{"Host: localhost", auth}, 202},
 			call{"POST", remote, "/api/reload", []string{"Host: gw-2.internal", auth}, 202},
 			call{"POST", remote, "/api/reload", []string{"Host: evil.example", auth}, 403},
-			call{"GET", remote, "/debug/pprof/heap", nil, 401},
+			call{"GET", remote, "/debug/pprof/heap", nil, 403},
 			call{"GET", remote, "/debug/pprof/heap", []string{auth}, 200},
 		)
 	}
