@@ -540,7 +540,7 @@ func Blocking(now, maxWait int64, ts []*Token) int {
 	now = present(ts, now)
 	from, until := span(ts, now, max(maxWait, 0))
 	for i := range ts {
-		if _, ok := commonRoom(ts[i:i+1], now, from, until, nil); !ok {
+		if _, ok := commonRoom(ts[i:i+1], now, from, until, nil, false); !ok {
 			return i
 		}
 	}
@@ -616,9 +616,9 @@ func span(ts []*Token, now, maxWait int64) (from, until int64) {
 // present.
 func reserveAt(ts []*Token, now, from, until int64, only *heldState) (latest int64, ahead, ok bool, retry int64) {
 	for range maxReserveTries {
-		at, ok := commonRoom(ts, now, from, until, only)
+		at, ok := commonRoom(ts, now, from, until, only, false)
 		if !ok {
-			if at, ok := commonRoom(ts, now, now, math.MaxInt64/4, only); ok {
+			if at, ok := commonRoom(ts, now, now, 0, only, true); ok {
 				return 0, false, false, at - now
 			}
 			return 0, false, false, 0
@@ -658,8 +658,11 @@ func reserveAt(ts []*Token, now, from, until int64, only *heldState) (latest int
 
 // commonRoom is the earliest moment in [from, until] at which every pending
 // reject rule's window of the tokens that takes part for only has room for
-// the call.
-func commonRoom(ts []*Token, now, from, until int64, only *heldState) (int64, bool) {
+// the call. far searches from from on however far ahead (until unread): a
+// refused call's retry, which may lie beyond the one interval ahead that
+// EarliestRoom looks (a prioritized call refused behind others' reserved
+// passes).
+func commonRoom(ts []*Token, now, from, until int64, only *heldState, far bool) (int64, bool) {
 	at := from
 	for range 64 {
 		moved := false
@@ -669,7 +672,13 @@ func commonRoom(ts []*Token, now, from, until int64, only *heldState) (int64, bo
 				if !h.takes(only) {
 					continue
 				}
-				a, ok := h.s.win.EarliestRoom(now, at, t.n, h.limit(), until)
+				var a int64
+				var ok bool
+				if far {
+					a, ok = h.s.win.NextRoom(now, at, t.n, h.limit())
+				} else {
+					a, ok = h.s.win.EarliestRoom(now, at, t.n, h.limit(), until)
+				}
 				if !ok {
 					return 0, false
 				}
@@ -722,7 +731,7 @@ func refusedQuota(ts []*Token, now, maxWait int64, sink QuotaSink, v *Verdict) {
 	}
 	limit, window := bh.s.def.quota()
 	reset := int64(0)
-	if at, ok := bh.s.win.EarliestRoom(now, now, bt.n, bh.limit(), math.MaxInt64/4); ok {
+	if at, ok := bh.s.win.NextRoom(now, now, bt.n, bh.limit()); ok {
 		reset = max(at-now, 0)
 	}
 	v.Quota, v.HasQuota = Quota{Policy: bt.c.resource, Kind: ReasonFlow, Rule: bh.ord, Limit: limit, Window: window,
@@ -751,15 +760,10 @@ func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) bool 
 		return true
 	}
 	for i := 0; i < t.nheld; i++ {
-		h := t.heldAt(i)
-		if !h.prio {
-			continue
+		if h := t.heldAt(i); h.prio {
+			v.HasQuota, v.Quota = true, t.prioQuotaOf(h, now, max(latest-now, 0))
+			return true
 		}
-		limit, window := h.s.def.quota()
-		v.HasQuota = true
-		v.Quota = Quota{Policy: t.c.resource, Limit: limit, Window: window,
-			Remaining: max(h.limit()-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(latest-now, 0))}
-		return true
 	}
 	return false
 }
@@ -768,15 +772,36 @@ func (t *Token) prioQuota(now int64, v *Verdict, ahead bool, latest int64) bool 
 // prioritized call reserved, as the window stands now (its reserved pass
 // counted).
 func (t *Token) prioQuotas(now int64, sink QuotaSink) {
+	wait := int64(0) // until the call goes: its latest reserved pass
 	for i := 0; i < t.nheld; i++ {
-		h := t.heldAt(i)
-		if !h.prio {
-			continue
+		if h := t.heldAt(i); h.prio {
+			wait = max(wait, h.at-now)
 		}
-		limit, window := h.s.def.quota()
-		sink.Quota(Quota{Policy: t.c.resource, Kind: ReasonFlow, Rule: h.ord, Limit: limit, Window: window,
-			Remaining: max(h.limit()-float64(h.s.win.Total(now)), 0), Reset: time.Duration(max(h.at-now, 0))})
 	}
+	for i := 0; i < t.nheld; i++ {
+		if h := t.heldAt(i); h.prio {
+			sink.Quota(t.prioQuotaOf(h, now, wait))
+		}
+	}
+}
+
+// prioQuotaOf is the quota of reject rule h for a prioritized call read at
+// now, its pass reserved, that goes wait later, as a plain pass's reads:
+// Reset runs from the call's going until the window's oldest pass leaves,
+// or, when the next call of its size would not fit then, until it would
+// (the passes reserved ahead of it counted, which the oldest pass leaving
+// says nothing of). Measured from now, a waiting call's answer would tell
+// the client a moment already past.
+func (t *Token) prioQuotaOf(h *heldState, now, wait int64) Quota {
+	limit, win := h.s.def.quota()
+	var r window.Result
+	h.s.win.Peek(now, t.n, h.limit(), &r)
+	reset := r.Reset
+	if r.Retry > 0 {
+		reset = max(reset, r.Retry)
+	}
+	return Quota{Policy: t.c.resource, Kind: ReasonFlow, Rule: h.ord, Limit: limit, Window: win,
+		Remaining: max(h.limit()-float64(r.Total), 0), Reset: time.Duration(max(reset-wait, 0))}
 }
 
 // relatePasses checks a relate rule: it blocks while the related resource's

@@ -198,6 +198,32 @@ func (w *Exact) EarliestRoom(now, from, n int64, limit float64, until int64) (at
 	return w.earliest(max(from, w.last), n, lim, min(until, max(from, now+w.interval)))
 }
 
+// NextRoom is EarliestRoom without its horizon: the earliest moment from
+// max(from, the latest now seen) at which n tokens fit if nothing else
+// passes, however far ahead; ok is false only for more tokens than the
+// window ever holds. It reserves nothing: it tells a refused call when to
+// come back (Retry-After), where EarliestRoom's one interval ahead, which
+// bounds what a search reserves, may hold no room.
+func (w *Exact) NextRoom(now, from, n int64, limit float64) (at int64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expire(now)
+	return w.earliest(max(from, w.last), n, wholeLimit(limit), math.MaxInt64)
+}
+
+// Peek reads the window at now as a call of n tokens would find it, and
+// counts nothing: res is what TryAdd fills for a refused call (Retry 0:
+// the call fits now). A prioritized call's quota reads it, its pass
+// already reserved.
+func (w *Exact) Peek(now, n int64, limit float64, res *Result) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expire(now)
+	res.Total = w.total
+	res.Reset = w.resetLocked(now)
+	res.Retry = w.retryLocked(now, n, wholeLimit(limit))
+}
+
 // Present is the latest now the window has seen, or now if later: the
 // moment a call whose clock reading (now) is older than a pass already
 // counted is decided at. A prioritized call's wait is measured from it.
