@@ -424,6 +424,64 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 	return v
 }
 
+// Room is when a call of n tokens from origin, which some rule refused
+// retry ns from now (0: it cannot tell), would find room in every rule of
+// the checker too, counting nothing: retry, or later when a rule needs
+// longer. A check stops at the first rule that refuses, and a client told
+// to come back when that one has room could find a later one full; SPEC
+// section 4 promises that a client that waits Retry-After and retries is
+// passed. A rule that needs longer hands sink (nil: none) its quota, last,
+// so that the refusal's RateLimit names it. Left out are the rules that
+// cannot tell: concurrency, relate, dryRun, and a cluster rule's window,
+// which is in Redis.
+func (c *Checker) Room(now int64, origin string, n, retry int64, sink QuotaSink) int64 {
+	if retry <= 0 {
+		return retry
+	}
+	n = max(n, 1)
+	for i := range c.rules {
+		r := &c.rules[i]
+		d := r.st.def
+		if r.ref != "" || r.cluster || d.dryRun || d.behavior == bConcurrency {
+			continue
+		}
+		var ks *keyState
+		switch r.limit {
+		case limitSpecific:
+			if origin == "" {
+				continue
+			}
+			ks = r.st.byOrigin[origin]
+		case limitOther:
+			if origin == "" || c.named[origin] {
+				continue
+			}
+			e, sh := r.st.others.Peek(origin) // an origin not tracked has all its room
+			if e != nil {
+				ks = e.V
+			}
+			sh.Unlock()
+		default:
+			ks = r.st.shared
+		}
+		if ks == nil {
+			continue
+		}
+		var o outcome
+		ks.peek(&o, now, n)
+		if o.retry <= retry {
+			continue
+		}
+		retry = o.retry
+		if sink != nil && o.hasQuota {
+			limit, window := d.quota()
+			sink.Quota(Quota{Policy: c.resource, Kind: ReasonFlow, Rule: r.ord, Limit: limit, Window: window,
+				Remaining: o.remain, Reset: time.Duration(o.reset)})
+		}
+	}
+	return retry
+}
+
 // acquireFlow asks the token service for n tokens of rule for key, and
 // for the stamp of a pass when it can give them back (0: it cannot).
 func (c *Checker) acquireFlow(rule *config.FlowRule, key string, n int64, report bool) (ok bool, retry time.Duration, left int64, reset time.Duration, stamp int64, err error) {

@@ -79,6 +79,47 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	}
 }
 
+// peek is what try would find for a call of n tokens at now, counting
+// nothing: o.retry > 0 when the rule would refuse it, with the quota of
+// that refusal; 0 when it would pass now, when no moment would pass it
+// (more tokens than the rule ever holds), or when the rule cannot tell (a
+// concurrency rule). A throttle queue's slots given back (holes) are not
+// looked at: the retry it says is the latest the queue needs.
+func (s *keyState) peek(o *outcome, now, n int64) {
+	d := s.def
+	switch d.behavior {
+	case bReject, bWarmUp:
+		limit := math.Floor(d.winLimit)
+		if d.behavior == bWarmUp {
+			limit = d.warm.rate(s.syncWarm(now))
+		}
+		var r window.Result
+		s.win.Peek(now, n, limit, &r)
+		if r.Retry > 0 {
+			o.hasQuota, o.retry = true, r.Retry
+			o.remain = max(math.Floor(limit)-float64(r.Total), 0)
+			o.reset = max(r.Reset, r.Retry)
+		}
+	case bThrottle, bWarmUpThrottle:
+		per, store := d.perToken, d.storeNs
+		if d.behavior == bWarmUpThrottle {
+			r := d.warm.rate(s.syncWarm(now))
+			if r <= 0 {
+				return
+			}
+			per, store = float64(d.intervalNs)/r, 0
+		}
+		sp := per * float64(n)
+		if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
+			return
+		}
+		next := max(s.latest.Load()+int64(math.Ceil(sp)), now-store)
+		if wait := next - now; wait > d.maxQueueNs {
+			o.hasQuota, o.retry, o.reset = true, wait-d.maxQueueNs, wait-d.maxQueueNs
+		}
+	}
+}
+
 // tryWindow passes the call if the exact window then holds at most limit.
 func (s *keyState) tryWindow(o *outcome, now, n int64, limit float64, quota bool) {
 	var r window.Result

@@ -501,6 +501,19 @@ func (gc *groupCall) enter(now int64) limiter.Verdict {
 	return out
 }
 
+// room widens retry over the rules of every group the call matched (enter
+// or refused listed them): the groups come last, so a route's refusal
+// reads them here.
+func (gg *groupsGuard) room(now int64, c *call, retry int64) int64 {
+	for i := range c.groups {
+		gc := &c.groups[i]
+		for _, g := range gc.e.guards.list[:gc.e.guards.n] {
+			retry = g.room(now, &gc.c, retry)
+		}
+	}
+	return retry
+}
+
 func (gc *groupCall) refused(now int64) {
 	gs := gc.e.guards.list[:gc.e.guards.n]
 	for _, g := range gs {

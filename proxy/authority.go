@@ -146,6 +146,10 @@ func (g *authorityGuard) enter(_ int64, c *call) (token, limiter.Verdict) {
 
 func (*authorityGuard) refused(int64, *call) {}
 
+// room: a caller an authority rule refuses is never let in; one it lets in
+// stays let in.
+func (*authorityGuard) room(_ int64, _ *call, retry int64) int64 { return retry }
+
 // noToken is the token of a guard that holds nothing for a passed call; a
 // zero-size value, so held in an interface it allocates nothing.
 type noToken struct{}

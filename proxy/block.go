@@ -89,9 +89,12 @@ func (rt *route) reject(ex *exchange, origin string, v limiter.Verdict, start in
 	}
 	h["Content-Type"] = rt.blocked.contentType
 	if v.HasQuota && rt.blocked.headers {
-		// The quotas the call met, the blocking one last (RateLimit names it).
-		ex.call.quotas.set(h, s.rateLimit, rt.blocked.legacy, true)
+		// The quotas the call met, the blocking one last (RateLimit names
+		// it, with t what Retry-After says: a rule without a quota, an
+		// open breaker, may need longer than the quota named).
 		retry = max(retry, v.Quota.Reset)
+		ex.call.quotas.blockedFor(retry)
+		ex.call.quotas.set(h, s.rateLimit, rt.blocked.legacy, true)
 	}
 	if retry > 0 {
 		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(retry), 10)}

@@ -29,6 +29,14 @@ type guard interface {
 	// every guard sees each call once: the flow guard counts it as a block
 	// in the resource's statistics.
 	refused(now int64, c *call)
+	// room widens the retry (ns from now; 0: unknown, left so) of a call
+	// that this or an earlier guard refused to this guard's rules: when
+	// they would let the call in, counting nothing, if later. A quota that
+	// needs longer goes to the call's sink, last, so that RateLimit names
+	// it. The first refusing rule alone is no answer: a client that waits
+	// Retry-After and retries must pass (SPEC section 4), and a later rule
+	// may need longer.
+	room(now int64, c *call, retry int64) int64
 }
 
 // token is what one guard holds for one passed call; end it once.
@@ -283,6 +291,10 @@ func (s systemGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 
 func (systemGuard) refused(int64, *call) {}
 
+// room: the system guard comes before every rule with a retry; maxQps
+// tells its own when it refuses.
+func (systemGuard) room(_ int64, _ *call, retry int64) int64 { return retry }
+
 type systemToken system.Token
 
 func (t *systemToken) exit(now int64, o outcome) {
@@ -340,6 +352,10 @@ func (c *call) reservePending(now int64) limiter.Verdict {
 
 func (f flowGuard) refused(now int64, c *call) { f.c.Block(now, c.origin, c.n) }
 
+func (f flowGuard) room(now int64, c *call, retry int64) int64 {
+	return f.c.Room(now, c.origin, c.n, retry, c.sink())
+}
+
 type flowToken limiter.Token
 
 func (t *flowToken) exit(now int64, o outcome) { (*limiter.Token)(t).Exit(now, o.failed) }
@@ -369,6 +385,10 @@ func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 
 func (paramGuard) refused(int64, *call) {}
 
+func (p paramGuard) room(now int64, c *call, retry int64) int64 {
+	return p.c.Room(now, c.values, c.n, retry, c.sink())
+}
+
 type paramToken hotparam.Token
 
 func (t *paramToken) exit(now int64, o outcome) { (*hotparam.Token)(t).Exit(now, o.answer) }
@@ -384,6 +404,8 @@ func (d degradeGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 }
 
 func (degradeGuard) refused(int64, *call) {}
+
+func (d degradeGuard) room(now int64, _ *call, retry int64) int64 { return d.b.Room(now, retry) }
 
 type degradeToken circuit.Token
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"sluice/config"
@@ -144,6 +145,15 @@ func (qs *quotas) Quota(q limiter.Quota) {
 		q.Key = ""
 	}
 	cq.q = q
+}
+
+// blockedFor makes the blocking quota (reported last) free no sooner than
+// retry, when the call was refused for that long.
+func (qs *quotas) blockedFor(retry time.Duration) {
+	if qs.n > 0 {
+		q := &qs.list[qs.n-1].q
+		q.Reset = max(q.Reset, retry)
+	}
 }
 
 // partitionKey writes pk: base64 of the first 12 bytes of

@@ -128,6 +128,13 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 			for _, later := range gs[i+1:] {
 				later.refused(start, c)
 			}
+			if v.RetryAfter > 0 {
+				retry := int64(v.RetryAfter)
+				for _, g := range gs[i:] {
+					retry = g.room(start, c, retry)
+				}
+				v.RetryAfter = time.Duration(retry)
+			}
 			rt.reject(ex, origin, v, start)
 			return
 		}

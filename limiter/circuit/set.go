@@ -187,6 +187,22 @@ func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
 	return Token{bs: b, probes: probes}, limiter.Verdict{}
 }
 
+// Room is when a call, which some rule refused retry ns from now (0: it
+// cannot tell), would find every breaker of the resource letting calls
+// through too: retry, or later while a breaker stays open longer. A
+// half-open breaker whose probes are out cannot tell, and is left out.
+func (b *Breakers) Room(now, retry int64) int64 {
+	if b == nil || retry <= 0 {
+		return retry
+	}
+	for _, br := range b.list {
+		if br.state.Load() == sOpen {
+			retry = max(retry, br.retryAt.Load()-now)
+		}
+	}
+	return retry
+}
+
 // Exit finishes a forwarded call: rt is its response time, status the
 // upstream's answer, or 0 if it gave none (it could not be reached, reset
 // the connection or timed out), which is always an error. Each breaker
