@@ -59,6 +59,9 @@ type prepared struct {
 	fc     *fastCall     // fast: the pooled request and response
 	req    *http.Request // standard: r bound to the deadline
 	cancel func()        // standard: releases req's context
+	// handshake (standard, an upgrade): the route deadline, which bounds
+	// the handshake only; stopped at the upstream's 101.
+	handshake *time.Timer
 }
 
 // mayDrop is a transport's question when the attempt in progress was

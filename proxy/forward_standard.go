@@ -52,10 +52,24 @@ func (f *standardForwarder) forward(ex *exchange, r *http.Request) { f.rt.attemp
 // not turned into an Authorization header.
 func (f *standardForwarder) open(p *prepared) {
 	r, v := p.r, &p.ex.view
-	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
 	u := r.URL
 	u.Opaque, u.User, u.Path, u.RawPath = "", nil, unescapedPath(v.path), v.path
 	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = v.query, false, "", ""
+	p.handshake = nil
+	if len(r.Header["Upgrade"]) > 0 {
+		// ReverseProxy ends the tunnel when the request's context ends, so
+		// a deadline on it would cut every WebSocket at the route timeout,
+		// messages flowing or not. The deadline bounds the handshake, as
+		// in Envoy and nginx, and stops at the 101 (modifyResponse); a
+		// timer that fires first cancels the call as the deadline would,
+		// with DeadlineExceeded as its cause (a 504).
+		ctx, cancel := context.WithCancelCause(r.Context())
+		t := time.AfterFunc(time.Until(p.deadline), func() { cancel(context.DeadlineExceeded) })
+		p.req, p.handshake = r.WithContext(ctx), t
+		p.cancel = func() { t.Stop(); cancel(context.Canceled) }
+		return
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
 	p.req, p.cancel = r.WithContext(ctx), cancel
 }
 
@@ -220,6 +234,9 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 	code := resp.StatusCode
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w %d", errBadStatus, code)
+	}
+	if code == http.StatusSwitchingProtocols && c.p.handshake != nil {
+		c.p.handshake.Stop() // the tunnel outlives the route timeout
 	}
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {
 		return retryStatuses[code-502]
