@@ -26,7 +26,13 @@ func Redirect(tlsAddr string) http.Handler {
 		} else if strings.Contains(host, ":") {
 			host = "[" + host + "]"
 		}
-		w.Header()["Location"] = []string{"https://" + host + r.URL.RequestURI()}
+		uri := r.URL.RequestURI()
+		if !strings.HasPrefix(uri, "/") {
+			// OPTIONS * (asterisk-form) names no resource to redirect to.
+			http.Error(w, "only a path can be redirected to https", http.StatusBadRequest)
+			return
+		}
+		w.Header()["Location"] = []string{"https://" + host + uri}
 		w.WriteHeader(http.StatusPermanentRedirect)
 	})
 }

@@ -25,11 +25,19 @@ func TestRedirect(t *testing.T) {
 			t.Errorf("%s %s%s to %s: %d %q, want 308 %q", tt.method, tt.host, tt.uri, tt.tlsAddr, rec.Code, rec.Header().Get("Location"), tt.want)
 		}
 	}
-	req := httptest.NewRequest("GET", "/", nil)
-	req.Host = ""
-	rec := httptest.NewRecorder()
-	Redirect(":443").ServeHTTP(rec, req)
-	if rec.Code != http.StatusBadRequest {
-		t.Errorf("no Host: %d, want 400", rec.Code)
+	// No Host, or a target that is no path (asterisk-form), cannot be
+	// redirected: the Location would be malformed (https://host*).
+	for _, bad := range []struct{ method, host, uri string }{
+		{"GET", "", "/"},
+		{"GET", "y.test", "*"},
+		{"OPTIONS", "y.test", "*"},
+	} {
+		req := httptest.NewRequest(bad.method, bad.uri, nil)
+		req.Host = bad.host
+		rec := httptest.NewRecorder()
+		Redirect(":8443").ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("Location") != "" {
+			t.Errorf("%s %s with Host %q: %d %q, want 400 and no Location", bad.method, bad.uri, bad.host, rec.Code, rec.Header().Get("Location"))
+		}
 	}
 }
