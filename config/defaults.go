@@ -119,6 +119,12 @@ func (c *checker) setLines() {
 	for i := range cfg.DegradeRules {
 		cfg.DegradeRules[i].Line = c.lines[idx("degradeRules", i)]
 	}
+	for i := range cfg.TLS.Certificates {
+		cfg.TLS.Certificates[i].Line = c.lineOf(idx("tls.certificates", i))
+	}
+	if cfg.TLS.ClientCAFile != "" {
+		cfg.TLS.ClientCAFileLine = c.lineOf("tls.clientCAFile")
+	}
 }
 
 // applyDefaults fills every setting the file left out. It runs before

@@ -18,6 +18,9 @@ type TLS struct {
 	ClientCAFile string `yaml:"clientCAFile" json:"clientCAFile"`
 	// RedirectHTTP makes the plain listener answer every request 308 to https.
 	RedirectHTTP bool `yaml:"redirectHttp" json:"redirectHttp"`
+	// ClientCAFileLine is the line of clientCAFile in the file, for the
+	// errors of a CA file that does not load.
+	ClientCAFileLine int `yaml:"-" json:"-"`
 }
 
 // Certificate names a PEM certificate chain and its key; relative names are
@@ -25,6 +28,9 @@ type TLS struct {
 type Certificate struct {
 	CertFile string `yaml:"certFile" json:"certFile"`
 	KeyFile  string `yaml:"keyFile" json:"keyFile"`
+	// Line is the pair's line in the file, for the errors of files that
+	// do not load (read at start, by validate and at each renewal).
+	Line int `yaml:"-" json:"-"`
 }
 
 // HTTP2 says where HTTP/2 is spoken.

@@ -19,11 +19,12 @@ func TestLoadEdge(t *testing.T) {
 	want := config.TLS{
 		Listen: ":8443",
 		Certificates: []config.Certificate{
-			{CertFile: "certs/shop.crt", KeyFile: "certs/shop.key"},
-			{CertFile: "/etc/letsencrypt/live/example.com/fullchain.pem", KeyFile: "/etc/letsencrypt/live/example.com/privkey.pem"},
+			{CertFile: "certs/shop.crt", KeyFile: "certs/shop.key", Line: 6},
+			{CertFile: "/etc/letsencrypt/live/example.com/fullchain.pem", KeyFile: "/etc/letsencrypt/live/example.com/privkey.pem", Line: 7},
 		},
-		MinVersion:   "1.3",
-		ClientCAFile: "certs/clients.pem",
+		MinVersion:       "1.3",
+		ClientCAFile:     "certs/clients.pem",
+		ClientCAFileLine: 10, // where validate's and a renewal's errors point
 	}
 	if cfg.Listen != "" || !reflect.DeepEqual(cfg.TLS, want) {
 		t.Errorf("listen %q, tls %+v; want \"\", %+v", cfg.Listen, cfg.TLS, want)

@@ -49,6 +49,14 @@ func Validate(args []string, stdout, stderr io.Writer) int {
 		printConfigErrors(stderr, err)
 		return 1
 	}
+	if cfg.TLS.Listen != "" {
+		// The certificate files, as the gateway will load them: a pair
+		// that does not load stops it from starting.
+		if _, err := loadCerts(cfg); err != nil {
+			printConfigErrors(stderr, err)
+			return 1
+		}
+	}
 	if cfg.NeedsDocument() {
 		fmt.Fprintf(stdout, "%s: ok (the gateway's own settings; sluice rules push checks its rules document)\n", path)
 		return 0

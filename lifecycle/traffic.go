@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -28,6 +27,8 @@ type traffic struct {
 	lns     []net.Listener
 	// certs serves the TLS listener's certificates; nil without tls.listen.
 	certs *tlsedge.Store
+	// where is the file that set them, whose lines a renewal's errors name.
+	where *config.Config
 }
 
 // listenTraffic opens the listeners of cfg. Its listen is the plain address
@@ -56,24 +57,14 @@ func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*
 		}
 	}
 	if tc := cfg.TLS; tc.Listen != "" {
-		opts := tlsedge.Options{Dir: cfg.File("."), MinVersion: tls.VersionTLS12, ClientCAFile: tc.ClientCAFile}
-		if tc.MinVersion == "1.3" {
-			opts.MinVersion = tls.VersionTLS13
-		}
-		for _, c := range tc.Certificates {
-			opts.Pairs = append(opts.Pairs, tlsedge.Pair{CertFile: c.CertFile, KeyFile: c.KeyFile})
-		}
 		var protos http.Protocols
 		protos.SetHTTP1(true)
-		opts.NextProtos = []string{"http/1.1"}
-		if cfg.HTTP2.OverTLS() {
-			protos.SetHTTP2(true)
-			opts.NextProtos = []string{"h2", "http/1.1"}
-		}
-		certs, err := tlsedge.New(opts)
+		protos.SetHTTP2(cfg.HTTP2.OverTLS())
+		certs, err := loadCerts(cfg)
 		if err != nil {
 			return nil, err
 		}
+		t.where = cfg
 		ln, err := net.Listen("tcp", tc.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)

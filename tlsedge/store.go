@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,7 @@ func (s *Store) load(prev *generation) (*generation, error) {
 	for i, p := range s.opts.Pairs {
 		l, err := s.loadPair(p)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("tlsedge: certificates[%d]: %w", i, err))
+			errs = append(errs, &FileError{Pair: i, Err: err})
 			if prev == nil {
 				continue
 			}
@@ -186,7 +187,7 @@ func (s *Store) load(prev *generation) (*generation, error) {
 			g.caPool = prev.caPool
 			fallthrough
 		default:
-			errs = append(errs, fmt.Errorf("tlsedge: clientCAFile: %w", err))
+			errs = append(errs, &FileError{Pair: -1, Err: err})
 		}
 	}
 	if prev == nil && len(errs) > 0 {
@@ -205,6 +206,24 @@ func (s *Store) load(prev *generation) (*generation, error) {
 	}
 	return g, errors.Join(errs...)
 }
+
+// FileError is a certificate pair (Pair, an index into Options.Pairs) or
+// the client CA (Pair -1) whose files did not load. New and Reload return
+// them joined (errors.Join), so that a caller can name each where its
+// files are set.
+type FileError struct {
+	Pair int
+	Err  error // names the files
+}
+
+func (e *FileError) Error() string {
+	if e.Pair < 0 {
+		return "tlsedge: clientCAFile: " + e.Err.Error()
+	}
+	return "tlsedge: certificates[" + strconv.Itoa(e.Pair) + "]: " + e.Err.Error()
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
 
 func (s *Store) path(p string) string {
 	if p == "" || filepath.IsAbs(p) {
