@@ -8,6 +8,8 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -221,7 +223,9 @@ func TestParamWindowKeys(t *testing.T) {
 	s.SetClock(clock.now)
 	rule := paramRule(1, 1, config.ThresholdGlobal)
 	long := strings.Repeat("x", 5000)
-	for _, v := range []string{"a", "b", long + "1", long + "2"} {
+	sum := sha256.Sum256([]byte(long + "1"))
+	spelled := long[:48] + "#" + hex.EncodeToString(sum[:])
+	for _, v := range []string{"a", "b", long + "1", long + "2", spelled} {
 		if _, r := offerValueAt(t, s, clock, rule, 1, v, 1, []int64{0}); r != 0 {
 			t.Errorf("first call of value %.10q… refused", v)
 		}
@@ -233,8 +237,8 @@ func TestParamWindowKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 4 {
-		t.Fatalf("keys %q, want 4 (one a value)", keys)
+	if len(keys) != 5 {
+		t.Fatalf("keys %q, want 5 (one a value)", keys)
 	}
 	for _, k := range keys {
 		if len(k) > 200 {

@@ -205,11 +205,12 @@ func newSpec(ns string, id ruleIdent) *ruleSpec {
 }
 
 // maxKeyValue is the longest value kept in a param window's key as it is;
-// a longer one is keyed by its first keepValue bytes and the SHA-256 of the
-// whole (hex, 64 bytes), so every key is short whatever the request sends,
-// and the digest is the same on every gateway (it has no seed, and is
+// a longer one is keyed by its first keepValue bytes, '#' and the SHA-256 of
+// the whole (hex, 64 bytes), so every key is short whatever the request
+// sends, and the digest is the same on every gateway (it has no seed, and is
 // collision resistant: a client cannot make its value share another's
-// window).
+// window). A short value spelled in that form is digested too: kept as it
+// is, it would name the long value's window.
 const (
 	maxKeyValue = 128
 	keepValue   = 48
@@ -260,7 +261,7 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 // digest, see maxKeyValue), the hash tag's end and suffix (a calendar
 // quota's period, else "").
 func valueKey(spec *ruleSpec, value, suffix string) string {
-	if len(value) <= maxKeyValue {
+	if len(value) <= maxKeyValue && !digestForm(value) {
 		return spec.prefix + value + "}" + suffix
 	}
 	sum := sha256.Sum256([]byte(value))
@@ -271,6 +272,20 @@ func valueKey(spec *ruleSpec, value, suffix string) string {
 	b = append(b, '}')
 	b = append(b, suffix...)
 	return spec.prefix + string(b)
+}
+
+// digestForm reports whether v is spelled as a long value's key: keepValue
+// bytes, '#' and 64 lower-case hex digits.
+func digestForm(v string) bool {
+	if len(v) != keepValue+1+2*sha256.Size || v[keepValue] != '#' {
+		return false
+	}
+	for _, c := range []byte(v[keepValue+1:]) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // specCache maps rule identities to prepared specs. Identities come from
