@@ -19,6 +19,13 @@ import (
 // rulesGateway serves rules (a rules.yaml body) with a gateway of its own.
 func rulesGateway(t *testing.T, rules string) *httptest.Server {
 	t.Helper()
+	srv, _ := rulesGatewayOf(t, rules)
+	return srv
+}
+
+// rulesGatewayOf is rulesGateway, with the gateway.
+func rulesGatewayOf(t *testing.T, rules string) (*httptest.Server, *proxy.Gateway) {
+	t.Helper()
 	cfg, err := config.Parse("rules.yaml", []byte(rules))
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +37,7 @@ func rulesGateway(t *testing.T, rules string) *httptest.Server {
 	t.Cleanup(g.Close)
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, g
 }
 
 // keyedCall sends method to url with X-Key: k and body (nil: none; a body

@@ -1,15 +1,19 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCostHeaderReachesClientOnlyWhenKept: a countOn responseHeader rule's
@@ -147,7 +151,13 @@ func TestCostTrailerNeverReachesClient(t *testing.T) {
 // hour counted from X-Tokens-Used; keep: the route keeps cost headers.
 func costGateway(t *testing.T, upstream, fwd string, keep bool) *httptest.Server {
 	t.Helper()
-	return rulesGateway(t, fmt.Sprintf(`
+	srv, _ := rulesGatewayOf(t, costRules(upstream, fwd, keep))
+	return srv
+}
+
+// costRules is costGateway's rules file.
+func costRules(upstream, fwd string, keep bool) string {
+	return fmt.Sprintf(`
 upstreams:
   up:
     targets: [%q]
@@ -163,5 +173,77 @@ paramRules:
     count: 10
     durationSec: 3600
     countOn: "responseHeader:X-Tokens-Used"
-`, upstream, fwd, keep))
+`, upstream, fwd, keep)
+}
+
+// TestCostHeaderOnAnUpgrade: an upgrade's 101 is the answer a countOn
+// responseHeader rule reads, on every forwarder (upgrades take the
+// standard path): its figure is charged, 8 of a key's 10 tokens, so the
+// key is let in once more (for 5) and then refused, and the header does not reach
+// the client unless the route keeps it. Before, ReverseProxy wrote the 101
+// to the hijacked connection past the gateway: the client saw the header,
+// and the call cost its acquireCount, 1.
+func TestCostHeaderOnAnUpgrade(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			w.Header().Set("X-Tokens-Used", "5")
+			io.WriteString(w, "ok")
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Tokens-Used: 8\r\n\r\n")
+		brw.Flush()
+	}))
+	defer up.Close()
+	for _, tc := range []struct {
+		fwd  string
+		keep bool
+	}{{"fast", false}, {"standard", false}, {"auto", true}} {
+		t.Run(fmt.Sprintf("%s/keep=%v", tc.fwd, tc.keep), func(t *testing.T) {
+			srv, g := rulesGatewayOf(t, costRules(up.URL, tc.fwd, tc.keep))
+			c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: gw\r\nX-Key: k\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.StatusCode != 101 {
+				t.Fatalf("upgrade: %v %v, want 101", resp, err)
+			}
+			if v, ok := resp.Header["X-Tokens-Used"]; ok != tc.keep {
+				t.Errorf("the 101 carried X-Tokens-Used %q, want it only if the route keeps it (%v)", v, tc.keep)
+			}
+			// The upstream ends the tunnel at once; the call ends, and its
+			// charge is taken, once the client closes its side too.
+			io.Copy(io.Discard, c)
+			c.Close()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				st := g.Current().Flow.Stats(g.Now())
+				if len(st) == 1 && st[0].Node.Concurrency == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the upgraded call never ended: %+v", st)
+				}
+			}
+			for i, want := range []int{200, 429} {
+				req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("call %d after the upgrade cost 8 of 10: %d, want %d", i, resp.StatusCode, want)
+				}
+			}
+		})
+	}
 }

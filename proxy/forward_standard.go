@@ -235,8 +235,20 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w %d", errBadStatus, code)
 	}
-	if code == http.StatusSwitchingProtocols && c.p.handshake != nil {
-		c.p.handshake.Stop() // the tunnel outlives the route timeout
+	if code == http.StatusSwitchingProtocols {
+		if c.p.handshake != nil {
+			c.p.handshake.Stop() // the tunnel outlives the route timeout
+		}
+		// ReverseProxy writes a 101 to the hijacked connection itself,
+		// never through the exchange's WriteHeader: the rules that take a
+		// cost from the answer read this one here, and its cost headers
+		// go before ReverseProxy copies the rest to the client.
+		if ex := c.p.ex; ex.status == 0 && !ex.failed {
+			ex.call.answer(resp.Header)
+			// Answered: the call ends as a forwarded one (Exit, the cost
+			// charged), not as one whose client left before any answer.
+			ex.status = code
+		}
 	}
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {
 		return retryStatuses[code-502]
