@@ -120,6 +120,7 @@ func (c *Checker) EnterQuotas(t *Token, now int64, v Values, n int64, sink limit
 // call is blocked; vd is then the block's verdict.
 func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val string, n int64, t *Token, vd *limiter.Verdict, qt quotaTo) (blocked bool) {
 	share := 0
+	var period outcome // a calendar quota's fallback: the period's end and length
 	if r.cluster && ts != nil {
 		var decided bool
 		var o outcome
@@ -135,6 +136,7 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 			}
 			return r.verdict(&o, vd, val, qt)
 		}
+		period = o
 	}
 	// Entered with the value's shard locked, so that enters of one
 	// value are serialised (the CAS loops only race Exit and Cancel)
@@ -146,7 +148,17 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 		// track one more without passing its cap, so it fails closed.
 		o = outcome{blocked: true}
 	} else {
+		r.turnPeriod(&e.V, now, period.reset)
 		o = r.enter(&e.V, now, n, share)
+		if period.reset > 0 {
+			// A calendar quota's fallback, as Redis answers: t (and a
+			// block's Retry-After) count down to the reset, w is the
+			// period's length.
+			o.reset, o.period = period.reset, period.period
+			if o.blocked {
+				o.retry = period.reset
+			}
+		}
 		e.V.count(now, o.blocked)
 	}
 	sh.Unlock()
@@ -235,7 +247,7 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 			r.count(val, now, false)
 			return true, 0, outcome{took: true}
 		}
-		return false, share, outcome{}
+		return false, share, periodOf(r, &q)
 	}
 	var ok bool
 	var retry time.Duration // a window's block: until it can take the call
@@ -272,7 +284,9 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	switch {
 	case err == nil && ok:
 		if e, sh = r.table.Get(val, now); e != nil {
-			if now < e.V.alone.Load() {
+			if r.calendar {
+				r.turnPeriod(&e.V, now, q.reset)
+			} else if now < e.V.alone.Load() {
 				// Redis answers again, but the bucket still holds passes
 				// this gateway made alone, which Redis never saw: the call
 				// must also fit this gateway's share locally (the caller
@@ -312,7 +326,33 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 		}
 		sh.Unlock()
 	}
-	return false, share, outcome{}
+	return false, share, periodOf(r, &q)
+}
+
+// periodOf is what a fallback keeps of a calendar quota's answer that
+// failed: when the period ends and its length (the service reads them from
+// its clock, Redis or not), so that the local bucket counts the period's
+// calls and is full again at the reset. Nothing for other rules.
+func periodOf(r *rule, q *outcome) outcome {
+	if !r.calendar {
+		return outcome{}
+	}
+	return outcome{reset: q.reset, period: q.period}
+}
+
+// turnPeriod starts a calendar quota's local bucket afresh once a new
+// period has begun, reset being the time until the current one ends (0:
+// not known). The period's end is kept in alone, which a calendar rule has
+// no other use for: a calendar quota's fallback is not checked against
+// passes made alone once Redis is back. The caller holds v's shard lock.
+func (r *rule) turnPeriod(v *value, now, reset int64) {
+	if reset <= 0 {
+		return
+	}
+	if end := v.alone.Load(); end == 0 || now >= end {
+		v.state.Store(idle)
+		v.alone.Store(now + reset)
+	}
 }
 
 // keptValue is val as its table entry e keeps it, which outlives the

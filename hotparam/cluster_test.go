@@ -341,20 +341,58 @@ func TestCalendarQuotaVerdicts(t *testing.T) {
 }
 
 // While Redis fails, a calendar quota that falls back limits each value
-// locally at its share of count per nominal day: count 6 over 2 gateways
-// passes 3 at once, then one more every 8 hours; without fallback it
-// passes.
+// locally to its share of count per period, as Redis does: count 6 over 2
+// gateways passes 3 at once and no more until the period's reset, with
+// Retry-After and t counting down to it; at the reset the value has its 3
+// again. Without fallback it passes. Before, the fallback was a bucket of
+// count per nominal day: one more call every 8 hours, none at midnight.
 func TestCalendarQuotaFallback(t *testing.T) {
 	down := errors.New("redis down")
-	svc := &fakeCluster{err: down, gateways: 2, reset: time.Hour, period: 24 * time.Hour}
+	end := sec(10) + int64(time.Hour) // the period's end, on the checker's timeline
+	svc := &fakeCluster{err: down, gateways: 2, period: 24 * time.Hour}
 	c := compileCluster(t, svc, quotaRule(6))
-	if got := clusterPasses(c, sec(10), "7", 10); got != 3 {
-		t.Errorf("fallback passed %d of 10, want 3 (6 a day over 2 gateways)", got)
+	at := func(now int64) int64 { // the service says how long the period has left
+		svc.reset = time.Duration(end - now)
+		if now >= end {
+			svc.reset = time.Duration(end + int64(24*time.Hour) - now)
+		}
+		return now
 	}
-	_, v := c.Enter(sec(11), order("7"), 1)
-	if want := 8*time.Hour - time.Second; !v.Blocked || v.RetryAfter < want-10*time.Millisecond || v.RetryAfter > want {
-		t.Errorf("fallback block %+v, want RetryAfter about %v (one token of 3 a day)", v, want)
+	for i := range 10 {
+		now := at(sec(10) + int64(i)*sec(0.001))
+		tok, v := c.Enter(now, order("7"), 1)
+		if blocked := i >= 3; v.Blocked != blocked {
+			t.Fatalf("call %d of the period: %+v, want blocked %v (6 a day over 2 gateways)", i, v, blocked)
+		}
+		if !v.Blocked {
+			tok.Exit(now, 200)
+			if v.Quota.Reset != svc.reset || v.Quota.Window != 24*time.Hour || v.Quota.Remaining != float64(2-i) {
+				t.Errorf("pass %d: quota %+v, want %v left and t at the reset, %v", i, v.Quota, 2-i, svc.reset)
+			}
+		}
 	}
+	now := at(end - sec(1))
+	if _, v := c.Enter(now, order("7"), 1); !v.Blocked || v.RetryAfter != time.Second || v.Quota.Reset != time.Second {
+		t.Errorf("a second before the reset: %+v, want blocked, RetryAfter and t 1s", v)
+	}
+	if got := clusterPasses(c, at(end), "7", 5); got != 3 {
+		t.Errorf("at the reset: %d of 5 passed, want the period's 3", got)
+	}
+	// The calls Redis passed this period count in the fallback's; those
+	// of the period before do not.
+	svc.err, svc.ok, svc.left = nil, true, 4
+	c = compileCluster(t, svc, quotaRule(6))
+	if got := clusterPasses(c, at(end-sec(60)), "7", 2); got != 2 {
+		t.Fatalf("Redis up: %d of 2 passed", got)
+	}
+	svc.err, svc.ok = down, false
+	if got := clusterPasses(c, at(end-sec(30)), "7", 5); got != 1 {
+		t.Errorf("Redis down after 2 cluster passes this period: %d of 5 passed, want 1 (a share of 3)", got)
+	}
+	if got := clusterPasses(c, at(end+sec(30)), "7", 5); got != 3 {
+		t.Errorf("Redis down, next period: %d of 5 passed, want 3", got)
+	}
+
 	no := false
 	r := quotaRule(6)
 	r.ClusterConfig.FallbackToLocalWhenFail = &no

@@ -81,7 +81,7 @@ type TokenService interface {
 // rule or guard then blocks (or whose client leaves before it is
 // forwarded) passed nowhere: through a TokenReturner, Token.Cancel gives
 // its tokens back; else they stay taken until they leave the window. A
-// calendar quota's pass is not given back.
+// calendar quota's pass goes back through a QuotaReturner.
 type TokenReturner interface {
 	TokenService
 	// AcquireParamStamp is AcquireParamLeft that also says of a pass the
@@ -160,8 +160,8 @@ func compileRule(pr config.ParamRule) *rule {
 	if unit, ok := pr.Window.Calendar(); ok {
 		// A calendar quota is decided in Redis. Should Redis fail and the
 		// rule fall back, it limits each value locally to its share of
-		// count per nominal period (a day, 31 days), a bucket that the
-		// cluster's passes keep charged (docs/rules.md#calendar-quotas).
+		// count per period, reset when the period ends, in a bucket that
+		// the cluster's passes keep charged (docs/rules.md#calendar-quotas).
 		r.calendar = true
 		r.window = unit.Nominal()
 	}
@@ -176,9 +176,19 @@ func compileRule(pr config.ParamRule) *rule {
 	}
 	window := float64(r.window)
 	burst := float64(pr.BurstCount)
-	r.params = append(r.params, newParam(pr.Count, window, burst))
+	span := func(count float64) float64 {
+		if r.calendar {
+			// The fallback's bucket counts a period's calls: a token
+			// comes back only after a whole nominal period, so none
+			// within the period, and the bucket is made full again at
+			// the reset (rule.turnPeriod).
+			return window * max(count, 1)
+		}
+		return window
+	}
+	r.params = append(r.params, newParam(pr.Count, span(pr.Count), burst))
 	for _, it := range pr.Items {
-		r.params = append(r.params, newParam(it.Count, window, burst))
+		r.params = append(r.params, newParam(it.Count, span(it.Count), burst))
 	}
 	// config lets only a qps reject rule count after the answer.
 	if r.after = pr.CountOn.AfterAnswer() && r.kind == kindBucket; r.after {
