@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -667,6 +668,16 @@ func (c *checker) paramRules(ix routeIndex) {
 	}
 }
 
+// gatewayField reports a response field the gateway writes itself (the
+// RateLimit fields, Retry-After, X-Sluice-Blocked).
+func gatewayField(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Sluice-Blocked":
+		return true
+	}
+	return false
+}
+
 // countOn checks when a param rule's calls take their tokens: request, or
 // after the answer (failure with its failureStatuses, responseHeader:NAME),
 // which needs a bucket that rejects (grade qps, controlBehavior reject): a
@@ -681,6 +692,11 @@ func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 		return
 	case !isHeader:
 		c.add(cp, "must be one of request, failure, responseHeader:NAME, got %s", quote(string(r.CountOn)))
+		return
+	case gatewayField(name):
+		// The figure's field is removed from the answer: the gateway's
+		// own would go with it.
+		c.add(cp, "%s is a field the gateway writes on its answers; the upstream's figure needs a field of its own, as in \"responseHeader:X-Tokens-Used\"", quote(name))
 		return
 	}
 	if r.CountOn == CountOnFailure && len(r.FailureStatuses) == 0 {
