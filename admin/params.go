@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -70,7 +71,10 @@ type paramValueJSON struct {
 // params serves GET /api/params?resource=R[&value=V...]: who is being
 // limited now.
 func (s *Server) params(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := paramsQuery(w, r)
+	if !ok {
+		return
+	}
 	res := q.Get("resource")
 	if res == "" {
 		writeError(w, http.StatusBadRequest, "admin: /api/params needs ?resource=")
@@ -97,10 +101,25 @@ func (s *Server) params(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// paramsQuery is /api/params's query, or a 400 for one that does not parse:
+// a malformed escape (value=%zz) would be left out silently, and the
+// caller sent the top list, or lifted nothing, in its place.
+func paramsQuery(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "admin: /api/params: a malformed query ("+err.Error()+"); percent-encode every byte of a value as %XX")
+		return nil, false
+	}
+	return q, true
+}
+
 // liftParam serves DELETE /api/params?resource=R&value=V: V starts afresh
 // in every param rule of R. A write: behind requireToken.
 func (s *Server) liftParam(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := paramsQuery(w, r)
+	if !ok {
+		return
+	}
 	res := q.Get("resource")
 	vals, has := q["value"]
 	switch {

@@ -135,8 +135,11 @@ func TestAPIParams(t *testing.T) {
 		t.Errorf("a resource without param rules: %+v", b)
 	}
 	for target, want := range map[string]int{
-		"/api/params?resource=nope": 404,
-		"/api/params":               400,
+		"/api/params?resource=nope":                 404,
+		"/api/params":                               400,
+		"/api/params?resource=login&value=%zz":      400, // not the top list in its place
+		"/api/params?resource=login&value=bob;x=1":  400,
+		"/api/params?resource=login&value=bob%2Gxx": 400,
 	} {
 		if rec := serve(srv, "GET", target, network); rec.Code != want {
 			t.Errorf("GET %s: %d, want %d: %s", target, rec.Code, want, rec.Body)
@@ -166,6 +169,7 @@ func TestAPIParamsLift(t *testing.T) {
 		{"t", "/api/params?resource=nope&value=x", network, []string{"Authorization: Bearer t"}, 404},
 		{"t", "/api/params?resource=login", network, []string{"Authorization: Bearer t"}, 400},
 		{"t", "/api/params?value=x", network, []string{"Authorization: Bearer t"}, 400},
+		{"t", "/api/params?resource=login&value=%zz", network, []string{"Authorization: Bearer t"}, 400},
 	} {
 		srv.SetToken(tc.token)
 		if rec := serve(srv, "DELETE", tc.target, tc.peer, tc.hdr...); rec.Code != tc.want {
