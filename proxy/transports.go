@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -126,6 +127,21 @@ func classify(err error) failKind {
 		return failOther
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, fasthttp.ErrConnectionClosed),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return failReset
+	}
+	return streamReset(err)
+}
+
+// streamReset classifies an HTTP/2 upstream's RST_STREAM, HTTP/2's reset of
+// one request, as a reset: sent again only when the method is idempotent
+// and its body is kept (even REFUSED_STREAM, which says the target did not
+// process it, may come after part of a streamed body was read). net/http's
+// stream error is of an unexported type, so it is told by its text
+// ("stream error: stream ID 1; INTERNAL_ERROR; received from peer"), which
+// TestH2StreamResetIsRetried pins.
+func streamReset(err error) failKind {
+	msg := err.Error()
+	if strings.Contains(msg, "stream error: ") && strings.HasSuffix(msg, "; received from peer") {
 		return failReset
 	}
 	return failOther
