@@ -60,6 +60,9 @@ type exchange struct {
 	// the breaker for every client.
 	clock      Clock
 	clientWait int64
+	// switched is when the upstream's 101 came (0: none): an upgrade's
+	// response time ends there, and the tunnel's lifetime is no latency.
+	switched int64
 }
 
 // clientBody wraps a request body (Gateway.ServeHTTP, once per request with

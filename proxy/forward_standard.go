@@ -247,7 +247,7 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 			ex.call.answer(resp.Header)
 			// Answered: the call ends as a forwarded one (Exit, the cost
 			// charged), not as one whose client left before any answer.
-			ex.status = code
+			ex.status, ex.switched = code, c.p.rt.snap.clock.Now()
 		}
 	}
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {

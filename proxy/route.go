@@ -210,7 +210,16 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 			ex.guard.done()
 		}
 		end := s.clock.Now()
-		elapsed := time.Duration(end - start)
+		answered := end // where the response time ends
+		if ex.switched != 0 {
+			// A tunnel (WebSocket): the upstream answered with its 101. How
+			// long the client then keeps it open is no response time: a
+			// slowRatio breaker, the system guard's maxAvgRtMs, the
+			// resource's avgRt and the latency histogram would take healthy
+			// WebSockets for a slow upstream.
+			answered = ex.switched
+		}
+		elapsed := time.Duration(answered - start)
 		gone := ex.clientCtx.Err() != nil || ex.writeFailed
 		rt.settle(ex, end, finished, gone)
 		broken := !finished || ex.failed
@@ -236,8 +245,10 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
 		// A breaker judges the upstream: not the gateway's own queue, nor
 		// the client's reading of the answer (SPEC §6's maxAllowedRtMs).
-		upstreamRT := time.Duration(end - sent - ex.clientWait)
-		ex.call.exit(end, outcome{rt: upstreamRT, failed: failed, status: status, answer: answer, abandoned: abandoned})
+		upstreamRT := time.Duration(answered - sent - ex.clientWait)
+		// The guards count the call as answered then (their response times
+		// run until it); the slots it held are released now all the same.
+		ex.call.exit(answered, outcome{rt: upstreamRT, failed: failed, status: status, answer: answer, abandoned: abandoned})
 		if failed {
 			rt.obs.Error(elapsed)
 		} else {

@@ -87,3 +87,68 @@ routes: [{ path: /*, upstream: up, resource: ws }]
 		c.Close()
 	}
 }
+
+// TestTunnelLifetimeIsNoResponseTime: a WebSocket's response time ends at
+// the upstream's 101; how long the client keeps the tunnel open is no
+// latency. Three tunnels held open 400 ms each do not open a slowRatio
+// breaker of 200 ms, nor raise the resource's average response time, so a
+// plain call after them passes. Before, they counted as three slow calls
+// and the breaker refused the resource's every call.
+func TestTunnelLifetimeIsNoResponseTime(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			io.WriteString(w, "ok")
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(io.Discard, brw) // until the client closes
+	}))
+	t.Cleanup(up.Close)
+	gw, _, g := upstreamGateway(t, "", fmt.Sprintf(`
+upstreams: { up: { targets: [%q] } }
+routes: [{ path: /*, upstream: up, resource: ws }]
+degradeRules:
+  - { resource: ws, strategy: slowRatio, maxAllowedRtMs: 200, threshold: 0.5, minRequestAmount: 2, statIntervalMs: 60000, retryTimeoutMs: 30000 }
+`, up.URL))
+	addr := strings.TrimPrefix(gw, "http://")
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 101 {
+			t.Fatalf("handshake: %v %v, want 101", resp, err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		c.Close()
+	}
+	// The tunnels have ended once no call of the resource is in flight.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st := g.Current().Flow.Stats(g.Now())
+		if len(st) == 1 && st[0].Node.Concurrency == 0 {
+			if st[0].Node.AvgRtMs >= 200 {
+				t.Errorf("average response time %v ms after three tunnels: their lifetime was taken for latency", st[0].Node.AvgRtMs)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tunnels never ended: %+v", st)
+		}
+	}
+	resp, err := http.Get(gw + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("a plain call after three tunnels: %d %s, want 200 (no slow calls were made)", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+	}
+}
