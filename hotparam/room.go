@@ -13,10 +13,12 @@ import (
 // client told to come back when that one has room could find another
 // empty; SPEC section 4 promises that a client that waits Retry-After and
 // retries is passed. A value that needs longer hands sink (nil: none) its
-// quota, last, so that the refusal's RateLimit names it. Left out are the
+// quota, last, so that the refusal's RateLimit names it. A value the rule
+// never lets the call in for (an item of count 0, more tokens than its
+// bucket holds) makes it -1: there is no moment to tell. Left out are the
 // rules that cannot tell: in flight, dryRun, and those whose state is in
 // Redis (clusterMode, calendar quotas). A value not tracked has all its
-// room.
+// room, unless it never passes.
 func (c *Checker) Room(now int64, v Values, n, retry int64, sink limiter.QuotaSink) int64 {
 	if c == nil || retry <= 0 {
 		return retry
@@ -35,13 +37,17 @@ func (c *Checker) Room(now int64, v Values, n, retry int64, sink limiter.QuotaSi
 				continue
 			}
 			e, sh := r.table.Peek(val)
-			if e == nil {
-				sh.Unlock()
-				continue
+			var wait int64
+			if e != nil {
+				wait = r.waitFor(&r.params[e.V.param], e.V.state.Load(), now, n)
+			} else {
+				wait = r.waitFor(&r.params[r.paramOf(val)], idle, now, n) // as a first call would find it
 			}
-			p := &r.params[e.V.param]
-			wait := r.waitFor(p, e.V.state.Load(), now, n)
+			p := &r.params[r.paramOf(val)]
 			sh.Unlock()
+			if wait < 0 {
+				return -1
+			}
 			if wait <= retry {
 				continue
 			}
@@ -59,12 +65,12 @@ func (c *Checker) Room(now int64, v Values, n, retry int64, sink limiter.QuotaSi
 
 // waitFor is how long after now a call of n tokens would wait before p's
 // state word st let it in, past what the rule lets a call wait (0: it
-// would be let in now, or never); enterBucket's and enterQueue's refusal,
+// would be let in now; -1: never); enterBucket's and enterQueue's refusal,
 // read without taking. A queue's slots given back (holes) are not looked
 // at: the wait it says is the latest the queue needs.
 func (r *rule) waitFor(p *param, st, now, n int64) int64 {
 	if p.never {
-		return 0
+		return -1
 	}
 	if r.kind == kindQueue {
 		if wait := max(st+costOf(p, n), now) - now; wait > r.maxQueue {
@@ -77,7 +83,7 @@ func (r *rule) waitFor(p *param, st, now, n int64) int64 {
 	}
 	cost, tau, _, _ := bucketOf(p, n, 0)
 	if cost > tau {
-		return 0
+		return -1
 	}
 	if ahead := max(st, now) + cost - now; ahead > tau {
 		return ahead - tau

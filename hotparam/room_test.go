@@ -59,3 +59,17 @@ func TestRoomCoversEveryValue(t *testing.T) {
 		})
 	}
 }
+
+// A value an item never lets in (count 0) leaves no moment to tell, tracked
+// or not.
+func TestRoomOfAValueNeverLetIn(t *testing.T) {
+	r := seedRule()
+	r.Items = append(r.Items, config.ParamItem{Value: "never", Count: 0})
+	c := compile(t, r).For("get-order")
+	if got := c.Room(sec(1), order("never"), 1, int64(time.Second), nil); got != -1 {
+		t.Errorf("Room: %v, want -1", time.Duration(got))
+	}
+	if got := c.Room(sec(1), order("7"), 1, int64(time.Second), nil); got != int64(time.Second) {
+		t.Errorf("Room of another value: %v, want the refusal's 1s", time.Duration(got))
+	}
+}

@@ -431,9 +431,10 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 // to come back when that one has room could find a later one full; SPEC
 // section 4 promises that a client that waits Retry-After and retries is
 // passed. A rule that needs longer hands sink (nil: none) its quota, last,
-// so that the refusal's RateLimit names it. Left out are the rules that
-// cannot tell: concurrency, relate, dryRun, and a cluster rule's window,
-// which is in Redis.
+// so that the refusal's RateLimit names it. A rule that never passes the
+// call (more tokens than it holds) makes it -1: there is no moment to
+// tell. Left out are the rules that cannot tell: concurrency, relate,
+// dryRun, and a cluster rule's window, which is in Redis.
 func (c *Checker) Room(now int64, origin string, n, retry int64, sink QuotaSink) int64 {
 	if retry <= 0 {
 		return retry
@@ -469,6 +470,9 @@ func (c *Checker) Room(now int64, origin string, n, retry int64, sink QuotaSink)
 		}
 		var o outcome
 		ks.peek(&o, now, n)
+		if o.retry < 0 {
+			return -1
+		}
 		if o.retry <= retry {
 			continue
 		}

@@ -81,10 +81,11 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 
 // peek is what try would find for a call of n tokens at now, counting
 // nothing: o.retry > 0 when the rule would refuse it, with the quota of
-// that refusal; 0 when it would pass now, when no moment would pass it
-// (more tokens than the rule ever holds), or when the rule cannot tell (a
-// concurrency rule). A throttle queue's slots given back (holes) are not
-// looked at: the retry it says is the latest the queue needs.
+// that refusal; -1 when no moment would pass it (more tokens than the rule
+// ever holds, a count of 0); 0 when it would pass now, or when the rule
+// cannot tell (a concurrency rule). A throttle queue's slots given back
+// (holes) are not looked at: the retry it says is the latest the queue
+// needs.
 func (s *keyState) peek(o *outcome, now, n int64) {
 	d := s.def
 	switch d.behavior {
@@ -95,6 +96,10 @@ func (s *keyState) peek(o *outcome, now, n int64) {
 		}
 		var r window.Result
 		s.win.Peek(now, n, limit, &r)
+		if r.Retry < 0 {
+			o.retry = -1
+			return
+		}
 		if r.Retry > 0 {
 			o.hasQuota, o.retry = true, r.Retry
 			o.remain = max(math.Floor(limit)-float64(r.Total), 0)
@@ -105,12 +110,13 @@ func (s *keyState) peek(o *outcome, now, n int64) {
 		if d.behavior == bWarmUpThrottle {
 			r := d.warm.rate(s.syncWarm(now))
 			if r <= 0 {
-				return
+				return // cold: the rate rises, and when it will is not read here
 			}
 			per, store = float64(d.intervalNs)/r, 0
 		}
 		sp := per * float64(n)
 		if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
+			o.retry = -1 // count 0: nothing passes
 			return
 		}
 		next := max(s.latest.Load()+int64(math.Ceil(sp)), now-store)

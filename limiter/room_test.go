@@ -62,6 +62,12 @@ func TestRoomCoversEveryRule(t *testing.T) {
 			}
 		})
 	}
+	// A rule that never holds the call (3 tokens of a rule of 2) leaves no
+	// moment to tell.
+	never := compile(t, qps("r", 5), qps("r", 2)).Checker("r", "default")
+	if got := never.Room(t0, "", 3, int64(900*time.Millisecond), nil); got != -1 {
+		t.Errorf("Room of a call a rule never holds: %v, want -1", time.Duration(got))
+	}
 	// An origin never seen has all its room in an other-origin rule.
 	c := compile(t, qps("r", 1), app(perTen, "other")).Checker("r", "default")
 	enterAs(c, t0, "x")

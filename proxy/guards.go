@@ -31,7 +31,8 @@ type guard interface {
 	refused(now int64, c *call)
 	// room widens the retry (ns from now; 0: unknown, left so) of a call
 	// that this or an earlier guard refused to this guard's rules: when
-	// they would let the call in, counting nothing, if later. A quota that
+	// they would let the call in, counting nothing, if later; -1 when one
+	// of them never will (no moment to tell, and -1 stays). A quota that
 	// needs longer goes to the call's sink, last, so that RateLimit names
 	// it. The first refusing rule alone is no answer: a client that waits
 	// Retry-After and retries must pass (SPEC section 4), and a later rule

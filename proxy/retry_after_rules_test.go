@@ -28,8 +28,9 @@ func TestRetryAfterCoversEveryRule(t *testing.T) {
 		rules string
 		setup []step // calls that pass
 		probe step   // refused by the first rule, the longest wait elsewhere
-		// the refusal: X-Sluice-Blocked, Retry-After in seconds, and the
-		// policy RateLimit names
+		// the refusal: X-Sluice-Blocked, Retry-After in seconds (0: none,
+		// nor any RateLimit field: the call never passes), and the policy
+		// RateLimit names
 		reason string
 		retry  int
 		policy string
@@ -79,6 +80,19 @@ flowRules:
 			reason: "flow", retry: 9, policy: `"items"`,
 		},
 		{
+			// The param rule never lets value "never" in: no moment to
+			// tell, so no Retry-After and no RateLimit t at all.
+			name: "flow, then a value a param rule never passes", rules: `
+flowRules:
+  - { resource: item, count: 1 }
+paramRules:
+  - { resource: item, param: "query:k", count: 5, items: [{ value: never, count: 0 }] }
+`,
+			setup:  []step{{0, "/item/1?k=x"}},
+			probe:  step{100 * time.Millisecond, "/item/1?k=never"},
+			reason: "flow", retry: 0,
+		},
+		{
 			name: "flow, then an open breaker", rules: `
 flowRules:
   - { resource: item, count: 1 }
@@ -110,6 +124,13 @@ degradeRules:
 				at(tc.probe.at)
 				w := serveTarget(g, tc.probe.target)
 				h := w.Header()
+				if tc.retry == 0 {
+					if w.Code != 429 || h.Get("X-Sluice-Blocked") != tc.reason || h.Get("Retry-After") != "" || h.Get("RateLimit") != "" {
+						t.Fatalf("probe: %d %s Retry-After %q RateLimit %q, want 429 %s and neither field: it never passes",
+							w.Code, h.Get("X-Sluice-Blocked"), h.Get("Retry-After"), h.Get("RateLimit"), tc.reason)
+					}
+					return
+				}
 				if w.Code != 429 || h.Get("X-Sluice-Blocked") != tc.reason || h.Get("Retry-After") != strconv.Itoa(tc.retry) {
 					t.Fatalf("probe: %d %s Retry-After %q, want 429 %s Retry-After %d", w.Code, h.Get("X-Sluice-Blocked"), h.Get("Retry-After"), tc.reason, tc.retry)
 				}

@@ -133,7 +133,12 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 				for _, g := range gs[i:] {
 					retry = g.room(start, c, retry)
 				}
-				v.RetryAfter = time.Duration(retry)
+				v.RetryAfter = time.Duration(max(retry, 0))
+				if retry < 0 {
+					// A rule the call never passes: no moment to tell, so
+					// neither Retry-After nor a RateLimit t that promises one.
+					v.HasQuota = false
+				}
 			}
 			rt.reject(ex, origin, v, start)
 			return
