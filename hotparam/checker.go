@@ -355,6 +355,13 @@ func (r *rule) turnPeriod(v *value, now, reset int64) {
 	}
 }
 
+// periodOver reports that the period v's calendar bucket counts has ended:
+// it is full again at the value's next call (turnPeriod).
+func (r *rule) periodOver(v *value, now int64) bool {
+	end := v.alone.Load()
+	return end != 0 && now >= end
+}
+
 // keptValue is val as its table entry e keeps it, which outlives the
 // caller's buffer at no cost; a long value (kept as its digest) or one the
 // table could not keep (e nil) is copied.

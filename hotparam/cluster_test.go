@@ -375,6 +375,18 @@ func TestCalendarQuotaFallback(t *testing.T) {
 	if _, v := c.Enter(now, order("7"), 1); !v.Blocked || v.RetryAfter != time.Second || v.Quota.Reset != time.Second {
 		t.Errorf("a second before the reset: %+v, want blocked, RetryAfter and t 1s", v)
 	}
+	// What /api/params shows of the value: nothing left until the reset,
+	// then the period's 3 again, before any call.
+	for _, tc := range []struct {
+		at        int64
+		remaining float64
+		next      time.Duration
+	}{{end - sec(2), 0, 2 * time.Second}, {end + sec(1), 3, 0}} {
+		vs := c.Report(tc.at, []string{"7"}, 0)[0].Values[0]
+		if vs.Remaining != tc.remaining || vs.NextToken != tc.next {
+			t.Errorf("report at the reset %+v: %v left, next in %v; want %v, %v", time.Duration(tc.at-end), vs.Remaining, vs.NextToken, tc.remaining, tc.next)
+		}
+	}
 	if got := clusterPasses(c, at(end), "7", 5); got != 3 {
 		t.Errorf("at the reset: %d of 5 passed, want the period's 3", got)
 	}

@@ -179,10 +179,10 @@ func compileRule(pr config.ParamRule) *rule {
 	span := func(count float64) float64 {
 		if r.calendar {
 			// The fallback's bucket counts a period's calls: a token
-			// comes back only after a whole nominal period, so none
-			// within the period, and the bucket is made full again at
-			// the reset (rule.turnPeriod).
-			return window * max(count, 1)
+			// comes back only after two nominal periods, so none within
+			// the period (a day of 25 hours included), and the bucket is
+			// made full again at the reset (rule.turnPeriod).
+			return 2 * window * max(count, 1)
 		}
 		return window
 	}

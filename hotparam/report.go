@@ -227,9 +227,20 @@ func (r *rule) state(v *value, now int64, share int, s *ValueState) {
 		}
 	case kindBucket:
 		_, tau, count, emission := bucketOf(p, 1, share)
+		if r.calendar && r.periodOver(v, now) {
+			s.Remaining = max(count, 1) // full again at its next call
+			return
+		}
 		room := tau - (max(st, now) - now) // nanoseconds of tokens left
 		s.Remaining = max(min(math.Floor(float64(room)/emission), max(count, 1)), 0)
-		if st > now {
+		switch {
+		case r.calendar:
+			// A calendar quota's local bucket gets nothing back within the
+			// period: the next call is let in at the reset.
+			if end := v.alone.Load(); end != 0 && s.Remaining < 1 {
+				s.NextToken = time.Duration(end - now)
+			}
+		case st > now:
 			// In debt (countOn responseHeader), one token is there once
 			// the debt is paid.
 			s.NextToken = time.Duration(math.Ceil(max(math.Floor(float64(room)/emission)+1, 1)*emission) - float64(room))
