@@ -11,7 +11,8 @@ import (
 
 // loadCerts loads the TLS listener's certificates as cfg names them, the one
 // way the gateway and `sluice validate` both read them. Files that do not
-// load are errors at their lines in cfg's file (certErrors).
+// load, at start or at a renewal, are errors at their lines in cfg's file
+// (certErrors), in the log as in /api/rules.
 func loadCerts(cfg *config.Config) (*tlsedge.Store, error) {
 	tc := cfg.TLS
 	opts := tlsedge.Options{Dir: cfg.File("."), MinVersion: tls.VersionTLS12, ClientCAFile: tc.ClientCAFile}
@@ -25,8 +26,8 @@ func loadCerts(cfg *config.Config) (*tlsedge.Store, error) {
 	if cfg.HTTP2.OverTLS() {
 		opts.NextProtos = []string{"h2", "http/1.1"}
 	}
-	s, err := tlsedge.New(opts)
-	return s, certErrors(cfg, err)
+	opts.Locate = func(err error) error { return certErrors(cfg, err) }
+	return tlsedge.New(opts)
 }
 
 // certErrors names each pair or client CA in err (tlsedge.FileError) at

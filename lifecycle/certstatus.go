@@ -40,10 +40,9 @@ func (c *certStatus) export() {
 	c.expiry.Served(served)
 }
 
-// report records one reload of the certificate files; a pair that did not
-// load is named at its line in the rules file.
+// report records one reload of the certificate files (a pair that did not
+// load is named at its line in the rules file: loadCerts).
 func (c *certStatus) report(err error) {
-	err = certErrors(c.tr.where, err)
 	c.export()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -41,8 +41,8 @@ func TestReloadReadsTheCertificatesToo(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := inst.Reload(); err == nil || !strings.Contains(err.Error(), "certificates[0]") {
-		t.Errorf("Reload with a broken key: %v, want the pair's error", err)
+	if err := inst.Reload(); err == nil || !strings.Contains(err.Error(), path+":3: tls.certificates[0]: ") {
+		t.Errorf("Reload with a broken key: %v, want the pair's error at its line, %s:3", err, path)
 	}
 	if got := served(); !got.Equal(first.Cert.NotAfter) {
 		t.Errorf("after a broken renewal: served until %v, want the old certificate's %v", got, first.Cert.NotAfter)

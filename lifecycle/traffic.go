@@ -27,8 +27,6 @@ type traffic struct {
 	lns     []net.Listener
 	// certs serves the TLS listener's certificates; nil without tls.listen.
 	certs *tlsedge.Store
-	// where is the file that set them, whose lines a renewal's errors name.
-	where *config.Config
 }
 
 // listenTraffic opens the listeners of cfg. Its listen is the plain address
@@ -64,7 +62,6 @@ func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*
 		if err != nil {
 			return nil, err
 		}
-		t.where = cfg
 		ln, err := net.Listen("tcp", tc.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)

@@ -41,6 +41,10 @@ type Options struct {
 	// NextProtos are offered by ALPN, in order of preference ("h2",
 	// "http/1.1").
 	NextProtos []string
+	// Locate, if set, rewrites the files' errors (FileErrors, joined) as
+	// New, Reload and the log report them: the gateway names each pair at
+	// its line in the rules file.
+	Locate func(error) error
 }
 
 // Info describes one served certificate.
@@ -191,7 +195,7 @@ func (s *Store) load(prev *generation) (*generation, error) {
 		}
 	}
 	if prev == nil && len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, s.locate(errors.Join(errs...))
 	}
 	g.index()
 	g.config = &tls.Config{
@@ -204,7 +208,14 @@ func (s *Store) load(prev *generation) (*generation, error) {
 		g.config.ClientAuth = tls.RequireAndVerifyClientCert
 		g.config.ClientCAs = g.caPool
 	}
-	return g, errors.Join(errs...)
+	return g, s.locate(errors.Join(errs...))
+}
+
+func (s *Store) locate(err error) error {
+	if err == nil || s.opts.Locate == nil {
+		return err
+	}
+	return s.opts.Locate(err)
 }
 
 // FileError is a certificate pair (Pair, an index into Options.Pairs) or
