@@ -157,6 +157,8 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 			o.reset, o.period = period.reset, period.period
 			if o.blocked {
 				o.retry = period.reset
+			} else {
+				e.V.alone.Store(e.V.alone.Load() | madeAlone)
 			}
 		}
 		e.V.count(now, o.blocked)
@@ -286,6 +288,16 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 		if e, sh = r.table.Get(val, now); e != nil {
 			if r.calendar {
 				r.turnPeriod(&e.V, now, q.reset)
+				if e.V.alone.Load()&madeAlone != 0 {
+					// This period's bucket holds passes this gateway made
+					// while Redis failed, which Redis never counted: until
+					// the reset the call must also fit this gateway's share
+					// locally (the caller decides it), or a short outage
+					// would add a share to the period's count. The call has
+					// taken its place in Redis: Redis errs on the safe side.
+					sh.Unlock()
+					return false, share, periodOf(r, &q)
+				}
 			} else if now < e.V.alone.Load() {
 				// Redis answers again, but the bucket still holds passes
 				// this gateway made alone, which Redis never saw: the call
@@ -340,25 +352,33 @@ func periodOf(r *rule, q *outcome) outcome {
 	return outcome{reset: q.reset, period: q.period}
 }
 
+// A calendar quota's value keeps in alone the end of the period its local
+// bucket counts (ns, the low bit cleared), and in the low bit whether the
+// bucket holds passes made while Redis failed (madeAlone), which Redis
+// never counted. One nanosecond of a period's end is worth the word.
+const madeAlone = 1
+
 // turnPeriod starts a calendar quota's local bucket afresh once a new
 // period has begun, reset being the time until the current one ends (0:
-// not known). The period's end is kept in alone, which a calendar rule has
-// no other use for: a calendar quota's fallback is not checked against
-// passes made alone once Redis is back. The caller holds v's shard lock.
+// not known). The caller holds v's shard lock.
 func (r *rule) turnPeriod(v *value, now, reset int64) {
 	if reset <= 0 {
 		return
 	}
-	if end := v.alone.Load(); end == 0 || now >= end {
+	if end := v.alone.Load() &^ madeAlone; end == 0 || now >= end {
 		v.state.Store(idle)
-		v.alone.Store(now + reset)
+		v.alone.Store((now + reset) &^ madeAlone)
 	}
 }
+
+// periodEnd is when the period v's calendar bucket counts ends (0: none
+// seen yet).
+func periodEnd(v *value) int64 { return v.alone.Load() &^ madeAlone }
 
 // periodOver reports that the period v's calendar bucket counts has ended:
 // it is full again at the value's next call (turnPeriod).
 func (r *rule) periodOver(v *value, now int64) bool {
-	end := v.alone.Load()
+	end := periodEnd(v)
 	return end != 0 && now >= end
 }
 

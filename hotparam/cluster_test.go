@@ -390,6 +390,20 @@ func TestCalendarQuotaFallback(t *testing.T) {
 	if got := clusterPasses(c, at(end), "7", 5); got != 3 {
 		t.Errorf("at the reset: %d of 5 passed, want the period's 3", got)
 	}
+	// Redis answers again within that period, with room: the 3 passes made
+	// alone were never counted there, so until the reset the value must
+	// also fit this gateway's share, which it has spent; the next period
+	// is Redis's alone.
+	svc.err, svc.ok, svc.left = nil, true, 5
+	end += int64(24 * time.Hour)
+	if got := clusterPasses(c, at(end-sec(600)), "7", 3); got != 0 {
+		t.Errorf("Redis back after this gateway spent its share alone: %d of 3 passed, want 0 until the reset", got)
+	}
+	if got := clusterPasses(c, at(end+sec(1)), "7", 5); got != 5 {
+		t.Errorf("Redis back, next period: %d of 5 passed, want all 5 (Redis decides)", got)
+	}
+	svc.err, svc.ok = down, false
+	end += int64(24 * time.Hour)
 	// The calls Redis passed this period count in the fallback's; those
 	// of the period before do not.
 	svc.err, svc.ok, svc.left = nil, true, 4

@@ -237,7 +237,7 @@ func (r *rule) state(v *value, now int64, share int, s *ValueState) {
 		case r.calendar:
 			// A calendar quota's local bucket gets nothing back within the
 			// period: the next call is let in at the reset.
-			if end := v.alone.Load(); end != 0 && s.Remaining < 1 {
+			if end := periodEnd(v); end != 0 && s.Remaining < 1 {
 				s.NextToken = time.Duration(end - now)
 			}
 		case st > now:
