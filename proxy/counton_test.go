@@ -1,19 +1,15 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // TestCostHeaderReachesClientOnlyWhenKept: a countOn responseHeader rule's
@@ -190,13 +186,9 @@ func TestCostHeaderOnAnUpgrade(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
+		if conn, _, ok := switchTo(w, "X-Tokens-Used: 8\r\n"); ok {
+			conn.Close()
 		}
-		defer conn.Close()
-		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Tokens-Used: 8\r\n\r\n")
-		brw.Flush()
 	}))
 	defer up.Close()
 	for _, tc := range []struct {
@@ -205,43 +197,22 @@ func TestCostHeaderOnAnUpgrade(t *testing.T) {
 	}{{"fast", false}, {"standard", false}, {"auto", true}} {
 		t.Run(fmt.Sprintf("%s/keep=%v", tc.fwd, tc.keep), func(t *testing.T) {
 			srv, g := rulesGatewayOf(t, costRules(up.URL, tc.fwd, tc.keep))
-			c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, br, resp := askUpgrade(t, srv.URL, "/chat", "X-Key: k\r\n")
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: gw\r\nX-Key: k\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil || resp.StatusCode != 101 {
-				t.Fatalf("upgrade: %v %v, want 101", resp, err)
+			if resp.StatusCode != 101 {
+				t.Fatalf("upgrade: %d, want 101", resp.StatusCode)
 			}
 			if v, ok := resp.Header["X-Tokens-Used"]; ok != tc.keep {
 				t.Errorf("the 101 carried X-Tokens-Used %q, want it only if the route keeps it (%v)", v, tc.keep)
 			}
 			// The upstream ends the tunnel at once; the call ends, and its
 			// charge is taken, once the client closes its side too.
-			io.Copy(io.Discard, c)
+			io.Copy(io.Discard, br)
 			c.Close()
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				st := g.Current().Flow.Stats(g.Now())
-				if len(st) == 1 && st[0].Node.Concurrency == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the upgraded call never ended: %+v", st)
-				}
-			}
+			settled(t, g)
 			for i, want := range []int{200, 429} {
-				req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
-				req.Header.Set("X-Key", "k")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Fatalf("call %d after the upgrade cost 8 of 10: %d, want %d", i, resp.StatusCode, want)
+				if got := keyedCall(t, "GET", srv.URL+"/chat", nil); got != want {
+					t.Fatalf("call %d after the upgrade cost 8 of 10: %d, want %d", i, got, want)
 				}
 			}
 		})

@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,13 +23,11 @@ func TestUpgradeOutlivesTheRouteTimeout(t *testing.T) {
 			<-r.Context().Done()
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, brw, ok := switchTo(w, "")
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
 		buf := make([]byte, 1024)
 		for {
 			n, err := brw.Read(buf)
@@ -47,17 +43,9 @@ func TestUpgradeOutlivesTheRouteTimeout(t *testing.T) {
 upstreams: { up: { targets: [%q], timeout: 300ms } }
 routes: [{ path: /*, upstream: up, resource: ws }]
 `, up.URL))
-		addr := strings.TrimPrefix(gw, "http://")
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 101 {
-			t.Fatalf("%s: handshake %v %v, want 101", fwd, resp, err)
+		c, br, resp := askUpgrade(t, gw, "/ws", "")
+		if resp.StatusCode != 101 {
+			t.Fatalf("%s: handshake %d, want 101", fwd, resp.StatusCode)
 		}
 		for i := range 4 {
 			msg := fmt.Sprintf("message %d", i)
@@ -71,15 +59,9 @@ routes: [{ path: /*, upstream: up, resource: ws }]
 		c.Close()
 
 		start := time.Now()
-		c, err = net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "GET /silent HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		resp, err = http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil || resp.StatusCode != 504 {
-			t.Fatalf("%s: a handshake never answered: %v %v, want 504", fwd, resp, err)
+		c, _, resp = askUpgrade(t, gw, "/silent", "")
+		if resp.StatusCode != 504 {
+			t.Fatalf("%s: a handshake never answered: %d, want 504", fwd, resp.StatusCode)
 		}
 		if waited := time.Since(start); waited < 250*time.Millisecond || waited > 5*time.Second {
 			t.Errorf("%s: the unanswered handshake got its 504 after %v, want about the 300ms timeout", fwd, waited)
@@ -100,13 +82,11 @@ func TestTunnelLifetimeIsNoResponseTime(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, brw, ok := switchTo(w, "")
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
 		io.Copy(io.Discard, brw) // until the client closes
 	}))
 	t.Cleanup(up.Close)
@@ -116,32 +96,16 @@ routes: [{ path: /*, upstream: up, resource: ws }]
 degradeRules:
   - { resource: ws, strategy: slowRatio, maxAllowedRtMs: 200, threshold: 0.5, minRequestAmount: 2, statIntervalMs: 60000, retryTimeoutMs: 30000 }
 `, up.URL))
-	addr := strings.TrimPrefix(gw, "http://")
 	for range 3 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 101 {
-			t.Fatalf("handshake: %v %v, want 101", resp, err)
+		c, _, resp := askUpgrade(t, gw, "/ws", "")
+		if resp.StatusCode != 101 {
+			t.Fatalf("handshake: %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
 		}
 		time.Sleep(400 * time.Millisecond)
 		c.Close()
 	}
-	// The tunnels have ended once no call of the resource is in flight.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		st := g.Current().Flow.Stats(g.Now())
-		if len(st) == 1 && st[0].Node.Concurrency == 0 {
-			if st[0].Node.AvgRtMs >= 200 {
-				t.Errorf("average response time %v ms after three tunnels: their lifetime was taken for latency", st[0].Node.AvgRtMs)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tunnels never ended: %+v", st)
-		}
+	if st := settled(t, g); st.AvgRtMs >= 200 {
+		t.Errorf("average response time %v ms after three tunnels: their lifetime was taken for latency", st.AvgRtMs)
 	}
 	resp, err := http.Get(gw + "/plain")
 	if err != nil {
