@@ -214,14 +214,20 @@ func (w *Exact) NextRoom(now, from, n int64, limit float64) (at int64, ok bool) 
 // Peek reads the window at now as a call of n tokens would find it, and
 // counts nothing: res is what TryAdd fills for a refused call (Retry 0:
 // the call fits now). A prioritized call's quota reads it, its pass
-// already reserved.
+// already reserved, so the search (a pass over the slots) is made only
+// when the tokens held leave no room by count: no interval holds more
+// than all of them.
 func (w *Exact) Peek(now, n int64, limit float64, res *Result) {
+	lim := wholeLimit(limit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.expire(now)
 	res.Total = w.total
 	res.Reset = w.resetLocked(now)
-	res.Retry = w.retryLocked(now, n, wholeLimit(limit))
+	res.Retry = 0
+	if w.total+n > lim {
+		res.Retry = w.retryLocked(now, n, lim)
+	}
 }
 
 // Present is the latest now the window has seen, or now if later: the
