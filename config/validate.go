@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -669,11 +668,13 @@ func (c *checker) paramRules(ix routeIndex) {
 }
 
 // gatewayField reports a response field the gateway writes itself (the
-// RateLimit fields, Retry-After, X-Sluice-Blocked).
+// RateLimit fields, Retry-After, X-Sluice-Blocked). Field names compare
+// without case.
 func gatewayField(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Sluice-Blocked":
-		return true
+	for _, f := range [...]string{"RateLimit", "RateLimit-Policy", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Sluice-Blocked"} {
+		if strings.EqualFold(name, f) {
+			return true
+		}
 	}
 	return false
 }
