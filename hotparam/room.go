@@ -37,13 +37,12 @@ func (c *Checker) Room(now int64, v Values, n, retry int64, sink limiter.QuotaSi
 				continue
 			}
 			e, sh := r.table.Peek(val)
-			var wait int64
+			// A value not tracked is read as its first call would find it.
+			p, st := &r.params[r.paramOf(val)], int64(idle)
 			if e != nil {
-				wait = r.waitFor(&r.params[e.V.param], e.V.state.Load(), now, n)
-			} else {
-				wait = r.waitFor(&r.params[r.paramOf(val)], idle, now, n) // as a first call would find it
+				p, st = &r.params[e.V.param], e.V.state.Load()
 			}
-			p := &r.params[r.paramOf(val)]
+			wait := r.waitFor(p, st, now, n)
 			sh.Unlock()
 			if wait < 0 {
 				return -1
