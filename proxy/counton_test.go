@@ -178,9 +178,17 @@ paramRules:
 // key is let in once more (for 5) and then refused, and the header does not reach
 // the client unless the route keeps it. Before, ReverseProxy wrote the 101
 // to the hijacked connection past the gateway: the client saw the header,
-// and the call cost its acquireCount, 1.
+// and the call cost its acquireCount, 1. A 101 to a request that asked for
+// no upgrade is a failure, and its figure is not charged.
 func TestCostHeaderOnAnUpgrade(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("hostile") {
+			// A 101 to a request that asked for no upgrade.
+			if conn, _, ok := switchTo(w, "X-Tokens-Used: 9\r\n"); ok {
+				conn.Close()
+			}
+			return
+		}
 		if r.Header.Get("Upgrade") == "" {
 			w.Header().Set("X-Tokens-Used", "5")
 			io.WriteString(w, "ok")
@@ -216,5 +224,18 @@ func TestCostHeaderOnAnUpgrade(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A hostile 101 to a plain request is the upstream's failure (502),
+	// not an answer whose figure is charged: the call costs acquireCount,
+	// 1, so two calls of 5 pass after it before the key is refused.
+	srv, _ := rulesGatewayOf(t, costRules(up.URL, "standard", false))
+	for i, want := range []int{502, 200, 200, 429} {
+		target := srv.URL + "/chat"
+		if i == 0 {
+			target += "?hostile"
+		}
+		if got := keyedCall(t, "GET", target, nil); got != want {
+			t.Fatalf("call %d after a hostile 101: %d, want %d", i, got, want)
+		}
 	}
 }

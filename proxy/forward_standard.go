@@ -242,8 +242,10 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 		// ReverseProxy writes a 101 to the hijacked connection itself,
 		// never through the exchange's WriteHeader: the rules that take a
 		// cost from the answer read this one here, and its cost headers
-		// go before ReverseProxy copies the rest to the client.
-		if ex := c.p.ex; ex.status == 0 && !ex.failed {
+		// go before ReverseProxy copies the rest to the client. Only for
+		// a request that asked to upgrade (handshake): a 101 to any other
+		// is ReverseProxy's error (502), and the attempt's, not an answer.
+		if ex := c.p.ex; c.p.handshake != nil && ex.status == 0 && !ex.failed {
 			ex.call.answer(resp.Header)
 			// Answered: the call ends as a forwarded one (Exit, the cost
 			// charged), not as one whose client left before any answer.
