@@ -35,7 +35,7 @@ func loadCerts(cfg *config.Config) (*tlsedge.Store, error) {
 // tls.certificates[i]: the files and what is wrong with them. Other errors
 // are returned as they are.
 func certErrors(cfg *config.Config, err error) error {
-	if err == nil || cfg == nil {
+	if err == nil {
 		return err
 	}
 	var list []error

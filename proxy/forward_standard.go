@@ -56,7 +56,7 @@ func (f *standardForwarder) open(p *prepared) {
 	u.Opaque, u.User, u.Path, u.RawPath = "", nil, unescapedPath(v.path), v.path
 	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = v.query, false, "", ""
 	p.handshake = nil
-	if len(r.Header["Upgrade"]) > 0 {
+	if asksUpgrade(r) {
 		// ReverseProxy ends the tunnel when the request's context ends, so
 		// a deadline on it would cut every WebSocket at the route timeout,
 		// messages flowing or not. The deadline bounds the handshake, as

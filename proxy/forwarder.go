@@ -89,8 +89,7 @@ func (rt *route) forwarderFor(r *http.Request, v *view) forwarder {
 // (appendUpstreamTarget); readTarget has refused the targets that could be
 // read two ways.
 func mustStandard(r *http.Request, v *view) bool {
-	h := r.Header
-	if len(h["Upgrade"]) > 0 || len(h["Expect"]) > 0 || r.Trailer != nil {
+	if asksUpgrade(r) || len(r.Header["Expect"]) > 0 || r.Trailer != nil {
 		return true
 	}
 	if r.ContentLength != 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -98,6 +97,11 @@ func mustStandard(r *http.Request, v *view) bool {
 	}
 	return r.Method == http.MethodConnect || strings.Contains(v.path, "//")
 }
+
+// asksUpgrade reports a request asking to switch protocols (an h2c one was
+// dropped before: dropH2CUpgrade): the one test of it, for the path it
+// takes and for the deadline that bounds its handshake only.
+func asksUpgrade(r *http.Request) bool { return len(r.Header["Upgrade"]) > 0 }
 
 // preferStandard reports a request auto sends the standard path although
 // the fast path could carry it: a request body that must stream (unknown
