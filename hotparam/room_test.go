@@ -73,3 +73,39 @@ func TestRoomOfAValueNeverLetIn(t *testing.T) {
 		t.Errorf("Room of another value: %v, want the refusal's 1s", time.Duration(got))
 	}
 }
+
+// Room's wait for a spent bucket is exact at every count, durationSec and
+// start: a value that spent its whole bucket in one call, read half a
+// token's time later, is told when its next token is back; at it the value
+// lets a call in, a nanosecond sooner it does not. Swept over counts 1 to
+// 1e5, two durations and starts a prime number of ns apart (a bucket has
+// no grid).
+func TestRoomIsExactProperty(t *testing.T) {
+	for _, count := range []float64{1, 2, 3, 10, 100, 1000, 100000} {
+		for _, dur := range []int64{1, 10} {
+			for start := int64(0); start < sec(1); start += 37_000_003 {
+				r := seedRule()
+				r.Items, r.Count, r.DurationSec = nil, count, dur
+				c := compile(t, r).For("get-order")
+				tok, v := c.Enter(start, order("7"), int64(count))
+				if v.Blocked {
+					t.Fatalf("count %g: the filling call refused: %+v", count, v)
+				}
+				tok.Exit(start, 200)
+				token := int64(float64(sec(float64(dur))) / count) // one token's time
+				now := start + token/2
+				got := c.Room(now, order("7"), 1, 1, nil)
+				// About half a token's time (the bucket's costs are whole ns).
+				if got < token/2-2 || got > token-token/2+2 {
+					t.Fatalf("count %g dur %d start %d: Room %v, want about %v", count, dur, start, time.Duration(got), time.Duration(token/2))
+				}
+				if _, v := c.Enter(now+got-1, order("7"), 1); !v.Blocked {
+					t.Fatalf("count %g dur %d start %d: let in 1 ns before Room %v", count, dur, start, time.Duration(got))
+				}
+				if _, v := c.Enter(now+got, order("7"), 1); v.Blocked {
+					t.Fatalf("count %g dur %d start %d: refused at Room %v: %+v", count, dur, start, time.Duration(got), v)
+				}
+			}
+		}
+	}
+}
