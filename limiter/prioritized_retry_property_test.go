@@ -14,17 +14,18 @@ import (
 // that long after, it passes without waiting; a nanosecond sooner, a call
 // that may not wait is refused. The last call that passed, with nothing
 // left, is told the same of the next call, measured from when it goes (a
-// waiting call is answered then). Swept over counts, intervals, maxWaits,
-// the spacing of the calls queueing ahead and start phases.
+// waiting call is answered then). Swept over counts (1 to 1000, 100 under
+// the race detector), intervals, maxWaits, the spacing of the calls
+// queueing ahead and start phases.
 //
 // Before, the refused call said 0 (no Retry-After, t=0) whenever its room
 // lay over one interval ahead, and a waiting pass's t was its own wait.
 func TestPrioritizedRetryIsExact(t *testing.T) {
-	for _, count := range []float64{1, 2, 3, 10} {
+	for _, count := range []float64{1, 2, 3, 10, 100, 1000} {
 		for _, ivMs := range []int64{500, 1000, 2500} {
 			for _, waitMs := range []int64{100, 700, 1500, 3000} {
 				for _, gap := range []int64{0, 10 * ms, 150 * ms} {
-					if float64(gap)*count >= float64(ivMs*ms) {
+					if float64(gap)*count >= float64(ivMs*ms) || count > prioMaxCount {
 						continue // within the limit: none refused
 					}
 					name := fmt.Sprintf("count=%g/iv=%dms/maxWait=%dms/gap=%dms", count, ivMs, waitMs, gap/ms)
