@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 // TestUpgradeOutlivesTheRouteTimeout: the route timeout (300 ms here)
 // bounds an upgrade's handshake, not the tunnel after it. Messages keep
-// flowing through a WebSocket for three times the timeout, under every
+// flowing through a WebSocket past the timeout, under every
 // forwarder (upgrades always take the standard path); an upstream that
 // never answers the handshake is still 504 at the timeout. Before, every
 // WebSocket was cut when the route timeout ran out, messages flowing or not.
@@ -47,14 +48,17 @@ routes: [{ path: /*, upstream: up, resource: ws }]
 		if resp.StatusCode != 101 {
 			t.Fatalf("%s: handshake %d, want 101", fwd, resp.StatusCode)
 		}
-		for i := range 4 {
+		// Messages at 0, 200 and 400 ms: the last one past the timeout.
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(200 * time.Millisecond)
+			}
 			msg := fmt.Sprintf("message %d", i)
 			io.WriteString(c, msg)
 			got := make([]byte, len(msg))
 			if _, err := io.ReadFull(br, got); err != nil || string(got) != strings.ToUpper(msg) {
-				t.Fatalf("%s: %q after %v: %q %v, want its echo: the tunnel was cut", fwd, msg, time.Duration(i)*300*time.Millisecond, got, err)
+				t.Fatalf("%s: %q after %v: %q %v, want its echo: the tunnel was cut", fwd, msg, time.Duration(i)*200*time.Millisecond, got, err)
 			}
-			time.Sleep(300 * time.Millisecond)
 		}
 		c.Close()
 
@@ -96,12 +100,16 @@ routes: [{ path: /*, upstream: up, resource: ws }]
 degradeRules:
   - { resource: ws, strategy: slowRatio, maxAllowedRtMs: 200, threshold: 0.5, minRequestAmount: 2, statIntervalMs: 60000, retryTimeoutMs: 30000 }
 `, up.URL))
+	var tunnels []net.Conn // held open together, 400 ms
 	for range 3 {
 		c, _, resp := askUpgrade(t, gw, "/ws", "")
 		if resp.StatusCode != 101 {
 			t.Fatalf("handshake: %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
 		}
-		time.Sleep(400 * time.Millisecond)
+		tunnels = append(tunnels, c)
+	}
+	time.Sleep(400 * time.Millisecond)
+	for _, c := range tunnels {
 		c.Close()
 	}
 	if st := settled(t, g); st.AvgRtMs >= 200 {
