@@ -42,24 +42,12 @@ func shareOf(limit float64, share int) float64 {
 func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
-	case bReject:
-		s.tryWindow(o, now, n, math.Floor(shareOf(d.winLimit, o.share)), quota)
-	case bWarmUp:
-		s.tryWindow(o, now, n, shareOf(d.warm.rate(s.syncWarm(now)), o.share), quota)
-	case bThrottle:
-		per := d.perToken
-		if o.share > 1 {
-			per = float64(d.intervalNs) / shareOf(d.count, o.share)
-		}
-		s.tryThrottle(o, now, n, per, d.storeNs)
-	case bWarmUpThrottle:
-		r := shareOf(d.warm.rate(s.syncWarm(now)), o.share)
-		per := math.Inf(1)
-		if r > 0 {
-			per = float64(d.intervalNs) / r
-		}
-		s.tryThrottle(o, now, n, per, 0)
-		if o.pass {
+	case bReject, bWarmUp:
+		s.tryWindow(o, now, n, s.windowLimit(now, o.share), quota)
+	case bThrottle, bWarmUpThrottle:
+		per, store := s.spacing(now, o.share)
+		s.tryThrottle(o, now, n, per, store)
+		if o.pass && s.warm != nil {
 			s.warm.passed.Add(n) // the passes feed the next token sync
 		}
 	case bConcurrency:
@@ -79,6 +67,31 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	}
 }
 
+// windowLimit is what a reject or warmUp rule's window may hold at now, of
+// 1/share of the count (see shareOf).
+func (s *keyState) windowLimit(now int64, share int) float64 {
+	if s.def.behavior == bWarmUp {
+		return shareOf(s.def.warm.rate(s.syncWarm(now)), share)
+	}
+	return math.Floor(shareOf(s.def.winLimit, share))
+}
+
+// spacing is a throttle rule's time per token at now (+Inf: nothing passes),
+// of 1/share of the count, and the spacings an idle queue stores.
+func (s *keyState) spacing(now int64, share int) (per float64, store int64) {
+	d := s.def
+	if d.behavior == bWarmUpThrottle {
+		if r := shareOf(d.warm.rate(s.syncWarm(now)), share); r > 0 {
+			return float64(d.intervalNs) / r, 0
+		}
+		return math.Inf(1), 0
+	}
+	if share > 1 {
+		return float64(d.intervalNs) / shareOf(d.count, share), d.storeNs
+	}
+	return d.perToken, d.storeNs
+}
+
 // peek is what try would find for a call of n tokens at now, counting
 // nothing: o.retry > 0 when the rule would refuse it, with the quota of
 // that refusal; -1 when no moment would pass it (more tokens than the rule
@@ -90,10 +103,7 @@ func (s *keyState) peek(o *outcome, now, n int64) {
 	d := s.def
 	switch d.behavior {
 	case bReject, bWarmUp:
-		limit := math.Floor(d.winLimit)
-		if d.behavior == bWarmUp {
-			limit = d.warm.rate(s.syncWarm(now))
-		}
+		limit := s.windowLimit(now, 0)
 		var r window.Result
 		s.win.Peek(now, n, limit, &r)
 		if r.Retry < 0 {
@@ -106,14 +116,7 @@ func (s *keyState) peek(o *outcome, now, n int64) {
 			o.reset = max(r.Reset, r.Retry)
 		}
 	case bThrottle, bWarmUpThrottle:
-		per, store := d.perToken, d.storeNs
-		if d.behavior == bWarmUpThrottle {
-			r := d.warm.rate(s.syncWarm(now))
-			if r <= 0 {
-				return // cold: the rate rises, and when it will is not read here
-			}
-			per, store = float64(d.intervalNs)/r, 0
-		}
+		per, store := s.spacing(now, 0)
 		sp := per * float64(n)
 		if math.IsInf(sp, 0) || sp > math.MaxInt64/4 {
 			o.retry = -1 // count 0: nothing passes
