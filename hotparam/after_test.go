@@ -296,6 +296,49 @@ func TestCountOnCalendarQuota(t *testing.T) {
 	}
 }
 
+// A calendar quota counted from the answer, charged locally while Redis
+// failed: once Redis answers again within the period, its check knows
+// nothing of those charges, so until the reset a call must also fit this
+// gateway's share, as an AcquireQuota rule's must. Before, a 30 s outage
+// let a gateway spend its share alone and then the fleet's whole count.
+func TestCountOnCalendarQuotaAfterOutage(t *testing.T) {
+	down := errors.New("redis down")
+	end := sec(3600) // the period's end
+	svc := &fakeCluster{err: down, gateways: 2, period: 24 * time.Hour}
+	at := func(now int64) int64 {
+		svc.reset = time.Duration(end - now)
+		if now >= end {
+			svc.reset += 24 * time.Hour
+		}
+		return now
+	}
+	r := costRule(6, 1)
+	r.ClusterMode, r.Window, r.Timezone = true, config.WindowDay, "UTC"
+	c := compileCluster(t, svc, r)
+	calls := func(now int64, n int) (passed int) {
+		for i := range n {
+			now := at(now + int64(i)*sec(0.001))
+			tok, vd := c.Enter(now, order("k"), 1)
+			if !vd.Blocked {
+				passed++
+				tok.Answer(answer{}) // no figure: acquireCount, 1
+				tok.Exit(now, 200)
+			}
+		}
+		return passed
+	}
+	if got := calls(sec(10), 5); got != 3 {
+		t.Fatalf("Redis down: %d of 5 passed, want this gateway's share, 3 of 6", got)
+	}
+	svc.err, svc.ok, svc.left = nil, true, 6
+	if got := calls(sec(40), 3); got != 0 {
+		t.Errorf("Redis back within the period, share spent alone: %d of 3 passed, want 0 until the reset", got)
+	}
+	if got := calls(end+sec(1), 4); got != 4 {
+		t.Errorf("Redis back, next period: %d of 4 passed, want 4 (Redis decides)", got)
+	}
+}
+
 // TestParseCost: every byte of the figure is the upstream's, read
 // defensively.
 func TestParseCost(t *testing.T) {

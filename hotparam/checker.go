@@ -240,6 +240,10 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 			}
 		}
 		switch {
+		case err == nil && ok && r.calendar && r.spentAlone(val, now, q.reset):
+			// As below for a pass the period took: the check knows
+			// nothing of what this gateway charged alone.
+			return false, share, periodOf(r, &q)
 		case err == nil:
 			r.count(val, now, !ok)
 			// A dryRun rule's refused call goes on uncharged (enterAfter).
@@ -285,19 +289,18 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	}
 	switch {
 	case err == nil && ok:
+		if r.calendar && r.spentAlone(val, now, q.reset) {
+			// This period's bucket holds passes this gateway made while
+			// Redis failed, which Redis never counted: until the reset the
+			// call must also fit this gateway's share locally (the caller
+			// decides it), or a short outage would add a share to the
+			// period's count. The call has taken its place in Redis: Redis
+			// errs on the safe side.
+			return false, share, periodOf(r, &q)
+		}
 		if e, sh = r.table.Get(val, now); e != nil {
 			if r.calendar {
 				r.turnPeriod(&e.V, now, q.reset)
-				if e.V.alone.Load()&madeAlone != 0 {
-					// This period's bucket holds passes this gateway made
-					// while Redis failed, which Redis never counted: until
-					// the reset the call must also fit this gateway's share
-					// locally (the caller decides it), or a short outage
-					// would add a share to the period's count. The call has
-					// taken its place in Redis: Redis errs on the safe side.
-					sh.Unlock()
-					return false, share, periodOf(r, &q)
-				}
 			} else if now < e.V.alone.Load() {
 				// Redis answers again, but the bucket still holds passes
 				// this gateway made alone, which Redis never saw: the call
@@ -369,6 +372,18 @@ func (r *rule) turnPeriod(v *value, now, reset int64) {
 		v.state.Store(idle)
 		v.alone.Store((now + reset) &^ madeAlone)
 	}
+}
+
+// spentAlone reports that val's calendar bucket holds passes this gateway
+// made alone while Redis failed, in the period that ends reset from now.
+func (r *rule) spentAlone(val string, now, reset int64) bool {
+	e, sh := r.table.Get(val, now)
+	defer sh.Unlock()
+	if e == nil {
+		return false
+	}
+	r.turnPeriod(&e.V, now, reset)
+	return e.V.alone.Load()&madeAlone != 0
 }
 
 // periodEnd is when the period v's calendar bucket counts ends (0: none
