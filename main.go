@@ -53,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	o := lifecycle.Options{Version: version, Log: stderr}
 	fs.StringVar(&o.Config, "config", "rules.yaml", "rules file")
-	fs.StringVar(&o.Listen, "listen", "", "traffic listen address (overrides the file's listen)")
+	fs.StringVar(&o.Listen, "listen", "", `traffic listen address (overrides the file's listen; "off" turns the plain listener off, with tls.listen set)`)
 	fs.StringVar(&o.Admin, "admin", "", `admin listen address (overrides admin.listen; "off" turns it off)`)
 	levels, formats := lifecycle.LogChoices()
 	fs.StringVar(&o.LogLevel, "log-level", "", "log level: "+levels+" (overrides log.level)")

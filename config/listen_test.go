@@ -50,9 +50,9 @@ func TestOverridesReplaceFileListeners(t *testing.T) {
 		{"listen on the admin default port, as written", "listen: \"127.0.0.1:9090\"\n" + rest, Overrides{},
 			[]string{`r.yaml:1: admin.listen: must differ from listen (both are "127.0.0.1:9090")`}, "", ""},
 		{"listen on the admin default port, both flagged", "listen: \"127.0.0.1:9090\"\n" + rest,
-			Overrides{Listen: "127.0.0.1:0", AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
+			Overrides{Listen: str("127.0.0.1:0"), AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
 		{"listen on the admin default port, -admin off", "listen: \"127.0.0.1:9090\"\n" + rest,
-			Overrides{Listen: "127.0.0.1:0", AdminListen: str("")}, nil, "127.0.0.1:0", ""},
+			Overrides{Listen: str("127.0.0.1:0"), AdminListen: str("")}, nil, "127.0.0.1:0", ""},
 		{"a bad admin.listen, as written", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest, Overrides{},
 			[]string{`r.yaml:2: admin.listen: must be host:port or :port, got "bogus"`}, "", ""},
 		{"a bad admin.listen replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest,
@@ -63,11 +63,17 @@ func TestOverridesReplaceFileListeners(t *testing.T) {
 		{"h2c without listen, as written", "listen: \"\"\nhttp2: {h2c: true}\n" + rest, Overrides{},
 			[]string{`r.yaml:1: listen: must not be empty (an address like ":8080")`, `r.yaml:2: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)`}, "", ""},
 		{"h2c without listen, -listen given", "listen: \"\"\nhttp2: {h2c: true}\n" + rest,
-			Overrides{Listen: "127.0.0.1:0"}, nil, "127.0.0.1:0", DefaultAdminListen},
-		{"a bad -listen", "listen: \"127.0.0.1:0\"\n" + rest, Overrides{Listen: "bogus"},
+			Overrides{Listen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", DefaultAdminListen},
+		{"a bad -listen", "listen: \"127.0.0.1:0\"\n" + rest, Overrides{Listen: str("bogus")},
 			[]string{`r.yaml: listen: must be host:port or :port, got "bogus" (given on the command line, in place of the file's)`}, "", ""},
+		// -listen off: the TLS listener alone serves traffic, as a file
+		// with listen "" does; without one, it is the empty listen's error.
+		{"-listen off beside tls.listen", "listen: \":8080\"\ntls: {listen: \"127.0.0.1:0\", certificates: [{certFile: c.pem, keyFile: k.pem}]}\n" + rest,
+			Overrides{Listen: str(""), AdminListen: str("")}, nil, "", ""},
+		{"-listen off, no tls.listen", "listen: \":8080\"\n" + rest, Overrides{Listen: str("")},
+			[]string{`r.yaml: listen: must not be empty (an address like ":8080") (given on the command line, in place of the file's)`}, "", ""},
 		{"-listen on the file's admin port", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"127.0.0.1:9191\"}\n" + rest,
-			Overrides{Listen: ":9191"},
+			Overrides{Listen: str(":9191")},
 			[]string{`r.yaml:2: admin.listen: "127.0.0.1:9191" takes the port of listen (":9191", from the command line): each listener needs its own port`}, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +104,8 @@ func TestOverridesApplyToAFleetMerge(t *testing.T) {
 	gateway := []byte("listen: \"127.0.0.1:9090\"\nrulesSource: {redis: \"redis://127.0.0.1:6379/0\", key: \"sluice:rules\"}\n")
 	doc := []byte("upstreams: {app: {targets: [\"http://127.0.0.1:1\"]}}\nroutes: [{path: /a, upstream: app}]\n")
 	off := ""
-	ov := Overrides{Listen: "127.0.0.1:0", AdminListen: &off}
+	listen := "127.0.0.1:0"
+	ov := Overrides{Listen: &listen, AdminListen: &off}
 	if _, err := ParseWithDocument("g.yaml", gateway, "redis://h/0/k", doc); err == nil {
 		t.Fatal("the merge as written loaded; want listen and admin.listen to clash")
 	}

@@ -61,7 +61,7 @@ func Load(path string) (*Config, error) { return Overrides{}.Load(path) }
 // "Flags override the file's listen / admin.listen"). The zero Overrides
 // replaces nothing.
 type Overrides struct {
-	Listen      string  // "": the file's listen
+	Listen      *string // nil: the file's listen; "": the plain listener off
 	AdminListen *string // nil: the file's admin.listen; "": the admin listener off
 	LogLevel    string  // "": the file's log.level
 	LogFormat   string  // "": the file's log.format
@@ -82,7 +82,7 @@ func (ov Overrides) Load(path string) (*Config, error) {
 func (ov Overrides) replaces(path string) bool {
 	for p := path; p != ""; p = parent(p) {
 		switch {
-		case p == "listen" && ov.Listen != "", p == "admin.listen" && ov.AdminListen != nil,
+		case p == "listen" && ov.Listen != nil, p == "admin.listen" && ov.AdminListen != nil,
 			p == "log.level" && ov.LogLevel != "", p == "log.format" && ov.LogFormat != "",
 			p == "server.readHeaderTimeout" && ov.ReadHeaderTimeout > 0:
 			return true
@@ -96,8 +96,8 @@ func (ov Overrides) replaces(path string) bool {
 // value checked from here on is the command line's.
 func (c *checker) applyOverrides() {
 	ov := c.over
-	if ov.Listen != "" {
-		c.cfg.Listen = ov.Listen
+	if ov.Listen != nil {
+		c.cfg.Listen = *ov.Listen
 	}
 	if ov.AdminListen != nil {
 		s := *ov.AdminListen

@@ -36,7 +36,7 @@ const maxHeaderBytes = 64 << 10
 // setting it names: the rules file's value never applies (overrides).
 type Options struct {
 	Config    string // the rules file
-	Listen    string // the traffic address; "": the file's listen
+	Listen    string // the traffic address; "": the file's listen, "off": none (tls.listen serves)
 	Admin     string // the admin address; "": the file's admin.listen, "off": none
 	LogLevel  string // "": the file's log.level
 	LogFormat string // "": the file's log.format

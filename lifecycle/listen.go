@@ -38,13 +38,17 @@ func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
 // checked, used or shown (GET /api/rules). cfg.Listen and
 // cfg.AdminListen() are then the addresses in force.
 func (o Options) overrides() config.Overrides {
-	ov := config.Overrides{Listen: o.Listen, LogLevel: o.LogLevel, LogFormat: o.LogFormat, ReadHeaderTimeout: o.ReadHeaderTimeout}
-	switch o.Admin {
+	return config.Overrides{Listen: address(o.Listen), AdminListen: address(o.Admin), LogLevel: o.LogLevel, LogFormat: o.LogFormat, ReadHeaderTimeout: o.ReadHeaderTimeout}
+}
+
+// address is a listener flag's override: nil for "" (the file's), "" for
+// "off" (no listener), else the address.
+func address(flag string) *string {
+	switch flag {
 	case "":
+		return nil
 	case "off":
-		ov.AdminListen = new(string)
-	default:
-		ov.AdminListen = &o.Admin
+		return new(string)
 	}
-	return ov
+	return &flag
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"crypto/tls"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,31 @@ func TestReloadReadsTheCertificatesToo(t *testing.T) {
 	}
 	if got := served(); !got.Equal(renewed.Cert.NotAfter) {
 		t.Errorf("after Reload: served until %v, want the renewed certificate's %v", got, renewed.Cert.NotAfter)
+	}
+}
+
+// -listen off turns the plain listener off, as -admin off does the admin
+// one: the TLS listener alone serves traffic, and the file's listen is not
+// opened (before, -listen "" meant the file's listen, so no flag could).
+func TestListenOffLeavesTheTLSListener(t *testing.T) {
+	ca := testcert.NewCA(t, "listen off CA")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca.Server(t, time.Now().Add(48*time.Hour), "127.0.0.1").Write(t, certFile, keyFile)
+	up := upstream(t)
+	path, _ := rulesFile(t, up, "tls: {listen: \"127.0.0.1:0\", certificates: [{certFile: "+certFile+", keyFile: "+keyFile+"}]}\nroutes: [{path: /a, upstream: app}]")
+	inst, plain := running(t, Options{Config: path, Listen: "off", Admin: "off"})
+	_, secure, _ := inst.Addrs()
+	if plain != "" || secure == "" {
+		t.Fatalf("listening on plain %q and TLS %q; want TLS alone", plain, secure)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	resp, err := c.Get("https://" + secure + "/a")
+	if err != nil {
+		t.Fatalf("GET over TLS: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET over TLS: %d, want 200 from the upstream", resp.StatusCode)
 	}
 }
