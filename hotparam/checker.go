@@ -156,7 +156,9 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 			// period's length.
 			o.reset, o.period = period.reset, period.period
 			if o.blocked {
-				o.retry = period.reset
+				if o.retry != neverPasses {
+					o.retry = period.reset
+				}
 			} else {
 				e.V.alone.Store(e.V.alone.Load() | madeAlone)
 			}
@@ -196,7 +198,7 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	if p.never {
 		e.V.count(now, true)
 		sh.Unlock()
-		return true, 0, outcome{blocked: true, p: p}
+		return true, 0, outcome{blocked: true, p: p, retry: neverPasses}
 	}
 	sh.Unlock()
 	share = r.share(ts)
@@ -456,10 +458,10 @@ func (r *rule) verdict(o *outcome, vd *limiter.Verdict, val string, qt quotaTo) 
 		*vd = limiter.Verdict{
 			Blocked:    true,
 			Reason:     limiter.ReasonParam,
-			RetryAfter: time.Duration(o.retry),
+			RetryAfter: time.Duration(max(o.retry, 0)),
 			DryRun:     vd.DryRun,
 		}
-		if o.p != nil {
+		if o.p != nil && o.retry != neverPasses {
 			vd.Quota, vd.HasQuota = r.quota(o, qt.ord), true
 			if qt.sink != nil {
 				q := vd.Quota

@@ -1,10 +1,12 @@
 package hotparam_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"sluice/config"
+	"sluice/hotparam"
 	"sluice/limiter"
 )
 
@@ -106,6 +108,37 @@ func TestRoomIsExactProperty(t *testing.T) {
 					t.Fatalf("count %g dur %d start %d: refused at Room %v: %+v", count, dur, start, time.Duration(got), v)
 				}
 			}
+		}
+	}
+}
+
+// A call its rule never lets in (an item of count 0, more tokens than the
+// bucket holds) is refused with neither RetryAfter nor a quota: a RateLimit
+// t=0 (and X-RateLimit-Reset: 0) told the client to retry at once, and it
+// would be refused for ever. A flow rule's such refusal has none either.
+func TestNeverLetInHasNoQuota(t *testing.T) {
+	down := errors.New("redis down")
+	local := seedRule()
+	local.Items = append(local.Items, config.ParamItem{Value: "never", Count: 0})
+	after := costRule(2, 1)
+	after.Items = []config.ParamItem{{Value: "never", Count: 0}}
+	cluster := clusterRule(10, config.ThresholdGlobal, nil)
+	cluster.Items = []config.ParamItem{{Value: "never", Count: 0}}
+	for _, tc := range []struct {
+		name  string
+		c     *hotparam.Checker
+		value string
+		n     int64
+	}{
+		{"an item of count 0", compile(t, local).For("get-order"), "never", 1},
+		{"more tokens than the bucket holds", compile(t, local).For("get-order"), "7", 1000},
+		{"countOn, an item of count 0", compile(t, after).For("get-order"), "never", 1},
+		{"clusterMode, an item of count 0", compileCluster(t, &fakeCluster{ok: true}, cluster), "never", 1},
+		{"clusterMode, Redis down, more tokens than the share holds", compileCluster(t, &fakeCluster{err: down, gateways: 2}, clusterRule(10, config.ThresholdGlobal, nil)), "7", 6},
+	} {
+		_, v := tc.c.Enter(sec(1), order(tc.value), tc.n)
+		if !v.Blocked || v.RetryAfter != 0 || v.HasQuota {
+			t.Errorf("%s: %+v, want blocked with no RetryAfter and no quota", tc.name, v)
 		}
 	}
 }

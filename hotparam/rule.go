@@ -96,7 +96,7 @@ type outcome struct {
 	blocked bool
 	took    bool  // state was taken and must be released by Exit or Cancel
 	wait    int64 // throttle: how long the call waits before it goes
-	retry   int64 // blocked: until a retry may pass (0 unknown)
+	retry   int64 // blocked: until a retry may pass (0 unknown, neverPasses)
 	undo    int64 // what Cancel gives back: bucket cost, queue spacing
 	sched   int64 // queue: the slot (pass instant) this call took
 	// A bucket's quota for RateLimit headers: tokens left after the call and
@@ -113,6 +113,11 @@ type outcome struct {
 	kept  string
 	asked float64
 }
+
+// neverPasses is a blocked outcome's retry when no retry of the call can
+// pass (an item of count 0, more tokens than the bucket holds): neither
+// Retry-After nor a RateLimit t can name a moment.
+const neverPasses = -1
 
 // enter decides one call of n tokens for value state e at now and, unless it
 // is blocked, takes what it needs. share > 1 (a global cluster rule falling
@@ -166,7 +171,7 @@ func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome 
 	cost, tau, count, emission := bucketOf(p, n, share)
 	if p.never || cost > tau {
 		// More than the bucket ever holds: no retry can pass.
-		return outcome{blocked: true, p: p}
+		return outcome{blocked: true, p: p, retry: neverPasses}
 	}
 	for {
 		tat := e.state.Load()
@@ -219,7 +224,7 @@ func (r *rule) enterAfter(e *value, p *param, now, n int64, share int) outcome {
 	}
 	cost, tau, count, emission := bucketOf(p, r.checkOf(n), share)
 	if p.never || cost > tau {
-		return outcome{blocked: true, p: p}
+		return outcome{blocked: true, p: p, retry: neverPasses}
 	}
 	start := max(e.state.Load(), now)
 	if ahead := start + cost - now; ahead > tau {
