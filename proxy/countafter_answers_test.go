@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -471,6 +472,87 @@ paramRules:
 				if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("pw")); got != want {
 					t.Fatalf("guess %d: %d, want %d", i, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestFailureCountsAGuessItsClientHungUpOn: a client that hangs up once
+// its guess has reached the upstream is charged for it, on both
+// forwarders: the upstream judged the guess, the client only chose not to
+// hear the verdict. Before, the standard forwarder (which a client picks
+// with a chunked body, Accept: text/event-stream or an h2 stream without
+// content-length) cancelled the upstream call and gave the token back, so
+// a login lockout of 2 an hour let every hung-up guess through.
+func TestFailureCountsAGuessItsClientHungUpOn(t *testing.T) {
+	arrived := make(chan struct{}, 8)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		select { // a slow password check; the client hangs up meanwhile
+		case <-r.Context().Done():
+		case <-time.After(time.Second):
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			_, g := rulesGatewayOf(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+    forwarder: %s
+paramRules:
+  - resource: login
+    param: header:X-Key
+    count: 2
+    durationSec: 3600
+    countOn: failure
+    failureStatuses: [401]
+`, up.URL, fwd))
+			// A call holds its token until the gateway settles it, as its
+			// handler returns, which the client's leaving does not wait for.
+			var active atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				active.Add(1)
+				defer active.Add(-1)
+				g.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			for i := range 2 {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/login", strings.NewReader("guess"))
+				req.Header.Set("X-Key", "k")
+				done := make(chan error, 1)
+				go func() {
+					resp, err := http.DefaultClient.Do(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+					done <- err
+				}()
+				select {
+				case <-arrived:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("guess %d never reached the upstream", i+1)
+				}
+				cancel() // the client hangs up while the guess is judged
+				if err := <-done; err == nil {
+					t.Fatalf("guess %d: answered; want the client to have left first", i+1)
+				}
+			}
+			for deadline := time.Now().Add(5 * time.Second); active.Load() != 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the gateway never settled the guesses")
+				}
+			}
+			if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("guess")); got != http.StatusTooManyRequests {
+				t.Errorf("after two guesses hung up on: %d, want 429 (both charged)", got)
 			}
 		})
 	}

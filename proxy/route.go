@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"sluice/config"
+	"sluice/hotparam"
 	"sluice/limiter"
 )
 
@@ -248,6 +249,11 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 			answer = ex.status
 		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
+		if abandoned && !ex.bodyFailed() {
+			// The client hung up on a request the upstream had: a failure
+			// rule counts the guess it cannot judge (hotparam.Unheard).
+			answer = hotparam.Unheard
+		}
 		// A breaker judges the upstream: not the gateway's own queue, nor
 		// the client's reading of the answer (SPEC §6's maxAllowedRtMs).
 		upstreamRT := time.Duration(answered - sent - ex.clientWait)
