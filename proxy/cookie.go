@@ -202,15 +202,17 @@ func cookieName(k, name string) bool { return formName(trimCookieSpace(k), name)
 // (s.id, s%20id and s_id%00x are s_id to PHP); or name followed by a
 // bracket group closed somewhere after it (key[], key[0], key%5Bx%5D):
 // PHP, Rack and Express's qs read those as key, an array or a map of the
-// values, and Rails' find_by(token: params[:key]) finds the same record. It
-// allocates nothing.
+// values, and Rails' find_by(token: params[:key]) finds the same record.
+// Letter case is ignored in all of these: ASP.NET Core reads query and
+// cookie names so (Request.Query["id"] is ?Id= and ?ID=). It allocates
+// nothing.
 func formName(k, name string) bool {
 	if k == name {
 		return true
 	}
 	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 && strings.IndexByte(k, '[') < 0 &&
 		strings.IndexByte(name, '_') < 0 {
-		return false
+		return len(k) == len(name) && strings.EqualFold(k, name)
 	}
 	i := 0
 	for i < len(k) { // PHP skips the leading spaces of the decoded name
@@ -230,11 +232,18 @@ func formName(k, name string) bool {
 		if j == len(name) {
 			return c == '[' && closesBracket(k, i)
 		}
-		if name[j] != c && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
+		if lowerASCII(name[j]) != lowerASCII(c) && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
 			return false
 		}
 	}
 	return j == len(name)
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // closesBracket reports whether the name k holds a ']', raw or escaped,
