@@ -182,7 +182,9 @@ func (s *keyState) tryThrottle(o *outcome, now, n int64, perToken float64, store
 	o.pass, o.at, o.wait = true, at, wait
 	o.reset = int64(perToken)
 	// A stored permit's slot is in the past: the room it leaves counts too.
-	o.remain = throttleRemain(maxQ-(at-now), perToken)
+	// r is what is left of the policy the client is shown (count per
+	// interval), never more: the queue may take more, each call later.
+	o.remain = min(throttleRemain(maxQ-(at-now), perToken), max(math.Floor(s.def.count), 1))
 }
 
 // throttleRemain is how many more one-token calls the queue still takes now.

@@ -115,6 +115,20 @@ func TestThrottleQuota(t *testing.T) {
 	}
 }
 
+// A queue that takes more calls than the rule's count (2 a second queued
+// up to 3 s) states what is left of the count, never more: r=6 of q=2
+// read as a broken policy, and a client that sent 6 at once would have
+// waited up to 3 s for them. The queue still takes them.
+func TestThrottleQuotaNeverAboveCount(t *testing.T) {
+	c := compile(t, throttleRule(2, 3000)).Checker("r", "default")
+	for i, want := range []float64{2, 2, 2, 2, 2, 1, 0} {
+		_, v := c.Enter(t0, "", 1)
+		if v.Blocked || v.Quota.Remaining != want || v.Quota.Limit != 2 {
+			t.Errorf("call %d: %+v, want passed with %v of 2 left", i, v, want)
+		}
+	}
+}
+
 // With a default and a per-origin throttle rule, a call that does not go
 // after all (its client left the queue, or a later rule blocked it) gives its
 // slot back to both queues, also when the second throttle rule comes after
