@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -183,7 +184,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		var i int64
-		if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil || v.OverflowInt(i) {
+		if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil || v.OverflowInt(i) || !integral(n) {
 			d.fail(n.Line, path, "expected an integer, got "+describe(n))
 			return
 		}
@@ -198,6 +199,18 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	default:
 		panic("config: no decoder for " + v.Type().String()) // a schema bug, caught by tests
 	}
+}
+
+// integral reports whether a scalar that decoded as an integer is one:
+// yaml.v3 truncates a float into an int, so durationSec: 1.5 was 1 s and
+// weight: 0.5 was refused as 0. A float of integral value (1.0, 1e3) is
+// its integer.
+func integral(n *yaml.Node) bool {
+	if n.ShortTag() != "!!float" {
+		return true
+	}
+	var f float64
+	return n.Decode(&f) == nil && f == math.Trunc(f)
 }
 
 // resolve follows aliases and charges the node budget; nil means stop.
