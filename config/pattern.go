@@ -104,7 +104,10 @@ func anchored(re string) string {
 // {param:regexp} parts each written '/' (so that no "%3B" forms across
 // one): what a request's path must hold as written (a regexp such as
 // [^;/]+ mentions a ';' it keeps out).
-func patternText(p string) string {
+func patternText(p string) string { return literalText(p, '/') }
+
+// literalText is p with each {param} and {param:regexp} part written sep.
+func literalText(p string, sep byte) string {
 	if strings.IndexByte(p, '{') < 0 {
 		return p
 	}
@@ -114,7 +117,7 @@ func patternText(p string) string {
 		switch c := p[i]; {
 		case c == '{':
 			if depth == 0 {
-				b.WriteByte('/')
+				b.WriteByte(sep)
 			}
 			depth++
 		case c == '}' && depth > 0:
