@@ -29,6 +29,8 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 		{"an unknown -log-level", []string{"-config", missing, "-log-level", "loud"}, "", `-log-level: must be one of trace, debug, info, warn, error, got "loud"`},
 		{"-log-level warning", []string{"-config", missing, "-log-level", "warning"}, "", `-log-level: must be one of trace, debug, info, warn, error, got "warning"`},
 		{"an unknown -log-format", []string{"-config", missing, "-log-format", "fancy"}, "", `-log-format: must be one of json, console, got "fancy"`},
+		{"a negative -read-header-timeout", []string{"-config", missing, "-read-header-timeout", "-1s"}, "", `-read-header-timeout: must be > 0 and <= 1h, got -1s`},
+		{"a negative -drain-timeout", []string{"-config", missing, "-drain-timeout", "-1s"}, "", `-drain-timeout: must be >= 0, got -1s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -29,6 +30,14 @@ func (o Options) Check() error {
 		if f.value != "" && !slices.Contains(f.allowed, f.value) {
 			errs = append(errs, fmt.Sprintf("%s: must be one of %s, got %q", f.flag, strings.Join(f.allowed, ", "), f.value))
 		}
+	}
+	// server.readHeaderTimeout refuses these in the file; the flags too (a
+	// negative -read-header-timeout was the file's value, unsaid).
+	if o.ReadHeaderTimeout < 0 || o.ReadHeaderTimeout > time.Hour {
+		errs = append(errs, fmt.Sprintf("-read-header-timeout: must be > 0 and <= 1h, got %s", o.ReadHeaderTimeout))
+	}
+	if o.Drain < 0 {
+		errs = append(errs, fmt.Sprintf("-drain-timeout: must be >= 0, got %s", o.Drain))
 	}
 	if len(errs) == 0 {
 		return nil
