@@ -21,6 +21,9 @@ func TestSharePort(t *testing.T) {
 		{"127.0.0.1:80", "127.0.0.1:http", true},
 		{"0.0.0.0:8080", "[::1]:8080", true}, // Go listens on both families for 0.0.0.0
 		{"127.0.0.1:8080", "10.0.0.1:8080", false},
+		{"localhost:8080", "127.0.0.1:8080", true}, // localhost binds 127.0.0.1 (and ::1)
+		{"[::ffff:127.0.0.1]:8080", "127.0.0.1:8080", true},
+		{"localhost:8080", "10.0.0.1:8080", false},
 		{":8080", ":8081", false},
 		{":0", ":0", false}, // each picks a free port
 		{"127.0.0.1:0", "127.0.0.1:0", false},
@@ -53,6 +56,11 @@ func TestOverridesReplaceFileListeners(t *testing.T) {
 			Overrides{Listen: str("127.0.0.1:0"), AdminListen: str("127.0.0.1:0")}, nil, "127.0.0.1:0", "127.0.0.1:0"},
 		{"listen on the admin default port, -admin off", "listen: \"127.0.0.1:9090\"\n" + rest,
 			Overrides{Listen: str("127.0.0.1:0"), AdminListen: str("")}, nil, "127.0.0.1:0", ""},
+		// net.Listen resolves the host: one it cannot is refused here,
+		// not at the next start.
+		{"a listen host that is no address", "listen: \"256.1.1.1:8080\"\nadmin: {listen: \" 127.0.0.1:9191\"}\n" + rest, Overrides{},
+			[]string{`r.yaml:1: listen: the host must be an IP address or a name that resolves, got "256.1.1.1:8080"`,
+				`r.yaml:2: admin.listen: the host must be an IP address or a name that resolves, got " 127.0.0.1:9191"`}, "", ""},
 		{"a bad admin.listen, as written", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest, Overrides{},
 			[]string{`r.yaml:2: admin.listen: must be host:port or :port, got "bogus"`}, "", ""},
 		{"a bad admin.listen replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -208,9 +209,15 @@ func (c *checker) listenAddr(path, addr string, emptyOK bool) {
 		}
 		return
 	}
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
 		c.add(path, "must be host:port or :port, got %s", quote(addr))
+		return
+	}
+	// net.Listen resolves the host too: 256.1.1.1 or " 127.0.0.1" would
+	// stop the gateway at start, or at a restart.
+	if host != "" && len(hostAddrs(host)) == 0 {
+		c.add(path, "the host must be an IP address or a name that resolves, got %s", quote(addr))
 		return
 	}
 	// net.Listen resolves the port the same way: 99999 or a name not in
@@ -259,7 +266,36 @@ func sharePort(a, b string) bool {
 		return false
 	}
 	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	return ha == hb || every(ha) || every(hb)
+	if ha == hb || every(ha) || every(hb) {
+		return true
+	}
+	// localhost:8080 and 127.0.0.1:8080 clash too: compare what they bind.
+	for _, x := range hostAddrs(ha) {
+		if slices.Contains(hostAddrs(hb), x) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostAddrs are the addresses a listener's host binds: the address it
+// writes (an IPv4-mapped one as IPv4), or those its name resolves to, as
+// net.Listen resolves it; none if it does not resolve.
+func hostAddrs(h string) []netip.Addr {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	names, err := net.LookupHost(h)
+	if err != nil {
+		return nil
+	}
+	var as []netip.Addr
+	for _, n := range names {
+		if a, err := netip.ParseAddr(n); err == nil {
+			as = append(as, a.Unmap())
+		}
+	}
+	return as
 }
 
 func checkTarget(t string) string {
