@@ -23,7 +23,9 @@ import (
 // exact or anchored regex one that cannot start that way. A route keeps only
 // the groups that may match it, each with only the predicates still open, so
 // a request that matches no group, on a route no group can reach, pays
-// nothing: the route has no groups guard at all.
+// nothing: the route has no groups guard at all. The groups that may match
+// a route are looked up in a groupIndex (apigroups_load_index.go), not
+// scanned, so that loading stays linear in routes and groups.
 
 // apiGroup is one group of a snapshot.
 type apiGroup struct {
@@ -201,10 +203,17 @@ func (s *Snapshot) compileGroups(g *Gateway) error {
 }
 
 // groupCache shares what routes have in common while a snapshot is built:
-// a group's guards by entrance, its block bodies by the route's body.
+// the index of the groups' tests, a group's guards by entrance, its block
+// bodies by the route's body.
 type groupCache struct {
-	guards map[groupKey]guards
-	blocks map[blockKey]*groupBlock
+	index   *groupIndex
+	reached []groupReach // scratch: one route's
+	guards  map[groupKey]guards
+	blocks  map[blockKey]*groupBlock
+}
+
+func newGroupCache(groups []*apiGroup) *groupCache {
+	return &groupCache{index: newGroupIndex(groups), guards: map[groupKey]guards{}, blocks: map[blockKey]*groupBlock{}}
 }
 
 type blockKey struct {
@@ -216,24 +225,10 @@ type blockKey struct {
 // entrance and block answer br with body; nil when no group can match the
 // route.
 func (s *Snapshot) groupsFor(pattern, entrance string, br config.BlockResponse, body *config.BlockBody, cache *groupCache) (*groupsGuard, error) {
+	cache.reached = cache.index.reaching(pattern, cache.reached[:0])
 	var entries []*groupEntry
-	for _, grp := range s.groups {
-		var open []pathTest
-		all := false
-		for i := range grp.tests {
-			switch grp.tests[i].reach(pattern) {
-			case reachAll:
-				all = true
-			case reachSome:
-				open = append(open, grp.tests[i])
-			}
-		}
-		if !all && open == nil {
-			continue
-		}
-		if all {
-			open = nil
-		}
+	for _, gr := range cache.reached {
+		grp := gr.g
 		k := groupKey{grp, entrance}
 		gs, ok := cache.guards[k]
 		if !ok {
@@ -250,7 +245,7 @@ func (s *Snapshot) groupsFor(pattern, entrance string, br config.BlockResponse, 
 			gb = &groupBlock{body: r.body, grpcMessage: r.grpcMessage}
 			cache.blocks[bk] = gb
 		}
-		entries = append(entries, &groupEntry{g: grp, tests: open, guards: gs, blocked: gb})
+		entries = append(entries, &groupEntry{g: grp, tests: gr.open, guards: gs, blocked: gb})
 	}
 	if entries == nil {
 		return nil, nil

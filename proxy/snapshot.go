@@ -125,7 +125,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	if err := s.compileGroups(g); err != nil {
 		return nil, err
 	}
-	groups := groupCache{guards: map[groupKey]guards{}, blocks: map[blockKey]*groupBlock{}}
+	groups := newGroupCache(s.groups)
 	slots := newSlotRules(cfg)
 	routes := make([]hostRoute, len(cfg.Routes))
 	for i := range cfg.Routes {
@@ -143,7 +143,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			return nil, err
 		}
 		rt.holdsSlot = slots.held(rt.resource)
-		gg, err := s.groupsFor(normalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, &groups)
+		gg, err := s.groupsFor(normalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, groups)
 		if err != nil {
 			return nil, err
 		}
