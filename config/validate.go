@@ -365,7 +365,7 @@ func (c *checker) routes() routeIndex {
 		case c.cfg.Server.EncodedSlashesRefused() && HasEncodedSlash(patternText(r.Path)):
 			c.add(p+".path", "holds an escaped slash (%%2F or %%5C), which a request's path may not hold while server.encodedSlashes is refuse: the route would match no request, got %s", quote(r.Path))
 		default:
-			if why := unmatchable(literalText(r.Path, 0), c.cfg.Server.MergesSlashes()); why != "" {
+			if why := unmatchable(literalText(r.Path, 0)); why != "" {
 				c.add(p+".path", "%s: the route would match no request, got %s", why, quote(r.Path))
 			}
 		}
