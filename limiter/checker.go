@@ -37,13 +37,7 @@ type checkRule struct {
 func (f *Flow) Checker(resource, entrance string) *Checker {
 	c := &Checker{resource: resource, res: f.resNode(resource), named: f.named[resource], cluster: f.opts.Cluster}
 	c.giver, _ = f.opts.Cluster.(TokenReturner)
-	f.mu.Lock()
-	k := entKey{entrance, resource}
-	if c.ent = f.ents[k]; c.ent == nil {
-		c.ent = newStatNode()
-		f.ents[k] = c.ent
-	}
-	f.mu.Unlock()
+	c.ent = f.entNode(entrance, resource)
 	for i, r := range f.byRes[resource] {
 		if r.chain != "" && r.chain != entrance {
 			continue

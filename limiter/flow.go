@@ -1,10 +1,10 @@
 package limiter
 
 import (
-	"time"
-
+	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"sluice/config"
 	"sluice/internal/lru"
@@ -67,9 +67,16 @@ type Flow struct {
 	states ruleid.Index[*ruleState] // for the next Compile
 	opts   Options
 
-	mu    sync.Mutex // guards nodes and ents
+	mu    sync.Mutex // guards nodes, ents, oldNodes and oldEnts
 	nodes map[string]*resNode
 	ents  map[entKey]*statNode
+	// oldNodes and oldEnts are the previous Flow's nodes, until Seal. A
+	// node is taken from them only when this snapshot asks for its
+	// resource or entrance (a rule, a relate rule's refResource, Checker,
+	// Track), so a resource the new rules no longer name is left behind
+	// rather than listed, and kept in memory, for ever.
+	oldNodes map[string]*resNode
+	oldEnts  map[entKey]*statNode
 }
 
 // resNode is a resource's statistics: all callers, and per origin.
@@ -84,9 +91,14 @@ type entKey struct{ entrance, resource string }
 // from prev (nil at first) the state (windows, warm-up tokens, throttle queue
 // position, in-flight counts, per-origin state) of every rule whose definition
 // (all fields but Line, see internal/ruleid) is unchanged, matched by
-// definition and occurrence index for identical duplicates, and each resource's statistics node by
-// resource name. The rules are taken as config.Load gives them (or
-// config.Defaults, for rules built in code): defaulted and validated.
+// definition and occurrence index for identical duplicates. A resource's
+// statistics node, by resource name, and an entrance's, by entrance and
+// resource, carry over when the new snapshot names them: its rules (and
+// relate rules' refResource) here, its routes and API groups by Checker and
+// Track before Seal. Any other node of prev is dropped: Stats no longer
+// lists it, and it lives on only while calls entered through prev hold it.
+// The rules are taken as config.Load gives them (or config.Defaults, for
+// rules built in code): defaulted and validated.
 func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	if opts.MaxOrigins <= 0 {
 		opts.MaxOrigins = 10000
@@ -100,13 +112,10 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		ents:  make(map[entKey]*statNode),
 	}
 	if prev != nil {
+		// Copies: prev stays in force (and may still Track) until the
+		// new snapshot is swapped in, or for good if its build fails.
 		prev.mu.Lock()
-		for k, v := range prev.nodes {
-			f.nodes[k] = v
-		}
-		for k, v := range prev.ents {
-			f.ents[k] = v
-		}
+		f.oldNodes, f.oldEnts = maps.Clone(prev.nodes), maps.Clone(prev.ents)
 		prev.mu.Unlock()
 	}
 	var old *ruleid.Index[*ruleState]
@@ -146,22 +155,54 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	return f
 }
 
-// resNode returns the statistics of resource, creating them.
+// resNode returns the statistics of resource: its own, the previous Flow's
+// (before Seal), or new ones.
 func (f *Flow) resNode(resource string) *resNode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := f.nodes[resource]
 	if n == nil {
-		n = &resNode{all: newStatNode(), origins: newLRU(f.opts.MaxOrigins, newStatNode)}
+		if n = f.oldNodes[resource]; n == nil {
+			n = &resNode{all: newStatNode(), origins: newLRU(f.opts.MaxOrigins, newStatNode)}
+		}
 		f.nodes[resource] = n
+	}
+	return n
+}
+
+// entNode returns the statistics of resource entered through entrance, as
+// resNode does.
+func (f *Flow) entNode(entrance, resource string) *statNode {
+	k := entKey{entrance, resource}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.ents[k]
+	if n == nil {
+		if n = f.oldEnts[k]; n == nil {
+			n = newStatNode()
+		}
+		f.ents[k] = n
 	}
 	return n
 }
 
 // Track keeps statistics for resource from now on, so that Stats lists it
 // before its first call (an API group no route has reached yet). A Checker
-// does this for its own resource.
+// does this for its own resource. Before Seal, it also keeps the previous
+// Flow's statistics of resource.
 func (f *Flow) Track(resource string) { f.resNode(resource) }
+
+// Seal ends the carrying over of statistics from the Flow Compile was
+// given: the nodes of resources and entrances this Flow has not asked for
+// by now are let go. Call it once the snapshot is built (every Checker and
+// Track done), before it goes in force; without it they are let go at the
+// next Compile instead. A Checker or Track after Seal starts new
+// statistics for a resource it had not named.
+func (f *Flow) Seal() {
+	f.mu.Lock()
+	f.oldNodes, f.oldEnts = nil, nil
+	f.mu.Unlock()
+}
 
 // Rules returns a copy of the rules compiled in.
 func (f *Flow) Rules() []config.FlowRule { return slices.Clone(f.rules) }

@@ -55,8 +55,11 @@ func (g *Gateway) Load(cfg *config.Config) error {
 		return err
 	}
 	// Built whole: the breakers may take over their resources from the
-	// snapshot in force (a failed build leaves them to it).
+	// snapshot in force (a failed build leaves them to it), and the flow
+	// statistics of resources no route, group or rule names any more are
+	// let go.
 	s.Breakers.Install()
+	s.Flow.Seal()
 	g.cur.Store(s)
 	g.upstreams.Commit(committed(s.upstreams))
 	g.fastClients.retain(s.fastHosts())
