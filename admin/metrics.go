@@ -24,19 +24,23 @@ const (
 // Metrics holds sluice's Prometheus collectors. Label values come only from
 // the names its callers pass to Resource and CircuitState (configured resource
 // names) and from a fixed set of results and reasons, never from request data,
-// so the number of series is bounded by the configuration.
+// so the number of series is bounded by the configuration; RetainResources
+// and RetainCircuits drop the series of names a reload removed, so it is
+// bounded by the configuration in force.
 //
 // Build it with NewMetrics; the zero Metrics is not usable. All methods are
 // safe for concurrent use.
 type Metrics struct {
-	resources  *resourceCollector     // requests, blocked, duration: resource, result|reason
-	reloads    *prometheus.CounterVec // result
-	lastReload prometheus.Gauge
-	circuit    *prometheus.GaugeVec // resource
-	clusterUp  *prometheus.GaugeVec // form, master
-	redisMu    sync.Mutex           // orders ClusterRedis calls; guards redisSeen
-	redisSeen  map[[2]string]bool   // the series ClusterRedis set last
-	up         upstreamMetrics
+	resources   *resourceCollector     // requests, blocked, duration: resource, result|reason
+	reloads     *prometheus.CounterVec // result
+	lastReload  prometheus.Gauge
+	circuit     *prometheus.GaugeVec // resource
+	circuitMu   sync.Mutex           // guards circuitSeen, and orders it with circuit's series
+	circuitSeen map[string]bool      // the resources circuit has a series of
+	clusterUp   *prometheus.GaugeVec // form, master
+	redisMu     sync.Mutex           // orders ClusterRedis calls; guards redisSeen
+	redisSeen   map[[2]string]bool   // the series ClusterRedis set last
+	up          upstreamMetrics
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -61,7 +65,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_cluster_redis_up",
 			Help: "Per master node of the Redis that cluster rules count in: 1 when it answers (for a Redis Cluster, each shard's master on its own), else 0. form is redis, sentinel or cluster; master is the node's host:port.",
 		}, []string{"form", "master"}),
-		up: newUpstreamMetrics(),
+		circuitSeen: map[string]bool{},
+		up:          newUpstreamMetrics(),
 	}
 	// Both results exist from the start so rate() and alerts see a 0, not a gap.
 	m.reloads.WithLabelValues("ok")
@@ -83,6 +88,16 @@ func (m *Metrics) Resource(name string) *ResourceMetrics {
 	return m.resources.get(name)
 }
 
+// RetainResources drops the series of every resource Resource was called
+// with that is not in names: call it after each reload with the names the
+// rules in force use (a route's resource, an API group), as upstream
+// targets' series go with ForgetTarget. A call still in flight on the old
+// rules counts into a ResourceMetrics no longer exported; a name that comes
+// back later starts its series again from 0, a counter reset rate() takes.
+func (m *Metrics) RetainResources(names []string) {
+	m.resources.retain(names)
+}
+
 // Reload counts one reload attempt; a successful one also sets the last
 // success timestamp to at.
 func (m *Metrics) Reload(ok bool, at time.Time) {
@@ -97,7 +112,29 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 // CircuitState sets a resource's breaker state: 0 closed, 1 open, 2 half-open.
 // resource must be a configured name.
 func (m *Metrics) CircuitState(resource string, state int) {
+	m.circuitMu.Lock()
+	defer m.circuitMu.Unlock()
 	m.circuit.WithLabelValues(resource).Set(float64(state))
+	m.circuitSeen[resource] = true
+}
+
+// RetainCircuits drops the sluice_circuit_state series of every resource
+// not in resources (those with degrade rules in force): a resource whose
+// rules a reload removed reports closed once, then nothing, and would
+// otherwise show closed for ever.
+func (m *Metrics) RetainCircuits(resources []string) {
+	keep := make(map[string]bool, len(resources))
+	for _, r := range resources {
+		keep[r] = true
+	}
+	m.circuitMu.Lock()
+	defer m.circuitMu.Unlock()
+	for r := range m.circuitSeen {
+		if !keep[r] {
+			m.circuit.DeleteLabelValues(r)
+			delete(m.circuitSeen, r)
+		}
+	}
 }
 
 // RedisMaster is one master node of the cluster token service's Redis.
@@ -285,8 +322,9 @@ func (h *histogram) read() (count uint64, sum float64, buckets map[float64]uint6
 
 // resourceCollector exports every resource's series at scrape time:
 // sluice_requests_total, sluice_blocked_total,
-// sluice_request_duration_seconds and sluice_body_too_large_total. A resource keeps its series once named,
-// as client_golang's vectors did.
+// sluice_request_duration_seconds and sluice_body_too_large_total. A
+// resource keeps its series from its first get until a retain leaves it
+// out.
 type resourceCollector struct {
 	requests, blocked, duration, tooLarge, waits *prometheus.Desc
 
@@ -331,6 +369,21 @@ func (c *resourceCollector) get(name string) *ResourceMetrics {
 		c.byName[name] = r
 	}
 	return r
+}
+
+// retain forgets every resource not in names.
+func (c *resourceCollector) retain(names []string) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n := range c.byName {
+		if !keep[n] {
+			delete(c.byName, n)
+		}
+	}
 }
 
 func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -3,7 +3,9 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,10 +92,16 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 		r.announceSettings(r.started, prev.Config, cfg)
 	}
 	// Export every breaker's state from the start (and after edits reset
-	// them), not only after its first change.
-	for res, st := range r.gw.Current().Breakers.States() {
+	// them), not only after its first change; drop the series of the
+	// resources the new rules no longer name, so that renames do not add
+	// series for ever.
+	cur := r.gw.Current()
+	states := cur.Breakers.States()
+	for res, st := range states {
 		r.metrics.CircuitState(res, int(st))
 	}
+	r.metrics.RetainCircuits(slices.Collect(maps.Keys(states)))
+	r.metrics.RetainResources(cur.Resources())
 	r.log.Info().Str("config", r.path).Int("routes", len(cfg.Routes)).Int("flowRules", len(cfg.FlowRules)).
 		Int("paramRules", len(cfg.ParamRules)).Int("degradeRules", len(cfg.DegradeRules)).
 		Int("authorityRules", len(cfg.AuthorityRules)).Msg("rules loaded")

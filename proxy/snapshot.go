@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -162,6 +163,22 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	s.router = newHostRouter(routes, s.target.mergeSlashes)
 	s.upstreams = ups
 	return s, nil
+}
+
+// Resources returns the names the snapshot asked Deps.Observer for, sorted
+// and each once: its routes' resources and its API groups. After a reload,
+// the observers of any other name are no longer used (but by calls still
+// in flight on an older snapshot), so their series can go.
+func (s *Snapshot) Resources() []string {
+	names := make([]string, 0, len(s.Config.Routes)+len(s.groups))
+	for i := range s.Config.Routes {
+		names = append(names, s.Config.Routes[i].Resource)
+	}
+	for _, g := range s.groups {
+		names = append(names, g.name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // fastTargets builds the fast path's targets of up, sharing the gateway's
