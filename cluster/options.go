@@ -1,16 +1,13 @@
 package cluster
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"sluice/config"
+	"sluice/internal/procid"
 )
 
 // Defaults for Options' zero fields.
@@ -71,13 +68,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.GatewayID == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "gateway"
-		}
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		o.GatewayID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+		o.GatewayID = procid.New()
 	}
 	return o, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"sluice/admin"
 	"sluice/config"
+	"sluice/internal/procid"
 	"sluice/internal/redisconn"
 	"sluice/rulesource"
 )
@@ -68,12 +68,11 @@ func startFleet(path string, over config.Overrides, local *config.Config, log ze
 		return nil, nil, err
 	}
 	redis.SetLogger(redisLog{log})
-	host, _ := os.Hostname()
 	f := &fleet{
 		name: src.Name(), rdb: rdb, store: rulesource.New(rdb, src.Key),
 		cache: rulesource.NewCache(local.RulesCachePath(), src.Name()),
 		log:   log.With().Str("rulesSource", src.Name()).Logger(),
-		id:    host + "-" + strconv.Itoa(os.Getpid()),
+		id:    procid.New(),
 		over:  over,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
