@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // RuleState is what one param rule of a resource knows of some of its
@@ -150,6 +151,7 @@ func (r *rule) shared(ctx context.Context, rd Reader, gateways int, s *ValueStat
 
 // peek is val's state without touching the table.
 func (r *rule) peek(now int64, val string, share int) ValueState {
+	val = r.asKeyed(val)
 	vs := ValueState{Value: val, Applies: r.match.Match(val)}
 	e, sh := r.table.Peek(val)
 	defer sh.Unlock()
@@ -270,6 +272,7 @@ func (c *Checker) Forget(ctx context.Context, val string) (forgotten int, err er
 	}
 	f, _ := c.cluster.(Forgetter)
 	for _, r := range c.rules {
+		val := r.asKeyed(val)
 		if r.table.Forget(val) {
 			forgotten++
 		}
@@ -280,4 +283,19 @@ func (c *Checker) Forget(ctx context.Context, val string) (forgotten int, err er
 		}
 	}
 	return forgotten, err
+}
+
+// asKeyed is an operator's val as the rule's source keys it: an ip rule
+// keys a client by its canonical address (match.Addr), so ::ffff:127.0.0.1
+// and 127.0.0.1:5555 name the 127.0.0.1 it tracks, where they lifted
+// nothing and still answered 200.
+func (r *rule) asKeyed(val string) string {
+	if len(r.key) != 1 || r.key[0].Kind != config.SourceIP {
+		return val
+	}
+	h := match.HostOnly(val)
+	if a, ok := match.Addr(h); ok {
+		return match.AddrString(a, h)
+	}
+	return val
 }

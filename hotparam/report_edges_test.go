@@ -147,3 +147,28 @@ func TestReportClusterTopSkipsDigestNames(t *testing.T) {
 		t.Errorf("Redis was asked about %q, a digest's listed name, and its figures shown as the cluster's: %+v", rr.asked, top[0])
 	}
 }
+
+// An ip rule keys a client by its canonical address, and so do the
+// operator's peek and lift: ::ffff:127.0.0.1, 127.0.0.1:5555 and
+// [::ffff:127.0.0.1]:80 name the 127.0.0.1 it tracks. They lifted nothing
+// (0 rules) and peeked a fresh value, while the client stayed locked out.
+func TestLiftAnAddressAsWritten(t *testing.T) {
+	r := seedRule()
+	r.Items, r.Param, r.Count, r.DurationSec = nil, config.Key{{Kind: config.SourceIP}}, 1, 600
+	for _, spelled := range []string{"::ffff:127.0.0.1", "127.0.0.1:5555", "[::ffff:127.0.0.1]:80", "127.0.0.1"} {
+		c := compile(t, r).For("get-order")
+		c.Enter(sec(1), one("127.0.0.1"), 1)
+		if _, vd := c.Enter(sec(1), one("127.0.0.1"), 1); !vd.Blocked {
+			t.Fatal("the second call of a count of 1 per 600 s passed")
+		}
+		if st := c.Report(sec(1), []string{spelled}, 0)[0].Values[0]; !st.Tracked || st.Remaining != 0 {
+			t.Errorf("peek %s: %+v, want 127.0.0.1, tracked with nothing left", spelled, st)
+		}
+		if n, _ := c.Forget(t.Context(), spelled); n != 1 {
+			t.Errorf("lift %s: %d rules, want 1", spelled, n)
+		}
+		if _, vd := c.Enter(sec(1), one("127.0.0.1"), 1); vd.Blocked {
+			t.Errorf("after lifting %s: still blocked", spelled)
+		}
+	}
+}
