@@ -14,13 +14,13 @@ import (
 // the admin router only: importing net/http/pprof also registers them on
 // http.DefaultServeMux, which sluice never serves.
 func mountProfiler(r chi.Router) {
-	r.Get("/debug/pprof", func(w http.ResponseWriter, r *http.Request) {
+	get(r, "/debug/pprof", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/debug/pprof/", http.StatusMovedPermanently)
 	})
-	r.Get("/debug/pprof/*", pprof.Index) // the index and the named profiles by name
-	r.Get("/debug/pprof/cmdline", pprof.Cmdline)
-	r.Get("/debug/pprof/profile", pprof.Profile)
-	r.Get("/debug/pprof/trace", pprof.Trace)
-	r.Get("/debug/pprof/symbol", pprof.Symbol)
+	get(r, "/debug/pprof/*", pprof.Index) // the index and the named profiles by name
+	get(r, "/debug/pprof/cmdline", pprof.Cmdline)
+	get(r, "/debug/pprof/profile", pprof.Profile)
+	get(r, "/debug/pprof/trace", pprof.Trace)
+	get(r, "/debug/pprof/symbol", pprof.Symbol)
 	r.Post("/debug/pprof/symbol", pprof.Symbol)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -155,26 +154,23 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.checkHost) // every request, reads and probes included
-	// A GET route serves HEAD too, as net/http's ServeMux does: uptime
-	// checkers probe /healthz and /readyz with HEAD (RFC 9110 9.1).
-	r.Use(middleware.GetHead)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	get(r, "/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
 	})
-	r.Get("/readyz", s.readyz)
+	get(r, "/readyz", s.readyz)
 	// GET only: another method is 405 with Allow, as on every admin route.
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
+	get(r, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
 		// A failing collector costs its own series, not the whole scrape.
 		ErrorHandling: promhttp.ContinueOnError,
-	}))
-	r.Get("/api/rules", s.rules)
-	r.Get("/api/rules/raw", s.rawRules)
-	r.Get("/api/resources", s.resources)
-	r.Get("/api/upstreams", s.upstreams)
-	r.Get("/api/history", s.history)
-	r.Get("/api/fleet", s.fleet)
-	r.Get("/api/params", s.params)
+	}).ServeHTTP)
+	get(r, "/api/rules", s.rules)
+	get(r, "/api/rules/raw", s.rawRules)
+	get(r, "/api/resources", s.resources)
+	get(r, "/api/upstreams", s.upstreams)
+	get(r, "/api/history", s.history)
+	get(r, "/api/fleet", s.fleet)
+	get(r, "/api/params", s.params)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken(http.StatusUnauthorized))
 		r.Put("/api/rules/{section}/{index}", s.editRule)
@@ -187,9 +183,17 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.requireToken(http.StatusForbidden))
 		mountProfiler(r)
 	})
-	r.Get("/", s.dashboard)
-	r.Get("/static/*", s.static)
+	get(r, "/", s.dashboard)
+	get(r, "/static/*", s.static)
 	return r
+}
+
+// get serves h on GET and HEAD, as net/http's ServeMux does: uptime
+// checkers probe /healthz and /readyz with HEAD (RFC 9110 9.1), and a 405
+// lists both in Allow.
+func get(r chi.Router, pattern string, h http.HandlerFunc) {
+	r.Method(http.MethodGet, pattern, h)
+	r.Method(http.MethodHead, pattern, h)
 }
 
 // Run samples Stats once a second into the per-resource 5-minute history
