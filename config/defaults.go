@@ -202,6 +202,7 @@ func (c *checker) applyDefaults() {
 		if !c.has(p + ".clusterConfig.thresholdType") {
 			r.ClusterConfig.ThresholdType = ThresholdGlobal
 		}
+		defaultTrue(&r.ClusterConfig.FallbackToLocalWhenFail)
 	}
 	for i := range cfg.ParamRules {
 		r, p := &cfg.ParamRules[i], idx("paramRules", i)
@@ -229,6 +230,7 @@ func (c *checker) applyDefaults() {
 		if !c.has(p + ".clusterConfig.thresholdType") {
 			r.ClusterConfig.ThresholdType = ThresholdGlobal
 		}
+		defaultTrue(&r.ClusterConfig.FallbackToLocalWhenFail)
 	}
 	for i := range cfg.DegradeRules {
 		r, p := &cfg.DegradeRules[i], idx("degradeRules", i)
@@ -258,10 +260,7 @@ func (c *checker) applyDefaults() {
 	if !c.has("blockResponse.body") {
 		b.Body = DefaultBlockBody
 	}
-	if b.RateLimitHeaders == nil {
-		t := true
-		b.RateLimitHeaders = &t
-	}
+	defaultTrue(&b.RateLimitHeaders)
 	c.applyRouteDefaults()
 	if !c.has("cluster.namespace") {
 		cfg.Cluster.Namespace = DefaultClusterNamespace
@@ -269,3 +268,12 @@ func (c *checker) applyDefaults() {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// defaultTrue sets an unwritten switch whose default is on, so that GET
+// /api/rules shows true rather than null ("defaults filled in").
+func defaultTrue(b **bool) {
+	if *b == nil {
+		t := true
+		*b = &t
+	}
+}

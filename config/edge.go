@@ -73,6 +73,7 @@ func (c *Config) File(name string) string {
 
 func (c *checker) applyEdgeDefaults() {
 	cfg := c.cfg
+	defaultTrue(&cfg.HTTP2.TLS)
 	if !c.has("tls.minVersion") && cfg.TLS.Listen != "" {
 		cfg.TLS.MinVersion = DefaultTLSMinVersion
 	}

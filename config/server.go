@@ -99,6 +99,7 @@ const maxServerTimer = time.Hour
 
 func (c *checker) applyServerDefaults() {
 	s := &c.cfg.Server
+	defaultTrue(&s.MergeSlashes)
 	if !c.has("server.readHeaderTimeout") {
 		s.ReadHeaderTimeout = Duration(DefaultReadHeaderTimeout)
 	}
