@@ -56,7 +56,11 @@ type Options struct {
 
 // State is the rules in force and the last reload result, as main.go knows them.
 type State struct {
-	Ready     bool
+	Ready bool
+	// Draining: the gateway is shutting down (its traffic listeners are
+	// closed, requests in flight finish); /readyz is 503 so that a load
+	// balancer or Kubernetes stops sending it traffic.
+	Draining  bool
 	Config    any // the *config.Config in force
 	Path      string
 	LoadedAt  time.Time
@@ -217,6 +221,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !st.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("rules not loaded"))
+		return
+	}
+	if st.Draining {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("draining: shutting down, finishing the requests in flight"))
 		return
 	}
 	// Ready either way: the last good rules serve traffic. The body tells

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,9 @@ type Instance struct {
 	certs    *certStatus
 	lns      listeners             // opened by New, served by Run
 	stopDemo func(context.Context) // drains the -demo upstreams
+	// draining: shutdown has begun; /readyz says so while the admin API
+	// stays up for the drain.
+	draining atomic.Bool
 }
 
 // build wires metrics, the CPU sampler, the Redis token service (when a
@@ -122,6 +126,7 @@ func (inst *Instance) adminState() admin.State {
 	if inst.cluster != nil {
 		st.Cluster = inst.cluster.Status()
 	}
+	st.Draining = inst.draining.Load()
 	return st
 }
 

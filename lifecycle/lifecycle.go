@@ -118,6 +118,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 	if inst.fleet != nil {
 		go inst.fleet.watch(ctx, inst.reloader.request)
 	}
+	go func() { <-ctx.Done(); inst.draining.Store(true) }()
 	srvs := inst.startServers(ctx, inst.lns)
 	plain, secure, adminAddr := inst.Addrs() // as chosen, for a port 0
 	if inst.fleet != nil {

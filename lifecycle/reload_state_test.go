@@ -313,3 +313,52 @@ func TestNewRefusesAFIFOPromptly(t *testing.T) {
 		t.Fatal("New blocked on a FIFO rules file")
 	}
 }
+
+// TestReadyzFailsWhileDraining: once shutdown begins, /readyz is 503 while
+// the admin API stays up for the drain, so a load balancer or Kubernetes
+// stops sending traffic to a gateway whose listeners are closed; /healthz
+// stays 200 (alive). It answered 200 ready all through the drain.
+func TestReadyzFailsWhileDraining(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(up.Close)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	path, _ := rulesFile(t, up.URL, "routes: [{path: /slow, upstream: app}]")
+	inst, err := New(Options{Config: path, Admin: "127.0.0.1:0", Drain: 5 * time.Second, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inst.Run(ctx) }()
+	addr, _, adminAddr := inst.Addrs()
+	if c := status(t, adminAddr, "/readyz"); c != 200 {
+		t.Fatalf("/readyz before shutdown: %d, want 200", c)
+	}
+	go status(t, addr, "/slow")
+	<-entered
+	cancel() // the drain waits for /slow
+	deadline := time.Now().Add(5 * time.Second)
+	for status(t, adminAddr, "/readyz") != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never said 503 during the drain")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := status(t, adminAddr, "/healthz"); c != 200 {
+		t.Errorf("/healthz during the drain: %d, want 200", c)
+	}
+	free()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
