@@ -62,6 +62,12 @@ type prepared struct {
 	// handshake (standard, an upgrade): the route deadline, which bounds
 	// the handshake only; stopped at the upstream's 101.
 	handshake *time.Timer
+	mark      *sentMark // standard: whether the attempt's head was written
+
+	// sent: an attempt's request reached the upstream (at least its head
+	// was written, or may have been), so a client that then left had its
+	// request judged there.
+	sent bool
 }
 
 // mayDrop is a transport's question when the attempt in progress was
@@ -102,7 +108,7 @@ var errDropped = errors.New("proxy: answer dropped, the request is sent to anoth
 func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerolog.Logger) {
 	up := rt.upstream
 	p := &ex.out
-	p.rt, p.ex, p.r, p.deadline = rt, ex, r, time.Now().Add(up.timeout)
+	p.rt, p.ex, p.r, p.deadline, p.sent = rt, ex, r, time.Now().Add(up.timeout), false
 	tr.open(p)
 	defer tr.close(p)
 

@@ -111,8 +111,11 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 	resp.Header.SetNoDefaultContentType(true)
 	if err := t.hc.DoDeadline(req, resp, p.deadline); err != nil {
 		req.Reset()
+		// A dial that failed sent nothing; any other failure may have.
+		p.sent = p.sent || classify(err) != failConnect
 		return 0, err
 	}
+	p.sent = true
 	st := resp.StatusCode()
 	if !validStatus(st) {
 		// fasthttp skips 1xx interim answers, so a final one below 200

@@ -9,10 +9,12 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -65,12 +67,25 @@ func (f *standardForwarder) open(p *prepared) {
 		// with DeadlineExceeded as its cause (a 504).
 		ctx, cancel := context.WithCancelCause(r.Context())
 		t := time.AfterFunc(time.Until(p.deadline), func() { cancel(context.DeadlineExceeded) })
-		p.req, p.handshake = r.WithContext(ctx), t
+		p.req, p.handshake, p.mark = r.WithContext(ctx), t, nil
 		p.cancel = func() { t.Stop(); cancel(context.Canceled) }
 		return
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
-	p.req, p.cancel = r.WithContext(ctx), cancel
+	m := &sentMark{}
+	m.trace.WroteHeaders = func() { m.sent.Store(true) }
+	p.req, p.cancel, p.mark = r.WithContext(httptrace.WithClientTrace(ctx, &m.trace)), cancel, m
+}
+
+// sentMark notes that an attempt's request head was written to a
+// connection (httptrace's WroteHeaders): a client that leaves before the
+// answer is charged by a countOn failure rule for a guess the upstream
+// got, not for one stuck in a dial (route.forward). Its own allocation:
+// the Transport may call the hook after the attempt returned, when the
+// exchange serves another request.
+type sentMark struct {
+	sent  atomic.Bool
+	trace httptrace.ClientTrace
 }
 
 func (f *standardForwarder) close(p *prepared) { p.cancel() }
@@ -92,6 +107,7 @@ func (f *standardForwarder) send(p *prepared) (int, error) {
 	c.restoreHeader() // none came (a failure): the gateway's answer has them
 	err := c.err
 	f.calls.put(c)
+	p.sent = p.sent || err == nil || p.mark != nil && p.mark.sent.Load()
 	if err == nil {
 		return p.ex.status, nil
 	}

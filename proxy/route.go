@@ -249,9 +249,10 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 			answer = ex.status
 		}
 		abandoned := gone && ex.status == 0 || ex.bodyFailed()
-		if abandoned && !ex.bodyFailed() {
+		if abandoned && !ex.bodyFailed() && ex.out.sent {
 			// The client hung up on a request the upstream had: a failure
-			// rule counts the guess it cannot judge (hotparam.Unheard).
+			// rule counts the guess it cannot judge (hotparam.Unheard). One
+			// that never left a dial was no guess.
 			answer = hotparam.Unheard
 		}
 		// A breaker judges the upstream: not the gateway's own queue, nor
