@@ -62,7 +62,7 @@ func joinCookieLines(r *http.Request) {
 func cookiePart(line string, start, end int, name string, vs *valueSet) bool {
 	part := line[start:end]
 	eq := strings.IndexByte(part, '=')
-	if eq >= 0 && cookieName(part[:eq], name) && !addCookie(line, start+eq+1, end, vs) {
+	if eq >= 0 && cookieName(part[:eq], name, !vs.one) && !addCookie(line, start+eq+1, end, vs) {
 		return false
 	}
 	if vs.one {
@@ -79,7 +79,7 @@ func cookiePart(line string, start, end int, name string, vs *valueSet) bool {
 				j += i
 			}
 			sub := line[i:j]
-			if e := strings.IndexByte(sub, '='); e >= 0 && cookieName(sub[:e], name) && !addCookie(line, i+e+1, j, vs) {
+			if e := strings.IndexByte(sub, '='); e >= 0 && cookieName(sub[:e], name, !vs.one) && !addCookie(line, i+e+1, j, vs) {
 				return false
 			}
 			i = j + 1
@@ -113,7 +113,7 @@ func simpleCookieParts(line string, start, end int, name string, vs *valueSet) b
 		for ns > from && !simpleCookieSpace(line[ns-1]) {
 			ns--
 		}
-		if ns == ne || !cookieName(line[ns:ne], name) {
+		if ns == ne || !cookieName(line[ns:ne], name, !vs.one) {
 			continue
 		}
 		v := eq + 1
@@ -193,7 +193,7 @@ func addCookieKeys(v string, vs *valueSet) bool {
 // '=') is name: trimmed of white space (trimCookieSpace), as net/http,
 // Python and Node read it, then as formName reads it. It allocates
 // nothing.
-func cookieName(k, name string) bool { return formName(trimCookieSpace(k), name) }
+func cookieName(k, name string, fold bool) bool { return formName(trimCookieSpace(k), name, fold) }
 
 // formName reports whether a form field's or cookie's name as written (k)
 // is name: as written, or as PHP reads it into $_GET and $_COOKIE:
@@ -203,16 +203,19 @@ func cookieName(k, name string) bool { return formName(trimCookieSpace(k), name)
 // bracket group closed somewhere after it (key[], key[0], key%5Bx%5D):
 // PHP, Rack and Express's qs read those as key, an array or a map of the
 // values, and Rails' find_by(token: params[:key]) finds the same record.
-// Letter case is ignored in all of these: ASP.NET Core reads query and
-// cookie names so (Request.Query["id"] is ?Id= and ?ID=). It allocates
-// nothing.
-func formName(k, name string) bool {
+// With fold, letter case is ignored in all of these: ASP.NET Core reads
+// query and cookie names so (Request.Query["id"] is ?Id= and ?ID=). A
+// param rule folds, so that no casing carries a value past its limit; a
+// source that must give one value does not, or a browser holding the
+// distinct cookies sid and SID (RFC 6265 names are case-sensitive) would
+// be refused 400 on every route. It allocates nothing.
+func formName(k, name string, fold bool) bool {
 	if k == name {
 		return true
 	}
 	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 && strings.IndexByte(k, '[') < 0 &&
 		strings.IndexByte(name, '_') < 0 {
-		return len(k) == len(name) && strings.EqualFold(k, name)
+		return fold && len(k) == len(name) && strings.EqualFold(k, name)
 	}
 	i := 0
 	for i < len(k) { // PHP skips the leading spaces of the decoded name
@@ -232,7 +235,7 @@ func formName(k, name string) bool {
 		if j == len(name) {
 			return c == '[' && closesBracket(k, i)
 		}
-		if lowerASCII(name[j]) != lowerASCII(c) && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
+		if name[j] != c && (!fold || lowerASCII(name[j]) != lowerASCII(c)) && (name[j] != '_' || c != ' ' && c != '.' && c != '[') {
 			return false
 		}
 	}

@@ -257,7 +257,7 @@ func queryValues(raw, key string, vs *valueSet) {
 			kv, raw = raw, ""
 		}
 		k, v, _ := strings.Cut(kv, "=")
-		if !formName(k, key) {
+		if !formName(k, key, !vs.one) {
 			continue
 		}
 		if strings.ContainsAny(v, "%+") {

@@ -273,6 +273,9 @@ routes:
 		// still ambiguous: two occurrences
 		{"sid=a; sid=b", 400},
 		{"sid=a; s%69d=b", 400},
+		// RFC 6265 names are case-sensitive: a browser may hold sid and
+		// SID of two apps; one is this source's (a param rule reads both).
+		{"sid=a; SID=b", 200},
 	} {
 		if status, _ := sendHost(g, "", "/item/x", "Cookie", c.cookie); status != c.status {
 			t.Errorf("Cookie %q: %d, want %d", c.cookie, status, c.status)
