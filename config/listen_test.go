@@ -24,6 +24,8 @@ func TestSharePort(t *testing.T) {
 		{"localhost:8080", "127.0.0.1:8080", true}, // localhost binds 127.0.0.1 (and ::1)
 		{"[::ffff:127.0.0.1]:8080", "127.0.0.1:8080", true},
 		{"localhost:8080", "10.0.0.1:8080", false},
+		{"localhost:8080", "[::1]:8080", false}, // Listen binds one of a name's addresses, IPv4 first
+		{"gateway.invalid:8080", "127.0.0.1:8080", false},
 		{":8080", ":8081", false},
 		{":0", ":0", false}, // each picks a free port
 		{"127.0.0.1:0", "127.0.0.1:0", false},
@@ -59,8 +61,11 @@ func TestOverridesReplaceFileListeners(t *testing.T) {
 		// net.Listen resolves the host: one it cannot is refused here,
 		// not at the next start.
 		{"a listen host that is no address", "listen: \"256.1.1.1:8080\"\nadmin: {listen: \" 127.0.0.1:9191\"}\n" + rest, Overrides{},
-			[]string{`r.yaml:1: listen: the host must be an IP address or a name that resolves, got "256.1.1.1:8080"`,
-				`r.yaml:2: admin.listen: the host must be an IP address or a name that resolves, got " 127.0.0.1:9191"`}, "", ""},
+			[]string{`r.yaml:1: listen: the host must be an IP address or a host name, got "256.1.1.1:8080"`,
+				`r.yaml:2: admin.listen: the host must be an IP address or a host name, got " 127.0.0.1:9191"`}, "", ""},
+		// A name is not resolved: validate may run where the gateway's
+		// names are unknown (a CI job checking a compose file).
+		{"a listen host name this machine cannot resolve", "listen: \"gateway.invalid:8080\"\n" + rest, Overrides{}, nil, "gateway.invalid:8080", DefaultAdminListen},
 		{"a bad admin.listen, as written", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest, Overrides{},
 			[]string{`r.yaml:2: admin.listen: must be host:port or :port, got "bogus"`}, "", ""},
 		{"a bad admin.listen replaced", "listen: \"127.0.0.1:0\"\nadmin: {listen: \"bogus\"}\n" + rest,

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"sluice/internal/match"
 )
@@ -214,10 +216,11 @@ func (c *checker) listenAddr(path, addr string, emptyOK bool) {
 		c.add(path, "must be host:port or :port, got %s", quote(addr))
 		return
 	}
-	// net.Listen resolves the host too: 256.1.1.1 or " 127.0.0.1" would
-	// stop the gateway at start, or at a restart.
-	if host != "" && len(hostAddrs(host)) == 0 {
-		c.add(path, "the host must be an IP address or a name that resolves, got %s", quote(addr))
+	// 256.1.1.1 or " 127.0.0.1" would stop the gateway at start, or at a
+	// restart. A host name is not resolved here: validate may run where
+	// the gateway's names are unknown (a CI job checking a compose file).
+	if host != "" && !listenHost(host) {
+		c.add(path, "the host must be an IP address or a host name, got %s", quote(addr))
 		return
 	}
 	// net.Listen resolves the port the same way: 99999 or a name not in
@@ -270,32 +273,57 @@ func sharePort(a, b string) bool {
 		return true
 	}
 	// localhost:8080 and 127.0.0.1:8080 clash too: compare what they bind.
-	for _, x := range hostAddrs(ha) {
-		if slices.Contains(hostAddrs(hb), x) {
-			return true
-		}
-	}
-	return false
+	x, okx := boundAddr(ha)
+	y, oky := boundAddr(hb)
+	return okx && oky && x == y
 }
 
-// hostAddrs are the addresses a listener's host binds: the address it
-// writes (an IPv4-mapped one as IPv4), or those its name resolves to, as
-// net.Listen resolves it; none if it does not resolve.
-func hostAddrs(h string) []netip.Addr {
+// boundAddr is the address net.Listen binds for host h: the address it
+// writes (an IPv4-mapped one as IPv4), or for a name the first IPv4
+// address it resolves to, else its first (Listen binds one of a name's
+// addresses, IPv4 first); ok false for a name that does not resolve
+// within 2 s.
+func boundAddr(h string) (a netip.Addr, ok bool) {
 	if a, err := netip.ParseAddr(h); err == nil {
-		return []netip.Addr{a.Unmap()}
+		return a.Unmap(), true
 	}
-	names, err := net.LookupHost(h)
-	if err != nil {
-		return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}, false
 	}
-	var as []netip.Addr
-	for _, n := range names {
-		if a, err := netip.ParseAddr(n); err == nil {
-			as = append(as, a.Unmap())
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			return ip.Unmap(), true
 		}
 	}
-	return as
+	return ips[0], true
+}
+
+// listenHost reports whether h can be a listener's host: an IP address,
+// or a host name (letters, digits and '-' in dot-separated labels, the
+// last not all digits, which an address like 256.1.1.1 is).
+func listenHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.Trim(last, "0123456789") != ""
 }
 
 func checkTarget(t string) string {
