@@ -17,7 +17,8 @@ func unmatchable(text string) string {
 		return "holds a '#', which a request's path never does (a fragment is refused, 400)"
 	}
 	for seg := range strings.SplitSeq(text, "/") {
-		if seg == "." || seg == ".." {
+		// %2E is a '.' once normalized, as in a request's path.
+		if d := strings.ReplaceAll(strings.ReplaceAll(seg, "%2e", "."), "%2E", "."); d == "." || d == ".." {
 			return "holds a dot segment (" + quote(seg) + "), which a request's path may not hold (400)"
 		}
 	}

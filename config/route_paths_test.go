@@ -18,6 +18,8 @@ func TestUnmatchableRoutePaths(t *testing.T) {
 		{"/a#f", "", "holds a '#'"},
 		{"/a/./b", "", "holds a dot segment (\".\")"},
 		{"/a/..", "", "holds a dot segment (\"..\")"},
+		{"/%2e%2E/x", "", "holds a dot segment (\"%2e%2E\")"},
+		{"/a%2eb/x", "", ""},
 		{"/a//b", "", ""},      // normalized as a request's path is
 		{"/a//b", "false", ""}, // or kept, as a request's path is
 		{"/%68ello", "", ""},   // /hello, as a request's /%68ello is
