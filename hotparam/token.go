@@ -97,22 +97,23 @@ func (t *Token) slot(i int) *slot {
 }
 
 // Unheard is the status of a forwarded call whose client left before any
-// answer: the request reached the upstream, which judged it, but nobody
-// heard the verdict. A countOn failure rule keeps its tokens for it: given
-// back, a client could hang up on every guess of a login and be charged
-// none (30 guesses in 3.4 s against 2 a minute, over h2 streams it reset).
-// A client that leaves mid-call is charged as nginx logs it, 499: a call.
+// answer once its request had reached the upstream, which judged it, but
+// nobody heard the verdict. A countOn failure rule keeps its tokens for
+// it: given back, a client could hang up on every guess of a login and be
+// charged none (30 guesses in 3.4 s against 2 a minute, over h2 streams it
+// reset). The caller tells it from a client that left while the request
+// was still being connected (0: nothing was sent, nothing is kept).
 const Unheard = -1
 
 // Exit ends a call that was forwarded and answered status (0: no answer
-// came; Unheard: its client left before one): it releases per-value concurrency, and after-answer rules settle
-// their tokens now (countOn failure: the acquireCount held since the call
-// entered, in the local bucket or the cluster's rolling window or calendar
-// period, is kept if status is one of failureStatuses, else given back; a
-// period that was only looked at (a TokenService that is no
-// QuotaReturner) is charged it then; responseHeader: the figure Answer
-// read, else acquireCount). Rate tokens taken as the call entered
-// stay spent.
+// came; Unheard: its client left before one): it releases per-value
+// concurrency, and after-answer rules settle their tokens now (countOn
+// failure: the acquireCount held since the call entered, in the local
+// bucket or the cluster's rolling window or calendar period, is kept if
+// status is one of failureStatuses or Unheard, else given back; a period
+// that was only looked at (a TokenService that is no QuotaReturner) is
+// charged it then; responseHeader: the figure Answer read, else
+// acquireCount). Rate tokens taken as the call entered stay spent.
 func (t *Token) Exit(now int64, status int) {
 	if t == nil || t.ended {
 		return
