@@ -477,6 +477,48 @@ paramRules:
 	}
 }
 
+// lockoutGateway serves a login lockout (2 failed logins, 401, per X-Key
+// an hour) of upstream target through forwarder fwd; settled waits until
+// the gateway has settled every call: a call holds its token until its
+// handler returns, which a client's leaving does not wait for.
+func lockoutGateway(t *testing.T, target, upstreamExtra, fwd string) (srv *httptest.Server, g *proxy.Gateway, settled func()) {
+	t.Helper()
+	_, g = rulesGatewayOf(t, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+%s
+routes:
+  - path: /login
+    upstream: up
+    resource: login
+    forwarder: %s
+paramRules:
+  - resource: login
+    param: header:X-Key
+    count: 2
+    durationSec: 3600
+    countOn: failure
+    failureStatuses: [401]
+`, target, upstreamExtra, fwd))
+	var active atomic.Int64
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		active.Add(1)
+		defer active.Add(-1)
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	settled = func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); active.Load() != 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the gateway never settled the calls")
+			}
+		}
+	}
+	return srv, g, settled
+}
+
 // TestFailureCountsAGuessItsClientHungUpOn: a client that hangs up once
 // its guess has reached the upstream is charged for it, on both
 // forwarders: the upstream judged the guess, the client only chose not to
@@ -498,32 +540,7 @@ func TestFailureCountsAGuessItsClientHungUpOn(t *testing.T) {
 	defer up.Close()
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			_, g := rulesGatewayOf(t, fmt.Sprintf(`
-upstreams:
-  up:
-    targets: [%q]
-routes:
-  - path: /login
-    upstream: up
-    resource: login
-    forwarder: %s
-paramRules:
-  - resource: login
-    param: header:X-Key
-    count: 2
-    durationSec: 3600
-    countOn: failure
-    failureStatuses: [401]
-`, up.URL, fwd))
-			// A call holds its token until the gateway settles it, as its
-			// handler returns, which the client's leaving does not wait for.
-			var active atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				active.Add(1)
-				defer active.Add(-1)
-				g.ServeHTTP(w, r)
-			}))
-			defer srv.Close()
+			srv, _, settled := lockoutGateway(t, up.URL, "", fwd)
 			for i := range 2 {
 				ctx, cancel := context.WithCancel(context.Background())
 				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/login", strings.NewReader("guess"))
@@ -546,11 +563,7 @@ paramRules:
 					t.Fatalf("guess %d: answered; want the client to have left first", i+1)
 				}
 			}
-			for deadline := time.Now().Add(5 * time.Second); active.Load() != 0; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the gateway never settled the guesses")
-				}
-			}
+			settled()
 			if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("guess")); got != http.StatusTooManyRequests {
 				t.Errorf("after two guesses hung up on: %d, want 429 (both charged)", got)
 			}

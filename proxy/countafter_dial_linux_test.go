@@ -3,10 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -52,31 +49,7 @@ func TestFailureKeepsNothingOfAGuessStuckInADial(t *testing.T) {
 	target := hangingTarget(t)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			_, g := rulesGatewayOf(t, fmt.Sprintf(`
-upstreams:
-  up:
-    targets: ["http://%s"]
-    connectTimeout: 1s
-routes:
-  - path: /login
-    upstream: up
-    resource: login
-    forwarder: %s
-paramRules:
-  - resource: login
-    param: header:X-Key
-    count: 2
-    durationSec: 3600
-    countOn: failure
-    failureStatuses: [401]
-`, target, fwd))
-			var active atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				active.Add(1)
-				defer active.Add(-1)
-				g.ServeHTTP(w, r)
-			}))
-			defer srv.Close()
+			srv, g, settled := lockoutGateway(t, "http://"+target, "    connectTimeout: 1s", fwd)
 			// The clients hang up 200 ms in, as curl --max-time does: a
 			// GET's leaving is seen at once (net/http reads a connection
 			// whose request has no body left) and cancels the dial; a
@@ -98,11 +71,7 @@ paramRules:
 				}
 				c.Close()
 			}
-			for deadline := time.Now().Add(5 * time.Second); active.Load() != 0; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the gateway never settled the calls")
-				}
-			}
+			settled()
 			st := g.Current().Params.For("login").Report(g.Now(), []string{"k"}, 0)[0].Values[0]
 			if st.Remaining != 2 {
 				t.Errorf("after 2 clients gave up during the dial: %v tokens left, want 2 (none charged)", st.Remaining)
