@@ -450,24 +450,7 @@ func TestFailureCountsAnAnswerWhoseBodyBroke(t *testing.T) {
 	up := newRawUp(t, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 256<<10), true)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv := rulesGateway(t, fmt.Sprintf(`
-upstreams:
-  up:
-    targets: [%q]
-    retries: 0
-routes:
-  - path: /login
-    upstream: up
-    resource: login
-    forwarder: %s
-paramRules:
-  - resource: login
-    param: header:X-Key
-    count: 2
-    durationSec: 3600
-    countOn: failure
-    failureStatuses: [401]
-`, up.url(), fwd))
+			srv, _, _ := lockoutGateway(t, up.url(), "    retries: 0", fwd)
 			for i, want := range []int{401, 401, 429} {
 				if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("pw")); got != want {
 					t.Fatalf("guess %d: %d, want %d", i, got, want)
