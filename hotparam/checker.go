@@ -39,6 +39,9 @@ type Checker struct {
 	cluster TokenService  // decides clusterMode rules; nil: they apply locally
 	giver   TokenReturner // cluster, if it can give tokens back; else nil
 	headers []string      // the response headers the rules' countOn read, each once
+	// failures: a rule counts failures (countOn failure), so a call's
+	// tokens depend on whether its request reached the upstream
+	failures bool
 }
 
 // Headers are the response headers (canonical names) whose figures the
@@ -51,6 +54,12 @@ func (c *Checker) Headers() []string {
 	}
 	return c.headers
 }
+
+// CountsFailures reports that a rule of the checker counts failed answers
+// (countOn failure): the caller tells Token.Exit whether a call whose
+// client left had reached the upstream (Unheard), which costs it a
+// request trace the other calls need not pay for.
+func (c *Checker) CountsFailures() bool { return c != nil && c.failures }
 
 // Enter checks every rule of the checker against each of the call's values
 // for the rule's key that the rule's match selects, at now, for n tokens (n < 1 counts as 1;

@@ -132,6 +132,7 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		if r.header != "" && !slices.Contains(c.headers, r.header) {
 			c.headers = append(c.headers, r.header)
 		}
+		c.failures = c.failures || r.after && r.header == ""
 	}
 	return s
 }

@@ -201,6 +201,10 @@ paramRules:
 	}
 }
 
+// sentMarkAllocs is what noting a standard call's reaching the upstream
+// costs (forward_standard.go's sentMark), for failure rules' calls only.
+const sentMarkAllocs = 3
+
 // TestAnswerChargeAllocatesNothing: param rules that take their tokens
 // after the answer (countOn failure, countOn responseHeader:NAME, whose
 // header is read and removed) add no allocation to a request on the fast
@@ -230,8 +234,16 @@ func TestAnswerChargeAllocatesNothing(t *testing.T) {
 		}
 		for name, r := range rules {
 			n, w := allocs(r)
-			if n > bare {
-				t.Errorf("%s, countOn %s: %.1f allocations per request, counting requests %.1f: the charge after the answer allocates", fwd, name, n, bare)
+			// A failure rule's call on the standard path carries the note of
+			// whether its request reached the upstream (sentMark: the mark,
+			// its hook and the trace's context), which the charge reads; the
+			// charge itself adds nothing.
+			mark := 0.0
+			if fwd == "standard" && name == "failure" {
+				mark = sentMarkAllocs
+			}
+			if n > bare+mark {
+				t.Errorf("%s, countOn %s: %.1f allocations per request, counting requests %.1f (+%.0f for the sent mark): the charge after the answer allocates", fwd, name, n, bare, mark)
 			}
 			if name == "responseHeader" && len(w.h["X-Tokens-Used"]) > 0 {
 				t.Errorf("%s: the client got X-Tokens-Used: %q", fwd, w.h["X-Tokens-Used"])

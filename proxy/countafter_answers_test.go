@@ -450,7 +450,7 @@ func TestFailureCountsAnAnswerWhoseBodyBroke(t *testing.T) {
 	up := newRawUp(t, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 256<<10), true)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv, _, _ := lockoutGateway(t, up.url(), "    retries: 0", fwd)
+			srv, _, _ := lockoutGateway(t, up.url(), "    retries: 0", fwd, "login")
 			for i, want := range []int{401, 401, 429} {
 				if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("pw")); got != want {
 					t.Fatalf("guess %d: %d, want %d", i, got, want)
@@ -461,10 +461,11 @@ func TestFailureCountsAnAnswerWhoseBodyBroke(t *testing.T) {
 }
 
 // lockoutGateway serves a login lockout (2 failed logins, 401, per X-Key
-// an hour) of upstream target through forwarder fwd; settled waits until
-// the gateway has settled every call: a call holds its token until its
-// handler returns, which a client's leaving does not wait for.
-func lockoutGateway(t *testing.T, target, upstreamExtra, fwd string) (srv *httptest.Server, g *proxy.Gateway, settled func()) {
+// an hour) of upstream target through forwarder fwd, on the route's
+// resource (login) or on the API group of /login (logins); settled waits
+// until the gateway has settled every call: a call holds its token until
+// its handler returns, which a client's leaving does not wait for.
+func lockoutGateway(t *testing.T, target, upstreamExtra, fwd, on string) (srv *httptest.Server, g *proxy.Gateway, settled func()) {
 	t.Helper()
 	_, g = rulesGatewayOf(t, fmt.Sprintf(`
 upstreams:
@@ -476,14 +477,17 @@ routes:
     upstream: up
     resource: login
     forwarder: %s
+apiGroups:
+  - name: logins
+    match: [{ exact: /login }]
 paramRules:
-  - resource: login
+  - resource: %s
     param: header:X-Key
     count: 2
     durationSec: 3600
     countOn: failure
     failureStatuses: [401]
-`, target, upstreamExtra, fwd))
+`, target, upstreamExtra, fwd, on))
 	var active atomic.Int64
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		active.Add(1)
@@ -521,9 +525,11 @@ func TestFailureCountsAGuessItsClientHungUpOn(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 	}))
 	defer up.Close()
-	for _, fwd := range []string{"standard", "fast"} {
-		t.Run(fwd, func(t *testing.T) {
-			srv, _, settled := lockoutGateway(t, up.URL, "", fwd)
+	// A group's rule too: the standard path notes a request's reaching
+	// the upstream only for calls a failure rule counts (call.failures).
+	for _, tc := range []struct{ fwd, on string }{{"standard", "login"}, {"fast", "login"}, {"standard", "logins"}} {
+		t.Run(tc.fwd+"/"+tc.on, func(t *testing.T) {
+			srv, _, settled := lockoutGateway(t, up.URL, "", tc.fwd, tc.on)
 			for i := range 2 {
 				ctx, cancel := context.WithCancel(context.Background())
 				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/login", strings.NewReader("guess"))

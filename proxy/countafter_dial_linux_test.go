@@ -49,7 +49,7 @@ func TestFailureKeepsNothingOfAGuessStuckInADial(t *testing.T) {
 	target := hangingTarget(t)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv, g, settled := lockoutGateway(t, "http://"+target, "    connectTimeout: 1s", fwd)
+			srv, g, settled := lockoutGateway(t, "http://"+target, "    connectTimeout: 1s", fwd, "login")
 			// The clients hang up 200 ms in, as curl --max-time does: a
 			// GET's leaving is seen at once (net/http reads a connection
 			// whose request has no body left) and cancels the dial; a

@@ -72,15 +72,20 @@ func (f *standardForwarder) open(p *prepared) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
-	m := &sentMark{}
-	m.trace.WroteHeaders = func() { m.sent.Store(true) }
-	p.req, p.cancel, p.mark = r.WithContext(httptrace.WithClientTrace(ctx, &m.trace)), cancel, m
+	p.mark = nil
+	if p.ex.call.failures {
+		m := &sentMark{}
+		m.trace.WroteHeaders = func() { m.sent.Store(true) }
+		ctx, p.mark = httptrace.WithClientTrace(ctx, &m.trace), m
+	}
+	p.req, p.cancel = r.WithContext(ctx), cancel
 }
 
 // sentMark notes that an attempt's request head was written to a
 // connection (httptrace's WroteHeaders): a client that leaves before the
 // answer is charged by a countOn failure rule for a guess the upstream
-// got, not for one stuck in a dial (route.forward). Its own allocation:
+// got, not for one stuck in a dial (route.forward). Only such a rule's
+// calls carry it (call.failures): it costs 3 allocations. Its own allocation:
 // the Transport may call the hook after the attempt returned, when the
 // exchange serves another request.
 type sentMark struct {

@@ -116,9 +116,14 @@ type call struct {
 	// qps reject rules of the route and of every group it matched hold
 	// their passes pending, and the route reserves them at one moment
 	// (limiter.Reserve) once every guard passed.
-	occupy  int64
-	parent  *call            // a group's call: the request's call; nil for that one
-	pending []*limiter.Token // the flow tokens holding pending passes (the request's call only)
+	occupy int64
+	parent *call // a group's call: the request's call; nil for that one
+	// failures: a param rule of the route or of a group counts failed
+	// answers, so the forwarder notes whether the request reached the
+	// upstream (prepared.sent) in a way that costs the standard path
+	// allocations (the request's call only).
+	failures bool
+	pending  []*limiter.Token // the flow tokens holding pending passes (the request's call only)
 
 	held  [maxGuards]token // the tokens of the guards passed, in order
 	nheld int
@@ -381,6 +386,9 @@ func newParamGuard(c *hotparam.Checker) paramGuard {
 func (p paramGuard) enter(now int64, c *call) (token, limiter.Verdict) {
 	v := p.c.EnterQuotas(&c.param, now, c.values, c.n, c.sink())
 	c.costHeaders, c.costTrailers = p.c.Headers(), p.trailers
+	if p.c.CountsFailures() {
+		c.request().failures = true
+	}
 	return (*paramToken)(&c.param), v
 }
 
@@ -419,3 +427,11 @@ func (t *degradeToken) exit(now int64, o outcome) {
 }
 
 func (t *degradeToken) cancel(now int64, _ limiter.Reason) { (*circuit.Token)(t).Cancel(now) }
+
+// request is the request's call: c, or the call c is a group's call of.
+func (c *call) request() *call {
+	if c.parent != nil {
+		return c.parent
+	}
+	return c
+}
