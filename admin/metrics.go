@@ -123,16 +123,24 @@ func (m *Metrics) CircuitState(resource string, state int) {
 // rules a reload removed reports closed once, then nothing, and would
 // otherwise show closed for ever.
 func (m *Metrics) RetainCircuits(resources []string) {
-	keep := make(map[string]bool, len(resources))
-	for _, r := range resources {
-		keep[r] = true
-	}
 	m.circuitMu.Lock()
 	defer m.circuitMu.Unlock()
-	for r := range m.circuitSeen {
-		if !keep[r] {
-			m.circuit.DeleteLabelValues(r)
-			delete(m.circuitSeen, r)
+	forgetAbsent(m.circuitSeen, resources, func(r string) { m.circuit.DeleteLabelValues(r) })
+}
+
+// forgetAbsent deletes from m every key not in names, calling gone with it
+// first (nil: nothing).
+func forgetAbsent[V any](m map[string]V, names []string, gone func(string)) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	for k := range m {
+		if !keep[k] {
+			if gone != nil {
+				gone(k)
+			}
+			delete(m, k)
 		}
 	}
 }
@@ -373,17 +381,9 @@ func (c *resourceCollector) get(name string) *ResourceMetrics {
 
 // retain forgets every resource not in names.
 func (c *resourceCollector) retain(names []string) {
-	keep := make(map[string]bool, len(names))
-	for _, n := range names {
-		keep[n] = true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for n := range c.byName {
-		if !keep[n] {
-			delete(c.byName, n)
-		}
-	}
+	forgetAbsent(c.byName, names, nil)
 }
 
 func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {
