@@ -129,6 +129,36 @@ func TestThrottleQuotaNeverAboveCount(t *testing.T) {
 	}
 }
 
+// The same over counts 1 to 1e5, queues of one to three intervals and
+// start phases: every pass's r is at most q, and the last call the queue
+// takes says 0.
+func TestThrottleQuotaNeverAboveCountProperty(t *testing.T) {
+	for _, count := range []float64{1, 2, 3, 10, 100, 1000, 100000} {
+		for _, maxQ := range []int64{1000, 2000, 3000} {
+			if count*float64(maxQ)/1000 > 1e5 {
+				continue // the queue takes count per second of it: 1e5 calls at most
+			}
+			for _, phase := range []int64{0, 37 * ms, 499 * ms} {
+				c := compile(t, throttleRule(count, maxQ)).Checker("r", "default")
+				at, last := t0+phase, -1.0
+				for i := 0; ; i++ {
+					_, v := c.Enter(at, "", 1)
+					if v.Blocked {
+						break
+					}
+					if v.Quota.Remaining > count || v.Quota.Limit != count {
+						t.Fatalf("count %g queue %d ms phase %v, call %d: r=%v of q=%v", count, maxQ, time.Duration(phase), i, v.Quota.Remaining, v.Quota.Limit)
+					}
+					last = v.Quota.Remaining
+				}
+				if last != 0 {
+					t.Errorf("count %g queue %d ms phase %v: the last call the queue took said r=%v, want 0", count, maxQ, time.Duration(phase), last)
+				}
+			}
+		}
+	}
+}
+
 // With a default and a per-origin throttle rule, a call that does not go
 // after all (its client left the queue, or a later rule blocked it) gives its
 // slot back to both queues, also when the second throttle rule comes after
