@@ -23,7 +23,8 @@ func (inst *Instance) startServers(ctx context.Context, lns listeners) servers {
 	go lns.traffic.watchCerts(ctx, inst.log, inst.certs.report)
 	srvs := servers{traffic: lns.traffic, failed: make(chan error, 1)}
 	if lns.admin != nil {
-		srvs.admin = &http.Server{Handler: inst.admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		srvs.admin = &http.Server{Handler: inst.admin.Handler(), ReadHeaderTimeout: inst.adminTimeouts.readHeader,
+			IdleTimeout: inst.adminTimeouts.idle, MaxHeaderBytes: maxHeaderBytes}
 		go func() {
 			if err := srvs.admin.Serve(lns.admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				inst.log.Error().Err(err).Msg("admin listener stopped")

@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -64,5 +66,40 @@ func TestAddrsNamePlainListenerWhileServing(t *testing.T) {
 	resp.Body.Close()
 	if plain, secure := tr.addrs(); plain != tr.lns[0].Addr().String() || secure != "" {
 		t.Errorf("addrs() = listen %q, tls %q; want listen %q, tls \"\"", plain, secure, tr.lns[0].Addr())
+	}
+}
+
+// TestAdminConnectionsAreBounded: the admin listener cuts a client that
+// dribbles its headers and closes an idle keep-alive connection, after the
+// server section's times, as the traffic listeners do. With no idle
+// timeout, idle admin connections piled up for ever.
+func TestAdminConnectionsAreBounded(t *testing.T) {
+	path, _ := rulesFile(t, upstream(t), "routes: [{path: /a, upstream: app}]\nserver: {readHeaderTimeout: 1s, idleTimeout: 1s}")
+	inst, _ := running(t, Options{Config: path, Admin: "127.0.0.1:0", Log: io.Discard, Drain: time.Second})
+	_, _, admin := inst.Addrs()
+	for _, tt := range []struct {
+		name, send string
+	}{
+		{"idle after an answer", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"},
+		{"headers never finished", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tt.send); err != nil {
+				t.Fatal(err)
+			}
+			// Well past the 1 s the server section allows; the server closing
+			// the connection ends io.ReadAll before it.
+			_ = c.SetReadDeadline(time.Now().Add(8 * time.Second))
+			start := time.Now()
+			_, err = io.ReadAll(c)
+			if err != nil {
+				t.Errorf("connection still open %v after it was %s (server section: 1s): %v", time.Since(start).Round(time.Millisecond), tt.name, err)
+			}
+		})
 	}
 }
