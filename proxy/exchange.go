@@ -34,10 +34,14 @@ type exchange struct {
 	// its context has not been cancelled yet (the server's reader may not
 	// have seen the closed connection).
 	writeFailed bool
-	body        *clientBody // the request body as forwarded; nil: none
-	call        call        // what the route's guards know and hold of the request
-	try         tries       // the targets it was sent to
-	out         prepared    // the request as the attempts loop sends it
+	// late: the upstream's answer came after its client had left (the
+	// fast path cannot cancel its call and waits for it): a breaker takes
+	// it for a call abandoned, as the standard path's cancelled call is.
+	late bool
+	body *clientBody // the request body as forwarded; nil: none
+	call call        // what the route's guards know and hold of the request
+	try  tries       // the targets it was sent to
+	out  prepared    // the request as the attempts loop sends it
 	// vals holds the values of the source read last (Values, one).
 	vals valueSet
 	// key joins the values of a composite key (Values); its buffer is
@@ -179,6 +183,7 @@ func (e *exchange) WriteHeader(code int) {
 	switch {
 	case e.status == 0 && code >= 200:
 		e.status = code
+		e.late = !e.failed && e.clientCtx.Err() != nil
 		if !e.failed {
 			e.call.answer(e.Header())
 		}

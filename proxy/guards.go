@@ -60,7 +60,8 @@ type outcome struct {
 	// failures judge the upstream's verdict (a login's 401: the guess was
 	// tried), where a breaker judges the exchange.
 	answer int
-	// abandoned: the client left before any answer, which says nothing
+	// abandoned: the client left before any answer (or before the one the
+	// fast path's uncancellable call still waited for), which says nothing
 	// about the upstream's health, so a breaker neither counts it as a
 	// success nor spends its probe on it, and the adaptive system check
 	// does not count it as capacity.

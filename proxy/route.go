@@ -248,11 +248,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 			// after it.
 			answer = ex.status
 		}
-		abandoned := gone && ex.status == 0 || ex.bodyFailed()
-		if abandoned && !ex.bodyFailed() && ex.out.sent {
+		abandoned := gone && (ex.status == 0 || ex.late) || ex.bodyFailed()
+		if abandoned && !ex.bodyFailed() && ex.out.sent && !ex.late {
 			// The client hung up on a request the upstream had: a failure
 			// rule counts the guess it cannot judge (hotparam.Unheard). One
-			// that never left a dial was no guess.
+			// that never left a dial was no guess. One answered after
+			// its client left was judged: the rule counts that answer.
 			answer = hotparam.Unheard
 		}
 		// A breaker judges the upstream: not the gateway's own queue, nor
