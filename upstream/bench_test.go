@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"fmt"
 	"testing"
 
 	"sluice/upstream"
@@ -55,6 +56,32 @@ func TestPickAllocations(t *testing.T) {
 		})
 		if n != 0 {
 			t.Errorf("%v: %.1f allocations per pick, want 0", bal, n)
+		}
+	}
+}
+
+// BenchmarkHashPickTargets is a hash pick over 4, 32 and 256 (MaxTargets)
+// targets, equal and mixed weights: rendezvous hashing scores every
+// candidate, so its cost grows with the targets.
+func BenchmarkHashPickTargets(b *testing.B) {
+	for _, n := range []int{4, 32, 256} {
+		for _, mixed := range []bool{false, true} {
+			ws := make([]int, n)
+			for i := range ws {
+				ws[i] = 1
+				if mixed {
+					ws[i] = 1 + i%7
+				}
+			}
+			b.Run(fmt.Sprintf("%d targets, mixed weights %v", n, mixed), func(b *testing.B) {
+				_, u := build(b, upstream.Spec{Targets: targets(n, ws...), Balance: upstream.Hash}, nil)
+				b.ReportAllocs()
+				for i := range b.N {
+					var tried upstream.Tries
+					u.Pick(0, upstream.HashKey("user-42")+uint64(i), true, &tried)
+					u.Done(0, &tried, 200, upstream.Success)
+				}
+			})
 		}
 	}
 }

@@ -1,10 +1,9 @@
 package upstream
 
 // HashKey hashes a request's key (its hashOn value) for Pick. It is FNV-1a
-// with a murmur3 finaliser, so that similar keys ("user1", "user2") land far
-// apart on the ring; it is fixed (no random seed) so that every gateway of
-// a fleet, and a restarted one, sends a key to the same target. It does not
-// allocate.
+// with a murmur3 finaliser, so that similar keys ("user1", "user2") score
+// apart; it is fixed (no random seed) so that every gateway of a fleet, and
+// a restarted one, sends a key to the same target. It does not allocate.
 func HashKey(s string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {

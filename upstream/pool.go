@@ -91,7 +91,7 @@ func (p *Pool) Build(name string, s Spec) (*Upstream, error) {
 	}
 	u.rr.current = make([]int64, len(u.members))
 	if s.Balance == Hash {
-		u.ring = newRing(s.Targets)
+		u.hash = newRendezvous(s.Targets)
 	}
 	return u, nil
 }

@@ -19,8 +19,9 @@ const (
 	// their weights) and takes the one with fewer requests in flight per
 	// unit of weight.
 	LeastRequest
-	// Hash sends equal keys to the same target over a ring of virtual nodes,
-	// so that a target joining or leaving moves only about 1/N of the keys.
+	// Hash sends equal keys to the same target by weighted rendezvous
+	// hashing, so that a target joining or leaving moves only its own share
+	// of the keys.
 	// A request without a key is served round robin.
 	Hash
 )

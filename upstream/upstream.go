@@ -106,7 +106,7 @@ type Upstream struct {
 	members []*member
 	balance Balance
 	rr      smooth
-	ring    *ring // Hash only
+	hash    *rendezvous // Hash only
 	passive *Passive
 	hc      *HealthCheck
 	retries int
@@ -329,7 +329,7 @@ func (u *Upstream) choose(cand *Set, key uint64, hasKey bool) int {
 	case u.balance == LeastRequest:
 		return leastRequest(u.members, cand)
 	case u.balance == Hash && hasKey:
-		return u.ring.pick(key, cand)
+		return u.hash.pick(key, cand)
 	}
 	return u.rr.pick(u.members, cand)
 }

@@ -2,6 +2,8 @@ package upstream_test
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"sluice/upstream"
@@ -32,45 +34,74 @@ func TestHashMovesAboutOneNth(t *testing.T) {
 	for _, w := range []int{1, 100, 1000} {
 		for _, n := range []int{2, 3, 5, 10} {
 			t.Run(fmt.Sprintf("weight %d, %d targets", w, n), func(t *testing.T) {
-				hashMovesAboutOneNth(t, n, w, keys)
+				ws := make([]int, n+1)
+				for i := range ws {
+					ws[i] = w
+				}
+				hashJoinMovesOnlyItsShare(t, ws, keys)
 			})
 		}
 	}
 }
 
-func hashMovesAboutOneNth(t *testing.T, n, w, keys int) {
-	weights := func(n int) []int {
-		ws := make([]int, n)
+// TestHashWeightsMoveOnlyTheChangedTargetsKeys: with any weights, a target
+// joining takes keys from the others and moves none between them, about
+// its weight's share; one leaving gives up only its own keys; every
+// target's share is near its weight's. A ring counted in units of the
+// weights' greatest common divisor moved 20% of the keys between the two
+// old targets of weights 2 and 2 when one of weight 1 joined (the unit
+// went from 2 to 1, doubling their points), and 14% for 100, 200 + 150.
+func TestHashWeightsMoveOnlyTheChangedTargetsKeys(t *testing.T) {
+	const keys = 20000
+	rnd := rand.New(rand.NewPCG(1, 2))
+	sets := [][]int{{2, 2, 1}, {100, 200, 150}, {1, 1000}, {1000, 1}, {3, 5, 7, 11}, {999, 1000, 1000}}
+	for range 6 {
+		ws := make([]int, 2+rnd.IntN(6))
 		for i := range ws {
-			ws[i] = w
+			ws[i] = 1 + rnd.IntN(1000) // config.MaxTargetWeight
 		}
-		return ws
+		sets = append(sets, ws)
 	}
-	{
-		before := owners(t, targets(n, weights(n)...), keys)
-		after := owners(t, targets(n+1, weights(n+1)...), keys)
-		newURL := targets(n + 1)[n].URL
-		moved := 0
-		for k := range before {
-			if before[k] != after[k] {
-				moved++
-				if after[k] != newURL {
-					t.Fatalf("n=%d: key %d moved between old targets (%s -> %s)", n, k, before[k], after[k])
-				}
+	for _, ws := range sets {
+		t.Run(fmt.Sprint(ws), func(t *testing.T) { hashJoinMovesOnlyItsShare(t, ws, keys) })
+	}
+}
+
+// hashJoinMovesOnlyItsShare checks the targets of weights ws, and the same
+// without the last one, over keys keys: the last one joining moves keys
+// only to it, about its share (and leaving, back), and each target's share
+// of the keys is its weight's, within 15% of it (and 1% of the keys).
+func hashJoinMovesOnlyItsShare(t *testing.T, ws []int, keys int) {
+	t.Helper()
+	n := len(ws) - 1
+	before := owners(t, targets(n, ws[:n]...), keys)
+	after := owners(t, targets(n+1, ws...), keys)
+	newURL := targets(n + 1)[n].URL
+	moved := 0
+	for k := range before {
+		if before[k] != after[k] {
+			moved++
+			if after[k] != newURL {
+				t.Fatalf("weights %v: key %d moved between old targets (%s -> %s) when %s joined", ws, k, before[k], after[k], newURL)
 			}
 		}
-		if limit := keys/n + keys/20; moved > limit {
-			t.Errorf("adding a target to %d moved %d of %d keys, want <= %d (1/N + 5%%)", n, moved, keys, limit)
+	}
+	sum := 0
+	for _, w := range ws {
+		sum += w
+	}
+	share := map[string]int{}
+	for _, o := range after {
+		share[o]++
+	}
+	for i, tg := range targets(n+1, ws...) {
+		want := float64(keys) * float64(ws[i]) / float64(sum)
+		if got := float64(share[tg.URL]); math.Abs(got-want) > want*0.15+float64(keys)/100 {
+			t.Errorf("weights %v: %s (weight %d) owns %.0f keys, want %.0f", ws, tg.URL, ws[i], got, want)
 		}
-		share := map[string]int{}
-		for _, o := range before {
-			share[o]++
-		}
-		for url, c := range share {
-			if want := keys / n; c < want*80/100 || c > want*120/100 {
-				t.Errorf("n=%d: %s owns %d keys, want %d ±20%%", n, url, c, want)
-			}
-		}
+	}
+	if got := float64(moved); got != float64(share[newURL]) {
+		t.Errorf("weights %v: %d keys moved, but the new target owns %d", ws, moved, share[newURL])
 	}
 }
 
