@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -12,30 +13,40 @@ import (
 // answers it over HTTP/1.1, as RFC 9113 lets a server do; prior-knowledge
 // h2c is served by the listener itself (http2.h2c).
 func dropH2CUpgrade(r *http.Request) {
-	up := r.Header["Upgrade"]
-	if len(up) == 0 {
-		return
-	}
-	for _, v := range up {
+	for _, v := range r.Header["Upgrade"] {
 		if containsFold(v, "h2c") {
-			r.Header.Del("Upgrade")
-			r.Header.Del("Http2-Settings")
-			var keep []string
-			for _, c := range r.Header["Connection"] {
-				for _, tok := range strings.Split(c, ",") {
-					switch tok = strings.TrimSpace(tok); {
-					case strings.EqualFold(tok, "upgrade"), strings.EqualFold(tok, "http2-settings"), tok == "":
-					default:
-						keep = append(keep, tok)
-					}
-				}
-			}
-			if len(keep) > 0 {
-				r.Header["Connection"] = []string{strings.Join(keep, ", ")}
-			} else {
-				r.Header.Del("Connection")
-			}
+			dropUpgrade(r, "Http2-Settings")
 			return
 		}
+	}
+}
+
+// dropUpgrade makes r a request that asks for no protocol switch: the
+// Upgrade field, the fields named in also and their Connection tokens go,
+// as RFC 9110 7.8 lets a server ignore an Upgrade. The gateway does so for
+// an upgrade to h2c (dropH2CUpgrade) and for any upgrade routed to an
+// upstream that speaks HTTP/2, which has no Upgrade (route.forward): Go's
+// HTTP/2 client refused such a request before sending it, and the refusal
+// was charged to the target as its failure.
+func dropUpgrade(r *http.Request, also ...string) {
+	r.Header.Del("Upgrade")
+	for _, k := range also {
+		r.Header.Del(k)
+	}
+	var keep []string
+	for _, c := range r.Header["Connection"] {
+		for _, tok := range strings.Split(c, ",") {
+			switch tok = strings.TrimSpace(tok); {
+			case strings.EqualFold(tok, "upgrade"), tok == "":
+			case slices.ContainsFunc(also, func(k string) bool { return strings.EqualFold(tok, k) }):
+			default:
+				keep = append(keep, tok)
+			}
+		}
+	}
+	if len(keep) > 0 {
+		r.Header["Connection"] = []string{strings.Join(keep, ", ")}
+	} else {
+		r.Header.Del("Connection")
 	}
 }

@@ -204,6 +204,9 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 	if rt.timeWrites {
 		ex.clock = s.clock
 	}
+	if rt.upstream.protocol != config.ProtocolHTTP1 && asksUpgrade(r) {
+		dropUpgrade(r) // HTTP/2 has no Upgrade: the upstream gets a plain request
+	}
 	fwd := rt.forwarderFor(r, &ex.view)
 	ex.watchBody(r, rt.upstream.timeout, rt.maxBody)
 	finished := false
