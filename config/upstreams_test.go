@@ -96,11 +96,14 @@ func TestUpstreamLoadErrors(t *testing.T) {
 			"testdata/upstreams/targets.yaml:5: upstreams.app.targets[1].weight: must be in 1..1000, got 0",
 			"testdata/upstreams/targets.yaml:7: upstreams.app.targets[2].weight: must be in 1..1000, got 1001",
 			"testdata/upstreams/targets.yaml:8: upstreams.app.targets[3].weigth: unknown field; did you mean \"weight\"?",
-			"testdata/upstreams/targets.yaml:9: upstreams.app.targets[4]: duplicate target \"http://127.0.0.1:9001\" (also targets[0])",
+			"testdata/upstreams/targets.yaml:9: upstreams.app.targets[4]: duplicate target \"http://127.0.0.1:9001\" (also targets[0], \"http://127.0.0.1:9001\")",
 			"testdata/upstreams/targets.yaml:10: upstreams.app.targets[5].url: must be an absolute http:// or https:// URL with a host, got \"127.0.0.1:9005\"",
 			"testdata/upstreams/targets.yaml:11: upstreams.app.targets[6]: needs a url (a target is a URL, or {url, weight})",
 			"testdata/upstreams/targets.yaml:12: upstreams.app.targets[7]: expected a mapping, got a list",
 			"testdata/upstreams/targets.yaml:13: upstreams.app.targets[8]: must not hold a user or password: sluice does not send them, and target URLs show in metrics, logs and the admin API",
+			// The same server written another way is the same target.
+			"testdata/upstreams/targets.yaml:14: upstreams.app.targets[9]: duplicate target \"HTTP://127.0.0.1:9001/\" (also targets[0], \"http://127.0.0.1:9001\")",
+			"testdata/upstreams/targets.yaml:16: upstreams.app.targets[11]: duplicate target \"http://localhost/\" (also targets[10], \"http://Localhost:80\")",
 		}},
 		{"balance.yaml", []string{
 			"testdata/upstreams/balance.yaml:4: upstreams.odd.balance: must be one of roundRobin, leastRequest, hash, got \"random\"",

@@ -2,6 +2,8 @@ package config
 
 import (
 	"math"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -83,15 +85,32 @@ func (c *checker) targets(p string, ts []Target) {
 				tp += ".url"
 			}
 			c.add(tp, "%s", msg)
-		} else if first, dup := seen[t.URL]; dup {
-			c.add(tp, "duplicate target %s (also targets[%d])", quote(t.URL), first)
+		} else if first, dup := seen[targetKey(t.URL)]; dup {
+			c.add(tp, "duplicate target %s (also targets[%d], %s)", quote(t.URL), first, quote(ts[first].URL))
 		} else {
-			seen[t.URL] = i
+			seen[targetKey(t.URL)] = i
 		}
 		if t.Weight < 1 || t.Weight > MaxTargetWeight {
 			c.add(tp+".weight", "must be in 1..%d, got %d", MaxTargetWeight, t.Weight)
 		}
 	}
+}
+
+// targetKey is the server a valid target URL names and the path it
+// forwards under, as one string: letter case in the scheme and host, a
+// default port and a lone "/" path do not make another target (written
+// twice, one server would take twice its weight, and show as two targets).
+func targetKey(raw string) string {
+	u, _ := url.Parse(raw)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	path := u.EscapedPath()
+	if path == "/" {
+		path = ""
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + path
 }
 
 // hashOn: balance hash needs a source, and only hash uses one; a path
