@@ -56,7 +56,8 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_hosts.yaml:12: routes[0].hosts[4]: may hold only letters, digits, '-' and '_' between dots (a name like shop.example.com, or *.example.com), got \"shop example.com\"",
 			"testdata/bad_hosts.yaml:13: routes[0].hosts[5]: must not be empty (a name like shop.example.com, or *.example.com)",
 			"testdata/bad_hosts.yaml:15: routes[0].hosts[7]: duplicate host \"shop.example.com\" (also hosts[6])",
-			"testdata/bad_hosts.yaml:19: routes[2].path: duplicate route: /a is already served by routes[1] (line 16)",
+			"testdata/bad_hosts.yaml:16: routes[0].hosts[8]: must be a host name, not a URL: write \"api.example.com\" (without https://)",
+			"testdata/bad_hosts.yaml:20: routes[2].path: duplicate route: /a is already served by routes[1] (line 17)",
 		}},
 		{"bad_admin_hosts.yaml", []string{
 			"testdata/bad_admin_hosts.yaml:5: admin.hosts[1]: must not have a port (the request's port is ignored when matching): write \"gateway-1.internal\"",

@@ -98,6 +98,9 @@ func checkHost(h string) string {
 	if h == "" {
 		return "must not be empty" + forms
 	}
+	if scheme, rest, ok := strings.Cut(h, "://"); ok {
+		return "must be a host name, not a URL: write " + quote(strings.SplitN(rest, "/", 2)[0]) + " (without " + scheme + "://)"
+	}
 	name := strings.TrimPrefix(h, "*.")
 	if strings.Contains(name, "*") {
 		return "a wildcard must be the first label, as in *.example.com, got " + quote(h)
