@@ -137,6 +137,9 @@ func (rt *route) attempts(ex *exchange, r *http.Request, tr transport, log zerol
 			upstreamFailed(ex, r, err, log)
 			return
 		}
+		if ex.body != nil && p.expired() && isTimeout(err) {
+			ex.body.stalledByClient(time.Now()) // then upstreamFailed answers 408
+		}
 		if !ex.bodyFailed() && ex.clientCtx.Err() == nil && !p.expired() {
 			if i = rt.retry(ex, r.Method, classify(err), 0); i >= 0 {
 				continue

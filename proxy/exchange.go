@@ -90,6 +90,51 @@ type clientBody struct {
 	// limit caps the body (0: none) and got counts what was read; both
 	// are set and read by the one reader of the body.
 	limit, got int64
+	// waitFrom is when the Read in progress began (unix ns; 0: none),
+	// lastWait how long the last one took and readAt when it returned.
+	// They tell, when the route timeout ends a streamed upload, whether the
+	// gateway was waiting on the client or on the upstream
+	// (stalledByClient).
+	waitFrom, lastWait, readAt atomic.Int64
+}
+
+// A Read of the client's body that takes clientWait found nothing the
+// client had sent: the client is behind. One that returned within
+// clientStall is the upload still arriving (its piece went on to the
+// upstream); a forwarder stuck writing to an upstream that stopped reading
+// has not read for longer.
+const (
+	clientWait  = 2 * time.Millisecond
+	clientStall = 100 * time.Millisecond
+)
+
+// stalledByClient is the verdict on a streamed upload whose exchange the
+// route timeout ended: if the body had not all arrived and the gateway was
+// waiting on the client (a Read waiting clientWait or more, or such a Read
+// just returned), the client is too slow (408), and the body is marked
+// failed as the Read that the client's own read deadline fails would mark
+// it. The route deadline and that read deadline fall together, and a
+// transport that saw its own first charged the target with a timeout: slow
+// uploads could eject it. A client that keeps ahead, whose Reads return at
+// once, is not behind, however busy the gateway is in copying its body.
+func (b *clientBody) stalledByClient(now time.Time) bool {
+	if b.failed.Load() {
+		return true
+	}
+	if b.eof.Load() || !b.read.Load() {
+		return false
+	}
+	t := now.UnixNano()
+	if from := b.waitFrom.Load(); from != 0 {
+		if t-from < int64(clientWait) {
+			return false
+		}
+	} else if b.lastWait.Load() < int64(clientWait) || t-b.readAt.Load() > int64(clientStall) {
+		return false
+	}
+	b.timedOut.Store(true)
+	b.failed.Store(true)
+	return true
 }
 
 // errBodyTooLarge fails the read that passes a route's maxBodyBytes.
@@ -103,7 +148,13 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// One byte past the cap is enough to know it was passed.
 		p = p[:b.limit-b.got+1]
 	}
+	from := time.Now().UnixNano()
+	b.waitFrom.Store(from)
 	n, err := b.rc.Read(p)
+	at := time.Now().UnixNano()
+	b.lastWait.Store(at - from)
+	b.readAt.Store(at)
+	b.waitFrom.Store(0)
 	if b.limit > 0 {
 		if b.got += int64(n); b.got > b.limit {
 			n -= int(b.got - b.limit)

@@ -1,0 +1,121 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSlowUploadIsTheClientsFault: a client that sends part of its body
+// and then trickles the rest past the route timeout is answered 408, and
+// the target, which read every byte it was given, is not charged: on both
+// forwarders, for many such uploads at once. The route deadline and the
+// client body's read deadline fall together, and when the transport saw its
+// deadline before the body's reader saw its own, the stall was charged to
+// the target as its timeout (504; 2 of 24 in a run): slow uploads alone
+// could eject a healthy target. A target that stops reading a fast
+// client's body is still the one at fault (504, charged).
+func TestSlowUploadIsTheClientsFault(t *testing.T) {
+	reads := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(reads.Close)
+	stuck := make(chan struct{})
+	hangs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // reads nothing
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hangs.Close)
+	t.Cleanup(func() { close(stuck) })
+	for _, tc := range []struct {
+		name    string
+		up      string
+		uploads int
+		timeout string
+		body    int  // bytes announced
+		trickle bool // 100 KiB at once, then 1 KiB each 10 ms; else all at once
+		want    string
+		charged bool
+	}{
+		{"client trickles", reads.URL, 24, "300ms", 200 << 10, true, "408", false},
+		// More than the socket buffers between the gateway and the target
+		// hold (about 10 MiB here), so the forwarder is stuck writing long
+		// before the timeout, however slow a -race build copies.
+		{"target stops reading", hangs.URL, 2, "2s", 32 << 20, false, "504", true},
+	} {
+		for _, fwd := range []string{"standard", "fast"} {
+			t.Run(tc.name+"/"+fwd, func(t *testing.T) {
+				gw, uc, g := upstreamGateway(t, fwd, fmt.Sprintf(`
+upstreams:
+  up:
+    targets: [%q]
+    timeout: %s
+    passive: {consecutiveFailures: 1000, ejectFor: 1h, maxEjectedPercent: 100}
+routes: [{path: /*, upstream: up, resource: r}]
+`, tc.up, tc.timeout))
+				uploads := tc.uploads
+				codes := make(chan string, uploads)
+				var wg sync.WaitGroup
+				for range uploads {
+					wg.Go(func() { codes <- upload(gw, tc.body, tc.trickle) })
+				}
+				wg.Wait()
+				close(codes)
+				got := map[string]int{}
+				for c := range codes {
+					got[c]++
+				}
+				deadline := time.Now().Add(5 * time.Second)
+				for g.Upstreams(g.Now())[0].Targets[0].InFlight != 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if got[tc.want] != uploads {
+					t.Errorf("answers to %d uploads: %v, want %s to each", uploads, got, tc.want)
+				}
+				charged := uc.count(tc.up, 0)
+				if tc.charged && charged != uploads || !tc.charged && charged != 0 {
+					t.Errorf("%d of %d uploads charged to the target as its failure, want all: %v", charged, uploads, tc.charged)
+				}
+			})
+		}
+	}
+}
+
+// upload sends a POST announcing n bytes of body over its own connection
+// and returns the answer's status code (or the error).
+func upload(gw string, n int, trickle bool) string {
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
+	if !trickle {
+		go func() { _, _ = c.Write(make([]byte, n)) }() // as much as the gateway takes
+	} else {
+		// More than a forwarder keeps, so the body streams; then a trickle
+		// past the route timeout.
+		_, _ = c.Write(make([]byte, 100<<10))
+		for range 50 {
+			time.Sleep(10 * time.Millisecond)
+			if _, err := c.Write(make([]byte, 1<<10)); err != nil {
+				break
+			}
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	status := make([]byte, 12)
+	if _, err := io.ReadFull(c, status); err != nil {
+		return err.Error()
+	}
+	return string(status[9:12])
+}
