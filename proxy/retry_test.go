@@ -25,7 +25,7 @@ import (
 // reset the connection (an RST, after reading the request).
 type countingUp struct {
 	ln     net.Listener
-	mode   string // ok | 503 | reset
+	mode   string // ok | 503 | reset | halfhead
 	mu     sync.Mutex
 	seen   map[string]int
 	bodies []int // length of each request body read
@@ -48,6 +48,11 @@ func newCountingUp(t *testing.T, mode string) *countingUp {
 			u.mu.Unlock()
 			switch u.mode {
 			case "reset":
+				c.(*net.TCPConn).SetLinger(0)
+				return
+			case "halfhead": // part of an answer's head, then a reset
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Le")
+				time.Sleep(10 * time.Millisecond)
 				c.(*net.TCPConn).SetLinger(0)
 				return
 			case "503":
@@ -157,6 +162,10 @@ func TestRetrySafety(t *testing.T) {
 		{"reset GET", "reset", "GET", "", false, 1, 200, 1},
 		{"reset PUT", "reset", "PUT", "v=1", false, 1, 200, 1},
 		{"reset POST", "reset", "POST", "order=1", false, 1, 502, 1},
+		// A reset after part of the answer came is not sent again, GET
+		// or not: the target answered (SPEC section 9, "before any byte
+		// of the answer").
+		{"reset in the head GET", "halfhead", "GET", "", false, 1, 502, 1},
 		// 503: sent again when idempotent; a POST gets the target's answer.
 		{"503 GET", "503", "GET", "", false, 1, 200, 1},
 		{"503 DELETE", "503", "DELETE", "", false, 1, 200, 1},

@@ -123,13 +123,24 @@ func classify(err error) failKind {
 		// anything was written to it (a target that went away).
 		errors.Is(err, errStaleConn):
 		return failConnect
-	case isTimeout(err):
+	case isTimeout(err), answerBegan(err):
 		return failOther
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, fasthttp.ErrConnectionClosed),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return failReset
 	}
 	return streamReset(err)
+}
+
+// answerBegan reports a fast-path failure after part of the answer's
+// head came: fasthttp wraps the reset or EOF that cut it in this text (and
+// a cut before any byte is a bare io.EOF or ErrConnectionClosed). Such a
+// target answered, so the request is not sent again, whatever its method
+// (SPEC section 9: a reset "before any byte of the answer"); net/http's
+// Transport reports the same case as no reset. TestRetrySafety's "reset in
+// the head" pins the text.
+func answerBegan(err error) bool {
+	return strings.Contains(err.Error(), "error when reading response headers: ")
 }
 
 // streamReset classifies an HTTP/2 upstream's RST_STREAM, HTTP/2's reset of
