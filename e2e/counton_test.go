@@ -276,13 +276,14 @@ cluster:
 		return resp
 	}
 	// The RateLimit fields give the month: q and w, and r what the month
-	// had left when the call was let in (its cost is known only after).
+	// had left when the call was let in, less the token it holds while in
+	// flight (its cost is known only after).
 	month := int64(first.Sub(time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)) / time.Second)
 	for i, st := range []struct {
 		gw    int
 		cost  string
 		wantR int64
-	}{{gw: 0, cost: "600", wantR: 1000}, {gw: 1, cost: "300", wantR: 400}} {
+	}{{gw: 0, cost: "600", wantR: 999}, {gw: 1, cost: "300", wantR: 399}} {
 		resp := call(st.gw, "k1", st.cost, 200)
 		policies, err := parseSFList(resp.Header.Values("RateLimit-Policy"))
 		if err != nil || len(policies) != 1 || policies[0].param("q") != int64(1000) || policies[0].param("w") != month {

@@ -141,10 +141,11 @@ func TestCountOnHeaderCap(t *testing.T) {
 	runAfter(t, c, []afterStep{
 		{at: 0, value: "a", pass: true, status: 200, cost: []string{"99"}},
 		{at: 0, value: "a", pass: true, status: 200, cost: []string{strings.Repeat("9", 40)}},
-		// 99 + 100 (capped) tokens taken: 99 in debt, plus the one to pass: 10 s.
-		{at: 0, value: "a", pass: false, retry: 10},
-		{at: 10, value: "a", pass: true, status: 200, cost: []string{"1000000"}}, // 100: 99 in debt
-		{at: 10, value: "a", pass: false, retry: 10},
+		// 99, then the one token held and the rest capped: the debt is one
+		// bucket, plus the one to pass: 10.1 s.
+		{at: 0, value: "a", pass: false, retry: 10.1},
+		{at: 10.1, value: "a", pass: true, status: 200, cost: []string{"1000000"}}, // one bucket in debt again
+		{at: 10.1, value: "a", pass: false, retry: 10.1},
 	})
 	// Calls let in together all overdraw: the debt stays at one bucket.
 	c = compile(t, costRule(100, 10)).For("get-order")
@@ -162,6 +163,41 @@ func TestCountOnHeaderCap(t *testing.T) {
 	}
 	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(10.1))).Abs() > time.Millisecond {
 		t.Fatalf("after 500 tokens on a bucket of 100: %+v, want blocked for 10.1 s (the debt capped at one bucket, and a token)", vd)
+	}
+}
+
+// TestCountOnHeaderHoldsInFlight: a call whose figure the answer will tell
+// holds one token while it is in flight, so calls sent at once pass only as
+// many as the bucket holds (5 of 20 here); a figure of 0 gives the token
+// back, a figure of 3 takes 2 more. Let in on a look, all 20 passed and
+// overdrew the bucket 60 tokens deep, most of it forgiven by the debt cap.
+func TestCountOnHeaderHoldsInFlight(t *testing.T) {
+	c := compile(t, costRule(5, 10)).For("get-order") // a token every 2 s
+	var toks []hotparam.Token
+	for i := range 20 {
+		tok, vd := c.Enter(0, order("a"), 1)
+		if vd.Blocked != (i >= 5) {
+			t.Fatalf("call %d of 20 sent at once: blocked %v, want %v (5 tokens)", i+1, vd.Blocked, i >= 5)
+		}
+		if !vd.Blocked {
+			toks = append(toks, tok)
+		}
+	}
+	toks[0].Answer(answer{"X-Tokens-Used": {"0"}})
+	toks[0].Exit(0, 200) // free: its token comes back
+	tok, vd := c.Enter(0, order("a"), 1)
+	if vd.Blocked {
+		t.Fatalf("after a call of figure 0 gave its token back: %+v, want a pass", vd)
+	}
+	toks[0] = tok
+	for i := range toks {
+		toks[i].Answer(answer{"X-Tokens-Used": {"3"}})
+		toks[i].Exit(0, 200)
+	}
+	// 5 calls of 3 tokens: 15 taken from 5; the debt is capped at one
+	// bucket, so 6 tokens to the next pass: 12 s.
+	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(12))).Abs() > time.Millisecond {
+		t.Fatalf("after 5 calls of 3 on a bucket of 5: %+v, want blocked for 12 s", vd)
 	}
 }
 

@@ -138,10 +138,10 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 			case o.took:
 				// After the answer, the cluster is charged for this value:
 				// the caller's buffer is gone by then.
-				t.add(slot{r: r, n: n, cost: -1, val: strings.Clone(val)})
+				t.add(slot{r: r, n: r.held(n), acquire: n, cost: -1, val: strings.Clone(val)})
 			case o.stamp != 0 && !o.blocked:
 				// Given back should the call not go.
-				t.add(slot{r: r, n: n, cost: -1, val: o.kept, back: o.stamp, count: o.asked})
+				t.add(slot{r: r, n: r.held(n), acquire: n, cost: -1, val: o.kept, back: o.stamp, count: o.asked})
 			}
 			return r.verdict(&o, vd, val, qt)
 		}
@@ -176,7 +176,7 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 	}
 	sh.Unlock()
 	if o.took {
-		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched, n: n, cost: -1, share: share})
+		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched, n: r.held(n), acquire: n, cost: -1, share: share})
 	}
 	return r.verdict(&o, vd, val, qt)
 }
@@ -211,22 +211,24 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	}
 	sh.Unlock()
 	share = r.share(ts)
+	n = r.held(n)
 	var qr QuotaReturner
-	if r.calendar && (!r.after || r.header == "") {
+	if r.calendar {
 		// A pass of the period is stamped, so that a call not forwarded
 		// (a later rule blocked it, its client left while queued) gives
-		// it back: "count per calendar day" counts the calls served. A
-		// failure rule's place is held in flight the same way.
+		// it back: "count per calendar day" counts the calls served. An
+		// after-answer rule's place is held in flight the same way.
 		qr, _ = ts.(QuotaReturner)
 	}
-	if r.after && (r.header != "" || r.calendar && qr == nil || !r.calendar && gb == nil) {
-		// Let in while the window (or the period) has room for the check;
-		// the answer's charge (Token.Exit) is what counts. A countOn
-		// failure call takes its pass (of the rolling window, or the
-		// calendar period) below instead, held while it is in flight and
-		// given back unless its answer is a failure (Token.Exit): let in
-		// on a look, any number of guesses sent at once across the fleet
-		// would reach the upstream before the first failure counted.
+	if r.after && (r.calendar && qr == nil || !r.calendar && gb == nil) {
+		// With nothing to give a pass back with: let in while the window
+		// (or the period) has room for the check; the answer's charge
+		// (Token.Exit) is what counts. An after-answer call otherwise
+		// takes its pass (of the rolling window, or the calendar period)
+		// below, held while it is in flight (Token.Exit settles it): let
+		// in on a look, any number of guesses, or of costly calls, sent at
+		// once across the fleet would reach the upstream before the first
+		// answer counted.
 		var ok bool
 		var retry time.Duration
 		var err error

@@ -235,3 +235,54 @@ func TestCalendarQuotaCountsOnlyCallsServed(t *testing.T) {
 		t.Errorf("a 4th call served in the day passed")
 	}
 }
+
+// TestClusterCostRuleHoldsWhileInFlight: a clusterMode cost rule (a
+// figure the answer tells; 3 tokens), rolling or calendar, holds one token
+// of the value's window or period while a call is in flight, so 3 of 10
+// calls sent at once are let in across the fleet; a figure of 0 gives the
+// token back, a figure of 4 takes 3 more. Let in on a look, all ten
+// passed, and a day's quota of 10 was charged 90 by one burst.
+func TestClusterCostRuleHoldsWhileInFlight(t *testing.T) {
+	held := &heldCluster{fakeCluster: &fakeCluster{}, count: 3, held: map[string]int64{}, pending: map[string]int64{}}
+	quota := &heldQuota{fakeCluster: &fakeCluster{}, count: 3, used: map[string]int64{}}
+	for _, tc := range []struct {
+		name   string
+		svc    hotparam.TokenService
+		window config.Window
+		used   func() int64
+	}{
+		{"rolling window", held, "", func() int64 { held.room("victim", 0); return held.held["victim"] }},
+		{"calendar day", quota, config.WindowDay, func() int64 { return quota.used["victim"] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := clusterRule(3, config.ThresholdGlobal, nil)
+			r.Items = nil
+			r.CountOn = "responseHeader:x-tokens-used"
+			if tc.window != "" {
+				r.Window, r.DurationSec = tc.window, 0
+			}
+			c := compileCluster(t, tc.svc, r)
+			val := vals{orderID: "victim"}
+			var in []hotparam.Token
+			for range 10 {
+				if tok, v := c.Enter(sec(1), val, 1); !v.Blocked {
+					in = append(in, tok)
+				}
+			}
+			if len(in) != 3 || tc.used() != 3 {
+				t.Fatalf("%d of 10 calls sent at once were let in, %d held; want 3, 3", len(in), tc.used())
+			}
+			in[0].Answer(answer{"X-Tokens-Used": {"0"}})
+			in[0].Exit(sec(1), 200)
+			if got := tc.used(); got != 2 {
+				t.Fatalf("after a call of figure 0, %d held, want 2", got)
+			}
+			in[1].Answer(answer{"X-Tokens-Used": {"4"}})
+			in[1].Exit(sec(1), 200)
+			in[2].Exit(sec(1), 200) // no figure: acquireCount, its held token
+			if got := tc.used(); got != 5 {
+				t.Fatalf("after figures 4 and none, %d charged, want 5", got)
+			}
+		})
+	}
+}

@@ -199,6 +199,15 @@ func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome 
 	}
 }
 
+// held is what a call of r holds from its entry: an after-answer rule's
+// check (checkOf), else its acquireCount n.
+func (r *rule) held(n int64) int64 {
+	if r.after {
+		return r.checkOf(n)
+	}
+	return n
+}
+
 // checkOf is how many tokens a call of an after-answer rule must find in
 // its value's bucket to be let in: the acquireCount a failure takes, or one
 // token for a cost the answer will tell (so the last call may overdraw).
@@ -210,30 +219,17 @@ func (r *rule) checkOf(n int64) int64 {
 }
 
 // enterAfter lets a call of an after-answer rule in while its value's
-// bucket holds checkOf(n) tokens: the answer decides what is taken
-// (Token.Exit). A countOn failure call holds its acquireCount while it is
-// in flight, given back unless its answer is a failure: were it let in
-// on a look, a client could send any number of guesses at once before
-// the first failure counted. A figure's call takes nothing until its
-// answer (chargeDebt). A dryRun rule lets a call it would block through
+// bucket holds checkOf(n) tokens, and holds them while the call is in
+// flight; the answer decides what is taken (Token.Exit). A countOn failure
+// call's acquireCount is given back unless its answer is a failure; a
+// figure's call keeps its one token toward the figure, and the rest is
+// taken then (chargeDebt). Were calls let in on a look, a client could send
+// any number of guesses, or of costly calls, at once before the first
+// answer counted. A dryRun rule lets a call it would block through
 // uncharged: enforced, that call never reaches the upstream, and a dryRun
 // rule's state evolves as the enforced rule's would.
 func (r *rule) enterAfter(e *value, p *param, now, n int64, share int) outcome {
-	if r.header == "" {
-		return r.enterBucket(e, p, now, n, share)
-	}
-	cost, tau, count, emission := bucketOf(p, r.checkOf(n), share)
-	if p.never || cost > tau {
-		return outcome{blocked: true, p: p, retry: neverPasses}
-	}
-	start := max(e.state.Load(), now)
-	if ahead := start + cost - now; ahead > tau {
-		retry := ahead - tau
-		return outcome{blocked: true, retry: retry, p: p, reset: retry}
-	}
-	// What is left before the answer takes its share: at least the check.
-	remaining := min(math.Floor(float64(tau-(start-now))/emission), max(count, 1))
-	return outcome{took: true, p: p, remaining: remaining}
+	return r.enterBucket(e, p, now, r.checkOf(n), share)
 }
 
 // chargeDebt takes n tokens from e's bucket of 1/share of the count after

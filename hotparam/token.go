@@ -15,14 +15,17 @@ type slot struct {
 	e     *entry // nil: a clusterMode value the cluster let in (val)
 	undo  int64
 	sched int64
-	// An after-answer rule's (rule.after): n is the call's acquireCount,
-	// cost the answer's figure (-1: none read), share the local bucket's
-	// share of the count, val the value, copied, whose cluster window is
-	// charged ("": the local bucket is).
-	n     int64
-	cost  int64
-	share int
-	val   string
+	// An after-answer rule's (rule.after): n is what the call holds since
+	// it entered (rule.held: a failure rule's acquireCount, a figure's one
+	// token), acquire the call's acquireCount, cost the answer's figure
+	// (-1: none read), share the local bucket's share of the count, val the
+	// value, copied, whose cluster window is charged ("": the local bucket
+	// is).
+	n       int64
+	acquire int64
+	cost    int64
+	share   int
+	val     string
 	// A clusterMode value the cluster passed (e nil, val its value):
 	// back is the stamp Cancel gives its n tokens back with (0: none),
 	// count what the cluster was asked with.
@@ -135,28 +138,56 @@ func (s *slot) charge(ts TokenService, gb TokenReturner, now int64, status int) 
 	r := s.r
 	n := s.n
 	failure := r.failures.Has(status) || status == Unheard
+	if r.header != "" {
+		// A figure, or acquireCount when the answer told none; the token
+		// held since the call entered is part of it, and given back for
+		// a figure of 0.
+		n = s.acquire
+		if s.cost >= 0 {
+			n = s.cost
+		}
+		if s.undo > 0 || s.back != 0 {
+			if n == 0 {
+				s.releaseHold(ts, gb, now)
+				return
+			}
+			n -= s.n
+		}
+		if n <= 0 {
+			return
+		}
+		s.chargeAfter(ts, now, n)
+		return
+	}
 	if s.undo > 0 || s.back != 0 {
 		// A countOn failure call's tokens, held since it entered, in the
 		// local bucket (enterAfter) or as a pass of the cluster's window
 		// (enterCluster): kept for a failure.
-		switch {
-		case failure:
-		case s.back != 0:
-			s.returnPass(ts, gb, now)
-		default:
-			s.giveBack(now)
+		if !failure {
+			s.releaseHold(ts, gb, now)
 		}
 		return
 	}
-	switch {
-	case r.header == "" && !failure:
+	if !failure || n <= 0 {
 		return // not a failure: free
-	case r.header != "" && s.cost >= 0:
-		n = s.cost
 	}
-	if n <= 0 {
-		return
+	s.chargeAfter(ts, now, n)
+}
+
+// releaseHold gives back what an after-answer call held since it entered.
+func (s *slot) releaseHold(ts TokenService, gb TokenReturner, now int64) {
+	if s.back != 0 {
+		s.returnPass(ts, gb, now)
+	} else {
+		s.giveBack(now)
 	}
+}
+
+// chargeAfter takes n more tokens for an after-answer call: from its
+// value's window or period in the cluster, else from the local bucket,
+// into debt if need be.
+func (s *slot) chargeAfter(ts TokenService, now, n int64) {
+	r := s.r
 	e, share := s.e, s.share
 	if s.val != "" && ts != nil {
 		p := &r.params[0]
