@@ -18,6 +18,11 @@ type blockKey struct {
 type blockEntry struct {
 	until time.Duration // on the Service's monotonic timeline
 	n     int64         // the smallest n the cluster refused
+	// retry is when the refused call could pass, as Redis said: past
+	// until when the refusal is kept only briefly (a countOn failure
+	// rule's held passes may come back sooner), and what a refusal from
+	// the cache tells its client to wait.
+	retry time.Duration
 }
 
 // blockCache remembers windows the cluster reported full. The script says
@@ -43,7 +48,7 @@ type blockCache struct {
 func (c *blockCache) generation() uint64 { return c.gen.Load() }
 
 // blocked reports whether n tokens of spec/origin are known to be refused
-// at now, and then until when.
+// at now, and then when the call could pass.
 func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Duration) (bool, time.Duration) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
@@ -56,12 +61,13 @@ func (c *blockCache) blocked(spec *ruleSpec, origin string, n int64, now time.Du
 		delete(c.m, k)
 		return false, 0
 	}
-	return n >= e.n, e.until
+	return n >= e.n, e.retry
 }
 
-// add records at now that n tokens are refused until the instant until,
-// unless the cache was forgotten or cleared since generation gen.
-func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time.Duration, gen uint64) {
+// add records at now that n tokens are refused until the instant until
+// (the call could pass at retry, until or later), unless the cache was
+// forgotten or cleared since generation gen.
+func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until, retry time.Duration, gen uint64) {
 	k := blockKey{spec, origin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,7 +93,7 @@ func (c *blockCache) add(spec *ruleSpec, origin string, n int64, now, until time
 	if spec.perValue {
 		k.origin = strings.Clone(origin) // a param value may alias the caller's buffer
 	}
-	c.m[k] = blockEntry{until: until, n: n}
+	c.m[k] = blockEntry{until: until, n: n, retry: max(retry, until)}
 }
 
 // sweep drops entries that ended by now.

@@ -9,7 +9,7 @@ func TestBlockCacheSteps(t *testing.T) {
 	a, b := &ruleSpec{prefix: "a"}, &ruleSpec{prefix: "b"}
 	var c blockCache
 	const ms = time.Millisecond
-	c.add(a, "x", 2, 0, 25*ms, 0) // a/x refused 2 tokens until 25ms
+	c.add(a, "x", 2, 0, 25*ms, 25*ms, 0) // a/x refused 2 tokens until 25ms
 	steps := []struct {
 		spec   *ruleSpec
 		origin string
@@ -48,11 +48,11 @@ func TestBlockCacheDropsRefusalsDecidedBeforeALift(t *testing.T) {
 		var c blockCache
 		before := c.generation() // the call starts; Redis refuses it
 		lift.do(&c)              // the lift is noted before its answer arrives
-		c.add(s, "locked", 1, 0, time.Hour, before)
+		c.add(s, "locked", 1, 0, time.Hour, time.Hour, before)
 		if blocked, _ := c.blocked(s, "locked", 1, time.Second); blocked {
 			t.Errorf("%s: a refusal decided before the lift is remembered after it", lift.name)
 		}
-		c.add(s, "locked", 1, 0, time.Hour, c.generation())
+		c.add(s, "locked", 1, 0, time.Hour, time.Hour, c.generation())
 		if blocked, until := c.blocked(s, "locked", 1, time.Second); !blocked || until != time.Hour {
 			t.Errorf("%s: a refusal decided after the lift is not remembered", lift.name)
 		}
@@ -63,13 +63,13 @@ func TestBlockCacheIsBounded(t *testing.T) {
 	var c blockCache
 	s := &ruleSpec{}
 	for i := range maxBlocked + 10 {
-		c.add(s, itoa(int64(i)), 1, 0, time.Second, 0)
+		c.add(s, itoa(int64(i)), 1, 0, time.Second, time.Second, 0)
 	}
 	if len(c.m) != maxBlocked {
 		t.Fatalf("%d entries, want the cap %d", len(c.m), maxBlocked)
 	}
 	// Once they have ended, a new entry sweeps them out.
-	c.add(s, "late", 1, 2*time.Second, 3*time.Second, 0)
+	c.add(s, "late", 1, 2*time.Second, 3*time.Second, 3*time.Second, 0)
 	if blocked, _ := c.blocked(s, "late", 1, 2*time.Second); len(c.m) != 1 || !blocked {
 		t.Fatalf("after the sweep: %d entries, want only the new one", len(c.m))
 	}
@@ -78,7 +78,7 @@ func TestBlockCacheIsBounded(t *testing.T) {
 func TestBlockCacheAllocatesNothingOnLookup(t *testing.T) {
 	var c blockCache
 	s := &ruleSpec{}
-	c.add(s, "origin", 1, 0, time.Hour, 0)
+	c.add(s, "origin", 1, 0, time.Hour, time.Hour, 0)
 	origin := "origin"
 	if a := testing.AllocsPerRun(100, func() { c.blocked(s, origin, 1, time.Second) }); a != 0 {
 		t.Errorf("blocked allocates %v times per call", a)

@@ -78,8 +78,15 @@ func TestHeldPassRefusalKeptBriefly(t *testing.T) {
 		}
 		stamps = append(stamps, stamp)
 	}
-	if ok, _, _, _, _, _ := b.AcquireParamStamp(rule, 3, "mallory", 1, false); ok {
+	ok, first, _, _, _, _ := b.AcquireParamStamp(rule, 3, "mallory", 1, false)
+	if ok {
 		t.Fatal("a fourth guess in flight was let in")
+	}
+	// The refusal answered from the note says the same wait as Redis's:
+	// it said the note's second (Retry-After 60, 1, 1, 59, ...), and a
+	// client that waited that long was refused again.
+	if ok, again, _, _, _, _ := b.AcquireParamStamp(rule, 3, "mallory", 1, false); ok || again != first || first < 899*time.Second {
+		t.Fatalf("refused again at once: wait %v, then %v; want the window's %v twice", first, again, first)
 	}
 	// A success on gateway a: its pass back in Redis at once (the peek
 	// takes the give-back along, as hotparam's returnPass does).

@@ -658,10 +658,11 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		if c.spec.held {
 			// Another gateway may give a held pass back any moment: the
 			// refusal is kept briefly, not until the window or period
-			// could take the call by the passes alone.
+			// could take the call by the passes alone. A refusal from the
+			// cache still says when that is: Retry-After is never short.
 			until = min(until, start+heldBlock)
 		}
-		s.blocks.add(c.spec, key, c.n, start, until, c.gen)
+		s.blocks.add(c.spec, key, c.n, start, until, start+c.retry, c.gen)
 		// Tokens given back while the call was in flight (its script ran
 		// before they reached Redis: they go with the next call) may make
 		// room: the block is not kept, so that the next call takes them to
