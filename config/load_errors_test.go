@@ -395,6 +395,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/param_count_on.yaml:54: paramRules[9].clusterMode: needs a Redis: set cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs",
 			"testdata/param_count_on.yaml:60: paramRules[10].countOn: \"ratelimit\" is a field the gateway writes on its answers; the upstream's figure needs a field of its own, as in \"responseHeader:X-Tokens-Used\"",
 			"testdata/param_count_on.yaml:64: paramRules[11].countOn: \"Retry-After\" is a field the gateway writes on its answers; the upstream's figure needs a field of its own, as in \"responseHeader:X-Tokens-Used\"",
+			"testdata/param_count_on.yaml:68: paramRules[12].countOn: \"transfer-encoding\" is a hop-by-hop field, which the gateway removes from the answer before reading it; the upstream's figure needs an end-to-end field, as in \"responseHeader:X-Tokens-Used\"",
 		}},
 		{"param_zero_count.yaml", []string{
 			"testdata/param_zero_count.yaml:11: paramRules[0].count: must be > 0, got 0",

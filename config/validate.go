@@ -757,6 +757,17 @@ func gatewayField(name string) bool {
 	return false
 }
 
+// hopByHop reports a response field that no proxy passes on (RFC 9110
+// 7.6.1), compared without case.
+func hopByHop(name string) bool {
+	for _, f := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade"} {
+		if strings.EqualFold(name, f) {
+			return true
+		}
+	}
+	return false
+}
+
 // countOn checks when a param rule's calls take their tokens: request, or
 // after the answer (failure with its failureStatuses, responseHeader:NAME),
 // which needs a bucket that rejects (grade qps, controlBehavior reject): a
@@ -771,6 +782,11 @@ func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 		return
 	case !isHeader:
 		c.add(cp, "must be one of request, failure, responseHeader:NAME, got %s", quote(string(r.CountOn)))
+		return
+	case hopByHop(name):
+		// Removed from the answer before the rule reads it: every call
+		// would cost acquireCount, the figure never seen.
+		c.add(cp, "%s is a hop-by-hop field, which the gateway removes from the answer before reading it; the upstream's figure needs an end-to-end field, as in \"responseHeader:X-Tokens-Used\"", quote(name))
 		return
 	case gatewayField(name):
 		// The figure's field is removed from the answer: the gateway's
