@@ -359,3 +359,45 @@ func TestQuotaGiveBack(t *testing.T) {
 		t.Fatalf("the new day after a give-back of the old day's call: %d left (%v), want 2", left, err)
 	}
 }
+
+// TestQuotaChargeGoesToThePeriodOfTheCall: a figure's call holds a place
+// of the period it was let in on (3 a day); its answer's figure is charged
+// to that period while it lasts, and to none once it has ended. Charged by
+// the clock at the answer, a call let in a second before midnight and
+// answered after it spent the next day's quota (6 of 10 of a fresh day).
+func TestQuotaChargeGoesToThePeriodOfTheCall(t *testing.T) {
+	srv := startPrivateRedis(t)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(24*time.Hour - 2*time.Second))
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "stamped", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn = "responseHeader:X-Tokens-Used"
+	left := func() int64 {
+		t.Helper()
+		_, left, _, _, err := s.CheckQuota(r, r.Count, "key", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	_, _, _, _, early, err := s.AcquireQuotaStamp(r, r.Count, "key", 1)
+	if err != nil || early != day.UnixMilli() {
+		t.Fatalf("stamp %d, %v; want the day's start", early, err)
+	}
+	if err := s.ChargeQuotaStamp(r, r.Count, "key", 1, early); err != nil || left() != 1 {
+		t.Fatalf("charged 1 more the same day: %d left, %v; want 1", left(), err)
+	}
+	_, _, _, _, late, err := s.AcquireQuotaStamp(r, r.Count, "key", 1)
+	if err != nil || late != early {
+		t.Fatalf("second stamp %d, %v", late, err)
+	}
+	clock.add(2 * time.Second) // midnight: the call is answered the next day
+	if err := s.ChargeQuotaStamp(r, r.Count, "key", 5, late); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); got != 3 {
+		t.Errorf("the next day, after a call of the day before was answered: %d left, want the whole 3", got)
+	}
+}

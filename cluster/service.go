@@ -380,6 +380,30 @@ func (s *Service) ChargeQuota(rule *config.ParamRule, count float64, value strin
 	return err
 }
 
+// ChargeQuotaStamp is ChargeQuota for a call that held a pass stamped
+// stamp (AcquireQuotaStamp): the charge goes to the period the call was
+// let in on, and to none once that period has ended. Charged by the clock
+// at the answer, a call let in a second before midnight and answered after
+// it spent the next day's quota.
+func (s *Service) ChargeQuotaStamp(rule *config.ParamRule, count float64, value string, n, stamp int64) error {
+	spec := s.specs.param(rule, count)
+	if !spec.quota || stamp == 0 {
+		return s.ChargeQuota(rule, count, value, n)
+	}
+	start := time.UnixMilli(stamp)
+	p, now := spec.periodAt(start), s.wall()
+	switch {
+	case s.closed.Load():
+		return ErrClosed
+	case n <= 0 || !p.start.Equal(start) || !now.Before(p.reset):
+		return nil // the call's period is over: its charge went with it
+	case !s.up.Load():
+		return ErrUnavailable
+	}
+	_, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opCharge)
+	return err
+}
+
 // quotaOp runs op on value's calendar quota, after the checks every such
 // call shares; stamp is the start of the period of an opAcquire's pass
 // (Unix ms).

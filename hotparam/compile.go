@@ -105,6 +105,14 @@ type QuotaReturner interface {
 	GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64)
 }
 
+// StampedCharger is a QuotaReturner that can charge the period a held pass
+// was stamped in: a figure's call let in before its period's reset and
+// answered after it is charged to the period it was let in on (ended:
+// nothing more), not to the next one.
+type StampedCharger interface {
+	ChargeQuotaStamp(rule *config.ParamRule, count float64, value string, n, stamp int64) error
+}
+
 // CompileWith is Compile with Options.
 func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 	var old *ruleid.Index[*rule]

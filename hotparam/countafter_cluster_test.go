@@ -138,9 +138,19 @@ func TestClusterFailureRuleSuccessesLeaveTheFallbackWhole(t *testing.T) {
 // at once, as the cluster service does, and ChargeQuota adds.
 type heldQuota struct {
 	*fakeCluster
-	count float64
-	used  map[string]int64
-	backs int
+	count   float64
+	used    map[string]int64
+	backs   int
+	stamped int // charges made to a stamped period (ChargeQuotaStamp)
+}
+
+func (h *heldQuota) ChargeQuotaStamp(r *config.ParamRule, count float64, value string, n, stamp int64) error {
+	if stamp != 1767225600000 {
+		panic("charged with another stamp")
+	}
+	h.stamped++
+	h.used[value] += n
+	return nil
 }
 
 func (h *heldQuota) AcquireQuotaStamp(r *config.ParamRule, count float64, value string, n int64) (bool, int64, time.Duration, time.Duration, int64, error) {
@@ -282,6 +292,11 @@ func TestClusterCostRuleHoldsWhileInFlight(t *testing.T) {
 			in[2].Exit(sec(1), 200) // no figure: acquireCount, its held token
 			if got := tc.used(); got != 5 {
 				t.Fatalf("after figures 4 and none, %d charged, want 5", got)
+			}
+			if tc.window != "" && quota.stamped != 1 {
+				// The figure's rest goes to the period the call was let in
+				// on, not the one of the answer's clock.
+				t.Errorf("%d charges to the call's own period, want 1 (the figure of 4)", quota.stamped)
 			}
 		})
 	}

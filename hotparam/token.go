@@ -201,7 +201,7 @@ func (s *slot) chargeAfter(ts TokenService, now, n int64) {
 			return
 		}
 		share = r.share(ts)
-		if r.chargeCluster(ts, p, s.val, n) == nil {
+		if r.chargeCluster(ts, p, s.val, n, s.back) == nil {
 			// As a pass the cluster decided: the local bucket learns
 			// what this gateway spent, without debt, for a fallback.
 			r.chargeBucket(&e.V, p, now, n, share)
@@ -215,9 +215,13 @@ func (s *slot) chargeAfter(ts TokenService, now, n int64) {
 }
 
 // chargeCluster charges n to val's window in the cluster, or to its period
-// for a calendar quota.
-func (r *rule) chargeCluster(ts TokenService, p *param, val string, n int64) error {
+// for a calendar quota: the one stamp names, for a call that held a pass
+// of it (0: none, the period now).
+func (r *rule) chargeCluster(ts TokenService, p *param, val string, n, stamp int64) error {
 	if r.calendar {
+		if sc, ok := ts.(StampedCharger); ok && stamp != 0 {
+			return sc.ChargeQuotaStamp(r.cfg, p.count, val, n, stamp)
+		}
 		return ts.ChargeQuota(r.cfg, p.count, val, n)
 	}
 	return ts.ChargeParam(r.cfg, p.count, val, n)
