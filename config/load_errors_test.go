@@ -250,14 +250,6 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/degrade_threshold.yaml:13: degradeRules[1].threshold: must be an error count >= 1 with strategy errorCount, got 0.5",
 			"testdata/degrade_threshold.yaml:15: degradeRules[2].strategy: must be one of slowRatio, errorRatio, errorCount, got \"timeout\"",
 		}},
-		// A route's timeout ends every call of it (the longest of a
-		// resource's routes, of every route for an API group), so a
-		// slowRatio rule whose maxAllowedRtMs is not below it never opens.
-		{"degrade_never_slow.yaml", []string{
-			"testdata/degrade_never_slow.yaml:11: degradeRules[0].maxAllowedRtMs: must be below the upstream timeout of the routes resource \"a\" is counted on (300ms): no call lasts longer, so none would be slow; got 300",
-			"testdata/degrade_never_slow.yaml:14: degradeRules[3].maxAllowedRtMs: must be below the upstream timeout of the routes resource \"b\" is counted on (2s): no call lasts longer, so none would be slow; got 2000",
-			"testdata/degrade_never_slow.yaml:16: degradeRules[5].maxAllowedRtMs: must be below the upstream timeout of the routes resource \"all\" is counted on (2s): no call lasts longer, so none would be slow; got 5000",
-		}},
 		{"degrade_statuses.yaml", []string{
 			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[2]: duplicate status \"5xx\" (also errorStatuses[1])",
 			"testdata/degrade_statuses.yaml:11: degradeRules[0].errorStatuses[3]: must be a status code in 100..599 (429) or a class (\"5xx\"), got \"600\"",

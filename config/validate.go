@@ -136,11 +136,6 @@ type routeIndex struct {
 	entrances map[string]map[string]bool // resource -> entrances serving it
 	params    map[string]map[string]bool // resource -> path parameter names
 	groups    map[string]int             // API group name -> its index (nil: none)
-	// timeout is the longest upstream timeout of a resource's routes, and
-	// longest that of every route (an API group's bound): no call of it is
-	// slower.
-	timeout map[string]time.Duration
-	longest time.Duration
 }
 
 // unknown describes what a rule's resource may be, for "unknown resource" messages.
@@ -381,8 +376,7 @@ func checkRedisURL(s string) string {
 }
 
 func (c *checker) routes() routeIndex {
-	ix := routeIndex{resources: map[string]bool{}, entrances: map[string]map[string]bool{}, params: map[string]map[string]bool{},
-		timeout: map[string]time.Duration{}}
+	ix := routeIndex{resources: map[string]bool{}, entrances: map[string]map[string]bool{}, params: map[string]map[string]bool{}}
 	routes := c.cfg.Routes
 	if len(routes) == 0 && !c.bad["routes"] {
 		c.add("routes", "at least one route is required")
@@ -454,10 +448,6 @@ func (c *checker) routes() routeIndex {
 			ix.params[r.Resource] = map[string]bool{}
 		}
 		ix.entrances[r.Resource][r.Entrance] = true
-		if u, ok := c.cfg.Upstreams[r.Upstream]; ok {
-			ix.timeout[r.Resource] = max(ix.timeout[r.Resource], u.Timeout.D())
-			ix.longest = max(ix.longest, u.Timeout.D())
-		}
 		for _, name := range params {
 			ix.params[r.Resource][name] = true
 		}
@@ -1081,19 +1071,9 @@ func (c *checker) degradeRules(ix routeIndex) {
 				c.add(p+".threshold", "must be an error count >= 1 with strategy errorCount, got %s", num(r.Threshold))
 			}
 		}
-		to, routed := ix.timeout[r.Resource]
-		if _, group := ix.groups[r.Resource]; group && !routed {
-			to, routed = ix.longest, true
-		}
-		switch {
-		case r.Strategy == DegradeSlowRatio && r.MaxAllowedRtMs <= 0:
+		if r.Strategy == DegradeSlowRatio && r.MaxAllowedRtMs <= 0 {
 			c.add(p+".maxAllowedRtMs", "must be > 0 with strategy slowRatio, got %d", r.MaxAllowedRtMs)
-		case r.Strategy == DegradeSlowRatio && routed && to > 0 && r.MaxAllowedRtMs >= to.Milliseconds() && r.MaxAllowedRtMs <= MaxDurationMs:
-			// A call ends at its route's timeout at the latest, so none
-			// would be slow and the breaker could never open.
-			c.add(p+".maxAllowedRtMs", "must be below the upstream timeout of the routes resource %s is counted on (%s): no call lasts longer, so none would be slow; got %d",
-				quote(r.Resource), to, r.MaxAllowedRtMs)
-		default:
+		} else {
 			c.nonNegative(p+".maxAllowedRtMs", float64(r.MaxAllowedRtMs))
 		}
 		c.duration(p+".maxAllowedRtMs", r.MaxAllowedRtMs, false)
