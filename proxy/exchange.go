@@ -90,33 +90,30 @@ type clientBody struct {
 	// limit caps the body (0: none) and got counts what was read; both
 	// are set and read by the one reader of the body.
 	limit, got int64
-	// waitFrom is when the Read in progress began (unix ns; 0: none),
-	// lastWait how long the last one took and readAt when it returned.
-	// They tell, when the route timeout ends a streamed upload, whether the
-	// gateway was waiting on the client or on the upstream
-	// (stalledByClient).
-	waitFrom, lastWait, readAt atomic.Int64
+	// reading: a Read of the client's body is in progress; readAt is when
+	// the last one returned (unix ns). They tell, when the route timeout
+	// ends a streamed upload, whether the gateway was stuck on the
+	// upstream (stalledByClient).
+	reading atomic.Bool
+	readAt  atomic.Int64
 }
 
-// A Read of the client's body that takes clientWait found nothing the
-// client had sent: the client is behind. One that returned within
-// clientStall is the upload still arriving (its piece went on to the
-// upstream); a forwarder stuck writing to an upstream that stopped reading
-// has not read for longer.
-const (
-	clientWait  = 2 * time.Millisecond
-	clientStall = 100 * time.Millisecond
-)
+// clientStall is how long the gateway must have been kept from reading the
+// client's body, by a write to the upstream that does not finish, for a
+// route timeout that ends the upload to be the upstream's: the pieces go
+// to a healthy upstream in microseconds.
+const clientStall = 100 * time.Millisecond
 
 // stalledByClient is the verdict on a streamed upload whose exchange the
-// route timeout ended: if the body had not all arrived and the gateway was
-// waiting on the client (a Read waiting clientWait or more, or such a Read
-// just returned), the client is too slow (408), and the body is marked
-// failed as the Read that the client's own read deadline fails would mark
-// it. The route deadline and that read deadline fall together, and a
-// transport that saw its own first charged the target with a timeout: slow
-// uploads could eject it. A client that keeps ahead, whose Reads return at
-// once, is not behind, however busy the gateway is in copying its body.
+// route timeout ended before the whole body had arrived: unless the
+// gateway was stuck writing to the upstream (no Read for clientStall), the
+// body was still on its way from the client, and the upstream cannot be
+// blamed for not answering a request it had not all been given: the client
+// gets 408, and the body is marked failed as the Read that the client's own
+// read deadline fails would mark it. The route deadline and that read
+// deadline fall together, and a transport that saw its own first charged
+// the target with a timeout: slow uploads (pieces every 10 ms, or every
+// 1 ms) could eject it.
 func (b *clientBody) stalledByClient(now time.Time) bool {
 	if b.failed.Load() {
 		return true
@@ -124,12 +121,7 @@ func (b *clientBody) stalledByClient(now time.Time) bool {
 	if b.eof.Load() || !b.read.Load() {
 		return false
 	}
-	t := now.UnixNano()
-	if from := b.waitFrom.Load(); from != 0 {
-		if t-from < int64(clientWait) {
-			return false
-		}
-	} else if b.lastWait.Load() < int64(clientWait) || t-b.readAt.Load() > int64(clientStall) {
+	if !b.reading.Load() && now.UnixNano()-b.readAt.Load() > int64(clientStall) {
 		return false
 	}
 	b.timedOut.Store(true)
@@ -148,13 +140,10 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// One byte past the cap is enough to know it was passed.
 		p = p[:b.limit-b.got+1]
 	}
-	from := time.Now().UnixNano()
-	b.waitFrom.Store(from)
+	b.reading.Store(true)
 	n, err := b.rc.Read(p)
-	at := time.Now().UnixNano()
-	b.lastWait.Store(at - from)
-	b.readAt.Store(at)
-	b.waitFrom.Store(0)
+	b.readAt.Store(time.Now().UnixNano())
+	b.reading.Store(false)
 	if b.limit > 0 {
 		if b.got += int64(n); b.got > b.limit {
 			n -= int(b.got - b.limit)

@@ -41,16 +41,19 @@ func TestSlowUploadIsTheClientsFault(t *testing.T) {
 		up      string
 		uploads int
 		timeout string
-		body    int  // bytes announced
-		trickle bool // 100 KiB at once, then 1 KiB each 10 ms; else all at once
+		body    int           // bytes announced
+		piece   int           // after 100 KiB, a piece of this size...
+		every   time.Duration // ...this often for 500 ms (0: all at once)
 		want    string
 		charged bool
 	}{
-		{"client trickles", reads.URL, 24, "300ms", 200 << 10, true, "408", false},
+		{"client trickles", reads.URL, 24, "300ms", 200 << 10, 1 << 10, 10 * time.Millisecond, "408", false},
+		// Pieces every 1 ms: no Read waits long, yet the body is on its way.
+		{"client sends small pieces", reads.URL, 32, "300ms", 10 << 20, 64, time.Millisecond, "408", false},
 		// More than the socket buffers between the gateway and the target
 		// hold (about 10 MiB here), so the forwarder is stuck writing long
 		// before the timeout, however slow a -race build copies.
-		{"target stops reading", hangs.URL, 2, "2s", 32 << 20, false, "504", true},
+		{"target stops reading", hangs.URL, 2, "2s", 32 << 20, 0, 0, "504", true},
 	} {
 		for _, fwd := range []string{"standard", "fast"} {
 			t.Run(tc.name+"/"+fwd, func(t *testing.T) {
@@ -66,7 +69,7 @@ routes: [{path: /*, upstream: up, resource: r}]
 				codes := make(chan string, uploads)
 				var wg sync.WaitGroup
 				for range uploads {
-					wg.Go(func() { codes <- upload(gw, tc.body, tc.trickle) })
+					wg.Go(func() { codes <- upload(gw, tc.body, tc.piece, tc.every) })
 				}
 				wg.Wait()
 				close(codes)
@@ -90,24 +93,25 @@ routes: [{path: /*, upstream: up, resource: r}]
 	}
 }
 
-// upload sends a POST announcing n bytes of body over its own connection
-// and returns the answer's status code (or the error).
-func upload(gw string, n int, trickle bool) string {
+// upload sends a POST announcing n bytes of body over its own connection:
+// all at once (every 0), or 100 KiB (more than a forwarder keeps, so the
+// body streams) and then a piece of the given size every so often for
+// 500 ms, past the route timeout. It returns the answer's status code (or
+// the error).
+func upload(gw string, n, piece int, every time.Duration) string {
 	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
 	if err != nil {
 		return err.Error()
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
-	if !trickle {
+	if every == 0 {
 		go func() { _, _ = c.Write(make([]byte, n)) }() // as much as the gateway takes
 	} else {
-		// More than a forwarder keeps, so the body streams; then a trickle
-		// past the route timeout.
 		_, _ = c.Write(make([]byte, 100<<10))
-		for range 50 {
-			time.Sleep(10 * time.Millisecond)
-			if _, err := c.Write(make([]byte, 1<<10)); err != nil {
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+			time.Sleep(every)
+			if _, err := c.Write(make([]byte, piece)); err != nil {
 				break
 			}
 		}
