@@ -85,3 +85,19 @@ func BenchmarkHashPickTargets(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHashPickDistinctWeights is the worst case of weighted
+// rendezvous: 256 targets, each of its own weight, so each its own class.
+func BenchmarkHashPickDistinctWeights(b *testing.B) {
+	ws := make([]int, 256)
+	for i := range ws {
+		ws[i] = i + 1
+	}
+	_, u := build(b, upstream.Spec{Targets: targets(256, ws...), Balance: upstream.Hash}, nil)
+	b.ReportAllocs()
+	for i := range b.N {
+		var tried upstream.Tries
+		u.Pick(0, upstream.HashKey("user-42")+uint64(i), true, &tried)
+		u.Done(0, &tried, 200, upstream.Success)
+	}
+}

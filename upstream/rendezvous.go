@@ -18,8 +18,9 @@ import (
 //
 // Lookup hashes the key once per target (at most MaxTargets), with no table
 // to build. Targets of one weight are a class: within it the highest hash
-// has the highest score, so only each class's best pays the logarithm that
-// weighs it against the other classes.
+// has the highest score, so only each class's best may pay the logarithm
+// that weighs it against the other classes, and only if a cheap bound says
+// it could win.
 // Immutable.
 type rendezvous struct {
 	seeds   []uint64 // per target: its URL's hash
@@ -51,7 +52,7 @@ func newRendezvous(ts []Target) *rendezvous {
 // empty. A target out of cand hands its keys to their runners-up, and gets
 // them back when it returns.
 func (r *rendezvous) pick(key uint64, cand *Set) int {
-	best, bestScore := -1, 0.0
+	best, bestE := -1, 0.0
 	for _, c := range r.classes {
 		top, topHash := -1, uint64(0)
 		for _, i := range c.members {
@@ -71,12 +72,17 @@ func (r *rendezvous) pick(key uint64, cand *Set) int {
 		if len(r.classes) == 1 {
 			return top
 		}
-		// w / -ln(u) for u uniform in (0, 1): a target of weight w wins
-		// a key with probability w / (the candidates' weights).
+		// The least -ln(u) / w for u uniform in (0, 1) wins: a target of
+		// weight w wins a key with probability w / (the candidates'
+		// weights). -ln(u) > 1 - u, so a class whose 1 - u alone is past
+		// the best needs no logarithm: with many weights, most do not.
 		u := (float64(topHash>>11) + 0.5) / (1 << 53)
-		score := c.weight / -math.Log(u)
-		if best < 0 || score > bestScore || score == bestScore && r.urls[top] < r.urls[best] {
-			best, bestScore = top, score
+		if best >= 0 && (1-u)/c.weight > bestE {
+			continue
+		}
+		e := -math.Log(u) / c.weight
+		if best < 0 || e < bestE || e == bestE && r.urls[top] < r.urls[best] {
+			best, bestE = top, e
 		}
 	}
 	return best

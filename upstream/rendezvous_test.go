@@ -77,10 +77,8 @@ func hashJoinMovesOnlyItsShare(t *testing.T, ws []int, keys int) {
 	before := owners(t, targets(n, ws[:n]...), keys)
 	after := owners(t, targets(n+1, ws...), keys)
 	newURL := targets(n + 1)[n].URL
-	moved := 0
 	for k := range before {
 		if before[k] != after[k] {
-			moved++
 			if after[k] != newURL {
 				t.Fatalf("weights %v: key %d moved between old targets (%s -> %s) when %s joined", ws, k, before[k], after[k], newURL)
 			}
@@ -99,9 +97,6 @@ func hashJoinMovesOnlyItsShare(t *testing.T, ws []int, keys int) {
 		if got := float64(share[tg.URL]); math.Abs(got-want) > want*0.15+float64(keys)/100 {
 			t.Errorf("weights %v: %s (weight %d) owns %.0f keys, want %.0f", ws, tg.URL, ws[i], got, want)
 		}
-	}
-	if got := float64(moved); got != float64(share[newURL]) {
-		t.Errorf("weights %v: %d keys moved, but the new target owns %d", ws, moved, share[newURL])
 	}
 }
 
