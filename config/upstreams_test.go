@@ -104,6 +104,7 @@ func TestUpstreamLoadErrors(t *testing.T) {
 			// The same server written another way is the same target.
 			"testdata/upstreams/targets.yaml:14: upstreams.app.targets[9]: duplicate target \"HTTP://127.0.0.1:9001/\" (also targets[0], \"http://127.0.0.1:9001\")",
 			"testdata/upstreams/targets.yaml:16: upstreams.app.targets[11]: duplicate target \"http://localhost/\" (also targets[10], \"http://Localhost:80\")",
+			"testdata/upstreams/targets.yaml:19: upstreams.app.targets[14]: duplicate target \"http://LOCALHOST.:080/api\" (also targets[12], \"http://localhost/api\")",
 		}},
 		{"balance.yaml", []string{
 			"testdata/upstreams/balance.yaml:4: upstreams.odd.balance: must be one of roundRobin, leastRequest, hash, got \"random\"",

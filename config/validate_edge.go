@@ -99,7 +99,14 @@ func checkHost(h string) string {
 		return "must not be empty" + forms
 	}
 	if scheme, rest, ok := strings.Cut(h, "://"); ok {
-		return "must be a host name, not a URL: write " + quote(strings.SplitN(rest, "/", 2)[0]) + " (without " + scheme + "://)"
+		name := strings.SplitN(rest, "/", 2)[0]
+		if _, after, found := strings.Cut(name, "@"); found {
+			name = after
+		}
+		if host, _, err := net.SplitHostPort(name); err == nil {
+			name = host
+		}
+		return "must be a host name, not a URL: write " + quote(name) + " (without " + scheme + "://)"
 	}
 	name := strings.TrimPrefix(h, "*.")
 	if strings.Contains(name, "*") {

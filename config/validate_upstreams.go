@@ -98,11 +98,12 @@ func (c *checker) targets(p string, ts []Target) {
 
 // targetKey is the server a valid target URL names and the path it
 // forwards under, as one string: letter case in the scheme and host, a
-// default port and a lone "/" path do not make another target (written
+// host's trailing dot, a default port, a port's leading zeros and a lone
+// "/" path do not make another target (written
 // twice, one server would take twice its weight, and show as two targets).
 func targetKey(raw string) string {
 	u, _ := url.Parse(raw)
-	port := u.Port()
+	port := strings.TrimLeft(u.Port(), "0") // checkTarget: 1..65535
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
@@ -110,7 +111,8 @@ func targetKey(raw string) string {
 	if path == "/" {
 		path = ""
 	}
-	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + path
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	return u.Scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // hashOn: balance hash needs a source, and only hash uses one; a path
