@@ -10,27 +10,30 @@ import (
 	"testing"
 )
 
+// h2cUpstream is an upstream that speaks h2c (HTTP/2 without TLS) alone,
+// closed when the test ends.
+func h2cUpstream(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // TestH2StreamResetIsRetried: over an h2c upstream, a target that resets
 // the request's stream before any byte of the answer (RST_STREAM, HTTP/2's
 // reset) is a reset as a TCP one is (SPEC section 9): a GET is sent to the
 // next target, a POST, which the target may have acted on, is not (502).
 // Before, a stream reset was no reset, and the GET got 502 too.
 func TestH2StreamResetIsRetried(t *testing.T) {
-	h2c := func(h http.HandlerFunc) *httptest.Server {
-		srv := httptest.NewUnstartedServer(h)
-		srv.Config.Protocols = new(http.Protocols)
-		srv.Config.Protocols.SetUnencryptedHTTP2(true)
-		srv.Start()
-		t.Cleanup(srv.Close)
-		return srv
-	}
 	var resets, good atomic.Int64
-	bad := h2c(func(w http.ResponseWriter, r *http.Request) {
+	bad := h2cUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		resets.Add(1)
 		io.Copy(io.Discard, r.Body)
 		panic(http.ErrAbortHandler) // RST_STREAM before any byte of the answer
 	})
-	ok := h2c(func(w http.ResponseWriter, r *http.Request) {
+	ok := h2cUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		good.Add(1)
 		io.WriteString(w, "ok")
 	})

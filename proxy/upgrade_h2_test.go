@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 )
@@ -18,18 +17,14 @@ import (
 // failure: ten such requests from any client ejected a healthy target.
 func TestUpgradeToAnH2UpstreamIsIgnored(t *testing.T) {
 	var got, upgrades atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := h2cUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		got.Add(1)
 		if len(r.Header["Upgrade"]) > 0 {
 			upgrades.Add(1)
 		}
 		w.WriteHeader(http.StatusUpgradeRequired)
 		io.WriteString(w, "no websocket here")
-	}))
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	t.Cleanup(srv.Close)
+	})
 	gw, uc, g := upstreamGateway(t, "", fmt.Sprintf(`
 upstreams:
   up:
