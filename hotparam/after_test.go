@@ -2,6 +2,8 @@ package hotparam_test
 
 import (
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +200,49 @@ func TestCountOnHeaderHoldsInFlight(t *testing.T) {
 	// bucket, so 6 tokens to the next pass: 12 s.
 	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(12))).Abs() > time.Millisecond {
 		t.Fatalf("after 5 calls of 3 on a bucket of 5: %+v, want blocked for 12 s", vd)
+	}
+}
+
+// TestCountOnHeaderBurstProperty: for any count, any burst and any instant
+// (a bucket partly refilled since a call of a known figure), the calls sent
+// at once that pass are exactly the whole tokens the bucket holds, and
+// never more than count.
+func TestCountOnHeaderBurstProperty(t *testing.T) {
+	for _, count := range []float64{1, 2, 5, 17, 100, 1000} {
+		for _, over := range []int{1, 2, 10} {
+			for _, spent := range []float64{0, 0.5, 1} { // of the bucket, by a call before
+				for _, since := range []float64{0, 0.37, 1} { // of the refill time, since
+					c := compile(t, costRule(count, 10)).For("get-order")
+					const at = 100.0
+					want := int(count)
+					if spent > 0 {
+						first, vd := c.Enter(sec(at), order("a"), 1)
+						if vd.Blocked {
+							t.Fatal("a full bucket blocked")
+						}
+						used := int64(math.Max(1, math.Round(spent*count)))
+						first.Answer(answer{"X-Tokens-Used": {strconv.FormatInt(used, 10)}})
+						first.Exit(sec(at), 200)
+						refilled := math.Floor(since*10/(10/count) + 1e-9)
+						want = int(math.Min(count, count-float64(used)+refilled))
+					}
+					now := sec(at + since*10)
+					var in []hotparam.Token
+					for range int(count)*over + 3 {
+						if tok, vd := c.Enter(now, order("a"), 1); !vd.Blocked {
+							in = append(in, tok)
+						}
+					}
+					passed := len(in)
+					for i := range in {
+						in[i].Cancel(now)
+					}
+					if passed != want {
+						t.Fatalf("count %v, %v%% spent %v of the window before: %d of a burst passed, want %d", count, spent*100, since, passed, want)
+					}
+				}
+			}
+		}
 	}
 }
 
