@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"sluice/internal/match"
 )
 
 // forwarder sends one request to the route's upstream within the route's
@@ -124,9 +126,7 @@ func preferStandard(r *http.Request) bool {
 	return false
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
+func isHex(c byte) bool { return match.IsHex(c) }
 
 // containsFold reports whether s contains sub, ASCII case-insensitively,
 // without allocating.

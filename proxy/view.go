@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sluice/config"
+
+	"sluice/internal/match"
 )
 
 // view is the one reading of a request's target (SPEC §11, docs/configuration.md#one-view-of-a-request):
@@ -212,132 +214,20 @@ func orRoot(p string) string {
 }
 
 // normalizePath returns p normalized (see view.path); false for a
-// malformed escape. It allocates only when p changes.
+// malformed escape (match.NormalizePath, which config reads route
+// patterns with too).
 func normalizePath(p string, mergeSlashes bool) (string, bool) {
-	i := 0
-	for ; i < len(p); i++ {
-		c := p[i]
-		if c == '%' {
-			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
-				return "", false
-			}
-			if isUnreserved(unhex(p[i+1])<<4|unhex(p[i+2])) || isLowerHex(p[i+1]) || isLowerHex(p[i+2]) {
-				break
-			}
-			i += 2
-			continue
-		}
-		if !pathByte(c) || c == '/' && mergeSlashes && i+1 < len(p) && p[i+1] == '/' {
-			break
-		}
-	}
-	if i == len(p) {
-		return orRoot(p), true
-	}
-	b := make([]byte, i, len(p)+16)
-	copy(b, p[:i])
-	for ; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c == '%':
-			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
-				return "", false
-			}
-			if d := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(d) {
-				b = append(b, d)
-			} else {
-				b = append(b, '%', upperHex[d>>4], upperHex[d&15])
-			}
-			i += 2
-		case c == '/' && mergeSlashes && len(b) > 0 && b[len(b)-1] == '/':
-			// merged into the one before
-		case !pathByte(c):
-			b = append(b, '%', upperHex[c>>4], upperHex[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(b), true
+	return match.NormalizePath(p, mergeSlashes)
 }
 
-const upperHex = "0123456789ABCDEF"
-
-func isLowerHex(c byte) bool { return 'a' <= c && c <= 'f' }
-
-// normalizePattern normalizes the literal parts of a chi pattern as
-// normalizePath does a path, leaving its {param} and {param:regexp} parts
-// as they are; a pattern with nothing to change is returned as is.
+// normalizePattern normalizes a chi pattern's literal parts as
+// normalizePath does a path (match.NormalizePattern).
 func normalizePattern(p string, mergeSlashes bool) string {
-	var b strings.Builder
-	lit := 0 // start of the literal part being read
-	flush := func(end int) {
-		if n, ok := normalizePath(p[lit:end], mergeSlashes); ok {
-			b.WriteString(n)
-		} else {
-			b.WriteString(p[lit:end])
-		}
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] != '{' {
-			continue
-		}
-		end, depth := len(p), 0
-		for j := i; j < len(p); j++ {
-			if p[j] == '{' {
-				depth++
-			} else if p[j] == '}' {
-				if depth--; depth == 0 {
-					end = j + 1
-					break
-				}
-			}
-		}
-		if i > lit {
-			flush(i)
-		}
-		b.WriteString(p[i:end])
-		lit, i = end, end-1
-	}
-	if lit < len(p) {
-		flush(len(p))
-	}
-	if b.String() == p {
-		return p
-	}
-	return b.String()
+	return match.NormalizePattern(p, mergeSlashes)
 }
 
-// isUnreserved reports RFC 3986's unreserved characters: their escapes
-// mean the character itself (RFC 3986 6.2.2.2).
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
-}
-
-// pathByte reports a byte an escaped path may hold raw, as
-// url.URL.EscapedPath accepts it: unreserved, sub-delims, ':', '@', '/',
-// '%', and '[' ']' (which Go keeps). Anything else (non-ASCII, '"', '<',
-// '\\', '{', ...) is escaped, as the upstream leg would write it anyway.
-func pathByte(c byte) bool {
-	if isUnreserved(c) {
-		return true
-	}
-	switch c {
-	case '/', '%', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@', '[', ']':
-		return true
-	}
-	return false
-}
-
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
-}
+func pathByte(c byte) bool { return match.PathByte(c) }
+func unhex(c byte) byte    { return match.Unhex(c) }
 
 // plainQuery reports a query that Go's url.ParseQuery reads as its bytes
 // say, and that a request line can carry: no ';' and no space, every '%' followed by two hex digits, at most
