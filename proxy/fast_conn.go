@@ -26,12 +26,55 @@ var errStaleConn = errors.New("proxy: pooled upstream connection closed while id
 // when every reuse past 10 ms was checked.
 const idleProbe = time.Second
 
+// minLearnedProbe bounds what a target can teach probeAfter: a connection
+// closed after less idleness than twice this was not closed by a keep-alive
+// timeout (no server keeps connections for under 50 ms) but by a crash or a
+// refusal, and probing every reuse under load is the cost idleProbe avoids.
+const minLearnedProbe = 25 * time.Millisecond
+
 // closeWatch is shared by the connections to one target. closed counts the
 // times one of them was found closed by the target (a probe, or a read
 // ending in EOF or a reset): a target that goes away, killed or restarted,
 // closes all of them at once, and its other connections, however briefly
 // idle, are then each probed once before their next request.
-type closeWatch struct{ closed atomic.Uint64 }
+//
+// probeAfter (nanoseconds; 0 is idleProbe) is the idleness past which a
+// connection is probed. A target whose keep-alive timeout is shorter than
+// idleProbe (HAProxy's http-keep-alive is often 1 s or less) closes
+// connections the probe would not look at, and a POST written into one
+// fails. The first request that meets such a close before any byte of its
+// answer teaches the watch: the connection had been idle for d, so the
+// target keeps connections for less than d, and connections idle for d/2
+// or more are probed from then on.
+type closeWatch struct {
+	closed     atomic.Uint64
+	probeAfter atomic.Int64
+}
+
+// threshold is the idleness past which a connection is probed.
+func (w *closeWatch) threshold() time.Duration {
+	if d := w.probeAfter.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return idleProbe
+}
+
+// learn notes a connection the target closed, before answering, after it
+// had been idle for idle.
+func (w *closeWatch) learn(idle time.Duration) {
+	if idle < 2*minLearnedProbe {
+		return
+	}
+	for {
+		cur := w.probeAfter.Load()
+		if cur > 0 && time.Duration(cur) <= idle/2 || idle/2 >= idleProbe {
+			return
+		}
+		if w.probeAfter.CompareAndSwap(cur, int64(idle/2)) {
+			return
+		}
+	}
+}
 
 // probedConn is the fast path's upstream connection: before the first
 // write of a request on a connection idle for idleProbe, or after another
@@ -51,9 +94,10 @@ type probedConn struct {
 	net.Conn
 	raw      syscall.RawConn // nil: cannot peek (not a TCP connection)
 	watch    *closeWatch
-	seen     uint64    // watch.closed when the last request was written
-	written  time.Time // the last write (the clock is read once a request)
-	lastRead bool      // the last operation was a read: a request ended
+	seen     uint64        // watch.closed when the last request was written
+	written  time.Time     // the last write (the clock is read once a request)
+	idle     time.Duration // how long the connection was idle before the request under way
+	lastRead bool          // the last operation was a read: a request ended
 	// bodiless: the exchange under way is one whose answer has no body by
 	// protocol (a HEAD request, a 1xx/204/304 answer), so an upstream that
 	// sends one anyway (a Python app's do_HEAD = do_GET) leaves it on the
@@ -134,12 +178,16 @@ func (c *probedConn) Read(b []byte) (int, error) {
 	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 		c.watch.closed.Add(1)
+		if c.firstRead && n == 0 {
+			c.watch.learn(c.idle)
+		}
 	}
 	return n, err
 }
 
 // Write peeks first when a request starts (a read came last) on a
-// connection whose previous request was written idleProbe ago or more, or
+// connection whose previous request was written the watch's threshold ago
+// or more (idleProbe, or less once the target was seen to close sooner), or
 // when the watch saw a close since, or after an answer that has no body by
 // protocol (bodiless): counting from the write overstates idleness by the
 // upstream's answer time, which at worst costs a needless peek. (Over TLS
@@ -148,13 +196,14 @@ func (c *probedConn) Write(b []byte) (int, error) {
 	if c.lastRead {
 		now := time.Now()
 		closed := c.watch.closed.Load()
-		if now.Sub(c.written) >= idleProbe || closed != c.seen || c.bodiless {
+		idle := now.Sub(c.written)
+		if idle >= c.watch.threshold() || closed != c.seen || c.bodiless {
 			if c.closedByPeer() {
 				c.watch.closed.Add(1)
 				return 0, errStaleConn
 			}
 		}
-		c.written, c.seen, c.lastRead = now, closed, false
+		c.written, c.idle, c.seen, c.lastRead = now, idle, closed, false
 		c.bodiless, c.firstRead = bytes.HasPrefix(b, headLine), true
 	}
 	return c.Conn.Write(b)

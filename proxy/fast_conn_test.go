@@ -16,12 +16,15 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		idle      time.Duration
-		otherSeen bool // another connection to the target was found closed
+		otherSeen bool          // another connection to the target was found closed
+		learned   time.Duration // a close the target taught after this idleness
 		want      error
 	}{
-		{"reused within idleProbe", 500 * time.Millisecond, false, nil},
-		{"idle for idleProbe", idleProbe, false, errStaleConn},
-		{"another connection found closed", time.Millisecond, true, errStaleConn},
+		{"reused within idleProbe", 500 * time.Millisecond, false, 0, nil},
+		{"idle for idleProbe", idleProbe, false, 0, errStaleConn},
+		{"another connection found closed", time.Millisecond, true, 0, errStaleConn},
+		{"idle for half a learned keep-alive", 300 * time.Millisecond, false, 600 * time.Millisecond, errStaleConn},
+		{"reused within half a learned keep-alive", 200 * time.Millisecond, false, 600 * time.Millisecond, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,6 +73,7 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 			if c.otherSeen {
 				w.closed.Add(1)
 			}
+			w.learn(c.learned)
 			if _, err := pc.Write([]byte("q")); !errors.Is(err, c.want) {
 				t.Errorf("write after %v idle: %v, want %v", c.idle, err, c.want)
 			}
@@ -157,5 +161,35 @@ func TestUpstreamConnMovesItsDeadlinesRarely(t *testing.T) {
 	}
 	if in.sets != 1 || in.reads != 1 {
 		t.Fatalf("1,000 requests set the write deadline %d times and the read deadline %d times, want once each", in.sets, in.reads)
+	}
+}
+
+// TestCloseWatchLearnsKeepAlive: a close met after idleness d lowers the
+// probe threshold to d/2, never raises it, and is ignored when d is too
+// short to be a keep-alive timeout or when d/2 is past idleProbe anyway.
+func TestCloseWatchLearnsKeepAlive(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name  string
+		idles []time.Duration
+		want  time.Duration
+	}{
+		{"nothing learned", nil, idleProbe},
+		{"a 600 ms idle close", []time.Duration{600 * ms}, 300 * ms},
+		{"a shorter one lowers it", []time.Duration{600 * ms, 200 * ms}, 100 * ms},
+		{"a longer one keeps it", []time.Duration{200 * ms, 600 * ms}, 100 * ms},
+		{"a crash after 10 ms teaches nothing", []time.Duration{10 * ms}, idleProbe},
+		{"the floor", []time.Duration{2 * minLearnedProbe}, minLearnedProbe},
+		{"past twice idleProbe teaches nothing", []time.Duration{3 * idleProbe}, idleProbe},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := new(closeWatch)
+			for _, d := range c.idles {
+				w.learn(d)
+			}
+			if got := w.threshold(); got != c.want {
+				t.Errorf("threshold after closes at %v: %v, want %v", c.idles, got, c.want)
+			}
+		})
 	}
 }

@@ -121,6 +121,44 @@ func TestBadFinalStatusIs502(t *testing.T) {
 	}
 }
 
+// TestPostAfterShortKeepAlive: an upstream whose keep-alive timeout is
+// below the fast path's idleProbe (HAProxy's http-keep-alive is often 1 s or
+// less; here 200 ms) closes every pooled connection before the next POST
+// when POSTs come every 600 ms. Unprobed, every other POST was written into
+// a closed connection and answered 502 (a POST is not retried). The fast
+// path learns the upstream's keep-alive from the first such close and
+// probes connections idle for half of it: one POST is lost while it
+// learns, none after; the standard forwarder loses none.
+func TestPostAfterShortKeepAlive(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	up.Config.IdleTimeout = 200 * time.Millisecond
+	up.Start()
+	defer up.Close()
+	for fwd, allowed := range map[string]int{"standard": 0, "fast": 1} {
+		gw, _ := countedGateway(t, fwd, up.URL, "1s")
+		failed := 0
+		for i := range 7 {
+			if i > 0 {
+				time.Sleep(600 * time.Millisecond) // past the upstream's IdleTimeout, within idleProbe
+			}
+			resp, err := http.Post("http://"+gw+"/x", "text/plain", strings.NewReader("abc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				failed++
+			}
+		}
+		if failed > allowed {
+			t.Errorf("%s: %d of 7 POSTs failed after the upstream closed the idle connection, want at most %d", fwd, failed, allowed)
+		}
+	}
+}
+
 // TestPostAfterUpstreamClosedIdleConnection: upstreams close idle keep-alive
 // connections without saying so (Node and Apache after 5 s, gunicorn after
 // 2; here 300 ms). The next POST, 1.1 s later (past the fast path's 1 s
