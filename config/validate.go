@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -747,13 +748,16 @@ func gatewayField(name string) bool {
 	return false
 }
 
-// hopByHop reports a response field that no proxy passes on (RFC 9110
-// 7.6.1), compared without case.
-func hopByHop(name string) bool {
-	for _, f := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "Upgrade"} {
-		if strings.EqualFold(name, f) {
-			return true
-		}
+// HopByHop reports a field no proxy passes on as received (RFC 9110 7.6.1),
+// given in canonical form (textproto's: "Te", not "TE"). It is the one list
+// of them: the proxy drops these from requests and answers (an answer's
+// Trailer excepted, which Go re-announces), and validate refuses them where
+// a rule would read a field the proxy has already removed.
+func HopByHop(canon string) bool {
+	switch canon {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
 	}
 	return false
 }
@@ -773,7 +777,7 @@ func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 	case !isHeader:
 		c.add(cp, "must be one of request, failure, responseHeader:NAME, got %s", quote(string(r.CountOn)))
 		return
-	case hopByHop(name):
+	case HopByHop(textproto.CanonicalMIMEHeaderKey(name)):
 		// Removed from the answer before the rule reads it: every call
 		// would cost acquireCount, the figure never seen.
 		c.add(cp, "%s is a hop-by-hop field, which the gateway removes from the answer before reading it; the upstream's figure needs an end-to-end field, as in \"responseHeader:X-Tokens-Used\"", quote(name))

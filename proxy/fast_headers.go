@@ -7,17 +7,14 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"sluice/config"
 )
 
 // dropResponseHeader reports the upstream's hop-by-hop response headers.
 // Trailer is kept: ReverseProxy re-announces the trailers it will send.
 func dropResponseHeader(k []byte) bool {
-	switch string(k) {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	return false
+	return string(k) != "Trailer" && config.HopByHop(readOnlyString(k))
 }
 
 // listedIn reports whether name is one of the comma-separated tokens of the

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"sluice/config"
 	"sluice/internal/match"
 )
 
@@ -120,13 +121,11 @@ func appendUpstreamTarget(dst []byte, t *url.URL, v *view, strip string) ([]byte
 // that both send the same headers).
 func dropRequestHeader(k string) bool {
 	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
 		"Content-Length", "Host":
 		return true
 	}
-	return false
+	return config.HopByHop(k)
 }
 
 func stripPrefix(p, prefix string) string {
