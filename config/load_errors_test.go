@@ -64,6 +64,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_admin_hosts.yaml:7: admin.hosts[3]: a wildcard must be the first label, as in *.example.com, got \"admin.*.example.com\"",
 			"testdata/bad_admin_hosts.yaml:8: admin.hosts[4]: duplicate host \"gateway-1.internal\" (also hosts[0])",
 			"testdata/bad_admin_hosts.yaml:9: admin.hosts[5]: must not be empty (a name like shop.example.com, or *.example.com)",
+			"testdata/bad_admin_hosts.yaml:10: admin.hosts[6]: a label must not start or end with '-' (a name like shop.example.com, or *.example.com), got \"-gateway.internal\"",
 		}},
 		{"bad_listen.yaml", []string{
 			"testdata/bad_listen.yaml:1: listen: must be host:port or :port, got \"8080\"",

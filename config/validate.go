@@ -309,22 +309,12 @@ func listenHost(h string) bool {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return true
 	}
-	if len(h) > 253 {
+	name := strings.TrimSuffix(h, ".")
+	if dnsName(name, false) != nameOK {
 		return false
 	}
-	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(l); i++ {
-			if c := l[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	last := labels[len(labels)-1]
-	return strings.Trim(last, "0123456789") != ""
+	// All digits in the last label: an IPv4 address gone wrong (256.1.1.1).
+	return strings.Trim(name[strings.LastIndexByte(name, '.')+1:], "0123456789") != ""
 }
 
 func checkTarget(t string) string {

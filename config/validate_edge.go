@@ -115,18 +115,15 @@ func checkHost(h string) string {
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		return "must not have a port (the request's port is ignored when matching): write " + quote(host)
 	}
-	if len(name) > 253 {
+	switch dnsName(name, true) {
+	case nameTooLong:
 		return "is longer than 253 characters"
-	}
-	for _, l := range strings.Split(name, ".") {
-		if l == "" || len(l) > 63 {
-			return "must be dot-separated labels of 1 to 63 characters" + forms + ", got " + quote(h)
-		}
-		for _, ch := range l {
-			if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
-				return "may hold only letters, digits, '-' and '_' between dots" + forms + ", got " + quote(h)
-			}
-		}
+	case nameLabelSize:
+		return "must be dot-separated labels of 1 to 63 characters" + forms + ", got " + quote(h)
+	case nameLabelChars:
+		return "may hold only letters, digits, '-' and '_' between dots" + forms + ", got " + quote(h)
+	case nameLabelDash:
+		return "a label must not start or end with '-'" + forms + ", got " + quote(h)
 	}
 	return ""
 }
