@@ -91,7 +91,8 @@ type entKey struct{ entrance, resource string }
 // from prev (nil at first) the state (windows, warm-up tokens, throttle queue
 // position, in-flight counts, per-origin state) of every rule whose definition
 // (all fields but Line, see internal/ruleid) is unchanged, matched by
-// definition and occurrence index for identical duplicates. A resource's
+// definition and occurrence index for identical duplicates; a changed
+// concurrency rule keeps counting the calls in flight (adoptInFlight). A resource's
 // statistics node, by resource name, and an entrance's, by entrance and
 // resource, carry over when the new snapshot names them: its rules (and
 // relate rules' refResource) here, its routes and API groups by Checker and
@@ -122,6 +123,8 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	if prev != nil {
 		old = &prev.states
 	}
+	kept := make(map[*ruleState]bool)
+	var fresh []*rule // changed concurrency rules: adoptInFlight
 	for i := range f.rules {
 		r := &f.rules[i]
 		d := compileDef(r)
@@ -130,8 +133,12 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		if !ok {
 			st = newRuleState(d, r, opts.MaxOrigins)
 		}
+		kept[st] = ok
 		f.states.Add(k, st)
 		cr := &rule{cfg: r, st: st, limit: limitOf(r), cluster: r.ClusterMode && opts.Cluster != nil && d.behavior != bConcurrency}
+		if !ok && d.behavior == bConcurrency && !d.relate {
+			fresh = append(fresh, cr)
+		}
 		switch r.Strategy {
 		case config.StrategyChain:
 			cr.chain = r.RefResource
@@ -151,6 +158,9 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		}
 		f.byRes[r.Resource] = append(f.byRes[r.Resource], cr)
 		f.resNode(r.Resource)
+	}
+	if prev != nil {
+		adoptInFlight(fresh, prev, kept)
 	}
 	return f
 }

@@ -121,6 +121,70 @@ func TestCompileCarriesState(t *testing.T) {
 	}
 }
 
+// A changed concurrency rule counts the calls in flight that the rule it
+// replaces let in: lowering a limit during an incident must not let the new
+// limit's worth of calls in on top of those running. The calls end in the
+// old Flow and free the new rule's room. Swept over old and new counts, per
+// limitApp kind, and a changed strategy (a different rule: starts afresh).
+func TestChangedConcurrencyRuleCountsCallsInFlight(t *testing.T) {
+	conc := func(count float64, app string) config.FlowRule {
+		return config.FlowRule{Resource: "r", LimitApp: app, Grade: config.GradeConcurrency, Count: count}
+	}
+	for _, app := range []string{"default", "a", "a, b"} {
+		for _, from := range []float64{1, 2, 5} {
+			for _, to := range []float64{1, 3, 6} {
+				f1 := compile(t, conc(from, app))
+				c1 := f1.Checker("r", "default")
+				var held []limiter.Token
+				for range int(from) {
+					tok, v := c1.Enter(t0, "a", 1)
+					if v.Blocked {
+						t.Fatalf("%s %v: blocked filling the old rule", app, from)
+					}
+					held = append(held, tok)
+				}
+				f2 := limiter.Compile(defaulted(conc(to, app)), f1, limiter.Options{})
+				c2 := f2.Checker("r", "default")
+				want := max(int(to)-int(from), 0)
+				if got := passes(c2, "a", int(to)+1); got != want {
+					t.Errorf("limitApp %q, count %v -> %v with %v in flight: %d more passed, want %d", app, from, to, from, got, want)
+				}
+				for i := range held {
+					held[i].Exit(t0, false)
+				}
+				if got := passes(c2, "a", int(to)+1); got != int(to) {
+					t.Errorf("limitApp %q, count %v -> %v after the old calls ended: %d passed, want %d", app, from, to, got, int(to))
+				}
+			}
+		}
+	}
+	// Another strategy is another rule: it counts from 0.
+	f1 := compile(t, conc(1, "default"))
+	held, _ := f1.Checker("r", "default").Enter(t0, "", 1)
+	chain := conc(1, "default")
+	chain.Strategy, chain.RefResource = config.StrategyChain, "entry"
+	f2 := limiter.Compile(defaulted(chain), f1, limiter.Options{})
+	if got := passes(f2.Checker("r", "entry"), "", 2); got != 1 {
+		t.Errorf("a chain rule replacing a direct one: %d of 2 passed, want 1", got)
+	}
+	held.Exit(t0, false)
+}
+
+// passes enters n calls of origin at once, holds them, and says how many
+// passed; the passed calls end before it returns.
+func passes(c *limiter.Checker, origin string, n int) int {
+	var held []limiter.Token
+	for range n {
+		if tok, v := c.Enter(t0, origin, 1); !v.Blocked {
+			held = append(held, tok)
+		}
+	}
+	for i := range held {
+		held[i].Exit(t0, false)
+	}
+	return len(held)
+}
+
 // Identical duplicates are matched by occurrence.
 func TestCompileDuplicates(t *testing.T) {
 	f1 := compile(t, qps("r", 1), qps("r", 1))

@@ -55,13 +55,16 @@ type ruleDef struct {
 // keyState is the limiting state of one rule for one key (all callers, or one
 // origin). Only the parts its behaviour uses are allocated.
 type keyState struct {
-	def      *ruleDef
-	win      *window.Exact  // reject, warmUp: passes
-	warm     *warmState     // warmUp, warmUpThrottle
-	latest   atomic.Int64   // throttle: the last passed call's slot (ns; past while burstCount permits are stored)
-	holes    throttle.Holes // throttle: slots given back inside the queue
-	inflight atomic.Int64   // concurrency
-	pins     atomic.Int64   // calls in flight holding it (other-rule LRU)
+	def    *ruleDef
+	win    *window.Exact  // reject, warmUp: passes
+	warm   *warmState     // warmUp, warmUpThrottle
+	latest atomic.Int64   // throttle: the last passed call's slot (ns; past while burstCount permits are stored)
+	holes  throttle.Holes // throttle: slots given back inside the queue
+	// inflight counts a concurrency rule's calls in flight (nil for other
+	// behaviours): a pointer, so that a changed rule's new state counts the
+	// calls its old one let in (adoptInFlight).
+	inflight *atomic.Int64
+	pins     atomic.Int64 // calls in flight holding it (other-rule LRU)
 	// alone: until then (ns), win holds passes this gateway decided alone
 	// while the token service failed (a clusterMode rule's fallback), which
 	// Redis never counted; a cluster pass must fit win too until they leave.
@@ -78,7 +81,9 @@ func (s *keyState) unpin() {
 	}
 }
 
-func (s *keyState) busy() bool { return s.pins.Load() > 0 || s.inflight.Load() > 0 }
+func (s *keyState) busy() bool {
+	return s.pins.Load() > 0 || s.inflight != nil && s.inflight.Load() > 0
+}
 
 func newKeyState(d *ruleDef) *keyState {
 	s := &keyState{def: d}
@@ -90,6 +95,8 @@ func newKeyState(d *ruleDef) *keyState {
 		s.warm = newWarmState(d.warm)
 	case bWarmUpThrottle:
 		s.warm = newWarmState(d.warm)
+	case bConcurrency:
+		s.inflight = new(atomic.Int64)
 	}
 	s.latest.Store(math.MinInt64 / 2)
 	s.alone.Store(math.MinInt64)
@@ -195,6 +202,36 @@ func newRuleState(d *ruleDef, r *config.FlowRule, maxOrigins int) *ruleState {
 		})
 	}
 	return st
+}
+
+// adoptInFlight lets each changed concurrency rule in fresh count the calls
+// in flight that a rule of prev let in: one of the same resource, strategy,
+// refResource and kind of limitApp whose state no rule kept (kept), each
+// adopted once. The calls share the old counter: they end in it, and the
+// new rule sees them end. Without it a changed rule started at 0 in
+// flight, so an operator who lowered a concurrency limit in an incident
+// let the new limit's worth of calls in on top of those already running.
+// A limitApp other rule's per-origin counts start afresh.
+func adoptInFlight(fresh []*rule, prev *Flow, kept map[*ruleState]bool) {
+	for _, cr := range fresh {
+		for _, old := range prev.byRes[cr.cfg.Resource] {
+			o := old.st
+			if kept[o] || o.def.behavior != bConcurrency || o.def.relate || old.limit != cr.limit ||
+				old.cfg.Strategy != cr.cfg.Strategy || old.cfg.RefResource != cr.cfg.RefResource {
+				continue
+			}
+			kept[o] = true
+			if o.shared != nil && cr.st.shared != nil {
+				cr.st.shared.inflight = o.shared.inflight
+			}
+			for origin, ks := range cr.st.byOrigin {
+				if ok := o.byOrigin[origin]; ok != nil {
+					ks.inflight = ok.inflight
+				}
+			}
+			break
+		}
+	}
 }
 
 func limitOf(r *config.FlowRule) limitKind {
