@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -283,13 +284,17 @@ routes:
 	}
 }
 
+// longestName is a DNS name of 253 bytes, the most one holds.
+var longestName = strings.Repeat(strings.Repeat("a", 63)+".", 3) + strings.Repeat("b", 61)
+
 // TestRealHostsServed: the Host check (400 for a byte no host name holds)
 // refuses no real Host value: IPv6 literals (a zone too), trailing dots,
 // ports, punycode, '_'.
 func TestRealHostsServed(t *testing.T) {
 	g, _, _ := clockedGateway(t, "")
 	for _, h := range []string{"[fe80::1%25eth0]:8080", "[fe80::1%eth0]", "[::1]", "example.com.", "Example.COM.:443",
-		"xn--bcher-kva.example", "my_host.internal", "10.0.0.1:80", "localhost"} {
+		"xn--bcher-kva.example", "my_host.internal", "10.0.0.1:80", "localhost",
+		longestName, longestName + ".:443", "[::ffff:10.0.0.1]"} {
 		if status, _ := sendHost(g, h, "/item/x"); status != 200 {
 			t.Errorf("Host %q: %d", h, status)
 		}
@@ -345,6 +350,14 @@ flowRules:
 		{host: "[::1", status: 400},
 		{host: "[::1]:8080", status: 200},
 		{host: "[fe80::1%25eth0]", status: 200},
+		// Brackets hold an IPv6 address only: the routes' hosts kept
+		// them and missed victim.example, which the host source and an
+		// upstream's net.SplitHostPort read.
+		{host: "[victim.example]", status: 400},
+		{host: "[VICTIM.example.]:443", status: 400},
+		{host: "[1.2.3.4]", status: 400},
+		// Longer than any DNS name: no route's hosts can name it.
+		{host: strings.Repeat("a", 250) + ".victim.example", status: 400},
 	} {
 		if status, blocked := sendHost(g, st.host, "/item/x", st.lines...); status != st.status || blocked != st.reason {
 			t.Errorf("step %d (Host %q): %d %q, want %d %q", i, st.host, status, blocked, st.status, st.reason)

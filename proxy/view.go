@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -323,6 +324,9 @@ var nameByte = func() (t [256]bool) {
 	return t
 }()
 
+// maxHostName is the longest DNS name (RFC 1035 2.3.4, in text form).
+const maxHostName = 253
+
 // plainHost reports whether host is a uri-host[:port] sluice serves: a
 // name of nameByte bytes or an IPv6 literal in brackets (hostByte bytes,
 // '%' for its zone), then at most one ':' and a port of digits (an empty
@@ -333,7 +337,13 @@ var nameByte = func() (t [256]bool) {
 //   - more than one ':' outside brackets ("victim.example:0:0"): the
 //     routes' hosts cut the port at the last ':' and miss victim.example,
 //     the host source keys each spelling apart, and an upstream reading
-//     X-Forwarded-Host (Express's req.hostname) cuts at the first.
+//     X-Forwarded-Host (Express's req.hostname) cuts at the first;
+//   - brackets around anything but an IPv6 address ("[victim.example]"):
+//     the routes' hosts kept the brackets and missed victim.example, where
+//     the host source and Go's net.SplitHostPort drop them;
+//   - a name longer than a DNS name's 253 bytes (a trailing dot aside),
+//     which no route's hosts can name: the routes missed it, so a
+//     "*.example.com" route's limits were stepped around by a long name.
 func plainHost(host string) bool {
 	port := host
 	if len(host) > 0 && host[0] == '[' {
@@ -346,11 +356,17 @@ func plainHost(host string) bool {
 				return false
 			}
 		}
+		if a, err := netip.ParseAddr(host[1:end]); err != nil || !a.Is6() {
+			return false
+		}
 		port = host[end+1:]
 	} else {
 		i := strings.IndexByte(host, ':')
 		if i < 0 {
 			i = len(host)
+		}
+		if len(strings.TrimSuffix(host[:i], ".")) > maxHostName {
+			return false
 		}
 		for j := 0; j < i; j++ {
 			if !nameByte[host[j]] {
