@@ -24,7 +24,9 @@ func (inst *Instance) startServers(ctx context.Context, lns listeners) servers {
 	srvs := servers{traffic: lns.traffic, failed: make(chan error, 1)}
 	if lns.admin != nil {
 		srvs.admin = &http.Server{Handler: inst.admin.Handler(), ReadHeaderTimeout: inst.adminTimeouts.readHeader,
-			IdleTimeout: inst.adminTimeouts.idle, MaxHeaderBytes: maxHeaderBytes}
+			IdleTimeout: inst.adminTimeouts.idle, MaxHeaderBytes: maxHeaderBytes,
+			// "OPTIONS *" too goes through the admin API's Host check (SPEC §11).
+			DisableGeneralOptionsHandler: true}
 		go func() {
 			if err := srvs.admin.Serve(lns.admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				inst.log.Error().Err(err).Msg("admin listener stopped")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,27 @@ func TestAdminConnectionsAreBounded(t *testing.T) {
 				t.Errorf("connection still open %v after it was %s (server section: 1s): %v", time.Since(start).Round(time.Millisecond), tt.name, err)
 			}
 		})
+	}
+}
+
+// TestAdminOptionsStarChecksHost: "OPTIONS *" went to net/http's general
+// OPTIONS handler, which answered 200 for any Host, past the admin API's
+// DNS-rebinding check (SPEC §11: every admin request, reads included).
+func TestAdminOptionsStarChecksHost(t *testing.T) {
+	path, _ := rulesFile(t, upstream(t), "routes: [{path: /a, upstream: app}]")
+	inst, _ := running(t, Options{Config: path, Admin: "127.0.0.1:0", Log: io.Discard, Drain: time.Second})
+	_, _, admin := inst.Addrs()
+	c, err := net.Dial("tcp", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "OPTIONS * HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 403") {
+		t.Errorf("OPTIONS * with Host evil.example: %.40q, want 403", got)
 	}
 }
