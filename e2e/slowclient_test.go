@@ -102,6 +102,8 @@ type scH2 struct {
 	status map[uint32]string        // :status per stream
 	data   map[uint32]int           // DATA bytes per stream
 	resets map[uint32]http2.ErrCode // RST_STREAM per stream
+	nReset map[uint32]int           // RST_STREAM frames per stream
+	reset1 map[uint32]time.Time     // when the first came
 	maxStr uint32                   // the server's SETTINGS_MAX_CONCURRENT_STREAMS
 	done   chan struct{}            // the read loop ended
 }
@@ -113,7 +115,7 @@ func scDialH2C(t *testing.T, addr string) *scH2 {
 		t.Fatal(err)
 	}
 	h := &scH2{t: t, conn: c, addr: addr, status: map[uint32]string{}, data: map[uint32]int{},
-		resets: map[uint32]http2.ErrCode{}, done: make(chan struct{})}
+		resets: map[uint32]http2.ErrCode{}, nReset: map[uint32]int{}, reset1: map[uint32]time.Time{}, done: make(chan struct{})}
 	t.Cleanup(func() { c.Close(); <-h.done })
 	h.fr = http2.NewFramer(c, c)
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -160,6 +162,9 @@ func (h *scH2) read() {
 			h.data[f.StreamID] += len(f.Data())
 		case *http2.RSTStreamFrame:
 			h.resets[f.StreamID] = f.ErrCode
+			if h.nReset[f.StreamID]++; h.nReset[f.StreamID] == 1 {
+				h.reset1[f.StreamID] = time.Now()
+			}
 		}
 		h.mu.Unlock()
 	}
@@ -297,6 +302,19 @@ func TestHardeningSlowReadersReleaseSlots(t *testing.T) {
 				t.Errorf("upstream saw %d requests, want the 2 slow readers' and the third client's", n)
 			}
 			hdHealthy(t, g)
+			// A closed stream gets no more frames (RFC 9113 5.1): the
+			// stream's flush deadline, set anew after the cut, sent a
+			// second RST_STREAM a sendTimeout later.
+			h2.mu.Lock()
+			first := h2.reset1[1]
+			h2.mu.Unlock()
+			time.Sleep(time.Until(first.Add(2*sendTimeout + 500*time.Millisecond)))
+			h2.mu.Lock()
+			resets := h2.nReset[1]
+			h2.mu.Unlock()
+			if resets != 1 {
+				t.Errorf("the cut h2 stream got %d RST_STREAM frames, want 1", resets)
+			}
 		})
 	}
 }

@@ -183,7 +183,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ProtoMajor == 2 {
-		defer boundStreamFlush(w, s.sendTimeout)
+		defer boundStreamFlush(w, r, s.sendTimeout)
 	}
 	v, bad := readTarget(r, s.target)
 	if bad != badNone {

@@ -217,7 +217,13 @@ var longAgo = time.Unix(1, 0)
 // after the handler returns (the buffered rest, END_STREAM, trailers) by
 // the stream's own write deadline: a client that never opens the window
 // would otherwise keep the handler's goroutine and the stream. The stream's
-// close stops the deadline's timer.
-func boundStreamFlush(w http.ResponseWriter, timeout time.Duration) {
+// close stops the deadline's timer; a stream already closed (reset by
+// sendGuard, or by the client) is left alone: its context ended as it
+// closed, and a deadline set after the close fired a second RST_STREAM on
+// it a timeout later (RFC 9113 5.1: no frame after the stream's close).
+func boundStreamFlush(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
+	if r.Context().Err() != nil {
+		return
+	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
 }
