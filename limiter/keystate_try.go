@@ -43,8 +43,14 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 	d := s.def
 	switch d.behavior {
 	case bReject, bWarmUp:
-		s.tryWindow(o, now, n, s.windowLimit(now, o.share), quota)
+		if s.warm != nil {
+			s.warm.noteCall(n)
+		}
+		s.tryWindow(o, now, n, s.windowLimit(now, o.share, n), quota)
 	case bThrottle, bWarmUpThrottle:
+		if s.warm != nil {
+			s.warm.noteCall(n)
+		}
 		per, store := s.spacing(now, o.share)
 		s.tryThrottle(o, now, n, per, store)
 		if o.pass && s.warm != nil {
@@ -68,12 +74,16 @@ func (s *keyState) try(o *outcome, now, n int64, force, quota bool) {
 }
 
 // windowLimit is what a reject or warmUp rule's window may hold at now, of
-// 1/share of the count (see shareOf).
-func (s *keyState) windowLimit(now int64, share int) float64 {
-	if s.def.behavior == bWarmUp {
-		return shareOf(s.def.warm.rate(s.syncWarm(now)), share)
+// 1/share of the count (see shareOf), for calls of n tokens. A cold warmUp
+// window holds at least one such call (as it holds one call of one token
+// however cold, minRate), up to the count: a cold rate under n tokens
+// passed nothing, spent no stored token and so never warmed up.
+func (s *keyState) windowLimit(now int64, share int, n int64) float64 {
+	d := s.def
+	if d.behavior == bWarmUp {
+		return max(shareOf(d.warm.rate(s.syncWarm(now)), share), min(shareOf(d.count, share), float64(n)))
 	}
-	return math.Floor(shareOf(s.def.winLimit, share))
+	return math.Floor(shareOf(d.winLimit, share))
 }
 
 // spacing is a throttle rule's time per token at now (+Inf: nothing passes),
@@ -103,7 +113,7 @@ func (s *keyState) peek(o *outcome, now, n int64) {
 	d := s.def
 	switch d.behavior {
 	case bReject, bWarmUp:
-		limit := s.windowLimit(now, 0)
+		limit := s.windowLimit(now, 0, n)
 		var r window.Result
 		s.win.Peek(now, n, limit, &r)
 		if r.Retry < 0 {

@@ -70,6 +70,7 @@ type warmState struct {
 	due    atomic.Int64  // when the next sync is due, ns
 	tokens atomic.Uint64 // float64 bits
 	passed atomic.Int64  // tokens passed since the last sync
+	callN  atomic.Int64  // the largest call (tokens) tried since the last sync
 	anchor int64         // mu: start of the sync grid
 	last   int64         // mu: grid index of the last sync
 	synced bool          // mu: a sync has happened
@@ -80,6 +81,15 @@ func newWarmState(p warmParams) *warmState {
 	w.due.Store(math.MinInt64)
 	w.tokens.Store(math.Float64bits(p.maxTok))
 	return w
+}
+
+// noteCall notes a call of n tokens: syncWarm judges an interval's passes
+// by the size of its calls. Written only when a call is larger than any
+// since the last sync, so calls of one size store once an interval.
+func (w *warmState) noteCall(n int64) {
+	if n > w.callN.Load() {
+		w.callN.Store(n)
+	}
 }
 
 // syncWarm refills and spends the stored tokens at the first call of each
@@ -109,9 +119,22 @@ func (s *keyState) syncWarm(now int64) float64 {
 	if gap > 1 {
 		prev = 0 // those passes belong to an older interval
 	}
+	// The interval went slower than the cold rate when it had room for
+	// one more of its largest call: prev + big <= the tokens a cold
+	// interval passes. Calls of n tokens fill a cold window of coldFloor
+	// tokens only to a multiple of n (3 calls of 2 tokens leave 1 of a
+	// floor of 7); asking prev to reach coldFloor itself refilled the bucket
+	// every interval, and a warmUp route with acquireCount 2 stayed at its
+	// cold rate for good. A cold window holds at least one call
+	// (windowLimit).
+	big := float64(max(w.callN.Swap(0), 1))
+	floor := p.coldFloor
+	if s.def.behavior == bWarmUp {
+		floor = max(floor, math.Floor(min(p.count, big)))
+	}
 	old := math.Float64frombits(w.tokens.Load())
 	nt := old
-	if old < p.warning || prev < p.coldFloor || gap > 1 {
+	if old < p.warning || prev+big <= floor || gap > 1 {
 		// Below the warning line (warm) tokens always refill; on or above it
 		// only while the previous interval passed less than the cold rate, so
 		// traffic at the cold rate or faster keeps spending them and warms the

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -223,6 +224,65 @@ func TestWarmUpColdRateExactWhenWhole(t *testing.T) {
 		if want := int(tc.count / 3); got != want {
 			t.Errorf("count %g, warmUpPeriodSec %d, from cold at 3x: first second passed %d, want count/coldFactor = %d",
 				tc.count, tc.period, got, want)
+		}
+	}
+}
+
+// A warm-up rule warms up whatever the size of its calls: a route with
+// acquireCount n takes n tokens a call. Swept over call sizes, counts and
+// both warm-up behaviours, under steady overload from cold: the first
+// second passes the cold rate (at least one call, as minRate does for one
+// token), no second passes fewer calls than the one before, and within six
+// warm-up periods every second passes the count in whole calls; after an
+// idle spell it is cold again. Before, a cold window of 3 tokens passed 1
+// call of 2, which never reached the cold floor of 3, so the bucket refilled
+// every second and the rule stayed cold for good (1 call a second of a
+// count of 10). Calls come every millisecond, so that a pass waits at most
+// 1 ms for the next call (at 3x the count in calls of 7 tokens, a sliding
+// window's passes drift by 100 ms a cycle and skip aligned seconds); a
+// throttle rule queues them for up to a second.
+func TestWarmUpWithCallsOfManyTokens(t *testing.T) {
+	start := (t0/sec + 1) * sec
+	for _, behavior := range []config.ControlBehavior{config.BehaviorWarmUp, config.BehaviorWarmUpThrottle} {
+		for _, count := range []float64{7, 10, 30, 100} {
+			for _, n := range []int64{1, 2, 3, 4, 7} {
+				if float64(n) > count {
+					continue
+				}
+				name := fmt.Sprintf("%s count %v, %d tokens a call", behavior, count, n)
+				r := warmRule(count, 5, behavior)
+				if behavior == config.BehaviorWarmUpThrottle {
+					r.MaxQueueingTimeMs = 1000
+				}
+				c := compile(t, r).Checker("r", "default")
+				const secs = 35
+				got := perSecond(drive(c, start, secs*sec, 1000, "", n), start, secs)
+				calls := int(math.Floor(count / float64(n))) // a warm second, in whole calls
+				cold := int(math.Floor(max(count/3, float64(n)) / float64(n)))
+				slack := 0
+				if behavior == config.BehaviorWarmUpThrottle {
+					slack = 1 // spaced calls fall either side of a second's edge
+				}
+				if got[0] < cold-slack || got[0] > cold+slack {
+					t.Errorf("%s: first second passed %d calls, want the cold %d: %v", name, got[0], cold, got)
+				}
+				for s := 1; s < secs; s++ {
+					if got[s]+slack < got[s-1] {
+						t.Errorf("%s: passes fell from %d to %d at second %d: %v", name, got[s-1], got[s], s, got)
+						break
+					}
+				}
+				for s := 30; s < secs; s++ {
+					if got[s] < calls-slack || got[s] > calls+slack {
+						t.Errorf("%s: second %d passed %d calls, want %d (warm): %v", name, s, got[s], calls, got)
+						break
+					}
+				}
+				idle := start + secs*sec + 60*sec
+				if g := perSecond(drive(c, idle, sec, 1000, "", n), idle, 1)[0]; g < cold-slack || g > cold+slack {
+					t.Errorf("%s: after idle passed %d calls, want the cold %d", name, g, cold)
+				}
+			}
 		}
 	}
 }
