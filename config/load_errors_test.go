@@ -325,6 +325,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/param_items.yaml:11: paramRules[0].controlBehavior: must be one of reject, throttle, got \"warmUp\"",
 			"testdata/param_items.yaml:14: paramRules[0].items[1].value: duplicate value \"7\" (also items[0])",
 			"testdata/param_items.yaml:14: paramRules[0].items[1].count: must be >= 0, got -1",
+			"testdata/param_items.yaml:15: paramRules[0].items[2].count: is required (the value's own count, a number >= 0; 0 refuses every call with the value)",
 		}},
 		{"param_match.yaml", []string{
 			"testdata/param_match.yaml:11: paramRules[0].match.pattern: invalid regexp: missing closing ): `^(ann|bob`",

@@ -715,7 +715,14 @@ func (c *checker) paramRules(ix routeIndex) {
 			}
 			seen[k] = j
 			c.paramItem(ip, r.Param, it)
-			c.count(ip+".count", it.Count, true)
+			if !c.has(ip + ".count") {
+				// Left out, it was 0: the value refused for good, with no
+				// Retry-After, where the writer meant the rule's count or
+				// forgot the field.
+				c.add(ip+".count", "is required (the value's own count, a number >= 0; 0 refuses every call with the value)")
+			} else {
+				c.count(ip+".count", it.Count, true)
+			}
 			if r.Grade == GradeConcurrency {
 				c.wholeCount(ip+".count", it.Count)
 			}
