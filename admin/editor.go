@@ -25,6 +25,53 @@ import (
 // The document the edit makes is bounded by config.MaxDocumentBytes.
 const maxEditBody = 1 << 20
 
+// maxEditDepth bounds how deep an edit's fields nest. No rule field nests
+// past a few levels (a param rule's items, an API group's match list); a
+// body of 9,000 nested objects, 54 KB, became a block-style YAML document
+// of 81 MB, indented anew at every level, which the gateway built whole
+// (800 MB of heap) before the rules document's size limit refused it.
+const maxEditDepth = 16
+
+var errTooDeep = fmt.Errorf("admin: the rule's fields nest more than %d levels deep, deeper than any rule field", maxEditDepth)
+
+// valueDepth is how deep decoded JSON v nests (a scalar: 0), counted up
+// to past limit only.
+func valueDepth(v any, limit int) int {
+	deepest := 0
+	switch t := v.(type) {
+	case map[string]any:
+		for _, e := range t {
+			if deepest = max(deepest, valueDepth(e, limit-1)); deepest >= limit {
+				break
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if deepest = max(deepest, valueDepth(e, limit-1)); deepest >= limit {
+				break
+			}
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
+}
+
+// nodeDepth is valueDepth for a YAML node (aliases are not followed: yaml.v3
+// bounds what they expand to).
+func nodeDepth(n *yaml.Node, limit int) int {
+	if n.Kind != yaml.MappingNode && n.Kind != yaml.SequenceNode && n.Kind != yaml.DocumentNode {
+		return 0
+	}
+	deepest := 0
+	for _, c := range n.Content {
+		if deepest = max(deepest, nodeDepth(c, limit-1)); deepest >= limit {
+			break
+		}
+	}
+	return deepest + 1
+}
+
 // editableSection reports whether name is a rules.yaml section the editor edits.
 func editableSection(name string) bool {
 	switch name {
@@ -280,11 +327,17 @@ func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 		if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 			return ruleEdit{}, errors.New("admin: rule YAML must be one mapping of rule fields")
 		}
+		if nodeDepth(doc.Content[0], maxEditDepth) > maxEditDepth {
+			return ruleEdit{}, errTooDeep
+		}
 		return ruleEdit{replace: doc.Content[0]}, nil
 	case "application/json", "":
 		fields, err := decodeJSONObject(body)
 		if err != nil {
 			return ruleEdit{}, err
+		}
+		if valueDepth(fields, maxEditDepth) > maxEditDepth {
+			return ruleEdit{}, errTooDeep
 		}
 		for k, v := range fields {
 			fields[k] = plain(v)

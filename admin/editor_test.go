@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -406,5 +407,37 @@ func TestEditAuthorityRule(t *testing.T) {
 	}
 	if got := cfg.AuthorityRules[0]; got.Strategy != config.AuthorityBlack || len(got.IPs) != 2 || got.IPs[1] != "192.168.1.7" {
 		t.Errorf("authorityRules[0] after the edit: %+v", got)
+	}
+}
+
+// A body whose fields nest deeper than any rule field is refused with 400
+// before anything is built from it: 9,000 nested objects (54 KB) became an
+// 81 MB block-style document, built whole (800 MB of heap) before the
+// document's size limit refused it. Measured by the bytes this process
+// allocates while it answers, in JSON and in YAML.
+func TestDeeplyNestedEditIsRefusedCheaply(t *testing.T) {
+	f := newFixture(t, "")
+	const depth = 9000
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"json", "application/json", `{"count": 1, "x": ` + strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + "}"},
+		{"yaml", "application/yaml", "count: 1\nx: " + strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth) + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := string(f.file(t))
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
+				map[string]string{"If-Match": f.etag(t), "Content-Type": tc.contentType}, tc.body)
+			runtime.ReadMemStats(&m1)
+			if code != http.StatusBadRequest || !strings.Contains(body, "nest more than 16 levels") {
+				t.Errorf("PUT of %d nested levels: %d %.200s, want 400 naming the depth", depth, code, body)
+			}
+			if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("answering it allocated %d MB, want under 64", alloc>>20)
+			}
+			if string(f.file(t)) != before {
+				t.Error("the file changed")
+			}
+		})
 	}
 }
