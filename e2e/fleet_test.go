@@ -627,6 +627,13 @@ func TestRulesPullEditPushIsCompareAndSet(t *testing.T) {
 	if v, out := s.push(edited); v != 0 || !strings.Contains(out, "based on version 1, but version 2 is stored") || !strings.Contains(out, "nothing was stored") {
 		t.Fatalf("Alice's push of version 1 edited over version 2: version %d\n%s", v, out) // ... and Alice's is refused.
 	}
+	// A rule appended after the pull line leaves it in the middle: still
+	// version 1, still refused (read only as the last line, the file named
+	// no version and replaced Bob's).
+	appended := alice + "  - resource: f\n    grade: concurrency\n    count: 1000\n"
+	if v, out := s.push(appended); v != 0 || !strings.Contains(out, "based on version 1, but version 2 is stored") {
+		t.Fatalf("Alice's push with a rule appended after the pull line: version %d\n%s", v, out)
+	}
 	if v, doc := s.stored(); v != 2 || !strings.Contains(doc, "count: 20") {
 		t.Fatalf("after the refused push Redis holds version %d:\n%s", v, doc)
 	}

@@ -158,7 +158,7 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 	case basedOn >= 0:
 		// -base says it.
 	case pulled && pulledFrom != name:
-		fmt.Fprintf(stderr, "%s: its last line says it was pulled from %s, not %s: pass -base VERSION to push it here, or delete that line\n%s: not pushed: nothing was stored\n",
+		fmt.Fprintf(stderr, "%s: its pull line says it was pulled from %s, not %s: pass -base VERSION to push it here, or delete that line\n%s: not pushed: nothing was stored\n",
 			file, pulledFrom, name, file)
 		return 1
 	case pulled:

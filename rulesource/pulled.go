@@ -35,17 +35,58 @@ func Pulled(d Doc, source string) []byte {
 	return append(out, '\n')
 }
 
-// SplitPulled finds the line Pulled adds, as the last line of text that is
-// not blank. It returns text without that line and what follows it (the
-// document to store), and the version and source the line names; ok is
-// false, and doc is text, when there is no such line.
+// SplitPulled finds the line Pulled adds: the last line of text that is
+// one (leading spaces aside). An edit may have moved it: a rule appended
+// after it, the file re-indented. Read only as the last line, such a file
+// named no version, and its push replaced whatever was stored, a write
+// another operator made meanwhile included. It returns the document to
+// store, and the version and source the line names; ok is false, and doc is
+// text, when there is no such line. In the document every pull line is
+// blanked, so the other lines keep their numbers (what error messages
+// name) and no pull line is stored, and when the last one ends the text,
+// it goes with what follows it.
 func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool) {
-	end := len(bytes.TrimRight(text, " \t\r\n"))
-	start := bytes.LastIndexByte(text[:end], '\n') + 1
-	line := string(text[start:end])
-	rest, found := strings.CutPrefix(line, pulledPrefix)
-	if !found {
+	type mark struct{ start, end int }
+	var marks []mark
+	for at := 0; at < len(text); {
+		end := bytes.IndexByte(text[at:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += at
+		}
+		if v, src, is := pullLine(text[at:end]); is {
+			marks = append(marks, mark{at, end})
+			version, source = v, src
+		}
+		at = end + 1
+	}
+	if len(marks) == 0 {
 		return text, 0, "", false
+	}
+	last := marks[len(marks)-1]
+	tail := text[last.start:]
+	if len(bytes.TrimRight(tail[last.end-last.start:], " \t\r\n")) == 0 {
+		text, marks = text[:last.start], marks[:len(marks)-1]
+	}
+	doc = make([]byte, 0, len(text))
+	prev := 0
+	for _, m := range marks {
+		doc = append(doc, text[prev:m.start]...)
+		if m.end > m.start && text[m.end-1] == '\r' {
+			doc = append(doc, '\r')
+		}
+		prev = m.end
+	}
+	return append(doc, text[prev:]...), version, source, true
+}
+
+// pullLine reads one line as Pulled writes it (leading spaces and a final
+// '\r' aside): the version and source it names.
+func pullLine(line []byte) (version int64, source string, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimRight(strings.TrimLeft(string(line), " \t"), " \t\r"), pulledPrefix)
+	if !found {
+		return 0, "", false
 	}
 	i := 0
 	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
@@ -53,17 +94,17 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 	}
 	v, err := strconv.ParseInt(rest[:i], 10, 64)
 	if err != nil || v < 1 {
-		return text, 0, "", false
+		return 0, "", false
 	}
 	source, found = strings.CutPrefix(rest[i:], pulledOf)
 	if !found {
-		return text, 0, "", false
+		return 0, "", false
 	}
 	if s, noted := strings.CutSuffix(source, pulledNote); noted {
 		source = s
 	}
 	if source == "" {
-		return text, 0, "", false
+		return 0, "", false
 	}
-	return text[:start], v, source, true
+	return v, source, true
 }

@@ -35,19 +35,18 @@ func TestPulledRoundTrip(t *testing.T) {
 	}
 }
 
-// Only the last line that is not blank is the pull's line, and only if it
-// is whole: anything else is the document's and leaves push to its default.
+// A pull line is one only if it is whole: anything else is the
+// document's and leaves push to its default.
 func TestSplitPulledRefusesLookalikes(t *testing.T) {
 	for _, text := range []string{
 		"routes: []\n",
-		"# pulled version 12 of redis://h/0/k\nroutes: []\n", // not last
 		"routes: []\n# pulled version of redis://h/0/k\n",
 		"routes: []\n# pulled version 0 of redis://h/0/k\n",
 		"routes: []\n# pulled version -3 of redis://h/0/k\n",
 		"routes: []\n# pulled version 12 of \n",
 		"routes: []\n# pulled version 12\n",
 		"routes: []\n# pulled version 99999999999999999999 of redis://h/0/k\n",
-		"routes: []\n  # pulled version 12 of redis://h/0/k\n",
+		"routes: []\n#pulled version 12 of redis://h/0/k\n# pulled versions\n",
 	} {
 		doc, v, s, ok := SplitPulled([]byte(text))
 		if ok || string(doc) != text {
@@ -57,5 +56,32 @@ func TestSplitPulledRefusesLookalikes(t *testing.T) {
 	// Hand-edited: the note may go, the version and source must stay.
 	if _, v, s, ok := SplitPulled([]byte("a: 1\n# pulled version 7 of redis://h/0/k\n")); !ok || v != 7 || s != "redis://h/0/k" {
 		t.Errorf("without the note: %d %q %v", v, s, ok)
+	}
+}
+
+// An edit may move the pull line: a rule appended after it, the file
+// re-indented. It is still the file's version (read only as the last line,
+// such a file named none, and its push replaced a version stored
+// meanwhile), and no pull line is stored: each is blanked, so every other
+// line keeps its number. Of several (a document stored with one by an older
+// push, pulled again), the last names the version.
+func TestSplitPulledFindsAMovedLine(t *testing.T) {
+	const line = "# pulled version 8 of redis://h/0/k (sluice rules push refuses this file once another version is stored)"
+	for _, tc := range []struct {
+		name, text, doc string
+		version         int64
+	}{
+		{"a rule appended after it", "flowRules:\n  - {resource: a, count: 1}\n" + line + "\n  - {resource: b, count: 2}\n",
+			"flowRules:\n  - {resource: a, count: 1}\n\n  - {resource: b, count: 2}\n", 8},
+		{"indented", "routes: []\n    " + line + "\n", "routes: []\n", 8},
+		{"first", line + "\nroutes: []\n", "\nroutes: []\n", 8},
+		{"an older one stored inside", "a: 1\n# pulled version 6 of redis://h/0/k\nb: 2\n" + line + "\n\n",
+			"a: 1\n\nb: 2\n", 8},
+		{"CRLF, moved", "a: 1\r\n" + line + "\r\nb: 2\r\n", "a: 1\r\n\r\nb: 2\r\n", 8},
+	} {
+		doc, v, s, ok := SplitPulled([]byte(tc.text))
+		if !ok || v != tc.version || s != "redis://h/0/k" || string(doc) != tc.doc {
+			t.Errorf("%s: SplitPulled = %q %d %q %v, want %q %d redis://h/0/k true", tc.name, doc, v, s, ok, tc.doc, tc.version)
+		}
 	}
 }
