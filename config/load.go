@@ -291,40 +291,84 @@ func decodeRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlParserProblems are the messages of yaml.v3's parser (parserc.go), as
-// opposed to its scanner's. For these it gives the line of the construct
-// it was reading (a flow sequence left open, a block mapping) counted from
-// 0, so one before it: `d: [1, 2` on line 4 was reported on line 3, the
-// line above the mistake. Its scanner's lines are right.
-var yamlParserProblems = map[string]bool{
-	"did not find expected <stream-start>":   true,
-	"did not find expected <document start>": true,
-	"found undefined tag handle":             true,
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found duplicate %TAG directive":         true,
-}
-
 // yamlError turns a yaml.v3 syntax error in data into a line and a
-// message. A document that ends where more was due (a flow sequence left
-// open) is reported at its last line that holds anything, not at the
-// empty end past it.
+// message. yaml.v3 names, for many problems, the line of the construct it
+// was reading, not of the mistake: a route list's first item for a line
+// indented one space short twenty lines below it, the line above a tab
+// that breaks indentation. The mistake is on the last line of the shortest
+// prefix of data, in whole lines, that fails with the same message: up to
+// it the document reads, and every longer prefix fails there. A document
+// that ends where more was due (a flow sequence left open) is reported at
+// its last line that holds anything, not at the empty end past it.
 func yamlError(err error, data []byte) (int, string) {
 	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		if yamlParserProblems[m[2]] {
-			line++
-		}
-		last := bytes.Count(bytes.TrimRight(data, " \t\r\n"), []byte("\n")) + 1
-		return min(line, last), "invalid YAML: " + m[2]
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
 	}
-	return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+	line, _ := strconv.Atoi(m[1])
+	last := bytes.Count(bytes.TrimRight(data, " \t\r\n"), []byte("\n")) + 1
+	if len(data) <= maxLineSearch {
+		line = mistakeLine(data, m[2], max(line-1, 1), last)
+	}
+	return min(line, last), "invalid YAML: " + m[2]
+}
+
+// maxLineSearch bounds the documents whose mistake is searched for: each
+// step parses a prefix, and a bigger document's error keeps yaml.v3's line.
+const maxLineSearch = 1 << 20
+
+// mistakeLine is the first line k in [from, last] whose prefix of data
+// through line k fails to parse with problem (the message yaml.v3 gave the
+// whole document); last if none does, which cannot be: data is that prefix.
+func mistakeLine(data []byte, problem string, from, last int) int {
+	ends := lineEnds(data)
+	fails := func(k int) bool {
+		err := yamlSyntax(data[:ends[k-1]])
+		if err == nil {
+			return false
+		}
+		m := yamlLine.FindStringSubmatch(err.Error())
+		return m != nil && m[2] == problem
+	}
+	lo, hi := from, last
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// lineEnds is where each line of data ends, its newline included.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// yamlSyntax is the first syntax error of data's documents, if any.
+func yamlSyntax(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // AdminListen returns the admin listener's address with the default applied;

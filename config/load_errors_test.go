@@ -190,7 +190,7 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_trusted_proxies.yaml:1: trustedProxies[2]: must be a CIDR (10.0.0.0/8) or an IP address, got \"localhost\"",
 		}},
 		{"bad_yaml.yaml", []string{
-			"testdata/bad_yaml.yaml:5: invalid YAML: did not find expected '-' indicator",
+			"testdata/bad_yaml.yaml:6: invalid YAML: did not find expected '-' indicator",
 		}},
 		{"chain_unknown_entrance.yaml", []string{
 			"testdata/chain_unknown_entrance.yaml:17: flowRules[0].refResource: no route of resource \"read\" has entrance \"api\" (entrances: mobile, web)",
@@ -812,14 +812,16 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		doc  string
 		line int
 	}{
-		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n    d: [1, 2\nroutes: []\n", 4}, // flow sequence left open
-		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n token: 3\n", 4},                // a key out of its mapping
-		{"routes:\n  - path: /a\n    upstream: [a\n", 3},                                 // open at the end of the file
-		{"upstreams: {}\nroutes:\n  - path: [\n\n\n", 3},                                 // the end, past empty lines
-		{"routes:\n  - path: /a\n   upstream: a\n", 2},                                   // the entry whose next line is indented wrong
-		{"routes: {path: /a\n", 1},                                                       // the file ended where '}' was due: its last line
-		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                // scanner: a quote left open
-		{"a: b\nc: d: e\n", 2},                                                           // scanner: a value where none may be
+		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n    d: [1, 2\nroutes: []\n", 4},                                // flow sequence left open
+		{"upstreams:\n  a:\n    targets: [\"http://x\"]\n token: 3\n", 4},                                               // a key out of its mapping
+		{"routes:\n  - path: /a\n    upstream: [a\n", 3},                                                                // open at the end of the file
+		{"upstreams: {}\nroutes:\n  - path: [\n\n\n", 3},                                                                // the end, past empty lines
+		{"routes:\n  - path: /a\n   upstream: a\n", 3},                                                                  // the line indented wrong, not its entry
+		{"routes:\n" + strings.Repeat("  - path: /a\n    upstream: a\n", 12) + "   methods: [GET]\n  - path: /b\n", 26}, // not the list's first entry, 24 lines up
+		{"routes:\n  - path: /a\n    upstream: a\n\tresource: x\n", 4},                                                  // the tab, not the line above it
+		{"routes: {path: /a\n", 1},                                                                                      // the file ended where '}' was due: its last line
+		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                                               // scanner: a quote left open
+		{"a: b\nc: d: e\n", 2}, // scanner: a value where none may be
 	} {
 		_, err := config.Parse("r.yaml", []byte(c.doc))
 		var errs config.Errors
