@@ -133,7 +133,7 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 			if fw.gone(ev) || fw.lost && fw.onPath(ev.Name) {
 				regain()
 			}
-			if fw.relevant(ev.Name) {
+			if fw.relevant(ev.Name) || fw.targetDirEvent(ev) {
 				kick()
 			}
 		case <-pollC:
@@ -191,6 +191,26 @@ func (f *fileWatch) relevant(name string) bool {
 // one no later change to the file would be seen (rm -rf dir; mkdir dir).
 func (f *fileWatch) gone(ev fsnotify.Event) bool {
 	return ev.Name == f.dir && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0
+}
+
+// targetDirEvent reports whether ev creates, removes or moves the
+// directory the resolved file lives in, or one of its ancestors, outside
+// the file's own directory: inotify drops a deleted directory's watch, so
+// the next follow must watch the one made in its place (rm -rf relA; mkdir
+// relA behind a "current" link), and the file may be back in it. A
+// removed one is forgotten (extra), so follow watches it again.
+func (f *fileWatch) targetDirEvent(ev fsnotify.Event) bool {
+	if f.target == "" || ev.Op&(fsnotify.Create|fsnotify.Remove|fsnotify.Rename) == 0 {
+		return false
+	}
+	td := filepath.Dir(f.target)
+	if ev.Name != td && !strings.HasPrefix(td, ev.Name+string(filepath.Separator)) {
+		return false
+	}
+	if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && f.extra[ev.Name] {
+		delete(f.extra, ev.Name)
+	}
+	return true
 }
 
 // onPath reports whether name is the file's directory or one of its

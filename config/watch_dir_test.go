@@ -94,3 +94,68 @@ func TestWatchSurvivesItsDirectoryReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchSurvivesItsSymlinkTargetReplaced: the rules file reached
+// through a symlink (a release directory's "current", a file linked from
+// elsewhere), the directory the link points into deleted and made again,
+// the file written into it: seen, and so are later writes. The dead watch
+// of that directory was kept as if alive, and no change was seen again
+// until a restart or SIGHUP.
+func TestWatchSurvivesItsSymlinkTargetReplaced(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// layout makes the link under base and returns the path watched
+		// and the directory the file really lives in.
+		layout func(t *testing.T, base string) (path, real string)
+	}{
+		{"the directory is a link: current -> relA", func(t *testing.T, base string) (string, string) {
+			real := filepath.Join(base, "relA")
+			if err := os.Mkdir(real, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("relA", filepath.Join(base, "current")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "current", "rules.yaml"), real
+		}},
+		{"the file is a link into another directory", func(t *testing.T, base string) (string, string) {
+			real, conf := filepath.Join(base, "rel"), filepath.Join(base, "conf")
+			for _, d := range []string{real, conf} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink("../rel/rules.yaml", filepath.Join(conf, "rules.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(conf, "rules.yaml"), real
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			base := t.TempDir()
+			path, real := tt.layout(t, base)
+			write(t, filepath.Join(real, "rules.yaml"), "v1")
+			w := startWatch(t, path, 20*time.Millisecond)
+			defer w.stop()
+
+			if err := os.RemoveAll(real); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(real, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(real, "rules.yaml"), "v2")
+			if !seenWithin(w, "v2", 2*time.Second) {
+				t.Fatalf("the file written into the new directory was not seen; callbacks saw %q", w.calls())
+			}
+			for _, v := range []string{"v3", "v4"} {
+				time.Sleep(50 * time.Millisecond)
+				write(t, filepath.Join(real, "rules.yaml"), v)
+				if !seenWithin(w, v, 2*time.Second) {
+					t.Fatalf("a write after the directory came back was not seen; callbacks saw %q", w.calls())
+				}
+			}
+		})
+	}
+}
