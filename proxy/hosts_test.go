@@ -82,9 +82,11 @@ routes:
 		{"wildcard: not the bare suffix", "example.com", "GET", "/api/x", "plain"},
 		{"wildcard: not the bare suffix, nothing else", "deep.example.com", "GET", "/deep", "404"},
 		{"wildcard: a label boundary, not a string suffix", "evilexample.com", "GET", "/api/x", "plain"},
-		{"wildcard: an empty label is no label", ".example.com", "GET", "/api/x", "plain"},
-		{"wildcard: an empty label among labels", "a..example.com", "GET", "/api/x", "plain"},
-		{"wildcard: an empty label before a narrower wildcard", "a..deep.example.com", "GET", "/deep", "404"},
+		// An empty label names no host: no route could take it, so the
+		// catch-all routes did, stepping around a wildcard's limits.
+		{"wildcard: an empty label is refused", ".example.com", "GET", "/api/x", "400"},
+		{"wildcard: an empty label among labels is refused", "a..example.com", "GET", "/api/x", "400"},
+		{"wildcard: an empty label before a narrower wildcard is refused", "a..deep.example.com", "GET", "/deep", "400"},
 		{"wildcard: second host of a route", "www.shop.test", "GET", "/shop/x", "shop"},
 		{"wildcard: its bare suffix is not listed", "shop.test", "GET", "/shop/x", "plain"},
 		{"case: upper-case Host", "SHOP.EXAMPLE.COM", "GET", "/shop/x", "shop"},

@@ -358,6 +358,10 @@ flowRules:
 		{host: "[1.2.3.4]", status: 400},
 		// Longer than any DNS name: no route's hosts can name it.
 		{host: strings.Repeat("a", 250) + ".victim.example", status: 400},
+		// An empty label: no route's hosts can name it either.
+		{host: ".victim.example", status: 400},
+		{host: "a..victim.example", status: 400},
+		{host: "victim.example..", status: 400},
 	} {
 		if status, blocked := sendHost(g, st.host, "/item/x", st.lines...); status != st.status || blocked != st.reason {
 			t.Errorf("step %d (Host %q): %d %q, want %d %q", i, st.host, status, blocked, st.status, st.reason)

@@ -341,9 +341,11 @@ const maxHostName = 253
 //   - brackets around anything but an IPv6 address ("[victim.example]"):
 //     the routes' hosts kept the brackets and missed victim.example, where
 //     the host source and Go's net.SplitHostPort drop them;
-//   - a name longer than a DNS name's 253 bytes (a trailing dot aside),
-//     which no route's hosts can name: the routes missed it, so a
-//     "*.example.com" route's limits were stepped around by a long name.
+//   - a name longer than a DNS name's 253 bytes (a trailing dot aside), or
+//     with an empty label (".victim.example", "a..victim.example"), which
+//     no route's hosts can name: the routes missed it, so a
+//     "*.victim.example" route's limits were stepped around, where an
+//     upstream taking a tenant from the first label read "a".
 func plainHost(host string) bool {
 	port := host
 	if len(host) > 0 && host[0] == '[' {
@@ -365,7 +367,8 @@ func plainHost(host string) bool {
 		if i < 0 {
 			i = len(host)
 		}
-		if len(strings.TrimSuffix(host[:i], ".")) > maxHostName {
+		if name := host[:i]; len(strings.TrimSuffix(name, ".")) > maxHostName ||
+			strings.HasPrefix(name, ".") || strings.Contains(name, "..") {
 			return false
 		}
 		for j := 0; j < i; j++ {
