@@ -544,6 +544,13 @@ func (s *Service) Gateways() int {
 	return 1
 }
 
+// ResumeSkew is how much later than another gateway this one may notice
+// Redis answer again: its probe backs off to maxProbe, and a probe waits
+// up to Timeout. A gateway that resumed keeps its clusterMode flow rules
+// to its share that long past a window (limiter.ResumeSkewer), while the
+// others may still be passing their shares alone.
+func (s *Service) ResumeSkew() time.Duration { return maxProbe + s.opts.Timeout }
+
 // acquire takes n tokens of spec's window for key (an origin, a value),
 // or for a calendar quota n of the value's count in period p, which ends
 // in reset (left: the calls the period has left after this one). op is

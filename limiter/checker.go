@@ -19,6 +19,7 @@ type Checker struct {
 	rules    []checkRule // the rules that can apply through this entrance, in file order
 	named    map[string]bool
 	cluster  TokenService
+	skew     int64 // ns: the cluster's ResumeSkew, added to the alone guard
 	giver    TokenReturner // cluster, if it can give tokens back; else nil
 	// queued: a throttle rule applies through this entrance, so a call may
 	// be forwarded after it is decided, and its qps reject rules reserve
@@ -36,6 +37,9 @@ type checkRule struct {
 // unknown resource gets a Checker with no rules that still keeps statistics.
 func (f *Flow) Checker(resource, entrance string) *Checker {
 	c := &Checker{resource: resource, res: f.resNode(resource), named: f.named[resource], cluster: f.opts.Cluster}
+	if rs, ok := f.opts.Cluster.(ResumeSkewer); ok {
+		c.skew = int64(rs.ResumeSkew())
+	}
 	c.giver, _ = f.opts.Cluster.(TokenReturner)
 	c.ent = f.entNode(entrance, resource)
 	for i, r := range f.byRes[resource] {
@@ -307,7 +311,10 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 				// call refused there has taken its token in Redis: Redis
 				// errs on the safe side for at most one window.
 			case err != nil && windowed:
-				ks.alone.Store(now + d.windowNs()) // decided alone, below
+				// Decided alone, below. The guard lasts until this pass has
+				// left the window and, past that, as long as another gateway
+				// may still be deciding alone (ResumeSkewer).
+				ks.alone.Store(now + d.windowNs() + c.skew)
 			}
 			if (err == nil && !(ok && windowed)) || !r.cfg.ClusterConfig.Fallback() {
 				ks.unpin()

@@ -40,6 +40,17 @@ type TokenService interface {
 	Gateways() int
 }
 
+// ResumeSkewer is a TokenService that says how much later than another
+// gateway one may notice it answer again (sluice/cluster: its probe's
+// longest backoff and one round trip). Until then a gateway still deciding
+// alone passes its share, which the service never sees; so a gateway that
+// resumed keeps its clusterMode rules to its share for a window and that
+// long after it last decided alone, until those passes have left the
+// window. Without it, a gateway keeps to its share for a window only.
+type ResumeSkewer interface {
+	ResumeSkew() time.Duration
+}
+
 // TokenReturner is a TokenService that can take back a pass's tokens.
 // A call that a clusterMode rule let through and that a later rule or
 // guard then blocks (or whose client leaves before it is forwarded)
