@@ -21,6 +21,23 @@ type exactParams struct {
 	wins     map[string]*window.Exact
 	down     bool
 	gateways int
+	skew     time.Duration // ResumeSkew
+}
+
+func (e *exactParams) ResumeSkew() time.Duration { return e.skew }
+
+// paramView is one gateway's view of a shared exactParams: Redis is down
+// for it until its own probe sees it answer again.
+type paramView struct {
+	*exactParams
+	down bool
+}
+
+func (g *paramView) AcquireParamLeft(r *config.ParamRule, count float64, value string, n int64, report bool) (bool, time.Duration, int64, time.Duration, error) {
+	if g.down {
+		return false, 0, -1, 0, errParamsDown
+	}
+	return g.exactParams.AcquireParamLeft(r, count, value, n, report)
 }
 
 var errParamsDown = errors.New("redis down")
@@ -71,7 +88,14 @@ func (e *exactParams) Gateways() int { return e.gateways }
 // two seconds after Redis is back the fleet passes the whole count again.
 // Before, the second in which Redis came back could pass the shares plus
 // the count.
+//
+// Gateways resuming apart, up to the service's ResumeSkew, are swept as in
+// limiter's test. Unlike a flow rule, a param rule needs no longer guard for
+// them: this sweep passed before limiter's guard grew by the skew, as
+// its bound, the worst second of going down, is above the count for a
+// param rule's local bucket.
 func TestClusterParamResumeAddsNoBurst(t *testing.T) {
+	const skew = time.Second
 	for _, gws := range []int{1, 2, 3} {
 		for _, count := range []float64{4, 10, 40} {
 			for _, over := range []float64{1.5, 4} {
@@ -80,15 +104,17 @@ func TestClusterParamResumeAddsNoBurst(t *testing.T) {
 					for ph := int64(0); ph < sec(1); ph += sec(0.037) {
 						down := sec(100) + ph
 						for _, outage := range []int64{sec(0.6), sec(1.5)} {
-							lost, _ := paramResumeRun(t, gws, count, over, down, math.MaxInt64)
-							got, last := paramResumeRun(t, gws, count, over, down, down+outage)
-							if bound := max(int(count), lost); got > bound {
-								t.Fatalf("outage from %d ms for %d ms: a real second passed %d, want at most the count %g or the %d of losing Redis for good",
-									(down%sec(1))/sec(0.001), outage/sec(0.001), got, count, lost)
-							}
-							if float64(last) != count {
-								t.Fatalf("outage from %d ms for %d ms: the last second, 2 s after Redis answered again, passed %d, want the count %g",
-									(down%sec(1))/sec(0.001), outage/sec(0.001), last, count)
+							for _, stagger := range []int64{0, sec(0.3), int64(skew) / int64(max(gws-1, 1))} {
+								lost, _ := paramResumeRun(t, gws, count, over, down, math.MaxInt64, stagger, skew)
+								got, last := paramResumeRun(t, gws, count, over, down, down+outage, stagger, skew)
+								if bound := max(int(count), lost); got > bound {
+									t.Fatalf("outage from %d ms for %d ms, gateways resuming %d ms apart: a real second passed %d, want at most the count %g or the %d of losing Redis for good",
+										(down%sec(1))/sec(0.001), outage/sec(0.001), stagger/sec(0.001), got, count, lost)
+								}
+								if float64(last) != count {
+									t.Fatalf("outage from %d ms for %d ms, gateways resuming %d ms apart: once every gateway's passes made alone left the window, a real second passed at most %d, want the count %g",
+										(down%sec(1))/sec(0.001), outage/sec(0.001), stagger/sec(0.001), last, count)
+								}
 							}
 						}
 					}
@@ -99,30 +125,35 @@ func TestClusterParamResumeAddsNoBurst(t *testing.T) {
 }
 
 // paramResumeRun has gws gateways offer over x count a second of one
-// value in turn, from two seconds before down to three after up (Redis
-// fails in [down, up)), and returns the most passes in a real second and
-// the passes of the last second.
-func paramResumeRun(t *testing.T, gws int, count, over float64, down, up int64) (most, last int) {
+// value in turn, from two seconds before down to well after up (Redis
+// fails in [down, up), for gateway i until up + i*stagger), and returns the
+// most passes in a real second, overall and in the last two seconds.
+func paramResumeRun(t *testing.T, gws int, count, over float64, down, up, stagger int64, skew time.Duration) (most, last int) {
 	start := down - down%sec(1) - sec(2)
-	end := min(up, down+sec(2)) + sec(3)
+	end := min(up, down+sec(2)) + int64(gws-1)*stagger + int64(skew) + sec(4)
 	var now int64
-	svc := &exactParams{now: &now, wins: map[string]*window.Exact{}, gateways: gws}
+	svc := &exactParams{now: &now, wins: map[string]*window.Exact{}, gateways: gws, skew: skew}
 	r := clusterRule(count, config.ThresholdGlobal, nil)
 	checkers := make([]*hotparam.Checker, gws)
+	views := make([]*paramView, gws)
 	for i := range checkers {
-		checkers[i] = compileCluster(t, svc, r)
+		views[i] = &paramView{exactParams: svc}
+		checkers[i] = compileCluster(t, views[i], r)
 	}
+	var tail []int64
 	passed := passcheck.Offer(start, end, float64(sec(1))/(count*over), func(i, at int64) bool {
-		now, svc.down = at, at >= down && at < up
-		tok, v := checkers[i%int64(gws)].Enter(now, order("7"), 1)
+		g := i % int64(gws)
+		now = at
+		views[g].down = at >= down && (up == math.MaxInt64 || at < up+g*stagger)
+		tok, v := checkers[g].Enter(now, order("7"), 1)
 		if v.Blocked {
 			return false
 		}
 		tok.Exit(now, 200)
-		if now >= end-sec(1) {
-			last++
+		if now >= end-sec(2) {
+			tail = append(tail, now)
 		}
 		return true
 	})
-	return passcheck.MostInInterval(passed, sec(1)), last
+	return passcheck.MostInInterval(passed, sec(1)), passcheck.MostInInterval(tail, sec(1))
 }
