@@ -60,11 +60,13 @@ func TestParamRulesThatApplyLoad(t *testing.T) {
 		{"composite class may be empty-ended", `param: ip+header:X-Tenant
     items: [{ value: "10.0.0.1+", match: prefix, count: 0 }]`},
 		{"host items as the source gives them", `param: host
-    match: { strategy: prefix, pattern: "shop." }
+    match: { strategy: regex, pattern: "^(shop\\.|2001:)" }
     items: [{ value: "shop.example.com", count: 0 }, { value: "2001:db8::1", count: 0 }, { value: "(?i)^SHOP", match: regex, count: 1 }]`},
 		{"upper case on a header key", `param: header:X-Key
     match: { strategy: prefix, pattern: "VIP-" }
-    items: [{ value: "Shop.Example.com", count: 0 }]`},
+    items: [{ value: "VIP-Shop.Example.com", count: 0 }]`},
+		{"an exact item before a class that takes it", `param: header:X-Key
+    items: [{ value: "ab", count: 1 }, { value: "a", match: prefix, count: 5 }]`},
 		{"burstCount with qps reject", `param: header:X-Key
     burstCount: 4`},
 		{"query name", `param: query:id`},

@@ -652,7 +652,9 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.add(p+".param", "no route of resource %s has a path parameter {%s}", quote(r.Resource), src.Name)
 			}
 		}
+		matchErrs := len(c.errs)
 		c.paramMatch(p, r)
+		matchOK := len(c.errs) == matchErrs
 		gradeOK := c.oneOf(p+".grade", string(r.Grade), string(GradeQPS), string(GradeConcurrency))
 		c.count(p+".count", r.Count, false)
 		if r.Grade == GradeConcurrency {
@@ -703,6 +705,15 @@ func (c *checker) paramRules(ix routeIndex) {
 		c.countOn(p, r, gradeOK, behaviorOK)
 		_, quota := r.Window.Calendar()
 		seen := map[string]int{}
+		var ruleMatch *match.Matcher // the rule's match, if it has one that compiles
+		if m, err := r.Match.Matcher(); err == nil && !r.Match.IsZero() && matchOK {
+			ruleMatch = &m
+		}
+		type classItem struct {
+			j int
+			m match.Matcher
+		}
+		var classes []classItem // the class items so far that compile
 		for j, it := range r.Items {
 			ip := idx(p+".items", j)
 			// An exact item and a class with the same pattern are two items.
@@ -714,7 +725,29 @@ func (c *checker) paramRules(ix routeIndex) {
 				c.add(ip+".value", "duplicate value %s (also items[%d])", quote(it.Value), first)
 			}
 			seen[k] = j
+			itemErrs := len(c.errs)
 			c.paramItem(ip, r.Param, it)
+			// An item no value reaches: the first item that matches a value
+			// wins, and the rule takes only the values its match does.
+			// (Not for an item already refused: its value is written wrong.)
+			switch {
+			case len(c.errs) > itemErrs:
+			case it.Class():
+				if m, err := it.Matcher(); err == nil {
+					classes = append(classes, classItem{j, m})
+				}
+			case it.Value != "":
+				if ruleMatch != nil && !ruleMatch.Match(it.Value) {
+					c.add(ip+".value", "the rule's match (%s %s) does not take %s, so the item would never apply", r.Match.Strategy, quote(r.Match.Pattern), quote(it.Value))
+				}
+				for _, ci := range classes {
+					if ci.m.Match(it.Value) {
+						prev := r.Items[ci.j]
+						c.add(ip+".value", "items[%d] (%s %s) takes %s first, so the item would never apply: list it before items[%d]", ci.j, prev.Match, quote(prev.Value), quote(it.Value), ci.j)
+						break
+					}
+				}
+			}
 			if !c.has(ip + ".count") {
 				// Left out, it was 0: the value refused for good, with no
 				// Retry-After, where the writer meant the rule's count or
