@@ -47,6 +47,10 @@ type reloader struct {
 	// it: the watch reports any change from it, even one made before the
 	// watch was in place.
 	since string
+	// read is the file's state when it was last read (since, at first):
+	// a watch event for a state already read asks for no reload (an admin
+	// edit both writes the file and asks for one).
+	read string
 }
 
 func newReloader(o Options, gw *proxy.Gateway, log zerolog.Logger, m *admin.Metrics) *reloader {
@@ -113,6 +117,7 @@ func (r *reloader) swapLocked(cfg *config.Config) error {
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.read = config.FileState(r.path) // before the load reads it: a later write is a change
 	if r.fleet == nil {
 		cfg, err := r.opts.overrides().Load(r.path)
 		if err == nil && cfg.NeedsDocument() {
@@ -160,10 +165,28 @@ func (r *reloader) request() {
 	}
 }
 
+// fileChanged asks for a reload when the file's state is not the one
+// last read: the watch sees the writes an admin edit makes, for which the
+// edit has asked already.
+func (r *reloader) fileChanged() {
+	st := config.FileState(r.path)
+	r.mu.Lock()
+	read := r.read
+	r.mu.Unlock()
+	if st != read {
+		r.request()
+	}
+}
+
 // watch reloads on file changes and requests until ctx is done.
 func (r *reloader) watch(ctx context.Context) {
+	r.mu.Lock()
+	if r.read == "" {
+		r.read = r.since
+	}
+	r.mu.Unlock()
 	go func() {
-		if err := config.WatchSince(ctx, r.path, r.since, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
+		if err := config.WatchSince(ctx, r.path, r.since, 100*time.Millisecond, r.log, r.fileChanged); err != nil && ctx.Err() == nil {
 			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")
 		}
 	}()
