@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"io"
 	"mime"
 	"net/http"
@@ -132,6 +134,10 @@ func (s *Server) rawRules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data, err := config.ReadFile(s.configFile())
+	if missing(s.configFile(), err) {
+		writeError(w, http.StatusNotFound, "admin: the rules file "+s.opts.ConfigPath+" does not exist")
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "admin: reading rules file: "+err.Error())
 		return
@@ -250,6 +256,9 @@ func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch
 	defer s.editMu.Unlock()
 	path := s.configFile()
 	data, err := config.ReadFile(path)
+	if missing(path, err) {
+		return "", editErr(http.StatusNotFound, "admin: the rules file %s does not exist", s.opts.ConfigPath)
+	}
 	if err != nil {
 		return "", fmt.Errorf("admin: reading rules file: %w", err)
 	}
@@ -345,4 +354,14 @@ func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 		return ruleEdit{fields: fields}, nil
 	}
 	return ruleEdit{}, fmt.Errorf("admin: unsupported Content-Type %q (use application/json or application/yaml)", mt)
+}
+
+// missing reports a read of path that failed (err) because the file is
+// not there: config.ReadFile says so in words, for people.
+func missing(path string, err error) bool {
+	if err == nil {
+		return false
+	}
+	_, serr := os.Stat(path)
+	return errors.Is(serr, fs.ErrNotExist)
 }

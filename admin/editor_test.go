@@ -441,3 +441,23 @@ func TestDeeplyNestedEditIsRefusedCheaply(t *testing.T) {
 		})
 	}
 }
+
+// A rules file that went away (deleted, or not yet written back by a
+// deploy) is 404 to a read of its text and to an edit, as admin.md's
+// table says, not a 500: nothing on the gateway failed.
+func TestMissingRulesFileIs404(t *testing.T) {
+	f := newFixture(t, "")
+	tag := f.etag(t)
+	if err := os.Remove(f.path); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := f.do(t, "GET", "/api/rules/raw", nil, ""); code != http.StatusNotFound || !strings.Contains(body, "does not exist") {
+		t.Errorf("GET /api/rules/raw: %d %s, want 404 saying the file does not exist", code, body)
+	}
+	if code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/json"}, `{"count": 3}`); code != http.StatusNotFound || !strings.Contains(body, "does not exist") {
+		t.Errorf("PUT: %d %s, want 404 saying the file does not exist", code, body)
+	}
+	if _, err := os.Stat(f.path); err == nil {
+		t.Error("the edit made a rules file")
+	}
+}
