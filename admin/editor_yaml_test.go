@@ -139,3 +139,26 @@ flowRules:
 		})
 	}
 }
+
+// A CRLF file stays CRLF: the edited rule's lines, encoded anew, end in
+// CRLF as the rest of the file does (they lost their CR before), and a
+// file without a final newline keeps none.
+func TestEditKeepsCRLF(t *testing.T) {
+	f := newFixture(t, "")
+	doc := strings.ReplaceAll(strings.Replace(routeDoc, "%s", "      status: 503\n", 1), "\n", "\r\n")
+	for _, tc := range []struct{ name, doc string }{
+		{"final newline", doc},
+		{"no final newline", strings.TrimSuffix(doc, "\r\n")},
+	} {
+		got := string(f.patchDoc(t, tc.doc, "/api/rules/flowRules/0", `{"count": 7, "dryRun": true}`))
+		if !strings.Contains(got, "count: 7\r\n") || !strings.Contains(got, "dryRun: true") {
+			t.Fatalf("%s: the edit is not in the file:\n%q", tc.name, got)
+		}
+		if bare := strings.Count(got, "\n") - strings.Count(got, "\r\n"); bare != 0 {
+			t.Errorf("%s: %d lines end in a bare LF in a CRLF file:\n%q", tc.name, bare, got)
+		}
+		if strings.HasSuffix(got, "\n") != strings.HasSuffix(tc.doc, "\n") {
+			t.Errorf("%s: the final newline changed:\n%q", tc.name, got)
+		}
+	}
+}

@@ -80,6 +80,12 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 		out.Write(l)
 	}
 	pad := strings.Repeat(" ", indent)
+	// The rule's lines end as the one it replaces began: a CRLF file stays
+	// CRLF throughout.
+	eol := "\n"
+	if bytes.HasSuffix(lines[start-1], []byte("\r\n")) {
+		eol = "\r\n"
+	}
 	for i, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
 		switch {
 		case i == 0:
@@ -88,10 +94,10 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 			out.WriteString(pad)
 		}
 		out.WriteString(l)
-		out.WriteByte('\n')
+		out.WriteString(eol)
 	}
 	if last := lines[end-1]; !bytes.HasSuffix(last, []byte("\n")) {
-		out.Truncate(out.Len() - 1) // the file had no final newline; keep it so
+		out.Truncate(out.Len() - len(eol)) // the file had no final newline; keep it so
 	}
 	for _, l := range lines[end:] {
 		out.Write(l)
