@@ -162,3 +162,35 @@ func TestEditKeepsCRLF(t *testing.T) {
 		}
 	}
 }
+
+// A rule that merges another's fields (<<: *base) keeps its merge key as
+// written when the edit re-encodes it: yaml.v3 wrote "!!merge <<: *base".
+func TestEditKeepsMergeKey(t *testing.T) {
+	const doc = `listen: ":8080"
+upstreams:
+  orders:
+    targets: ["http://127.0.0.1:9001"]
+routes:
+  - path: /orders/*
+    upstream: orders
+    resource: orders
+flowRules:
+  - &base
+    resource: orders
+    count: 100
+  - <<: *base
+    limitApp: mobile
+`
+	f := newFixture(t, "")
+	saved := string(f.patchDoc(t, doc, "/api/rules/flowRules/1", `{"count": 7, "dryRun": true}`))
+	if strings.Contains(saved, "!!merge") || !strings.Contains(saved, "  - <<: *base\n") {
+		t.Errorf("the merge key is not kept as written:\n%s", saved)
+	}
+	cfg, err := config.Parse(f.path, []byte(saved))
+	if err != nil {
+		t.Fatalf("the saved file does not load: %v\n%s", err, saved)
+	}
+	if r := cfg.FlowRules[1]; r.Resource != "orders" || r.Count != 7 || r.LimitApp != "mobile" || !r.DryRun {
+		t.Errorf("the edited rule reads %+v", r)
+	}
+}

@@ -93,7 +93,7 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 		case l != "":
 			out.WriteString(pad)
 		}
-		out.WriteString(l)
+		out.WriteString(unmarkMerge(l))
 		out.WriteString(eol)
 	}
 	if last := lines[end-1]; !bytes.HasSuffix(last, []byte("\n")) {
@@ -103,6 +103,16 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 		out.Write(l)
 	}
 	return out.Bytes(), nil
+}
+
+// unmarkMerge writes a merge key as the file did: yaml.v3 encodes "<<: *r1"
+// as "!!merge <<: *r1", valid YAML but not what anyone wrote.
+func unmarkMerge(line string) string {
+	body := strings.TrimLeft(line, " -")
+	if rest, ok := strings.CutPrefix(body, "!!merge <<:"); ok {
+		return line[:len(line)-len(body)] + "<<:" + rest
+	}
+	return line
 }
 
 // findRule finds section[index] in the rules file's root mapping. next is
