@@ -19,7 +19,7 @@ type Checker struct {
 	rules    []checkRule // the rules that can apply through this entrance, in file order
 	named    map[string]bool
 	cluster  TokenService
-	skew     int64 // ns: the cluster's ResumeSkew, added to the alone guard
+	skew     int64         // ns: the cluster's ResumeSkew, added to the alone guard
 	giver    TokenReturner // cluster, if it can give tokens back; else nil
 	// queued: a throttle rule applies through this entrance, so a call may
 	// be forwarded after it is decided, and its qps reject rules reserve
