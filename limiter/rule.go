@@ -225,8 +225,8 @@ func adoptInFlight(fresh []*rule, prev *Flow, kept map[*ruleState]bool) {
 				cr.st.shared.inflight = o.shared.inflight
 			}
 			for origin, ks := range cr.st.byOrigin {
-				if ok := o.byOrigin[origin]; ok != nil {
-					ks.inflight = ok.inflight
+				if was := o.byOrigin[origin]; was != nil {
+					ks.inflight = was.inflight
 				}
 			}
 			break
