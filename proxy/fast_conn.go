@@ -32,6 +32,16 @@ const idleProbe = time.Second
 // refusal, and probing every reuse under load is the cost idleProbe avoids.
 const minLearnedProbe = 25 * time.Millisecond
 
+// learnedShare is how much of a lost request's idleness the threshold is
+// set to. The idleness is counted from the previous request's write (the
+// clock is read once a request), so it holds that request's answer time
+// too: a 400 ms answer and 260 ms of real idleness taught 330 ms, above a
+// 200 ms keep-alive, and the next request idle 260 ms was lost as well. A
+// quarter keeps below the keep-alive while answers take up to three times
+// it; the cost is a peek on connections idle that long, which under any
+// load they are not.
+const learnedShare = 4
+
 // closeWatch is shared by the connections to one target. closed counts the
 // times one of them was found closed by the target (a probe, or a read
 // ending in EOF or a reset): a target that goes away, killed or restarted,
@@ -43,9 +53,11 @@ const minLearnedProbe = 25 * time.Millisecond
 // idleProbe (HAProxy's http-keep-alive is often 1 s or less) closes
 // connections the probe would not look at, and a POST written into one
 // fails. The first request that meets such a close before any byte of its
-// answer teaches the watch: the connection had been idle for d, so the
-// target keeps connections for less than d, and connections idle for d/2
-// or more are probed from then on.
+// answer (a read ending, or a write of its body failing, as a body of
+// several writes does) teaches the watch: the connection had been idle for
+// d, so the target keeps connections for less than d, and connections idle
+// for d/learnedShare or more (not below minLearnedProbe) are probed from
+// then on.
 type closeWatch struct {
 	closed     atomic.Uint64
 	probeAfter atomic.Int64
@@ -65,12 +77,13 @@ func (w *closeWatch) learn(idle time.Duration) {
 	if idle < 2*minLearnedProbe {
 		return
 	}
+	t := max(idle/learnedShare, minLearnedProbe)
 	for {
 		cur := w.probeAfter.Load()
-		if cur > 0 && time.Duration(cur) <= idle/2 || idle/2 >= idleProbe {
+		if cur > 0 && time.Duration(cur) <= t || t >= idleProbe {
 			return
 		}
-		if w.probeAfter.CompareAndSwap(cur, int64(idle/2)) {
+		if w.probeAfter.CompareAndSwap(cur, int64(t)) {
 			return
 		}
 	}
@@ -206,7 +219,16 @@ func (c *probedConn) Write(b []byte) (int, error) {
 		c.written, c.idle, c.seen, c.lastRead = now, idle, closed, false
 		c.bodiless, c.firstRead = bytes.HasPrefix(b, headLine), true
 	}
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	if err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+		// The target closed the connection under a request whose body
+		// went out in several writes: no answer will be read.
+		c.watch.closed.Add(1)
+		if c.firstRead {
+			c.watch.learn(c.idle)
+		}
+	}
+	return n, err
 }
 
 // headLine starts a HEAD request (fasthttp writes the request line in the

@@ -23,8 +23,8 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 		{"reused within idleProbe", 500 * time.Millisecond, false, 0, nil},
 		{"idle for idleProbe", idleProbe, false, 0, errStaleConn},
 		{"another connection found closed", time.Millisecond, true, 0, errStaleConn},
-		{"idle for half a learned keep-alive", 300 * time.Millisecond, false, 600 * time.Millisecond, errStaleConn},
-		{"reused within half a learned keep-alive", 200 * time.Millisecond, false, 600 * time.Millisecond, nil},
+		{"idle for a quarter of a learned keep-alive", 150 * time.Millisecond, false, 600 * time.Millisecond, errStaleConn},
+		{"reused within a quarter of a learned keep-alive", 100 * time.Millisecond, false, 600 * time.Millisecond, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -165,8 +165,9 @@ func TestUpstreamConnMovesItsDeadlinesRarely(t *testing.T) {
 }
 
 // TestCloseWatchLearnsKeepAlive: a close met after idleness d lowers the
-// probe threshold to d/2, never raises it, and is ignored when d is too
-// short to be a keep-alive timeout or when d/2 is past idleProbe anyway.
+// probe threshold to d/learnedShare (not below minLearnedProbe), never
+// raises it, and is ignored when d is too short to be a keep-alive timeout
+// or when d/learnedShare is past idleProbe anyway.
 func TestCloseWatchLearnsKeepAlive(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -175,12 +176,12 @@ func TestCloseWatchLearnsKeepAlive(t *testing.T) {
 		want  time.Duration
 	}{
 		{"nothing learned", nil, idleProbe},
-		{"a 600 ms idle close", []time.Duration{600 * ms}, 300 * ms},
-		{"a shorter one lowers it", []time.Duration{600 * ms, 200 * ms}, 100 * ms},
-		{"a longer one keeps it", []time.Duration{200 * ms, 600 * ms}, 100 * ms},
+		{"a 600 ms idle close", []time.Duration{600 * ms}, 150 * ms},
+		{"a shorter one lowers it", []time.Duration{600 * ms, 200 * ms}, 50 * ms},
+		{"a longer one keeps it", []time.Duration{200 * ms, 600 * ms}, 50 * ms},
 		{"a crash after 10 ms teaches nothing", []time.Duration{10 * ms}, idleProbe},
-		{"the floor", []time.Duration{2 * minLearnedProbe}, minLearnedProbe},
-		{"past twice idleProbe teaches nothing", []time.Duration{3 * idleProbe}, idleProbe},
+		{"never below the floor", []time.Duration{2 * minLearnedProbe}, minLearnedProbe},
+		{"past idleProbe times the share teaches nothing", []time.Duration{5 * idleProbe}, idleProbe},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := new(closeWatch)
