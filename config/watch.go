@@ -277,7 +277,12 @@ func (f *fileWatch) setAnchor(d string) {
 func (f *fileWatch) follow() {
 	links, target, ok := resolve(f.path)
 	if !ok {
-		return // gone for now; the directory watch will see it come back
+		// Gone for now. If the directory the file was resolved into went
+		// with it (rm -rf relA), nothing may watch where it comes back:
+		// the nearest ancestor that exists is watched, whose events
+		// (targetDirEvent) bring follow back.
+		f.watchTargetAncestor()
+		return
 	}
 	f.target, f.links = target, map[string]bool{}
 	want := map[string]bool{}
@@ -310,6 +315,33 @@ func (f *fileWatch) follow() {
 		}
 		f.extra[d] = true
 	}
+}
+
+// watchTargetAncestor watches the nearest existing ancestor of the
+// directory the file was last resolved into, unless it is watched already.
+func (f *fileWatch) watchTargetAncestor() {
+	if f.target == "" {
+		return
+	}
+	d := filepath.Dir(f.target)
+	for {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return
+		}
+		d = up
+	}
+	if d == f.dir || f.extra[d] {
+		return
+	}
+	if err := f.w.Add(d); err != nil {
+		f.log.Warn().Err(err).Str("dir", d).Msg("config: cannot watch a directory on the rules file's symlink path")
+		return
+	}
+	f.extra[d] = true
 }
 
 // resolve follows every symlink in path, component by component, and

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,8 +98,9 @@ func TestWatchSurvivesItsDirectoryReplaced(t *testing.T) {
 
 // TestWatchSurvivesItsSymlinkTargetReplaced: the rules file reached
 // through a symlink (a release directory's "current", a file linked from
-// elsewhere), the directory the link points into deleted and made again,
-// the file written into it: seen, and so are later writes. The dead watch
+// elsewhere), the directory the link points into deleted and made again
+// (at once, or gone past the debounce), the file written into it: seen,
+// and so are later writes. The dead watch
 // of that directory was kept as if alive, and no change was seen again
 // until a restart or SIGHUP.
 func TestWatchSurvivesItsSymlinkTargetReplaced(t *testing.T) {
@@ -131,31 +133,36 @@ func TestWatchSurvivesItsSymlinkTargetReplaced(t *testing.T) {
 			return filepath.Join(conf, "rules.yaml"), real
 		}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t)
-			base := t.TempDir()
-			path, real := tt.layout(t, base)
-			write(t, filepath.Join(real, "rules.yaml"), "v1")
-			w := startWatch(t, path, 20*time.Millisecond)
-			defer w.stop()
+		for _, gone := range []time.Duration{0, 300 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s, gone %v", tt.name, gone), func(t *testing.T) {
+				defer goleak.VerifyNone(t)
+				base := t.TempDir()
+				path, real := tt.layout(t, base)
+				write(t, filepath.Join(real, "rules.yaml"), "v1")
+				w := startWatch(t, path, 20*time.Millisecond)
+				defer w.stop()
 
-			if err := os.RemoveAll(real); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(real, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			write(t, filepath.Join(real, "rules.yaml"), "v2")
-			if !seenWithin(w, "v2", 2*time.Second) {
-				t.Fatalf("the file written into the new directory was not seen; callbacks saw %q", w.calls())
-			}
-			for _, v := range []string{"v3", "v4"} {
-				time.Sleep(50 * time.Millisecond)
-				write(t, filepath.Join(real, "rules.yaml"), v)
-				if !seenWithin(w, v, 2*time.Second) {
-					t.Fatalf("a write after the directory came back was not seen; callbacks saw %q", w.calls())
+				if err := os.RemoveAll(real); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				// Gone past the debounce: the watch settles on a missing file,
+				// and only a watch of a parent sees the directory come back.
+				time.Sleep(gone)
+				if err := os.Mkdir(real, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				write(t, filepath.Join(real, "rules.yaml"), "v2")
+				if !seenWithin(w, "v2", 2*time.Second) {
+					t.Fatalf("the file written into the new directory was not seen; callbacks saw %q", w.calls())
+				}
+				for _, v := range []string{"v3", "v4"} {
+					time.Sleep(50 * time.Millisecond)
+					write(t, filepath.Join(real, "rules.yaml"), v)
+					if !seenWithin(w, v, 2*time.Second) {
+						t.Fatalf("a write after the directory came back was not seen; callbacks saw %q", w.calls())
+					}
+				}
+			})
+		}
 	}
 }
