@@ -36,10 +36,12 @@ func Pulled(d Doc, source string) []byte {
 }
 
 // SplitPulled finds the line Pulled adds: the last line of text that is
-// one (leading spaces aside). An edit may have moved it: a rule appended
-// after it, the file re-indented. Read only as the last line, such a file
+// one, at the start of a line as Pulled writes it. An edit may have moved
+// it: a rule appended after it. Read only as the last line, such a file
 // named no version, and its push replaced whatever was stored, a write
-// another operator made meanwhile included. It returns the document to
+// another operator made meanwhile included. An indented one is no pull
+// line: it may be a block scalar's text (a blockResponse body quoting one),
+// which is the document's. It returns the document to
 // store, and the version and source the line names; ok is false, and doc is
 // text, when there is no such line. In the document every pull line is
 // blanked, so the other lines keep their numbers (what error messages
@@ -81,10 +83,10 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 	return append(doc, text[prev:]...), version, source, true
 }
 
-// pullLine reads one line as Pulled writes it (leading spaces and a final
+// pullLine reads one line as Pulled writes it (trailing spaces and a final
 // '\r' aside): the version and source it names.
 func pullLine(line []byte) (version int64, source string, ok bool) {
-	rest, found := strings.CutPrefix(strings.TrimRight(strings.TrimLeft(string(line), " \t"), " \t\r"), pulledPrefix)
+	rest, found := strings.CutPrefix(strings.TrimRight(string(line), " \t\r"), pulledPrefix)
 	if !found {
 		return 0, "", false
 	}
