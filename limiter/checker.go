@@ -309,7 +309,8 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 				// (below), or the fleet could pass its shares plus the
 				// whole count in the interval in which Redis came back. A
 				// call refused there has taken its token in Redis: Redis
-				// errs on the safe side for at most one window.
+				// errs on the safe side for at most a window and the
+				// cluster's ResumeSkew.
 			case err != nil && windowed:
 				// Decided alone, below. The guard lasts until this pass has
 				// left the window and, past that, as long as another gateway
