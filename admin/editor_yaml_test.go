@@ -104,10 +104,9 @@ func TestEditMergePatchIsRecursive(t *testing.T) {
 	}
 }
 
-// A value that carries an anchor keeps it when edited, in place or when the
-// rule is re-encoded, so the alias naming it still loads (and follows).
-func TestEditKeepsAnchor(t *testing.T) {
-	const doc = `listen: ":8080"
+// ordersHead is a rules file's head, up to its flowRules: one route of
+// resource orders; tests append the rules.
+const ordersHead = `listen: ":8080"
 upstreams:
   orders:
     targets: ["http://127.0.0.1:9001"]
@@ -116,7 +115,12 @@ routes:
     upstream: orders
     resource: orders
 flowRules:
-  - resource: orders
+`
+
+// A value that carries an anchor keeps it when edited, in place or when the
+// rule is re-encoded, so the alias naming it still loads (and follows).
+func TestEditKeepsAnchor(t *testing.T) {
+	const doc = ordersHead + `  - resource: orders
     count: &c 100
   - resource: orders
     limitApp: mobile
@@ -166,16 +170,7 @@ func TestEditKeepsCRLF(t *testing.T) {
 // A rule that merges another's fields (<<: *base) keeps its merge key as
 // written when the edit re-encodes it: yaml.v3 wrote "!!merge <<: *base".
 func TestEditKeepsMergeKey(t *testing.T) {
-	const doc = `listen: ":8080"
-upstreams:
-  orders:
-    targets: ["http://127.0.0.1:9001"]
-routes:
-  - path: /orders/*
-    upstream: orders
-    resource: orders
-flowRules:
-  - &base
+	const doc = ordersHead + `  - &base
     resource: orders
     count: 100
   - <<: *base
