@@ -66,9 +66,7 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 	if len(marks) == 0 {
 		return text, 0, "", false
 	}
-	last := marks[len(marks)-1]
-	tail := text[last.start:]
-	if len(bytes.TrimRight(tail[last.end-last.start:], " \t\r\n")) == 0 {
+	if last := marks[len(marks)-1]; len(bytes.TrimRight(text[last.end:], " \t\r\n")) == 0 {
 		text, marks = text[:last.start], marks[:len(marks)-1]
 	}
 	doc = make([]byte, 0, len(text))
