@@ -705,15 +705,10 @@ func (c *checker) paramRules(ix routeIndex) {
 		c.countOn(p, r, gradeOK, behaviorOK)
 		_, quota := r.Window.Calendar()
 		seen := map[string]int{}
-		var ruleMatch *match.Matcher // the rule's match, if it has one that compiles
+		reach := itemReach{r: &r}
 		if m, err := r.Match.Matcher(); err == nil && !r.Match.IsZero() && matchOK {
-			ruleMatch = &m
+			reach.match = &m
 		}
-		type classItem struct {
-			j int
-			m match.Matcher
-		}
-		var classes []classItem // the class items so far that compile
 		for j, it := range r.Items {
 			ip := idx(p+".items", j)
 			// An exact item and a class with the same pattern are two items.
@@ -727,26 +722,8 @@ func (c *checker) paramRules(ix routeIndex) {
 			seen[k] = j
 			itemErrs := len(c.errs)
 			c.paramItem(ip, r.Param, it)
-			// An item no value reaches: the first item that matches a value
-			// wins, and the rule takes only the values its match does.
-			// (Not for an item already refused: its value is written wrong.)
-			switch {
-			case len(c.errs) > itemErrs:
-			case it.Class():
-				if m, err := it.Matcher(); err == nil {
-					classes = append(classes, classItem{j, m})
-				}
-			case it.Value != "":
-				if ruleMatch != nil && !ruleMatch.Match(it.Value) {
-					c.add(ip+".value", "the rule's match (%s %s) does not take %s, so the item would never apply", r.Match.Strategy, quote(r.Match.Pattern), quote(it.Value))
-				}
-				for _, ci := range classes {
-					if ci.m.Match(it.Value) {
-						prev := r.Items[ci.j]
-						c.add(ip+".value", "items[%d] (%s %s) takes %s first, so the item would never apply: list it before items[%d]", ci.j, prev.Match, quote(prev.Value), quote(it.Value), ci.j)
-						break
-					}
-				}
+			if len(c.errs) == itemErrs { // an item already refused is written wrong
+				reach.check(c, ip, j)
 			}
 			if !c.has(ip + ".count") {
 				// Left out, it was 0: the value refused for good, with no
@@ -762,6 +739,42 @@ func (c *checker) paramRules(ix routeIndex) {
 			if quota && r.Grade != GradeConcurrency {
 				c.quotaCount(ip+".count", r.Window, it.Count)
 			}
+		}
+	}
+}
+
+// itemReach finds the items of one param rule that no value reaches: the
+// first item that matches a value wins (hotparam's paramOf: an exact item
+// only if no class listed before it takes the value), and the rule takes
+// only the values its own match does.
+type itemReach struct {
+	r       *ParamRule
+	match   *match.Matcher // the rule's match; nil: none, or one refused
+	classes []int          // the class items so far that compile
+	ms      []match.Matcher
+}
+
+// check looks at item j (path ip), in file order.
+func (x *itemReach) check(c *checker, ip string, j int) {
+	it := x.r.Items[j]
+	if it.Class() {
+		if m, err := it.Matcher(); err == nil {
+			x.classes, x.ms = append(x.classes, j), append(x.ms, m)
+		}
+		return
+	}
+	if it.Value == "" {
+		return
+	}
+	if x.match != nil && !x.match.Match(it.Value) {
+		c.add(ip+".value", "the rule's match (%s %s) does not take %s, so the item would never apply", x.r.Match.Strategy, quote(x.r.Match.Pattern), quote(it.Value))
+	}
+	for i, m := range x.ms {
+		if m.Match(it.Value) {
+			k := x.classes[i]
+			prev := x.r.Items[k]
+			c.add(ip+".value", "items[%d] (%s %s) takes %s first, so the item would never apply: list it before items[%d]", k, prev.Match, quote(prev.Value), quote(it.Value), k)
+			return
 		}
 	}
 }
