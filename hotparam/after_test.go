@@ -10,6 +10,7 @@ import (
 
 	"sluice/config"
 	"sluice/hotparam"
+	"sluice/limiter"
 )
 
 // answer is an upstream's answer headers, as a test writes them.
@@ -28,6 +29,21 @@ func lockoutRule(count float64, durationSec int64) config.ParamRule {
 }
 
 // costRule takes the figure of X-Tokens-Used: count per durationSec.
+// answerAll answers each held call with the figure and ends it.
+func answerAll(toks []hotparam.Token, figure string) {
+	for i := range toks {
+		toks[i].Answer(answer{"X-Tokens-Used": {figure}})
+		toks[i].Exit(0, 200)
+	}
+}
+
+// blockedFor enters one call of value "a" at 0 and reports whether it is
+// blocked with a Retry-After of secs (within a millisecond).
+func blockedFor(c *hotparam.Checker, secs float64) (limiter.Verdict, bool) {
+	_, vd := c.Enter(0, order("a"), 1)
+	return vd, vd.Blocked && (vd.RetryAfter-time.Duration(sec(secs))).Abs() <= time.Millisecond
+}
+
 func costRule(count float64, durationSec int64) config.ParamRule {
 	r := seedRule()
 	r.Items = nil
@@ -159,11 +175,8 @@ func TestCountOnHeaderCap(t *testing.T) {
 		}
 		toks = append(toks, tok)
 	}
-	for i := range toks {
-		toks[i].Answer(answer{"X-Tokens-Used": {"100"}})
-		toks[i].Exit(0, 200)
-	}
-	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(10.1))).Abs() > time.Millisecond {
+	answerAll(toks, "100")
+	if vd, ok := blockedFor(c, 10.1); !ok {
 		t.Fatalf("after 500 tokens on a bucket of 100: %+v, want blocked for 10.1 s (the debt capped at one bucket, and a token)", vd)
 	}
 }
@@ -192,13 +205,10 @@ func TestCountOnHeaderHoldsInFlight(t *testing.T) {
 		t.Fatalf("after a call of figure 0 gave its token back: %+v, want a pass", vd)
 	}
 	toks[0] = tok
-	for i := range toks {
-		toks[i].Answer(answer{"X-Tokens-Used": {"3"}})
-		toks[i].Exit(0, 200)
-	}
+	answerAll(toks, "3")
 	// 5 calls of 3 tokens: 15 taken from 5; the debt is capped at one
 	// bucket, so 6 tokens to the next pass: 12 s.
-	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(12))).Abs() > time.Millisecond {
+	if vd, ok := blockedFor(c, 12); !ok {
 		t.Fatalf("after 5 calls of 3 on a bucket of 5: %+v, want blocked for 12 s", vd)
 	}
 }
@@ -322,7 +332,7 @@ func TestCountOnCluster(t *testing.T) {
 	}
 	tok.Answer(answer{"X-Tokens-Used": {"100"}})
 	tok.Exit(0, 200)
-	if _, vd := c.Enter(0, order("a"), 1); !vd.Blocked || (vd.RetryAfter-time.Duration(sec(4.3))).Abs() > time.Millisecond {
+	if vd, ok := blockedFor(c, 4.3); !ok {
 		t.Fatalf("after 142 tokens of 100: %+v, want blocked 4.3 s", vd)
 	}
 }
