@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/match"
 	"sluice/limiter"
 )
 
@@ -61,7 +62,7 @@ const (
 // normalized as route patterns are, so they are compared with view.path.
 func compilePathTest(m config.APIMatch, mergeSlashes bool) (pathTest, error) {
 	norm := func(p string) string {
-		if n, ok := normalizePath(p, mergeSlashes); ok {
+		if n, ok := match.NormalizePath(p, mergeSlashes); ok {
 			return n
 		}
 		return p

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // TestGroupIndexMatchesEveryTest: the first-segment index of a
@@ -48,7 +49,7 @@ func TestGroupIndexMatchesEveryTest(t *testing.T) {
 		gg := newGroupsGuard(entries)
 		for range 20 {
 			p := pick()
-			if n, ok := normalizePath(p, true); ok {
+			if n, ok := match.NormalizePath(p, true); ok {
 				p = n
 			}
 			var m matchSet

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // reachingAllPairs is what a route kept of the groups before the index:
@@ -85,7 +86,7 @@ func TestGroupLoadIndexAgreesWithAllPairs(t *testing.T) {
 		}
 		ix := newGroupIndex(groups)
 		for range 30 {
-			pattern := normalizePattern(path()+params[r.IntN(len(params))], true)
+			pattern := match.NormalizePattern(path()+params[r.IntN(len(params))], true)
 			ids := ix.candidates(pattern, nil)
 			if len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
 				t.Fatalf("round %d, %s: a test is a candidate twice: %v", round, pattern, ids)
@@ -156,7 +157,7 @@ apiGroups:
 				}
 			}
 		}
-		want := reachingAllPairs(s.groups, normalizePattern(rc.Path, s.target.mergeSlashes))
+		want := reachingAllPairs(s.groups, match.NormalizePattern(rc.Path, s.target.mergeSlashes))
 		if !sameReach(got, want) {
 			t.Errorf("route %s (%s):\nsnapshot  %+v\nall pairs %+v", rc.Path, rc.Resource, got, want)
 		}

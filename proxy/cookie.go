@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"sluice/internal/match"
 )
 
 // cookieValues adds the values of every cookie called name, without
@@ -401,8 +403,8 @@ func formByte(v string, i int) (c byte, next int, escaped bool) {
 	switch c = v[i]; {
 	case c == '+':
 		return ' ', i + 1, false
-	case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
-		return unhex(v[i+1])<<4 | unhex(v[i+2]), i + 3, true
+	case c == '%' && i+2 < len(v) && match.IsHex(v[i+1]) && match.IsHex(v[i+2]):
+		return match.Unhex(v[i+1])<<4 | match.Unhex(v[i+2]), i + 3, true
 	}
 	return c, i + 1, false
 }

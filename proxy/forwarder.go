@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"sluice/internal/match"
 )
 
 // forwarder sends one request to the route's upstream within the route's
@@ -125,8 +123,6 @@ func preferStandard(r *http.Request) bool {
 	}
 	return false
 }
-
-func isHex(c byte) bool { return match.IsHex(c) }
 
 // containsFold reports whether s contains sub, ASCII case-insensitively,
 // without allocating.

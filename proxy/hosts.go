@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"sluice/config"
+	"sluice/internal/match"
 )
 
 // hostRouter routes by Host, then path and method (docs/edge.md, "Virtual
@@ -38,7 +39,7 @@ func newHostRouter(routes []hostRoute, mergeSlashes bool) *hostRouter {
 	routes = slices.Clone(routes)
 	for i := range routes {
 		rc := *routes[i].rc
-		rc.Path = normalizePattern(rc.Path, mergeSlashes)
+		rc.Path = match.NormalizePattern(rc.Path, mergeSlashes)
 		routes[i].rc = &rc
 	}
 	exact, wild := map[string]bool{}, map[string]bool{}

@@ -620,8 +620,8 @@ func phpDecode(s string) string {
 		switch c := s[i]; {
 		case c == '+':
 			b.WriteByte(' ')
-		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+		case c == '%' && i+2 < len(s) && match.IsHex(s[i+1]) && match.IsHex(s[i+2]):
+			b.WriteByte(match.Unhex(s[i+1])<<4 | match.Unhex(s[i+2]))
 			i += 2
 		default:
 			b.WriteByte(c)

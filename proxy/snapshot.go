@@ -9,6 +9,7 @@ import (
 
 	"sluice/config"
 	"sluice/hotparam"
+	"sluice/internal/match"
 	"sluice/limiter"
 	"sluice/limiter/circuit"
 	"sluice/limiter/system"
@@ -147,7 +148,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			return nil, err
 		}
 		rt.holdsSlot = slots.held(rt.resource)
-		gg, err := s.groupsFor(normalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, groups)
+		gg, err := s.groupsFor(match.NormalizePattern(rc.Path, s.target.mergeSlashes), rt.entrance, br, body, groups)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +216,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 	// normalized path: it is normalized as route patterns are (/café and
 	// /caf%c3%a9 strip /caf%C3%A9).
 	strip := rc.StripPrefix
-	if p, ok := normalizePath(strip, s.target.mergeSlashes); ok && strip != "" {
+	if p, ok := match.NormalizePath(strip, s.target.mergeSlashes); ok && strip != "" {
 		strip = p
 	}
 	rt := &route{

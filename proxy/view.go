@@ -122,7 +122,7 @@ func readTargetLong(r *http.Request, mergeSlashes bool) (v view, bad int) {
 	if hasDotSegment(r.URL.Path) {
 		return v, badDot
 	}
-	if v.path, ok = normalizePath(raw, mergeSlashes); !ok {
+	if v.path, ok = match.NormalizePath(raw, mergeSlashes); !ok {
 		return v, badEscape
 	}
 	v.query = r.URL.RawQuery
@@ -166,10 +166,10 @@ func plainTarget(ruri string) (v view, ok bool) {
 	return view{path: ruri[:i], query: q}, true
 }
 
-// plainPathByte: the bytes a path holds raw (pathByte), '%' excepted.
+// plainPathByte: the bytes a path holds raw (match.PathByte), '%' excepted.
 var plainPathByte = func() (t [256]bool) {
 	for c := range 256 {
-		t[c] = pathByte(byte(c)) && c != '%'
+		t[c] = match.PathByte(byte(c)) && c != '%'
 	}
 	return t
 }()
@@ -214,22 +214,6 @@ func orRoot(p string) string {
 	return p
 }
 
-// normalizePath returns p normalized (see view.path); false for a
-// malformed escape (match.NormalizePath, which config reads route
-// patterns with too).
-func normalizePath(p string, mergeSlashes bool) (string, bool) {
-	return match.NormalizePath(p, mergeSlashes)
-}
-
-// normalizePattern normalizes a chi pattern's literal parts as
-// normalizePath does a path (match.NormalizePattern).
-func normalizePattern(p string, mergeSlashes bool) string {
-	return match.NormalizePattern(p, mergeSlashes)
-}
-
-func pathByte(c byte) bool { return match.PathByte(c) }
-func unhex(c byte) byte    { return match.Unhex(c) }
-
 // plainQuery reports a query that Go's url.ParseQuery reads as its bytes
 // say, and that a request line can carry: no ';' and no space, every '%' followed by two hex digits, at most
 // maxQueryParams parameters. (ReverseProxy re-encodes any other query,
@@ -250,7 +234,7 @@ func plainQuery(q string) bool {
 				return false
 			}
 		case '%':
-			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+			if i+2 >= len(q) || !match.IsHex(q[i+1]) || !match.IsHex(q[i+2]) {
 				return false
 			}
 			i += 2

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"sluice/internal/match"
 )
 
 // readRaw reads a request target as the server does (net/http's own
@@ -188,8 +190,8 @@ func TestNormalizePattern(t *testing.T) {
 		{"/%68ello//{a}//b{c:\\d{2}}x%2f", true, "/hello/{a}/b{c:\\d{2}}x%2F"},
 		{"/a//b", false, "/a//b"},
 	} {
-		if got := normalizePattern(c.pattern, c.merge); got != c.want {
-			t.Errorf("normalizePattern(%q, %v) = %q, want %q", c.pattern, c.merge, got, c.want)
+		if got := match.NormalizePattern(c.pattern, c.merge); got != c.want {
+			t.Errorf("match.NormalizePattern(%q, %v) = %q, want %q", c.pattern, c.merge, got, c.want)
 		}
 	}
 }
