@@ -42,13 +42,19 @@ import (
 
 const hdrDiffRules = `
 upstreams:
-  up: {targets: [%q], balance: hash, hashOn: "cookie:sid"}
+  up: {targets: [%[1]q], balance: hash, hashOn: "cookie:sid"}
+  vh: {targets: ["%[1]s/vh"]}
 origin: {from: "header:X-App"}
 routes:
   - path: /*
+    hosts: [victim.example, "*.victim.example"]
+    upstream: vh
+    resource: vh
+    forwarder: %[2]s
+  - path: /*
     upstream: up
     resource: all
-    forwarder: %s
+    forwarder: %[2]s
 `
 
 // hdrDiffSources are the sources compared on both sides.
@@ -415,6 +421,13 @@ func (h *hdrHarness) check(target string, lines []string) []string {
 			errs = append(errs, fmt.Sprintf("%s %q: the upstream cannot read what it got (%v):\n%s", g.name, req, err, head))
 			continue
 		}
+		// The route with hosts (forwarded under /vh) is the one whose
+		// limits apply exactly when the upstream reads a host it names.
+		hosts := views[slices.Index(hdrDiffSources, config.Source{Kind: config.SourceHost})]["go X-Forwarded-Host"]
+		named := slices.ContainsFunc(hosts, func(h string) bool { return h == "victim.example" || strings.HasSuffix(h, ".victim.example") })
+		if byHost := strings.HasPrefix(head, "GET /vh/"); byHost != named {
+			errs = append(errs, fmt.Sprintf("%s %q: the host routes took it: %v; the upstream reads the host %q\nforwarded:\n%s", g.name, req, byHost, hosts, head))
+		}
 		for i, src := range hdrDiffSources {
 			for reader, vals := range views[i] {
 				for _, v := range vals {
@@ -458,6 +471,9 @@ var hdrValues = []string{
 	"sid=a; sid=\"a\"", "x=1;sid=v2", "sid=\"\"", "sid=\"a", "sid=vict%69m", "s%69d=victim", "sid=\"victimZ",
 	"sid=a+b", "sid=a%20b", "sid=%ff", "sid=%25ff", "x=1, sid=victim", "sid=%zz%41", "X-Tenant", "x_tenant", "close", "keep-alive, X-Tenant",
 	"victim.example", "Victim.Example.", "victim:8080", "[::1]:80", "VICTIM", "1.2.3.4", "for=1.2.3.4",
+	// Hosts the host routes must take, or the upstream must not read as theirs.
+	"x.victim.example", "[victim.example]", "[VICTIM.example.]:443", "a..victim.example", ".victim.example",
+	strings.Repeat("a", 250) + ".victim.example",
 	// Python's readings: backslash and octal escapes, a quoted ';',
 	// Unicode white space, ill-formed UTF-8, white space as a separator;
 	// PHP's name mangling of s_id.
@@ -473,6 +489,14 @@ var hdrSeeds = []struct {
 	target string
 	lines  []string
 }{
+	{"/t", []string{"Host: victim.example"}},
+	{"/t", []string{"Host: X.Victim.Example.:8443"}},
+	{"/t", []string{"Host: [victim.example]"}},
+	{"/t", []string{"Host: [VICTIM.example.]:443"}},
+	{"/t", []string{"Host: a..victim.example"}},
+	{"/t", []string{"Host: .victim.example"}},
+	{"/t", []string{"Host: " + strings.Repeat("a", 250) + ".victim.example"}},
+	{"http://victim.example/t", []string{"Host: other"}},
 	{"/t", []string{"X-Tenant: victim"}},
 	{"/t", []string{"X-Tenant: a", "X-Tenant: victim"}},
 	{"/t", []string{"X-Tenant: a, victim"}},
