@@ -41,7 +41,7 @@ func parseSource(s string) (Source, string) {
 		if name == "" {
 			return bad("missing name after " + quote(kind+":"))
 		}
-		if !isToken(name) {
+		if !IsToken(name) {
 			return bad(kind + " name " + quote(name) + " has characters not allowed in an HTTP token")
 		}
 		if kind == string(SourceHeader) {
@@ -80,8 +80,9 @@ func parseSource(s string) (Source, string) {
 	return bad("unknown kind " + quote(kind))
 }
 
-// isToken reports whether s is an RFC 9110 token (header and cookie names).
-func isToken(s string) bool {
+// IsToken reports whether s is an RFC 9110 token: header and cookie names,
+// and methods (proxy refuses a method that is not one).
+func IsToken(s string) bool {
 	if s == "" {
 		return false
 	}

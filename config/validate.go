@@ -814,7 +814,7 @@ func (c *checker) countOn(p string, r ParamRule, gradeOK, behaviorOK bool) {
 	cp := p + ".countOn"
 	switch name, isHeader := strings.CutPrefix(string(r.CountOn), CountOnHeaderPrefix); {
 	case r.CountOn == CountOnRequest, r.CountOn == CountOnFailure:
-	case isHeader && !isToken(name):
+	case isHeader && !IsToken(name):
 		c.add(cp, "responseHeader needs a header name (an HTTP token), as in \"responseHeader:X-Tokens-Used\", got %s", quote(string(r.CountOn)))
 		return
 	case !isHeader:

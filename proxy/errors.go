@@ -21,15 +21,17 @@ var (
 
 // badTargetBodies answer a target readTarget refuses, by its reason.
 var badTargetBodies = [...][]byte{
-	badFragment: []byte(`{"error":"bad request target","reason":"fragment"}` + "\n"),
-	badForm:     []byte(`{"error":"bad request target","reason":"not a path"}` + "\n"),
-	badDot:      bodyBadPath,
-	badEscape:   []byte(`{"error":"bad request path","reason":"malformed escape"}` + "\n"),
-	badQuery:    []byte(`{"error":"bad request query","reason":"';', a malformed escape or over 10000 parameters"}` + "\n"),
-	badHost:     []byte(`{"error":"bad request host","reason":"not a host name or address"}` + "\n"),
-	badParam:    []byte(`{"error":"bad request path","reason":"path parameter (';')"}` + "\n"),
-	badMethod:   []byte(`{"error":"bad request method","reason":"a standard method in another case"}` + "\n"),
-	badSlash:    []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
+	badFragment:    []byte(`{"error":"bad request target","reason":"fragment"}` + "\n"),
+	badForm:        []byte(`{"error":"bad request target","reason":"not a path"}` + "\n"),
+	badDot:         bodyBadPath,
+	badEscape:      []byte(`{"error":"bad request path","reason":"malformed escape"}` + "\n"),
+	badQuery:       []byte(`{"error":"bad request query","reason":"';', a malformed escape or over 10000 parameters"}` + "\n"),
+	badHost:        []byte(`{"error":"bad request host","reason":"not a host name or address"}` + "\n"),
+	badParam:       []byte(`{"error":"bad request path","reason":"path parameter (';')"}` + "\n"),
+	badMethod:      []byte(`{"error":"bad request method","reason":"a standard method in another case"}` + "\n"),
+	badMethodToken: []byte(`{"error":"bad request method","reason":"not a token"}` + "\n"),
+	badLength:      []byte(`{"error":"bad request","reason":"content-length is not the body's length"}` + "\n"),
+	badSlash:       []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

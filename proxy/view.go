@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"sluice/config"
@@ -32,16 +33,18 @@ type view struct {
 
 // Why readTarget refuses a target (400).
 const (
-	badNone     = iota
-	badFragment // a '#' anywhere in the target
-	badForm     // not a path: "*", opaque or authority-form (but for CONNECT)
-	badDot      // a "." or ".." segment, escaped or not
-	badEscape   // a '%' not followed by two hex digits
-	badQuery    // a query that url.ParseQuery reads differently from the raw bytes
-	badHost     // a Host that is no host name or address (with a port)
-	badParam    // a path parameter (';' or %3B) under server.pathParameters: refuse
-	badMethod   // a standard method in another case ("get", "Post")
-	badSlash    // an escaped slash (%2F, %5C) under server.encodedSlashes: refuse
+	badNone        = iota
+	badFragment    // a '#' anywhere in the target
+	badForm        // not a path: "*", opaque or authority-form (but for CONNECT)
+	badDot         // a "." or ".." segment, escaped or not
+	badEscape      // a '%' not followed by two hex digits
+	badQuery       // a query that url.ParseQuery reads differently from the raw bytes
+	badHost        // a Host that is no host name or address (with a port)
+	badParam       // a path parameter (';' or %3B) under server.pathParameters: refuse
+	badMethod      // a standard method in another case ("get", "Post")
+	badMethodToken // a method that is no token ("GET ", over h2)
+	badSlash       // an escaped slash (%2F, %5C) under server.encodedSlashes: refuse
+	badLength      // an h2 content-length that is no length, or not the body's
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
@@ -62,7 +65,8 @@ const maxQueryParams = 10000
 //   - a path holding ';' or %3B (a path parameter) unless keepParams
 //     (server.pathParameters: keep): Tomcat, Spring and RESTEasy strip
 //     ";name=value" from a segment before routing;
-//   - a standard method spelt in another case ("get"): chi knows only
+//   - a method that is no token ("GET /admin?" as an h2 :method), or a
+//     standard method spelt in another case ("get"): chi knows only
 //     "GET", so a route of methods: [GET] missed it and a route taking every
 //     method served it, while Django, Flask, Symfony and ASP.NET read it as
 //     GET (nginx refuses it too);
@@ -75,11 +79,14 @@ const maxQueryParams = 10000
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
 func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
-	if foldedMethod(r.Method) {
-		return v, badMethod
+	if bad = readMethod(r.Method); bad != badNone {
+		return v, bad
 	}
 	if !plainHost(r.Host) {
 		return v, badHost
+	}
+	if r.ProtoMajor == 2 && !h2Length(r) {
+		return v, badLength
 	}
 	v, ok := plainTarget(r.RequestURI)
 	if !ok {
@@ -94,6 +101,26 @@ func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
 		return view{}, badSlash
 	}
 	return v, badNone
+}
+
+// h2Length reports whether an h2 request's content-length fields, if any,
+// all state the length Go's h2 server read from the first: it reads only
+// that one, as 0 when it is no number, so "abc" or "5" on a stream that
+// ends with its headers was forwarded as a request with no body, and
+// counted, where RFC 9113 §8.1.1 calls the request malformed, not to be
+// forwarded. HTTP/1's server refuses such fields itself.
+func h2Length(r *http.Request) bool {
+	cl, ok := r.Header["Content-Length"]
+	if !ok {
+		return true
+	}
+	for _, v := range cl {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil || int64(n) != r.ContentLength {
+			return false
+		}
+	}
+	return true
 }
 
 // targetRules are the server settings a request's target is read by.
@@ -376,18 +403,28 @@ func plainHost(host string) bool {
 	return true
 }
 
-// foldedMethod reports whether m is one of the standard methods spelt in
-// another case. Methods are case-sensitive (RFC 9110), but many upstreams
-// upper-case what they receive.
-func foldedMethod(m string) bool {
+// readMethod refuses a method that is not an RFC 9110 token, and one of
+// the standard methods spelt in another case. Go's HTTP/1 server refuses a
+// method that is no token, but its h2 server takes any :method: "GET " or
+// "GET /admin?" missed a route of methods: [GET] and its limit, and the
+// fast path wrote it into the upstream's request line, where nginx and
+// Python read GET /item/x. Methods are case-sensitive (RFC 9110), but many
+// upstreams upper-case what they receive.
+func readMethod(m string) int {
 	folded := false
 	for _, std := range standardMethods { // GET, the common one, first
 		if m == std {
-			return false
+			return badNone
 		}
 		folded = folded || strings.EqualFold(m, std)
 	}
-	return folded
+	switch {
+	case folded:
+		return badMethod
+	case !config.IsToken(m):
+		return badMethodToken
+	}
+	return badNone
 }
 
 var standardMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
