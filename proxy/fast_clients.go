@@ -117,23 +117,37 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 	}
 }
 
-// retryStale retries, once, what net/http's Transport retries too: any
-// request whose pooled connection was found closed before anything was
-// written (errStaleConn; a streamed body may already be partly read, so not
-// that), and a replayable body-less GET/HEAD/OPTIONS/TRACE whose connection
-// was closed before an answer came. fasthttp would otherwise retry every
-// idempotent request on any error.
+// retryStale retries, once, a request whose pooled connection was found
+// closed before anything was written (errStaleConn; a streamed body may
+// already be partly read, so not that), as net/http's Transport does.
+// fasthttp would otherwise retry every idempotent request on any error;
+// the other retry net/http makes, a body-less request whose reused
+// connection closed before an answer, is replayOnNewConn's.
 func retryStale(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
-	if req.IsBodyStream() {
-		return false, false
+	return false, !req.IsBodyStream() && errors.Is(err, errStaleConn)
+}
+
+// replayOnNewConn reports whether a failed exchange is sent once more, on
+// another connection, as net/http's Transport does and not as a retry
+// (routes' retries and retryBudget are for failing targets): a replayable
+// body-less GET, HEAD, OPTIONS or TRACE whose connection had carried a
+// request before and was closed before any byte of the answer, the race of
+// an upstream closing an idle keep-alive connection under a new request.
+// On a new connection the same close is the target's answer to this
+// request: sending it again there would make a target that drops it see
+// every attempt twice.
+func replayOnNewConn(req *fasthttp.Request, resp *fasthttp.Response, err error) bool {
+	if req.IsBodyStream() || len(req.Body()) > 0 ||
+		!(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace()) {
+		return false
 	}
-	if errors.Is(err, errStaleConn) {
-		return false, true
+	c := lastConn(resp)
+	if c == nil || c.requests < 2 {
+		return false
 	}
-	if !(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace()) ||
-		len(req.Body()) > 0 {
-		return false, false
-	}
-	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	// fasthttp's EOF is a close before the answer's first byte; a reset
+	// may come after part of it (c.firstRead is false then, over plain
+	// TCP), and an answer begun is not sent again (SPEC §9).
+	return errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && c.firstRead
 }

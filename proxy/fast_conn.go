@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // errStaleConn: a pooled upstream connection turned out, before anything
@@ -119,7 +121,13 @@ type probedConn struct {
 	// however soon it comes, as net/http's Transport notices bytes arriving
 	// on an idle connection and closes it.
 	bodiless  bool
-	firstRead bool // the next read is the first of an answer
+	firstRead bool   // the next read is the first of an answer
+	requests  uint64 // requests started on the connection
+	// local is LocalAddr's answer, which carries the connection: fasthttp
+	// keeps the last attempt's local address in the Response, so after a
+	// failure the forwarder can tell a reused connection from a new one
+	// (replayOnNewConn).
+	local connAddr
 	// wd and rd are the write and read deadlines set on the socket (zero:
 	// none): see SetWriteDeadline.
 	wd, rd time.Time
@@ -175,6 +183,7 @@ func newProbedConn(c net.Conn, w *closeWatch) net.Conn {
 	// lastRead: the first request starts a request as any other (it is
 	// not peeked: it was just written).
 	p := &probedConn{Conn: c, watch: w, seen: w.closed.Load(), written: time.Now(), lastRead: true}
+	p.local = connAddr{Addr: c.LocalAddr(), conn: p}
 	if sc, ok := c.(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}
@@ -217,6 +226,7 @@ func (c *probedConn) Write(b []byte) (int, error) {
 			}
 		}
 		c.written, c.idle, c.seen, c.lastRead = now, idle, closed, false
+		c.requests++
 		c.bodiless, c.firstRead = bytes.HasPrefix(b, headLine), true
 	}
 	n, err := c.Conn.Write(b)
@@ -229,6 +239,24 @@ func (c *probedConn) Write(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// LocalAddr is the socket's local address, carrying the connection.
+func (c *probedConn) LocalAddr() net.Addr { return &c.local }
+
+// connAddr is a probedConn's local address.
+type connAddr struct {
+	net.Addr
+	conn *probedConn
+}
+
+// lastConn is the connection a fasthttp exchange last ran on (resp's
+// local address), nil if it got none.
+func lastConn(resp *fasthttp.Response) *probedConn {
+	if a, ok := resp.LocalAddr().(*connAddr); ok {
+		return a.conn
+	}
+	return nil
 }
 
 // headLine starts a HEAD request (fasthttp writes the request line in the

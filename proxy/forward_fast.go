@@ -109,7 +109,11 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 	f.buildRequest(c, t, p.r, &p.ex.view)
 	f.setBody(c, p.r, p.ex.try.kept)
 	resp.Header.SetNoDefaultContentType(true)
-	if err := t.hc.DoDeadline(req, resp, p.deadline); err != nil {
+	err := t.hc.DoDeadline(req, resp, p.deadline)
+	if err != nil && replayOnNewConn(req, resp, err) {
+		err = t.hc.DoDeadline(req, resp, p.deadline)
+	}
+	if err != nil {
 		req.Reset()
 		// A dial that failed sent nothing; any other failure may have.
 		p.sent = p.sent || classify(err) != failConnect

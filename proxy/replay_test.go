@@ -1,0 +1,119 @@
+package proxy_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// secondRequestUp answers the first request on each connection and fails
+// the second as mode says: "close" (closed unanswered, as an upstream
+// closing an idle keep-alive connection under a new request), "reset"
+// (reset unanswered) or "halfhead" (part of an answer, then a reset).
+type secondRequestUp struct {
+	mu   sync.Mutex
+	seen []string // method and path of every request read, in order
+	ln   net.Listener
+}
+
+func newSecondRequestUp(t *testing.T, mode string) *secondRequestUp {
+	u := &secondRequestUp{}
+	u.ln = serveConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for n := 1; ; n++ {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			u.mu.Lock()
+			u.seen = append(u.seen, r.Method+" "+r.URL.Path)
+			u.mu.Unlock()
+			if n == 1 {
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				continue
+			}
+			switch mode {
+			case "reset":
+				_ = c.(*net.TCPConn).SetLinger(0)
+			case "halfhead":
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Le")
+				_ = c.(*net.TCPConn).SetLinger(0)
+			}
+			return
+		}
+	})
+	return u
+}
+
+func (u *secondRequestUp) requests() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.seen...)
+}
+
+// TestReplayOnlyOnAReusedConnection: with retries: 0, a body-less GET whose
+// reused keep-alive connection the upstream closes or resets before any
+// byte of an answer is sent once more on a new connection, on both
+// forwarders (net/http's Transport does it, and so must the fast path):
+// the client gets 200 and the target saw the GET twice. A POST there, an
+// answer begun, or the same close on a new connection (the target's own
+// answer to this request) is not sent again: the fast path used to send
+// every such GET twice, so a target dropping a request saw each attempt
+// twice, past retries and retryBudget.
+func TestReplayOnlyOnAReusedConnection(t *testing.T) {
+	cases := []struct {
+		mode, method string
+		want         int      // the second request's status
+		seen         []string // what the target read, in order
+	}{
+		{"close", "GET", 200, []string{"GET /a", "GET /b", "GET /b"}},
+		{"reset", "GET", 200, []string{"GET /a", "GET /b", "GET /b"}},
+		{"close", "HEAD", 200, []string{"GET /a", "HEAD /b", "HEAD /b"}},
+		{"halfhead", "GET", 502, []string{"GET /a", "GET /b"}},
+		{"close", "POST", 502, []string{"GET /a", "POST /b"}},
+	}
+	for _, fwd := range []string{"fast", "standard"} {
+		for _, c := range cases {
+			t.Run(fwd+"/"+c.mode+"/"+c.method, func(t *testing.T) {
+				up := newSecondRequestUp(t, c.mode)
+				gw, _, _ := retryGateway(t, fwd, 0, "http://"+up.ln.Addr().String())
+				if st, _ := send(t, "GET", gw+"/a", "", false); st != 200 {
+					t.Fatalf("GET /a: %d", st)
+				}
+				body := ""
+				if c.method == "POST" {
+					body = "order=1"
+				}
+				if st, _ := send(t, c.method, gw+"/b", body, false); st != c.want {
+					t.Errorf("%s /b: %d, want %d", c.method, st, c.want)
+				}
+				if got := up.requests(); !slices.Equal(got, c.seen) {
+					t.Errorf("the target read %q, want %q", got, c.seen)
+				}
+			})
+		}
+	}
+}
+
+// TestNoReplayOnANewConnection: a target that closes every connection
+// under its first request, unanswered, sees each attempt once: retries: 0
+// sends the GET once, retries: 2 three times.
+func TestNoReplayOnANewConnection(t *testing.T) {
+	for _, fwd := range []string{"fast", "standard"} {
+		for _, retries := range []int{0, 2} {
+			up := newCountingUp(t, "reset")
+			gw, _, _ := retryGateway(t, fwd, retries, up.url())
+			if st, _ := send(t, "GET", gw+"/x", "", false); st != 502 {
+				t.Errorf("%s, retries %d: %d, want 502", fwd, retries, st)
+			}
+			if n := up.count("GET"); n != retries+1 {
+				t.Errorf("%s, retries %d: the target read the GET %d times, want %d", fwd, retries, n, retries+1)
+			}
+		}
+	}
+}
