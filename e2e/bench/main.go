@@ -811,7 +811,7 @@ func serveFloor(addr, upAddr string, tls ...string) {
 func serveGoFront(plain *http.Server, tls []string) {
 	errc := make(chan error, 2)
 	if len(tls) == 3 {
-		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], plain.Handler) }()
+		go func() { errc <- serveFloorTLS(tls[0], tls[1], tls[2], plain) }()
 	}
 	go func() { errc <- plain.ListenAndServe() }()
 	fmt.Fprintln(os.Stderr, <-errc)

@@ -24,8 +24,8 @@ import (
 // floor is what header semantics cost any gateway of this design, and
 // sluice ÷ proxy-floor what sluice's routing, rules and fields cost on top.
 // Its plain listener has sluice's default readHeaderTimeout (the slowloris
-// guard every edge front needs) and idleTimeout; its TLS one is the
-// floor's (serveFloorTLS).
+// guard every edge front needs) and idleTimeout, and so has its TLS one
+// (serveFloorTLS).
 func serveProxyFloor(addr, upAddr string, tls ...string) {
 	serveGoFront(&http.Server{Addr: addr, Handler: proxyFloor(upAddr),
 		ReadHeaderTimeout: config.DefaultReadHeaderTimeout, IdleTimeout: config.DefaultIdleTimeout}, tls)
