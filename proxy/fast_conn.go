@@ -28,21 +28,21 @@ var errStaleConn = errors.New("proxy: pooled upstream connection closed while id
 // when every reuse past 10 ms was checked.
 const idleProbe = time.Second
 
-// minLearnedProbe bounds what a target can teach probeAfter: a connection
-// closed after less idleness than twice this was not closed by a keep-alive
-// timeout (no server keeps connections for under 50 ms) but by a crash or a
-// refusal, and probing every reuse under load is the cost idleProbe avoids.
-const minLearnedProbe = 25 * time.Millisecond
-
-// learnedShare is how much of a lost request's idleness the threshold is
-// set to. The idleness is counted from the previous request's write (the
-// clock is read once a request), so it holds that request's answer time
-// too: a 400 ms answer and 260 ms of real idleness taught 330 ms, above a
-// 200 ms keep-alive, and the next request idle 260 ms was lost as well. A
-// quarter keeps below the keep-alive while answers take up to three times
-// it; the cost is a peek on connections idle that long, which under any
-// load they are not.
-const learnedShare = 4
+// learnedProbe is the probe threshold of a target once it was seen to
+// close a connection under a request, after keepAliveMin of idleness or
+// more (no server keeps connections for less; a close sooner is a crash
+// or a refusal and teaches nothing). A close after idleness d says only
+// that the target's keep-alive is below d, not how far below: a share of d
+// (d/4, as before) missed a 100 ms keep-alive after a close met 900 ms
+// after the previous write, and the next POSTs, 150 ms apart, were lost
+// too. So the threshold drops to its floor at once. Under load a
+// connection is reused well within it and no request pays the peek; a
+// connection idle that long is reused at a rate where a peek (about 3 µs)
+// costs nothing that shows.
+const (
+	learnedProbe = 25 * time.Millisecond
+	keepAliveMin = 50 * time.Millisecond
+)
 
 // closeWatch is shared by the connections to one target. closed counts the
 // times one of them was found closed by the target (a probe, or a read
@@ -50,25 +50,23 @@ const learnedShare = 4
 // closes all of them at once, and its other connections, however briefly
 // idle, are then each probed once before their next request.
 //
-// probeAfter (nanoseconds; 0 is idleProbe) is the idleness past which a
-// connection is probed. A target whose keep-alive timeout is shorter than
-// idleProbe (HAProxy's http-keep-alive is often 1 s or less) closes
-// connections the probe would not look at, and a POST written into one
-// fails. The first request that meets such a close before any byte of its
-// answer (a read ending, or a write of its body failing, as a body of
-// several writes does) teaches the watch: the connection had been idle for
-// d, so the target keeps connections for less than d, and connections idle
-// for d/learnedShare or more (not below minLearnedProbe) are probed from
-// then on.
+// short is set once the target closed a connection under a request after
+// keepAliveMin of idleness: the first request that meets such a close
+// before any byte of its answer (a read ending, or a write of its body
+// failing, as a body of several writes does). A target whose keep-alive
+// timeout is shorter than idleProbe (HAProxy's http-keep-alive is often 1
+// s or less) closes connections the probe would not look at, and a POST
+// written into one fails; from then on, connections idle for learnedProbe
+// or more are probed.
 type closeWatch struct {
-	closed     atomic.Uint64
-	probeAfter atomic.Int64
+	closed atomic.Uint64
+	short  atomic.Bool
 }
 
 // threshold is the idleness past which a connection is probed.
 func (w *closeWatch) threshold() time.Duration {
-	if d := w.probeAfter.Load(); d > 0 {
-		return time.Duration(d)
+	if w.short.Load() {
+		return learnedProbe
 	}
 	return idleProbe
 }
@@ -76,18 +74,8 @@ func (w *closeWatch) threshold() time.Duration {
 // learn notes a connection the target closed, before answering, after it
 // had been idle for idle.
 func (w *closeWatch) learn(idle time.Duration) {
-	if idle < 2*minLearnedProbe {
-		return
-	}
-	t := max(idle/learnedShare, minLearnedProbe)
-	for {
-		cur := w.probeAfter.Load()
-		if cur > 0 && time.Duration(cur) <= t || t >= idleProbe {
-			return
-		}
-		if w.probeAfter.CompareAndSwap(cur, int64(t)) {
-			return
-		}
+	if idle >= keepAliveMin && idle < idleProbe && !w.short.Load() {
+		w.short.Store(true)
 	}
 }
 

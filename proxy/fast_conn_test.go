@@ -23,8 +23,9 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 		{"reused within idleProbe", 500 * time.Millisecond, false, 0, nil},
 		{"idle for idleProbe", idleProbe, false, 0, errStaleConn},
 		{"another connection found closed", time.Millisecond, true, 0, errStaleConn},
-		{"idle for a quarter of a learned keep-alive", 150 * time.Millisecond, false, 600 * time.Millisecond, errStaleConn},
-		{"reused within a quarter of a learned keep-alive", 100 * time.Millisecond, false, 600 * time.Millisecond, nil},
+		{"idle for learnedProbe once a close was met", learnedProbe, false, 600 * time.Millisecond, errStaleConn},
+		{"idle 150 ms once a close was met after 900", 150 * time.Millisecond, false, 900 * time.Millisecond, errStaleConn},
+		{"reused within learnedProbe once a close was met", learnedProbe - 5*time.Millisecond, false, 600 * time.Millisecond, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -164,10 +165,11 @@ func TestUpstreamConnMovesItsDeadlinesRarely(t *testing.T) {
 	}
 }
 
-// TestCloseWatchLearnsKeepAlive: a close met after idleness d lowers the
-// probe threshold to d/learnedShare (not below minLearnedProbe), never
-// raises it, and is ignored when d is too short to be a keep-alive timeout
-// or when d/learnedShare is past idleProbe anyway.
+// TestCloseWatchLearnsKeepAlive: a close met after keepAliveMin of
+// idleness or more (but within idleProbe, where the probe looked) drops the
+// probe threshold to learnedProbe, whatever the idleness, since it says
+// only that the keep-alive is shorter; a close sooner (a crash) teaches
+// nothing.
 func TestCloseWatchLearnsKeepAlive(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -176,12 +178,13 @@ func TestCloseWatchLearnsKeepAlive(t *testing.T) {
 		want  time.Duration
 	}{
 		{"nothing learned", nil, idleProbe},
-		{"a 600 ms idle close", []time.Duration{600 * ms}, 150 * ms},
-		{"a shorter one lowers it", []time.Duration{600 * ms, 200 * ms}, 50 * ms},
-		{"a longer one keeps it", []time.Duration{200 * ms, 600 * ms}, 50 * ms},
+		{"a 600 ms idle close", []time.Duration{600 * ms}, learnedProbe},
+		{"a 900 ms idle close", []time.Duration{900 * ms}, learnedProbe},
+		{"a close at keepAliveMin", []time.Duration{keepAliveMin}, learnedProbe},
+		{"a longer one keeps it", []time.Duration{200 * ms, 600 * ms}, learnedProbe},
 		{"a crash after 10 ms teaches nothing", []time.Duration{10 * ms}, idleProbe},
-		{"never below the floor", []time.Duration{2 * minLearnedProbe}, minLearnedProbe},
-		{"past idleProbe times the share teaches nothing", []time.Duration{5 * idleProbe}, idleProbe},
+		{"just under keepAliveMin teaches nothing", []time.Duration{keepAliveMin - ms}, idleProbe},
+		{"past idleProbe (the probe looked) teaches nothing", []time.Duration{idleProbe, 5 * idleProbe}, idleProbe},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := new(closeWatch)

@@ -133,39 +133,49 @@ func TestBadFinalStatusIs502(t *testing.T) {
 // after a slow answer (idleness counted from the write holds the answer's
 // 400 ms: taught half of it, the probe still missed a 260 ms idle).
 func TestPostAfterShortKeepAlive(t *testing.T) {
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.URL.Query().Get("slow") != "" {
-			time.Sleep(400 * time.Millisecond)
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	up.Config.IdleTimeout = 200 * time.Millisecond
-	up.Start()
-	defer up.Close()
+	ms := time.Millisecond
 	for _, tc := range []struct {
 		name, fwd string
 		body      string
-		slowFirst bool          // the first POST's answer takes 400 ms
-		gap       time.Duration // between POSTs: past the upstream's IdleTimeout, within idleProbe
+		keepAlive time.Duration // the upstream's IdleTimeout
+		slow      time.Duration // the first POST's answer takes this long
+		firstGap  time.Duration // between the first two POSTs
+		gap       time.Duration // between the others: past keepAlive, within idleProbe
 		posts     int
 		allowed   int
 	}{
-		{"standard", "standard", "abc", false, 600 * time.Millisecond, 7, 0},
-		{"fast", "fast", "abc", false, 600 * time.Millisecond, 7, 1},
-		{"fast, a 64 KiB body", "fast", strings.Repeat("x", 64<<10), false, 600 * time.Millisecond, 7, 1},
-		{"fast, after a slow answer", "fast", "abc", true, 260 * time.Millisecond, 6, 1},
+		{"standard", "standard", "abc", 200 * ms, 0, 600 * ms, 600 * ms, 7, 0},
+		{"fast", "fast", "abc", 200 * ms, 0, 600 * ms, 600 * ms, 7, 1},
+		{"fast, a 64 KiB body", "fast", strings.Repeat("x", 64<<10), 200 * ms, 0, 600 * ms, 600 * ms, 7, 1},
+		{"fast, after a slow answer", "fast", "abc", 200 * ms, 400 * ms, 260 * ms, 260 * ms, 6, 1},
+		// The first close is met 900 ms after the slow POST's write, 200
+		// ms after its answer: no share of that idleness is below the
+		// 100 ms keep-alive the POSTs 150 ms apart meet.
+		{"fast, a slow answer and a 100 ms keep-alive", "fast", "abc", 100 * ms, 700 * ms, 200 * ms, 150 * ms, 7, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if r.URL.Query().Get("slow") != "" {
+					time.Sleep(tc.slow)
+				}
+				_, _ = io.WriteString(w, "ok")
+			}))
+			up.Config.IdleTimeout = tc.keepAlive
+			up.Start()
+			defer up.Close()
 			gw, _ := countedGateway(t, tc.fwd, up.URL, "2s")
 			var got []int
 			failed := 0
 			for i := range tc.posts {
-				if i > 0 {
+				switch {
+				case i == 1:
+					time.Sleep(tc.firstGap)
+				case i > 1:
 					time.Sleep(tc.gap)
 				}
 				path := "/x"
-				if i == 0 && tc.slowFirst {
+				if i == 0 && tc.slow > 0 {
 					path += "?slow=1"
 				}
 				resp, err := http.Post("http://"+gw+path, "text/plain", strings.NewReader(tc.body))
