@@ -133,7 +133,7 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 			if fw.gone(ev) || fw.lost && fw.onPath(ev.Name) {
 				regain()
 			}
-			if fw.relevant(ev.Name) || fw.targetDirEvent(ev) {
+			if fw.relevant(ev.Name) || fw.pathDirEvent(ev) {
 				kick()
 			}
 		case <-pollC:
@@ -147,7 +147,11 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 			kick()
 		case <-timer.C:
 			burst = time.Time{}
-			fw.follow()
+			if fw.follow() {
+				// A directory on the way is watched anew: what was made in
+				// it before the watch sent no event, so look again.
+				kick()
+			}
 			if h := fileHash(abs); h != last {
 				last = h
 				onChange()
@@ -193,24 +197,42 @@ func (f *fileWatch) gone(ev fsnotify.Event) bool {
 	return ev.Name == f.dir && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0
 }
 
-// targetDirEvent reports whether ev creates, removes or moves the
-// directory the resolved file lives in, or one of its ancestors, outside
-// the file's own directory: inotify drops a deleted directory's watch, so
-// the next follow must watch the one made in its place (rm -rf relA; mkdir
-// relA behind a "current" link), and the file may be back in it. A
-// removed one is forgotten (extra), so follow watches it again.
-func (f *fileWatch) targetDirEvent(ev fsnotify.Event) bool {
+// pathDirEvent reports whether ev creates, removes or moves a directory
+// on the file's symlink path (one holding a link met resolving it, or the
+// resolved file) or one of its ancestors, outside the file's own
+// directory: inotify drops a deleted directory's watch, so the next follow
+// must watch the one made in its place (rm -rf relA; mkdir relA behind a
+// "current" link, or rm -rf cfg; mkdir cfg; ln -s relB cfg/current for the
+// directory holding the link), and the file may be back. A removed one is
+// forgotten (extra), so follow watches it again.
+func (f *fileWatch) pathDirEvent(ev fsnotify.Event) bool {
 	if f.target == "" || ev.Op&(fsnotify.Create|fsnotify.Remove|fsnotify.Rename) == 0 {
 		return false
 	}
-	td := filepath.Dir(f.target)
-	if ev.Name != td && !strings.HasPrefix(td, ev.Name+string(filepath.Separator)) {
+	on := false
+	for _, d := range f.pathDirs() {
+		if ev.Name == d || strings.HasPrefix(d, ev.Name+string(filepath.Separator)) {
+			on = true
+			break
+		}
+	}
+	if !on {
 		return false
 	}
 	if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && f.extra[ev.Name] {
 		delete(f.extra, ev.Name)
 	}
 	return true
+}
+
+// pathDirs is the directories holding the links met resolving the file and
+// the resolved file, as last resolved.
+func (f *fileWatch) pathDirs() []string {
+	dirs := []string{filepath.Dir(f.target)}
+	for l := range f.links {
+		dirs = append(dirs, filepath.Dir(l))
+	}
+	return dirs
 }
 
 // onPath reports whether name is the file's directory or one of its
@@ -273,16 +295,17 @@ func (f *fileWatch) setAnchor(d string) {
 
 // follow resolves the file's symlinks and watches the directories holding
 // them and the target, so that re-pointing any link on the way is seen,
-// not only the file's own directory changing.
-func (f *fileWatch) follow() {
+// not only the file's own directory changing. It reports whether it
+// watched a directory it did not watch before while the file cannot be
+// resolved: what was made there before sent no event.
+func (f *fileWatch) follow() (again bool) {
 	links, target, ok := resolve(f.path)
 	if !ok {
-		// Gone for now. If the directory the file was resolved into went
-		// with it (rm -rf relA), nothing may watch where it comes back:
-		// the nearest ancestor that exists is watched, whose events
-		// (targetDirEvent) bring follow back.
-		f.watchTargetAncestor()
-		return
+		// Gone for now. If a directory on the way went with it (rm -rf
+		// relA, or the directory holding a link), nothing may watch where
+		// it comes back: the nearest ancestor of each that exists is
+		// watched, whose events (pathDirEvent) bring follow back.
+		return f.watchPathAncestors()
 	}
 	f.target, f.links = target, map[string]bool{}
 	want := map[string]bool{}
@@ -306,42 +329,45 @@ func (f *fileWatch) follow() {
 		}
 	}
 	for d := range want {
-		if f.extra[d] {
-			continue
-		}
+		// Added again even if watched: a directory deleted and made again
+		// between two follows left a dead watch behind (Add is idempotent).
 		if err := f.w.Add(d); err != nil {
 			f.log.Warn().Err(err).Str("dir", d).Msg("config: cannot watch a directory on the rules file's symlink path")
 			continue
 		}
 		f.extra[d] = true
 	}
+	return false
 }
 
-// watchTargetAncestor watches the nearest existing ancestor of the
-// directory the file was last resolved into, unless it is watched already.
-func (f *fileWatch) watchTargetAncestor() {
+// watchPathAncestors watches the nearest existing ancestor of each
+// directory the file was last resolved through (pathDirs), and reports
+// whether one of them was not watched before.
+func (f *fileWatch) watchPathAncestors() (added bool) {
 	if f.target == "" {
-		return
+		return false
 	}
-	d := filepath.Dir(f.target)
-	for {
-		if _, err := os.Stat(d); err == nil {
-			break
+	for _, d := range f.pathDirs() {
+		for {
+			if _, err := os.Stat(d); err == nil {
+				break
+			}
+			up := filepath.Dir(d)
+			if up == d {
+				break
+			}
+			d = up
 		}
-		up := filepath.Dir(d)
-		if up == d {
-			return
+		if d == f.dir || f.extra[d] {
+			continue
 		}
-		d = up
+		if err := f.w.Add(d); err != nil {
+			f.log.Warn().Err(err).Str("dir", d).Msg("config: cannot watch a directory on the rules file's symlink path")
+			continue
+		}
+		f.extra[d], added = true, true
 	}
-	if d == f.dir || f.extra[d] {
-		return
-	}
-	if err := f.w.Add(d); err != nil {
-		f.log.Warn().Err(err).Str("dir", d).Msg("config: cannot watch a directory on the rules file's symlink path")
-		return
-	}
-	f.extra[d] = true
+	return added
 }
 
 // resolve follows every symlink in path, component by component, and

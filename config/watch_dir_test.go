@@ -166,3 +166,63 @@ func TestWatchSurvivesItsSymlinkTargetReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSurvivesALinksDirectoryReplaced: the rules file is a link to
+// ../w2/cfg/current/rules.yaml and current links to a release directory.
+// The directory holding current (not the file's, nor the release's) is
+// deleted and made again with current pointing at another release, at
+// once or gone past the debounce: the new release is seen, and so are a
+// later write and a later swap of current. The deleted directory's dead
+// watch was kept as alive and nothing watched where it came back: no
+// change was seen again, not even after a SIGHUP's reload.
+func TestWatchSurvivesALinksDirectoryReplaced(t *testing.T) {
+	for _, gone := range []time.Duration{0, 300 * time.Millisecond} {
+		t.Run(fmt.Sprintf("gone %v", gone), func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			base := t.TempDir()
+			for _, d := range []string{"w", "w2/cfg", "relA", "relB"} {
+				if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(t, filepath.Join(base, "relA", "rules.yaml"), "A1")
+			write(t, filepath.Join(base, "relB", "rules.yaml"), "B1")
+			link := func(to string) {
+				cur := filepath.Join(base, "w2", "cfg", "current")
+				_ = os.Remove(cur)
+				if err := os.Symlink(to, cur); err != nil {
+					t.Fatal(err)
+				}
+			}
+			link("../../relA")
+			path := filepath.Join(base, "w", "rules.yaml")
+			if err := os.Symlink("../w2/cfg/current/rules.yaml", path); err != nil {
+				t.Fatal(err)
+			}
+			w := startWatch(t, path, 20*time.Millisecond)
+			defer w.stop()
+
+			if err := os.RemoveAll(filepath.Join(base, "w2", "cfg")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(gone)
+			if err := os.Mkdir(filepath.Join(base, "w2", "cfg"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link("../../relB")
+			if !seenWithin(w, "B1", 2*time.Second) {
+				t.Fatalf("the link made in the new directory was not followed; callbacks saw %q", w.calls())
+			}
+			time.Sleep(50 * time.Millisecond)
+			write(t, filepath.Join(base, "relB", "rules.yaml"), "B2")
+			if !seenWithin(w, "B2", 2*time.Second) {
+				t.Fatalf("a write after the directory came back was not seen; callbacks saw %q", w.calls())
+			}
+			time.Sleep(50 * time.Millisecond)
+			link("../../relA")
+			if !seenWithin(w, "A1", 2*time.Second) {
+				t.Fatalf("a swap of the link after the directory came back was not seen; callbacks saw %q", w.calls())
+			}
+		})
+	}
+}
