@@ -373,6 +373,13 @@ func TestLoadErrors(t *testing.T) {
 			`testdata/param_never_applies.yaml:59: paramRules[6].burstCount: is only used with grade qps and controlBehavior reject, got grade "concurrency", controlBehavior "reject"`,
 			`testdata/param_never_applies.yaml:69: paramRules[8].items[1].value: items[0] (prefix "a") takes "ab" first, so the item would never apply: list it before items[0]`,
 			`testdata/param_never_applies.yaml:76: paramRules[9].items[0].value: the rule's match (prefix "vip-") does not take "abc", so the item would never apply`,
+			`testdata/param_never_applies.yaml:83: paramRules[10].items[1].value: items[0] (cidr "127.0.0.0/8") takes every value cidr "127.0.0.0/16" takes first, so the item would never apply: list it before items[0]`,
+			`testdata/param_never_applies.yaml:84: paramRules[10].items[2].value: items[0] (cidr "127.0.0.0/8") takes every value cidr "::ffff:127.1.0.0/112" takes first, so the item would never apply: list it before items[0]`,
+			`testdata/param_never_applies.yaml:91: paramRules[11].items[1].value: items[0] (prefix "a") takes every value prefix "ab" takes first, so the item would never apply: list it before items[0]`,
+			`testdata/param_never_applies.yaml:93: paramRules[11].items[3].value: items[2] (contains "x") takes every value prefix "bx" takes first, so the item would never apply: list it before items[2]`,
+			`testdata/param_never_applies.yaml:94: paramRules[11].items[4].value: items[2] (contains "x") takes every value contains "yxz" takes first, so the item would never apply: list it before items[2]`,
+			`testdata/param_never_applies.yaml:101: paramRules[12].items[0].value: the rule's match (prefix "tenant-") takes no value prefix "free-" takes, so the item would never apply`,
+			`testdata/param_never_applies.yaml:109: paramRules[13].items[0].value: the rule's match (cidr "10.0.0.0/8") takes no value cidr "192.168.0.0/16" takes, so the item would never apply`,
 		}},
 		{"param_concurrency.yaml", []string{
 			"testdata/param_concurrency.yaml:11: paramRules[0].count: must be a whole number for grade concurrency, got 1.5",

@@ -716,13 +716,14 @@ func (c *checker) paramRules(ix routeIndex) {
 			if !it.Class() {
 				k = string(MatchExact) + "\x00" + it.Value
 			}
-			if first, dup := seen[k]; dup {
+			first, dup := seen[k]
+			if dup {
 				c.add(ip+".value", "duplicate value %s (also items[%d])", quote(it.Value), first)
 			}
 			seen[k] = j
 			itemErrs := len(c.errs)
 			c.paramItem(ip, r.Param, it)
-			if len(c.errs) == itemErrs { // an item already refused is written wrong
+			if len(c.errs) == itemErrs && !dup { // an item already refused is written wrong
 				reach.check(c, ip, j)
 			}
 			if !c.has(ip + ".count") {
@@ -758,8 +759,22 @@ type itemReach struct {
 func (x *itemReach) check(c *checker, ip string, j int) {
 	it := x.r.Items[j]
 	if it.Class() {
-		if m, err := it.Matcher(); err == nil {
-			x.classes, x.ms = append(x.classes, j), append(x.ms, m)
+		m, err := it.Matcher()
+		if err != nil {
+			return
+		}
+		x.classes, x.ms = append(x.classes, j), append(x.ms, m)
+		if x.match != nil && x.match.Disjoint(&m) {
+			c.add(ip+".value", "the rule's match (%s %s) takes no value %s %s takes, so the item would never apply", x.r.Match.Strategy, quote(x.r.Match.Pattern), it.Match, quote(it.Value))
+			return
+		}
+		for i := range len(x.ms) - 1 {
+			if x.ms[i].Includes(&m) {
+				k := x.classes[i]
+				prev := x.r.Items[k]
+				c.add(ip+".value", "items[%d] (%s %s) takes every value %s %s takes first, so the item would never apply: list it before items[%d]", k, prev.Match, quote(prev.Value), it.Match, quote(it.Value), k)
+				return
+			}
 		}
 		return
 	}
