@@ -328,7 +328,7 @@ func TestQuotaGiveBack(t *testing.T) {
 	}
 	a.GiveBackQuota(r, r.Count, "mallory", 1, stamps[0]) // a success
 	// Gateway a forgets its refusal at once; b, which noted one too, asks
-	// Redis again within a second (heldBlock), not at the period's reset.
+	// Redis again within a second (maxCachedBlock), not at the period's reset.
 	ok, left, _, _, _, err := a.AcquireQuotaStamp(r, r.Count, "mallory", 1)
 	if err != nil || !ok || left != 0 {
 		t.Fatalf("after a give-back, gateway a: ok %v, left %d, %v; want the freed place", ok, left, err)

@@ -660,12 +660,14 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	}
 }
 
-// heldBlock is the longest a refusal of a countOn failure rule is answered
-// locally: another gateway's success gives its place back at once in
-// Redis, and this one learns of it within heldBlock. Under a flood of
-// guesses, a value costs Redis at most one refused call per heldBlock
-// from each gateway.
-const heldBlock = time.Second
+// maxCachedBlock is the longest a refusal is answered locally: another gateway
+// may give a pass back in Redis any moment (a countOn failure rule's
+// success, a cost answer's unused tokens, a pass a later rule refused, a
+// client leaving a queue), and this one learns of it within maxCachedBlock, not
+// at the end of the window or the period (a day's quota refused on one
+// gateway for hours while Redis held a token). Under a flood, a value costs
+// Redis at most one refused call per maxCachedBlock from each gateway.
+const maxCachedBlock = time.Second
 
 // finish takes a decided call's outcome, remembers a block until the
 // window can take the call's tokens, or the tokens leased for as long as
@@ -685,14 +687,11 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		left, leaves = -1, 0 // a window's figures come with an opAcquireLeft or opPeekLeft pass only
 	}
 	if err == nil && !ok && c.retry > 0 {
-		until := start + c.retry
-		if c.spec.held {
-			// Another gateway may give a held pass back any moment: the
-			// refusal is kept briefly, not until the window or period
-			// could take the call by the passes alone. A refusal from the
-			// cache still says when that is: Retry-After is never short.
-			until = min(until, start+heldBlock)
-		}
+		// Another gateway may give a pass back any moment: the refusal is
+		// kept briefly, not until the window or period could take the call
+		// by the passes alone. A refusal from the cache still says when
+		// that is: Retry-After is never short.
+		until := min(start+c.retry, start+maxCachedBlock)
 		s.blocks.add(c.spec, key, c.n, start, until, start+c.retry, c.gen)
 		// Tokens given back while the call was in flight (its script ran
 		// before they reached Redis: they go with the next call) may make

@@ -1,0 +1,49 @@
+package cluster_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/cluster"
+	"sluice/config"
+)
+
+// TestGiveBackSeenByAnotherGateway: a calendar quota's pass given back on
+// one gateway (a later rule refused the call, a client left a queue) makes
+// room in Redis at once, and another gateway that had noted the
+// value refused lets it in again within a second. The refusal was noted
+// until the period's reset: an audit measured a day's quota
+// refused on the second gateway for the rest of the day (Retry-After
+// 35,680 s) while Redis held a free place and the first gateway passed it.
+// (A rolling window's returned tokens reach Redis with the returning
+// gateway's next call on the window, as docs/cluster.md says.)
+func TestGiveBackSeenByAnotherGateway(t *testing.T) {
+	t.Run("a day's quota", func(t *testing.T) {
+		srv := startPrivateRedis(t)
+		clock := new(wallClock)
+		day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+		clock.set(day.Add(9 * time.Hour))
+		opts := cluster.Options{URL: srv.url(), Namespace: "seen", Timeout: 5 * time.Second, Heartbeat: time.Hour}
+		a, b := newService(t, opts), newService(t, opts)
+		a.SetWallClock(clock.now)
+		b.SetWallClock(clock.now)
+		r := quotaRule(config.WindowDay, "UTC") // count 3, no countOn
+		var stamp int64
+		for i := range 3 {
+			ok, _, _, _, st, err := a.AcquireQuotaStamp(r, r.Count, "k", 1)
+			if err != nil || !ok || st == 0 {
+				t.Fatalf("call %d: ok %v stamp %d %v", i, ok, st, err)
+			}
+			stamp = st
+		}
+		if ok, _, _, _, _, _ := b.AcquireQuotaStamp(r, r.Count, "k", 1); ok {
+			t.Fatal("a fourth call passed a full day on gateway b")
+		}
+		a.GiveBackQuota(r, r.Count, "k", 1, stamp) // a later rule refused a's third call
+		clock.add(time.Second)
+		ok, left, _, _, _, err := b.AcquireQuotaStamp(r, r.Count, "k", 1)
+		if err != nil || !ok || left != 0 {
+			t.Fatalf("a second after a's give-back, gateway b: ok %v, left %d, %v; want the freed place", ok, left, err)
+		}
+	})
+}
