@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -45,5 +46,34 @@ func TestGiveBackSeenByAnotherGateway(t *testing.T) {
 		if err != nil || !ok || left != 0 {
 			t.Fatalf("a second after a's give-back, gateway b: ok %v, left %d, %v; want the freed place", ok, left, err)
 		}
+	})
+}
+
+// TestQuotaGiveBackWhileRedisFails: a countOn failure call let in while
+// Redis answered holds its place in the day; answered with a success while
+// Redis fails, its give-back is kept and sent once Redis answers again, so
+// the key has its 3 guesses back. It was dropped: the success stayed
+// charged as a failure for the rest of the day.
+func TestQuotaGiveBackWhileRedisFails(t *testing.T) {
+	srv := startPrivateRedis(t)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "returns", Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
+	if err != nil || !ok || stamp == 0 {
+		t.Fatalf("the call: ok %v stamp %d %v", ok, stamp, err)
+	}
+	srv.pause()
+	waitFor(t, 5*time.Second, "the breaker open", func() bool { return !s.Up() })
+	s.GiveBackQuota(r, r.Count, "k", 1, stamp) // its answer: a success
+	srv.resume()
+	waitFor(t, 5*time.Second, "Redis up again", s.Up)
+	waitFor(t, 3*time.Second, "the success given back: 3 left", func() bool {
+		left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k")
+		return err == nil && left == 3
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,10 @@ func (r *privateRedis) kill() {
 	_ = r.cmd.Wait()
 	r.cmd = nil
 }
+
+// pause stops the server (SIGSTOP) keeping its data; resume lets it go on.
+func (r *privateRedis) pause()  { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
+func (r *privateRedis) resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
 
 // stateLog counts OnState calls.
 type stateLog struct{ downs, ups atomic.Int32 }

@@ -72,17 +72,18 @@ type Service struct {
 	// a count read meanwhile is kept from falling (noteGateways).
 	backAt atomic.Int64
 
-	calls   chan *call
-	active  atomic.Int64         // Acquire calls in progress
-	blocks  blockCache           // windows known to be full, answered without Redis
-	leases  leaseCache           // tokens counted in Redis for this gateway, used locally
-	noLease bool                 // tests only: set before use
-	clock   func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
-	now     func() time.Time     // tests only, set before use: the wall clock calendar quotas read instead of time.Now
-	epoch   time.Time            // origin of blockCache's monotonic instants
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	pool    sync.Pool // *call; a call whose caller timed out is never returned
+	calls        chan *call
+	active       atomic.Int64         // Acquire calls in progress
+	blocks       blockCache           // windows known to be full, answered without Redis
+	quotaReturns quotaReturns         // calendar quota give-backs Redis did not take
+	leases       leaseCache           // tokens counted in Redis for this gateway, used locally
+	noLease      bool                 // tests only: set before use
+	clock        func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
+	now          func() time.Time     // tests only, set before use: the wall clock calendar quotas read instead of time.Now
+	epoch        time.Time            // origin of blockCache's monotonic instants
+	quit         chan struct{}
+	wg           sync.WaitGroup
+	pool         sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
 	known  atomic.Bool  // a state has been reported; until then up is an assumption
@@ -348,17 +349,29 @@ func (s *Service) AcquireQuotaStamp(rule *config.ParamRule, count float64, value
 // free it before the next guess, on any gateway, is let in or refused. A
 // period that has ended is left alone. A refusal noted for the value is
 // dropped: the period may have room again.
+// One Redis does not take (failing) is sent again once it answers
+// (quotaReturns).
 func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64) {
 	spec := s.specs.param(rule, count)
-	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() || !s.up.Load() {
+	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() {
 		return
 	}
+	s.giveBackQuota(spec, value, n, stamp)
+}
+
+func (s *Service) giveBackQuota(spec *ruleSpec, value string, n, stamp int64) {
 	start := time.UnixMilli(stamp)
 	p, now := spec.periodAt(start), s.wall()
 	if !p.start.Equal(start) || !now.Before(p.reset) {
 		return
 	}
-	_, _, _, _, _, _ = s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack)
+	if !s.up.Load() {
+		s.quotaReturns.add(spec, value, n, stamp)
+		return
+	}
+	if _, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack); err != nil {
+		s.quotaReturns.add(spec, value, n, stamp)
+	}
 	s.blocks.forget(spec, value, false)
 }
 
@@ -769,6 +782,7 @@ func (s *Service) Run(ctx context.Context) {
 			if !wasUp {
 				upSince = time.Now()
 			}
+			s.sendQuotaReturns()
 			// The backoff restarts only once Redis has stayed up a while, so
 			// a flapping Redis is probed ever less often, not every 50ms.
 			if time.Since(upSince) > stableUp {

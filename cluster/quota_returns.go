@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"strings"
+	"sync"
+)
+
+// maxQuotaReturns bounds the calendar quota give-backs a gateway keeps
+// while Redis fails: past it they are lost, and stay charged for their
+// period, which only ever passes less.
+const maxQuotaReturns = 4096
+
+// quotaReturns holds calendar quota give-backs (GiveBackQuota) Redis did
+// not take: a countOn failure call let in while Redis answered and
+// answered with a success while it failed held its place in the period,
+// and dropping the give-back charged the client a failure it did not
+// make, for the rest of the day (an audit: 2 guesses left of 3 after one
+// success). Run sends them again once Redis answers, each only while its
+// period lasts.
+type quotaReturns struct {
+	mu sync.Mutex
+	q  []quotaReturn
+}
+
+type quotaReturn struct {
+	spec     *ruleSpec
+	value    string
+	n, stamp int64
+}
+
+// add keeps a give-back to send again; value may alias the caller's buffer.
+func (r *quotaReturns) add(spec *ruleSpec, value string, n, stamp int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.q) < maxQuotaReturns {
+		r.q = append(r.q, quotaReturn{spec: spec, value: strings.Clone(value), n: n, stamp: stamp})
+	}
+}
+
+// take empties the queue and returns what it held.
+func (r *quotaReturns) take() []quotaReturn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.q
+	r.q = nil
+	return q
+}
+
+// sendQuotaReturns gives back, now that Redis answers, what it could not
+// take while failing; one it fails again is kept for the next time.
+func (s *Service) sendQuotaReturns() {
+	for _, r := range s.quotaReturns.take() {
+		s.giveBackQuota(r.spec, r.value, r.n, r.stamp)
+	}
+}
