@@ -189,3 +189,20 @@ func TestEditKeepsMergeKey(t *testing.T) {
 		t.Errorf("the edited rule reads %+v", r)
 	}
 }
+
+// A body whose text holds a line "!!merge <<: ..." is the user's text: the
+// edit writes it as given. Rewriting the encoded lines to keep merge keys
+// as written also rewrote it, into "<<: keep this line".
+func TestEditKeepsBodyTextThatLooksLikeAMergeKey(t *testing.T) {
+	const text = "slow down\n!!merge <<: keep this line\n"
+	f := newFixture(t, "")
+	saved := string(f.patchDoc(t, ordersHead+"  - resource: orders\n    count: 100\n", "/api/rules/routes/0",
+		`{"blockResponse": {"body": "slow down\n!!merge <<: keep this line\n"}}`))
+	cfg, err := config.Parse(f.path, []byte(saved))
+	if err != nil {
+		t.Fatalf("the saved file does not load: %v\n%s", err, saved)
+	}
+	if br := cfg.Routes[0].BlockResponse; br.Body != text {
+		t.Errorf("the route's body reads %+v, want %q:\n%s", br, text, saved)
+	}
+}

@@ -67,6 +67,7 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 	// Comments above the rule and after its last line stay in the file where
 	// they are; encoding them again would duplicate them.
 	stripOuterComments(newItem)
+	unmarkMerges(newItem)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -93,7 +94,7 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 		case l != "":
 			out.WriteString(pad)
 		}
-		out.WriteString(unmarkMerge(l))
+		out.WriteString(l)
 		out.WriteString(eol)
 	}
 	if last := lines[end-1]; !bytes.HasSuffix(last, []byte("\n")) {
@@ -105,14 +106,22 @@ func replaceRule(data []byte, section string, index int, edit ruleEdit) ([]byte,
 	return out.Bytes(), nil
 }
 
-// unmarkMerge writes a merge key as the file did: yaml.v3 encodes "<<: *r1"
-// as "!!merge <<: *r1", valid YAML but not what anyone wrote.
-func unmarkMerge(line string) string {
-	body := strings.TrimLeft(line, " -")
-	if rest, ok := strings.CutPrefix(body, "!!merge <<:"); ok {
-		return line[:len(line)-len(body)] + "<<:" + rest
+// unmarkMerges has the encoder write merge keys as the file did: yaml.v3
+// encodes a "<<" key tagged !!merge as "!!merge <<: *r1", valid YAML but
+// not what anyone wrote; untagged, it writes "<<: *r1", still a merge key.
+// (Rewriting the encoded text instead also rewrote a block scalar's line
+// "!!merge <<: ...", which is the user's text.)
+func unmarkMerges(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Tag == "!!merge" {
+				k.Tag = ""
+			}
+		}
 	}
-	return line
+	for _, c := range n.Content {
+		unmarkMerges(c)
+	}
 }
 
 // findRule finds section[index] in the rules file's root mapping. next is
