@@ -2,8 +2,11 @@ package rulesource
 
 import (
 	"bytes"
+	"reflect"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // A document as `sluice rules pull` prints it ends with one comment line
@@ -57,7 +60,7 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 		} else {
 			end += at
 		}
-		if v, src, is := pullLine(text[at:end]); is {
+		if v, src, is := pullLine(text[at:end]); is && commentLine(text, at, end) {
 			marks = append(marks, mark{at, end})
 			version, source = v, src
 		}
@@ -79,6 +82,23 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 		prev = m.end
 	}
 	return append(doc, text[prev:]...), version, source, true
+}
+
+// commentLine reports whether text[start:end], a line at column 0, is a
+// comment: blanked, the document reads the same. Inside a multi-line
+// quoted scalar it is the scalar's text (yaml.v3 reads body: "slow down /
+// # pulled version 1 of ... / please" as one string), and taking it for
+// the pull line pushed on the wrong base version and blanked a line of the
+// user's text. A document that does not parse is left to the push's own
+// validation, the line taken as written.
+func commentLine(text []byte, start, end int) bool {
+	var with, without any
+	if yaml.Unmarshal(text, &with) != nil {
+		return true
+	}
+	blanked := make([]byte, 0, len(text))
+	blanked = append(append(blanked, text[:start]...), text[end:]...)
+	return yaml.Unmarshal(blanked, &without) == nil && reflect.DeepEqual(with, without)
 }
 
 // pullLine reads one line as Pulled writes it (trailing spaces and a final

@@ -50,6 +50,10 @@ func TestSplitPulledRefusesLookalikes(t *testing.T) {
 		"routes: []\n  # pulled version 12 of redis://h/0/k\n", // indented
 		// A block scalar's text, which the document keeps as written.
 		"blockResponse:\n  body: |\n    see\n    # pulled version 7 of redis://h/0/rules\nroutes: []\n",
+		// At column 0 but inside a multi-line quoted scalar: its text too
+		// (yaml.v3 reads one string), not a comment.
+		"blockResponse:\n  body: \"slow down\n# pulled version 1 of redis://h/0/rules\n  please\"\nroutes: []\n",
+		"blockResponse:\n  body: 'slow down\n# pulled version 1 of redis://h/0/rules\n  please'\n",
 	} {
 		doc, v, s, ok := SplitPulled([]byte(text))
 		if ok || string(doc) != text {
