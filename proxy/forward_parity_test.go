@@ -92,7 +92,16 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // parityGateway serves rules through a real listener with the forwarder forced.
 func parityGateway(t *testing.T, fwd, rules string) string {
 	t.Helper()
-	cfg, err := config.Parse("parity.yaml", []byte(rules))
+	srv := httptest.NewServer(loadedGateway(t, fwd, rules))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// loadedGateway is a Gateway with rules loaded and the forwarder forced
+// (fwd; "" for the default), closed when the test ends.
+func loadedGateway(t *testing.T, fwd, rules string) *proxy.Gateway {
+	t.Helper()
+	cfg, err := config.Parse("rules.yaml", []byte(rules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +109,8 @@ func parityGateway(t *testing.T, fwd, rules string) string {
 	if err := g.Load(cfg); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	t.Cleanup(g.Close)
+	return g
 }
 
 // countedGateway serves one route /* to target with the forwarder forced,

@@ -14,12 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // lineUp is an upstream that records each request's line and body length,
@@ -75,16 +71,7 @@ func (u *lineUp) seen() []string {
 // forwarder forced, and returns its host:port.
 func h2cGateway(t *testing.T, fwd, rules string) string {
 	t.Helper()
-	cfg, err := config.Parse("h2.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	srv := httptest.NewUnstartedServer(g)
+	srv := httptest.NewUnstartedServer(loadedGateway(t, fwd, rules))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -141,26 +128,6 @@ func h2Call(t *testing.T, addr string, fields [][2]string, body []byte) string {
 	}
 }
 
-const h2ViewRules = `
-upstreams:
-  up: {targets: [%q]}
-routes:
-  - path: /item/{id}
-    methods: [GET]
-    upstream: up
-    resource: item
-  - path: /*
-    upstream: up
-    resource: any
-flowRules:
-  - resource: item
-    count: 1
-    statIntervalMs: 60000
-  - resource: any
-    count: 3
-    statIntervalMs: 60000
-`
-
 // TestH2MethodIsOneToken: Go's h2 server takes any :method, where its
 // HTTP/1 server refuses one that is no token. "GET " or "GET /admin?" missed
 // the route of methods: [GET] and its limit, went to the route taking every
@@ -173,7 +140,7 @@ func TestH2MethodIsOneToken(t *testing.T) {
 	for _, fwd := range []string{"fast", "standard"} {
 		t.Run(fwd, func(t *testing.T) {
 			up := newLineUp(t)
-			addr := h2cGateway(t, fwd, fmt.Sprintf(h2ViewRules, "http://"+up.ln.Addr().String()))
+			addr := h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String()))
 			call := func(method string) string {
 				return h2Call(t, addr, [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/item/x"}}, nil)
 			}
@@ -215,7 +182,7 @@ func TestH2ContentLengthMustBeTheBodys(t *testing.T) {
 	for _, fwd := range []string{"fast", "standard"} {
 		t.Run(fwd, func(t *testing.T) {
 			up := newLineUp(t)
-			addr := h2cGateway(t, fwd, fmt.Sprintf(h2ViewRules, "http://"+up.ln.Addr().String()))
+			addr := h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String()))
 			post := func(body []byte, lengths ...string) string {
 				f := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/post/x"}}
 				for _, l := range lengths {

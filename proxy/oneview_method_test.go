@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"testing"
 )
@@ -11,21 +12,7 @@ import (
 // upper-case the method and served the limited endpoint. Methods that are
 // not standard pass in any case, as before.
 func TestFoldedMethodIsRefused(t *testing.T) {
-	g, _, _ := stubGateway(t, `
-upstreams:
-  up: {targets: ["http://upstream.invalid"]}
-routes:
-  - path: /item/{id}
-    methods: [GET]
-    upstream: up
-    resource: item
-  - path: /*
-    upstream: up
-    resource: any
-flowRules:
-  - resource: item
-    count: 1
-`, nil)
+	g, _, _ := stubGateway(t, fmt.Sprintf(methodRules, "http://upstream.invalid"), nil)
 	for i, st := range []struct {
 		method string
 		status int
@@ -49,3 +36,26 @@ flowRules:
 		}
 	}
 }
+
+// methodRules route /item/{id} for GET only, with a count of 1 a minute,
+// and any other path or method to a route of 3 a minute, on the upstream
+// %q.
+const methodRules = `
+upstreams:
+  up: {targets: [%q]}
+routes:
+  - path: /item/{id}
+    methods: [GET]
+    upstream: up
+    resource: item
+  - path: /*
+    upstream: up
+    resource: any
+flowRules:
+  - resource: item
+    count: 1
+    statIntervalMs: 60000
+  - resource: any
+    count: 3
+    statIntervalMs: 60000
+`
