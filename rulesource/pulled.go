@@ -2,7 +2,6 @@ package rulesource
 
 import (
 	"bytes"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -44,7 +43,8 @@ func Pulled(d Doc, source string) []byte {
 // named no version, and its push replaced whatever was stored, a write
 // another operator made meanwhile included. An indented one is no pull
 // line: it may be a block scalar's text (a blockResponse body quoting one),
-// which is the document's. It returns the document to
+// which is the document's; so is one inside a quoted scalar that spans
+// lines (see commentLine). It returns the document to
 // store, and the version and source the line names; ok is false, and doc is
 // text, when there is no such line. In the document every pull line is
 // blanked, so the other lines keep their numbers (what error messages
@@ -85,20 +85,39 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 }
 
 // commentLine reports whether text[start:end], a line at column 0, is a
-// comment: blanked, the document reads the same. Inside a multi-line
-// quoted scalar it is the scalar's text (yaml.v3 reads body: "slow down /
-// # pulled version 1 of ... / please" as one string), and taking it for
-// the pull line pushed on the wrong base version and blanked a line of the
-// user's text. A document that does not parse is left to the push's own
-// validation, the line taken as written.
+// comment: with the line an empty comment ("#"), the document reads the
+// same, its comments aside. Inside a multi-line quoted scalar it is the
+// scalar's text (yaml.v3 reads body: "slow down / # pulled version 1 of ...
+// / please" as one string), and taking it for the pull line pushed on the
+// wrong base version and blanked a line of the user's text. The line is
+// made "#", not blanked, because a comment ends a block scalar that keeps
+// its final newlines (|+) where a blank line would join it; and the two
+// reads compare as nodes, not decoded values, where .nan equals nothing.
+// A document that does not parse is left to the push's own validation,
+// the line taken as written.
 func commentLine(text []byte, start, end int) bool {
-	var with, without any
+	var with, without yaml.Node
 	if yaml.Unmarshal(text, &with) != nil {
 		return true
 	}
-	blanked := make([]byte, 0, len(text))
-	blanked = append(append(blanked, text[:start]...), text[end:]...)
-	return yaml.Unmarshal(blanked, &without) == nil && reflect.DeepEqual(with, without)
+	marked := make([]byte, 0, len(text)-(end-start)+1)
+	marked = append(append(append(marked, text[:start]...), '#'), text[end:]...)
+	return yaml.Unmarshal(marked, &without) == nil && sameNode(&with, &without)
+}
+
+// sameNode reports whether a and b hold the same YAML, comments and
+// positions aside. An alias compares by its anchor's name.
+func sameNode(a, b *yaml.Node) bool {
+	if a.Kind != b.Kind || a.Style != b.Style || a.Tag != b.Tag || a.Value != b.Value ||
+		a.Anchor != b.Anchor || len(a.Content) != len(b.Content) {
+		return false
+	}
+	for i := range a.Content {
+		if !sameNode(a.Content[i], b.Content[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // pullLine reads one line as Pulled writes it (trailing spaces and a final

@@ -84,6 +84,12 @@ func TestSplitPulledFindsAMovedLine(t *testing.T) {
 		{"an older one stored inside", "a: 1\n# pulled version 6 of redis://h/0/k\nb: 2\n" + line + "\n\n",
 			"a: 1\n\nb: 2\n", 8},
 		{"CRLF, moved", "a: 1\r\n" + line + "\r\nb: 2\r\n", "a: 1\r\n\r\nb: 2\r\n", 8},
+		// Still a comment after a block scalar that keeps its final
+		// newlines (|+), which the line ends where a blank line would join
+		// it, and in a document holding .nan, which equals no value.
+		{"after a |+ block scalar", "body: |+\n  slow down\n" + line + "\n", "body: |+\n  slow down\n", 8},
+		{"after a |+ block scalar, moved", "body: |+\n  slow down\n\n" + line + "\nb: 2\n", "body: |+\n  slow down\n\n\nb: 2\n", 8},
+		{"a document holding .nan", "body: .nan\n" + line + "\n", "body: .nan\n", 8},
 	} {
 		doc, v, s, ok := SplitPulled([]byte(tc.text))
 		if !ok || v != tc.version || s != "redis://h/0/k" || string(doc) != tc.doc {
