@@ -107,7 +107,7 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,
 		MaxIdleConnDuration:       30 * time.Second,
-		MaxIdemponentCallAttempts: 2,
+		MaxIdemponentCallAttempts: maxStaleAttempts,
 		RetryIfErr:                retryStale,
 		ReadBufferSize:            32 << 10, // also the response header limit
 		WriteBufferSize:           8 << 10,
@@ -127,27 +127,58 @@ func retryStale(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bo
 	return false, !req.IsBodyStream() && errors.Is(err, errStaleConn)
 }
 
-// replayOnNewConn reports whether a failed exchange is sent once more, on
-// another connection, as net/http's Transport does and not as a retry
-// (routes' retries and retryBudget are for failing targets): a replayable
-// body-less GET, HEAD, OPTIONS or TRACE whose connection had carried a
-// request before and was closed before any byte of the answer, the race of
-// an upstream closing an idle keep-alive connection under a new request.
-// On a new connection the same close is the target's answer to this
-// request: sending it again there would make a target that drops it see
-// every attempt twice.
-func replayOnNewConn(req *fasthttp.Request, resp *fasthttp.Response, err error) bool {
-	if req.IsBodyStream() || len(req.Body()) > 0 ||
-		!(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace()) {
-		return false
-	}
+// maxStaleAttempts bounds fasthttp's attempts of one request, of which
+// retryStale lets only those found stale go again: each drops one pooled
+// connection the target closed, so a pool whose every connection went
+// stale together (a burst of N, then a pause past the keep-alive) takes
+// N+1 attempts, the last on a new connection. Two attempts answered a
+// burst of two or more with 502 where net/http got 200.
+const maxStaleAttempts = 64
+
+// maxReplays bounds replayOnNewConn's sends of one attempt; each finds a
+// reused connection the target closed unanswered, as net/http's Transport
+// goes on doing while each failure is on a reused connection.
+const maxReplays = 8
+
+// closedUnanswered is the connection of a failed exchange (fasthttp's
+// last, from resp) if the target closed it before any byte of the answer,
+// else nil. fasthttp's EOF is such a close (over TLS too, where the
+// connection read the close_notify alert's bytes); a reset may come after
+// part of an answer (firstRead is false then, over plain TCP), and an
+// answer begun is not sent again (SPEC §9).
+func closedUnanswered(resp *fasthttp.Response, err error) *probedConn {
 	c := lastConn(resp)
-	if c == nil || c.requests < 2 {
+	if c == nil {
+		return nil
+	}
+	if errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && c.firstRead {
+		return c
+	}
+	return nil
+}
+
+// replayOnNewConn notes a close the target made under a request before
+// answering (its watch learns the keep-alive is short: over TLS the
+// connection never read the end of the stream itself) and reports whether
+// the exchange is sent once more, on another connection, as net/http's
+// Transport does and not as a retry (routes' retries and retryBudget are
+// for failing targets): a replayable body-less GET, HEAD, OPTIONS or TRACE
+// whose connection had carried a request before, the race of an upstream
+// closing an idle keep-alive connection under a new request. On a new
+// connection the same close is the target's answer to this request:
+// sending it again there would make a target that drops it see every
+// attempt twice.
+func replayOnNewConn(req *fasthttp.Request, resp *fasthttp.Response, err error) bool {
+	c := closedUnanswered(resp, err)
+	if c == nil {
 		return false
 	}
-	// fasthttp's EOF is a close before the answer's first byte; a reset
-	// may come after part of it (c.firstRead is false then, over plain
-	// TCP), and an answer begun is not sent again (SPEC §9).
-	return errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && c.firstRead
+	c.watch.closed.Add(1)
+	reused := c.served.Load() > 0
+	if reused {
+		c.watch.learn(c.idle)
+	}
+	return reused && !req.IsBodyStream() && len(req.Body()) == 0 &&
+		(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace())
 }

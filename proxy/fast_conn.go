@@ -109,8 +109,14 @@ type probedConn struct {
 	// however soon it comes, as net/http's Transport notices bytes arriving
 	// on an idle connection and closes it.
 	bodiless  bool
-	firstRead bool   // the next read is the first of an answer
-	requests  uint64 // requests started on the connection
+	firstRead bool // the next read is the first of an answer
+	// served counts the exchanges answered on the connection, as the
+	// forwarder saw them (fastForwarder.send): writes after reads are no
+	// count of requests, over TLS (the handshake's records, the
+	// close_notify written as fasthttp closes it). Atomic: for an answer
+	// with no body fasthttp has pooled the connection again when send
+	// counts it.
+	served atomic.Uint32
 	// local is LocalAddr's answer, which carries the connection: fasthttp
 	// keeps the last attempt's local address in the Response, so after a
 	// failure the forwarder can tell a reused connection from a new one
@@ -214,7 +220,6 @@ func (c *probedConn) Write(b []byte) (int, error) {
 			}
 		}
 		c.written, c.idle, c.seen, c.lastRead = now, idle, closed, false
-		c.requests++
 		c.bodiless, c.firstRead = bytes.HasPrefix(b, headLine), true
 	}
 	n, err := c.Conn.Write(b)

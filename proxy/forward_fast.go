@@ -110,7 +110,7 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 	f.setBody(c, p.r, p.ex.try.kept)
 	resp.Header.SetNoDefaultContentType(true)
 	err := t.hc.DoDeadline(req, resp, p.deadline)
-	if err != nil && replayOnNewConn(req, resp, err) {
+	for i := 0; err != nil && i < maxReplays && replayOnNewConn(req, resp, err); i++ {
 		err = t.hc.DoDeadline(req, resp, p.deadline)
 	}
 	if err != nil {
@@ -120,6 +120,9 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 		return 0, err
 	}
 	p.sent = true
+	if c := lastConn(resp); c != nil {
+		c.served.Add(1) // replayOnNewConn: the connection carried an exchange
+	}
 	st := resp.StatusCode()
 	if !validStatus(st) {
 		// fasthttp skips 1xx interim answers, so a final one below 200
