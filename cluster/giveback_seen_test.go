@@ -77,3 +77,34 @@ func TestQuotaGiveBackWhileRedisFails(t *testing.T) {
 		return err == nil && left == 3
 	})
 }
+
+// TestQuotaGiveBackTimedOutIsNotSentTwice: a give-back whose round trip
+// timed out may still have reached Redis (it runs it once it can): it is
+// not kept to be sent again, which gave the place back twice, a guess more
+// than the count (3 taken, 1 given back: 2 left where 1 is right).
+func TestQuotaGiveBackTimedOutIsNotSentTwice(t *testing.T) {
+	srv := startPrivateRedis(t)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "twice", Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	var stamp int64
+	for i := range 3 {
+		ok, _, _, _, st, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
+		if err != nil || !ok {
+			t.Fatalf("call %d: ok %v %v", i, ok, err)
+		}
+		stamp = st
+	}
+	srv.pause()
+	s.GiveBackQuota(r, r.Count, "k", 1, stamp) // times out, or finds the breaker open
+	srv.resume()
+	waitFor(t, 5*time.Second, "Redis up", s.Up)
+	time.Sleep(500 * time.Millisecond) // Run's sends, if any, are done
+	if left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k"); err != nil || left != 1 {
+		t.Fatalf("3 taken, 1 given back across a stall: %d left (%v), want 1", left, err)
+	}
+}

@@ -15,8 +15,9 @@ const maxQuotaReturns = 4096
 // answered with a success while it failed held its place in the period,
 // and dropping the give-back charged the client a failure it did not
 // make, for the rest of the day (an audit: 2 guesses left of 3 after one
-// success). Run sends them again once Redis answers, each only while its
-// period lasts.
+// success). Only those not sent (the breaker open) are kept: one whose
+// round trip failed may have reached Redis. Run sends them once Redis
+// answers, each only while its period lasts.
 type quotaReturns struct {
 	mu sync.Mutex
 	q  []quotaReturn
@@ -46,8 +47,8 @@ func (r *quotaReturns) take() []quotaReturn {
 	return q
 }
 
-// sendQuotaReturns gives back, now that Redis answers, what it could not
-// take while failing; one it fails again is kept for the next time.
+// sendQuotaReturns gives back, now that Redis answers, what was not sent
+// while it failed.
 func (s *Service) sendQuotaReturns() {
 	for _, r := range s.quotaReturns.take() {
 		s.giveBackQuota(r.spec, r.value, r.n, r.stamp)

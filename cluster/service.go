@@ -366,12 +366,14 @@ func (s *Service) giveBackQuota(spec *ruleSpec, value string, n, stamp int64) {
 		return
 	}
 	if !s.up.Load() {
+		// Nothing is sent while the breaker is open: kept, and sent once
+		// Redis answers. A give-back whose round trip failed is not kept:
+		// it may have reached Redis (a timeout), and sent again it would
+		// give the place back twice, a guess more than the count.
 		s.quotaReturns.add(spec, value, n, stamp)
 		return
 	}
-	if _, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack); err != nil {
-		s.quotaReturns.add(spec, value, n, stamp)
-	}
+	_, _, _, _, _, _ = s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack)
 	s.blocks.forget(spec, value, false)
 }
 
