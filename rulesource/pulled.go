@@ -16,6 +16,10 @@ import (
 // last, so every other line keeps the number it has in the stored document,
 // which is what error messages name (redis://HOST/DB/KEY:LINE).
 
+// maxPullLines is how many of a document's last pull lines SplitPulled
+// reads; Pulled writes one.
+const maxPullLines = 8
+
 const (
 	pulledPrefix = "# pulled version "
 	pulledOf     = " of "
@@ -51,8 +55,12 @@ func Pulled(d Doc, source string) []byte {
 // name) and no pull line is stored, and when the last one ends the text,
 // it goes with what follows it.
 func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool) {
-	type mark struct{ start, end int }
-	var marks []mark
+	type mark struct {
+		start, end int
+		version    int64
+		source     string
+	}
+	var found []mark
 	for at := 0; at < len(text); {
 		end := bytes.IndexByte(text[at:], '\n')
 		if end < 0 {
@@ -60,15 +68,27 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 		} else {
 			end += at
 		}
-		if v, src, is := pullLine(text[at:end]); is && commentLine(text, at, end) {
-			marks = append(marks, mark{at, end})
-			version, source = v, src
+		if v, src, is := pullLine(text[at:end]); is {
+			found = append(found, mark{at, end, v, src})
 		}
 		at = end + 1
+	}
+	// Each is checked to be a comment (commentLine: a parse of the whole
+	// document), the last maxPullLines only: a file of thousands of them
+	// took minutes. Earlier ones stay in the document as they are.
+	found = found[max(0, len(found)-maxPullLines):]
+	var parsed yaml.Node
+	whole := yaml.Unmarshal(text, &parsed) == nil
+	var marks []mark
+	for _, m := range found {
+		if !whole || commentLine(&parsed, text, m.start, m.end) {
+			marks = append(marks, m)
+		}
 	}
 	if len(marks) == 0 {
 		return text, 0, "", false
 	}
+	version, source = marks[len(marks)-1].version, marks[len(marks)-1].source
 	if last := marks[len(marks)-1]; len(bytes.TrimRight(text[last.end:], " \t\r\n")) == 0 {
 		text, marks = text[:last.start], marks[:len(marks)-1]
 	}
@@ -95,14 +115,11 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 // reads compare as nodes, not decoded values, where .nan equals nothing.
 // A document that does not parse is left to the push's own validation,
 // the line taken as written.
-func commentLine(text []byte, start, end int) bool {
-	var with, without yaml.Node
-	if yaml.Unmarshal(text, &with) != nil {
-		return true
-	}
+func commentLine(with *yaml.Node, text []byte, start, end int) bool {
+	var without yaml.Node
 	marked := make([]byte, 0, len(text)-(end-start)+1)
 	marked = append(append(append(marked, text[:start]...), '#'), text[end:]...)
-	return yaml.Unmarshal(marked, &without) == nil && sameNode(&with, &without)
+	return yaml.Unmarshal(marked, &without) == nil && sameNode(with, &without)
 }
 
 // sameNode reports whether a and b hold the same YAML, comments and
