@@ -147,10 +147,15 @@ func watchFrom(ctx context.Context, path, since string, debounce time.Duration, 
 			kick()
 		case <-timer.C:
 			burst = time.Time{}
-			if fw.follow() {
+			switch again := fw.follow(); {
+			case again:
 				// A directory on the way is watched anew: what was made in
 				// it before the watch sent no event, so look again.
 				kick()
+			case fw.unresolved:
+				// A link may point where nothing is watched (re-pointed at
+				// a release made after it): look again in a while.
+				timer.Reset(dirPoll)
 			}
 			if h := fileHash(abs); h != last {
 				last = h
@@ -173,8 +178,11 @@ type fileWatch struct {
 	target string          // the resolved file
 	links  map[string]bool // every symlink met resolving path: a swap of any re-points it
 	extra  map[string]bool // directories watched besides dir: the links' and the target's
-	w      *fsnotify.Watcher
-	log    zerolog.Logger
+	// unresolved: the file could not be resolved when last followed (a
+	// link to nothing yet); the watch looks again every dirPoll.
+	unresolved bool
+	w          *fsnotify.Watcher
+	log        zerolog.Logger
 }
 
 // relevant filters events by name: the file itself, Kubernetes' "..data"
@@ -300,6 +308,7 @@ func (f *fileWatch) setAnchor(d string) {
 // resolved: what was made there before sent no event.
 func (f *fileWatch) follow() (again bool) {
 	links, target, ok := resolve(f.path)
+	f.unresolved = !ok
 	if !ok {
 		// Gone for now. If a directory on the way went with it (rm -rf
 		// relA, or the directory holding a link), nothing may watch where

@@ -226,3 +226,45 @@ func TestWatchSurvivesALinksDirectoryReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchFollowsALinkToAReleaseMadeLater: the rules file is a link into
+// rel/A; it is re-pointed at rel/C, which does not exist yet, and rel/C is
+// made a moment later with the file in it: the new file is seen, and a
+// later edit of it too. Nothing watched rel, where C appeared, so neither
+// was seen until a SIGHUP.
+func TestWatchFollowsALinkToAReleaseMadeLater(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	base := t.TempDir()
+	for _, d := range []string{"cfg", "rel/A"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(base, "rel", "A", "rules.yaml"), "A1")
+	path := filepath.Join(base, "cfg", "rules.yaml")
+	if err := os.Symlink(filepath.Join(base, "rel", "A", "rules.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, path, 20*time.Millisecond)
+	defer w.stop()
+	tmp := path + ".new"
+	if err := os.Symlink(filepath.Join(base, "rel", "C", "rules.yaml"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil { // ln -sfn
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := os.MkdirAll(filepath.Join(base, "rel", "C"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(base, "rel", "C", "rules.yaml"), "C1")
+	if !seenWithin(w, "C1", 3*time.Second) {
+		t.Fatalf("the release made after the link was not seen; callbacks saw %q", w.calls())
+	}
+	time.Sleep(50 * time.Millisecond)
+	write(t, filepath.Join(base, "rel", "C", "rules.yaml"), "C2")
+	if !seenWithin(w, "C2", 3*time.Second) {
+		t.Fatalf("an edit of the new release was not seen; callbacks saw %q", w.calls())
+	}
+}
