@@ -154,6 +154,7 @@ func TestPostAfterShortKeepAlive(t *testing.T) {
 		{"fast, a slow answer and a 100 ms keep-alive", "fast", "abc", 100 * ms, 700 * ms, 200 * ms, 150 * ms, 7, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own upstream and gateway; they only wait
 			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				if r.URL.Query().Get("slow") != "" {

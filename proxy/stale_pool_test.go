@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,36 +26,45 @@ func TestStalePoolAfterABurst(t *testing.T) {
 	}))
 	up.Config.IdleTimeout = 300 * time.Millisecond
 	up.Start()
-	defer up.Close()
+	t.Cleanup(up.Close) // after the parallel cases
 	for _, fwd := range []string{"fast", "standard"} {
 		for _, n := range []int{2, 4, 8} {
-			gw, _ := countedGateway(t, fwd, up.URL, "2s")
-			var wg sync.WaitGroup
-			for range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if resp, err := http.Post("http://"+gw+"/warm", "text/plain", strings.NewReader("w")); err == nil {
-						resp.Body.Close()
-					}
-				}()
-			}
-			wg.Wait()
-			time.Sleep(1200 * time.Millisecond)
-			for _, method := range []string{"POST", "GET"} {
-				req, _ := http.NewRequest(method, "http://"+gw+"/x", strings.NewReader("abc"))
-				if method == "GET" {
-					req.Body, req.ContentLength = nil, 0
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+			t.Run(fmt.Sprintf("%s, a burst of %d", fwd, n), func(t *testing.T) {
+				t.Parallel() // each waits out its own pause on its own gateway
+				burstThenPause(t, fwd, up.URL, n)
+			})
+		}
+	}
+}
+
+// burstThenPause sends n POSTs at once through a gateway to target, waits
+// past its keep-alive and idleProbe, and checks a POST and a GET then.
+func burstThenPause(t *testing.T, fwd, target string, n int) {
+	gw, _ := countedGateway(t, fwd, target, "2s")
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := http.Post("http://"+gw+"/warm", "text/plain", strings.NewReader("w")); err == nil {
 				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					t.Errorf("%s, a burst of %d: %s after the pause: %d, want 200", fwd, n, method, resp.StatusCode)
-				}
 			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(1200 * time.Millisecond)
+	for _, method := range []string{"POST", "GET"} {
+		req, _ := http.NewRequest(method, "http://"+gw+"/x", strings.NewReader("abc"))
+		if method == "GET" {
+			req.Body, req.ContentLength = nil, 0
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s, a burst of %d: %s after the pause: %d, want 200", fwd, n, method, resp.StatusCode)
 		}
 	}
 }
