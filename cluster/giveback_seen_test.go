@@ -55,14 +55,7 @@ func TestGiveBackSeenByAnotherGateway(t *testing.T) {
 // the key has its 3 guesses back. It was dropped: the success stayed
 // charged as a failure for the rest of the day.
 func TestQuotaGiveBackWhileRedisFails(t *testing.T) {
-	srv := startPrivateRedis(t)
-	clock := new(wallClock)
-	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
-	clock.set(day.Add(9 * time.Hour))
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "returns", Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
-	s.SetWallClock(clock.now)
-	r := quotaRule(config.WindowDay, "UTC")
-	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	srv, s, r := failureQuotaOnPrivateRedis(t, "returns")
 	ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
 	if err != nil || !ok || stamp == 0 {
 		t.Fatalf("the call: ok %v stamp %d %v", ok, stamp, err)
@@ -83,14 +76,7 @@ func TestQuotaGiveBackWhileRedisFails(t *testing.T) {
 // not kept to be sent again, which gave the place back twice, a guess more
 // than the count (3 taken, 1 given back: 2 left where 1 is right).
 func TestQuotaGiveBackTimedOutIsNotSentTwice(t *testing.T) {
-	srv := startPrivateRedis(t)
-	clock := new(wallClock)
-	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
-	clock.set(day.Add(9 * time.Hour))
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "twice", Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
-	s.SetWallClock(clock.now)
-	r := quotaRule(config.WindowDay, "UTC")
-	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	srv, s, r := failureQuotaOnPrivateRedis(t, "twice")
 	var stamp int64
 	for i := range 3 {
 		ok, _, _, _, st, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
@@ -107,4 +93,20 @@ func TestQuotaGiveBackTimedOutIsNotSentTwice(t *testing.T) {
 	if left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k"); err != nil || left != 1 {
 		t.Fatalf("3 taken, 1 given back across a stall: %d left (%v), want 1", left, err)
 	}
+}
+
+// failureQuotaOnPrivateRedis is a gateway on a Redis of the test's own
+// (which it can stop), with a 100 ms timeout and heartbeat, at 09:00 of a
+// day two days ahead, and a countOn failure day quota of 3.
+func failureQuotaOnPrivateRedis(t *testing.T, ns string) (*privateRedis, *cluster.Service, *config.ParamRule) {
+	t.Helper()
+	srv := startPrivateRedis(t)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: ns, Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	return srv, s, r
 }

@@ -7,9 +7,9 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
