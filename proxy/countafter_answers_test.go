@@ -450,11 +450,14 @@ func TestFailureCountsAnAnswerWhoseBodyBroke(t *testing.T) {
 	up := newRawUp(t, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 256<<10), true)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv, _, _ := lockoutGateway(t, up.url(), "    retries: 0", fwd, "login")
+			srv, _, settled := lockoutGateway(t, up.url(), "    retries: 0", fwd, "login")
 			for i, want := range []int{401, 401, 429} {
 				if got := keyedCall(t, "POST", srv.URL+"/login", strings.NewReader("pw")); got != want {
 					t.Fatalf("guess %d: %d, want %d", i, got, want)
 				}
+				// The client sees the broken body before the gateway
+				// settles the guess: the next guess waits for the charge.
+				settled()
 			}
 		})
 	}

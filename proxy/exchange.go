@@ -82,6 +82,14 @@ type clientBody struct {
 	timedOut atomic.Bool
 	eof      atomic.Bool
 	read     atomic.Bool // a Read was made: the body cannot be sent again whole unless kept
+	// closed: the gateway's side closed the body (the Transport does once
+	// an answer came, or its connection broke); a Read that fails after it
+	// says nothing of the client, whose body may have all arrived: the
+	// Transport's last Read, which looks for the end, can come later.
+	// net/http's HTTP/1 server closes it too, under this wrapper, when the
+	// answer's head is written (after reading the rest, up to 256 KiB):
+	// the Read then fails with http.ErrBodyReadAfterClose.
+	closed atomic.Bool
 	// tooLarge: the body passed limit (the route's maxBodyBytes); the read
 	// that found it failed with errBodyTooLarge, and the reader got at most
 	// limit bytes in all. Also set, unread, when its Content-Length was
@@ -161,6 +169,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		if !b.eof.Swap(true) {
 			_ = http.NewResponseController(b.rw).SetReadDeadline(time.Time{})
 		}
+	case err != nil && (b.closed.Load() || errors.Is(err, http.ErrBodyReadAfterClose)):
 	case err != nil:
 		b.timedOut.Store(isTimeout(err))
 		b.failed.Store(true)
@@ -178,6 +187,7 @@ func (b *clientBody) Close() error {
 	if b.tooLarge.Load() {
 		return nil
 	}
+	b.closed.Store(true)
 	return b.rc.Close()
 }
 
