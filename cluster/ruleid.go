@@ -133,10 +133,6 @@ type ruleSpec struct {
 	unit   calendar.Unit
 	loc    *time.Location
 	period atomic.Pointer[period]
-	// held: a countOn failure rule's passes are held while their calls are
-	// in flight and given back by whichever gateway let them in, so a
-	// refusal noted here may end any moment (blockCache keeps it briefly).
-	held bool
 }
 
 // period is a calendar quota's current period, as the keys and the script
@@ -237,7 +233,6 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 			unit:     unit,
 			loc:      loc,
 			argv:     [3]any{strconv.FormatFloat(id.count, 'g', -1, 64), "0", "q"},
-			held:     id.countOn == string(config.CountOnFailure),
 		}
 	}
 	return &ruleSpec{
@@ -248,7 +243,6 @@ func newParamSpec(ns string, id paramIdent) *ruleSpec {
 		// A lease is at most K/2048 tokens: below that the script never
 		// grants one.
 		lease: id.threshold == config.ThresholdAvgLocal || id.count >= 2*ringSlots,
-		held:  id.countOn == string(config.CountOnFailure),
 		argv: [3]any{
 			strconv.FormatFloat(id.count, 'g', -1, 64),
 			strconv.FormatInt(id.duration*1000, 10),

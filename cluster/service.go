@@ -349,8 +349,8 @@ func (s *Service) AcquireQuotaStamp(rule *config.ParamRule, count float64, value
 // free it before the next guess, on any gateway, is let in or refused. A
 // period that has ended is left alone. A refusal noted for the value is
 // dropped: the period may have room again.
-// One Redis does not take (failing) is sent again once it answers
-// (quotaReturns).
+// One made while the breaker is open is kept and sent once Redis answers
+// (quotaReturns); one whose round trip failed is not sent again.
 func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64) {
 	spec := s.specs.param(rule, count)
 	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() {
