@@ -354,3 +354,45 @@ func TestPriorityForms(t *testing.T) {
 		t.Error(`"ip" without =VALUE was accepted`)
 	}
 }
+
+// TestJSONBlockBodyEscapesItsValues: a JSON block body (the default one)
+// stays valid JSON whatever the resource is called. A resource is its
+// route's path pattern unless named, and a regex pattern's backslash made
+// the default body invalid JSON ("Invalid \escape"); so did a quote in a
+// name. Other content types get the values as they are.
+func TestJSONBlockBodyEscapesItsValues(t *testing.T) {
+	resources := []string{`/o/{id:\d+}`, `say "hi"`, "tab\there\x01", "/plain/é"}
+	for _, ct := range []string{"application/json", "application/problem+json", "application/json; charset=utf-8"} {
+		body, err := config.BlockResponse{Body: config.DefaultBlockBody, ContentType: ct}.BlockBody()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range resources {
+			b, err := body.Render(config.BlockData{Resource: res, Reason: "flow"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct{ Resource, Reason string }
+			if err := json.Unmarshal(b, &got); err != nil || got.Resource != res || got.Reason != "flow" {
+				t.Errorf("%s body for %q: %s: read back %+v, %v", ct, res, b, got, err)
+			}
+		}
+	}
+	for _, tmpl := range []string{`{"r":"{{.Resource}}"}`, `{{if .Resource}}{"r":"{{.Resource}}"}{{end}}`} {
+		body, err := config.BlockResponse{Body: tmpl, ContentType: "application/json"}.BlockBody()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := body.Render(config.BlockData{Resource: `a\b"c`})
+		if !json.Valid(b) {
+			t.Errorf("template %s renders invalid JSON: %s", tmpl, b)
+		}
+	}
+	body, err := config.BlockResponse{Body: "{{.Resource}}", ContentType: "text/plain"}.BlockBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := body.Render(config.BlockData{Resource: `/o/{id:\d+}`}); string(b) != `/o/{id:\d+}` {
+		t.Errorf("text/plain body = %s, want the resource as it is", b)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"mime"
 	"strings"
 	"text/template"
 	"text/template/parse"
@@ -24,6 +25,12 @@ type BlockBody struct {
 	tmpl   *template.Template
 	parts  []bodyPart
 	simple bool
+	// json: the body is sent as JSON (contentType application/json or a
+	// +json type), so the values are written as JSON string content. A
+	// resource is its route's path pattern unless named, and a pattern's
+	// regex ({id:\d+}) or a name's quote made the default body invalid
+	// JSON for a client that parses it.
+	json bool
 }
 
 // bodyPart is text, or the field of BlockData it names.
@@ -35,7 +42,22 @@ type bodyPart struct {
 // BlockBody parses blockResponse.body. For a Config returned by Load it
 // never fails: the body was checked then.
 func (b BlockResponse) BlockBody() (*BlockBody, error) {
-	return parseBlockBody(b.Body)
+	bb, err := parseBlockBody(b.Body)
+	if err != nil {
+		return nil, err
+	}
+	bb.json = isJSON(b.ContentType)
+	return bb, nil
+}
+
+// isJSON reports whether media type ct is JSON: application/json or a
+// structured syntax suffix +json (application/problem+json).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 func parseBlockBody(body string) (*BlockBody, error) {
@@ -78,6 +100,9 @@ func simpleParts(t *template.Template) ([]bodyPart, bool) {
 
 // Render returns the body for d.
 func (b *BlockBody) Render(d BlockData) ([]byte, error) {
+	if b.json {
+		d = BlockData{Resource: jsonText(d.Resource), Reason: jsonText(d.Reason)}
+	}
 	if !b.simple {
 		var buf bytes.Buffer
 		if err := b.tmpl.Execute(&buf, d); err != nil {
@@ -236,4 +261,27 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 	}
 	w.left -= len(p)
 	return len(p), nil
+}
+
+// jsonText is s as the content of a JSON string: quote, backslash and
+// control characters escaped (RFC 8259 §7), the rest as it is.
+func jsonText(s string) string {
+	const hex = "0123456789abcdef"
+	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' })
+	if i < 0 {
+		return s
+	}
+	out := make([]byte, 0, len(s)+8)
+	out = append(out, s[:i]...)
+	for j := i; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
 }
