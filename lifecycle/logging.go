@@ -63,14 +63,27 @@ func newLogger(w io.Writer, o Options, cfg *config.Config) zerolog.Logger {
 	if o.LogLevel != "" {
 		level = o.LogLevel
 	}
-	if logFormat(o.LogFormat, format, isTerminal(w)) == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	if tty := isTerminal(w); logFormat(o.LogFormat, format, tty) == "console" {
+		// Colours only on a terminal: a file, docker logs or journald
+		// would keep the escape codes.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !tty}
 	}
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
 		lvl = zerolog.InfoLevel
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	return zerolog.New(w).Level(lvl).Hook(msTime{})
+}
+
+// msTime stamps each event with its time to the millisecond, in UTC
+// (RFC 3339): zerolog's own Timestamp writes whole seconds unless its
+// package-wide TimeFieldFormat is changed, and the access and block lines
+// of one second could not be put in order.
+type msTime struct{}
+
+func (msTime) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	var buf [len("2006-01-02T15:04:05.000Z")]byte
+	e.Bytes(zerolog.TimestampFieldName, time.Now().UTC().AppendFormat(buf[:0], "2006-01-02T15:04:05.000Z07:00"))
 }
 
 func isTerminal(w io.Writer) bool {
