@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,20 +186,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		defer boundStreamFlush(w, r, s.sendTimeout)
 	}
+	var start int64
+	if s.accessLog {
+		start = s.clock.Now()
+	}
 	v, bad := readTarget(r, s.target)
 	if bad != badNone {
 		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
+		if s.accessLog {
+			s.accessMiss(r, r.RequestURI, http.StatusBadRequest, badTargetBodies[bad], start)
+		}
 		return
 	}
 	dropH2CUpgrade(r)
 	joinCookieLines(r)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		s.router.serve(w, r, v)
+		if missed := s.router.serve(w, r, v); missed != 0 && s.accessLog {
+			s.accessMiss(r, v.path, missed, nil, start)
+		}
 		return
 	}
 	b := &clientBody{rc: r.Body, rw: w}
 	r.Body = b
-	s.router.serve(w, r, v)
+	if missed := s.router.serve(w, r, v); missed != 0 && s.accessLog {
+		s.accessMiss(r, v.path, missed, nil, start)
+	}
 	switch {
 	case b.eof.Load():
 	case b.tooLarge.Load():
@@ -219,6 +231,33 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 }
+
+// accessMiss writes the access line of a request no route served: its
+// target refused before routing (400, with the reason's body as error) or
+// routed nowhere (404, 405). nginx and Traefik log these too, and they are
+// most of what a scanner sends. path is the target as it came when it was
+// refused (at most maxLoggedTarget bytes of it), else the path routed.
+func (s *Snapshot) accessMiss(r *http.Request, path string, status int, refused []byte, start int64) {
+	method := r.Method
+	if len(path) > maxLoggedTarget {
+		path = path[:maxLoggedTarget]
+	}
+	if len(method) > maxLoggedTarget {
+		method = method[:maxLoggedTarget]
+	}
+	e := s.log.Info().Str("method", method).Str("host", r.Host).Str("path", path).Int("status", status).
+		Dur("latency", time.Duration(s.clock.Now()-start))
+	if refused != nil {
+		e = e.Str("decision", "badRequest").Str("error", strings.TrimSuffix(string(refused), "\n"))
+	} else {
+		e = e.Str("decision", "noRoute")
+	}
+	e.Msg("access")
+}
+
+// maxLoggedTarget caps the target (and method) an access line quotes from
+// a refused request: net/http takes request lines up to its 1 MB header limit.
+const maxLoggedTarget = 2048
 
 // tooLargeLinger bounds how long a 413 waits for net/http to drain the
 // rest of a body sent past maxBodyBytes (at most 256 KiB of it).

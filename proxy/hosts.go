@@ -95,8 +95,9 @@ func wildcardMatches(pattern, name string) bool {
 }
 
 // serve routes r by its Host and its view's path (readTarget), and serves
-// it with the route found.
-func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
+// it with the route found. It returns the status of its own answer when no
+// route took r (404, 405), else 0.
+func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) (missed int) {
 	rctx, _ := h.ctxs.Get().(*chi.Context)
 	if rctx == nil {
 		rctx = chi.NewRouteContext()
@@ -105,25 +106,28 @@ func (h *hostRouter) serve(w http.ResponseWriter, r *http.Request, v view) {
 	if rt, g := h.find(rctx, r.Host, r.Method, v.path); rt != nil {
 		rt.serve(w, r, v, rctx)
 	} else {
-		h.miss(w, r, rctx, g, v.path)
+		missed = h.miss(w, r, rctx, g, v.path)
 	}
 	h.ctxs.Put(rctx)
+	return missed
 }
 
-// miss answers a request no route takes: 405 when a route for its host (g,
-// nil: none) or for any host has the path under another method, with Allow
-// naming every such method (RFC 9110 15.5.6: find tries both), else 404.
-func (h *hostRouter) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, g *router, path string) {
+// miss answers a request no route takes, and returns the status: 405 when
+// a route for its host (g, nil: none) or for any host has the path under
+// another method, with Allow naming every such method (RFC 9110 15.5.6:
+// find tries both), else 404.
+func (h *hostRouter) miss(w http.ResponseWriter, r *http.Request, rctx *chi.Context, g *router, path string) int {
 	var allow []string
 	if g != nil {
 		allow = g.allow(allow, rctx, path)
 	}
 	if allow = h.any.allow(allow, rctx, path); len(allow) == 0 {
 		notFound(w, r)
-		return
+		return http.StatusNotFound
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	notAllowed(w, r)
+	return http.StatusMethodNotAllowed
 }
 
 // find returns the route serving method on path for host (nil: none),
