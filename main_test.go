@@ -75,7 +75,7 @@ func TestValidateHelp(t *testing.T) {
 		if code := run([]string{"validate", arg}, &stdout, &stderr); code != 0 {
 			t.Errorf("validate %s: exit %d, want 0; stderr:\n%s", arg, code, stderr.String())
 		}
-		if !strings.Contains(stderr.String(), "usage: sluice validate [FILE]") {
+		if !strings.Contains(stderr.String(), "usage: sluice validate [FILE | -config FILE]") {
 			t.Errorf("validate %s printed %q, want its usage", arg, stderr.String())
 		}
 	}
@@ -91,6 +91,36 @@ func TestValidateHelp(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "-rules.yaml: ok") {
 		t.Errorf("validate -- -rules.yaml printed %q", stdout.String())
+	}
+}
+
+// TestValidateTakesConfig: `sluice validate -config FILE` checks FILE, as
+// the gateway and `sluice rules push|pull` name it with -config; it was
+// refused (exit 2, "flag provided but not defined"). FILE and -config
+// together are one file too many.
+func TestValidateTakesConfig(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("upstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{path: /, upstream: app}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("routes: [{path: /, upstream: nowhere}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"validate", "-config", good}, 0, good + ": ok"},
+		{[]string{"validate", "-config=" + bad}, 1, bad + ":1:"},
+		{[]string{"validate", "-config", good, bad}, 2, "unexpected argument"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(c.args, &stdout, &stderr)
+		if out := stdout.String() + stderr.String(); code != c.code || !strings.Contains(out, c.out) {
+			t.Errorf("sluice %q: exit %d, printed %q; want %d and %q", c.args, code, out, c.code, c.out)
+		}
 	}
 }
 

@@ -20,15 +20,17 @@ import (
 const rulesTimeout = 10 * time.Second
 
 // Validate is `sluice validate [rules.yaml]`: every error as FILE:LINE: message.
-// It takes no flags: -h prints its usage, any other word that starts with
-// "-" is refused rather than read as a file name ("--" ends the flags, for
-// a file whose name starts with "-").
+// The file may also be named with -config, as the gateway and `sluice
+// rules` name it; -h prints its usage, any other word that starts with "-"
+// is refused rather than read as a file name ("--" ends the flags, for a
+// file whose name starts with "-").
 func Validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice validate [FILE]\n\nChecks FILE (default rules.yaml) as the gateway would load it and prints every error as FILE:LINE: message. Exit 0: ok; 1: errors; 2: usage.")
+		fmt.Fprintln(stderr, "usage: sluice validate [FILE | -config FILE]\n\nChecks FILE (default rules.yaml) as the gateway would load it and prints every error as FILE:LINE: message. Exit 0: ok; 1: errors; 2: usage.")
 	}
+	configFlag := fs.String("config", "", "the rules file (the same as FILE)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -37,12 +39,15 @@ func Validate(args []string, stdout, stderr io.Writer) int {
 	}
 	args = fs.Args()
 	path := "rules.yaml"
-	if len(args) > 1 {
-		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q: it checks one rules file\n", args[1])
+	if len(args) > 1 || len(args) == 1 && *configFlag != "" {
+		fmt.Fprintf(stderr, "sluice validate: unexpected argument %q: it checks one rules file\n", args[len(args)-1])
 		return 2
 	}
-	if len(args) > 0 {
+	switch {
+	case len(args) > 0:
 		path = args[0]
+	case *configFlag != "":
+		path = *configFlag
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
