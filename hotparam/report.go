@@ -152,7 +152,9 @@ func (r *rule) shared(ctx context.Context, rd Reader, gateways int, s *ValueStat
 // peek is val's state without touching the table.
 func (r *rule) peek(now int64, val string, share int) ValueState {
 	val = r.asKeyed(val)
-	vs := ValueState{Value: val, Applies: r.match.Match(val)}
+	// An empty value is never limited (SPEC §3 Sources: a request without
+	// the parameter passes the rule).
+	vs := ValueState{Value: val, Applies: val != "" && r.match.Match(val)}
 	e, sh := r.table.Peek(val)
 	defer sh.Unlock()
 	if e != nil {

@@ -96,6 +96,17 @@ func TestReportPeekTakesNothing(t *testing.T) {
 	}
 }
 
+// TestReportEmptyValueDoesNotApply: a request whose parameter is empty
+// passes the rule untouched (SPEC §3 Sources), so the report of the
+// value "" says the rule does not apply to it; it said it did.
+func TestReportEmptyValueDoesNotApply(t *testing.T) {
+	c := compile(t, seedRule()).For("get-order")
+	vs := c.Report(sec(1), []string{"", "a"}, 0)[0].Values
+	if vs[0].Applies || !vs[1].Applies {
+		t.Errorf(`applies to "": %v, to "a": %v; want false, true`, vs[0].Applies, vs[1].Applies)
+	}
+}
+
 // Forget lifts a blocked value in every rule of the resource at once; other
 // values keep their state.
 func TestForgetLiftsAValue(t *testing.T) {
