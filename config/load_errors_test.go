@@ -845,3 +845,27 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		}
 	}
 }
+
+// TestInfiniteNumbersSayFinite: YAML's .inf was refused with "must be > 0,
+// got +Inf", which reads as if +Inf were fine; the message says the
+// number must be finite.
+func TestInfiniteNumbersSayFinite(t *testing.T) {
+	_, err := config.Parse("rules.yaml", []byte(`upstreams: {app: {targets: ["http://127.0.0.1:9001"]}}
+routes: [{path: /a, upstream: app}]
+flowRules:
+  - resource: /a
+    count: .inf
+  - resource: /a
+    count: 5
+    controlBehavior: warmUp
+    coldFactor: .inf
+`))
+	for _, want := range []string{
+		"rules.yaml:5: flowRules[0].count: must be a finite number > 0, got +Inf",
+		"rules.yaml:9: flowRules[1].coldFactor: must be a finite number > 1, got +Inf",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors %v; want %q", err, want)
+		}
+	}
+}

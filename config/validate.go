@@ -62,13 +62,22 @@ func (c *checker) positive(path string, v float64) {
 		return
 	}
 	if !(v > 0) || math.IsInf(v, 0) {
-		c.add(path, "must be > 0, got %s", num(v))
+		c.add(path, "must be %s> 0, got %s", finite(v), num(v))
 	}
+}
+
+// finite is "a finite number " for an infinite v (YAML's .inf), whose
+// message "must be > 0, got +Inf" would read as if it were fine; else "".
+func finite(v float64) string {
+	if math.IsInf(v, 0) {
+		return "a finite number "
+	}
+	return ""
 }
 
 func (c *checker) nonNegative(path string, v float64) {
 	if !(v >= 0) || math.IsInf(v, 0) {
-		c.add(path, "must be >= 0, got %s", num(v))
+		c.add(path, "must be %s>= 0, got %s", finite(v), num(v))
 	}
 }
 
@@ -605,7 +614,7 @@ func (c *checker) flowRules(ix routeIndex) {
 			c.add(p+".count", "must be >= 1 with controlBehavior warmUp, got %s (warmUpThrottle spaces calls at any rate)", num(r.Count))
 		}
 		if !(r.ColdFactor > 1) || math.IsInf(r.ColdFactor, 0) {
-			c.add(p+".coldFactor", "must be > 1, got %s", num(r.ColdFactor))
+			c.add(p+".coldFactor", "must be %s> 1, got %s", finite(r.ColdFactor), num(r.ColdFactor))
 		}
 		c.nonNegative(p+".maxQueueingTimeMs", float64(r.MaxQueueingTimeMs))
 		c.duration(p+".maxQueueingTimeMs", r.MaxQueueingTimeMs, false)
