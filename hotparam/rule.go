@@ -235,9 +235,11 @@ func (r *rule) enterAfter(e *value, p *param, now, n int64, share int) outcome {
 // chargeDebt takes n tokens from e's bucket of 1/share of the count after
 // a call's answer, whether or not they are there: the bucket may go into
 // debt, which later refills pay back before a call is let in again. One
-// charge takes at most the full bucket (count+burstCount tokens), and the
-// debt never passes one full bucket: a figure from the upstream, however
-// large, keeps a value out for at most about two durationSec.
+// charge takes at most the full bucket (count+burstCount tokens; n is what
+// the figure asks beyond the token held in flight), and the debt never
+// passes one full bucket: a figure from the upstream, however large, keeps
+// a value out for at most about two buckets' refill (two durationSec for a
+// count of 1 or more).
 func (r *rule) chargeDebt(e *value, p *param, now, n int64, share int) {
 	if p.never || n <= 0 {
 		return
