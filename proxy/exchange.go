@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,8 +231,9 @@ var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 // e.failed): the param rules that count after the answer read it there,
 // and the headers they read are removed.
 func (e *exchange) WriteHeader(code int) {
+	final := e.status == 0 && code >= 200
 	switch {
-	case e.status == 0 && code >= 200:
+	case final:
 		e.status = code
 		e.late = !e.failed && e.clientCtx.Err() != nil
 		if !e.failed {
@@ -244,6 +246,24 @@ func (e *exchange) WriteHeader(code int) {
 		e.call.strip(e.Header()) // an interim answer (103 Early Hints) keeps them too
 	}
 	e.ResponseWriter.WriteHeader(code)
+	if h := e.Header(); final && len(h["Trailer"]) != 0 {
+		dropAnnounced(h)
+	}
+}
+
+// dropAnnounced removes from h, once its head is written (net/http keeps a
+// copy of it then), the fields that h's Trailer announces. net/http sends
+// as trailers whatever those keys hold when the handler returns, and the
+// forwarders add the upstream's trailer values to them: a field the
+// upstream sent in its head and again as a trailer went out in the
+// trailers with its head value as well ("head, tail"; the fast path said
+// "head, tail, head").
+func dropAnnounced(h http.Header) {
+	for _, v := range h["Trailer"] {
+		for k := range strings.SplitSeq(v, ",") {
+			delete(h, http.CanonicalHeaderKey(strings.TrimSpace(k)))
+		}
+	}
 }
 
 func (e *exchange) Write(b []byte) (int, error) {

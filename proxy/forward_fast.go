@@ -285,6 +285,7 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 		stop := context.AfterFunc(ex.clientCtx, func() { _ = closeStream(body, errClientGone) })
 		defer stop()
 	}
+	heads := headCounts(&resp.Header)
 	buf := c.buf[:cap(c.buf)]
 	for {
 		nr, rerr := body.Read(buf)
@@ -310,13 +311,30 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 		h := ex.Header()
 		for _, k := range keys {
 			name := http.TrailerPrefix + string(k)
-			for _, v := range resp.Header.PeekAll(string(k)) {
+			vals := resp.Header.PeekAll(string(k))
+			vals = vals[min(heads[string(k)], len(vals)):] // the trailer's own
+			for _, v := range vals {
 				h[name] = append(h[name], string(v))
 			}
 		}
 	}
 	_ = resp.CloseBodyStream()
 	return nil
+}
+
+// headCounts is how many values each announced trailer field has in the
+// answer's head (nil: none announced): fasthttp's PeekAll gives a field's
+// head values, then, once the body is read, its trailer values.
+func headCounts(h *fasthttp.ResponseHeader) map[string]int {
+	keys := h.PeekTrailerKeys()
+	if len(keys) == 0 {
+		return nil
+	}
+	m := make(map[string]int, len(keys))
+	for _, k := range keys {
+		m[string(k)] = len(h.PeekAll(string(k)))
+	}
+	return m
 }
 
 // abort ends a response whose status is already sent: the upstream

@@ -70,6 +70,14 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "part2")
 		h.Set("X-Checksum", "abc")
 		h.Set(http.TrailerPrefix+"X-Late", "late")
+	case "trailer-and-head":
+		// A field in the head and again in the trailers: the trailers
+		// carry the trailer's value only.
+		h.Set("Trailer", "X-Checksum")
+		h.Set("X-Checksum", "head")
+		io.WriteString(w, "part1 ")
+		w.(http.Flusher).Flush()
+		h.Set("X-Checksum", "tail")
 	case "chunked":
 		for i := 0; i < 3; i++ {
 			fmt.Fprintf(w, "chunk%d;", i)
@@ -189,6 +197,7 @@ routes:
 		{name: "hop-response", method: "GET", path: "/r"},
 		{name: "no-content-type", method: "GET", path: "/r"},
 		{name: "trailers", method: "GET", path: "/r"},
+		{name: "trailer-and-head", method: "GET", path: "/r"},
 		{name: "chunked", method: "GET", path: "/r"},
 		{name: "large", method: "GET", path: "/r"},
 		{name: "status", method: "GET", path: "/r"},
@@ -283,6 +292,15 @@ routes:
 		}
 		if got := seenBy["put-chunked"].Body; len(got) != 1000 {
 			t.Errorf("%s: chunked body reached the upstream with %d bytes", fwd, len(got))
+		}
+	}
+	for fwd, gotBy := range map[string]map[string]got{"standard": stdGot, "fast": fastGot} {
+		a := gotBy["trailer-and-head"]
+		if v := a.Header.Values("X-Checksum"); len(v) != 1 || v[0] != "head" {
+			t.Errorf("%s: a field in the head and the trailers: head %q, want [head]", fwd, v)
+		}
+		if v := a.Trailer.Values("X-Checksum"); len(v) != 1 || v[0] != "tail" {
+			t.Errorf("%s: a field in the head and the trailers: trailers %q, want [tail]", fwd, v)
 		}
 	}
 	if tr := fastGot["trailers"].Trailer; tr.Get("X-Checksum") != "abc" || tr.Get("X-Late") != "late" {
