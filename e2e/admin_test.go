@@ -379,7 +379,7 @@ flowRules:
 	if c := m[`sluice_concurrency{resource="slow"}`]; c != 0 {
 		t.Errorf("sluice_concurrency{slow} = %.0f after the run, want 0", c)
 	}
-	if evs := g.logs.events("access"); len(evs) != 0 {
+	if evs := g.logs.Events("access"); len(evs) != 0 {
 		t.Errorf("%d access events without log.access: true", len(evs))
 	}
 }
@@ -775,7 +775,7 @@ flowRules:
 	var evs []map[string]any
 	poll(t, 3*time.Second, "fewer than 3 access events", func() bool {
 		evs = evs[:0]
-		for _, ev := range g.logs.events("access") {
+		for _, ev := range g.logs.Events("access") {
 			if ev["message"] == "access" {
 				evs = append(evs, ev)
 			}
@@ -862,7 +862,7 @@ routes:
 		remotes[i] = "http://" + net.JoinHostPort(a.String(), port)
 	}
 	t.Logf("admin on %s; peers: 127.0.0.1 and %v", g.AdminURL, others)
-	reloads := func() int { return len(g.logs.events("admin: reload requested")) }
+	reloads := func() int { return len(g.logs.Events("admin: reload requested")) }
 	type call struct {
 		method, url, path string
 		hdr               []string

@@ -259,7 +259,7 @@ cluster:
 		t.Errorf("statuses across the two gateways %v, want %v (3 a minute for the fleet)", statuses, want)
 	}
 	for i, g := range gs {
-		if ev := g.logs.events("clusterMode rule checked locally"); len(ev) != 0 {
+		if ev := g.logs.Events("clusterMode rule checked locally"); len(ev) != 0 {
 			t.Errorf("gateway %d warned that the rule is checked locally:\n%s", i, g.logs)
 		}
 	}

@@ -318,7 +318,7 @@ func clWithin(got int, want, frac float64) bool {
 func clRedisKeptUp(t *testing.T, gs []*gateway) {
 	t.Helper()
 	for i, g := range gs {
-		clRedisFailedSlow(t, i, g.logs.events("cluster: redis failing"))
+		clRedisFailedSlow(t, i, g.logs.Events("cluster: redis failing"))
 	}
 }
 
@@ -358,7 +358,7 @@ type clUpEvents struct {
 func (u *clUpEvents) killing(gs []*gateway) {
 	u.beforeKill = make([][]map[string]any, len(gs))
 	for i, g := range gs {
-		u.beforeKill[i] = g.logs.events("cluster: redis failing")
+		u.beforeKill[i] = g.logs.Events("cluster: redis failing")
 	}
 }
 
@@ -366,7 +366,7 @@ func (u *clUpEvents) killing(gs []*gateway) {
 func (u *clUpEvents) restarting(gs []*gateway) {
 	u.atRestart = make([]int, len(gs))
 	for i, g := range gs {
-		u.atRestart[i] = len(g.logs.events("cluster: redis failing"))
+		u.atRestart[i] = len(g.logs.Events("cluster: redis failing"))
 	}
 }
 
@@ -378,7 +378,7 @@ func (u *clUpEvents) check(t *testing.T, gs []*gateway) {
 			clRedisFailedSlow(t, i, u.beforeKill[i])
 		}
 		if i < len(u.atRestart) {
-			clRedisFailedSlow(t, i, g.logs.events("cluster: redis failing")[u.atRestart[i]:])
+			clRedisFailedSlow(t, i, g.logs.Events("cluster: redis failing")[u.atRestart[i]:])
 		}
 	}
 }
@@ -797,10 +797,10 @@ func TestClusterRedisKilledUnderLoad(t *testing.T) {
 		if upSeen[i] == 0 || upSeen[i]-restartAt > 5*time.Second {
 			t.Errorf("gateway %d: sluice_cluster_redis_up back to 1 at %v, want within 5 s of the restart at %v", i, upSeen[i], restartAt)
 		}
-		if n := len(g.logs.events("cluster: redis failing")); n != 1 {
+		if n := len(g.logs.Events("cluster: redis failing")); n != 1 {
 			t.Errorf("gateway %d logged %d 'redis failing' events, want exactly 1 (once per state change, not per request)", i, n)
 		}
-		if n := len(g.logs.events("cluster: redis reachable again")); n != 1 {
+		if n := len(g.logs.Events("cluster: redis reachable again")); n != 1 {
 			t.Errorf("gateway %d logged %d 'redis reachable again' events, want exactly 1", i, n)
 		}
 	}
@@ -874,7 +874,7 @@ func TestClusterBenchmark(t *testing.T) {
 	if v, ok := clRedisUp(g); !ok || !v {
 		t.Errorf("the breaker opened during the benchmark (sluice_cluster_redis_up is not 1): the cluster numbers include local fallbacks")
 	}
-	if n := len(g.logs.events("cluster: redis failing")); n != 0 {
+	if n := len(g.logs.Events("cluster: redis failing")); n != 0 {
 		t.Errorf("Redis was reported failing %d times during the benchmark", n)
 	}
 	if ratio < 0.7 {

@@ -17,7 +17,7 @@ import (
 func hdWaitEvents(t *testing.T, g *gateway, msg string, n int) {
 	t.Helper()
 	poll(t, 5*time.Second, fmt.Sprintf("a %q log event (had %d)", msg, n), func() bool {
-		return len(g.logs.events(msg)) > n
+		return len(g.logs.Events(msg)) > n
 	})
 }
 
@@ -90,7 +90,7 @@ func TestReloadKeepsLastGoodRules(t *testing.T) {
 		{"64 MiB", func() { writeSparse(64 << 20) }, "rules.yaml: file is 67108864 bytes, over the 8 MiB limit of a rules document", nil},
 	}
 	for _, f := range faults {
-		n := len(g.logs.events("reload failed"))
+		n := len(g.logs.Events("reload failed"))
 		f.apply()
 		hdWaitEvents(t, g, "reload failed", n)
 		if got := lastError(); !strings.Contains(got, f.wantErr) {
@@ -135,10 +135,10 @@ storm:
 	time.Sleep(300 * time.Millisecond) // past the watcher's debounce
 	inForce("after the write storm")
 	t.Logf("write storm: %d writes in 2 s, %d requests served meanwhile; reloads ok %d, failed %d",
-		writes, served, len(g.logs.events("rules loaded")), len(g.logs.events("reload failed")))
+		writes, served, len(g.logs.Events("rules loaded")), len(g.logs.Events("reload failed")))
 
 	// A good file comes back: it takes effect.
-	n := len(g.logs.events("rules loaded"))
+	n := len(g.logs.Events("rules loaded"))
 	g.writeRules(rules("/v2"))
 	hdWaitEvents(t, g, "rules loaded", n)
 	if resp, _ := get(t, g.URL+"/v2"); resp.StatusCode != 200 {

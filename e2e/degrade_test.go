@@ -241,7 +241,7 @@ func cbBlockedHeaders(t *testing.T, url string, retry time.Duration) {
 // opened and closed, and the metric ends closed.
 func cbTransitions(t *testing.T, g *gateway) {
 	t.Helper()
-	evs := g.logs.events("circuit breaker")
+	evs := g.logs.Events("circuit breaker")
 	var seq []string
 	opened, closed := 0, 0
 	last := map[string]string{}
@@ -316,7 +316,7 @@ degradeRules:
 		t.Helper()
 		g.writeRules(rules)
 		poll(t, 10*time.Second, fmt.Sprintf("reload to %d routes", routes), func() string {
-			for _, ev := range g.logs.events("rules loaded") {
+			for _, ev := range g.logs.Events("rules loaded") {
 				if n, _ := ev["routes"].(float64); int(n) == routes {
 					return ""
 				}
@@ -352,7 +352,7 @@ degradeRules:
 	if m := state(); m != "0" {
 		t.Errorf("sluice_circuit_state after editing the rule = %s, want 0 (closed)", m)
 	}
-	evs := g.logs.events("circuit breaker")
+	evs := g.logs.Events("circuit breaker")
 	if len(evs) != 2 || evs[1]["from"] != "open" || evs[1]["to"] != "closed" {
 		t.Errorf("circuit breaker events %v, want closed>open then open>closed", evs)
 	}

@@ -37,7 +37,7 @@ func startEdge(t *testing.T, dir, rules string, args ...string) *edgeGateway {
 	}
 	g := startGatewayFile(t, path, args...)
 	e := &edgeGateway{gateway: g, Dir: dir}
-	if s, _ := g.logs.find("sluice started", 0)["tls"].(string); s != "" {
+	if s, _ := g.logs.Find("sluice started", 0)["tls"].(string); s != "" {
 		e.TLSAddr = s
 		// A renewal is seen only once the certificate files are watched.
 		g.waitLog("watching the TLS certificate files", 10*time.Second)

@@ -162,7 +162,7 @@ routes:
 	if got := metric(t, g.gateway, `sluice_rules_reloads_total{result="failed"}`); got == failedBefore {
 		t.Errorf("failed reloads stayed at %s after a broken renewal", got)
 	}
-	if g.logs.find("a renewal did not load", 0) == nil {
+	if g.logs.Find("a renewal did not load", 0) == nil {
 		t.Error("the broken renewal was not logged")
 	}
 	if got, err := served("api.example.com"); err != nil || got.s != wild2.Cert.SerialNumber.String() {
@@ -416,7 +416,7 @@ flowRules:
 	want := fwdExpect("fast", false)
 	poll(t, 10*time.Second, "the passes' access log", func() string {
 		got := map[string]int{}
-		for _, ev := range g.logs.events("access") {
+		for _, ev := range g.logs.Events("access") {
 			if ev["decision"] == "pass" && ev["forwarder"] == want {
 				got[ev["path"].(string)]++
 			}
@@ -519,14 +519,14 @@ routes:
 	g.waitLog("reload failed", 5*time.Second)
 	g.writeRules(strings.Replace(rules(`, { certFile: b.crt, keyFile: b.key }`, "http2: { tls: false, h2c: true }"),
 		"certificates:", "minVersion: \"1.3\"\n  redirectHttp: true\n  certificates:", 1))
-	poll(t, 5*time.Second, "the second rules load", func() bool { return len(g.logs.events("rules loaded")) >= 2 })
+	poll(t, 5*time.Second, "the second rules load", func() bool { return len(g.logs.Events("rules loaded")) >= 2 })
 	for _, s := range []string{"tls.certificates", "tls.minVersion", "tls.redirectHttp", "http2.tls", "http2.h2c"} {
-		if len(g.logs.events(s+" changed in the rules file: it takes effect at restart")) != 1 {
+		if len(g.logs.Events(s+" changed in the rules file: it takes effect at restart")) != 1 {
 			t.Errorf("no warning for %s:\n%s", s, g.logs)
 		}
 	}
 	for _, s := range []string{"tls.listen", "tls.clientCAFile"} {
-		if len(g.logs.events(s+" changed")) != 0 {
+		if len(g.logs.Events(s+" changed")) != 0 {
 			t.Errorf("a warning for %s, which did not change", s)
 		}
 	}
@@ -561,7 +561,7 @@ upstreams:
 routes:
   - { path: /*, upstream: up }
 `, up.URL), "-listen", "")
-	if l := g.logs.find("sluice started", 0)["listen"]; l != "" {
+	if l := g.logs.Find("sluice started", 0)["listen"]; l != "" {
 		t.Errorf("a plain listener on %v, want none", l)
 	}
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

@@ -234,7 +234,7 @@ func TestFleetRefusesWhatDoesNotValidate(t *testing.T) {
 		if got := flMetric(t, gs[i], "sluice_rules_version"); got != float64(v3) {
 			t.Errorf("gateway %d: sluice_rules_version %v, want %d", i, got, v3)
 		}
-		if ev := gs[i].logs.find("reload failed", 0); ev == nil || !strings.Contains(fmt.Sprint(ev["errors"]), wantErr[0]) {
+		if ev := gs[i].logs.Find("reload failed", 0); ev == nil || !strings.Contains(fmt.Sprint(ev["errors"]), wantErr[0]) {
 			t.Errorf("gateway %d logged no failed reload naming %s: %v", i, wantErr[0], ev)
 		}
 		if n := flPasses(t, gs[i], 3); n != 3 {
@@ -414,7 +414,7 @@ flowRules:
 	var lat []time.Duration
 	applied := make([]int, len(gs))
 	for i, g := range gs {
-		for _, ev := range g.logs.events("rules document in force") {
+		for _, ev := range g.logs.Events("rules document in force") {
 			if ms, ok := ev["sincePush"].(float64); ok && ev["version"].(float64) > 1 {
 				lat = append(lat, time.Duration(ms*float64(time.Millisecond)))
 				applied[i]++

@@ -435,10 +435,10 @@ flowRules:
 	if n := passes("/edited"); n != 1 {
 		t.Fatalf("edited (1 a minute): %d of 5 passed", n)
 	}
-	before := len(g.logs.events("rules loaded"))
+	before := len(g.logs.Events("rules loaded"))
 	g.writeRules(rules(2))
 	poll(t, 2*time.Second, "a reload", func() string {
-		if len(g.logs.events("rules loaded")) <= before {
+		if len(g.logs.Events("rules loaded")) <= before {
 			return g.logs.String()
 		}
 		return ""
@@ -449,7 +449,7 @@ flowRules:
 	if n := passes("/edited"); n != 2 {
 		t.Errorf("edited rule (now 2 a minute): %d of 5 passed, want 2 (a changed rule starts fresh)", n)
 	}
-	if ev := g.logs.find("reload failed", 0); ev != nil {
+	if ev := g.logs.Find("reload failed", 0); ev != nil {
 		t.Errorf("reload failed: %v", ev)
 	}
 }
@@ -495,11 +495,11 @@ flowRules:
 	res.only200And429(t, "concurrency across reloads")
 	reqs, maxIn := up.stats()
 	t.Logf("concurrency 3 under 4 reloads: statuses %v, upstream %d requests, max in flight %d, reloads logged %d",
-		res.statuses(), reqs, maxIn, len(g.logs.events("rules loaded")))
+		res.statuses(), reqs, maxIn, len(g.logs.Events("rules loaded")))
 	if maxIn > 3 {
 		t.Errorf("upstream saw %d in flight, over count 3", maxIn)
 	}
-	if n := len(g.logs.events("rules loaded")); n < 5 {
+	if n := len(g.logs.Events("rules loaded")); n < 5 {
 		t.Errorf("%d rules loaded events, want the first and 4 reloads", n)
 	}
 	key := `sluice_concurrency{resource="c"}`
@@ -565,7 +565,7 @@ flowRules:
 		t.Errorf(`sluice_blocked_total{reason="dryrun",resource="dry"} = %v, want 3`, m)
 	}
 	logged := 0
-	for _, ev := range g.logs.events("") {
+	for _, ev := range g.logs.Events("") {
 		if ev["reason"] == "dryrun" && ev["resource"] == "dry" {
 			logged++
 		}

@@ -54,7 +54,7 @@ func checkForwarder(t *testing.T, g *gateway, path, want string) {
 	t.Helper()
 	var got any
 	poll(t, 3*time.Second, "an access log for "+path, func() bool {
-		for _, ev := range g.logs.events("access") {
+		for _, ev := range g.logs.Events("access") {
 			if ev["path"] == path {
 				got = ev["forwarder"]
 				return true

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/logtest"
 	"sluice/internal/skipped"
 )
 
@@ -66,7 +65,7 @@ type gateway struct {
 	URL      string // traffic listener, http://127.0.0.1:port
 	AdminURL string
 	Rules    string // path of the rules file
-	logs     *logBuffer
+	logs     *logtest.Buffer
 	done     chan struct{}
 	exitErr  error
 }
@@ -85,7 +84,7 @@ func startGateway(t *testing.T, rules string, args ...string) *gateway {
 
 func startGatewayFile(t *testing.T, path string, args ...string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, Rules: path, logs: &logBuffer{}, done: make(chan struct{})}
+	g := &gateway{t: t, Rules: path, logs: &logtest.Buffer{}, done: make(chan struct{})}
 	all := append([]string{"-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, args...)
 	g.cmd = exec.Command(binary, all...)
 	g.cmd.Stderr = g.logs
@@ -143,7 +142,7 @@ func (g *gateway) waitLog(msg string, timeout time.Duration) map[string]any {
 			g.t.Fatalf("sluice exited (%v) before logging %q:\n%s", g.exitErr, msg, g.logs)
 		default:
 		}
-		ev = g.logs.find(msg, 0)
+		ev = g.logs.Find(msg, 0)
 		return ev != nil
 	})
 	return ev
@@ -244,50 +243,6 @@ func (g *gateway) writeRules(rules string) {
 	if err := os.Rename(tmp, g.Rules); err != nil {
 		g.t.Fatal(err)
 	}
-}
-
-// logBuffer collects the process's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// events returns the log events whose message contains msg.
-func (l *logBuffer) events(msg string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev map[string]any
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		if m, _ := ev["message"].(string); strings.Contains(m, msg) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// find returns the (skip+1)-th event whose message contains msg, or nil.
-func (l *logBuffer) find(msg string, skip int) map[string]any {
-	evs := l.events(msg)
-	if len(evs) > skip {
-		return evs[skip]
-	}
-	return nil
 }
 
 // upstream is an in-test HTTP server on loopback with adjustable behaviour.

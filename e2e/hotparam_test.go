@@ -344,7 +344,7 @@ paramRules:
 		t.Helper()
 		g.writeRules(file)
 		poll(t, 2*time.Second, what+": a reload", func() string {
-			if len(g.logs.events("rules loaded")) < reloads {
+			if len(g.logs.Events("rules loaded")) < reloads {
 				return g.logs.String()
 			}
 			return ""

@@ -153,7 +153,7 @@ func TestParamsWhoIsLimited(t *testing.T) {
 	if got := login(t, g, "trudy", 1); got != 0 {
 		t.Error("lifting mallory lifted trudy too")
 	}
-	if ev := g.logs.events("admin: param value lifted"); len(ev) != 1 || ev[0]["value"] != "mallory" || ev[0]["resource"] != "login" {
+	if ev := g.logs.Events("admin: param value lifted"); len(ev) != 1 || ev[0]["value"] != "mallory" || ev[0]["resource"] != "login" {
 		t.Errorf("lift log events: %v", ev)
 	}
 	for q, want := range map[string]int{"resource=nope&value=x": 404, "resource=login": 400} {

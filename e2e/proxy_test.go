@@ -225,7 +225,7 @@ flowRules:
 		t.Helper()
 		write()
 		start := time.Now()
-		for len(g.logs.events("rules loaded")) < reloads {
+		for len(g.logs.Events("rules loaded")) < reloads {
 			if time.Since(start) > time.Second {
 				t.Fatalf("%s: no reload within 1 s:\n%s", what, g.logs)
 			}
@@ -250,7 +250,7 @@ flowRules:
 	// An invalid file changes nothing and its error names the line.
 	g.writeRules(strings.Replace(rules(1000), "count: 1000", "count: -5", 1))
 	g.waitLog("reload failed", 2*time.Second)
-	ev := g.logs.find("reload failed", 0)
+	ev := g.logs.Find("reload failed", 0)
 	if errs := fmt.Sprint(ev["errors"]); !strings.Contains(errs, "rules.yaml:12: flowRules[0].count") {
 		t.Errorf("failed reload errors = %s, want rules.yaml:12: flowRules[0].count ...", errs)
 	}

@@ -257,7 +257,7 @@ cluster:
 		if c.Form != "sentinel" || !c.Up || len(c.Masters) != 1 || c.Masters[0].Addr != sen.Replica.Addr() {
 			t.Errorf("gateway %d: /api/rules cluster = %+v, want form sentinel, up, master %s", i, c, sen.Replica.Addr())
 		}
-		if n := len(g.logs.events("cluster: redis failing")); n != 1 {
+		if n := len(g.logs.Events("cluster: redis failing")); n != 1 {
 			t.Errorf("gateway %d logged %d 'redis failing' events, want 1", i, n)
 		}
 	}

@@ -40,13 +40,13 @@ cluster:
 	g.writeRules(rules(":18081", "debug", true))
 	hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 	for _, want := range []string{"log.level changed", "clusterMode rule checked locally"} {
-		if len(g.logs.events(want)) == 0 {
+		if len(g.logs.Events(want)) == 0 {
 			t.Errorf("no %q warning after the reload:\n%s", want, g.logs)
 		}
 	}
 	// The harness passes -listen, which wins over the file: the file's
 	// new listen would not take effect at restart either, so no warning.
-	if len(g.logs.events("listen changed")) != 0 {
+	if len(g.logs.Events("listen changed")) != 0 {
 		t.Errorf("a listen warning although -listen overrides the file:\n%s", g.logs)
 	}
 	if resp, _ := get(t, g.URL+"/q"); resp.StatusCode != 200 {
@@ -83,7 +83,7 @@ func TestReloadRotatesAdminToken(t *testing.T) {
 		if code := reload(g, oldTok); code != 401 {
 			t.Errorf("the old token after the reload: %d, want 401", code)
 		}
-		if len(g.logs.events("admin.token changed: the new token is in force")) != 1 {
+		if len(g.logs.Events("admin.token changed: the new token is in force")) != 1 {
 			t.Errorf("the rotation was not logged once:\n%s", g.logs)
 		}
 		if logs := g.logs.String(); strings.Contains(logs, oldTok) || strings.Contains(logs, newTok) {
@@ -104,7 +104,7 @@ func TestReloadRotatesAdminToken(t *testing.T) {
 				t.Errorf("the file's token %s with SLUICE_ADMIN_TOKEN set: %d, want 401", tok, code)
 			}
 		}
-		if len(g.logs.events("but SLUICE_ADMIN_TOKEN overrides it")) != 1 {
+		if len(g.logs.Events("but SLUICE_ADMIN_TOKEN overrides it")) != 1 {
 			t.Errorf("the overridden file change was not warned of:\n%s", g.logs)
 		}
 		if logs := g.logs.String(); strings.Contains(logs, envTok) || strings.Contains(logs, newTok) {
@@ -137,7 +137,7 @@ func TestReloadWarnsStartOnlySettings(t *testing.T) {
 		{"cluster.redis", "redis://sluice:xxxxx@127.0.0.1:6379/0", "redis://sluice:xxxxx@127.0.0.2:6380/1"},
 		{"cluster.namespace", "e2e-a", "e2e-b"},
 	} {
-		evs := g.logs.events(want.setting + " changed in the rules file: it takes effect at restart")
+		evs := g.logs.Events(want.setting + " changed in the rules file: it takes effect at restart")
 		if len(evs) != 1 || evs[0]["level"] != "warn" || evs[0]["setting"] != want.setting ||
 			evs[0]["old"] != want.old || evs[0]["new"] != want.new {
 			t.Errorf("%s: warnings %v, want one with old %q and new %q", want.setting, evs, want.old, want.new)
@@ -152,7 +152,7 @@ func TestReloadWarnsStartOnlySettings(t *testing.T) {
 	// An unrelated edit does not repeat the warnings.
 	g.writeRules(rules(adminB, "redis://sluice:pw-Two@127.0.0.2:6380/1", "e2e-b") + "# touched\n")
 	hdWaitEvents(t, g, "rules loaded", 2) // loaded 3 times
-	if n := len(g.logs.events("admin.listen changed")); n != 1 {
+	if n := len(g.logs.Events("admin.listen changed")); n != 1 {
 		t.Errorf("admin.listen warned %d times after an unrelated edit, want once", n)
 	}
 }

@@ -151,7 +151,7 @@ routes:
 	if bad.Load() != 0 {
 		t.Errorf("%d background requests got a status other than 200 during shutdown", bad.Load())
 	}
-	if g.logs.find("stopped", 0) == nil {
+	if g.logs.Find("stopped", 0) == nil {
 		t.Errorf("no \"stopped\" log after a clean drain")
 	}
 }
@@ -198,7 +198,7 @@ routes:
 			t.Errorf("a request that outlasted the drain got 200")
 		}
 	}
-	if g.logs.find("drain timeout", 0) == nil {
+	if g.logs.Find("drain timeout", 0) == nil {
 		t.Errorf("no drain-timeout warning logged")
 	}
 	t.Logf("exit after %v with a 1 s drain timeout", exited.Round(time.Millisecond))

@@ -388,7 +388,7 @@ func TestReloadSendTimeoutAppliesToNewConnections(t *testing.T) {
 	hdWaitEvents(t, g, "rules loaded", 1) // loaded 2 times
 	for _, want := range []string{"server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on",
 		"server.idleTimeout changed in the rules file: it takes effect at restart"} {
-		if len(g.logs.events(want)) != 1 {
+		if len(g.logs.Events(want)) != 1 {
 			t.Errorf("no %q after the reload", want)
 		}
 	}

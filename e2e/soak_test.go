@@ -234,7 +234,7 @@ flowRules:
 	st := res.statuses()
 	other := len(res.hits) - st[200] - st[429]
 	start, end := hdSettled(early), hdSettled(late)
-	ok, failed := len(g.logs.events("rules loaded")), len(g.logs.events("reload failed"))
+	ok, failed := len(g.logs.Events("rules loaded")), len(g.logs.Events("reload failed"))
 	t.Logf("soak %v: %d requests (%v), other than 200/429: %d; %d rewrites -> reloads ok %d, failed %d; "+
 		"RSS %d kB -> %d kB (%+.1f%%); connections in/out %d/%d -> %d/%d; goroutines beyond theirs %.0f -> %.0f",
 		d, len(res.hits), st, other, rewrites, ok, failed,

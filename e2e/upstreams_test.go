@@ -727,7 +727,7 @@ routes:
 	if v := metric(t, g, `sluice_upstream_panic_total{upstream="web"}`); v != "20" {
 		t.Errorf("sluice_upstream_panic_total = %q, want 20", v)
 	}
-	if n := len(g.logs.events("upstream in panic mode")); n != 1 {
+	if n := len(g.logs.Events("upstream in panic mode")); n != 1 {
 		t.Errorf("%d panic-mode log lines, want 1 (when it starts)", n)
 	}
 	a.sick.Store(false)
@@ -779,7 +779,7 @@ routes:
 	g.writeRules(rules(2, fmt.Sprintf(", %q", b.URL)))
 	g.waitLog("rules loaded", 5*time.Second)
 	poll(t, 10*time.Second, "reloaded", func() string {
-		if len(g.logs.events("rules loaded")) < 2 {
+		if len(g.logs.Events("rules loaded")) < 2 {
 			return "no second load"
 		}
 		return ""
@@ -795,7 +795,7 @@ routes:
 
 	g.writeRules(rules(2))
 	poll(t, 10*time.Second, "b dropped", func() string {
-		if len(g.logs.events("rules loaded")) < 3 {
+		if len(g.logs.Events("rules loaded")) < 3 {
 			return "no third load"
 		}
 		return ""

@@ -17,27 +17,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"sluice/internal/logtest"
 	"sluice/internal/redistest"
 	"sluice/rulesource"
 )
 
 // logs is the instance's log, written by its goroutines, read by the test.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logs = logtest.Buffer
 
 // upstream answers 200 with "up" to every request.
 func upstream(t *testing.T) string {

@@ -1,46 +1,19 @@
 package proxy_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"sluice/config"
+	"sluice/internal/logtest"
 	"sluice/proxy"
 )
-
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "access" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // TestAccessLogHasEveryRequest: with log.access, SPEC §3 promises one
 // access event per request. Requests no route served had none: a 404, a
@@ -62,7 +35,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	g := proxy.New(proxy.Deps{Log: zerolog.New(&logs)})
 	if err := g.Load(cfg); err != nil {
 		t.Fatal(err)
@@ -82,14 +55,14 @@ routes:
 		{"GET /a#x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "/a#x", "badRequest", 400},
 		{"GET /x/../a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "/x/../a", "badRequest", 400},
 	} {
-		before := len(logs.lines())
+		before := len(logs.Events("access"))
 		// Connection: close: net/http closes it once the handler, and
 		// so the access line, is done.
 		got := rawRoundTrip(t, addr, tc.request, 5*time.Second)
 		if !strings.HasPrefix(got, fmt.Sprintf("HTTP/1.1 %d ", tc.status)) {
 			t.Fatalf("%q answered %.40q, want %d", tc.request, got, tc.status)
 		}
-		lines := logs.lines()[before:]
+		lines := logs.Events("access")[before:]
 		if len(lines) != 1 {
 			t.Errorf("%q: %d access lines, want 1: %v", tc.request, len(lines), lines)
 			continue
