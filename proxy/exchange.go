@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,9 +261,22 @@ func (e *exchange) WriteHeader(code int) {
 // trailers with its head value as well ("head, tail"; the fast path said
 // "head, tail, head").
 func dropAnnounced(h http.Header) {
-	for _, v := range h["Trailer"] {
-		for k := range strings.SplitSeq(v, ",") {
-			delete(h, http.CanonicalHeaderKey(strings.TrimSpace(k)))
+	for name := range trailerNames(h["Trailer"]) {
+		delete(h, http.CanonicalHeaderKey(name))
+	}
+}
+
+// trailerNames yields the names a Trailer field's lines announce, trimmed
+// as net/http trims them; empty elements are skipped. The one reading of
+// a Trailer field (dropAnnounced, unannounce).
+func trailerNames(lines []string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, l := range lines {
+			for name := range strings.SplitSeq(l, ",") {
+				if n := textproto.TrimString(name); n != "" && !yield(n) {
+					return
+				}
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
-	"net/textproto"
 	"strings"
 	"time"
 
@@ -232,7 +231,6 @@ func (c *call) strip(h http.Header) {
 // lines themselves (not copied) when none is there.
 func unannounce(lines, drop []string) []string {
 	named := func(name string) bool {
-		name = textproto.TrimString(name)
 		for _, d := range drop {
 			if strings.EqualFold(name, d) {
 				return true
@@ -241,20 +239,16 @@ func unannounce(lines, drop []string) []string {
 		return false
 	}
 	found := false
-	for _, l := range lines {
-		for name := range strings.SplitSeq(l, ",") {
-			found = found || named(name)
-		}
+	for name := range trailerNames(lines) {
+		found = found || named(name)
 	}
 	if !found {
 		return lines
 	}
 	var kept []string
-	for _, l := range lines {
-		for name := range strings.SplitSeq(l, ",") {
-			if n := textproto.TrimString(name); n != "" && !named(n) {
-				kept = append(kept, n)
-			}
+	for name := range trailerNames(lines) {
+		if !named(name) {
+			kept = append(kept, name)
 		}
 	}
 	if len(kept) == 0 {
