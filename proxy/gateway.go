@@ -200,16 +200,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dropH2CUpgrade(r)
 	joinCookieLines(r)
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		if missed := s.router.serve(w, r, v); missed != 0 && s.accessLog {
-			s.accessMiss(r, v.path, missed, nil, start)
-		}
-		return
+	var b *clientBody
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		b = &clientBody{rc: r.Body, rw: w}
+		r.Body = b
 	}
-	b := &clientBody{rc: r.Body, rw: w}
-	r.Body = b
 	if missed := s.router.serve(w, r, v); missed != 0 && s.accessLog {
 		s.accessMiss(r, v.path, missed, nil, start)
+	}
+	if b == nil {
+		return
 	}
 	switch {
 	case b.eof.Load():
