@@ -209,8 +209,10 @@ func integral(n *yaml.Node) bool {
 	if n.ShortTag() != "!!float" {
 		return true
 	}
+	// yaml.v3 converts -.inf and floats below -2^63 to an int64 unchecked,
+	// which on amd64 gives -2^63: a setting the user never wrote.
 	var f float64
-	return n.Decode(&f) == nil && f == math.Trunc(f)
+	return n.Decode(&f) == nil && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64
 }
 
 // resolve follows aliases and charges the node budget; nil means stop.

@@ -468,10 +468,13 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/tls_without_listen.yaml:9: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)",
 		}},
 		{"fractional_integers.yaml", []string{
-			"testdata/fractional_integers.yaml:6: upstreams.app.retries: expected an integer, got \"2.9\"",
-			"testdata/fractional_integers.yaml:10: routes[0].acquireCount: expected an integer, got \"3.99\"",
-			"testdata/fractional_integers.yaml:15: paramRules[0].durationSec: expected an integer, got \"1.5\"",
-			"testdata/fractional_integers.yaml:22: flowRules[0].statIntervalMs: expected an integer, got \"1500.9\"",
+			"testdata/fractional_integers.yaml:7: upstreams.app.retries: expected an integer, got \"2.9\"",
+			"testdata/fractional_integers.yaml:11: routes[0].acquireCount: expected an integer, got \"3.99\"",
+			"testdata/fractional_integers.yaml:16: paramRules[0].durationSec: expected an integer, got \"1.5\"",
+			"testdata/fractional_integers.yaml:23: flowRules[0].statIntervalMs: expected an integer, got \"1500.9\"",
+			"testdata/fractional_integers.yaml:27: flowRules[1].maxQueueingTimeMs: expected an integer, got \"-.inf\"",
+			"testdata/fractional_integers.yaml:28: flowRules[1].burstCount: expected an integer, got \"-1e300\"",
+			"testdata/fractional_integers.yaml:31: flowRules[2].warmUpPeriodSec: expected an integer, got \".inf\"",
 		}},
 		{"two_documents.yaml", []string{
 			"testdata/two_documents.yaml:7: invalid YAML: only one document is allowed (remove the second \"---\")",
