@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -90,9 +91,13 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 		}
 	}
 	watch := new(closeWatch)
+	var tlsConf *tls.Config
+	if u.Scheme == "https" {
+		tlsConf = &tls.Config{ServerName: u.Hostname()} // as fasthttp's own
+	}
 	return &fasthttp.HostClient{
 		Addr:  addr,
-		IsTLS: u.Scheme == "https",
+		IsTLS: tlsConf != nil,
 		// net.Dialer like the standard Transport's (connect, TCP keep-alive),
 		// not fasthttp's default dialer, whose DNS cache runs a goroutine
 		// for the life of the process.
@@ -102,7 +107,10 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 			if err != nil {
 				return nil, &connectError{err}
 			}
-			return newProbedConn(c, watch), nil
+			if tlsConf == nil {
+				return newProbedConn(c, c, watch), nil
+			}
+			return dialTLS(c, tlsConf, watch)
 		},
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,
@@ -142,10 +150,9 @@ const maxReplays = 8
 
 // closedUnanswered is the connection of a failed exchange (fasthttp's
 // last, from resp) if the target closed it before any byte of the answer,
-// else nil. fasthttp's EOF is such a close (over TLS too, where the
-// connection read the close_notify alert's bytes); a reset may come after
-// part of an answer (firstRead is false then, over plain TCP), and an
-// answer begun is not sent again (SPEC §9).
+// else nil. fasthttp's EOF is such a close (over TLS, the close_notify
+// alert); a reset may come after part of an answer (firstRead is false
+// then), and an answer begun is not sent again (SPEC §9).
 func closedUnanswered(resp *fasthttp.Response, err error) *probedConn {
 	c := lastConn(resp)
 	if c == nil {
@@ -159,8 +166,9 @@ func closedUnanswered(resp *fasthttp.Response, err error) *probedConn {
 }
 
 // replayOnNewConn notes a close the target made under a request before
-// answering (its watch learns the keep-alive is short: over TLS the
-// connection never read the end of the stream itself) and reports whether
+// answering (its watch learns the keep-alive is short, as the
+// connection's Read has if it met the end of the stream itself: a reset's
+// error may come from elsewhere) and reports whether
 // the exchange is sent once more, on another connection, as net/http's
 // Transport does and not as a retry (routes' retries and retryBudget are
 // for failing targets): a replayable body-less GET, HEAD, OPTIONS or TRACE
@@ -181,4 +189,30 @@ func replayOnNewConn(req *fasthttp.Request, resp *fasthttp.Response, err error) 
 	}
 	return reused && !req.IsBodyStream() && len(req.Body()) == 0 &&
 		(req.Header.IsGet() || req.Header.IsHead() || req.Header.IsOptions() || req.Header.IsTrace())
+}
+
+// tlsHandshakeTimeout bounds an upstream TLS handshake on both forwarders
+// (the standard Transport's TLSHandshakeTimeout).
+const tlsHandshakeTimeout = 5 * time.Second
+
+// dialTLS makes the TLS connection to an https:// target on c, which the
+// probedConn then wraps: it sees the exchange's plaintext, as over plain
+// TCP, where wrapped by fasthttp's TLS it saw records. So over TLS too a
+// HEAD or a 204 is known to leave no body (an upstream that sends one
+// anyway leaves it for the next request, another client's), and a close
+// under a request is a read ending in EOF, not the close_notify alert's
+// bytes followed by the alert fasthttp wrote back as it closed, which hid
+// how long the connection had been idle (a short keep-alive was never
+// learned). The probedConn's Handshake tells fasthttp the TLS is done.
+// The handshake writes no request, so its failure is a connectError: any
+// method may go to another target.
+func dialTLS(c net.Conn, conf *tls.Config, watch *closeWatch) (net.Conn, error) {
+	tc := tls.Client(c, conf)
+	_ = c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, &connectError{err}
+	}
+	_ = c.SetDeadline(time.Time{})
+	return newProbedConn(tc, c, watch), nil
 }

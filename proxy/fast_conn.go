@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -111,11 +112,10 @@ type probedConn struct {
 	bodiless  bool
 	firstRead bool // the next read is the first of an answer
 	// served counts the exchanges answered on the connection, as the
-	// forwarder saw them (fastForwarder.send): writes after reads are no
-	// count of requests, over TLS (the handshake's records, the
-	// close_notify written as fasthttp closes it). Atomic: for an answer
-	// with no body fasthttp has pooled the connection again when send
-	// counts it.
+	// forwarder saw them (fastForwarder.send): a write after a read may
+	// start no request (one that failed is not sent again on this
+	// connection). Atomic: for an answer with no body fasthttp has pooled
+	// the connection again when send counts it.
 	served atomic.Uint32
 	// local is LocalAddr's answer, which carries the connection: fasthttp
 	// keeps the last attempt's local address in the Response, so after a
@@ -153,10 +153,21 @@ func (c *probedConn) moveDeadline(cur *time.Time, t time.Time, read bool) error 
 	return c.Conn.SetWriteDeadline(set)
 }
 
-// SetDeadline is exact: only a TLS handshake (tls.Client) sets both.
+// SetDeadline is exact: fasthttp sets both only for a TLS handshake,
+// which dialTLS has made.
 func (c *probedConn) SetDeadline(t time.Time) error {
 	c.wd, c.rd = t, t
 	return c.Conn.SetDeadline(t)
+}
+
+// Handshake tells fasthttp that an https:// target's connection speaks
+// TLS already (dialTLS): it wraps a connection without this method in TLS
+// of its own. A plain connection has nothing to do.
+func (c *probedConn) Handshake() error {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		return tc.Handshake()
+	}
+	return nil
 }
 
 // coarseDeadline decides, at now, a deadline asked for, t, on a socket
@@ -173,12 +184,14 @@ func coarseDeadline(cur, t, now time.Time) (set time.Time, keep bool) {
 	return t.Add(slack), false
 }
 
-func newProbedConn(c net.Conn, w *closeWatch) net.Conn {
+// newProbedConn wraps c, the exchange's connection (TCP, or TLS over it),
+// peeking at tcp, the socket under it.
+func newProbedConn(c, tcp net.Conn, w *closeWatch) net.Conn {
 	// lastRead: the first request starts a request as any other (it is
 	// not peeked: it was just written).
 	p := &probedConn{Conn: c, watch: w, seen: w.closed.Load(), written: time.Now(), lastRead: true}
 	p.local = connAddr{Addr: c.LocalAddr(), conn: p}
-	if sc, ok := c.(syscall.Conn); ok {
+	if sc, ok := tcp.(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}
 	return p
@@ -206,8 +219,10 @@ func (c *probedConn) Read(b []byte) (int, error) {
 // or more (idleProbe, or less once the target was seen to close sooner), or
 // when the watch saw a close since, or after an answer that has no body by
 // protocol (bodiless): counting from the write overstates idleness by the
-// upstream's answer time, which at worst costs a needless peek. (Over TLS
-// the bytes seen here are records, so bodiless is never set there.)
+// upstream's answer time, which at worst costs a needless peek. Over TLS
+// the bytes seen here are the plaintext (dialTLS); the peek looks at the
+// socket, where any record on an idle connection (a close_notify, stray
+// data) means it cannot carry a request.
 func (c *probedConn) Write(b []byte) (int, error) {
 	if c.lastRead {
 		now := time.Now()

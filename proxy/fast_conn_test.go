@@ -43,7 +43,7 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := new(closeWatch)
-			pc := newProbedConn(raw, w).(*probedConn)
+			pc := newProbedConn(raw, raw, w).(*probedConn)
 			// One exchange, then the target closes the idle connection.
 			if _, err := pc.Write([]byte("q")); err != nil {
 				t.Fatal(err)

@@ -79,7 +79,7 @@ func newTransport(connect time.Duration) *http.Transport {
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
 		ExpectContinueTimeout: 1 * time.Second,
 		ForceAttemptHTTP2:     false,
 		DisableCompression:    true,
