@@ -110,14 +110,17 @@ func (f *standardForwarder) send(p *prepared) (int, error) {
 	c.holdHeader()
 	c.rp.ServeHTTP(p.ex, p.req)
 	c.restoreHeader() // none came (a failure): the gateway's answer has them
-	err := c.err
+	err, broke := c.err, c.broke
 	f.calls.put(c)
-	p.sent = p.sent || err == nil || p.mark != nil && p.mark.sent.Load()
+	p.sent = p.sent || err == nil || broke != 0 || p.mark != nil && p.mark.sent.Load()
 	if err == nil {
 		return p.ex.status, nil
 	}
 	if rs, ok := err.(*retryStatusError); ok {
 		return rs.code, errDropped
+	}
+	if broke != 0 {
+		return broke, err // answered in part: not sent again
 	}
 	return p.ex.status, err
 }
@@ -139,6 +142,10 @@ type stdCall struct {
 	rp  httputil.ReverseProxy
 	p   *prepared
 	err error
+	// whole: the body readWhole read; broke: the status of an answer
+	// whose body broke there, before anything was written.
+	whole wholeBody
+	broke int
 	// held: the fields the gateway set on the answer before forwarding
 	// (the RateLimit fields of a pass), kept out of the header map while
 	// ReverseProxy runs: it writes that map with a 1xx (103 Early Hints)
@@ -179,11 +186,13 @@ func (c *stdCall) restoreHeader() {
 type stdCalls struct {
 	p           sync.Pool
 	copyBuffers *bufferPool
-	errorLog    *stdlog.Logger
+	// wholeBuffers are readWhole's, of copyBufSize bytes.
+	wholeBuffers bufferPool
+	errorLog     *stdlog.Logger
 }
 
 func newStdCalls(copyBuffers *bufferPool, log zerolog.Logger) *stdCalls {
-	return &stdCalls{copyBuffers: copyBuffers, errorLog: stdlog.New(debugWriter{log}, "", 0)}
+	return &stdCalls{copyBuffers: copyBuffers, wholeBuffers: bufferPool{size: copyBufSize}, errorLog: stdlog.New(debugWriter{log}, "", 0)}
 }
 
 func (s *stdCalls) get() *stdCall {
@@ -191,6 +200,7 @@ func (s *stdCalls) get() *stdCall {
 		return c
 	}
 	c := &stdCall{}
+	c.whole.pool = &s.wholeBuffers
 	c.rp = httputil.ReverseProxy{
 		Rewrite:        c.rewrite,
 		ModifyResponse: c.modifyResponse,
@@ -202,7 +212,8 @@ func (s *stdCalls) get() *stdCall {
 }
 
 func (s *stdCalls) put(c *stdCall) {
-	c.p, c.err, c.rp.Transport = nil, nil, nil
+	c.p, c.err, c.rp.Transport, c.broke = nil, nil, nil, 0
+	_ = c.whole.Close() // ReverseProxy has; in case it did not
 	clear(c.held)
 	s.p.Put(c)
 }
@@ -276,19 +287,77 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {
 		return retryStatuses[code-502]
 	}
+	if n := resp.ContentLength; n > 0 && n <= copyBufSize && resp.Body != http.NoBody && c.p.req.Method != http.MethodHead {
+		if err := c.readWhole(resp, int(n)); err != nil {
+			c.broke = code
+			return err
+		}
+	}
 	return nil
 }
 
-// copyBuffers lends ReverseProxy its 32 KiB copy buffers; without it each
-// request allocates one. Safe for concurrent use.
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if p, ok := b.p.Get().(*[]byte); ok {
-		return *p
+// readWhole reads an answer's body of n bytes (up to copyBufSize) before
+// its status goes out, as the fast path does (fastForwarder.writeResponse):
+// a body that breaks then has sent the client nothing, and the client gets
+// the gateway's 502 where net/http, the status already in its buffer,
+// would cut the connection with no answer at all (an empty reply). The body
+// is read to its end, so its connection goes back to the pool before the
+// client is written to.
+func (c *stdCall) readWhole(resp *http.Response, n int) error {
+	bp := c.whole.pool.take()
+	buf := *bp
+	if _, err := io.ReadFull(resp.Body, buf[:n]); err != nil {
+		c.whole.pool.give(bp)
+		return err
 	}
-	return make([]byte, 32<<10) // ReverseProxy's own default size
+	_, _ = resp.Body.Read(c.whole.end[:]) // io.EOF: the Transport reuses the connection
+	_ = resp.Body.Close()
+	c.whole.buf = bp
+	c.whole.r.Reset(buf[:n])
+	resp.Body = &c.whole
+	return nil
 }
+
+// wholeBody is an answer's body readWhole read; Close gives its buffer
+// back (ReverseProxy closes the body once it has copied it).
+type wholeBody struct {
+	r    bytes.Reader
+	buf  *[]byte
+	pool *bufferPool
+	end  [1]byte // the read that meets the end, not escaping to the heap
+}
+
+func (b *wholeBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *wholeBody) Close() error {
+	if b.buf != nil {
+		b.pool.give(b.buf)
+		b.buf = nil
+	}
+	return nil
+}
+
+// bufferPool lends buffers of size bytes (0: 32 KiB, ReverseProxy's own
+// copy buffer size): ReverseProxy's copy buffers (without it each request
+// allocates one), and readWhole's. Safe for concurrent use.
+type bufferPool struct {
+	p    sync.Pool
+	size int
+}
+
+func (b *bufferPool) Get() []byte { return *b.take() }
+
+// take and give lend a buffer by its pointer, which Put, taking a slice,
+// allocates anew each time.
+func (b *bufferPool) take() *[]byte {
+	if p, ok := b.p.Get().(*[]byte); ok {
+		return p
+	}
+	buf := make([]byte, max(b.size, 32<<10))
+	return &buf
+}
+
+func (b *bufferPool) give(p *[]byte) { b.p.Put(p) }
 
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
