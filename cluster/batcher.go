@@ -19,6 +19,7 @@ type call struct {
 	n        int64
 	op       int64         // opAcquire, opPeek or opCharge
 	demand   int64         // tokens per second on this window, to size a lease; 0: no lease
+	back     uint64        // a calendar quota's give-back (opGiveBack): its id, by which Redis takes it once
 	void     int64         // tokens this gateway did not use (leased, or given back), returned to the window
 	voidAt   int64         // their stamp (Redis µs; the earliest of several)
 	at       time.Duration // when Acquire began, on the Service's timeline: no later than the script's clock read
@@ -55,7 +56,7 @@ const (
 	opCharge                   // take n tokens (at most the window) whether or not they fit
 	opAcquireLeft              // opAcquire that also says what a pass leaves (the RateLimit fields)
 	opPeekLeft                 // opPeek that also says what the window has left
-	opGiveBack                 // a calendar quota's: take n back off the period's count (not below 0)
+	opGiveBack                 // a calendar quota's: take n back off the period's count (not below 0), once per id (call.back)
 )
 
 // ops are the op arguments, boxed once.
@@ -155,7 +156,9 @@ func (s *Service) scriptArgs(calls []*call, keys []string, args []any) ([]string
 	for _, c := range calls {
 		keys = append(keys, c.key)
 		if c.expireAt != nil {
-			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], 0, 0, 0, ops[c.op])
+			// A quota has no lease: its demand's place holds a give-back's
+			// id (0 for its other ops).
+			args = append(args, c.spec.argv[0], c.n, c.expireAt, c.spec.argv[2], c.back, 0, 0, ops[c.op])
 			continue
 		}
 		args = append(args, c.spec.argv[0], c.n, c.spec.argv[1], c.spec.argv[2], c.demand, c.void, c.voidAt, ops[c.op])

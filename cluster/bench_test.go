@@ -429,3 +429,32 @@ func BenchmarkAcquireQuota(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkQuotaGiveBack: a countOn failure call's place given back (its
+// answer no failure), one round trip after the answer, on a Redis of its
+// own: each give-back leaves its mark there (redis-B/mark, from
+// used_memory) until the counter expires, ten minutes after the reset.
+func BenchmarkQuotaGiveBack(b *testing.B) {
+	srv := redistest.Start(b)
+	s := newService(b, cluster.Options{URL: srv.URL(), Namespace: "bench", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	r := quotaRule(config.WindowDay, "UTC")
+	ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, 1e9, "203.0.113.7", 1)
+	if !ok || err != nil {
+		b.Fatal(ok, err)
+	}
+	used := func() float64 {
+		b.Helper()
+		m := srv.Info("used_memory")
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil {
+			b.Fatalf("used_memory %q: %v", m, err)
+		}
+		return v
+	}
+	before := used()
+	b.ReportAllocs()
+	for b.Loop() {
+		s.GiveBackQuota(r, 1e9, "203.0.113.7", 1, stamp)
+	}
+	b.ReportMetric((used()-before)/float64(b.N), "redis-B/mark")
+}

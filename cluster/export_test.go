@@ -1,6 +1,10 @@
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"sluice/config"
+)
 
 // AcquireSrc lets the baseline benchmark run the same script one call at a time.
 const AcquireSrc = acquireSrc
@@ -26,3 +30,10 @@ func (s *Service) SetClock(clock func() time.Duration) { s.clock = clock }
 // Redis. The dates must be in the future (a key expires a little after its
 // period's reset, on Redis's clock). Set it before use.
 func (s *Service) SetWallClock(now func() time.Time) { s.now = now }
+
+// GiveBackQuotaID sends one calendar quota give-back with the id given, as
+// GiveBackQuota's first send or a later one would, and returns its error;
+// nothing is kept to send again.
+func (s *Service) GiveBackQuotaID(rule *config.ParamRule, count float64, value string, n, stamp int64, id uint64) error {
+	return s.giveBackQuota(quotaReturn{spec: s.specs.param(rule, count), value: value, n: n, stamp: stamp, id: id})
+}

@@ -2,11 +2,15 @@ package cluster_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/redistest"
 )
 
 // TestGiveBackSeenByAnotherGateway: a calendar quota's pass given back on
@@ -93,6 +97,98 @@ func TestQuotaGiveBackTimedOutIsNotSentTwice(t *testing.T) {
 	if left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k"); err != nil || left != 1 {
 		t.Fatalf("3 taken, 1 given back across a stall: %d left (%v), want 1", left, err)
 	}
+}
+
+// TestQuotaGiveBackTakenOncePerID: Redis takes a give-back once by its id
+// (the script's mark, expiring with the counter): sent twice, as after a
+// round trip whose answer was lost, it frees one place; another id frees
+// another. On a Redis Cluster too: the mark, which the script names
+// itself, lies in the counter's hash slot (another slot may be on another
+// shard, out of the script's reach).
+func TestQuotaGiveBackTakenOncePerID(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		s := newService(t, cluster.Options{URL: srv.URL(), Namespace: "once", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+		checkGiveBackOncePerID(t, s, srv)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartSingleShardCluster(t, time.Second)
+		s := newService(t, cluster.Options{Redis: config.RedisTarget{ClusterAddrs: cl.Addrs()}, Namespace: "once", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+		counter, mark := checkGiveBackOncePerID(t, s, cl.Nodes[0])
+		if c, m := cl.Slot(t, counter), cl.Slot(t, mark); c != m {
+			t.Errorf("the counter %q in slot %d, its mark %q in slot %d", counter, c, mark, m)
+		}
+	})
+}
+
+// checkGiveBackOncePerID gives back two of 3 calls of a day through s,
+// one of them twice, reads the keys on node, and returns the counter's
+// key and a mark's.
+func checkGiveBackOncePerID(t *testing.T, s *cluster.Service, node *redistest.Server) (counter, mark string) {
+	t.Helper()
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	s.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC") // count 3
+	left := func() int64 {
+		t.Helper()
+		left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	var stamp int64
+	for i := range 3 {
+		ok, _, _, _, st, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
+		if err != nil || !ok {
+			t.Fatalf("call %d: ok %v %v", i, ok, err)
+		}
+		stamp = st
+	}
+	for i := range 2 {
+		if err := s.GiveBackQuotaID(r, r.Count, "k", 1, stamp, 7); err != nil {
+			t.Fatalf("give-back 7, send %d: %v", i, err)
+		}
+	}
+	if got := left(); got != 1 {
+		t.Fatalf("3 taken, give-back 7 sent twice: %d left, want 1", got)
+	}
+	if err := s.GiveBackQuotaID(r, r.Count, "k", 1, stamp, 8); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); got != 2 {
+		t.Fatalf("3 taken, give-backs 7 and 8: %d left, want 2", got)
+	}
+
+	// The marks: the counter's key, ":back:" and the id, expiring with it.
+	keys, err := node.Keys("{once:q:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !strings.Contains(k, ":back:") {
+			counter = k
+		}
+	}
+	if want := []string{counter, counter + ":back:7", counter + ":back:8"}; !slices.Equal(keys, want) {
+		t.Fatalf("keys %q, want %q", keys, want)
+	}
+	ttl := func(k string) int64 {
+		t.Helper()
+		r, err := node.Do("PTTL", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := strconv.ParseInt(r.(string), 10, 64)
+		return ms
+	}
+	mark = counter + ":back:7"
+	if c, m := ttl(counter), ttl(mark); c <= 0 || m < c-60000 || m > c {
+		t.Errorf("the counter expires in %d ms, a mark in %d ms: want the same instant", c, m)
+	}
+	return counter, mark
 }
 
 // failureQuotaOnPrivateRedis is a gateway on a Redis of the test's own

@@ -23,18 +23,23 @@ type quotaReturns struct {
 	q  []quotaReturn
 }
 
+// quotaReturn is one give-back: n calls off value's period that starts at
+// stamp (Unix ms), taken by Redis once by id (nextBackID).
 type quotaReturn struct {
 	spec     *ruleSpec
 	value    string
 	n, stamp int64
+	id       uint64
 }
 
-// add keeps a give-back to send again; value may alias the caller's buffer.
-func (r *quotaReturns) add(spec *ruleSpec, value string, n, stamp int64) {
+// add keeps a give-back to send again; its value may alias the caller's
+// buffer.
+func (r *quotaReturns) add(x quotaReturn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.q) < maxQuotaReturns {
-		r.q = append(r.q, quotaReturn{spec: spec, value: strings.Clone(value), n: n, stamp: stamp})
+		x.value = strings.Clone(x.value)
+		r.q = append(r.q, x)
 	}
 }
 
@@ -51,6 +56,8 @@ func (r *quotaReturns) take() []quotaReturn {
 // while it failed.
 func (s *Service) sendQuotaReturns() {
 	for _, r := range s.quotaReturns.take() {
-		s.giveBackQuota(r.spec, r.value, r.n, r.stamp)
+		if err := s.giveBackQuota(r); err == ErrUnavailable { // not sent
+			s.quotaReturns.add(r)
+		}
 	}
 }

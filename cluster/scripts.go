@@ -22,7 +22,8 @@ const (
 // was read (Redis ms, on the gateway set's clock); ARGV[2] is 0, or (tests
 // only) the instant in µs to decide at instead of TIME; then 8 per call:
 // count, n, statIntervalMs, avgLocal flag,
-// demand (the caller's tokens per second on this window; 0: no lease),
+// demand (the caller's tokens per second on this window; 0: no lease; a
+// calendar quota's give-back, op 5, has its id there),
 // the tokens the caller returns with their stamp (0 0: none; leased
 // tokens it did not use, or a pass a later check blocked), and op: 0 takes n tokens if they fit, 1 (peek) only says
 // whether they would, 2 (charge: a call counted after its answer) takes
@@ -101,8 +102,19 @@ const (
 // stops at 2^53, so a hostile cost cannot overflow it. A give-back (op 5)
 // takes n off the counter, never below 0: a countOn failure call holds its
 // place while in flight and returns it unless its answer is a failure. It
-// returns 0 or 1 (blocked: the caller knows the reset), then 0, the calls
-// left, 0, 0, 0, 0.
+// is taken once by its id (in the demand's place; unique in the fleet): a
+// give-back whose round trip failed is sent again, and Redis may have run
+// it all the same (a timeout), so op 5 first sets a marker, the key
+// "<counter's key>:back:<id>" (SET NX, expiring with the counter), and
+// takes n off only when the marker is new. The marker is not among KEYS:
+// a batch's KEYS are one per call, at a fixed stride with ARGV, and the
+// marker's name begins with the counter's, hash tag and all, so it lies in
+// the counter's slot, which is what a Redis Cluster asks of the keys a
+// script touches. The counter stays the integer it was, so a gateway of
+// the previous version, whose give-back takes n off without a marker,
+// shares it during a rolling upgrade. Every quota op returns 0 or 1
+// (blocked: the caller knows the reset), then 0, the calls left, 0, 0, 0,
+// 0.
 //
 // The key expires one interval after its newest stamp. Writes after TIME
 // need effects replication: the default since Redis 5, and asked for with
@@ -450,7 +462,9 @@ end
 
 -- a calendar quota's call: a counter of the period's calls; op '1' only
 -- asks whether n fit, op '2' adds n whether or not they fit, op '5' takes
--- n back (a countOn failure call that was no failure), never below 0. The counter
+-- n back (a countOn failure call that was no failure), never below 0, once
+-- per give-back id (ARGV[a + 4]; its marker shares k's hash tag, and so
+-- its slot: see above). The counter
 -- saturates at QMAX (2^53, where a Lua number stops being exact and far
 -- beyond any count): an upstream's answers may cost anything, and INCRBY
 -- past 2^63 would fail the script, and with it the gateway's breaker
@@ -460,8 +474,12 @@ local function quota(k, a, op)
   local n = tonumber(ARGV[a + 1])
   local used = tonumber(redis.call('GET', k) or '0')
   if op == '5' then
-    n = math.min(n, used)
-    if n > 0 then used = redis.call('DECRBY', k, string.format('%d', n)) end
+    local mark = k .. ':back:' .. ARGV[a + 4]
+    if redis.call('SET', mark, '1', 'NX') then
+      redis.call('PEXPIREAT', mark, ARGV[a + 2])
+      n = math.min(n, used)
+      if n > 0 then used = redis.call('DECRBY', k, string.format('%d', n)) end
+    end
     return 0, math.max(0, K - used)
   end
   if op ~= '2' and used + n > K then return 1, math.max(0, K - used) end

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -76,6 +78,7 @@ type Service struct {
 	active       atomic.Int64         // Acquire calls in progress
 	blocks       blockCache           // windows known to be full, answered without Redis
 	quotaReturns quotaReturns         // calendar quota give-backs Redis did not take
+	backIDs      atomic.Uint64        // the last give-back id drawn (nextBackID); random at New
 	leases       leaseCache           // tokens counted in Redis for this gateway, used locally
 	noLease      bool                 // tests only: set before use
 	clock        func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
@@ -129,6 +132,9 @@ func New(opts Options) (*Service, error) {
 	}
 	s.status = Status{Form: rdb.Form(), Redis: rdb.String(), Up: true, Masters: []Master{}}
 	s.pool.New = func() any { return &call{done: make(chan error, 1)} }
+	var seed [8]byte
+	_, _ = rand.Read(seed[:]) // never fails (crypto/rand)
+	s.backIDs.Store(binary.LittleEndian.Uint64(seed[:]))
 	s.up.Store(true)
 	s.lifts.Store(noLifts)
 	s.wg.Add(workers)
@@ -187,7 +193,7 @@ func (s *Service) AcquireFlowStamp(rule *config.FlowRule, key string, n int64, r
 	case !s.up.Load():
 		return false, 0, -1, 0, 0, ErrUnavailable
 	}
-	return s.acquire(s.specs.get(rule), key, n, nil, 0, acquireOp(report))
+	return s.acquire(s.specs.get(rule), key, n, nil, 0, acquireOp(report), 0)
 }
 
 // GiveBackFlow gives back the n tokens of a pass of rule for key that
@@ -318,7 +324,7 @@ func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n
 	case !s.up.Load():
 		return false, 0, -1, 0, 0, ErrUnavailable
 	}
-	return s.acquire(s.specs.param(rule, count), value, n, nil, 0, op)
+	return s.acquire(s.specs.param(rule, count), value, n, nil, 0, op, 0)
 }
 
 // AcquireQuota takes n of one value's calendar quota, for a clusterMode
@@ -348,33 +354,53 @@ func (s *Service) AcquireQuotaStamp(rule *config.ParamRule, count float64, value
 // place in the period while in flight, and one that was no failure must
 // free it before the next guess, on any gateway, is let in or refused. A
 // period that has ended is left alone. A refusal noted for the value is
-// dropped: the period may have room again.
-// One made while the breaker is open is kept and sent once Redis answers
+// dropped: the period may have room again. value may alias a buffer the
+// caller reuses.
+// Redis takes a give-back once, by an id of its own (nextBackID). One made
+// while the breaker is open is kept and sent once Redis answers
 // (quotaReturns); one whose round trip failed is not sent again.
 func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64) {
 	spec := s.specs.param(rule, count)
 	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() {
 		return
 	}
-	s.giveBackQuota(spec, value, n, stamp)
+	r := quotaReturn{spec: spec, value: value, n: n, stamp: stamp, id: s.nextBackID()}
+	if err := s.giveBackQuota(r); err == ErrUnavailable { // not sent
+		s.quotaReturns.add(r)
+	}
 }
 
-func (s *Service) giveBackQuota(spec *ruleSpec, value string, n, stamp int64) {
-	start := time.UnixMilli(stamp)
-	p, now := spec.periodAt(start), s.wall()
-	if !p.start.Equal(start) || !now.Before(p.reset) {
-		return
+// giveBackQuota sends give-back r to Redis, unless its period has ended.
+// err != nil: Redis may not have taken it, and r may be sent again:
+// ErrUnavailable without a round trip while the breaker is open, or the
+// round trip's error. A closed Service sends nothing and says nothing.
+func (s *Service) giveBackQuota(r quotaReturn) error {
+	start := time.UnixMilli(r.stamp)
+	p, now := r.spec.periodAt(start), s.wall()
+	switch {
+	case !p.start.Equal(start) || !now.Before(p.reset) || s.closed.Load():
+		return nil
+	case !s.up.Load():
+		return ErrUnavailable
 	}
-	if !s.up.Load() {
-		// Nothing is sent while the breaker is open: kept, and sent once
-		// Redis answers. A give-back whose round trip failed is not kept:
-		// it may have reached Redis (a timeout), and sent again it would
-		// give the place back twice, a guess more than the count.
-		s.quotaReturns.add(spec, value, n, stamp)
-		return
+	_, _, _, _, _, err := s.acquire(r.spec, r.value, r.n, p, p.reset.Sub(now), opGiveBack, r.id)
+	s.blocks.forget(r.spec, r.value, false)
+	if errors.Is(err, ErrClosed) {
+		return nil
 	}
-	_, _, _, _, _, _ = s.acquire(spec, value, n, p, p.reset.Sub(now), opGiveBack)
-	s.blocks.forget(spec, value, false)
+	return err
+}
+
+// nextBackID is a new calendar quota give-back's id, never 0. The ids
+// count up from a random number drawn at New, so no two Services, in the
+// fleet or one after another under the same GatewayID, are near enough
+// to meet within a period.
+func (s *Service) nextBackID() uint64 {
+	for {
+		if id := s.backIDs.Add(1); id != 0 {
+			return id
+		}
+	}
 }
 
 // CheckQuota reports whether n more calls would fit value's calendar
@@ -415,7 +441,7 @@ func (s *Service) ChargeQuotaStamp(rule *config.ParamRule, count float64, value 
 	case !s.up.Load():
 		return ErrUnavailable
 	}
-	_, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opCharge)
+	_, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opCharge, 0)
 	return err
 }
 
@@ -438,7 +464,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 	case !s.up.Load():
 		return false, 0, reset, period, 0, ErrUnavailable
 	}
-	ok, _, left, _, _, err = s.acquire(spec, value, n, p, reset, op)
+	ok, _, left, _, _, err = s.acquire(spec, value, n, p, reset, op, 0)
 	left = max(left, 0) // a block the gateway remembers, or no answer: none said
 	if ok && err == nil && op == opAcquire {
 		stamp = p.start.UnixMilli()
@@ -574,8 +600,9 @@ func (s *Service) ResumeSkew() time.Duration { return maxProbe + s.opts.Timeout 
 // they would fit (opPeek), or to take them anyway (opCharge). Only the
 // acquiring ops use leases; a charge passes the blocks cache, which only
 // knows what fits. left is -1 when not known. stamp is, for an acquiring
-// op's pass of a window, the stamp of its n tokens there (giveBack).
-func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64) (ok bool, retry time.Duration, left int64, leaves time.Duration, stamp int64, err error) {
+// op's pass of a window, the stamp of its n tokens there (giveBack). back
+// is a quota's opGiveBack's id (nextBackID), else 0.
+func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset time.Duration, op int64, back uint64) (ok bool, retry time.Duration, left int64, leaves time.Duration, stamp int64, err error) {
 	start := time.Now()
 	at := start.Sub(s.epoch)
 	if spec.avg {
@@ -638,6 +665,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	c.spec = spec
 	c.n = n
 	c.op = op
+	c.back = back
 	c.quiet = quiet
 	c.demand = demand
 	c.at = at
@@ -730,7 +758,7 @@ func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, i
 		}
 	}
 	c.spec, c.key, c.ok, c.retry, c.demand, c.extra, c.leaseFor, c.at, c.gen, c.slot, c.op = nil, "", false, 0, 0, 0, 0, 0, 0, 0, opAcquire
-	c.void, c.voidAt, c.stamp, c.own = 0, 0, 0, 0
+	c.void, c.voidAt, c.stamp, c.own, c.back = 0, 0, 0, 0, 0
 	c.expireAt, c.reset, c.left, c.leaves, c.quiet = nil, 0, 0, 0, false
 	s.pool.Put(c)
 	return ok, retry, left, leaves, stamp, err
