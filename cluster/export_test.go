@@ -37,3 +37,15 @@ func (s *Service) SetWallClock(now func() time.Time) { s.now = now }
 func (s *Service) GiveBackQuotaID(rule *config.ParamRule, count float64, value string, n, stamp int64, id uint64) error {
 	return s.giveBackQuota(quotaReturn{spec: s.specs.param(rule, count), value: value, n: n, stamp: stamp, id: id})
 }
+
+// SendQuotaReturns sends the calendar quota give-backs kept, as Run does
+// once Redis answers.
+func (s *Service) SendQuotaReturns() { s.sendQuotaReturns() }
+
+// QuotaReturnsKept is how many calendar quota give-backs wait to be sent
+// again, once Run's sends in flight are done.
+func (s *Service) QuotaReturnsKept() int {
+	s.quotaReturns.sending.Lock()
+	defer s.quotaReturns.sending.Unlock()
+	return s.quotaReturns.kept()
+}

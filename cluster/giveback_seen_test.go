@@ -93,9 +93,62 @@ func TestQuotaGiveBackTimedOutIsNotSentTwice(t *testing.T) {
 	s.GiveBackQuota(r, r.Count, "k", 1, stamp) // times out, or finds the breaker open
 	srv.resume()
 	waitFor(t, 5*time.Second, "Redis up", s.Up)
-	time.Sleep(500 * time.Millisecond) // Run's sends, if any, are done
+	// Kept either way, and sent again once Redis answers; Redis ran the
+	// first by then, if it got it.
+	waitFor(t, 5*time.Second, "the give-back sent again", func() bool { return s.QuotaReturnsKept() == 0 })
 	if left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k"); err != nil || left != 1 {
 		t.Fatalf("3 taken, 1 given back across a stall: %d left (%v), want 1", left, err)
+	}
+}
+
+// TestQuotaGiveBackLostOnTheWayIsSentAgain: a give-back whose round trip
+// failed before it reached Redis (the way cut, the breaker still closed)
+// is kept, kept again when sent again in vain, and taken once Redis
+// answers: the success is not left charged as a failure for the day. It
+// was dropped, as one that might have reached Redis: a stall longer than
+// the timeout left 2 guesses of 3.
+func TestQuotaGiveBackLostOnTheWayIsSentAgain(t *testing.T) {
+	srv := startPrivateRedis(t)
+	px := startCutProxy(t, srv)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	// A heartbeat of a second, as in production: the breaker, which takes
+	// three failed round trips, stays closed for the give-back's.
+	s := newService(t, cluster.Options{URL: px.url(), Namespace: "lost", Timeout: 100 * time.Millisecond, Heartbeat: time.Second})
+	direct := newService(t, cluster.Options{URL: srv.url(), Namespace: "lost", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetWallClock(clock.now)
+	direct.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC")
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	left := func() int64 {
+		t.Helper()
+		left, _, err := direct.PeekQuota(context.Background(), r, r.Count, "lost-k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, r.Count, "lost-k", 1)
+	if err != nil || !ok || stamp == 0 {
+		t.Fatalf("the call: ok %v stamp %d %v", ok, stamp, err)
+	}
+	px.cut(true)
+	s.GiveBackQuota(r, r.Count, "lost-k", 1, stamp) // its answer: a success; the round trip fails
+	if got := left(); got != 2 {
+		t.Fatalf("the give-back lost on the way: Redis has %d left, want 2 (it never saw it)", got)
+	}
+	// Sent again, as Run does once Redis answers, while the way is still
+	// cut: kept again.
+	s.SendQuotaReturns()
+	if kept := s.QuotaReturnsKept(); kept != 1 {
+		t.Errorf("the give-back lost on the way, sent again in vain: %d kept, want 1", kept)
+	}
+	px.cut(false)
+	waitFor(t, 10*time.Second, "the success given back once Redis answers: 3 left", func() bool { return left() == 3 })
+	waitFor(t, 5*time.Second, "nothing kept", func() bool { return s.QuotaReturnsKept() == 0 })
+	if got := left(); got != 3 {
+		t.Fatalf("after every give-back was sent: %d left, want 3", got)
 	}
 }
 

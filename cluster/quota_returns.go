@@ -15,12 +15,18 @@ const maxQuotaReturns = 4096
 // answered with a success while it failed held its place in the period,
 // and dropping the give-back charged the client a failure it did not
 // make, for the rest of the day (an audit: 2 guesses left of 3 after one
-// success). Only those not sent (the breaker open) are kept: one whose
-// round trip failed may have reached Redis. Run sends them once Redis
-// answers, each only while its period lasts.
+// success). Both kinds are kept: those not sent (the breaker open) and
+// those whose round trip failed, which may have reached Redis (a
+// timeout): each carries its id, and Redis takes a give-back once by its
+// id (the acquire script's op 5), so sending it again never gives a place
+// back twice. Run sends them once Redis answers, each only while its
+// period lasts.
 type quotaReturns struct {
 	mu sync.Mutex
 	q  []quotaReturn
+	// sending is held while Run sends what it took, so that a test can
+	// wait for the sends in flight (QuotaReturnsKept).
+	sending sync.Mutex
 }
 
 // quotaReturn is one give-back: n calls off value's period that starts at
@@ -43,6 +49,13 @@ func (r *quotaReturns) add(x quotaReturn) {
 	}
 }
 
+// putBack keeps again give-backs taken (take) and not sent.
+func (r *quotaReturns) putBack(q []quotaReturn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.q = append(r.q, q[:min(len(q), maxQuotaReturns-len(r.q))]...)
+}
+
 // take empties the queue and returns what it held.
 func (r *quotaReturns) take() []quotaReturn {
 	r.mu.Lock()
@@ -52,12 +65,28 @@ func (r *quotaReturns) take() []quotaReturn {
 	return q
 }
 
-// sendQuotaReturns gives back, now that Redis answers, what was not sent
-// while it failed.
+// kept is how many give-backs wait to be sent.
+func (r *quotaReturns) kept() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.q)
+}
+
+// sendQuotaReturns gives back, now that Redis answers, what it did not
+// take while it failed. At the first that fails again, that one and the
+// rest are kept for Run's next round: a Redis failing again costs Run one
+// round trip, not one for each give-back. The one that failed goes last,
+// so that one Redis cannot take (a Cluster's shard down) does not hold
+// up the others.
 func (s *Service) sendQuotaReturns() {
-	for _, r := range s.quotaReturns.take() {
-		if err := s.giveBackQuota(r); err == ErrUnavailable { // not sent
-			s.quotaReturns.add(r)
+	s.quotaReturns.sending.Lock()
+	defer s.quotaReturns.sending.Unlock()
+	q := s.quotaReturns.take()
+	for i, r := range q {
+		if err := s.giveBackQuota(r); err != nil {
+			s.quotaReturns.putBack(q[i+1:])
+			s.quotaReturns.putBack(q[i : i+1])
+			return
 		}
 	}
 }

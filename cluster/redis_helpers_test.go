@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -78,7 +80,8 @@ func startPrivateRedis(t testing.TB) *privateRedis {
 	return r
 }
 
-func (r *privateRedis) url() string { return "redis://127.0.0.1:" + strconv.Itoa(r.port) + "/0" }
+func (r *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+func (r *privateRedis) url() string  { return "redis://" + r.addr() + "/0" }
 
 func (r *privateRedis) start() {
 	r.t.Helper()
@@ -116,8 +119,113 @@ func (r *privateRedis) kill() {
 }
 
 // pause stops the server (SIGSTOP) keeping its data; resume lets it go on.
+// What clients sent meanwhile waits in its sockets, and runs when it goes
+// on: a round trip that timed out may still reach Redis (cutProxy: one
+// that never does).
 func (r *privateRedis) pause()  { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
 func (r *privateRedis) resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
+
+// cutProxy is a TCP proxy in front of a private Redis that can cut the way
+// to it (cut): what clients send meanwhile is read and thrown away, as a
+// link that loses it would, so a round trip fails without Redis ever
+// seeing it. A connection that lost bytes loses all it sends after (Redis
+// would read the rest of a command as a new one); its client drops it at
+// its timeout. Answers always pass.
+type cutProxy struct {
+	l       net.Listener
+	to      string
+	cutting atomic.Bool
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn // both ends of every connection, closed at the end
+	done    bool
+}
+
+// startCutProxy proxies to r until the test ends.
+func startCutProxy(t testing.TB, r *privateRedis) *cutProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{l: l, to: r.addr()}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *cutProxy) url() string { return "redis://" + p.l.Addr().String() + "/0" }
+
+// cut cuts the way to Redis (true) or mends it (false) for what is sent
+// from now on; a connection cut stays cut.
+func (p *cutProxy) cut(on bool) { p.cutting.Store(on) }
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return // closed
+		}
+		u, err := net.Dial("tcp", p.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.done {
+			p.mu.Unlock()
+			c.Close()
+			u.Close()
+			return
+		}
+		p.conns = append(p.conns, c, u)
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.up(c, u)
+		go func() {
+			defer p.wg.Done()
+			_, _ = io.Copy(c, u)
+			c.Close()
+			u.Close()
+		}()
+	}
+}
+
+// up passes what client c sends to Redis (u) until the way is cut.
+func (p *cutProxy) up(c, u net.Conn) {
+	defer p.wg.Done()
+	defer u.Close()
+	defer c.Close()
+	cut := false
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		cut = cut || n > 0 && p.cutting.Load()
+		if n > 0 && !cut {
+			if _, err := u.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close stops accepting, closes every connection and waits for its
+// goroutines.
+func (p *cutProxy) close() {
+	p.l.Close()
+	p.mu.Lock()
+	p.done = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
 
 // stateLog counts OnState calls.
 type stateLog struct{ downs, ups atomic.Int32 }

@@ -356,16 +356,18 @@ func (s *Service) AcquireQuotaStamp(rule *config.ParamRule, count float64, value
 // period that has ended is left alone. A refusal noted for the value is
 // dropped: the period may have room again. value may alias a buffer the
 // caller reuses.
-// Redis takes a give-back once, by an id of its own (nextBackID). One made
-// while the breaker is open is kept and sent once Redis answers
-// (quotaReturns); one whose round trip failed is not sent again.
+// Redis takes a give-back once, by an id of its own (nextBackID). One it
+// did not take, made while the breaker is open (nothing is sent) or whose
+// round trip failed (a timeout, a lost connection), is kept and sent
+// again, with its id, once Redis answers (quotaReturns): if the first did
+// reach Redis (a timeout), the second finds it taken and takes nothing.
 func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value string, n, stamp int64) {
 	spec := s.specs.param(rule, count)
 	if !spec.quota || stamp == 0 || n <= 0 || s.closed.Load() {
 		return
 	}
 	r := quotaReturn{spec: spec, value: value, n: n, stamp: stamp, id: s.nextBackID()}
-	if err := s.giveBackQuota(r); err == ErrUnavailable { // not sent
+	if err := s.giveBackQuota(r); err != nil {
 		s.quotaReturns.add(r)
 	}
 }
