@@ -35,8 +35,16 @@ func (s *Service) SetWallClock(now func() time.Time) { s.now = now }
 // GiveBackQuota's first send or a later one would, and returns its error;
 // nothing is kept to send again.
 func (s *Service) GiveBackQuotaID(rule *config.ParamRule, count float64, value string, n, stamp int64, id uint64) error {
-	return s.giveBackQuota(quotaReturn{spec: s.specs.param(rule, count), value: value, n: n, stamp: stamp, id: id})
+	return s.giveBackQuota(&quotaReturn{spec: s.specs.param(rule, count), value: value, n: n, stamp: stamp, id: id})
 }
+
+// QuotaMarkLife is how long Redis keeps a give-back's mark (at most);
+// QuotaResendWithin how long after its first send a give-back may be sent
+// again.
+const (
+	QuotaMarkLife     = quotaMarkLife
+	QuotaResendWithin = quotaResendWithin
+)
 
 // SendQuotaReturns sends the calendar quota give-backs kept, as Run does
 // once Redis answers.

@@ -152,8 +152,69 @@ func TestQuotaGiveBackLostOnTheWayIsSentAgain(t *testing.T) {
 	}
 }
 
+// TestQuotaGiveBackSentAgainWhileItsMarkLasts: Redis forgets a give-back's
+// mark quotaMarkLife after taking it (so its memory holds minutes of
+// give-backs, not a day's or a month's), so one whose round trip failed
+// is sent again only within quotaResendWithin of its first send: past it,
+// it is dropped and stays charged, as it was before give-backs had ids.
+// One never sent (the breaker open) has no mark to outlive: it is sent
+// however long Redis failed.
+func TestQuotaGiveBackSentAgainWhileItsMarkLasts(t *testing.T) {
+	srv := startPrivateRedis(t)
+	px := startCutProxy(t, srv)
+	clock := new(wallClock)
+	day := time.Now().Add(48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	clock.set(day.Add(9 * time.Hour))
+	s := newService(t, cluster.Options{URL: px.url(), Namespace: "late", Timeout: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	direct := newService(t, cluster.Options{URL: srv.url(), Namespace: "late", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetWallClock(clock.now)
+	direct.SetWallClock(clock.now)
+	r := quotaRule(config.WindowDay, "UTC") // count 3
+	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
+	left := func() int64 {
+		t.Helper()
+		left, _, err := direct.PeekQuota(context.Background(), r, r.Count, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	take := func() int64 {
+		t.Helper()
+		waitFor(t, 5*time.Second, "Redis up", s.Up)
+		ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
+		if err != nil || !ok {
+			t.Fatalf("a call: ok %v %v", ok, err)
+		}
+		return stamp
+	}
+
+	// Sent, lost on the way, and Redis answers again too late.
+	stamp := take()
+	px.cut(true)
+	s.GiveBackQuota(r, r.Count, "k", 1, stamp)
+	clock.add(cluster.QuotaResendWithin + time.Second)
+	px.cut(false)
+	s.SendQuotaReturns()
+	if kept, got := s.QuotaReturnsKept(), left(); kept != 0 || got != 2 {
+		t.Fatalf("a give-back first sent %v ago: %d kept, %d left; want it dropped, 0 kept and 2 left", cluster.QuotaResendWithin+time.Second, kept, got)
+	}
+
+	// Never sent: the breaker was open.
+	stamp = take()
+	px.cut(true)
+	waitFor(t, 5*time.Second, "the breaker open", func() bool { return !s.Up() })
+	s.GiveBackQuota(r, r.Count, "k", 1, stamp)
+	clock.add(cluster.QuotaResendWithin + time.Second)
+	px.cut(false)
+	waitFor(t, 10*time.Second, "the give-back never sent, sent once Redis answers: 2 left", func() bool { return left() == 2 })
+	waitFor(t, 5*time.Second, "nothing kept", func() bool { return s.QuotaReturnsKept() == 0 })
+}
+
 // TestQuotaGiveBackTakenOncePerID: Redis takes a give-back once by its id
-// (the script's mark, expiring with the counter): sent twice, as after a
+// (the script's mark, expiring with the counter or quotaMarkLife after it
+// is set, whichever comes first: two minutes, on a day two days ahead):
+// sent twice, as after a
 // round trip whose answer was lost, it frees one place; another id frees
 // another. On a Redis Cluster too: the mark, which the script names
 // itself, lies in the counter's hash slot (another slot may be on another
@@ -215,7 +276,7 @@ func checkGiveBackOncePerID(t *testing.T, s *cluster.Service, node *redistest.Se
 		t.Fatalf("3 taken, give-backs 7 and 8: %d left, want 2", got)
 	}
 
-	// The marks: the counter's key, ":back:" and the id, expiring with it.
+	// The marks: the counter's key, ":back:" and the id.
 	keys, err := node.Keys("{once:q:*")
 	if err != nil {
 		t.Fatal(err)
@@ -238,8 +299,9 @@ func checkGiveBackOncePerID(t *testing.T, s *cluster.Service, node *redistest.Se
 		return ms
 	}
 	mark = counter + ":back:7"
-	if c, m := ttl(counter), ttl(mark); c <= 0 || m < c-60000 || m > c {
-		t.Errorf("the counter expires in %d ms, a mark in %d ms: want the same instant", c, m)
+	life := cluster.QuotaMarkLife.Milliseconds()
+	if c, m := ttl(counter), ttl(mark); c < 24*3600*1000 || m <= life-60000 || m > life {
+		t.Errorf("the counter expires in %d ms, a mark in %d ms: want the mark in %d ms at most, and soon after", c, m, life)
 	}
 	return counter, mark
 }

@@ -3,12 +3,24 @@ package cluster
 import (
 	"strings"
 	"sync"
+	"time"
 )
 
 // maxQuotaReturns bounds the calendar quota give-backs a gateway keeps
 // while Redis fails: past it they are lost, and stay charged for their
 // period, which only ever passes less.
 const maxQuotaReturns = 4096
+
+// quotaResendWithin is how long after its first send a give-back whose
+// round trip failed may be sent again. Redis forgets its mark
+// quotaMarkLife after taking it, and it may take it late (it had stalled
+// with the give-back in its socket) but never before it was sent: sent
+// again within half that life, a give-back finds the mark unless it is
+// itself held up in Redis for another minute. Past it, it is dropped and
+// stays charged for its period, which only ever passes less. One never
+// sent (the breaker open) has no mark to outlive and is kept while its
+// period lasts.
+const quotaResendWithin = quotaMarkLife / 2
 
 // quotaReturns holds calendar quota give-backs (GiveBackQuota) Redis did
 // not take: a countOn failure call let in while Redis answered and
@@ -20,7 +32,7 @@ const maxQuotaReturns = 4096
 // timeout): each carries its id, and Redis takes a give-back once by its
 // id (the acquire script's op 5), so sending it again never gives a place
 // back twice. Run sends them once Redis answers, each only while its
-// period lasts.
+// period lasts and, once sent, for quotaResendWithin.
 type quotaReturns struct {
 	mu sync.Mutex
 	q  []quotaReturn
@@ -36,6 +48,7 @@ type quotaReturn struct {
 	value    string
 	n, stamp int64
 	id       uint64
+	sent     time.Time // its first send (the wall clock); zero: never sent
 }
 
 // add keeps a give-back to send again; its value may alias the caller's
@@ -82,8 +95,8 @@ func (s *Service) sendQuotaReturns() {
 	s.quotaReturns.sending.Lock()
 	defer s.quotaReturns.sending.Unlock()
 	q := s.quotaReturns.take()
-	for i, r := range q {
-		if err := s.giveBackQuota(r); err != nil {
+	for i := range q {
+		if err := s.giveBackQuota(&q[i]); err != nil {
 			s.quotaReturns.putBack(q[i+1:])
 			s.quotaReturns.putBack(q[i : i+1])
 			return

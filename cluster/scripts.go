@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/redis/go-redis/v9"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Shape of a window in Redis; acquireSrc spells the same numbers.
 const (
@@ -13,6 +17,13 @@ const (
 	// they were read, as little-endian doubles.
 	headerBytes = 80
 )
+
+// quotaMarkLife is how long Redis keeps the mark of a calendar quota
+// give-back it took (never longer than the counter): the marks in memory
+// are the give-backs of the last two minutes, not of the whole period (a
+// day, a month), whatever the flood of calls a later guard refuses.
+// acquireSrc spells it in ms (MARKLIFE).
+const quotaMarkLife = 2 * time.Minute
 
 // acquireSrc decides a batch of calls atomically, on Redis's clock.
 //
@@ -105,7 +116,9 @@ const (
 // is taken once by its id (in the demand's place; unique in the fleet): a
 // give-back whose round trip failed is sent again, and Redis may have run
 // it all the same (a timeout), so op 5 first sets a marker, the key
-// "<counter's key>:back:<id>" (SET NX, expiring with the counter), and
+// "<counter's key>:back:<id>" (SET NX, expiring with the counter, or
+// quotaMarkLife after it is set if that is sooner: a gateway sends a
+// give-back again only within quotaResendWithin of its first send), and
 // takes n off only when the marker is new. The marker is not among KEYS:
 // a batch's KEYS are one per call, at a fixed stride with ARGV, and the
 // marker's name begins with the counter's, hash tag and all, so it lies in
@@ -126,7 +139,7 @@ local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = tonumber(ARGV[2])
 local synthetic = now > 0
 if not synthetic then now = real end
-local NMAX, HDR, SPAN = 1024, 80, 1024
+local NMAX, HDR, SPAN, MARKLIFE = 1024, 80, 1024, 120000
 local gwn, gwa = tonumber(ARGV[1]), tonumber(ARGV[3])
 local out = {}
 local st = {}
@@ -476,7 +489,8 @@ local function quota(k, a, op)
   if op == '5' then
     local mark = k .. ':back:' .. ARGV[a + 4]
     if redis.call('SET', mark, '1', 'NX') then
-      redis.call('PEXPIREAT', mark, ARGV[a + 2])
+      local gone = math.min(tonumber(ARGV[a + 2]), math.floor(real / 1000) + MARKLIFE)
+      redis.call('PEXPIREAT', mark, string.format('%d', gone))
       n = math.min(n, used)
       if n > 0 then used = redis.call('DECRBY', k, string.format('%d', n)) end
     end

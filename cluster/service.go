@@ -367,23 +367,30 @@ func (s *Service) GiveBackQuota(rule *config.ParamRule, count float64, value str
 		return
 	}
 	r := quotaReturn{spec: spec, value: value, n: n, stamp: stamp, id: s.nextBackID()}
-	if err := s.giveBackQuota(r); err != nil {
+	if err := s.giveBackQuota(&r); err != nil {
 		s.quotaReturns.add(r)
 	}
 }
 
-// giveBackQuota sends give-back r to Redis, unless its period has ended.
-// err != nil: Redis may not have taken it, and r may be sent again:
-// ErrUnavailable without a round trip while the breaker is open, or the
-// round trip's error. A closed Service sends nothing and says nothing.
-func (s *Service) giveBackQuota(r quotaReturn) error {
+// giveBackQuota sends give-back r to Redis, unless its period has ended
+// or it was first sent more than quotaResendWithin ago, and notes when it
+// is first sent. err != nil: Redis may not have taken it, and r may be
+// sent again: ErrUnavailable without a round trip while the breaker is
+// open, or the round trip's error. A closed Service sends nothing and
+// says nothing.
+func (s *Service) giveBackQuota(r *quotaReturn) error {
 	start := time.UnixMilli(r.stamp)
 	p, now := r.spec.periodAt(start), s.wall()
 	switch {
 	case !p.start.Equal(start) || !now.Before(p.reset) || s.closed.Load():
 		return nil
+	case !r.sent.IsZero() && now.Sub(r.sent) > quotaResendWithin:
+		return nil // its mark may be gone: sent again, it could be taken twice
 	case !s.up.Load():
 		return ErrUnavailable
+	}
+	if r.sent.IsZero() {
+		r.sent = now
 	}
 	_, _, _, _, _, err := s.acquire(r.spec, r.value, r.n, p, p.reset.Sub(now), opGiveBack, r.id)
 	s.blocks.forget(r.spec, r.value, false)
