@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -12,10 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+	"sluice/internal/h2test"
 )
 
 // lineUp is an upstream that records each request's line and body length,
@@ -80,54 +77,6 @@ func h2cGateway(t *testing.T, fwd, rules string) string {
 	return srv.Listener.Addr().String()
 }
 
-// h2Call sends one h2c request on a new connection: the header fields as
-// given, pseudo-header fields included, in order (any bytes, as a hostile
-// client sends them), then body in a DATA frame if it is not nil. It
-// returns the :status, or "reset" if the stream or connection was reset
-// or closed before one came.
-func h2Call(t *testing.T, addr string, fields [][2]string, body []byte) string {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range fields {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: body == nil})
-	if body != nil {
-		_ = fr.WriteData(1, true, body)
-	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return "reset"
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			if f.StreamID == 1 {
-				return f.PseudoValue("status")
-			}
-		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
-			return "reset"
-		}
-	}
-}
-
 // TestH2MethodIsOneToken: Go's h2 server takes any :method, where its
 // HTTP/1 server refuses one that is no token. "GET " or "GET /admin?" missed
 // the route of methods: [GET] and its limit, went to the route taking every
@@ -142,7 +91,7 @@ func TestH2MethodIsOneToken(t *testing.T) {
 			up := newLineUp(t)
 			addr := h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String()))
 			call := func(method string) string {
-				return h2Call(t, addr, [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/item/x"}}, nil)
+				return h2test.Call(t, addr, [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/item/x"}}, nil)
 			}
 			for _, m := range []string{"GET ", "GET /admin?", " GET", "GET\t", "G(ET)", "GE,T", "GET\x00", "PROPFIND ", "GET /item/x HTTP/1.1\r\nX:"} {
 				before := len(up.seen())
@@ -188,7 +137,7 @@ func TestH2ContentLengthMustBeTheBodys(t *testing.T) {
 				for _, l := range lengths {
 					f = append(f, [2]string{"content-length", l})
 				}
-				return h2Call(t, addr, f, body)
+				return h2test.Call(t, addr, f, body)
 			}
 			for _, c := range []struct {
 				body    []byte

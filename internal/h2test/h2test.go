@@ -1,0 +1,224 @@
+// Package h2test speaks HTTP/2 to a server frame by frame, as a hostile
+// client does: it sends the header fields it is given, pseudo-header fields
+// included, in the order and with the bytes given, where Go's
+// http2.Transport would refuse or correct them (a :method holding a space, a
+// :path with a '#', two content-length fields, a connection field, a host
+// field that is not the :authority). The proxy's tests send such requests
+// to the gateway over h2c (prior knowledge) and over TLS (ALPN h2).
+package h2test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Timeout bounds Dial and each Do: a server that stops answering fails the
+// test's request instead of hanging it.
+const Timeout = 10 * time.Second
+
+// frameMax is the largest frame payload a peer must accept (RFC 9113
+// 4.2, SETTINGS_MAX_FRAME_SIZE's initial value): longer header blocks go on
+// in CONTINUATION frames, longer bodies in more DATA frames.
+const frameMax = 16384
+
+// Conn is one HTTP/2 connection on which requests are sent one at a time,
+// each on a new stream. After Do reports an error the connection is of no
+// more use: Close it and Dial again. Not safe for concurrent use.
+type Conn struct {
+	nc  net.Conn
+	fr  *http2.Framer
+	enc *hpack.Encoder
+	hb  bytes.Buffer
+	id  uint32 // the last stream opened
+	err error  // why no more stream can be opened
+}
+
+// Answer is how the server answered one request.
+type Answer struct {
+	Status string // :status, "" when no answer's headers came
+	Body   []byte
+	// Reset: the stream was reset (RST_STREAM), or the connection ended,
+	// before the answer did; Status may still hold what came first.
+	Reset bool
+}
+
+// Dial opens an h2c connection (prior knowledge) to addr, or with tc set a
+// TLS one negotiating h2 by ALPN, and sends the preface and SETTINGS.
+func Dial(addr string, tc *tls.Config) (*Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("h2test: %w", err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(Timeout))
+	if tc != nil {
+		tc = tc.Clone()
+		tc.NextProtos = []string{http2.NextProtoTLS}
+		tl := tls.Client(nc, tc)
+		if err := tl.Handshake(); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("h2test: TLS handshake: %w", err)
+		}
+		if p := tl.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+			nc.Close()
+			return nil, fmt.Errorf("h2test: the server chose ALPN %q, not h2", p)
+		}
+		nc = tl
+	}
+	c := &Conn{nc: nc, fr: http2.NewFramer(nc, nc)}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = 1 << 20
+	c.enc = hpack.NewEncoder(&c.hb)
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("h2test: preface: %w", err)
+	}
+	if err := c.fr.WriteSettings(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("h2test: settings: %w", err)
+	}
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Do sends one request on a new stream: a HEADERS frame (and CONTINUATION
+// frames) of fields, as given, then body in DATA frames if it is not nil
+// (nil: the stream ends with its headers). It waits until the answer ends
+// (or the stream is reset) and returns it. An error means the connection
+// is of no more use; the answer says what came on it before.
+func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
+	if c.err != nil {
+		return Answer{Reset: true}, c.err
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(Timeout))
+	c.id += 2
+	if c.id == 2 {
+		c.id = 1
+	}
+	id := c.id
+	if err := c.send(id, fields, body); err != nil {
+		c.err = fmt.Errorf("h2test: writing stream %d: %w", id, err)
+		return Answer{Reset: true}, c.err
+	}
+	var a Answer
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			if c.err == nil {
+				c.err = fmt.Errorf("h2test: reading stream %d: %w", id, err)
+			}
+			a.Reset = true
+			return a, c.err
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				err = c.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				err = c.fr.WritePing(true, f.Data)
+			}
+		case *http2.GoAwayFrame:
+			// No new stream; this one may still be answered, or the
+			// connection closes.
+			c.err = fmt.Errorf("h2test: GOAWAY %v", f.ErrCode)
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == id {
+				if a.Status == "" {
+					a.Status = f.PseudoValue("status")
+				}
+				if f.StreamEnded() {
+					return a, c.err
+				}
+			}
+		case *http2.DataFrame:
+			// Every byte is taken at once: the server's windows are given
+			// back, so no number of answers on one connection stalls it.
+			if n := uint32(len(f.Data())); n > 0 {
+				err = c.fr.WriteWindowUpdate(0, n)
+				if err == nil && f.StreamID == id && !f.StreamEnded() {
+					err = c.fr.WriteWindowUpdate(id, n)
+				}
+			}
+			if f.StreamID == id {
+				a.Body = append(a.Body, f.Data()...)
+				if f.StreamEnded() {
+					return a, c.err
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == id {
+				a.Reset = true
+				return a, c.err
+			}
+		}
+		if err != nil {
+			c.err = fmt.Errorf("h2test: writing on stream %d: %w", id, err)
+			a.Reset = true
+			return a, c.err
+		}
+	}
+}
+
+func (c *Conn) send(id uint32, fields [][2]string, body []byte) error {
+	c.hb.Reset()
+	for _, f := range fields {
+		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			return err
+		}
+	}
+	block := c.hb.Bytes()
+	first := block[:min(len(block), frameMax)]
+	block = block[len(first):]
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first,
+		EndHeaders: len(block) == 0, EndStream: body == nil}); err != nil {
+		return err
+	}
+	for len(block) > 0 {
+		part := block[:min(len(block), frameMax)]
+		block = block[len(part):]
+		if err := c.fr.WriteContinuation(id, len(block) == 0, part); err != nil {
+			return err
+		}
+	}
+	if body == nil {
+		return nil
+	}
+	for {
+		part := body[:min(len(body), frameMax)]
+		body = body[len(part):]
+		if err := c.fr.WriteData(id, len(body) == 0, part); err != nil {
+			return err
+		}
+		if len(body) == 0 {
+			return nil
+		}
+	}
+}
+
+// Call sends one request on a new h2c connection to addr (Conn.Do) and
+// returns the :status, or "reset" if none came before the stream or the
+// connection was reset or closed.
+func Call(tb testing.TB, addr string, fields [][2]string, body []byte) string {
+	tb.Helper()
+	c, err := Dial(addr, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	a, _ := c.Do(fields, body)
+	if a.Status == "" {
+		return "reset"
+	}
+	return a.Status
+}
