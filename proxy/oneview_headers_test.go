@@ -69,85 +69,6 @@ var hdrDiffSources = []config.Source{
 	{Kind: config.SourceHost},
 }
 
-// hdrUpstream is a raw upstream: it records each request head as sent.
-type hdrUpstream struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	seen  map[string]string // by "gw/seq": the request head
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-// close stops the upstream and waits for its connections' goroutines.
-func (u *hdrUpstream) close() {
-	u.ln.Close()
-	u.mu.Lock()
-	for _, c := range u.conns {
-		c.Close()
-	}
-	u.mu.Unlock()
-	u.wg.Wait()
-}
-
-func newHdrUpstream(tb testing.TB) *hdrUpstream {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u := &hdrUpstream{ln: ln, seen: map[string]string{}}
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u.mu.Lock()
-			u.conns = append(u.conns, c)
-			u.mu.Unlock()
-			u.wg.Add(1)
-			go func() {
-				defer u.wg.Done()
-				u.serve(c)
-			}()
-		}
-	}()
-	return u
-}
-
-func (u *hdrUpstream) serve(c net.Conn) {
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		var head strings.Builder
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" || line == "\n" {
-				break
-			}
-		}
-		h := head.String()
-		key := rawHeaderValue(h, "X-Gw") + "/" + rawHeaderValue(h, "X-Seq")
-		u.mu.Lock()
-		u.seen[key] = h
-		u.mu.Unlock()
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	}
-}
-
-func (u *hdrUpstream) take(key string) (string, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	h, ok := u.seen[key]
-	delete(u.seen, key)
-	return h, ok
-}
-
 // rawHeaderLines splits a request head into (name, value) pairs as the
 // bytes say: the name up to the colon, the value trimmed of spaces and
 // tabs. An obs-fold continuation is joined to its line with a space.
@@ -208,17 +129,17 @@ type hdrGateway struct {
 }
 
 type hdrHarness struct {
-	up   *hdrUpstream
+	up   *recUpstream
 	gws  []*hdrGateway
 	seq  int
 	stop func()
 }
 
 func newHdrHarness(tb testing.TB) *hdrHarness {
-	h := &hdrHarness{up: newHdrUpstream(tb)}
+	h := &hdrHarness{up: newRecUpstream(tb)}
 	cleanups := []func(){h.up.close}
 	for _, fwd := range []string{"standard", "fast"} {
-		cfg, err := config.Parse("hdr.yaml", []byte(fmt.Sprintf(hdrDiffRules, "http://"+h.up.ln.Addr().String(), fwd)))
+		cfg, err := config.Parse("hdr.yaml", []byte(fmt.Sprintf(hdrDiffRules, h.up.url(), fwd)))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -395,7 +316,11 @@ func (h *hdrHarness) check(target string, lines []string) []string {
 		d, decided := g.dec[seq]
 		delete(g.dec, seq)
 		g.mu.Unlock()
-		head, forwarded := h.up.take(g.name + "/" + seq)
+		rec, forwarded := h.up.take(g.name + "/" + seq)
+		var head string
+		if forwarded {
+			head = rec.head
+		}
 		switch {
 		case status == 0:
 			errs = append(errs, fmt.Sprintf("%s %q: no answer", g.name, req))
@@ -768,8 +693,11 @@ func TestForwardersSendFasthttpSpecialHeadersAlike(t *testing.T) {
 			if status := sendRaw(g.addr, req); status != 200 {
 				t.Fatalf("%s: %d", g.name, status)
 			}
-			head, _ := h.up.take(g.name + "/" + seq)
-			sent = append(sent, sentHeaders(head))
+			rec, ok := h.up.take(g.name + "/" + seq)
+			if !ok {
+				t.Fatalf("%s: 200, but the upstream got nothing", g.name)
+			}
+			sent = append(sent, sentHeaders(rec.head))
 		}
 		if !slices.Equal(sent[0], sent[1]) {
 			t.Errorf("%q: standard sent %q, fast %q", lines, sent[0], sent[1])
@@ -797,7 +725,11 @@ func TestTwinsOfRewrittenHeadersAreForwarded(t *testing.T) {
 		if status := sendRaw(g.addr, req); status != 200 {
 			t.Fatalf("%s: %d", g.name, status)
 		}
-		head, _ := h.up.take(g.name + "/" + seq)
+		rec, ok := h.up.take(g.name + "/" + seq)
+		if !ok {
+			t.Fatalf("%s: 200, but the upstream got nothing", g.name)
+		}
+		head := rec.head
 		names, _ := rawHeaderLines(head)
 		for _, n := range names {
 			if n != "X-Forwarded-For" && n != "X-Forwarded-Host" && (sameCGIName(n, "X-Forwarded-For") || sameCGIName(n, "X-Forwarded-Host")) {
