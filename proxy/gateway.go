@@ -198,6 +198,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if status := h2EmptyBody(w, r, s.headTimeout); status != 0 {
+		body := badTargetBodies[badLength]
+		if status == http.StatusRequestTimeout {
+			body = bodyClientTimeout
+		}
+		writeJSON(w, status, body)
+		if s.accessLog {
+			s.accessMiss(r, r.RequestURI, status, body, start)
+		}
+		return
+	}
 	dropH2CUpgrade(r)
 	joinCookieLines(r)
 	var b *clientBody

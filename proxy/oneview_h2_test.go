@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sluice/internal/h2test"
 )
@@ -19,13 +20,14 @@ import (
 // byte for byte as an HTTP/1.1 parser other than Go's meets them, and
 // answers 200.
 type lineUp struct {
-	mu    sync.Mutex
-	lines []string
-	ln    net.Listener
+	mu      sync.Mutex
+	lines   []string
+	ln      net.Listener
+	arrived chan struct{} // a request was read (dropped when none waits)
 }
 
 func newLineUp(t *testing.T) *lineUp {
-	u := &lineUp{}
+	u := &lineUp{arrived: make(chan struct{}, 1)}
 	u.ln = serveConns(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for {
@@ -52,6 +54,10 @@ func newLineUp(t *testing.T) *lineUp {
 			u.mu.Lock()
 			u.lines = append(u.lines, fmt.Sprintf("%s body %d", strings.TrimSuffix(line, "\r\n"), length))
 			u.mu.Unlock()
+			select {
+			case u.arrived <- struct{}{}:
+			default:
+			}
 			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
@@ -171,6 +177,89 @@ func TestH2ContentLengthMustBeTheBodys(t *testing.T) {
 			want := "POST /post/x HTTP/1.1 body 5"
 			if got := up.seen(); len(got) != 3 || got[0] != want || got[1] != want || got[2] != want {
 				t.Errorf("the upstream read %q, want %q three times", got, want)
+			}
+		})
+	}
+}
+
+// TestH2DeclaredEmptyBodyIsWaitedFor: an h2 request declaring
+// content-length 0 on a stream its headers do not end is malformed if
+// DATA then comes (RFC 9113 §8.1.1), and Go's h2 server resets the stream
+// when it does; but it has handed the request to the handler already,
+// which read no body for a length of 0. So the POST was forwarded with no
+// body and counted, while the client's stream was reset: the upstream
+// served a request the client never sent (the one-view differential met
+// it over h2c and TLS). On both forwarders the gateway waits for such a
+// stream's end before it routes: content is 400 or reset, charged to no
+// rule, and nothing reaches the upstream; an empty end (an empty DATA
+// frame) is the empty POST declared; a stream still open after
+// server.readHeaderTimeout is 408, charged to no rule.
+func TestH2DeclaredEmptyBodyIsWaitedFor(t *testing.T) {
+	for _, fwd := range []string{"fast", "standard"} {
+		t.Run(fwd, func(t *testing.T) {
+			t.Parallel() // each its own gateways and upstreams; they mostly wait
+			post := func(addr string, body []byte, wait func() bool) string {
+				c, err := h2test.Dial(addr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				a, _ := c.DoAfter([][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "gw.test"},
+					{":path", "/post/x"}, {"content-length", strconv.Itoa(len(body))}}, body, wait)
+				if a.Status == "" {
+					return "reset"
+				}
+				return a.Status
+			}
+			// The body comes once the upstream has the request, or 200 ms
+			// after the headers, far within readHeaderTimeout (10 s).
+			up := newLineUp(t)
+			addr := h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String()))
+			late := func() bool {
+				select {
+				case <-up.arrived:
+				case <-time.After(200 * time.Millisecond):
+				}
+				return true
+			}
+			c, err := h2test.Dial(addr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := c.DoAfter([][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "gw.test"},
+				{":path", "/post/x"}, {"content-length", "0"}}, []byte("hello"), late)
+			c.Close()
+			if a.Status != "" && a.Status != "400" {
+				t.Errorf("content-length 0, then 5 bytes: %s, want 400 or reset", a.Status)
+			}
+			if got := up.seen(); len(got) != 0 {
+				t.Errorf("content-length 0, then 5 bytes: the upstream read %q", got)
+			}
+			// An empty end is the empty POST; then two more fill the count
+			// of 3, so nothing above was charged.
+			for i, step := range []struct {
+				body []byte
+				want string
+			}{{[]byte{}, "200"}, {[]byte("hello"), "200"}, {[]byte("hello"), "200"}, {[]byte("hello"), "429"}} {
+				if st := post(addr, step.body, late); st != step.want {
+					t.Errorf("step %d: %d bytes: %s, want %s", i, len(step.body), st, step.want)
+				}
+			}
+			want := []string{"POST /post/x HTTP/1.1 body 0", "POST /post/x HTTP/1.1 body 5", "POST /post/x HTTP/1.1 body 5"}
+			if got := up.seen(); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("the upstream read %q, want %q", got, want)
+			}
+
+			// A stream left open: 408 after readHeaderTimeout, uncharged.
+			up = newLineUp(t)
+			addr = h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String())+"server: {readHeaderTimeout: 200ms}\n")
+			if st := post(addr, []byte{}, func() bool { return false }); st != "408" {
+				t.Errorf("content-length 0 on a stream left open: %s, want 408", st)
+			}
+			for i, want := range []string{"200", "200", "200", "429"} {
+				if st := post(addr, []byte{}, nil); st != want {
+					t.Errorf("after the open stream, step %d: %s, want %s", i, st, want)
+				}
 			}
 		})
 	}

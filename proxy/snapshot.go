@@ -36,6 +36,7 @@ type Snapshot struct {
 	pkKey       *[32]byte               // the gateway's partition key secret
 	accessLog   bool
 	sendTimeout time.Duration // server.sendTimeout (see send.go)
+	headTimeout time.Duration // server.readHeaderTimeout: how long an h2 request declared empty may take to end (h2EmptyBody)
 	clock       Clock
 	pool        *exchangePool
 	log         zerolog.Logger
@@ -91,6 +92,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pkKey:       &g.pkKey,
 		accessLog:   cfg.Log.Access,
 		sendTimeout: cfg.Server.SendTimeout.D(),
+		headTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		clock:       g.clock,
 		pool:        &g.pool,
 		log:         g.deps.Log,

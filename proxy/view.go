@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"sluice/config"
 
@@ -121,6 +125,38 @@ func h2Length(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// h2EmptyBody waits, for an h2 request that declares a content-length of
+// 0, for the end of its stream, and returns the status to refuse it with
+// (0: none): 400 when content comes instead, 408 when the stream has not
+// ended within timeout (server.readHeaderTimeout: a request declared empty
+// is not whole before its end). Go's h2 server hands a request to the
+// handler at its headers, and resets the stream if content then comes
+// after a length of 0; but the gateway, reading no body of that length,
+// had forwarded a POST with no body and counted it: the upstream served a
+// request the client never sent, where RFC 9113 §8.1.1 calls it malformed,
+// not to be forwarded. A stream that ended with its headers costs one Read
+// that returns at once; h2Length has refused any other content-length.
+func h2EmptyBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) int {
+	if r.ProtoMajor != 2 || r.ContentLength != 0 || len(r.Header["Content-Length"]) == 0 ||
+		r.Body == nil || r.Body == http.NoBody {
+		return 0
+	}
+	rc := http.NewResponseController(w)
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	var b [1]byte
+	switch n, err := r.Body.Read(b[:]); {
+	case n == 0 && err == io.EOF:
+		r.Body = http.NoBody
+		return 0
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }
 
 // targetRules are the server settings a request's target is read by.

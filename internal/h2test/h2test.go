@@ -10,6 +10,7 @@ package h2test
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,6 +29,12 @@ const Timeout = 10 * time.Second
 // 4.2, SETTINGS_MAX_FRAME_SIZE's initial value): longer header blocks go on
 // in CONTINUATION frames, longer bodies in more DATA frames.
 const frameMax = 16384
+
+// ErrUnprocessed is Do's error for a stream the server did not process
+// (RFC 9113 8.7): refused (REFUSED_STREAM), or above the last stream a
+// GOAWAY names. The request can be sent again, on a new connection if the
+// server is going away.
+var ErrUnprocessed = errors.New("h2test: the server did not process the stream")
 
 // Conn is one HTTP/2 connection on which requests are sent one at a time,
 // each on a new stream. After Do reports an error the connection is of no
@@ -94,8 +101,18 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // frames) of fields, as given, then body in DATA frames if it is not nil
 // (nil: the stream ends with its headers). It waits until the answer ends
 // (or the stream is reset) and returns it. An error means the connection
-// is of no more use; the answer says what came on it before.
+// is of no more use (but for a REFUSED_STREAM, also ErrUnprocessed); the
+// answer says what came on it before.
 func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
+	return c.DoAfter(fields, body, nil)
+}
+
+// DoAfter is Do with wait, if not nil, called after the headers are sent
+// and before the body is: a client whose body comes late. (Frames the
+// server sends meanwhile wait in the connection.) If wait returns false,
+// the body is not sent and the stream is left open: a client that never
+// ends its request.
+func (c *Conn) DoAfter(fields [][2]string, body []byte, wait func() bool) (Answer, error) {
 	if c.err != nil {
 		return Answer{Reset: true}, c.err
 	}
@@ -105,7 +122,7 @@ func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
 		c.id = 1
 	}
 	id := c.id
-	if err := c.send(id, fields, body); err != nil {
+	if err := c.send(id, fields, body, wait); err != nil {
 		c.err = fmt.Errorf("h2test: writing stream %d: %w", id, err)
 		return Answer{Reset: true}, c.err
 	}
@@ -129,8 +146,13 @@ func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
 				err = c.fr.WritePing(true, f.Data)
 			}
 		case *http2.GoAwayFrame:
-			// No new stream; this one may still be answered, or the
-			// connection closes.
+			// No new stream; this one may still be answered if the server
+			// took it, or the connection closes.
+			if f.LastStreamID < id {
+				c.err = fmt.Errorf("%w: GOAWAY %v after stream %d", ErrUnprocessed, f.ErrCode, f.LastStreamID)
+				a.Reset = true
+				return a, c.err
+			}
 			c.err = fmt.Errorf("h2test: GOAWAY %v", f.ErrCode)
 		case *http2.MetaHeadersFrame:
 			if f.StreamID == id {
@@ -159,6 +181,9 @@ func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id {
 				a.Reset = true
+				if f.ErrCode == http2.ErrCodeRefusedStream && a.Status == "" {
+					return a, fmt.Errorf("%w: REFUSED_STREAM", ErrUnprocessed)
+				}
 				return a, c.err
 			}
 		}
@@ -170,7 +195,7 @@ func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
 	}
 }
 
-func (c *Conn) send(id uint32, fields [][2]string, body []byte) error {
+func (c *Conn) send(id uint32, fields [][2]string, body []byte, wait func() bool) error {
 	c.hb.Reset()
 	for _, f := range fields {
 		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
@@ -193,6 +218,12 @@ func (c *Conn) send(id uint32, fields [][2]string, body []byte) error {
 	}
 	if body == nil {
 		return nil
+	}
+	if wait != nil {
+		if !wait() {
+			return nil
+		}
+		_ = c.nc.SetDeadline(time.Now().Add(Timeout))
 	}
 	for {
 		part := body[:min(len(body), frameMax)]
