@@ -107,6 +107,11 @@ type clientBody struct {
 	// upstream (stalledByClient).
 	reading atomic.Bool
 	readAt  atomic.Int64
+	// length is the declared length (the request's Content-Length; -1:
+	// none), left the bytes not yet read; end takes the Read that looks
+	// past it. Both are the one reader's.
+	length int64
+	end    [1]byte
 }
 
 // clientStall is how long the gateway must have been kept from reading the
@@ -153,6 +158,11 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	}
 	b.reading.Store(true)
 	n, err := b.rc.Read(p)
+	if b.length > 0 && n > 0 && err == nil {
+		if b.length -= int64(n); b.length <= 0 {
+			n, err = b.ends(n)
+		}
+	}
 	b.readAt.Store(time.Now().UnixNano())
 	b.reading.Store(false)
 	if b.limit > 0 {
@@ -178,6 +188,31 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		b.failed.Store(true)
 	}
 	return n, err
+}
+
+// errPastLength fails the read that finds a body going on past its
+// declared length.
+var errPastLength = errors.New("proxy: request body past its Content-Length")
+
+// ends is Read's last step once the declared length has been read, the
+// last n bytes of it in hand: it reads on for the body's end, and hands
+// the n bytes over only with it (n, io.EOF); else (0, the error), so that
+// no forwarder sends the request whole. An h2 stream can go on past its
+// content-length, which makes it malformed (RFC 9113 §8.1.1), and Go's h2
+// server says so only when the DATA past it comes: the length's worth,
+// come first, was forwarded whole, a request the client never sent, while
+// its stream was reset. The end is at once where the last DATA frame ends
+// the stream, and an HTTP/1 body is over at its length. (An h2 request
+// declaring a length of 0 is waited for before it is routed: h2EmptyBody.)
+func (b *clientBody) ends(n int) (int, error) {
+	switch m, err := b.rc.Read(b.end[:]); {
+	case m == 0 && err == io.EOF:
+		return n, io.EOF
+	case err == nil:
+		return 0, errPastLength
+	default:
+		return 0, err
+	}
 }
 
 // Close closes the client's body, except once the cap was passed: then

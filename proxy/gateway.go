@@ -213,7 +213,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	joinCookieLines(r)
 	var b *clientBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		b = &clientBody{rc: r.Body, rw: w}
+		b = &clientBody{rc: r.Body, rw: w, length: r.ContentLength}
 		r.Body = b
 	}
 	if missed := s.router.serve(w, r, v); missed != 0 && s.accessLog {

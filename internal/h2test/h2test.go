@@ -97,22 +97,38 @@ func Dial(addr string, tc *tls.Config) (*Conn, error) {
 // Close closes the connection.
 func (c *Conn) Close() error { return c.nc.Close() }
 
-// Do sends one request on a new stream: a HEADERS frame (and CONTINUATION
-// frames) of fields, as given, then body in DATA frames if it is not nil
-// (nil: the stream ends with its headers). It waits until the answer ends
-// (or the stream is reset) and returns it. An error means the connection
-// is of no more use (but for a REFUSED_STREAM, also ErrUnprocessed); the
-// answer says what came on it before.
-func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
-	return c.DoAfter(fields, body, nil)
+// Request is one request as a hostile client writes it.
+type Request struct {
+	// Fields are the header fields, pseudo-header fields included, sent as
+	// given, in order, in a HEADERS frame (and CONTINUATION frames).
+	Fields [][2]string
+	// Data are the payloads of the DATA frames that follow (a payload past
+	// the largest frame size is cut into more), the last one ending the
+	// stream; with none, the HEADERS frame ends it.
+	Data [][]byte
+	// Before, if set, is called before each DATA frame i is sent: a client
+	// whose body comes late. If it returns false, that frame and the rest
+	// are not sent and the stream is left open: a client that never ends
+	// its request. (Frames the server sends meanwhile wait in the
+	// connection.)
+	Before func(i int) bool
 }
 
-// DoAfter is Do with wait, if not nil, called after the headers are sent
-// and before the body is: a client whose body comes late. (Frames the
-// server sends meanwhile wait in the connection.) If wait returns false,
-// the body is not sent and the stream is left open: a client that never
-// ends its request.
-func (c *Conn) DoAfter(fields [][2]string, body []byte, wait func() bool) (Answer, error) {
+// Do sends fields and then body (nil: none, the stream ends with its
+// headers) in one DATA frame, as Send does.
+func (c *Conn) Do(fields [][2]string, body []byte) (Answer, error) {
+	q := Request{Fields: fields}
+	if body != nil {
+		q.Data = [][]byte{body}
+	}
+	return c.Send(q)
+}
+
+// Send sends q on a new stream, waits until the answer ends (or the stream
+// is reset) and returns it. An error means the connection is of no more
+// use (but for a REFUSED_STREAM, also ErrUnprocessed); the answer says
+// what came on it before.
+func (c *Conn) Send(q Request) (Answer, error) {
 	if c.err != nil {
 		return Answer{Reset: true}, c.err
 	}
@@ -122,7 +138,7 @@ func (c *Conn) DoAfter(fields [][2]string, body []byte, wait func() bool) (Answe
 		c.id = 1
 	}
 	id := c.id
-	if err := c.send(id, fields, body, wait); err != nil {
+	if err := c.send(id, q); err != nil {
 		c.err = fmt.Errorf("h2test: writing stream %d: %w", id, err)
 		return Answer{Reset: true}, c.err
 	}
@@ -156,8 +172,10 @@ func (c *Conn) DoAfter(fields [][2]string, body []byte, wait func() bool) (Answe
 			c.err = fmt.Errorf("h2test: GOAWAY %v", f.ErrCode)
 		case *http2.MetaHeadersFrame:
 			if f.StreamID == id {
-				if a.Status == "" {
-					a.Status = f.PseudoValue("status")
+				// The final status; an interim one (100 Continue) is
+				// followed by it, trailers have none.
+				if st := f.PseudoValue("status"); st != "" && (a.Status == "" || a.Status[0] == '1') {
+					a.Status = st
 				}
 				if f.StreamEnded() {
 					return a, c.err
@@ -195,9 +213,9 @@ func (c *Conn) DoAfter(fields [][2]string, body []byte, wait func() bool) (Answe
 	}
 }
 
-func (c *Conn) send(id uint32, fields [][2]string, body []byte, wait func() bool) error {
+func (c *Conn) send(id uint32, q Request) error {
 	c.hb.Reset()
-	for _, f := range fields {
+	for _, f := range q.Fields {
 		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
 			return err
 		}
@@ -206,7 +224,7 @@ func (c *Conn) send(id uint32, fields [][2]string, body []byte, wait func() bool
 	first := block[:min(len(block), frameMax)]
 	block = block[len(first):]
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first,
-		EndHeaders: len(block) == 0, EndStream: body == nil}); err != nil {
+		EndHeaders: len(block) == 0, EndStream: len(q.Data) == 0}); err != nil {
 		return err
 	}
 	for len(block) > 0 {
@@ -216,25 +234,26 @@ func (c *Conn) send(id uint32, fields [][2]string, body []byte, wait func() bool
 			return err
 		}
 	}
-	if body == nil {
-		return nil
-	}
-	if wait != nil {
-		if !wait() {
-			return nil
+	for i, data := range q.Data {
+		if q.Before != nil {
+			if !q.Before(i) {
+				return nil
+			}
+			_ = c.nc.SetDeadline(time.Now().Add(Timeout))
 		}
-		_ = c.nc.SetDeadline(time.Now().Add(Timeout))
-	}
-	for {
-		part := body[:min(len(body), frameMax)]
-		body = body[len(part):]
-		if err := c.fr.WriteData(id, len(body) == 0, part); err != nil {
-			return err
+		last := i == len(q.Data)-1
+		for {
+			part := data[:min(len(data), frameMax)]
+			data = data[len(part):]
+			if err := c.fr.WriteData(id, last && len(data) == 0, part); err != nil {
+				return err
+			}
+			if len(data) == 0 {
+				break
+			}
 		}
-		if len(body) == 0 {
-			return nil
-		}
 	}
+	return nil
 }
 
 // Call sends one request on a new h2c connection to addr (Conn.Do) and
