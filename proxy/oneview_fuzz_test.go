@@ -2,13 +2,19 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,20 +25,29 @@ import (
 	"github.com/rs/zerolog"
 
 	"sluice/config"
+	"sluice/internal/h2test"
 )
 
-// The differential test of the one view (SPEC §11): hostile request
-// targets go through the real Gateway, with each forwarder and with
-// server.mergeSlashes on and off (and encodedSlashes: refuse), to a
-// recording upstream on loopback. For
-// every request the gateway passes, the path and query the upstream
-// received must route (re-matched through the same router) to the same
-// route and resource, and key (the same path: and query: source values),
-// as the gateway's decision; a Go upstream must read the path as the view
-// means it and its query without dropping anything; and the two
-// forwarders must send the same request-target.
+// The differential test of the one view (SPEC §11): hostile requests go
+// through the real Gateway, with each forwarder and with
+// server.mergeSlashes on and off (and encodedSlashes: refuse), over
+// HTTP/1.1, h2c (prior knowledge) and h2 over TLS, to a recording upstream
+// on loopback (recUpstream). Each request is either refused before it is
+// forwarded (and counted on no rule), or what the gateway decided on is
+// what the upstream received: the request the upstream got, read as the
+// gateway reads a request, routes to the same route and resource, with the
+// same method, host (X-Forwarded-Host) and source values (path:, query:,
+// header:, cookie:, host), as the gateway's decision; it has the body the
+// client sent, of the length the gateway read; a Go upstream reads the
+// path as the view means it and its query without dropping anything; and
+// the forwarders send the same request-target over every protocol.
 //
-// TestOneViewDifferential runs it on generated targets in the normal
+// HTTP/2 lets a client write what no HTTP/1.1 request line holds (a
+// :method or :path with a space, two content-length fields, a host field
+// that is not the :authority), and Go's h2 server takes much of it as it
+// comes: diffH2Cases are those, sent frame by frame (internal/h2test).
+//
+// TestOneViewDifferential runs it on generated requests in the normal
 // suite; FuzzOneView explores further:
 //
 //	go test -run XXX -fuzz FuzzOneView -fuzztime 5m ./proxy/
@@ -46,6 +61,11 @@ upstreams:
   up: {targets: [%q]}
 server: {mergeSlashes: %v, encodedSlashes: %s}
 routes:
+  - path: /hello
+    hosts: [victim.test]
+    methods: [GET]
+    upstream: up
+    resource: vhello
   - path: /hello
     methods: [GET]
     upstream: up
@@ -71,29 +91,105 @@ routes:
 var diffSources = []config.Source{
 	{Kind: config.SourcePath, Name: "id"}, {Kind: config.SourcePath, Name: "x"}, {Kind: config.SourcePath, Name: "*"},
 	{Kind: config.SourceQuery, Name: "id"}, {Kind: config.SourceQuery, Name: "q"}, {Kind: config.SourceQuery, Name: "a b"},
+	{Kind: config.SourceHeader, Name: "X-Tenant"}, {Kind: config.SourceCookie, Name: "sid"}, {Kind: config.SourceHost},
 }
 
-// decision is how one side read a request: the view, the resource it
-// routes to and its source values.
+// diffProtos are the ways a request reaches the gateways.
+var diffProtos = []string{"http/1.1", "h2c", "h2"}
+
+// diffReq is one request the differential sends: a method and a target,
+// and for the HTTP/2 cases what else a hostile client writes.
+type diffReq struct {
+	method, target string
+	// authority is the :authority (h2) or the Host line (HTTP/1.1); "gw"
+	// when "". noAuthority: h2 sends no :authority (a host field in
+	// fields may stand for it).
+	authority   string
+	noAuthority bool
+	// pseudo, if set, is the whole pseudo-header block of the h2 request,
+	// in place of the one method, target and authority make (then the
+	// request is h2 only).
+	pseudo [][2]string
+	fields [][2]string // more header fields, in order (h2: names as sent; HTTP/1.1: a line each)
+	body   []byte      // nil: none (h2: the stream ends with the headers)
+	split  int         // h2: the body in two DATA frames, cut here (0: one frame)
+	h2only bool        // fields whose HTTP/1.1 framing is another test's (content-length, transfer-encoding, ...)
+}
+
+func (q diffReq) String() string {
+	s := fmt.Sprintf("%s %q", q.method, q.target)
+	if q.authority != "" || q.noAuthority {
+		s += fmt.Sprintf(" authority %q (none: %v)", q.authority, q.noAuthority)
+	}
+	if q.pseudo != nil {
+		s += fmt.Sprintf(" pseudo %q", q.pseudo)
+	}
+	if q.fields != nil {
+		s += fmt.Sprintf(" fields %q", q.fields)
+	}
+	if q.body != nil {
+		s += fmt.Sprintf(" body %q", q.body)
+	}
+	if q.split > 0 {
+		s += fmt.Sprintf(" in DATA frames %q %q", q.body[:q.split], q.body[q.split:])
+	}
+	return s
+}
+
+// http1 reports whether q can be written as an HTTP/1.1 request at all:
+// one request line, lines that are lines.
+func (q diffReq) http1() bool {
+	if q.h2only || q.pseudo != nil || q.noAuthority || q.method == "" || q.target == "" ||
+		strings.ContainsAny(q.method+q.target, " \t\r\n") || strings.ContainsAny(q.authority, "\r\n") {
+		return false
+	}
+	for _, f := range q.fields {
+		if strings.ContainsAny(f[0]+f[1], "\r\n") || strings.HasPrefix(f[0], ":") {
+			return false
+		}
+	}
+	return true
+}
+
+// wellFramed reports whether the body q sends is the one its
+// content-length fields declare, if any (HTTP/1.1 requests are always
+// sent with their true length): a gateway must not cut such a body.
+func (q diffReq) wellFramed() bool {
+	for _, f := range q.fields {
+		if strings.EqualFold(f[0], "content-length") && f[1] != strconv.Itoa(len(q.body)) {
+			return false
+		}
+	}
+	return true
+}
+
+// decision is how one side read a request: the view, the method and host,
+// the resource it routes to and its source values.
 type decision struct {
 	path, query string
+	method      string
 	resource    string
 	values      []string
+	length      int64 // the body's declared length (-1: none); not compared with the upstream's framing
 }
 
 func (d decision) String() string {
-	return fmt.Sprintf("path %q query %q resource %q values %q", d.path, d.query, d.resource, d.values)
+	return fmt.Sprintf("%s path %q query %q resource %q values %q", d.method, d.path, d.query, d.resource, d.values)
 }
 
-// decide reads r as the gateway does, with snapshot s.
+// decide reads r as the gateway does, with snapshot s: the view
+// (readTarget), then, as ServeHTTP does before any source is read, the
+// Cookie lines joined; the route by host, method and path.
 func decide(s *Snapshot, r *http.Request) (decision, int) {
 	v, bad := readTarget(r, s.target)
 	if bad != badNone {
 		return decision{}, bad
 	}
+	r = r.Clone(r.Context()) // the gateway gets the request untouched
+	joinCookieLines(r)
 	rctx := chi.NewRouteContext()
-	d := decision{path: v.path, query: v.query}
-	if rt := s.router.any.match(rctx, r.Method, v.path); rt != nil {
+	d := decision{path: v.path, query: v.query, method: r.Method, length: r.ContentLength}
+	if rt, _ := s.router.find(rctx, r.Host, r.Method, v.path); rt != nil {
 		d.resource = rt.resource
 	}
 	for _, src := range diffSources {
@@ -112,18 +208,31 @@ func decide(s *Snapshot, r *http.Request) (decision, int) {
 	return d, badNone
 }
 
-// diffGateway is one gateway under test and what its upstream saw.
-type diffGateway struct {
-	name string
-	snap *Snapshot
-	addr string
-	conn net.Conn
-	br   *bufio.Reader
+// decideUpstream reads the request the upstream got as the gateway reads
+// a request, the client's host being the X-Forwarded-Host it was sent
+// (its Host is the upstream's own).
+func decideUpstream(s *Snapshot, up *http.Request) (decision, int) {
+	r := up.Clone(up.Context())
+	r.Host = r.Header.Get("X-Forwarded-Host")
+	return decide(s, r)
+}
 
-	mu       sync.Mutex
-	decided  map[string]decision // by X-Seq: the gateway's decision
-	upstream map[string]*http.Request
-	passed   map[string]string // by X-Seq: the resource the observer counted
+// diffGateway is one gateway under test, its listeners, the client
+// connections on them, and what it decided and counted.
+type diffGateway struct {
+	name          string
+	snap          *Snapshot
+	addr, tlsAddr string // plain (HTTP/1.1, h2c) and TLS (HTTP/1.1, h2)
+	tlsConf       *tls.Config
+	conn          net.Conn // HTTP/1.1, kept alive
+	br            *bufio.Reader
+	h2            map[string]*h2test.Conn // by protocol
+
+	mu      sync.Mutex
+	cur     string              // the X-Seq of the request being served, "" between
+	decided map[string]decision // by X-Seq: the gateway's decision
+	counted map[string]string   // by X-Seq: the resource the observer counted
+	overlap []string            // requests served at once, which the harness rules out
 }
 
 type diffObserver struct {
@@ -137,69 +246,112 @@ func (o diffObserver) Block(string, time.Duration) {}
 func (o diffObserver) DryRun()                     {}
 func (o diffObserver) TooLarge()                   {}
 
+// count records the count on the request being served: one at a time
+// (the test's requests go one after another, and an HTTP/2 stream's
+// handler ends before the next stream's starts, see newDiffHarness).
 func (g *diffGateway) count(res string) {
 	g.mu.Lock()
-	g.passed["last"] = res
+	g.counted[g.cur] = res
 	g.mu.Unlock()
 }
 
+// take returns and forgets what the gateway did with request seq.
+func (g *diffGateway) take(seq string) (d decision, decided bool, res string, counted bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, decided = g.decided[seq]
+	res, counted = g.counted[seq]
+	switch {
+	case g.cur == seq:
+		err = fmt.Errorf("harness: request %s is still being served", seq)
+	case len(g.overlap) > 0:
+		err = fmt.Errorf("harness: requests served at once: %q", g.overlap)
+	case g.counted[""] != "":
+		err = fmt.Errorf("harness: %q counted outside any request", g.counted[""])
+	}
+	delete(g.decided, seq)
+	delete(g.counted, seq)
+	return d, decided, res, counted, err
+}
+
 type diffHarness struct {
+	up   *recUpstream
 	gws  []*diffGateway
 	seq  int
 	stop func()
 }
 
 func newDiffHarness(tb testing.TB) *diffHarness {
-	h := &diffHarness{}
-	var cleanups []func()
-	var byPort sync.Map // upstream: which gateway sent it, by X-Gw
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g, ok := byPort.Load(r.Header.Get("X-Gw")); ok {
-			g := g.(*diffGateway)
-			g.mu.Lock()
-			g.upstream[r.Header.Get("X-Seq")] = r.Clone(r.Context())
-			g.mu.Unlock()
-		}
-		io.WriteString(w, "ok")
-	}))
-	cleanups = append(cleanups, up.Close)
+	h := &diffHarness{up: newRecUpstream(tb)}
+	cleanups := []func(){h.up.close}
 	for _, set := range []struct {
 		merge   bool
 		slashes string
 	}{{true, "keep"}, {false, "keep"}, {true, "refuse"}} {
 		for _, fwd := range []string{"standard", "fast"} {
-			cfg, err := config.Parse("diff.yaml", []byte(fmt.Sprintf(diffRules, up.URL, set.merge, set.slashes)))
+			cfg, err := config.Parse("diff.yaml", []byte(fmt.Sprintf(diffRules, h.up.url(), set.merge, set.slashes)))
 			if err != nil {
 				tb.Fatal(err)
 			}
-			dg := &diffGateway{name: fmt.Sprintf("%s/merge=%v/encodedSlashes=%s", fwd, set.merge, set.slashes), decided: map[string]decision{},
-				upstream: map[string]*http.Request{}, passed: map[string]string{}}
+			dg := &diffGateway{name: fmt.Sprintf("%s/merge=%v/encodedSlashes=%s", fwd, set.merge, set.slashes),
+				decided: map[string]decision{}, counted: map[string]string{}, h2: map[string]*h2test.Conn{}}
 			g := New(Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(res string) Observer { return diffObserver{dg, res} }})
 			if err := g.Load(cfg); err != nil {
 				tb.Fatal(err)
 			}
 			dg.snap = g.Current()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seq := r.Header.Get("X-Seq")
+				dg.mu.Lock()
+				if dg.cur != "" {
+					dg.overlap = append(dg.overlap, dg.cur+" and "+seq)
+				}
+				dg.cur = seq
+				dg.mu.Unlock()
+				defer func() { // also when the handler panics (http.ErrAbortHandler)
+					dg.mu.Lock()
+					dg.cur = ""
+					dg.mu.Unlock()
+				}()
 				// The gateway's decision, by its own code on the request it
 				// serves, before serving it.
 				if d, bad := decide(dg.snap, r); bad == badNone {
 					dg.mu.Lock()
-					dg.decided[r.Header.Get("X-Seq")] = d
+					dg.decided[seq] = d
 					dg.mu.Unlock()
 				}
 				g.ServeHTTP(w, r)
-			}))
-			dg.addr = strings.TrimPrefix(srv.URL, "http://")
-			byPort.Store(dg.name, dg)
-			cleanups = append(cleanups, srv.Close, g.Close)
+			})
+			// As lifecycle serves the gateway: HTTP/1.1 and h2c on the plain
+			// listener, HTTP/1.1 and h2 (ALPN) on the TLS one. One stream
+			// at a time per connection: Go's h2 server starts a stream's
+			// handler only once the one before has returned, so a request
+			// after a reset stream (a fence: diffGateway.send) is answered
+			// only once the reset one's handler, if it had one, is done.
+			h2conf := &http.HTTP2Config{MaxConcurrentStreams: 1}
+			plain := httptest.NewUnstartedServer(handler)
+			plain.Config.Protocols = new(http.Protocols)
+			plain.Config.Protocols.SetHTTP1(true)
+			plain.Config.Protocols.SetUnencryptedHTTP2(true)
+			plain.Config.HTTP2 = h2conf
+			plain.Config.ErrorLog = quietLog // hostile frames are logged as connection errors
+			plain.Start()
+			secure := httptest.NewUnstartedServer(handler)
+			secure.EnableHTTP2 = true
+			secure.Config.HTTP2 = h2conf
+			secure.Config.ErrorLog = quietLog
+			secure.StartTLS()
+			roots := x509.NewCertPool()
+			roots.AddCert(secure.Certificate())
+			dg.addr, dg.tlsAddr = plain.Listener.Addr().String(), secure.Listener.Addr().String()
+			dg.tlsConf = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+			cleanups = append(cleanups, plain.Close, secure.Close, g.Close)
 			h.gws = append(h.gws, dg)
 		}
 	}
 	h.stop = func() {
 		for _, g := range h.gws {
-			if g.conn != nil {
-				g.conn.Close()
-			}
+			g.closeConns()
 		}
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
@@ -208,9 +360,122 @@ func newDiffHarness(tb testing.TB) *diffHarness {
 	return h
 }
 
-// send writes one request on g's kept-alive connection (dialling again
+// quietLog is a server's log for errors the test provokes.
+var quietLog = stdlog.New(io.Discard, "", 0)
+
+func (g *diffGateway) closeConns() {
+	if g.conn != nil {
+		g.conn.Close()
+		g.conn = nil
+	}
+	for p, c := range g.h2 {
+		c.Close()
+		delete(g.h2, p)
+	}
+}
+
+// send sends q over proto with X-Seq seq and returns the status: 0 when
+// no answer came, -1 when the h2 stream was reset before one. After a
+// reset, it sends a fence on the same connection (a request the view
+// refuses): its answer comes only after the reset stream's handler, if it
+// had one, has returned, so what the gateway did with q is all recorded.
+// (An answer that ends its stream comes only once its handler has returned.)
+func (g *diffGateway) send(proto string, q diffReq, seq string) int {
+	if proto == "http/1.1" {
+		return g.send1(q, seq)
+	}
+	scheme := "http"
+	if proto == "h2" {
+		scheme = "https"
+	}
+	fields := q.pseudo
+	if fields == nil {
+		fields = [][2]string{{":method", q.method}, {":scheme", scheme}}
+		if !q.noAuthority {
+			fields = append(fields, [2]string{":authority", or(q.authority, "gw")})
+		}
+		fields = append(fields, [2]string{":path", q.target})
+	}
+	fields = append(append(fields[:len(fields):len(fields)], q.fields...), [2]string{"x-seq", seq}, [2]string{"x-gw", g.name})
+	var data [][]byte
+	switch {
+	case q.split > 0:
+		data = [][]byte{q.body[:q.split], q.body[q.split:]}
+	case q.body != nil:
+		data = [][]byte{q.body}
+	}
+	a, ok := g.do(proto, h2test.Request{Fields: fields, Data: data})
+	if !ok {
+		return 0
+	}
+	if a.Reset && g.h2[proto] != nil { // (a connection gone took its streams' handlers' order with it)
+		fence := [][2]string{{":method", "GET"}, {":scheme", scheme}, {":authority", "gw"}, {":path", "/#fence"}, {"x-seq", "fence"}}
+		if f, ok := g.do(proto, h2test.Request{Fields: fence}); !ok || f.Status != "400" {
+			return 0
+		}
+	}
+	if a.Status == "" {
+		return -1
+	}
+	st, _ := strconv.Atoi(a.Status)
+	return st
+}
+
+// do sends one h2 request on g's connection for proto, dialling one if
+// there is none, and again (once) if the server did not take the stream;
+// false: no answer in h2test.Timeout.
+func (g *diffGateway) do(proto string, q h2test.Request) (h2test.Answer, bool) {
+	for attempt := 0; ; attempt++ {
+		c := g.h2[proto]
+		if c == nil {
+			var tc *tls.Config
+			addr := g.addr
+			if proto == "h2" {
+				tc, addr = g.tlsConf, g.tlsAddr
+			}
+			var err error
+			if c, err = h2test.Dial(addr, tc); err != nil {
+				return h2test.Answer{}, false
+			}
+			g.h2[proto] = c
+		}
+		a, err := c.Send(q)
+		if err == nil {
+			return a, true
+		}
+		c.Close()
+		delete(g.h2, proto)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return a, false
+		case errors.Is(err, h2test.ErrUnprocessed) && attempt == 0:
+			continue
+		}
+		return a, true
+	}
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+// send1 writes q on the kept-alive HTTP/1.1 connection (dialling again
 // after net/http closed it) and returns the status; 0: no answer.
-func (g *diffGateway) send(method, target, seq string) int {
+func (g *diffGateway) send1(q diffReq, seq string) int {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", q.method, q.target, or(q.authority, "gw"))
+	for _, f := range q.fields {
+		fmt.Fprintf(&b, "%s: %s\r\n", f[0], f[1])
+	}
+	fmt.Fprintf(&b, "X-Seq: %s\r\nX-Gw: %s\r\n", seq, g.name)
+	if q.body != nil {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(q.body))
+	}
+	b.WriteString("\r\n")
+	b.Write(q.body)
 	for attempt := 0; attempt < 2; attempt++ {
 		if g.conn == nil {
 			c, err := net.Dial("tcp", g.addr)
@@ -220,10 +485,10 @@ func (g *diffGateway) send(method, target, seq string) int {
 			g.conn, g.br = c, bufio.NewReader(c)
 		}
 		_ = g.conn.SetDeadline(time.Now().Add(10 * time.Second))
-		_, err := fmt.Fprintf(g.conn, "%s %s HTTP/1.1\r\nHost: gw\r\nX-Seq: %s\r\nX-Gw: %s\r\n\r\n", method, target, seq, g.name)
+		_, err := g.conn.Write(b.Bytes())
 		if err == nil {
 			var resp *http.Response
-			if resp, err = http.ReadResponse(g.br, &http.Request{Method: method}); err == nil {
+			if resp, err = http.ReadResponse(g.br, &http.Request{Method: q.method}); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.Close {
@@ -239,77 +504,104 @@ func (g *diffGateway) send(method, target, seq string) int {
 	return 0
 }
 
-// check sends target through every gateway and reports the first broken
-// property.
-func (h *diffHarness) check(method, target string) error {
-	if target == "" || strings.ContainsAny(target, " \t\r\n") {
-		return nil // not one request line
-	}
-	h.seq++
-	seq := strconv.Itoa(h.seq)
-	sent := map[string]string{} // settings -> the request-target the upstream got (forwarders must agree)
-	for _, g := range h.gws {
-		status := g.send(method, target, seq)
-		g.mu.Lock()
-		d, decided := g.decided[seq]
-		upR := g.upstream[seq]
-		res := g.passed["last"]
-		delete(g.decided, seq)
-		delete(g.upstream, seq)
-		delete(g.passed, "last")
-		g.mu.Unlock()
-		switch {
-		case status == 0:
-			return fmt.Errorf("%s %q: no answer", g.name, target)
-		case !decided && upR != nil:
-			return fmt.Errorf("%s %q: refused by the view, yet forwarded as %q", g.name, target, upR.RequestURI)
-		case !decided:
-			continue // 400 from net/http or the view: nothing forwarded
-		case upR == nil:
-			if status == http.StatusOK {
-				return fmt.Errorf("%s %q: 200 but the upstream saw nothing", g.name, target)
-			}
+// check sends q through every gateway over every protocol that can carry
+// it and reports the first broken property.
+func (h *diffHarness) check(q diffReq) error {
+	sent := map[string]string{} // settings -> the request-target the upstream got (forwarders and protocols must agree)
+	for _, proto := range diffProtos {
+		if proto == "http/1.1" && !q.http1() {
 			continue
 		}
-		if res != d.resource {
-			return fmt.Errorf("%s %q: counted on %q, decided %v", g.name, target, res, d)
-		}
-		// The upstream's request, read as the gateway reads a request.
-		ud, bad := decide(g.snap, upR)
-		if bad != badNone {
-			return fmt.Errorf("%s %q: the upstream got %q, which the view refuses (%d); gateway decided %v",
-				g.name, target, upR.RequestURI, bad, d)
-		}
-		if ud.resource != d.resource || fmt.Sprint(ud.values) != fmt.Sprint(d.values) || ud.path != d.path || ud.query != d.query {
-			return fmt.Errorf("%s %q: the upstream got %q\n  gateway  %v\n  upstream %v", g.name, target, upR.RequestURI, d, ud)
-		}
-		// A Go service reads the path the view means, and the whole query.
-		if p := unescapedPath(d.path); upR.URL.Path != p {
-			return fmt.Errorf("%s %q: a Go upstream reads the path %q, the view means %q", g.name, target, upR.URL.Path, p)
-		}
-		// A service that routes on its decoded path (Go's ServeMux and most
-		// frameworks) finds the same route and values: the path Go decoded,
-		// escaped again as Go escapes it, read as the gateway reads a path.
-		// (Not where the view keeps an escaped '/': SPEC §11 says it is no
-		// separator, where such a service would split on it; under
-		// encodedSlashes: refuse no such path is forwarded.)
-		if !containsFold(d.path, "%2F") || g.snap.target.refuseSlashes {
-			app := &http.Request{Method: upR.Method, URL: &url.URL{Path: upR.URL.Path, RawQuery: upR.URL.RawQuery}, Header: upR.Header}
-			ad, bad := decide(g.snap, app)
-			if bad != badNone || ad.resource != d.resource || fmt.Sprint(ad.values) != fmt.Sprint(d.values) {
-				return fmt.Errorf("%s %q: a service routing on the decoded path %q reads (bad %d) %v\n  gateway %v",
-					g.name, target, upR.URL.Path, bad, ad, d)
+		h.seq++
+		seq := strconv.Itoa(h.seq)
+		for _, g := range h.gws {
+			if err := h.checkOne(g, proto, q, seq, sent); err != nil {
+				return fmt.Errorf("%s over %s, %v: %w", g.name, proto, q, err)
 			}
 		}
-		if _, err := url.ParseQuery(upR.URL.RawQuery); err != nil {
-			return fmt.Errorf("%s %q: a Go upstream drops part of the query %q: %v", g.name, target, upR.URL.RawQuery, err)
-		}
-		set := fmt.Sprint(g.snap.target)
-		if prev, ok := sent[set]; ok && prev != upR.RequestURI {
-			return fmt.Errorf("%q (%s): the forwarders sent %q and %q", target, set, prev, upR.RequestURI)
-		}
-		sent[set] = upR.RequestURI
 	}
+	return nil
+}
+
+func (h *diffHarness) checkOne(g *diffGateway, proto string, q diffReq, seq string, sent map[string]string) error {
+	status := g.send(proto, q, seq)
+	d, decided, res, counted, err := g.take(seq)
+	up, forwarded := h.up.take(g.name + "/" + seq)
+	switch {
+	case err != nil:
+		return err
+	case status == 0:
+		return fmt.Errorf("no answer")
+	case !decided && forwarded:
+		return fmt.Errorf("refused by the view (%d), yet forwarded:\n%s", status, up.head)
+	case !decided && counted:
+		return fmt.Errorf("refused by the view (%d), yet counted on %q", status, res)
+	case !decided:
+		return nil // 400 from net/http or the view, or the stream reset: nothing forwarded or counted
+	case !forwarded && status == http.StatusOK:
+		return fmt.Errorf("200 but the upstream saw nothing; gateway decided %v", d)
+	case !forwarded && counted && q.wellFramed():
+		// Counted and refused: only the client's own broken body may cost
+		// it a token it had no answer for (the guards ran before it came).
+		return fmt.Errorf("counted on %q, answered %d, and nothing forwarded; gateway decided %v", res, status, d)
+	case !forwarded:
+		return nil
+	case up.err != nil:
+		return fmt.Errorf("counted on %q and forwarded what Go's server refuses (%v):\n%s", res, up.err, up.head)
+	case up.n > 1:
+		return fmt.Errorf("forwarded %d times:\n%s", up.n, up.head)
+	case up.bodyErr != nil:
+		// The gateway cut the request in its body: no service serves it.
+		// Only for a client whose body was not the one it declared.
+		if q.wellFramed() {
+			return fmt.Errorf("the upstream got a broken body (%v), the client sent %q:\n%s", up.bodyErr, q.body, up.head)
+		}
+		return nil
+	}
+	upR := up.r
+	if res != d.resource {
+		return fmt.Errorf("counted on %q, decided %v", res, d)
+	}
+	// The upstream's request, read as the gateway reads a request.
+	ud, bad := decideUpstream(g.snap, upR)
+	if bad != badNone {
+		return fmt.Errorf("the upstream got %q, which the view refuses (%d); gateway decided %v\n%s", upR.RequestURI, bad, d, up.head)
+	}
+	if fmt.Sprint(ud) != fmt.Sprint(d) {
+		return fmt.Errorf("the upstream got %q\n  gateway  %v\n  upstream %v\n%s", upR.RequestURI, d, ud, up.head)
+	}
+	// The body the client sent, whole, and of the length the gateway
+	// read (a declared one).
+	if !bytes.Equal(up.body, q.body) || d.length >= 0 && int64(len(up.body)) != d.length {
+		return fmt.Errorf("the upstream got the body %q, the client sent %q, the gateway read a length of %d:\n%s",
+			up.body, q.body, d.length, up.head)
+	}
+	// A Go service reads the path the view means, and the whole query.
+	if p := unescapedPath(d.path); upR.URL.Path != p {
+		return fmt.Errorf("a Go upstream reads the path %q, the view means %q", upR.URL.Path, p)
+	}
+	// A service that routes on its decoded path (Go's ServeMux and most
+	// frameworks) finds the same route and values: the path Go decoded,
+	// escaped again as Go escapes it, read as the gateway reads a path.
+	// (Not where the view keeps an escaped '/': SPEC §11 says it is no
+	// separator, where such a service would split on it; under
+	// encodedSlashes: refuse no such path is forwarded.)
+	if !containsFold(d.path, "%2F") || g.snap.target.refuseSlashes {
+		app := &http.Request{Method: upR.Method, URL: &url.URL{Path: upR.URL.Path, RawQuery: upR.URL.RawQuery},
+			Header: upR.Header, Host: upR.Header.Get("X-Forwarded-Host")}
+		ad, bad := decide(g.snap, app)
+		if bad != badNone || ad.resource != d.resource || fmt.Sprint(ad.values) != fmt.Sprint(d.values) {
+			return fmt.Errorf("a service routing on the decoded path %q reads (bad %d) %v\n  gateway %v", upR.URL.Path, bad, ad, d)
+		}
+	}
+	if _, err := url.ParseQuery(upR.URL.RawQuery); err != nil {
+		return fmt.Errorf("a Go upstream drops part of the query %q: %v", upR.URL.RawQuery, err)
+	}
+	set := fmt.Sprint(g.snap.target)
+	if prev, ok := sent[set]; ok && prev != upR.RequestURI {
+		return fmt.Errorf("(%s): the forwarders or protocols sent %q and %q", set, prev, upR.RequestURI)
+	}
+	sent[set] = upR.RequestURI
 	return nil
 }
 
@@ -326,39 +618,203 @@ var diffSeeds = []string{
 	"/\\hello", "/%5Chello", "/hello%3F", "/hello%23x", "/%2568ello", "/items/%u0041", "/[::1]/x", "/@evil",
 }
 
+// diffH2Cases are hostile requests HTTP/2 lets a client write, or lets it
+// write otherwise than HTTP/1.1 does (the ones an HTTP/1.1 request can
+// carry are sent that way too).
+var diffH2Cases = func() []diffReq {
+	five := []byte("hello")
+	var cs []diffReq
+	// :method: no token, a standard method in another case, odd tokens.
+	for _, m := range []string{"GET ", " GET", "GET\t", "GET /admin?", "GET /hello HTTP/1.1\r\nX:", "GET\x00", "",
+		"get", "Get", "gET", "head", "HEAD ", "post", "G(ET)", "GE,T", "GE/T", "GET;", "\xc3\x89GET", "PO\xffST",
+		"PROPFIND", "M-SEARCH", "FOO_BAR", "X", "OPTIONS", "TRACE", "DELETE", "PATCH", "CONNECT", "PRI"} {
+		for _, t := range []string{"/hello", "/items/1?id=2"} {
+			cs = append(cs, diffReq{method: m, target: t})
+		}
+	}
+	// :path: what no request line holds (spaces, controls), and the
+	// corners the HTTP/1.1 seeds have, in h2.
+	for _, t := range []string{"/hello world", "/hello ", "/ hello", "/items/a b", "/items/a b?id=1", "/hello?id=a b", "/hello? ",
+		"/items/1 HTTP/1.1\r\nX: y", "/items/\t1", "/items/1\x00", "/items/1\x7f", "/hello#x", "/hello#", "#", "/items/a%2Fb",
+		"/items/%2e%2e/hello", "/items/../hello", "/hello/..", "/items/1?id=1&id=2&id=3&q=a&q=b", "/items/1?id=1&id=1",
+		"/hello?id=1;id=2", "hello", "*", "", "http://victim.test/hello", "https://gw/items/1", "//victim.test/hello",
+		"/items/caf\xc3\xa9", "/items/\xff"} {
+		for _, m := range []string{"GET", "HEAD"} {
+			cs = append(cs, diffReq{method: m, target: t})
+		}
+	}
+	// content-length: one that is no length, several, none, or not the
+	// body's; a body on GET and HEAD.
+	for _, c := range []struct {
+		method string
+		body   []byte
+		cl     []string
+	}{
+		{"POST", five, []string{"5"}}, {"POST", five, []string{"5", "5"}}, {"POST", five, []string{"05"}}, {"POST", five, nil},
+		{"POST", five, []string{"abc"}}, {"POST", five, []string{"+5"}}, {"POST", five, []string{"-5"}}, {"POST", five, []string{" 5"}},
+		{"POST", five, []string{"5 "}}, {"POST", five, []string{"5,5"}}, {"POST", five, []string{"5", "6"}}, {"POST", five, []string{"6", "5"}},
+		{"POST", five, []string{"5", "abc"}}, {"POST", five, []string{"4"}}, {"POST", five, []string{"6"}}, {"POST", five, []string{"0"}},
+		{"POST", five, []string{""}}, {"POST", nil, []string{"5"}}, {"POST", nil, []string{"0"}}, {"POST", nil, []string{"abc"}},
+		{"POST", nil, nil}, {"POST", []byte{}, []string{"0"}}, {"POST", []byte{}, nil}, {"POST", []byte{}, []string{"5"}},
+		{"GET", five, []string{"5"}}, {"GET", five, nil}, {"HEAD", five, []string{"5"}}, {"HEAD", five, nil},
+		{"GET", nil, []string{"0"}}, {"GET", nil, []string{"5"}}, {"PUT", five, []string{"5"}},
+	} {
+		for _, t := range []string{"/items/1", "/hello"} {
+			q := diffReq{method: c.method, target: t, body: c.body, h2only: true}
+			for _, l := range c.cl {
+				q.fields = append(q.fields, [2]string{"content-length", l})
+			}
+			cs = append(cs, q)
+		}
+	}
+	// A body in two DATA frames: past its length in the second, or whole.
+	for _, c := range []struct {
+		body  string
+		split int
+		cl    []string
+	}{
+		{"hello", 4, []string{"4"}}, {"hellox", 5, []string{"5"}}, {"hello", 3, []string{"5"}}, {"hello", 3, nil},
+		{"hello", 5, []string{"5"}}, {"hello", 5, []string{"6"}}, {"hello", 1, []string{"0"}},
+	} {
+		q := diffReq{method: "POST", target: "/items/1", body: []byte(c.body), split: c.split, h2only: true}
+		for _, l := range c.cl {
+			q.fields = append(q.fields, [2]string{"content-length", l})
+		}
+		cs = append(cs, q)
+	}
+	// Fields HTTP/2 has no place for (RFC 9113 8.2.2), and their spellings.
+	for _, f := range [][][2]string{
+		{{"connection", "close"}}, {{"connection", "keep-alive"}}, {{"connection", "x-tenant"}, {"x-tenant", "a"}},
+		{{"keep-alive", "5"}}, {{"proxy-connection", "keep-alive"}}, {{"transfer-encoding", "chunked"}},
+		{{"transfer-encoding", "identity"}}, {{"upgrade", "websocket"}, {"connection", "upgrade"}}, {{"upgrade", "h2c"}},
+		{{"te", "gzip"}}, {{"te", "trailers"}}, {{"te", "trailers"}, {"te", "trailers"}}, {{"te", ""}},
+		{{"http2-settings", "AAMAAABkAAQAAP__"}}, {{"Connection", "close"}}, {{"X-Tenant", "a"}}, {{"x tenant", "a"}},
+		{{"", "a"}}, {{"x-tenant", "a\x00"}}, {{"x-tenant", "a\r\nx-gw: other"}}, {{"expect", "100-continue"}},
+	} {
+		cs = append(cs, diffReq{method: "GET", target: "/items/1", fields: f, h2only: true})
+		cs = append(cs, diffReq{method: "POST", target: "/items/1", fields: f, body: five, h2only: true})
+	}
+	// :authority and host fields that disagree, and the virtual host's
+	// route (/hello on victim.test) they may or may not reach.
+	for _, c := range []diffReq{
+		{authority: "gw", fields: [][2]string{{"host", "victim.test"}}},
+		{authority: "victim.test", fields: [][2]string{{"host", "gw"}}},
+		{noAuthority: true, fields: [][2]string{{"host", "victim.test"}}},
+		{noAuthority: true, fields: [][2]string{{"host", "victim.test"}, {"host", "gw"}}},
+		{noAuthority: true, fields: [][2]string{{"host", "gw"}, {"host", "victim.test"}}},
+		{noAuthority: true},
+		{authority: "victim.test"}, {authority: "VICTIM.test"}, {authority: "victim.test."}, {authority: "victim.test:80"},
+		{authority: "victim.test:80:80"}, {authority: "victim.test,gw"}, {authority: "gw,victim.test"}, {authority: "user@victim.test"},
+		{authority: "[::1]:8080"}, {authority: "[victim.test]"}, {authority: " victim.test"}, {authority: "victim.test "},
+		{authority: "a.victim.test"}, {authority: "victim.test\x00"}, {authority: "victim.test/x"}, {authority: "victim.test?x"},
+		{authority: "gw", fields: [][2]string{{"x-forwarded-host", "victim.test"}}},
+	} {
+		for _, t := range []string{"/hello", "http://victim.test/hello", "/items/1"} {
+			q := c
+			q.method, q.target, q.h2only = "GET", t, q.h2only || len(c.fields) > 0
+			cs = append(cs, q)
+		}
+	}
+	// The pseudo-header fields themselves: repeated, missing, unknown,
+	// after a regular field, a scheme that is neither http nor https,
+	// CONNECT as h2 has it (:authority only) and extended CONNECT.
+	for _, p := range [][][2]string{
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/hello"}, {":path", "/items/1"}},
+		{{":method", "GET"}, {":method", "POST"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/hello"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {":authority", "victim.test"}, {":path", "/hello"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}},
+		{{":method", "GET"}, {":authority", "gw"}, {":path", "/hello"}},
+		{{":scheme", "http"}, {":authority", "gw"}, {":path", "/hello"}},
+		{{":method", "GET"}, {":scheme", "ftp"}, {":authority", "gw"}, {":path", "/hello"}},
+		{{":method", "GET"}, {":scheme", "HTTP"}, {":authority", "gw"}, {":path", "/hello"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/hello"}, {":foo", "x"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/hello"}, {":status", "200"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {"x-a", "1"}, {":path", "/hello"}},
+		{{":method", "CONNECT"}, {":authority", "gw:80"}},
+		{{":method", "CONNECT"}, {":authority", "victim.test:443"}},
+		{{":method", "CONNECT"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/items/1"}, {":protocol", "websocket"}},
+		{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw"}, {":path", "/items/1"}, {":protocol", "websocket"}},
+	} {
+		cs = append(cs, diffReq{method: "(pseudo)", target: "(pseudo)", pseudo: p})
+	}
+	// Sources in header fields: spaces h2 keeps and HTTP/1.1 trims,
+	// several fields, cookies in several fields (which h2 joins).
+	for _, f := range [][][2]string{
+		{{"x-tenant", " a "}}, {{"x-tenant", "a"}, {"x-tenant", "b"}}, {{"x-tenant", "a, b"}}, {{"x-tenant", ""}},
+		{{"x_tenant", "a"}}, {{"x-tenant", "a"}, {"x_tenant", "b"}}, {{"x-tenant", "\tb\t"}},
+		{{"cookie", "sid=a"}, {"cookie", "sid=b"}}, {{"cookie", "sid=a; sid=b"}}, {{"cookie", " sid=a "}},
+		{{"cookie", "x=1"}, {"cookie", "sid=\"a"}, {"cookie", "b\""}},
+	} {
+		cs = append(cs, diffReq{method: "GET", target: "/items/1?id=3", fields: f})
+	}
+	return cs
+}()
+
 func TestOneViewDifferential(t *testing.T) {
 	h := newDiffHarness(t)
 	defer h.stop()
 	targets := append([]string(nil), diffSeeds...)
 	rng := rand.New(rand.NewPCG(1, 24))
 	for range 400 {
-		targets = append(targets, hostileTarget(rng))
+		targets = append(targets, hostileTarget(rng, hostilePieces))
 	}
+	// Targets only HTTP/2 can carry: pieces with a space or a control.
+	for range 60 {
+		targets = append(targets, hostileTarget(rng, h2Pieces))
+	}
+	var qs []diffReq
 	for _, target := range targets {
 		for _, method := range []string{"GET", "HEAD"} {
-			if err := h.check(method, target); err != nil {
-				t.Error(err)
-			}
+			qs = append(qs, diffReq{method: method, target: target})
+		}
+	}
+	for _, q := range append(qs, diffH2Cases...) {
+		if err := h.check(q); err != nil {
+			t.Error(err)
 		}
 	}
 }
 
+// FuzzOneView puts one hostile string s in one place of a request, other
+// being the rest; where%5 is the place: 0, the target (other the method),
+// over HTTP/1.1 if a request line holds them, h2c and h2; 1, the method
+// (other the target); then, over h2 alone with other the target, 2 the
+// :authority, 3 an x-tenant field, 4 a cookie field.
 func FuzzOneView(f *testing.F) {
 	for _, s := range diffSeeds {
-		f.Add(s, false)
+		f.Add(s, "GET", uint8(0))
 	}
 	rng := rand.New(rand.NewPCG(2, 24))
 	for range 50 {
-		f.Add(hostileTarget(rng), true)
+		f.Add(hostileTarget(rng, h2Pieces), "HEAD", uint8(0))
+	}
+	for _, m := range []string{"GET ", "get", "G(ET)", "GET /admin?", "PROPFIND"} {
+		f.Add(m, "/hello", uint8(1))
+	}
+	for _, a := range []string{"victim.test", "victim.test:80:80", "user@victim.test", "gw,victim.test", "VICTIM.test."} {
+		f.Add(a, "/hello", uint8(2))
+	}
+	for _, v := range []string{" a ", "a, b", "sid=a; sid=b", "sid=\"a"} {
+		f.Add(v, "/items/1?id=2", uint8(3))
+		f.Add(v, "/items/1?id=2", uint8(4))
 	}
 	h := newDiffHarness(f)
 	f.Cleanup(h.stop)
-	f.Fuzz(func(t *testing.T, target string, head bool) {
-		method := "GET"
-		if head {
-			method = "HEAD"
+	f.Fuzz(func(t *testing.T, s, other string, where uint8) {
+		var q diffReq
+		switch where % 5 {
+		case 0:
+			q = diffReq{method: other, target: s}
+		case 1:
+			q = diffReq{method: s, target: other}
+		case 2:
+			q = diffReq{method: "GET", target: other, authority: s, h2only: true}
+		case 3:
+			q = diffReq{method: "GET", target: other, fields: [][2]string{{"x-tenant", s}}, h2only: true}
+		case 4:
+			q = diffReq{method: "GET", target: other, fields: [][2]string{{"cookie", s}}, h2only: true}
 		}
-		if err := h.check(method, target); err != nil {
+		if err := h.check(q); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -372,9 +828,12 @@ var hostilePieces = []string{
 	"|", "^", "`", "[", "]", "@", ":", "*", "!", "$", "'", "(", ")", ",", "id=", "q=", "id=102", "a%20b=", "%3F", "%23",
 }
 
-// hostileTarget builds a target from hostilePieces: mostly a path, some
-// with a query, a few in absolute-form.
-func hostileTarget(rng *rand.Rand) string {
+// h2Pieces are hostilePieces and what only an h2 :path holds.
+var h2Pieces = append(append([]string(nil), hostilePieces...), " ", " ", "a b", "\t", "\x01", "\x7f", " HTTP/1.1", "%20 ")
+
+// hostileTarget builds a target from pieces: mostly a path, some with a
+// query, a few in absolute-form.
+func hostileTarget(rng *rand.Rand, pieces []string) string {
 	var b strings.Builder
 	switch rng.IntN(10) {
 	case 0:
@@ -390,12 +849,12 @@ func hostileTarget(rng *rand.Rand) string {
 		b.WriteString("/")
 	}
 	for n := rng.IntN(8); n > 0; n-- {
-		b.WriteString(hostilePieces[rng.IntN(len(hostilePieces))])
+		b.WriteString(pieces[rng.IntN(len(pieces))])
 	}
 	if rng.IntN(3) == 0 {
 		b.WriteString("?")
 		for n := rng.IntN(5); n > 0; n-- {
-			b.WriteString(hostilePieces[rng.IntN(len(hostilePieces))])
+			b.WriteString(pieces[rng.IntN(len(pieces))])
 		}
 	}
 	return b.String()

@@ -105,7 +105,7 @@ func TestPlainTargetAgrees(t *testing.T) {
 	targets := append([]string{"/", "/a/b/", "/a.b/c.d?x=1&y=%20", "/a?", "/a?b#", "/.a", "/a/.b", "/a//b"}, diffSeeds...)
 	rng := rand.New(rand.NewPCG(3, 24))
 	for range 2000 {
-		targets = append(targets, hostileTarget(rng))
+		targets = append(targets, hostileTarget(rng, hostilePieces))
 	}
 	plain := 0
 	for _, target := range targets {
