@@ -121,14 +121,7 @@ func TestQuotaGiveBackLostOnTheWayIsSentAgain(t *testing.T) {
 	direct.SetWallClock(clock.now)
 	r := quotaRule(config.WindowDay, "UTC")
 	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
-	left := func() int64 {
-		t.Helper()
-		left, _, err := direct.PeekQuota(context.Background(), r, r.Count, "lost-k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return left
-	}
+	left := func() int64 { return quotaLeft(t, direct, r, "lost-k") }
 	ok, _, _, _, stamp, err := s.AcquireQuotaStamp(r, r.Count, "lost-k", 1)
 	if err != nil || !ok || stamp == 0 {
 		t.Fatalf("the call: ok %v stamp %d %v", ok, stamp, err)
@@ -171,14 +164,7 @@ func TestQuotaGiveBackSentAgainWhileItsMarkLasts(t *testing.T) {
 	direct.SetWallClock(clock.now)
 	r := quotaRule(config.WindowDay, "UTC") // count 3
 	r.CountOn, r.FailureStatuses = config.CountOnFailure, []string{"401"}
-	left := func() int64 {
-		t.Helper()
-		left, _, err := direct.PeekQuota(context.Background(), r, r.Count, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return left
-	}
+	left := func() int64 { return quotaLeft(t, direct, r, "k") }
 	take := func() int64 {
 		t.Helper()
 		waitFor(t, 5*time.Second, "Redis up", s.Up)
@@ -245,14 +231,7 @@ func checkGiveBackOncePerID(t *testing.T, s *cluster.Service, node *redistest.Se
 	clock.set(day.Add(9 * time.Hour))
 	s.SetWallClock(clock.now)
 	r := quotaRule(config.WindowDay, "UTC") // count 3
-	left := func() int64 {
-		t.Helper()
-		left, _, err := s.PeekQuota(context.Background(), r, r.Count, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return left
-	}
+	left := func() int64 { return quotaLeft(t, s, r, "k") }
 	var stamp int64
 	for i := range 3 {
 		ok, _, _, _, st, err := s.AcquireQuotaStamp(r, r.Count, "k", 1)
@@ -304,6 +283,16 @@ func checkGiveBackOncePerID(t *testing.T, s *cluster.Service, node *redistest.Se
 		t.Errorf("the counter expires in %d ms, a mark in %d ms: want the mark in %d ms at most, and soon after", c, m, life)
 	}
 	return counter, mark
+}
+
+// quotaLeft is what value's period of r has left, as s reads it.
+func quotaLeft(t *testing.T, s *cluster.Service, r *config.ParamRule, value string) int64 {
+	t.Helper()
+	left, _, err := s.PeekQuota(context.Background(), r, r.Count, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
 }
 
 // failureQuotaOnPrivateRedis is a gateway on a Redis of the test's own

@@ -83,6 +83,13 @@ func hdRawUpstream(t *testing.T, serve func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveConns(t, ln, serve)
+	return "http://" + ln.Addr().String()
+}
+
+// serveConns hands every connection ln accepts to serve, in a goroutine of
+// its own, until the test ends.
+func serveConns(t *testing.T, ln net.Listener, serve func(net.Conn)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -98,7 +105,6 @@ func hdRawUpstream(t *testing.T, serve func(net.Conn)) string {
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String()
 }
 
 // hdProcStatus reads a field of /proc/<pid>/status in kB (VmRSS, VmHWM).

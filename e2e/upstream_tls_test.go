@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,44 +24,20 @@ import (
 // The TLS handshake's records were counted as the connection's requests,
 // so a new connection passed for a reused one and each was sent twice.
 func TestFastPathTLSUpstreamCloses(t *testing.T) {
-	ca := testcert.NewCA(t, "upstream CA")
-	dir := t.TempDir()
-	leaf := ca.Server(t, time.Now().Add(time.Hour), "127.0.0.1")
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SSL_CERT_FILE", caFile) // read by the gateway process
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{leaf.TLS}}
-
 	var read atomic.Int64
-	drop, err := tls.Listen("tcp", "127.0.0.1:0", serverTLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drop.Close() })
-	go func() {
-		for {
-			c, err := drop.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close() // close_notify, then FIN
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					read.Add(1)
-				}
-			}()
+	drop := tlsUpstream(t, func(c *tls.Conn) {
+		// Then close_notify and FIN, as the connection closes.
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			read.Add(1)
 		}
-	}()
+	})
 
 	g := startGateway(t, fmt.Sprintf(`
 upstreams:
-  drop: { targets: ["https://%s"], retries: 0, passive: { consecutiveFailures: 0 } }
+  drop: { targets: [%q], retries: 0, passive: { consecutiveFailures: 0 } }
 routes:
   - { path: /drop/*, upstream: drop, forwarder: fast }
-`, drop.Addr().String()))
+`, drop))
 
 	for i, method := range []string{"GET", "HEAD"} {
 		req, _ := http.NewRequest(method, g.URL+"/drop/x", nil)
@@ -95,20 +72,10 @@ func tlsUpstream(t *testing.T, serve func(c *tls.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				serve(c.(*tls.Conn))
-			}()
-		}
-	}()
+	serveConns(t, ln, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		serve(c.(*tls.Conn))
+	})
 	return "https://" + ln.Addr().String()
 }
 
