@@ -204,14 +204,18 @@ var errPastLength = errors.New("proxy: request body past its Content-Length")
 // its stream was reset. The end is at once where the last DATA frame ends
 // the stream, and an HTTP/1 body is over at its length. (An h2 request
 // declaring a length of 0 is waited for before it is routed: h2EmptyBody.)
+// A byte past the length fails the body even if the end came with it; a
+// read of nothing (allowed of a Reader) says neither, so it reads again.
 func (b *clientBody) ends(n int) (int, error) {
-	switch m, err := b.rc.Read(b.end[:]); {
-	case m == 0 && err == io.EOF:
-		return n, io.EOF
-	case err == nil:
-		return 0, errPastLength
-	default:
-		return 0, err
+	for {
+		switch m, err := b.rc.Read(b.end[:]); {
+		case m > 0:
+			return 0, errPastLength
+		case err == io.EOF:
+			return n, io.EOF
+		case err != nil:
+			return 0, err
+		}
 	}
 }
 
