@@ -101,7 +101,7 @@ func simpleParts(t *template.Template) ([]bodyPart, bool) {
 // Render returns the body for d.
 func (b *BlockBody) Render(d BlockData) ([]byte, error) {
 	if b.json {
-		d = BlockData{Resource: jsonText(d.Resource), Reason: jsonText(d.Reason)}
+		d.Resource, d.Reason = jsonText(d.Resource), jsonText(d.Reason)
 	}
 	if !b.simple {
 		var buf bytes.Buffer
