@@ -30,7 +30,8 @@ func TestRetryAfterCoversEveryRule(t *testing.T) {
 		probe step   // refused by the first rule, the longest wait elsewhere
 		// the refusal: X-Sluice-Blocked, Retry-After in seconds (0: none,
 		// nor any RateLimit field: the call never passes), and the policy
-		// RateLimit names
+		// RateLimit names ("": no RateLimit field, a guard without a quota
+		// blocked)
 		reason string
 		retry  int
 		policy string
@@ -103,6 +104,20 @@ degradeRules:
 			probe:  step{1100 * time.Millisecond, "/item/1"},
 			reason: "flow", retry: 5, policy: `"item"`, fails: true,
 		},
+		{
+			// The flow rule passes the call and gives it back when the
+			// breaker refuses it: no quota blocked, so no RateLimit field
+			// (docs/configuration.md), and Retry-After is the breaker's.
+			name: "a flow rule that passes, then an open breaker", rules: `
+flowRules:
+  - { resource: item, count: 10 }
+degradeRules:
+  - { resource: item, strategy: errorCount, threshold: 1, minRequestAmount: 1, statIntervalMs: 5000, retryTimeoutMs: 5000 }
+`,
+			setup:  []step{{0, "/item/1"}, {500 * time.Millisecond, "/item/1"}},
+			probe:  step{1100 * time.Millisecond, "/item/1"},
+			reason: "degrade", retry: 5, fails: true,
+		},
 	}
 	for _, tc := range cases {
 		for ph := time.Duration(0); ph < time.Second; ph += 170 * time.Millisecond {
@@ -134,7 +149,11 @@ degradeRules:
 				if w.Code != 429 || h.Get("X-Sluice-Blocked") != tc.reason || h.Get("Retry-After") != strconv.Itoa(tc.retry) {
 					t.Fatalf("probe: %d %s Retry-After %q, want 429 %s Retry-After %d", w.Code, h.Get("X-Sluice-Blocked"), h.Get("Retry-After"), tc.reason, tc.retry)
 				}
-				if want := fmt.Sprintf("%s;r=0;t=%d", tc.policy, tc.retry); !strings.HasPrefix(h.Get("RateLimit"), want) {
+				if tc.policy == "" {
+					if h.Get("RateLimit") != "" || h.Get("RateLimit-Policy") != "" {
+						t.Errorf("RateLimit %q, RateLimit-Policy %q, want neither: no quota blocked", h.Get("RateLimit"), h.Get("RateLimit-Policy"))
+					}
+				} else if want := fmt.Sprintf("%s;r=0;t=%d", tc.policy, tc.retry); !strings.HasPrefix(h.Get("RateLimit"), want) {
 					t.Errorf("RateLimit %q, want it to start %q", h.Get("RateLimit"), want)
 				}
 				back := tc.probe.at + time.Duration(tc.retry)*time.Second
