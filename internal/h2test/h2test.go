@@ -102,6 +102,10 @@ type Request struct {
 	// Fields are the header fields, pseudo-header fields included, sent as
 	// given, in order, in a HEADERS frame (and CONTINUATION frames).
 	Fields [][2]string
+	// Fragment, if set, is the most bytes of the header block a frame
+	// carries (else the largest frame payload): a small one cuts fields
+	// across a HEADERS frame and CONTINUATION frames, as a peer may.
+	Fragment int
 	// Data are the payloads of the DATA frames that follow (a payload past
 	// the largest frame size is cut into more), the last one ending the
 	// stream; with none, the HEADERS frame ends it.
@@ -221,14 +225,18 @@ func (c *Conn) send(id uint32, q Request) error {
 		}
 	}
 	block := c.hb.Bytes()
-	first := block[:min(len(block), frameMax)]
+	size := frameMax
+	if q.Fragment > 0 {
+		size = min(q.Fragment, frameMax)
+	}
+	first := block[:min(len(block), size)]
 	block = block[len(first):]
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first,
 		EndHeaders: len(block) == 0, EndStream: len(q.Data) == 0}); err != nil {
 		return err
 	}
 	for len(block) > 0 {
-		part := block[:min(len(block), frameMax)]
+		part := block[:min(len(block), size)]
 		block = block[len(part):]
 		if err := c.fr.WriteContinuation(id, len(block) == 0, part); err != nil {
 			return err
