@@ -113,7 +113,10 @@ type diffReq struct {
 	fields [][2]string // more header fields, in order (h2: names as sent; HTTP/1.1: a line each)
 	body   []byte      // nil: none (h2: the stream ends with the headers)
 	split  int         // h2: the body in two DATA frames, cut here (0: one frame)
-	h2only bool        // fields whose HTTP/1.1 framing is another test's (content-length, transfer-encoding, ...)
+	// fragment: h2: the header block in frames of at most this many bytes
+	// (0: as few as fit), so fields are cut across CONTINUATION frames.
+	fragment int
+	h2only   bool // fields whose HTTP/1.1 framing is another test's (content-length, transfer-encoding, ...)
 }
 
 func (q diffReq) String() string {
@@ -133,13 +136,16 @@ func (q diffReq) String() string {
 	if q.split > 0 {
 		s += fmt.Sprintf(" in DATA frames %q %q", q.body[:q.split], q.body[q.split:])
 	}
+	if q.fragment > 0 {
+		s += fmt.Sprintf(" header block in %d-byte frames", q.fragment)
+	}
 	return s
 }
 
 // http1 reports whether q can be written as an HTTP/1.1 request at all:
 // one request line, lines that are lines.
 func (q diffReq) http1() bool {
-	if q.h2only || q.pseudo != nil || q.noAuthority || q.method == "" || q.target == "" ||
+	if q.h2only || q.pseudo != nil || q.noAuthority || q.fragment > 0 || q.method == "" || q.target == "" ||
 		strings.ContainsAny(q.method+q.target, " \t\r\n") || strings.ContainsAny(q.authority, "\r\n") {
 		return false
 	}
@@ -218,8 +224,10 @@ func decideUpstream(s *Snapshot, up *http.Request) (decision, int) {
 }
 
 // diffGateway is one gateway under test, its listeners, the client
-// connections on them, and what it decided and counted.
-type diffGateway struct {
+// connections on them, and what it decided (D: the harness's reading of a
+// request, decision or hdrDecision) and counted. The one-view harnesses
+// share it, so that every protocol reaches every gateway one way.
+type diffGateway[D any] struct {
 	name          string
 	snap          *Snapshot
 	addr, tlsAddr string // plain (HTTP/1.1, h2c) and TLS (HTTP/1.1, h2)
@@ -229,34 +237,42 @@ type diffGateway struct {
 	h2            map[string]*h2test.Conn // by protocol
 
 	mu      sync.Mutex
-	cur     string              // the X-Seq of the request being served, "" between
-	decided map[string]decision // by X-Seq: the gateway's decision
-	counted map[string]string   // by X-Seq: the resource the observer counted
-	overlap []string            // requests served at once, which the harness rules out
+	cur     string            // the X-Seq of the request being served, "" between
+	decided map[string]D      // by X-Seq: the gateway's decision
+	counted map[string]string // by X-Seq: the resource the observer counted
+	overlap []string          // requests served at once, which the harness rules out
 }
 
-type diffObserver struct {
-	g   *diffGateway
+func newDiffGateway[D any](name string) *diffGateway[D] {
+	return &diffGateway[D]{name: name, decided: map[string]D{}, counted: map[string]string{}, h2: map[string]*h2test.Conn{}}
+}
+
+// observer is the gateway's Deps.Observer: it counts on the request
+// being served.
+func (g *diffGateway[D]) observer(res string) Observer { return diffObserver[D]{g, res} }
+
+type diffObserver[D any] struct {
+	g   *diffGateway[D]
 	res string
 }
 
-func (o diffObserver) Pass(time.Duration)          { o.g.count(o.res) }
-func (o diffObserver) Error(time.Duration)         { o.g.count(o.res) }
-func (o diffObserver) Block(string, time.Duration) {}
-func (o diffObserver) DryRun()                     {}
-func (o diffObserver) TooLarge()                   {}
+func (o diffObserver[D]) Pass(time.Duration)          { o.g.count(o.res) }
+func (o diffObserver[D]) Error(time.Duration)         { o.g.count(o.res) }
+func (o diffObserver[D]) Block(string, time.Duration) {}
+func (o diffObserver[D]) DryRun()                     {}
+func (o diffObserver[D]) TooLarge()                   {}
 
 // count records the count on the request being served: one at a time
 // (the test's requests go one after another, and an HTTP/2 stream's
-// handler ends before the next stream's starts, see newDiffHarness).
-func (g *diffGateway) count(res string) {
+// handler ends before the next stream's starts, see serve).
+func (g *diffGateway[D]) count(res string) {
 	g.mu.Lock()
 	g.counted[g.cur] = res
 	g.mu.Unlock()
 }
 
 // take returns and forgets what the gateway did with request seq.
-func (g *diffGateway) take(seq string) (d decision, decided bool, res string, counted bool, err error) {
+func (g *diffGateway[D]) take(seq string) (d D, decided bool, res string, counted bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d, decided = g.decided[seq]
@@ -274,9 +290,60 @@ func (g *diffGateway) take(seq string) (d decision, decided bool, res string, co
 	return d, decided, res, counted, err
 }
 
+// serve serves gw as lifecycle does: HTTP/1.1 and h2c on a plain
+// listener, HTTP/1.1 and h2 (ALPN) on a TLS one; before gw serves a
+// request, decide reads it (false: nothing decided) by the gateway's own
+// code and g records it under the request's X-Seq. It returns what stops
+// the listeners.
+func (g *diffGateway[D]) serve(gw *Gateway, decide func(*http.Request) (D, bool)) []func() {
+	g.snap = gw.Current()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seq := r.Header.Get("X-Seq")
+		g.mu.Lock()
+		if g.cur != "" {
+			g.overlap = append(g.overlap, g.cur+" and "+seq)
+		}
+		g.cur = seq
+		g.mu.Unlock()
+		defer func() { // also when the handler panics (http.ErrAbortHandler)
+			g.mu.Lock()
+			g.cur = ""
+			g.mu.Unlock()
+		}()
+		if d, ok := decide(r); ok {
+			g.mu.Lock()
+			g.decided[seq] = d
+			g.mu.Unlock()
+		}
+		gw.ServeHTTP(w, r)
+	})
+	// One stream at a time per connection: Go's h2 server starts a
+	// stream's handler only once the one before has returned, so a request
+	// after a reset stream (a fence: diffGateway.send) is answered only
+	// once the reset one's handler, if it had one, is done.
+	h2conf := &http.HTTP2Config{MaxConcurrentStreams: 1}
+	plain := httptest.NewUnstartedServer(handler)
+	plain.Config.Protocols = new(http.Protocols)
+	plain.Config.Protocols.SetHTTP1(true)
+	plain.Config.Protocols.SetUnencryptedHTTP2(true)
+	plain.Config.HTTP2 = h2conf
+	plain.Config.ErrorLog = quietLog // hostile frames are logged as connection errors
+	plain.Start()
+	secure := httptest.NewUnstartedServer(handler)
+	secure.EnableHTTP2 = true
+	secure.Config.HTTP2 = h2conf
+	secure.Config.ErrorLog = quietLog
+	secure.StartTLS()
+	roots := x509.NewCertPool()
+	roots.AddCert(secure.Certificate())
+	g.addr, g.tlsAddr = plain.Listener.Addr().String(), secure.Listener.Addr().String()
+	g.tlsConf = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	return []func(){plain.Close, secure.Close}
+}
+
 type diffHarness struct {
 	up   *recUpstream
-	gws  []*diffGateway
+	gws  []*diffGateway[decision]
 	seq  int
 	stop func()
 }
@@ -293,59 +360,18 @@ func newDiffHarness(tb testing.TB) *diffHarness {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			dg := &diffGateway{name: fmt.Sprintf("%s/merge=%v/encodedSlashes=%s", fwd, set.merge, set.slashes),
-				decided: map[string]decision{}, counted: map[string]string{}, h2: map[string]*h2test.Conn{}}
-			g := New(Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: func(res string) Observer { return diffObserver{dg, res} }})
+			dg := newDiffGateway[decision](fmt.Sprintf("%s/merge=%v/encodedSlashes=%s", fwd, set.merge, set.slashes))
+			g := New(Deps{Log: zerolog.Nop(), Forwarder: fwd, Observer: dg.observer})
 			if err := g.Load(cfg); err != nil {
 				tb.Fatal(err)
 			}
-			dg.snap = g.Current()
-			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				seq := r.Header.Get("X-Seq")
-				dg.mu.Lock()
-				if dg.cur != "" {
-					dg.overlap = append(dg.overlap, dg.cur+" and "+seq)
-				}
-				dg.cur = seq
-				dg.mu.Unlock()
-				defer func() { // also when the handler panics (http.ErrAbortHandler)
-					dg.mu.Lock()
-					dg.cur = ""
-					dg.mu.Unlock()
-				}()
-				// The gateway's decision, by its own code on the request it
-				// serves, before serving it.
-				if d, bad := decide(dg.snap, r); bad == badNone {
-					dg.mu.Lock()
-					dg.decided[seq] = d
-					dg.mu.Unlock()
-				}
-				g.ServeHTTP(w, r)
+			// The gateway's decision, by its own code on the request it
+			// serves, before serving it.
+			stop := dg.serve(g, func(r *http.Request) (decision, bool) {
+				d, bad := decide(dg.snap, r)
+				return d, bad == badNone
 			})
-			// As lifecycle serves the gateway: HTTP/1.1 and h2c on the plain
-			// listener, HTTP/1.1 and h2 (ALPN) on the TLS one. One stream
-			// at a time per connection: Go's h2 server starts a stream's
-			// handler only once the one before has returned, so a request
-			// after a reset stream (a fence: diffGateway.send) is answered
-			// only once the reset one's handler, if it had one, is done.
-			h2conf := &http.HTTP2Config{MaxConcurrentStreams: 1}
-			plain := httptest.NewUnstartedServer(handler)
-			plain.Config.Protocols = new(http.Protocols)
-			plain.Config.Protocols.SetHTTP1(true)
-			plain.Config.Protocols.SetUnencryptedHTTP2(true)
-			plain.Config.HTTP2 = h2conf
-			plain.Config.ErrorLog = quietLog // hostile frames are logged as connection errors
-			plain.Start()
-			secure := httptest.NewUnstartedServer(handler)
-			secure.EnableHTTP2 = true
-			secure.Config.HTTP2 = h2conf
-			secure.Config.ErrorLog = quietLog
-			secure.StartTLS()
-			roots := x509.NewCertPool()
-			roots.AddCert(secure.Certificate())
-			dg.addr, dg.tlsAddr = plain.Listener.Addr().String(), secure.Listener.Addr().String()
-			dg.tlsConf = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
-			cleanups = append(cleanups, plain.Close, secure.Close, g.Close)
+			cleanups = append(append(cleanups, stop...), g.Close)
 			h.gws = append(h.gws, dg)
 		}
 	}
@@ -363,7 +389,7 @@ func newDiffHarness(tb testing.TB) *diffHarness {
 // quietLog is a server's log for errors the test provokes.
 var quietLog = stdlog.New(io.Discard, "", 0)
 
-func (g *diffGateway) closeConns() {
+func (g *diffGateway[D]) closeConns() {
 	if g.conn != nil {
 		g.conn.Close()
 		g.conn = nil
@@ -380,7 +406,7 @@ func (g *diffGateway) closeConns() {
 // refuses): its answer comes only after the reset stream's handler, if it
 // had one, has returned, so what the gateway did with q is all recorded.
 // (An answer that ends its stream comes only once its handler has returned.)
-func (g *diffGateway) send(proto string, q diffReq, seq string) int {
+func (g *diffGateway[D]) send(proto string, q diffReq, seq string) int {
 	if proto == "http/1.1" {
 		return g.send1(q, seq)
 	}
@@ -404,7 +430,7 @@ func (g *diffGateway) send(proto string, q diffReq, seq string) int {
 	case q.body != nil:
 		data = [][]byte{q.body}
 	}
-	a, ok := g.do(proto, h2test.Request{Fields: fields, Data: data})
+	a, ok := g.do(proto, h2test.Request{Fields: fields, Data: data, Fragment: q.fragment})
 	if !ok {
 		return 0
 	}
@@ -424,7 +450,7 @@ func (g *diffGateway) send(proto string, q diffReq, seq string) int {
 // do sends one h2 request on g's connection for proto, dialling one if
 // there is none, and again (once) if the server did not take the stream;
 // false: no answer in h2test.Timeout.
-func (g *diffGateway) do(proto string, q h2test.Request) (h2test.Answer, bool) {
+func (g *diffGateway[D]) do(proto string, q h2test.Request) (h2test.Answer, bool) {
 	for attempt := 0; ; attempt++ {
 		c := g.h2[proto]
 		if c == nil {
@@ -464,7 +490,7 @@ func or(s, dflt string) string {
 
 // send1 writes q on the kept-alive HTTP/1.1 connection (dialling again
 // after net/http closed it) and returns the status; 0: no answer.
-func (g *diffGateway) send1(q diffReq, seq string) int {
+func (g *diffGateway[D]) send1(q diffReq, seq string) int {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", q.method, q.target, or(q.authority, "gw"))
 	for _, f := range q.fields {
@@ -523,7 +549,7 @@ func (h *diffHarness) check(q diffReq) error {
 	return nil
 }
 
-func (h *diffHarness) checkOne(g *diffGateway, proto string, q diffReq, seq string, sent map[string]string) error {
+func (h *diffHarness) checkOne(g *diffGateway[decision], proto string, q diffReq, seq string, sent map[string]string) error {
 	status := g.send(proto, q, seq)
 	d, decided, res, counted, err := g.take(seq)
 	up, forwarded := h.up.take(g.name + "/" + seq)

@@ -7,12 +7,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -103,8 +101,13 @@ type hdrDecision struct {
 	one    [][]string // as a source that must give one value reads it (valueSet.one)
 }
 
-func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
-	v, _ := readTarget(r, s.target)
+// hdrDecide reads r as the gateway does, with snapshot s; false: the view
+// refuses it (400 before any source is read).
+func hdrDecide(s *Snapshot, r *http.Request) (hdrDecision, bool) {
+	v, bad := readTarget(r, s.target)
+	if bad != badNone {
+		return hdrDecision{}, false
+	}
 	r = r.Clone(r.Context()) // the gateway gets the request untouched
 	joinCookieLines(r)       // as ServeHTTP does before any source is read
 	var d hdrDecision
@@ -117,20 +120,15 @@ func hdrDecide(s *Snapshot, r *http.Request) hdrDecision {
 		s.sources.values(r, &v, chi.NewRouteContext(), src, &one)
 		d.one = append(d.one, slices.Clone(one.list()))
 	}
-	return d
+	return d, true
 }
 
-type hdrGateway struct {
-	name string
-	addr string
-	snap *Snapshot
-	mu   sync.Mutex
-	dec  map[string]hdrDecision
-}
-
+// hdrHarness is a gateway per forwarder, served as the one-view
+// differential serves its gateways (diffGateway: HTTP/1.1, h2c, h2 over
+// TLS, each request's decision and count recorded), and the upstream.
 type hdrHarness struct {
 	up   *recUpstream
-	gws  []*hdrGateway
+	gws  []*diffGateway[hdrDecision]
 	seq  int
 	stop func()
 }
@@ -143,23 +141,19 @@ func newHdrHarness(tb testing.TB) *hdrHarness {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		g := New(Deps{Log: zerolog.Nop()})
+		dg := newDiffGateway[hdrDecision](fwd)
+		g := New(Deps{Log: zerolog.Nop(), Observer: dg.observer})
 		if err := g.Load(cfg); err != nil {
 			tb.Fatal(err)
 		}
-		hg := &hdrGateway{name: fwd, snap: g.Current(), dec: map[string]hdrDecision{}}
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d := hdrDecide(hg.snap, r)
-			hg.mu.Lock()
-			hg.dec[r.Header.Get("X-Seq")] = d
-			hg.mu.Unlock()
-			g.ServeHTTP(w, r)
-		}))
-		hg.addr = strings.TrimPrefix(srv.URL, "http://")
-		cleanups = append(cleanups, srv.Close, g.Close)
-		h.gws = append(h.gws, hg)
+		stop := dg.serve(g, func(r *http.Request) (hdrDecision, bool) { return hdrDecide(dg.snap, r) })
+		cleanups = append(append(cleanups, stop...), g.Close)
+		h.gws = append(h.gws, dg)
 	}
 	h.stop = func() {
+		for _, g := range h.gws {
+			g.closeConns()
+		}
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
@@ -289,15 +283,10 @@ func sentHeaders(head string) []string {
 }
 
 // check sends the request with the given request-target and header lines
-// (a Host line among them, or "Host: gw" is added) through both gateways
-// and reports every broken property.
+// (a Host line among them, or "Host: gw" is added) over HTTP/1.1, byte for
+// byte, through both gateways and reports every broken property.
 func (h *hdrHarness) check(target string, lines []string) []string {
-	h.seq++
-	seq := strconv.Itoa(h.seq)
-	var errs []string
-	var sent []string
-	var sentFrom string
-	for _, g := range h.gws {
+	return h.run(hdrFields(lines), func(g *diffGateway[hdrDecision], seq string) (int, string) {
 		var b strings.Builder
 		// X-Pad takes a first hostile line that is an obs-fold.
 		fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nX-Seq: %s\r\nX-Gw: %s\r\nX-Pad: 1\r\n", target, seq, g.name)
@@ -311,53 +300,98 @@ func (h *hdrHarness) check(target string, lines []string) []string {
 		}
 		b.WriteString("\r\n")
 		req := b.String()
-		status := sendRaw(g.addr, req)
-		g.mu.Lock()
-		d, decided := g.dec[seq]
-		delete(g.dec, seq)
-		g.mu.Unlock()
+		return sendRaw(g.addr, req), strconv.Quote(req)
+	})
+}
+
+// checkH2 sends q over proto (h2c or h2), frame by frame, through both
+// gateways and reports every broken property, as check does.
+func (h *hdrHarness) checkH2(proto string, q diffReq) []string {
+	return h.run(q.fields, func(g *diffGateway[hdrDecision], seq string) (int, string) {
+		return g.send(proto, q, seq), proto + " " + strconv.Quote(q.String())
+	})
+}
+
+// run sends one request through each gateway (send: its status, 0 for no
+// answer, -1 for a stream reset before one, and how it was sent) and
+// checks the one view of its header sources: a request the view refuses
+// is neither forwarded nor counted; one the gateway answers itself (400)
+// is not counted; one forwarded is counted, on the resource of the route
+// that took it, and every value an upstream reads of a source is one the
+// gateway keyed on (hdrDecide). fields are the header fields sent, by
+// name and value.
+func (h *hdrHarness) run(fields [][2]string, send func(g *diffGateway[hdrDecision], seq string) (int, string)) []string {
+	h.seq++
+	seq := strconv.Itoa(h.seq)
+	var errs []string
+	var sent []string
+	var sentFrom string
+	for _, g := range h.gws {
+		status, req := send(g, seq)
+		d, decided, res, counted, err := g.take(seq)
 		rec, forwarded := h.up.take(g.name + "/" + seq)
 		var head string
 		if forwarded {
 			head = rec.head
 		}
 		switch {
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("%s %s: %v", g.name, req, err))
+			continue
 		case status == 0:
-			errs = append(errs, fmt.Sprintf("%s %q: no answer", g.name, req))
+			errs = append(errs, fmt.Sprintf("%s %s: no answer", g.name, req))
+			continue
+		case !decided && forwarded:
+			errs = append(errs, fmt.Sprintf("%s %s: refused by the view (%d), yet forwarded:\n%s", g.name, req, status, head))
+			continue
+		case !decided && counted:
+			errs = append(errs, fmt.Sprintf("%s %s: refused by the view (%d), yet counted on %q", g.name, req, status, res))
+			continue
+		case !decided:
+			continue // 400 from net/http or the view, or the stream reset: nothing forwarded or counted
+		case !forwarded && status == http.StatusOK:
+			errs = append(errs, fmt.Sprintf("%s %s: 200 but nothing forwarded", g.name, req))
+			continue
+		case !forwarded && counted:
+			errs = append(errs, fmt.Sprintf("%s %s: answered %d, nothing forwarded, yet counted on %q", g.name, req, status, res))
 			continue
 		case !forwarded:
-			if decided && status == http.StatusOK {
-				errs = append(errs, fmt.Sprintf("%s %q: 200 but nothing forwarded", g.name, req))
-			}
+			continue
+		case !counted:
+			errs = append(errs, fmt.Sprintf("%s %s: forwarded, yet counted on no resource:\n%s", g.name, req, head))
 			continue
 		}
 		// origin.from (X-App) and hashOn (cookie:sid) must give one value.
 		for i, src := range hdrDiffSources {
 			one := src == (config.Source{Kind: config.SourceHeader, Name: "X-App"}) || src == (config.Source{Kind: config.SourceCookie, Name: "sid"})
 			if one && len(d.one[i]) > 1 {
-				errs = append(errs, fmt.Sprintf("%s %q: %s gave %q, yet forwarded (must be 400)", g.name, req, src, d.one[i]))
+				errs = append(errs, fmt.Sprintf("%s %s: %s gave %q, yet forwarded (must be 400)", g.name, req, src, d.one[i]))
 			}
 			if d.over[i] && one {
-				errs = append(errs, fmt.Sprintf("%s %q: %s over 16 values, yet forwarded", g.name, req, src))
+				errs = append(errs, fmt.Sprintf("%s %s: %s over 16 values, yet forwarded", g.name, req, src))
 			}
 		}
 		views, err := hdrUpstreamViews(head)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s %q: the upstream cannot read what it got (%v):\n%s", g.name, req, err, head))
+			errs = append(errs, fmt.Sprintf("%s %s: the upstream cannot read what it got (%v):\n%s", g.name, req, err, head))
 			continue
 		}
 		// The route with hosts (forwarded under /vh) is the one whose
 		// limits apply exactly when the upstream reads a host it names.
 		hosts := views[slices.Index(hdrDiffSources, config.Source{Kind: config.SourceHost})]["go X-Forwarded-Host"]
 		named := slices.ContainsFunc(hosts, func(h string) bool { return h == "victim.example" || strings.HasSuffix(h, ".victim.example") })
-		if byHost := strings.HasPrefix(head, "GET /vh/"); byHost != named {
-			errs = append(errs, fmt.Sprintf("%s %q: the host routes took it: %v; the upstream reads the host %q\nforwarded:\n%s", g.name, req, byHost, hosts, head))
+		byHost := strings.HasPrefix(head, "GET /vh/")
+		if byHost != named {
+			errs = append(errs, fmt.Sprintf("%s %s: the host routes took it: %v; the upstream reads the host %q\nforwarded:\n%s", g.name, req, byHost, hosts, head))
+		}
+		if want := map[bool]string{true: "vh", false: "all"}[byHost]; res != want {
+			errs = append(errs, fmt.Sprintf("%s %s: counted on %q, forwarded by the route of %q:\n%s", g.name, req, res, want, head))
 		}
 		for i, src := range hdrDiffSources {
 			for reader, vals := range views[i] {
 				for _, v := range vals {
 					if !slices.Contains(d.values[i], v) {
-						errs = append(errs, fmt.Sprintf("%s %q: %s: %s reads %q, the gateway counted %q\nforwarded:\n%s",
+						errs = append(errs, fmt.Sprintf("%s %s: %s: %s reads %q, the gateway counted %q\nforwarded:\n%s",
 							g.name, req, src, reader, v, d.values[i], head))
 					}
 				}
@@ -365,7 +399,7 @@ func (h *hdrHarness) check(target string, lines []string) []string {
 		}
 		s := sentHeaders(head)
 		for _, name := range []string{"user-agent", "content-type"} {
-			if severalLines(lines, name) {
+			if severalFields(fields, name) {
 				// Known: the fast forwarder sends the last line only
 				// (TestForwardersSendFasthttpSpecialHeadersAlike).
 				// Either way the limits counted every line.
@@ -373,11 +407,22 @@ func (h *hdrHarness) check(target string, lines []string) []string {
 			}
 		}
 		if sent != nil && !slices.Equal(s, sent) {
-			errs = append(errs, fmt.Sprintf("%q: the forwarders sent different headers:\n  %s %q\n  %s %q", req, sentFrom, sent, g.name, s))
+			errs = append(errs, fmt.Sprintf("%s: the forwarders sent different headers:\n  %s %q\n  %s %q", req, sentFrom, sent, g.name, s))
 		}
 		sent, sentFrom = s, g.name
 	}
 	return errs
+}
+
+// hdrFields are header lines as (name, value) fields, cut at the first
+// colon (an obs-fold line, which has none, is all name).
+func hdrFields(lines []string) [][2]string {
+	var fs [][2]string
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, ":")
+		fs = append(fs, [2]string{k, v})
+	}
+	return fs
 }
 
 // hdrNames and hdrValues are what generated header lines are made of.
@@ -657,11 +702,11 @@ func rack2Cookie(lines []string, name string) []string {
 	return out
 }
 
-// severalLines reports more than one line called name, or an empty one.
-func severalLines(lines []string, name string) bool {
+// severalFields reports more than one field called name, or an empty one.
+func severalFields(fields [][2]string, name string) bool {
 	n := 0
-	for _, l := range lines {
-		if k, v, _ := strings.Cut(l, ":"); strings.EqualFold(k, name) {
+	for _, f := range fields {
+		if k, v := f[0], f[1]; strings.EqualFold(k, name) {
 			if n++; trimOWS(v) == "" {
 				return true
 			}
