@@ -130,11 +130,13 @@ func (r *privateRedis) resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
 // link that loses it would, so a round trip fails without Redis ever
 // seeing it. A connection that lost bytes loses all it sends after (Redis
 // would read the rest of a command as a new one); its client drops it at
-// its timeout. Answers always pass.
+// its timeout. Answers always pass. It can also slow the way (slow): a
+// Redis that answers, late.
 type cutProxy struct {
 	l       net.Listener
 	to      string
 	cutting atomic.Bool
+	lag     atomic.Int64 // ns each read from a client waits before it goes on to Redis
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   []net.Conn // both ends of every connection, closed at the end
@@ -160,6 +162,10 @@ func (p *cutProxy) url() string { return "redis://" + p.l.Addr().String() + "/0"
 // cut cuts the way to Redis (true) or mends it (false) for what is sent
 // from now on; a connection cut stays cut.
 func (p *cutProxy) cut(on bool) { p.cutting.Store(on) }
+
+// slow holds what clients send from now on for d before it goes on to
+// Redis (0: at once), so that every round trip takes d longer.
+func (p *cutProxy) slow(d time.Duration) { p.lag.Store(int64(d)) }
 
 func (p *cutProxy) accept() {
 	defer p.wg.Done()
@@ -203,6 +209,9 @@ func (p *cutProxy) up(c, u net.Conn) {
 	for {
 		n, err := c.Read(buf)
 		cut = cut || n > 0 && p.cutting.Load()
+		if d := time.Duration(p.lag.Load()); n > 0 && !cut && d > 0 {
+			time.Sleep(d)
+		}
 		if n > 0 && !cut {
 			if _, err := u.Write(buf[:n]); err != nil {
 				return
