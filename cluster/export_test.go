@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"time"
 
 	"sluice/config"
@@ -47,8 +48,10 @@ const (
 )
 
 // SendQuotaReturns sends the calendar quota give-backs kept, as Run does
-// once Redis answers.
-func (s *Service) SendQuotaReturns() { s.sendQuotaReturns() }
+// once Redis answers, with no time limit.
+func (s *Service) SendQuotaReturns() {
+	s.sendQuotaReturns(context.Background(), time.Now().Add(time.Hour))
+}
 
 // QuotaReturnsKept is how many calendar quota give-backs wait to be sent
 // again, once Run's sends in flight are done.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -62,11 +63,18 @@ func (r *quotaReturns) add(x quotaReturn) {
 	}
 }
 
-// putBack keeps again give-backs taken (take) and not sent.
-func (r *quotaReturns) putBack(q []quotaReturn) {
+// putBack keeps again give-backs taken (take) and not sent: q ahead of
+// any kept since, in its order, so the oldest go first (the nearest to
+// their period's end or to quotaResendWithin), and failed, if not nil,
+// last of all.
+func (r *quotaReturns) putBack(q []quotaReturn, failed *quotaReturn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.q = append(r.q, q[:min(len(q), maxQuotaReturns-len(r.q))]...)
+	q = append(q, r.q...)
+	if failed != nil {
+		q = append(q, *failed)
+	}
+	r.q = q[:min(len(q), maxQuotaReturns)]
 }
 
 // take empties the queue and returns what it held.
@@ -86,19 +94,37 @@ func (r *quotaReturns) kept() int {
 }
 
 // sendQuotaReturns gives back, now that Redis answers, what it did not
-// take while it failed. At the first that fails again, that one and the
-// rest are kept for Run's next round: a Redis failing again costs Run one
-// round trip, not one for each give-back. The one that failed goes last,
-// so that one Redis cannot take (a Cluster's shard down) does not hold
-// up the others.
-func (s *Service) sendQuotaReturns() {
+// take while it failed, one round trip each, until due; what it has not
+// sent by then is kept, in its order, for Run's next round. At the first
+// that fails again, that one and the rest are kept too: a Redis failing
+// again costs Run one round trip, not one for each give-back. The one
+// that failed goes last, so that one Redis cannot take (a Cluster's
+// shard down) does not hold up the others. One is sent even past due, so
+// that the backlog drains when a slow beat took the whole period.
+//
+// Run beats and counts on this goroutine: sent until the backlog was
+// empty, up to maxQuotaReturns round trips (minutes on a slow Redis)
+// held up the heartbeat, the gateway dropped out of the live set and the
+// others' avgLocal shares grew. due is when Run's next beat or count is
+// due, rather than a fixed share of the period: the backlog drains in the
+// time Run would sleep, as fast as one after another did (a fixed share
+// would drain 4096 for minutes, past quotaResendWithin for those already
+// sent once, which are then dropped), and a beat is late by one
+// give-back's round trip at most. A pipeline would send many in one
+// round trip, but it fails or times out as a whole, on a Redis Cluster
+// shard by shard, so "the one that failed goes last" would have to
+// become "those of the shards that failed".
+func (s *Service) sendQuotaReturns(ctx context.Context, due time.Time) {
 	s.quotaReturns.sending.Lock()
 	defer s.quotaReturns.sending.Unlock()
 	q := s.quotaReturns.take()
 	for i := range q {
+		if i > 0 && (ctx.Err() != nil || !time.Now().Before(due)) {
+			s.quotaReturns.putBack(q[i:], nil)
+			return
+		}
 		if err := s.giveBackQuota(&q[i]); err != nil {
-			s.quotaReturns.putBack(q[i+1:])
-			s.quotaReturns.putBack(q[i : i+1])
+			s.quotaReturns.putBack(q[i+1:], &q[i])
 			return
 		}
 	}

@@ -821,7 +821,6 @@ func (s *Service) Run(ctx context.Context) {
 			if !wasUp {
 				upSince = time.Now()
 			}
-			s.sendQuotaReturns()
 			// The backoff restarts only once Redis has stayed up a while, so
 			// a flapping Redis is probed ever less often, not every 50ms.
 			if time.Since(upSince) > stableUp {
@@ -834,7 +833,9 @@ func (s *Service) Run(ctx context.Context) {
 				// gateway that left stops counting within a quarter of it.
 				next = min(next, s.opts.Heartbeat/4)
 			}
-			t.Reset(max(next, time.Millisecond))
+			due := time.Now().Add(next)
+			s.sendQuotaReturns(ctx, due)
+			t.Reset(max(time.Until(due), time.Millisecond))
 		} else {
 			t.Reset(probe)
 			probe = min(2*probe, maxProbe)
