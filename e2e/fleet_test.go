@@ -344,7 +344,7 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 // each version applied.
 func TestFleetPushesUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIPPED in -short: a 33 s load run")
+		t.Skip("SKIPPED in -short: an 18 s load run")
 	}
 	clRedisURL(t)
 	s := newFleetSource(t, clSharedRedis)
@@ -368,7 +368,7 @@ flowRules:
 	gs := flStart(t, s, 3)
 	flWait(t, gs, 2*time.Second, "version 1", func(st flState) bool { return st.Source.Version == 1 })
 
-	const pushes, every = 200, 150 * time.Millisecond
+	const pushes, every = 200, 75 * time.Millisecond
 	targets := make([]target, len(gs))
 	for i, g := range gs {
 		targets[i] = to(g.URL + "/f")
