@@ -11,4 +11,7 @@ const (
 	// prioMaxCount: the largest count of the prioritized sweep.
 	prioMaxCount  = 1e9
 	sweepMaxCount = 1e9
+	// warmCallsMaxCount and warmCallsEveryPhase: TestWarmUpWithCallsOfManyTokens whole.
+	warmCallsMaxCount   = 1e9
+	warmCallsEveryPhase = true
 )

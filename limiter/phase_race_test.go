@@ -11,4 +11,9 @@ const (
 	// prioMaxCount: the largest count of the prioritized sweep.
 	prioMaxCount  = 100
 	sweepMaxCount = 1000
+	// warmCallsMaxCount and warmCallsEveryPhase bound the warm-up sweep by
+	// call size (TestWarmUpWithCallsOfManyTokens), whose counts of 1,000
+	// and 10,000 take 30,000 calls a second for 35 s: 108 s under -race.
+	warmCallsMaxCount   = 100
+	warmCallsEveryPhase = false
 )
