@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -68,10 +69,11 @@ func tlsUpstream(t *testing.T, serve func(c *tls.Conn)) string {
 		t.Fatal(err)
 	}
 	t.Setenv("SSL_CERT_FILE", caFile) // read by the gateway process
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := tls.NewListener(batchListener{raw}, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
 	serveConns(t, ln, func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		serve(c.(*tls.Conn))
@@ -79,50 +81,109 @@ func tlsUpstream(t *testing.T, serve func(c *tls.Conn)) string {
 	return "https://" + ln.Addr().String()
 }
 
+// batchListener accepts batchConns, under tlsUpstream's TLS.
+type batchListener struct{ net.Listener }
+
+func (l batchListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &batchConn{Conn: c}, nil
+}
+
+// batchConn is a target's socket that can keep its writes and send them in
+// one (tls.Conn.NetConn): the TLS records written in between reach the
+// gateway in one segment, and so in one read.
+type batchConn struct {
+	net.Conn
+	held *bytes.Buffer // nil: writes go out as they come
+}
+
+func (c *batchConn) Write(b []byte) (int, error) {
+	if c.held != nil {
+		return c.held.Write(b)
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *batchConn) hold() { c.held = new(bytes.Buffer) }
+
+func (c *batchConn) send() error {
+	b := c.held
+	c.held = nil
+	_, err := c.Conn.Write(b.Bytes())
+	return err
+}
+
 // TestFastPathTLSStrayBytesNotServedToNextClient: over an https:// target
 // as over a plain one (proxy's TestStrayUpstreamBytesNotServedToNextClient),
 // a body an upstream sends on a HEAD answer (a Python app's do_HEAD =
 // do_GET) stays on the pooled connection, and the next request, another
-// client's, must not read it as its answer. The fast path saw only TLS
-// records on the connection, never the HEAD, and served "forged".
+// client's, must not read it as its answer, even when that body is a whole
+// answer. The fast path saw only TLS records on the connection, never the
+// HEAD, and served the body; then, with the body in a record of its own
+// that came in the same segment as the head's, the socket peek found the
+// socket empty (the gateway's TLS had read both records) and the next
+// client got the upstream's forged answer.
 func TestFastPathTLSStrayBytesNotServedToNextClient(t *testing.T) {
-	up := tlsUpstream(t, func(c *tls.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			r, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			if r.Method == "HEAD" {
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n")
-				time.Sleep(20 * time.Millisecond) // a second write
-				io.WriteString(c, "forged")
-				continue
-			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
-		}
-	})
-	g := startGateway(t, fmt.Sprintf(`
+	const forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
+	for _, c := range []struct {
+		name string
+		same bool // the body's record in the head's segment; else a write 20 ms later
+	}{
+		{"a later write", false},
+		{"in the same segment", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := tlsUpstream(t, func(tc *tls.Conn) {
+				br := bufio.NewReader(tc)
+				raw := tc.NetConn().(*batchConn)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if r.Method != "HEAD" {
+						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
+						continue
+					}
+					if c.same {
+						raw.hold()
+					}
+					fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(forged))
+					if c.same {
+						io.WriteString(tc, forged) // a record of its own
+						raw.send()
+						continue
+					}
+					time.Sleep(20 * time.Millisecond)
+					io.WriteString(tc, forged)
+				}
+			})
+			g := startGateway(t, fmt.Sprintf(`
 upstreams:
   up: { targets: [%q], retries: 0 }
 routes:
   - { path: /*, upstream: up, forwarder: fast }
 `, up))
-	req, _ := http.NewRequest("HEAD", g.URL+"/a", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	time.Sleep(200 * time.Millisecond) // the stray bytes are in before the next request
-	resp, err = http.Get(g.URL + "/b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "real" {
-		t.Errorf("the next client got %d %q, want the upstream's 200 \"real\"", resp.StatusCode, b)
+			req, _ := http.NewRequest("HEAD", g.URL+"/a", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			time.Sleep(200 * time.Millisecond) // the stray bytes are in before the next request
+			resp, err = http.Get(g.URL + "/b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "real" {
+				t.Errorf("the next client got %d %q, want the upstream's 200 \"real\"", resp.StatusCode, b)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -299,5 +300,30 @@ func (c *probedConn) closedByPeer() bool {
 		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		stale = err == nil || err == syscall.ECONNRESET
 	})
+	if tc, ok := c.Conn.(*tls.Conn); ok && !stale {
+		return tlsHolds(tc, c.rd)
+	}
 	return stale
+}
+
+// tlsHolds reports whether tc holds what it read from the socket and has
+// not handed over: a record the upstream sent past its answer, which came
+// in the same read as the answer's last record (a HEAD's body written
+// right after its head, two records in one segment), or a close_notify.
+// The socket peek cannot see those, and the next request would read them
+// as its answer: another client served a body, or a whole answer, that
+// the upstream wrote for the HEAD. A read with a deadline already past
+// returns what tc holds, or a timeout without a system call (the poller
+// refuses at once), and a timeout leaves a tls.Conn usable; rd is the read
+// deadline the socket had (probedConn.rd).
+func tlsHolds(tc *tls.Conn, rd time.Time) bool {
+	if tc.SetReadDeadline(longAgo) != nil {
+		return true
+	}
+	var b [1]byte
+	n, err := tc.Read(b[:])
+	if tc.SetReadDeadline(rd) != nil {
+		return true
+	}
+	return n > 0 || !errors.Is(err, os.ErrDeadlineExceeded)
 }
