@@ -20,7 +20,7 @@ import (
 // handle (4) and the copied response header (2). Routing allocates nothing (it was
 // 4 through chi's ServeHTTP; see router.go). The standard path needs about 70.
 func TestFastPathAllocations(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	up := startRawUpstream(t, 100)
@@ -89,7 +89,7 @@ routes:
 // TestHostRoutingAllocations: matching the Host (port, case and trailing
 // dot dropped, wildcards) adds nothing to the fast path's allocations.
 func TestHostRoutingAllocations(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	up := startRawUpstream(t, 100)
@@ -112,7 +112,7 @@ func TestHostRoutingAllocations(t *testing.T) {
 // allocation. RateLimit headers are off, so that both serve the same
 // response.
 func TestGuardsAllocateNothing(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	base := fmt.Sprintf(allocBase, startRawUpstream(t, 100))
@@ -152,7 +152,7 @@ degradeRules:
 // into the pooled exchange, not a slice of their own), nor do composite
 // keys (joined in the exchange's kept buffer) and matches.
 func TestSourcesAllocateNothing(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	base := fmt.Sprintf(allocBase, startRawUpstream(t, 100))
@@ -210,7 +210,7 @@ const sentMarkAllocs = 3
 // header is read and removed) add no allocation to a request on the fast
 // path, nor on the standard path, over the same rule counting requests.
 func TestAnswerChargeAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	up := startRawUpstreamHeader(t, 100, "X-Tokens-Used: 7\r\n")

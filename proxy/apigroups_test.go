@@ -267,7 +267,7 @@ flowRules:
 // a flow rule) cost the fast path no allocation beyond a gateway without
 // groups.
 func TestAPIGroupsAllocateNothing(t *testing.T) {
-	if raceEnabled {
+	if proxy.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	up := startRawUpstream(t, 100)

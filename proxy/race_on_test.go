@@ -1,5 +1,5 @@
 //go:build race
 
-package proxy_test
+package proxy
 
-const raceEnabled = true
+const RaceEnabled = true
