@@ -28,20 +28,7 @@ func TestProbeOnlyWhenItCanMatter(t *testing.T) {
 		{"reused within learnedProbe once a close was met", learnedProbe - 5*time.Millisecond, false, 600 * time.Millisecond, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			raw, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
-			peer, err := ln.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw, peer := tcpPair(t)
 			w := new(closeWatch)
 			pc := newProbedConn(raw, raw, w).(*probedConn)
 			// One exchange, then the target closes the idle connection.
@@ -196,4 +183,26 @@ func TestCloseWatchLearnsKeepAlive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tcpPair is a TCP connection on loopback: the gateway's end and the
+// upstream's, both closed when the test ends.
+func tcpPair(t *testing.T) (gw, upstream net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	gw, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	upstream, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { upstream.Close() })
+	return gw, upstream
 }

@@ -22,21 +22,7 @@ import (
 func TestTLSHoldsWhatTheSocketPeekCannotSee(t *testing.T) {
 	ca := testcert.NewCA(t, "tlsHolds CA")
 	leaf := ca.Server(t, time.Now().Add(time.Hour), "127.0.0.1")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	peerRaw, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peerRaw.Close()
+	raw, peerRaw := tcpPair(t)
 	held := &heldWrites{Conn: peerRaw}
 	peer := tls.Server(held, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
 	client := tls.Client(raw, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
