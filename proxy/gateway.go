@@ -192,10 +192,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v, bad := readTarget(r, s.target)
 	if bad != badNone {
-		writeJSON(w, http.StatusBadRequest, badTargetBodies[bad])
-		if s.accessLog {
-			s.accessMiss(r, r.RequestURI, http.StatusBadRequest, badTargetBodies[bad], start)
-		}
+		s.refuse(w, r, http.StatusBadRequest, badTargetBodies[bad], start)
 		return
 	}
 	if status := h2EmptyBody(w, r, s.headTimeout); status != 0 {
@@ -203,10 +200,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestTimeout {
 			body = bodyClientTimeout
 		}
-		writeJSON(w, status, body)
-		if s.accessLog {
-			s.accessMiss(r, r.RequestURI, status, body, start)
-		}
+		s.refuse(w, r, status, body, start)
 		return
 	}
 	dropH2CUpgrade(r)
@@ -240,6 +234,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// An expired read deadline makes that read fail at once; net/http
 		// then answers and closes the connection.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+}
+
+// refuse answers a request refused before routing, status with its JSON
+// body, and writes its access line.
+func (s *Snapshot) refuse(w http.ResponseWriter, r *http.Request, status int, body []byte, start int64) {
+	writeJSON(w, status, body)
+	if s.accessLog {
+		s.accessMiss(r, r.RequestURI, status, body, start)
 	}
 }
 
