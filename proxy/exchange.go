@@ -204,17 +204,28 @@ var errPastLength = errors.New("proxy: request body past its Content-Length")
 // its stream was reset. The end is at once where the last DATA frame ends
 // the stream, and an HTTP/1 body is over at its length. (An h2 request
 // declaring a length of 0 is waited for before it is routed: h2EmptyBody.)
-// A byte past the length fails the body even if the end came with it; a
-// read of nothing (allowed of a Reader) says neither, so it reads again.
 func (b *clientBody) ends(n int) (int, error) {
+	if err := bodyEnd(b.rc, b.end[:]); err != nil {
+		return 0, err
+	}
+	return n, io.EOF
+}
+
+// bodyEnd reads r, a body whose declared length has been read, on for its
+// end, into end (one byte): nil at the end, errPastLength when content
+// comes instead (a byte past the length fails the body even if the end
+// came with it), else the read's error. A read of nothing (allowed of a
+// Reader) says neither, so it reads again. clientBody.ends and
+// h2EmptyBody both ask it.
+func bodyEnd(r io.Reader, end []byte) error {
 	for {
-		switch m, err := b.rc.Read(b.end[:]); {
+		switch m, err := r.Read(end); {
 		case m > 0:
-			return 0, errPastLength
+			return errPastLength
 		case err == io.EOF:
-			return n, io.EOF
+			return nil
 		case err != nil:
-			return 0, err
+			return err
 		}
 	}
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -148,9 +147,9 @@ func h2EmptyBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) 
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
-	var b [1]byte
-	switch n, err := r.Body.Read(b[:]); {
-	case n == 0 && err == io.EOF:
+	var end [1]byte
+	switch err := bodyEnd(r.Body, end[:]); {
+	case err == nil:
 		r.Body = http.NoBody
 		return 0
 	case errors.Is(err, os.ErrDeadlineExceeded):
