@@ -66,6 +66,7 @@ func TestWarmUpClusterGiveBackSteps(t *testing.T) {
 // groups, and leases; the passes kept never exceed count in a real
 // interval.
 func TestDelayedGiveBacksKeepTheBound(t *testing.T) {
+	t.Parallel() // synthetic time, a Redis of its own: see window_property_test.go
 	s, clock, _ := privateSynthService(t)
 	for ci, count := range []float64{3, 7, 1500, 3000} { // 1500, 3000: groups of 2 and 3 tokens a slot
 		for _, behav := range []config.ControlBehavior{config.BehaviorReject, config.BehaviorWarmUp} {
@@ -135,6 +136,7 @@ func TestDelayedGiveBacksKeepTheBound(t *testing.T) {
 // their window moved on), then an overload: the passes kept never exceed
 // count in a real interval, for a flow rule and a param value.
 func TestLeasedGiveBacksKeepTheBound(t *testing.T) {
+	t.Parallel() // synthetic time, a Redis of its own: see window_property_test.go
 	s, clock, _ := privateSynthService(t)
 	const count, iv = 4096, 1_000_000
 	flow := windowRule(count, 1000)

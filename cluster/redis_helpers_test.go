@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"io"
 	"net"
 	"os/exec"
@@ -29,6 +30,17 @@ func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose, so keep that out of the output.
 	redis.SetLogger(redistest.QuietLogger{})
+	// The parallel tests are the synthetic-time properties and the
+	// failovers: each waits on its round trips to Redis, or on Sentinels,
+	// far more than it runs (user+sys 50 s in 60 s on 2 cores, the
+	// Redis servers' own time included), so four at a time finish sooner
+	// than go test's default of one per core. -parallel, when given, wins.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "4")
+	}
 	goleak.VerifyTestMain(skipped.Main(m))
 }
 
