@@ -12,7 +12,8 @@ import (
 
 // A qps reject rule keeps the exact window's promise through the Checker,
 // swept over counts, statIntervalMs, acquireCount, overloads and start
-// phases (0 to 999 ms, every 37 ms; every 111 ms at count 100000):
+// phases (0 to 999 ms, every 37 ms; every 111 ms at count 100000, whose
+// interval is 1 s alone):
 //   - a client sending floor(count/n) calls of n tokens an interval, evenly,
 //     is never refused (above window.MaxSlots tokens: at most one group of
 //     ceil(count/MaxSlots) tokens an interval is);
@@ -24,7 +25,11 @@ func TestRejectExactProperty(t *testing.T) {
 	for _, count := range []float64{1, 2, 3, 5, 10, 100, 1000, 100000} {
 		for _, ivMs := range []int64{100, 1000, 60000} {
 			for _, n := range []int64{1, 3} {
-				if float64(n) > count || count > sweepMaxCount {
+				// At count 100000, 2M calls a phase: the window's own sweep
+				// (window.TestExactProperty) takes it at every interval, and
+				// the Checker hands count and interval to the window alike
+				// at every count; one interval here.
+				if float64(n) > count || count > sweepMaxCount || count >= 100000 && ivMs != 1000 {
 					continue
 				}
 				t.Run(fmt.Sprintf("count=%g/iv=%dms/n=%d", count, ivMs, n), func(t *testing.T) {
