@@ -25,6 +25,10 @@ type load struct {
 	// MaxLag is the send lag beyond which the run says the machine, not the
 	// gateway, was too busy to measure (default 50ms).
 	MaxLag time.Duration
+	// Stop, if not nil, ends the load early when it is closed: no request
+	// due after that is sent, and the result holds the ones that were
+	// (Duration is then the longest the load runs).
+	Stop <-chan struct{}
 }
 
 type target struct {
@@ -68,9 +72,31 @@ func run(t *testing.T, l load) *result {
 		l.MaxLag = 50 * time.Millisecond
 	}
 	in, _ := json.Marshal(map[string]any{"rate": l.Rate, "durationMs": l.Duration.Milliseconds(),
-		"workers": l.Workers, "targets": l.Targets})
+		"workers": l.Workers, "targets": l.Targets, "stopOnEOF": l.Stop != nil})
 	cmd := exec.Command(loadgenBinary)
-	cmd.Stdin = bytes.NewReader(in)
+	if l.Stop == nil {
+		cmd.Stdin = bytes.NewReader(in)
+	} else {
+		// The loadgen stops at the end of its stdin: the JSON, then
+		// nothing until Stop is closed (Wait closes it when the load ends
+		// by itself).
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(in); err != nil { // a few hundred bytes: the pipe holds them
+			t.Fatal(err)
+		}
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case <-l.Stop:
+			case <-finished:
+			}
+			w.Close()
+		}()
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

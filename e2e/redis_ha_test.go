@@ -96,16 +96,23 @@ cluster:
 
 	const (
 		killAt = 4 * time.Second
-		// A failover takes about 2.3 s here; 20 s leaves 3 s of global
-		// limiting to check after one whose first election failed (Sentinels
-		// try again after twice failover-timeout, 6 s).
-		end = 20 * time.Second
+		// Global limiting after the failover is checked from the second
+		// after next once both gateways found the new master, for 4 whole
+		// seconds: the load stops when the watcher below sees them loaded
+		// (half a second more covers the loadgens' later start and the
+		// partial second they stop in). A failover takes about 2.3 s here,
+		// so the load ends near 12 s; end caps it at 20 s, which leaves the
+		// 3 s the check needs after one whose first election failed
+		// (Sentinels try again after twice failover-timeout, 6 s).
+		checkAfter = 4 * time.Second
+		end        = 20 * time.Second
 	)
 	var mu sync.Mutex
 	var promotedAt time.Duration
 	downAt := make([]time.Duration, len(gs)) // the gauge of the old master went to 0
 	upAt := make([]time.Duration, len(gs))   // the new master's gauge is 1
 	stop := make(chan struct{})
+	enough := make(chan struct{}) // closed when the load has run long enough to check
 	var wg sync.WaitGroup
 	var once sync.Once
 	finish := func() { once.Do(func() { close(stop); wg.Wait() }) }
@@ -144,15 +151,32 @@ cluster:
 					upAt[i] = at
 				}
 			}
+			both := max(upAt[0], upAt[1])
 			mu.Unlock()
+			if upAt[0] != 0 && upAt[1] != 0 && at >= both.Truncate(time.Second)+2*time.Second+checkAfter+500*time.Millisecond {
+				close(enough) // every time is recorded: the watch is over
+				return
+			}
 		}
 	})
-	rs := clRunAll(t, clEach(gs, "/c", 60, end))
+	loads := clEach(gs, "/c", 60, end)
+	for i := range loads {
+		loads[i].Stop = enough
+	}
+	rs := clRunAll(t, loads)
 	finish()
 
 	whileUp.check(t, gs)
 	clOnly200And429(t, "Sentinel failover", rs...)
+	// The whole seconds every loadgen sent through: the load stops early,
+	// within a second. A loadgen's next send would have been due 1/60 s
+	// after its last (the millisecond absorbs the µs its times are cut to).
 	secs := int(end / time.Second)
+	for _, r := range rs {
+		if n := len(r.hits); n > 0 {
+			secs = min(secs, int((r.hits[n-1].due+time.Second/60+time.Millisecond)/time.Second))
+		}
+	}
 	ps := clPerSecond(rs, secs)
 	t.Logf("global count 40, 2 gateways x 60/s, master SIGKILLed at %v: passes per second %v; Sentinels promoted the replica at %v; gauge of the old master 0 at %v, new master 1 at %v",
 		killAt, ps, promotedAt, downAt, upAt)
@@ -221,7 +245,7 @@ cluster:
 		t.Logf("the failover left no whole second of local limiting [%v, %v); its rate is not checked", local[0], local[1])
 	}
 	// Global again after: from 1 s after both found the new master.
-	after := [2]time.Duration{back.Truncate(time.Second) + 2*time.Second, end}
+	after := [2]time.Duration{back.Truncate(time.Second) + 2*time.Second, time.Duration(secs) * time.Second}
 	if after[1]-after[0] < 3*time.Second {
 		t.Fatalf("global limiting resumed at %v: less than 3 s of load left to check it", back)
 	}

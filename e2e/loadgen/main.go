@@ -5,9 +5,12 @@
 // from a wrong gateway. It sends only to the loopback targets it is given,
 // a bounded number of requests, and stops by itself.
 //
-// Input (stdin, JSON): {"rate":..,"durationMs":..,"workers":..,"targets":[{"method":"GET","url":"http://127.0.0.1:..","header":{"K":"V"}}]}
+// Input (stdin, JSON): {"rate":..,"durationMs":..,"workers":..,"stopOnEOF":..,"targets":[{"method":"GET","url":"http://127.0.0.1:..","header":{"K":"V"}}]}
+// With stopOnEOF, the end of stdin after the JSON ends the load early: no
+// request due after it is sent (durationMs is then the longest it runs).
 // Output (stdout, JSON lines): first [-1, startUnixUs, 0, 0, 0], when the
-// load started; then one [target, dueUs, sentUs, doneUs, status] per request.
+// load started; then one [target, dueUs, sentUs, doneUs, status] per request
+// sent.
 package main
 
 import (
@@ -33,6 +36,7 @@ type spec struct {
 	Rate       float64  `json:"rate"`
 	DurationMs int64    `json:"durationMs"`
 	Workers    int      `json:"workers"`
+	StopOnEOF  bool     `json:"stopOnEOF"`
 	Targets    []target `json:"targets"`
 }
 
@@ -43,8 +47,16 @@ type hit struct {
 
 func main() {
 	var s spec
-	if err := json.NewDecoder(os.Stdin).Decode(&s); err != nil {
+	dec := json.NewDecoder(os.Stdin)
+	if err := dec.Decode(&s); err != nil {
 		fail(err)
+	}
+	stopped := make(chan struct{}) // closed when stdin ends, with stopOnEOF
+	if s.StopOnEOF {
+		go func() {
+			_, _ = io.Copy(io.Discard, io.MultiReader(dec.Buffered(), os.Stdin))
+			close(stopped)
+		}()
 	}
 	if s.Rate <= 0 || s.DurationMs <= 0 || len(s.Targets) == 0 {
 		fail(fmt.Errorf("need rate, durationMs and targets"))
@@ -96,16 +108,31 @@ func main() {
 		}()
 	}
 	interval := float64(time.Second) / s.Rate
-	for i := 0; i < n; i++ {
-		due := time.Duration(float64(i) * interval)
+	wait := time.NewTimer(0)
+	<-wait.C
+	sent := 0
+send:
+	for ; sent < n; sent++ {
+		due := time.Duration(float64(sent) * interval)
 		if d := due - time.Since(start); d > 0 {
-			time.Sleep(d)
+			wait.Reset(d)
+			select {
+			case <-wait.C:
+			case <-stopped:
+				break send
+			}
 		}
-		hits[i].due = due
-		slots <- i
+		select {
+		case <-stopped:
+			break send
+		default:
+		}
+		hits[sent].due = due
+		slots <- sent
 	}
 	close(slots)
 	wg.Wait()
+	hits = hits[:sent]
 	out := bufio.NewWriter(os.Stdout)
 	// the first line is when the load started (target -1, Unix µs): loads
 	// launched together start tens of ms apart on a busy machine, and a test
