@@ -249,33 +249,38 @@ routes:
 // within interval x healthyThreshold of its check recovering.
 func TestUpstreamsHealthCheck503(t *testing.T) {
 	a, b := startTimedUpstream(t, 0), startTimedUpstream(t, 0)
-	const interval, unhealthy, healthy = time.Second, 2, 2
+	// Checks every 500 ms: b is out 1 s after its check fails and back 1 s
+	// after it recovers, plus the slack.
+	const interval, unhealthy, healthy = 500 * time.Millisecond, 2, 2
 	// The probes' own time and a busy machine's timers.
 	const slack = 500 * time.Millisecond
 	g := startGateway(t, fmt.Sprintf(`
 upstreams:
   web:
     targets: [%q, %q]
-    healthCheck: { path: /healthz, interval: 1s, timeout: 300ms, unhealthyThreshold: %d, healthyThreshold: %d }
+    healthCheck: { path: /healthz, interval: %v, timeout: 300ms, unhealthyThreshold: %d, healthyThreshold: %d }
 routes:
   - path: /*
     upstream: web
-`, a.URL, b.URL, unhealthy, healthy))
+`, a.URL, b.URL, interval, unhealthy, healthy))
+	// 80/s, 40/s to each target: b's check fails from 1.5 s to 4 s, which
+	// leaves 1 s in which b must get nothing (40 requests if it did), and
+	// the load runs 1.5 s past b's return (60 requests).
 	var sickAt, wellAt time.Time
 	var midway map[string]upTarget
 	toggled := make(chan struct{})
 	go func() {
 		defer close(toggled)
-		time.Sleep(2 * time.Second)
+		time.Sleep(1500 * time.Millisecond)
 		sickAt = time.Now()
 		b.sick.Store(true)
-		time.Sleep(3 * time.Second)
+		time.Sleep(unhealthy*interval + slack + 500*time.Millisecond)
 		midway, _, _ = upTargets(g.AdminURL, "web")
-		time.Sleep(time.Second)
+		time.Sleep(500 * time.Millisecond)
 		wellAt = time.Now()
 		b.sick.Store(false)
 	}()
-	res := run(t, load{Rate: 40, Duration: 11 * time.Second, Targets: []target{to(g.URL + "/x")}})
+	res := run(t, load{Rate: 80, Duration: 7 * time.Second, Targets: []target{to(g.URL + "/x")}})
 	<-toggled
 	res.checkLag(t)
 	end := time.Now()
@@ -284,8 +289,8 @@ routes:
 	}
 	outFrom := sickAt.Add(unhealthy*interval + slack)
 	backBy := wellAt.Add(healthy*interval + slack)
-	before, during, after := b.hits(sickAt.Add(-2*time.Second), sickAt), b.hits(outFrom, wellAt), b.hits(backBy, end)
-	t.Logf("b: %d requests in the 2s before its check failed, %d from %v after to the recovery, %d from %v after the recovery to the end",
+	before, during, after := b.hits(sickAt.Add(-time.Second), sickAt), b.hits(outFrom, wellAt), b.hits(backBy, end)
+	t.Logf("b: %d requests in the 1s before its check failed, %d from %v after to the recovery, %d from %v after the recovery to the end",
 		before, during, unhealthy*interval+slack, after, healthy*interval+slack)
 	if before < 20 {
 		t.Errorf("b got %d requests before its check failed, want about 40", before)
@@ -294,7 +299,7 @@ routes:
 		t.Errorf("b got %d requests while its health check failed", during)
 	}
 	if after < 20 {
-		t.Errorf("b got %d requests after it recovered, want about 50", after)
+		t.Errorf("b got %d requests after it recovered, want about 60", after)
 	}
 	if tb := midway[b.URL]; tb.Healthy || tb.Available {
 		t.Errorf("/api/upstreams while b's check failed: %+v, want unhealthy", tb)
