@@ -30,11 +30,12 @@ func TestMain(m *testing.M) {
 	// go-redis logs every failed dial through its process-wide logger; the
 	// tests kill Redis on purpose, so keep that out of the output.
 	redis.SetLogger(redistest.QuietLogger{})
-	// The parallel tests are the synthetic-time properties and the
-	// failovers: each waits on its round trips to Redis, or on Sentinels,
-	// far more than it runs (user+sys 50 s in 60 s on 2 cores, the
-	// Redis servers' own time included), so four at a time finish sooner
-	// than go test's default of one per core. -parallel, when given, wins.
+	// The parallel tests are the synthetic-time properties, the failovers
+	// and the memory flood: each waits on its round trips to Redis, on
+	// Sentinels or on keys to expire more than it runs (the properties: 50 s
+	// of CPU in 60 s on 2 cores, their own Redis servers included), so four
+	// at a time finish sooner than go test's default of one per core.
+	// -parallel, when given, wins.
 	flag.Parse()
 	parallelSet := false
 	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
