@@ -337,7 +337,7 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 	}
 }
 
-// 200 pushes within 60 s (one every 75 ms, so 15 s) while three gateways
+// 200 pushes within 60 s (one every 50 ms, so 10 s) while three gateways
 // serve load, from before the first push until every gateway has the last
 // version: every answer is a 200 or a 429, every gateway ends on the last
 // version, and the limit under load holds throughout, since each push
@@ -346,7 +346,7 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 // each version applied.
 func TestFleetPushesUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIPPED in -short: a 15 s load run")
+		t.Skip("SKIPPED in -short: a 10 s load run")
 	}
 	clRedisURL(t)
 	s := newFleetSource(t, clSharedRedis)
@@ -370,7 +370,7 @@ flowRules:
 	gs := flStart(t, s, 3)
 	flWait(t, gs, 2*time.Second, "version 1", func(st flState) bool { return st.Source.Version == 1 })
 
-	const pushes, every = 200, 75 * time.Millisecond
+	const pushes, every = 200, 50 * time.Millisecond
 	targets := make([]target, len(gs))
 	for i, g := range gs {
 		targets[i] = to(g.URL + "/f")
