@@ -73,7 +73,7 @@ func newUpstreamMetrics() upstreamMetrics {
 		}, []string{"upstream", "target", "code"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_upstream_retries_total",
-			Help: "Requests sent again to another target of the upstream.",
+			Help: "Requests sent again after a failed attempt: to a target not yet tried first, then to one that was (a single target gets them all).",
 		}, []string{"upstream"}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_upstream_ejections_total",
