@@ -170,7 +170,7 @@ cluster:
 	// The first event after those is the kill's; any later one was logged
 	// against the new master once found, up: a busy machine's late answer
 	// (an i/o timeout 6 s after the kill while another test ran).
-	for i, g := range gs {
+	for i, g := range gs[:len(whileUp.beforeKill)] { // none if the load ended before the kill
 		evs := g.logs.Events("cluster: redis failing")
 		clRedisFailedSlow(t, i, evs[min(len(whileUp.beforeKill[i])+1, len(evs)):])
 	}
