@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/heldconn"
 	"sluice/internal/testcert"
 )
 
@@ -73,47 +73,12 @@ func tlsUpstream(t *testing.T, serve func(c *tls.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := tls.NewListener(batchListener{raw}, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
+	ln := tls.NewListener(heldconn.Listener{Listener: raw}, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
 	serveConns(t, ln, func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		serve(c.(*tls.Conn))
 	})
 	return "https://" + ln.Addr().String()
-}
-
-// batchListener accepts batchConns, under tlsUpstream's TLS.
-type batchListener struct{ net.Listener }
-
-func (l batchListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &batchConn{Conn: c}, nil
-}
-
-// batchConn is a target's socket that can keep its writes and send them in
-// one (tls.Conn.NetConn): the TLS records written in between reach the
-// gateway in one segment, and so in one read.
-type batchConn struct {
-	net.Conn
-	held *bytes.Buffer // nil: writes go out as they come
-}
-
-func (c *batchConn) Write(b []byte) (int, error) {
-	if c.held != nil {
-		return c.held.Write(b)
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *batchConn) hold() { c.held = new(bytes.Buffer) }
-
-func (c *batchConn) send() error {
-	b := c.held
-	c.held = nil
-	_, err := c.Conn.Write(b.Bytes())
-	return err
 }
 
 // TestFastPathTLSStrayBytesNotServedToNextClient: over an https:// target
@@ -138,7 +103,7 @@ func TestFastPathTLSStrayBytesNotServedToNextClient(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			up := tlsUpstream(t, func(tc *tls.Conn) {
 				br := bufio.NewReader(tc)
-				raw := tc.NetConn().(*batchConn)
+				raw := tc.NetConn().(*heldconn.Conn)
 				for {
 					r, err := http.ReadRequest(br)
 					if err != nil {
@@ -149,12 +114,12 @@ func TestFastPathTLSStrayBytesNotServedToNextClient(t *testing.T) {
 						continue
 					}
 					if c.same {
-						raw.hold()
+						raw.Hold()
 					}
 					fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(forged))
 					if c.same {
 						io.WriteString(tc, forged) // a record of its own
-						raw.send()
+						raw.Send()
 						continue
 					}
 					time.Sleep(20 * time.Millisecond)

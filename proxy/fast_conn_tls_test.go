@@ -1,14 +1,13 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/tls"
 	"io"
-	"net"
 	"syscall"
 	"testing"
 	"time"
 
+	"sluice/internal/heldconn"
 	"sluice/internal/testcert"
 )
 
@@ -23,7 +22,7 @@ func TestTLSHoldsWhatTheSocketPeekCannotSee(t *testing.T) {
 	ca := testcert.NewCA(t, "tlsHolds CA")
 	leaf := ca.Server(t, time.Now().Add(time.Hour), "127.0.0.1")
 	raw, peerRaw := tcpPair(t)
-	held := &heldWrites{Conn: peerRaw}
+	held := &heldconn.Conn{Conn: peerRaw}
 	peer := tls.Server(held, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
 	client := tls.Client(raw, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
 	errc := make(chan error, 1)
@@ -64,13 +63,15 @@ func TestTLSHoldsWhatTheSocketPeekCannotSee(t *testing.T) {
 	}
 	write := func(records ...string) {
 		t.Helper()
-		held.hold()
+		held.Hold()
 		for _, r := range records {
 			if _, err := peer.Write([]byte(r)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		held.send(t)
+		if err := held.Send(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// An answer alone: nothing kept, and the look spoils nothing.
@@ -100,40 +101,19 @@ func TestTLSHoldsWhatTheSocketPeekCannotSee(t *testing.T) {
 	read("tray") // what the look did not take
 
 	// An answer and a close_notify, in one segment.
-	held.hold()
+	held.Hold()
 	if _, err := peer.Write([]byte("last")); err != nil {
 		t.Fatal(err)
 	}
 	_ = peer.CloseWrite()
-	held.send(t)
+	// CloseWrite leaves the socket a write deadline that has passed, the
+	// close_notify being written (held) by then.
+	_ = peerRaw.SetWriteDeadline(time.Time{})
+	if err := held.Send(); err != nil {
+		t.Fatal(err)
+	}
 	read("last")
 	if !pc.closedByPeer() {
 		t.Error("closedByPeer after the upstream's close_notify: false, want true")
-	}
-}
-
-// heldWrites is a socket that can keep its writes and send them in one.
-type heldWrites struct {
-	net.Conn
-	held *bytes.Buffer
-}
-
-func (c *heldWrites) Write(b []byte) (int, error) {
-	if c.held != nil {
-		return c.held.Write(b)
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *heldWrites) hold() { c.held = new(bytes.Buffer) }
-
-func (c *heldWrites) send(t *testing.T) {
-	b := c.held
-	c.held = nil
-	// tls.Conn.CloseWrite leaves the socket a write deadline that has
-	// passed, the close_notify being written (held) by then.
-	_ = c.Conn.SetWriteDeadline(time.Time{})
-	if _, err := c.Conn.Write(b.Bytes()); err != nil {
-		t.Fatal(err)
 	}
 }
