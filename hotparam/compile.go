@@ -123,12 +123,18 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		rules: append([]config.ParamRule(nil), rules...),
 		byRes: map[string]*Checker{},
 	}
+	kept := make(map[*rule]bool)
+	var fresh []*rule // changed concurrency rules: adoptInFlight
 	for _, pr := range rules {
 		k := config.RuleID(pr)
 		r, ok := s.ids.Reuse(old, k)
 		if !ok {
 			r = compileRule(pr)
+			if r.kind == kindInFlight {
+				fresh = append(fresh, r)
+			}
 		}
+		kept[r] = ok
 		s.ids.Add(k, r)
 		c := s.byRes[pr.Resource]
 		if c == nil {
@@ -142,7 +148,55 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		}
 		c.failures = c.failures || r.after && r.header == ""
 	}
+	if prev != nil {
+		adoptInFlight(fresh, prev, kept)
+	}
 	return s
+}
+
+// adoptInFlight lets each changed concurrency rule in fresh count the calls
+// in flight that a rule of prev let in: the first concurrency rule of prev
+// no rule kept (kept), with the same table of values (tableID), each
+// adopted once. The new rule takes the old one's table, whose counters the
+// calls end in, and sees them end; as with an edited flow concurrency rule,
+// an operator who lowers a limit in an incident lets no call in on top of
+// the calls already running. A table is shared only where a value means
+// the same in both rules (same resource, param, match, items by value and
+// cap), because each value keeps the index of the item it matched
+// (value.param) and the table's Init is the old rule's; an edit of counts,
+// dryRun or the rule's other numbers qualifies, any other edit starts at 0.
+func adoptInFlight(fresh []*rule, prev *Set, kept map[*rule]bool) {
+	for _, r := range fresh {
+		id := tableID(r.cfg)
+		c := prev.byRes[r.resource]
+		if c == nil {
+			continue
+		}
+		for _, o := range c.rules {
+			if kept[o] || o.kind != kindInFlight || tableID(o.cfg) != id {
+				continue
+			}
+			kept[o] = true
+			r.table = o.table
+			break
+		}
+	}
+}
+
+// tableID is what a concurrency rule's values depend on: which values it
+// tracks, the item each matches and how many it may hold.
+func tableID(pr *config.ParamRule) ruleid.Key {
+	items := make([]config.ParamItem, len(pr.Items))
+	for i, it := range pr.Items {
+		items[i] = config.ParamItem{Value: it.Value, Match: it.Match}
+	}
+	return ruleid.Of(struct {
+		Resource string
+		Param    config.Key
+		Match    config.ParamMatch
+		Cap      int
+		Items    []config.ParamItem
+	}{pr.Resource, pr.Param, pr.Match, pr.MaxTrackedValues, items})
 }
 
 // compileRule compiles a rule that config has defaulted and validated

@@ -2,6 +2,7 @@ package hotparam_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"sluice/config"
@@ -137,5 +138,106 @@ func TestEnterQuotasOverwritesItsToken(t *testing.T) {
 			t.Fatalf("round %d: two calls at once: %v, %v; want one in", i, va.Blocked, vb.Blocked)
 		}
 		a.Exit(0, 200)
+	}
+}
+
+// An edited concurrency rule keeps counting the calls in flight that the
+// rule it replaces let in, when the edit leaves what a value is unchanged
+// (its items by value, match, param and cap); any other edit starts at 0.
+// Each call ends exactly once, into the counter both rules share.
+func TestChangedConcurrencyRuleCountsCallsInFlight(t *testing.T) {
+	cases := []struct {
+		name     string
+		before   func(r *config.ParamRule)
+		after    func(r *config.ParamRule)
+		value    string
+		running  int   // calls the old rule let in
+		newCount int64 // the edited rule's limit for value
+		adopted  bool
+	}{
+		{"count lowered with the old limit full", func(r *config.ParamRule) { r.Count = 3 }, func(r *config.ParamRule) { r.Count = 2 }, "1", 3, 2, true},
+		{"count raised", func(r *config.ParamRule) {}, func(r *config.ParamRule) { r.Count = 4 }, "1", 2, 4, true},
+		{"an item's count lowered", func(r *config.ParamRule) {}, func(r *config.ParamRule) { r.Items[0].Count = 1 }, "102", 4, 1, true},
+		{"dryRun turned off", func(r *config.ParamRule) { r.DryRun = true }, func(r *config.ParamRule) {}, "1", 3, 2, true},
+		{"an item's value changed", func(r *config.ParamRule) {}, func(r *config.ParamRule) { r.Items[1].Value = "104" }, "1", 2, 2, false},
+		{"match changed", func(r *config.ParamRule) {}, func(r *config.ParamRule) {
+			r.Match = config.ParamMatch{Strategy: config.MatchPrefix, Pattern: "1"}
+		}, "1", 2, 2, false},
+		{"maxTrackedValues changed", func(r *config.ParamRule) {}, func(r *config.ParamRule) { r.MaxTrackedValues = 50 }, "1", 2, 2, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := inFlightRule()
+			tc.before(&old)
+			edited := old
+			edited.Items = slices.Clone(old.Items)
+			edited.DryRun = false
+			tc.after(&edited)
+			s1 := hotparam.Compile(defaulted(old), nil)
+			var running []hotparam.Token
+			for range tc.running {
+				tok, vd := s1.For("get-order").Enter(0, order(tc.value), 1)
+				if vd.Blocked {
+					t.Fatalf("the old rule blocked call %d of %d", len(running)+1, tc.running)
+				}
+				running = append(running, tok)
+			}
+			s2 := hotparam.Compile(defaulted(edited), s1)
+			c := s2.For("get-order")
+			admit := func() (toks []hotparam.Token) {
+				for {
+					tok, vd := c.Enter(0, order(tc.value), 1)
+					if vd.Blocked {
+						return toks
+					}
+					toks = append(toks, tok)
+					if len(toks) > 100 {
+						t.Fatal("no limit")
+					}
+				}
+			}
+			want := tc.newCount
+			if tc.adopted {
+				want = max(tc.newCount-int64(tc.running), 0)
+			}
+			held := admit()
+			if int64(len(held)) != want {
+				t.Fatalf("with %d calls of the old rule running the edited rule let %d in, want %d", tc.running, len(held), want)
+			}
+			// The old calls end (on either snapshot's Token, as after a
+			// reload): the edited rule fills up to its limit, no further.
+			for _, tok := range running {
+				tok.Exit(0, 200)
+			}
+			held = append(held, admit()...)
+			if int64(len(held)) != tc.newCount {
+				t.Fatalf("after the old calls ended %d in flight, want %d", len(held), tc.newCount)
+			}
+			for _, tok := range held {
+				tok.Exit(0, 200)
+			}
+			if got := admit(); int64(len(got)) != tc.newCount {
+				t.Fatalf("after every call ended the edited rule let %d in, want %d (a call ended twice or never)", len(got), tc.newCount)
+			}
+		})
+	}
+}
+
+// Two edited copies of one concurrency rule: one takes the old rule's
+// counters, the other starts at 0; sharing one table would count each call
+// twice in it.
+func TestChangedConcurrencyRuleAdoptedOnce(t *testing.T) {
+	r := inFlightRule()
+	s1 := hotparam.Compile(defaulted(r), nil)
+	r.Count = 3
+	s2 := hotparam.Compile(defaulted(r, r), s1)
+	c := s2.For("get-order")
+	for i := range 3 {
+		if _, vd := c.Enter(0, order("1"), 1); vd.Blocked {
+			t.Fatalf("call %d of 3 blocked: the two rules share one counter", i+1)
+		}
+	}
+	if _, vd := c.Enter(0, order("1"), 1); !vd.Blocked {
+		t.Fatal("a fourth call passed two rules of 3")
 	}
 }
