@@ -32,6 +32,16 @@ var badTargetBodies = [...][]byte{
 	badMethodToken: []byte(`{"error":"bad request method","reason":"not a token"}` + "\n"),
 	badLength:      []byte(`{"error":"bad request","reason":"content-length is not the body's length"}` + "\n"),
 	badSlash:       []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
+	badConnect:     []byte(`{"error":"method not allowed","reason":"CONNECT: the gateway opens no tunnels"}` + "\n"),
+}
+
+// badTargetStatus is the status of a target readTarget refuses: 400, but
+// 405 for CONNECT (as nginx answers it).
+func badTargetStatus(bad int) int {
+	if bad == badConnect {
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusBadRequest
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

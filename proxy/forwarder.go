@@ -83,11 +83,11 @@ func (rt *route) forwarderFor(r *http.Request, v *view) forwarder {
 // mustStandard reports a request the fast path cannot forward exactly as
 // httputil.ReverseProxy would, so it never takes it, whatever the mode:
 // protocol upgrades (WebSocket, h2c), request trailers, Expect (100-continue
-// is negotiated hop by hop), a body on GET/HEAD, CONNECT, and a path with
-// "//" (server.mergeSlashes: false), which fasthttp could take for a
+// is negotiated hop by hop), a body on GET/HEAD, and a path with "//"
+// (server.mergeSlashes: false), which fasthttp could take for a
 // scheme-relative URL. What is sent is the same either way
 // (appendUpstreamTarget); readTarget has refused the targets that could be
-// read two ways.
+// read two ways, and CONNECT.
 func mustStandard(r *http.Request, v *view) bool {
 	if asksUpgrade(r) || len(r.Header["Expect"]) > 0 || r.Trailer != nil {
 		return true
@@ -95,7 +95,7 @@ func mustStandard(r *http.Request, v *view) bool {
 	if r.ContentLength != 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}
-	return r.Method == http.MethodConnect || strings.Contains(v.path, "//")
+	return strings.Contains(v.path, "//")
 }
 
 // asksUpgrade reports a request asking to switch protocols (an h2c one was

@@ -192,7 +192,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v, bad := readTarget(r, s.target)
 	if bad != badNone {
-		s.refuse(w, r, http.StatusBadRequest, badTargetBodies[bad], start)
+		s.refuse(w, r, badTargetStatus(bad), badTargetBodies[bad], start)
 		return
 	}
 	if status := h2EmptyBody(w, r, s.headTimeout); status != 0 {

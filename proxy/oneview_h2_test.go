@@ -325,3 +325,60 @@ func TestH2ContentPastItsLengthIsNotForwarded(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectIsRefused: Go writes a CONNECT's body raw, as a tunnel's
+// bytes, so an h2 CONNECT routed as "/" reached the upstream as
+// "CONNECT / HTTP/1.1" followed by its DATA unframed, which the upstream
+// read as requests of its own: GETs past the GET route's limit that no
+// rule counted, with any X-Forwarded-For the client wrote (the audit of
+// 2026-12-07). The gateway opens no tunnels: CONNECT is 405 in every form,
+// over h2 (plain and extended) and HTTP/1.1, on both forwarders, charged to
+// no rule, and nothing reaches the upstream.
+func TestConnectIsRefused(t *testing.T) {
+	smuggled := []byte("GET /item/x HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n" +
+		"GET /item/x HTTP/1.1\r\nHost: x\r\n\r\n")
+	for _, fwd := range []string{"fast", "standard"} {
+		t.Run(fwd, func(t *testing.T) {
+			up := newLineUp(t)
+			addr := h2cGateway(t, fwd, fmt.Sprintf(methodRules, "http://"+up.ln.Addr().String()))
+			for _, f := range [][][2]string{
+				{{":method", "CONNECT"}, {":authority", "gw.test:80"}},
+				{{":method", "CONNECT"}, {":authority", up.ln.Addr().String()}},
+				{{":method", "CONNECT"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/item/x"}, {":protocol", "websocket"}},
+			} {
+				if st := h2test.Call(t, addr, f, smuggled); st != "405" && st != "reset" {
+					t.Errorf("h2 %q: %s, want 405", f, st)
+				}
+			}
+			for _, raw := range []string{
+				// (Bytes after a CONNECT without a length are the next
+				// requests of the connection, which the gateway reads,
+				// routes and limits itself.)
+				"CONNECT gw.test:80 HTTP/1.1\r\nHost: gw.test:80\r\n\r\n",
+				fmt.Sprintf("CONNECT / HTTP/1.1\r\nHost: gw.test\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled),
+			} {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, _ = io.WriteString(c, raw)
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil || resp.StatusCode != 405 {
+					t.Errorf("HTTP/1.1 %q: %v %v, want 405", raw, resp, err)
+				}
+				c.Close()
+			}
+			if got := up.seen(); len(got) != 0 {
+				t.Fatalf("the upstream read %q", got)
+			}
+			// Nothing above was charged: the GET route's count of 1 is whole.
+			get := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/item/x"}}
+			for i, want := range []string{"200", "429"} {
+				if st := h2test.Call(t, addr, get, nil); st != want {
+					t.Errorf("GET %d: %s, want %s", i+1, st, want)
+				}
+			}
+		})
+	}
+}

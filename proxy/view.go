@@ -34,11 +34,11 @@ type view struct {
 	query string
 }
 
-// Why readTarget refuses a target (400).
+// Why readTarget refuses a target (400, badTargetStatus).
 const (
 	badNone        = iota
 	badFragment    // a '#' anywhere in the target
-	badForm        // not a path: "*", opaque or authority-form (but for CONNECT)
+	badForm        // not a path: "*", opaque or authority-form
 	badDot         // a "." or ".." segment, escaped or not
 	badEscape      // a '%' not followed by two hex digits
 	badQuery       // a query that url.ParseQuery reads differently from the raw bytes
@@ -48,6 +48,7 @@ const (
 	badMethodToken // a method that is no token ("GET ", over h2)
 	badSlash       // an escaped slash (%2F, %5C) under server.encodedSlashes: refuse
 	badLength      // an h2 content-length that is no length, or not the body's
+	badConnect     // CONNECT: a tunnel, which the gateway does not open (405)
 )
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
@@ -55,11 +56,11 @@ const (
 const maxQueryParams = 10000
 
 // readTarget decides r's view; bad is non-zero (and the request is
-// answered 400) when the target cannot be read one way only:
+// answered 400, CONNECT 405) when the target cannot be read one way only:
 //   - a '#' anywhere in the target: net/http leaves a fragment in the path or
 //     the query, where the sources would read it and an upstream would drop it;
-//   - a target that is not a path ("*", "http:opaque"); CONNECT's
-//     authority-form is read as the path "/";
+//   - a target that is not a path ("*", "http:opaque");
+//   - the method CONNECT (readMethod);
 //   - a dot segment ("." or "..", also escaped: %2e, ..%2f), which an
 //     upstream may clean into another route's path;
 //   - a query holding a ';' or a malformed escape, or more than 10,000
@@ -250,8 +251,6 @@ func rawPath(r *http.Request) (string, bool) {
 	case ruri[0] == '/':
 		p, _, _ := strings.Cut(ruri, "?")
 		return p, true
-	case r.Method == http.MethodConnect && r.URL.Path == "" && r.URL.Host != "":
-		return "/", true // authority-form: host:port
 	case r.URL.Opaque != "" || r.URL.Host == "":
 		return "", false // "*", "http:x", a relative path without its slash
 	}
@@ -445,7 +444,17 @@ func plainHost(host string) bool {
 // fast path wrote it into the upstream's request line, where nginx and
 // Python read GET /item/x. Methods are case-sensitive (RFC 9110), but many
 // upstreams upper-case what they receive.
+//
+// CONNECT is refused (405, as nginx does) in every form, h2's extended
+// CONNECT included: what follows its header is a tunnel's bytes, which the
+// gateway would forward unframed after "CONNECT / HTTP/1.1" (Go writes a
+// CONNECT's body raw), so an upstream read them as requests that no route,
+// rule or header rewrite saw; and an upstream that answered 2xx would turn
+// a pooled connection into a tunnel.
 func readMethod(m string) int {
+	if m == http.MethodConnect {
+		return badConnect
+	}
 	folded := false
 	for _, std := range standardMethods { // GET, the common one, first
 		if m == std {

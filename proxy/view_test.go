@@ -91,11 +91,14 @@ func TestReadTarget(t *testing.T) {
 			t.Errorf("%q: EscapedPath of the view %q is %q", c.target, v.path, u.EscapedPath())
 		}
 	}
-	// CONNECT's authority-form is read as "/".
-	if r, ok := readRaw("CONNECT", "example.com:443"); !ok {
-		t.Error("CONNECT: net/http refuses it")
-	} else if v, bad := readTarget(r, targetRules{mergeSlashes: true, keepParams: true}); bad != badNone || v.path != "/" {
-		t.Errorf("CONNECT: %q %d", v.path, bad)
+	// CONNECT is refused in its authority-form and with a path (h2's
+	// extended CONNECT).
+	for _, target := range []string{"example.com:443", "/items/1"} {
+		if r, ok := readRaw("CONNECT", target); !ok {
+			t.Errorf("CONNECT %s: net/http refuses it", target)
+		} else if _, bad := readTarget(r, targetRules{mergeSlashes: true, keepParams: true}); bad != badConnect {
+			t.Errorf("CONNECT %s: bad %d, want badConnect", target, bad)
+		}
 	}
 }
 
