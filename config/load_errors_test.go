@@ -380,6 +380,8 @@ func TestLoadErrors(t *testing.T) {
 			`testdata/param_never_applies.yaml:94: paramRules[11].items[4].value: items[2] (contains "x") takes every value contains "yxz" takes first, so the item would never apply: list it before items[2]`,
 			`testdata/param_never_applies.yaml:101: paramRules[12].items[0].value: the rule's match (prefix "tenant-") takes no value prefix "free-" takes, so the item would never apply`,
 			`testdata/param_never_applies.yaml:109: paramRules[13].items[0].value: the rule's match (cidr "10.0.0.0/8") takes no value cidr "192.168.0.0/16" takes, so the item would never apply`,
+			`testdata/param_never_applies.yaml:116: paramRules[14].items[1].value: write the credentials as header:Authorization gives them, "Bearer sk-2" (the header source gives credentials with the scheme spelt one way (Basic, Bearer, other schemes in lower case), one space after it, and Basic's base64 in its standard form), got "bearer  sk-2"`,
+			`testdata/param_never_applies.yaml:117: paramRules[14].items[2].value: write the credentials as header:Authorization gives them, "Basic YWxpY2U6cHc=" (the header source gives credentials with the scheme spelt one way (Basic, Bearer, other schemes in lower case), one space after it, and Basic's base64 in its standard form), got "basic YWxpY2U6cHc"`,
 		}},
 		{"param_concurrency.yaml", []string{
 			"testdata/param_concurrency.yaml:11: paramRules[0].count: must be a whole number for grade concurrency, got 1.5",

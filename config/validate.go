@@ -1053,7 +1053,7 @@ func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 			return
 		}
 		if form := sourceValue(key[i], part); form != "" && form != part {
-			why = append(why, sourceFormWhy[key[i].Kind])
+			why = append(why, sourceFormWhy(key[i]))
 			part = form
 		}
 		want = AppendJoined(want, part, i == 0)
@@ -1064,11 +1064,19 @@ func (c *checker) paramItem(ip string, key Key, it ParamItem) {
 	}
 }
 
-// sourceFormWhy says how the sources with one canonical form write values.
-var sourceFormWhy = map[SourceKind]string{
-	SourceIP:   "the ip source gives addresses as RFC 5952 writes them, an IPv4-mapped one as IPv4",
-	SourceHost: "the host source gives hosts lower-case, without port or trailing dot",
+// sourceFormWhy says how a source with one canonical form writes values.
+func sourceFormWhy(src Source) string {
+	switch src.Kind {
+	case SourceIP:
+		return "the ip source gives addresses as RFC 5952 writes them, an IPv4-mapped one as IPv4"
+	case SourceHost:
+		return "the host source gives hosts lower-case, without port or trailing dot"
+	}
+	return credentialsWhy
 }
+
+// credentialsWhy is how header:Authorization gives credentials.
+const credentialsWhy = "the header source gives credentials with the scheme spelt one way (Basic, Bearer, other schemes in lower case), one space after it, and Basic's base64 in its standard form"
 
 // sourceForm refuses an exact item value of one source that the source
 // never gives in that spelling (compared byte for byte, it would load and
@@ -1083,12 +1091,15 @@ func (c *checker) sourceForm(path string, src Source, v string) {
 		c.add(path, "write the address as the ip source gives it, %s, got %s", quote(form), quote(v))
 	case SourceHost:
 		c.add(path, "write the host as the host source gives it (lower-case, without port or trailing dot), %s, got %s", quote(form), quote(v))
+	case SourceHeader:
+		c.add(path, "write the credentials as %s gives them, %s (%s), got %s", src.String(), quote(form), credentialsWhy, quote(v))
 	}
 }
 
 // sourceValue is v as src gives it, for the sources that write their values
-// in one canonical form: ip (RFC 5952, IPv4-mapped as IPv4) and host
-// (match.Host). "" when src has no such form or v is not an address.
+// in one canonical form: ip (RFC 5952, IPv4-mapped as IPv4), host
+// (match.Host) and the credentials headers (match.Credentials). "" when
+// src has no such form or v is not an address.
 func sourceValue(src Source, v string) string {
 	switch src.Kind {
 	case SourceIP:
@@ -1097,6 +1108,10 @@ func sourceValue(src Source, v string) string {
 		}
 	case SourceHost:
 		return match.Host(v)
+	case SourceHeader:
+		if src.Name == "Authorization" || src.Name == "Proxy-Authorization" {
+			return match.CredentialsForm(v)
+		}
 	}
 	return ""
 }

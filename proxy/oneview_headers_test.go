@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -67,6 +68,7 @@ var hdrDiffSources = []config.Source{
 	{Kind: config.SourceCookie, Name: "s_id"},
 	{Kind: config.SourceQuery, Name: "s_id"},
 	{Kind: config.SourceHost},
+	{Kind: config.SourceHeader, Name: "Authorization"},
 }
 
 // rawHeaderLines splits a request head into (name, value) pairs as the
@@ -197,7 +199,7 @@ func hdrUpstreamViews(head string) ([]map[string][]string, error) {
 		views := map[string][]string{}
 		switch src.Kind {
 		case config.SourceHeader:
-			list := isList(src.Name)
+			list := fieldOf(src.Name)
 			var vs valueSet
 			headerValues(req.Header.Values(src.Name), list, &vs)
 			views["go Header.Values"] = slices.Clone(vs.list())
@@ -255,7 +257,7 @@ func hdrUpstreamViews(head string) ([]map[string][]string, error) {
 			// X-Forwarded-Host, which is what the host source must key on.
 			var hs []string
 			var vs valueSet
-			headerValues(req.Header.Values("X-Forwarded-Host"), true, &vs)
+			headerValues(req.Header.Values("X-Forwarded-Host"), fieldList, &vs)
 			for _, v := range vs.list() {
 				if hv := match.Host(v); hv != "" && !slices.Contains(hs, hv) {
 					hs = append(hs, hv)
@@ -263,9 +265,38 @@ func hdrUpstreamViews(head string) ([]map[string][]string, error) {
 			}
 			views["go X-Forwarded-Host"] = hs
 		}
+		if src.Name == "Authorization" {
+			views["go BasicAuth"], views["werkzeug scheme"] = credentialReadings(req)
+		}
 		out = append(out, views)
 	}
 	return out, nil
+}
+
+// credentialReadings are the credentials two servers read in a forwarded
+// request's Authorization, each as the gateway keys them: Go's
+// Request.BasicAuth (the user and password, in standard base64), and a
+// reader taking the scheme up to the first space in any case and the
+// credentials after it stripped, as Werkzeug's Authorization.from_header
+// does (for the schemes the corpus uses: bearer, basic and token).
+func credentialReadings(req *http.Request) (basic, scheme []string) {
+	if u, p, ok := req.BasicAuth(); ok {
+		basic = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+p))}
+	}
+	for _, line := range req.Header.Values("Authorization") {
+		name, rest, ok := strings.Cut(strings.Trim(line, " \t"), " ")
+		rest = strings.Trim(rest, " \t")
+		if !ok || rest == "" {
+			continue
+		}
+		switch strings.ToLower(name) {
+		case "bearer":
+			scheme = append(scheme, "Bearer "+rest)
+		case "token":
+			scheme = append(scheme, "token "+rest)
+		}
+	}
+	return basic, scheme
 }
 
 // sentHeaders is a forwarded head's header lines that come from the
@@ -363,9 +394,12 @@ func (h *hdrHarness) run(fields [][2]string, send func(g *diffGateway[hdrDecisio
 			errs = append(errs, fmt.Sprintf("%s %s: forwarded, yet counted on no resource:\n%s", g.name, req, head))
 			continue
 		}
-		// origin.from (X-App) and hashOn (cookie:sid) must give one value.
+		// origin.from (X-App) and hashOn (cookie:sid, on the route of
+		// resource all only: vh's upstream does not hash) must give one
+		// value.
 		for i, src := range hdrDiffSources {
-			one := src == (config.Source{Kind: config.SourceHeader, Name: "X-App"}) || src == (config.Source{Kind: config.SourceCookie, Name: "sid"})
+			one := src == (config.Source{Kind: config.SourceHeader, Name: "X-App"}) ||
+				src == (config.Source{Kind: config.SourceCookie, Name: "sid"}) && res == "all"
 			if one && len(d.one[i]) > 1 {
 				errs = append(errs, fmt.Sprintf("%s %s: %s gave %q, yet forwarded (must be 400)", g.name, req, src, d.one[i]))
 			}
@@ -454,6 +488,11 @@ var hdrValues = []string{
 	`sid="\351"`, "sid=\xc3\xa9", `sid="\303\251"`, "x=1 sid=victim", "x=1 sid = victim", "sid=victim junk=1",
 	`x=1 sid="a b"`, "s.id=victim", "s id=victim", "s_id=victim", "s%2Eid=victim", "%20s_id=victim", "s_id%00x=victim",
 	"s[id=victim", `sid=" victim"`, "sid=\"victim\xa0\"",
+	// Credentials: a scheme in any case, runs of spaces after it, Basic's
+	// base64 unpadded or with its leftover bits set (victim:pw, victim:pwd).
+	"Bearer victim", "bearer victim", "BEARER  victim", "Bearer \tvictim", "token victim", "Token  victim",
+	"Basic dmljdGltOnB3", "basic dmljdGltOnB3", "BASIC   dmljdGltOnB3", "Basic dmljdGltOnB3ZA==", "Basic dmljdGltOnB3ZA",
+	"Basic dmljdGltOnB3ZB==", "basic dmljdGlt!OnB3ZA==",
 }
 
 // hdrCase is a request of the header-source differential: a
@@ -522,6 +561,13 @@ var hdrSeeds = []hdrCase{
 	{"/t", []string{"User-Agent: a", "User-Agent: b"}},
 	{"/t", []string{"Content-Type: a/b", "Content-Type: c/d"}},
 	{"/t", []string{"Content-Type: a/b, c/d"}},
+	{"/t", []string{"Authorization: bearer victim"}},
+	{"/t", []string{"Authorization: BEARER  victim"}},
+	{"/t", []string{"Authorization: Bearer victim", "Authorization: bearer victim"}},
+	{"/t", []string{"Authorization: basic dmljdGltOnB3ZA=="}},
+	{"/t", []string{"Authorization: Basic dmljdGltOnB3ZB=="}},
+	{"/t", []string{"Authorization: BASIC  dmljdGltOnB3"}},
+	{"/t", []string{"authorization: Token   victim"}},
 }
 
 func hdrLine(rng *rand.Rand) string {
@@ -529,6 +575,9 @@ func hdrLine(rng *rand.Rand) string {
 	v := hdrValues[rng.IntN(len(hdrValues))]
 	if strings.EqualFold(n, "cookie") && rng.IntN(2) == 0 {
 		v = "sid=" + hdrValues[rng.IntN(len(hdrValues))]
+	}
+	if strings.EqualFold(n, "authorization") && rng.IntN(2) == 0 {
+		v = []string{"Bearer", "bearer", "BASIC", "Basic", "token"}[rng.IntN(5)] + []string{" ", "  ", " \t"}[rng.IntN(3)] + hdrValues[rng.IntN(len(hdrValues))]
 	}
 	return n + ":" + []string{" ", "", "\t", "  "}[rng.IntN(4)] + v
 }

@@ -59,3 +59,41 @@ flowRules:
     count: 3
     statIntervalMs: 60000
 `
+
+// A limit on header:Authorization holds one caller to one budget however
+// the credentials are spelt: the scheme in any case, spaces after it,
+// Basic's base64 unpadded or with its leftover bits set are the same user
+// to Go's BasicAuth, Werkzeug and Express (the audit of 2026-12-07 had four
+// passes of a count of 1 from Basic, basic, BASIC and bAsic).
+func TestCredentialSpellingsShareOneLimit(t *testing.T) {
+	const rules = `
+upstreams:
+  up: {targets: ["http://upstream.invalid"]}
+routes:
+  - {path: /v1/chat, upstream: up, resource: chat}
+paramRules:
+  - {resource: chat, param: "header:Authorization", count: 1, durationSec: 600}
+`
+	g, _, _ := stubGateway(t, rules, nil)
+	for _, spellings := range [][]string{
+		{"Basic YWxpY2U6cHc=", "basic YWxpY2U6cHc=", "BASIC YWxpY2U6cHc=", "bAsic  YWxpY2U6cHc=", "Basic YWxpY2U6cHc", "Basic YWxpY2U6cHd="},
+		{"Bearer sk-X", "bearer sk-X", "BEARER sk-X", "Bearer  sk-X", "bearer \tsk-X"},
+	} {
+		for i, a := range spellings {
+			r := httptest.NewRequest("GET", "/v1/chat", nil)
+			r.Header.Set("Authorization", a)
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, r)
+			if want := map[bool]int{true: 200, false: 429}[i == 0]; w.Code != want {
+				t.Errorf("Authorization %q after %q: %d, want %d", a, spellings[:i], w.Code, want)
+			}
+		}
+	}
+	// Another credential has its own budget.
+	r := httptest.NewRequest("GET", "/v1/chat", nil)
+	r.Header.Set("Authorization", "Bearer sk-Y")
+	w := httptest.NewRecorder()
+	if g.ServeHTTP(w, r); w.Code != 200 {
+		t.Errorf("another token: %d, want 200", w.Code)
+	}
+}

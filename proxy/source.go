@@ -94,7 +94,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// not forwarded (forwardHeader), so it is no value either.
 		conn := r.Header["Connection"]
 		if !s.forwardingHeader(r, src.Name, vs) && !listedIn(conn, src.Name) {
-			headerValues(r.Header[src.Name], isList(src.Name), vs)
+			headerValues(r.Header[src.Name], fieldOf(src.Name), vs)
 		}
 		// The same name spelt with '_' for '-' (X_Tenant for X-Tenant) is
 		// another field to net/http, and is forwarded, but CGI, WSGI,
@@ -103,7 +103,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// the limits.
 		for k, lines := range r.Header {
 			if k != src.Name && sameCGIName(k, src.Name) && !listedIn(conn, k) {
-				headerValues(lines, isList(src.Name), vs)
+				headerValues(lines, fieldOf(src.Name), vs)
 			}
 		}
 	case config.SourceQuery:
@@ -151,7 +151,7 @@ func (s *sources) forwardingHeader(r *http.Request, name string, vs *valueSet) b
 		vs.add(s.forwardedProto(r))
 	case "X-Forwarded-For":
 		if chain, ip, ok := s.forwardedFor(r); ok {
-			headerValues(chain, true, vs)
+			headerValues(chain, fieldList, vs)
 			vs.add(ip)
 		}
 	default:
@@ -277,26 +277,45 @@ func unescaped(s string) string {
 	return u
 }
 
-// isList reports whether a header's field lines are comma-separated lists
-// (RFC 9110 §5.3), as every field is unless it is one of the singletons
-// whose values hold commas of their own: credentials, the user agent,
-// cookies (read them with cookie:), the referrer and dates.
-func isList(name string) bool {
+// How a header's field lines give values (fieldOf).
+const (
+	fieldList        = iota // comma-separated lists (RFC 9110 §5.3)
+	fieldSingle             // one value a line, commas and all
+	fieldCredentials        // one a line, read as credentials (match.Credentials)
+)
+
+// fieldOf says how a header's field lines give values: as lists, as every
+// field does unless it is one of the singletons whose values hold commas
+// of their own (credentials, the user agent, cookies: read them with
+// cookie:, the referrer and dates). Credentials are also keyed as servers
+// read them: the scheme in any case, any run of spaces after it, Basic's
+// base64 as lenient decoders take it.
+func fieldOf(name string) int {
 	switch name {
-	case "Authorization", "Proxy-Authorization", "User-Agent", "Cookie", "Referer",
-		"Date", "If-Modified-Since", "If-Unmodified-Since", "If-Range":
-		return false
+	case "Authorization", "Proxy-Authorization":
+		return fieldCredentials
+	case "User-Agent", "Cookie", "Referer", "Date", "If-Modified-Since", "If-Unmodified-Since", "If-Range":
+		return fieldSingle
 	}
-	return true
+	return fieldList
 }
 
 // headerValues adds the values of a header's field lines. A list field's
 // line holds one value per comma outside a quoted string, spaces around it
 // trimmed: "X-Key: a, b" is the values a and b, exactly as two lines "a"
 // and "b" are (RFC 9110 lets any hop join or split them that way).
-func headerValues(lines []string, list bool, vs *valueSet) {
+func headerValues(lines []string, field int, vs *valueSet) {
 	for _, line := range lines {
-		if !list {
+		switch field {
+		case fieldCredentials:
+			var buf [2]string
+			for _, v := range match.Credentials(buf[:0], trimOWS(line)) {
+				if !vs.add(v) {
+					return
+				}
+			}
+			continue
+		case fieldSingle:
 			// Trimmed: an HTTP/1 server trims the line, but an h2 field
 			// may keep spaces an upstream over HTTP/1 never sees.
 			if !vs.add(trimOWS(line)) {
