@@ -172,8 +172,9 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 	}
 
 	conn := r.Header["Connection"]
+	trusted := rt.snap.sources.peerTrusted(r)
 	for k, vv := range r.Header {
-		if !rt.forwardHeader(k, conn) {
+		if !rt.forwardHeader(k, conn, trusted) {
 			continue
 		}
 		switch k {

@@ -219,10 +219,11 @@ func (s *stdCalls) put(c *stdCall) {
 }
 
 // rewrite applies the prepared attempt to ReverseProxy's outgoing request
-// (which it made from p.req, the view, with the hop-by-hop headers and
-// the inbound X-Forwarded-* removed): the request-target and
-// X-Forwarded-* as outgoing.go writes them, and the origin header
-// stripped.
+// (which it made from p.req, the view, with the hop-by-hop headers,
+// Forwarded and X-Forwarded-For, -Host and -Proto removed): the other
+// X-Forwarded-* of a peer that is not trusted and the CGI twins of the
+// dropped headers removed, the request-target and X-Forwarded-* as
+// outgoing.go writes them, and the origin header stripped.
 func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	p := c.p
 	rt := p.rt
@@ -239,6 +240,12 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	out.Scheme, out.Host = target.Scheme, target.Host
 	pr.Out.Host = ""
 	h := pr.Out.Header
+	trusted := rt.snap.sources.peerTrusted(p.r)
+	for k := range h {
+		if rt.droppedTwin(k, trusted) || spoofed(k, trusted) {
+			delete(h, k)
+		}
+	}
 	if chain, ip, ok := rt.snap.sources.forwardedFor(p.r); ok {
 		if len(chain) > 0 {
 			ip = strings.Join(chain, ", ") + ", " + ip
@@ -249,11 +256,6 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	h["X-Forwarded-Proto"] = []string{rt.snap.sources.forwardedProto(p.r)}
 	if rt.stripOrigin != "" {
 		delete(h, rt.stripOrigin)
-	}
-	for k := range h {
-		if rt.droppedTwin(k) {
-			delete(h, k)
-		}
 	}
 }
 

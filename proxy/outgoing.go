@@ -17,23 +17,35 @@ import (
 
 // forwardHeader reports whether the client's header k is passed on: not a
 // hop-by-hop one (those of dropRequestHeader and those the Connection
-// values conn name) nor the origin header that origin.strip removes.
-func (rt *route) forwardHeader(k string, conn []string) bool {
-	return !dropRequestHeader(k) && (len(conn) == 0 || !listedIn(conn, k)) && k != rt.stripOrigin && !rt.droppedTwin(k)
+// values conn name), nor an X-Forwarded-* header from a peer that is not
+// a trusted proxy (spoofed), nor the origin header that origin.strip
+// removes.
+func (rt *route) forwardHeader(k string, conn []string, trusted bool) bool {
+	return !dropRequestHeader(k) && !spoofed(k, trusted) && (len(conn) == 0 || !listedIn(conn, k)) &&
+		k != rt.stripOrigin && !rt.droppedTwin(k, trusted)
+}
+
+// spoofed reports an inbound X-Forwarded-* header (canonical name k) that
+// only a trusted proxy may pass on: X-Forwarded-Port, -Prefix, -Ssl, ...
+// tell a Spring, ASP.NET or Rails upstream how to build its own URLs, and
+// from any other peer they are the client's invention, as Traefik drops
+// them. (-For, -Host and -Proto are written anew for every peer.)
+func spoofed(k string, trusted bool) bool {
+	return !trusted && strings.HasPrefix(k, "X-Forwarded-")
 }
 
 // droppedTwin reports a name spelt with '_' that a CGI, WSGI, PHP or Rack
-// upstream reads as a header the gateway drops or writes anew
+// upstream reads as a header the gateway drops (spoofed, unless trusted) or writes anew
 // (X_Forwarded_For is HTTP_X_FORWARDED_FOR to them, as X-Forwarded-For
 // is; X_App for the origin header origin.strip removes): forwarded, it
 // would stand for that header, the client's own X-Forwarded-For or a
 // stripped origin. Such names are rare: only they allocate.
-func (rt *route) droppedTwin(k string) bool {
+func (rt *route) droppedTwin(k string, trusted bool) bool {
 	if strings.IndexByte(k, '_') < 0 {
 		return false
 	}
 	canon := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-	return dropRequestHeader(canon) || rt.stripOrigin != "" && sameCGIName(k, rt.stripOrigin)
+	return dropRequestHeader(canon) || spoofed(canon, trusted) || rt.stripOrigin != "" && sameCGIName(k, rt.stripOrigin)
 }
 
 // forwardedFor is what X-Forwarded-For says, as

@@ -92,6 +92,9 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// (Header.Values would canonicalize again on every request).
 		// A header the client's Connection names is hop-by-hop: it is
 		// not forwarded (forwardHeader), so it is no value either.
+		if strings.HasPrefix(src.Name, "X-Forwarded-") && !dropRequestHeader(src.Name) && !s.peerTrusted(r) {
+			break // spoofed: not forwarded, so no value (nor are its twins: droppedTwin)
+		}
 		conn := r.Header["Connection"]
 		if !s.forwardingHeader(r, src.Name, vs) && !listedIn(conn, src.Name) {
 			headerValues(r.Header[src.Name], fieldOf(src.Name), vs)

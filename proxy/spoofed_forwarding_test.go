@@ -1,0 +1,83 @@
+package proxy_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestSpoofedForwardingHeadersAreDropped: X-Forwarded-Port, -Prefix,
+// -Ssl and the other X-Forwarded-* headers a Spring, ASP.NET or Rails
+// upstream builds its URLs from pass only from a trusted proxy; from any
+// other peer they are the client's invention and no upstream gets them,
+// nor their CGI twins (X_Forwarded_Prefix), on either forwarder
+// (docs/forwarding.md: "Inbound Forwarded and X-Forwarded-* are never
+// passed on as sent", which the audit of 2026-12-07 found untrue). A
+// limit keyed on one reads what is forwarded: nothing from an untrusted
+// peer.
+func TestSpoofedForwardingHeadersAreDropped(t *testing.T) {
+	spoofed := map[string]string{
+		"X-Forwarded-Port": "1", "X-Forwarded-Prefix": "/admin", "X-Forwarded-Ssl": "on",
+		"X-Forwarded-Server": "evil", "X-Forwarded-Scheme": "https", "X_forwarded_prefix": "/x",
+	}
+	var mu sync.Mutex
+	var got []http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+	}))
+	defer up.Close()
+	for _, trusted := range []bool{false, true} {
+		for _, fwd := range []string{"fast", "standard"} {
+			t.Run(fmt.Sprintf("%s/trusted=%v", fwd, trusted), func(t *testing.T) {
+				rules := fmt.Sprintf(`
+upstreams:
+  up: {targets: [%q]}
+routes:
+  - {path: /*, upstream: up, resource: all}
+paramRules:
+  - {resource: all, param: "header:X-Forwarded-Prefix", count: 1, durationSec: 600}
+`, up.URL)
+				if trusted {
+					rules = "trustedProxies: [\"127.0.0.0/8\"]\n" + rules
+				}
+				gw := httptest.NewServer(loadedGateway(t, fwd, rules))
+				defer gw.Close()
+				for i := range 2 {
+					req, _ := http.NewRequest("GET", gw.URL+"/t", nil)
+					for k, v := range spoofed {
+						req.Header[k] = []string{v}
+					}
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					// Trusted, the prefix is a value: its count of 1 holds.
+					if want := map[bool]int{true: 429, false: 200}[trusted && i == 1]; resp.StatusCode != want {
+						t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+					}
+				}
+				mu.Lock()
+				h := got[len(got)-1]
+				mu.Unlock()
+				for k, v := range spoofed {
+					sent := h[k]
+					if trusted && (len(sent) != 1 || sent[0] != v) {
+						t.Errorf("from a trusted proxy %s: %q reached the upstream as %q", k, v, sent)
+					}
+					if !trusted && len(sent) > 0 {
+						t.Errorf("from an untrusted peer %s: %q reached the upstream", k, sent)
+					}
+				}
+				if p := h.Get("X-Forwarded-Proto"); p != "http" || !strings.HasPrefix(h.Get("X-Forwarded-For"), "127.0.0.1") {
+					t.Errorf("X-Forwarded-Proto %q, -For %q: the gateway's own", p, h.Get("X-Forwarded-For"))
+				}
+			})
+		}
+	}
+}
