@@ -612,13 +612,15 @@ func TestHardeningForwardingHeaders(t *testing.T) {
 			resp, body, err := hdRaw(t, hdAddr(g.URL), "GET /echo/h HTTP/1.1\r\nHost: public.example:8443\r\n"+
 				"Connection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 300\r\nProxy-Authorization: Basic eA==\r\n"+
 				"Proxy-Connection: keep-alive\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil.example\r\n"+
-				"X-Forwarded-Proto: https\r\nForwarded: for=6.6.6.6\r\nX-Kept: yes\r\n\r\n")
+				"X-Forwarded-Proto: https\r\nForwarded: for=6.6.6.6\r\nX-Forwarded-Port: 1\r\nX-Forwarded-Prefix: /admin\r\n"+
+				"X_Forwarded_Ssl: on\r\nX-Kept: yes\r\n\r\n")
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("%v %v", resp, err)
 			}
 			e := hdDecodeEcho(t, body)
 			h := http.Header(e.Header)
-			for _, name := range []string{"X-Secret", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Forwarded"} {
+			for _, name := range []string{"X-Secret", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Forwarded",
+				"X-Forwarded-Port", "X-Forwarded-Prefix", "X_forwarded_ssl"} {
 				if v, ok := h[name]; ok {
 					t.Errorf("upstream got hop-by-hop/untrusted %s: %q", name, v)
 				}
