@@ -409,7 +409,9 @@ func describe(n *yaml.Node) string {
 	case yaml.AliasNode:
 		return "an alias"
 	}
-	return quote(n.Value)
+	// A Redis URL written where a list or a mapping belongs
+	// (clusterAddrs: "redis://:pw@host") is quoted without its password.
+	return quote(redactURL(n.Value))
 }
 
 // quote is strconv.Quote, shortened for long user input.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -302,16 +303,44 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // its last line that holds anything, not at the empty end past it.
 func yamlError(err error, data []byte) (int, string) {
 	msg := err.Error()
+	last := bytes.Count(bytes.TrimRight(data, " \t\r\n"), []byte("\n")) + 1
 	m := yamlLine.FindStringSubmatch(msg)
 	if m == nil {
-		return 0, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+		// yaml.v3 names no line for some mistakes (an alias of an unknown
+		// anchor, a byte that is not UTF-8, a control character): it is
+		// the last line of the shortest prefix failing with the message.
+		line := 0
+		switch {
+		case strings.Contains(msg, "UTF-8"):
+			// A prefix cut after a bad byte fails otherwise ("incomplete
+			// UTF-8 octet sequence"): the line is the first not UTF-8.
+			line = 1 + bytes.Count(data[:invalidUTF8(data)], []byte("\n"))
+		case len(data) <= maxLineSearch:
+			line = mistakeLine(data, func(e error) bool { return e.Error() == msg }, 1, last)
+		}
+		return line, "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
 	}
 	line, _ := strconv.Atoi(m[1])
-	last := bytes.Count(bytes.TrimRight(data, " \t\r\n"), []byte("\n")) + 1
 	if len(data) <= maxLineSearch {
-		line = mistakeLine(data, m[2], max(line-1, 1), last)
+		line = mistakeLine(data, func(e error) bool {
+			f := yamlLine.FindStringSubmatch(e.Error())
+			return f != nil && f[2] == m[2]
+		}, max(line-1, 1), last)
 	}
 	return min(line, last), "invalid YAML: " + m[2]
+}
+
+// invalidUTF8 is the offset of data's first byte that is not UTF-8
+// (len(data) if every byte is).
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
 }
 
 // maxLineSearch bounds the documents whose mistake is searched for: each
@@ -319,17 +348,13 @@ func yamlError(err error, data []byte) (int, string) {
 const maxLineSearch = 1 << 20
 
 // mistakeLine is the first line k in [from, last] whose prefix of data
-// through line k fails to parse with problem (the message yaml.v3 gave the
-// whole document); last if none does, which cannot be: data is that prefix.
-func mistakeLine(data []byte, problem string, from, last int) int {
+// through line k fails to parse with the problem yaml.v3 gave the whole
+// document (same); last if none does, which cannot be: data is that prefix.
+func mistakeLine(data []byte, same func(error) bool, from, last int) int {
 	ends := lineEnds(data)
 	fails := func(k int) bool {
 		err := yamlSyntax(data[:ends[k-1]])
-		if err == nil {
-			return false
-		}
-		m := yamlLine.FindStringSubmatch(err.Error())
-		return m != nil && m[2] == problem
+		return err != nil && same(err)
 	}
 	lo, hi := from, last
 	for lo < hi {

@@ -838,6 +838,11 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		{"routes: {path: /a\n", 1},                                                                                      // the file ended where '}' was due: its last line
 		{"routes:\n  - path: /a\n    upstream: \"a\n", 3},                                                               // scanner: a quote left open
 		{"a: b\nc: d: e\n", 2}, // scanner: a value where none may be
+		// yaml.v3 names no line for these (the audit of 2026-12-07):
+		{"routes:\n  - path: /a\n    upstream: a\nflowRules:\n  - resource: /a\n    count: *nosuch\n", 6}, // an unknown anchor
+		{"routes:\n  - path: /a\n# caf\xe9\n    upstream: a\n", 3},                                        // a byte that is not UTF-8
+		{"routes:\n  - path: /a\xe9\n    upstream: a\n", 2},                                               // in a value
+		{"routes:\n  - path: /a\n    upstream: a\x07\n", 3},                                               // a control character
 	} {
 		_, err := config.Parse("r.yaml", []byte(c.doc))
 		var errs config.Errors

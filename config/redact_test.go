@@ -108,3 +108,20 @@ func allStrings(v reflect.Value) string {
 	}
 	return ""
 }
+
+// TestErrorsHideRedisPasswords: a Redis URL written where a list or a
+// section belongs is quoted in the error (which the log, the admin API's
+// lastError and the editor's 422 repeat) without its password.
+func TestErrorsHideRedisPasswords(t *testing.T) {
+	for _, doc := range []string{
+		"cluster:\n  clusterAddrs: \"redis://:hunter2@127.0.0.1:7000\"\n",
+		"rulesSource:\n  clusterAddrs: \"redis://u:hunter2@127.0.0.1:7000\"\n",
+		"cluster: \"redis://:hunter2@127.0.0.1:6379/0\"\n",
+		"cluster:\n  sentinel: \"redis://:hunter2@127.0.0.1:26379\"\n",
+	} {
+		_, err := Parse("rules.yaml", []byte(doc))
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), Mask) {
+			t.Errorf("%q: %v, want an error with the password masked", doc, err)
+		}
+	}
+}
