@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"cmp"
+	"io"
 	"slices"
 	"strings"
 
@@ -17,7 +18,7 @@ import (
 // cannot be located exactly, ok is false and the text must not be served.
 func redactSecrets(data []byte) (text string, ok bool) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 {
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 || moreDocuments(data) {
 		// Not YAML: a secret could sit anywhere, so serve only what has no token.
 		if bytes.Contains(data, []byte("token")) || bytes.Contains(data, []byte("@")) ||
 			bytes.Contains(data, []byte("assword")) {
@@ -41,6 +42,13 @@ func redactSecrets(data []byte) (text string, ok bool) {
 			}
 		}
 	}
+	// A Redis URL anywhere else (cluster: "redis://:pw@h", a URL where
+	// its section belongs, which config refuses) shows no password either.
+	for _, n := range urlScalars(doc.Content[0], nil, map[*yaml.Node]bool{}) {
+		if with := (config.Secret{URL: true}).Masked(n.Value); with != n.Value && !slices.ContainsFunc(masks, func(m secret) bool { return m.node == n }) {
+			masks = append(masks, secret{n, with})
+		}
+	}
 	// Right to left, bottom up: a mask changes the columns after it on its
 	// line, and a flow list holds several on one line.
 	slices.SortFunc(masks, func(a, b secret) int {
@@ -57,6 +65,37 @@ func redactSecrets(data []byte) (text string, ok bool) {
 		lines[n.Line-1] = nl
 	}
 	return string(bytes.Join(lines, nil)), true
+}
+
+// moreDocuments reports whether data holds a YAML document after its
+// first: yaml.Unmarshal reads only the first, and config refuses the
+// file, but a secret in the second would be served as it is.
+func moreDocuments(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var n yaml.Node
+	if dec.Decode(&n) != nil {
+		return false
+	}
+	return dec.Decode(&n) != io.EOF
+}
+
+// urlScalars appends the scalars under n (aliases not followed: their
+// anchors are walked where they stand) holding "://" and "@".
+func urlScalars(n *yaml.Node, out []*yaml.Node, seen map[*yaml.Node]bool) []*yaml.Node {
+	if n == nil || seen[n] {
+		return out
+	}
+	seen[n] = true
+	if n.Kind == yaml.ScalarNode {
+		if strings.Contains(n.Value, "://") && strings.Contains(n.Value, "@") {
+			out = append(out, n)
+		}
+		return out
+	}
+	for _, c := range n.Content {
+		out = urlScalars(c, out, seen)
+	}
+	return out
 }
 
 // secret is a scalar to mask and what to show instead.

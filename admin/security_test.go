@@ -350,3 +350,32 @@ func TestDashboardNotFramable(t *testing.T) {
 		}
 	}
 }
+
+// TestRawRulesMaskMisplacedSecrets: the raw text of a rules file config
+// refuses is served too (the editor shows what to fix), and a secret
+// written where config does not look for one still shows masked: a Redis
+// URL in place of its section, or under any other key, and a token in a
+// second YAML document, which yaml.Unmarshal never reads (the audit of
+// 2026-12-07 had both served in clear).
+func TestRawRulesMaskMisplacedSecrets(t *testing.T) {
+	for _, c := range []struct{ name, file, secret string }{
+		{"a URL for its section", "cluster: \"redis://:p4ssCL@127.0.0.1:6379/0\"\nflowRules: []\n", "p4ssCL"},
+		{"a URL in a string where a list belongs", "cluster:\n  clusterAddrs: redis://:p4ssAD@127.0.0.1:7000\n", "p4ssAD"},
+		{"a URL under another key", "upstreams:\n  app: {targets: [\"http://u:p4ssUP@127.0.0.1:9\"]}\n", "p4ssUP"},
+		{"a token in a second document", "flowRules: []\n---\nadmin:\n  token: p4ssDOC\n", "p4ssDOC"},
+		{"a URL in a second document", "flowRules: []\n---\ncluster: {redis: \"redis://:p4ssDOC2@h:6379\"}\n", "p4ssDOC2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			srv := admin.New(admin.Options{ConfigPath: path})
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules/raw", nil))
+			if strings.Contains(rec.Body.String(), c.secret) {
+				t.Errorf("GET /api/rules/raw (%d) served the secret:\n%s", rec.Code, rec.Body.String())
+			}
+		})
+	}
+}
