@@ -98,7 +98,8 @@ func loopbackPeer(r *http.Request) bool {
 }
 
 // requireToken guards writes and the profiler: a request whose Origin names
-// another host is refused (403) so a web page cannot drive the local
+// another host, or that a browser says came from another site's page
+// (Sec-Fetch-Site), is refused (403) so a web page cannot drive the local
 // listener through the operator's browser; when a token is configured a
 // request without the right bearer token is refused with noToken (401 for
 // writes, 403 for the profiler as SPEC section 5 says); without a token,
@@ -118,6 +119,13 @@ func (s *Server) tokenGuard(next http.Handler, noToken int) http.Handler {
 				writeError(w, http.StatusForbidden, "admin: cross-origin write refused")
 				return
 			}
+		}
+		// A GET from another site's page (an <img> starting a profile)
+		// carries no Origin; browsers say where it came from in
+		// Sec-Fetch-Site. Scripts (curl, go tool pprof) send none.
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			writeError(w, http.StatusForbidden, "admin: a request from another site's page refused")
+			return
 		}
 		if want.token == "" && !loopbackPeer(r) {
 			writeError(w, http.StatusForbidden, "admin: without an admin token, writes and the profiler are accepted only from this machine (a loopback peer); set admin.token (or SLUICE_ADMIN_TOKEN)")

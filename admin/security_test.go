@@ -112,6 +112,15 @@ func TestAdminGuards(t *testing.T) {
 		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", []string{"Authorization: Bearer t"}, 200},
 		{"t", "GET", "/debug/pprof/heap", network, "192.0.2.1:9090", nil, 403},
 		{"t", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", nil, 403},
+		// Another site's page in the operator's browser: an <img> sends no
+		// Origin, but Sec-Fetch-Site says where it came from. The
+		// dashboard's own requests are same-origin; scripts send none.
+		{"", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: no-cors"}, 403},
+		{"", "GET", "/debug/pprof/profile?seconds=1", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: same-site"}, 403},
+		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: cross-site"}, 403},
+		{"t", "POST", "/api/reload", network, "localhost:9090", []string{"Authorization: Bearer t", "Sec-Fetch-Site: cross-site"}, 403},
+		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: same-origin"}, 202},
+		{"", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: none"}, 200}, // typed in the address bar
 	}
 	want202 := int32(0)
 	for _, tc := range tests {
