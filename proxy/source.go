@@ -90,11 +90,13 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
 		// (Header.Values would canonicalize again on every request).
+		// An X-Forwarded-* header an untrusted peer sent is not forwarded
+		// (spoofed), nor are its twins (droppedTwin): no value.
+		if strings.HasPrefix(src.Name, "X-Forwarded-") && !dropRequestHeader(src.Name) && !s.peerTrusted(r) {
+			break
+		}
 		// A header the client's Connection names is hop-by-hop: it is
 		// not forwarded (forwardHeader), so it is no value either.
-		if strings.HasPrefix(src.Name, "X-Forwarded-") && !dropRequestHeader(src.Name) && !s.peerTrusted(r) {
-			break // spoofed: not forwarded, so no value (nor are its twins: droppedTwin)
-		}
 		conn := r.Header["Connection"]
 		if !s.forwardingHeader(r, src.Name, vs) && !listedIn(conn, src.Name) {
 			headerValues(r.Header[src.Name], fieldOf(src.Name), vs)
