@@ -1,6 +1,7 @@
 package hotparam
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -212,6 +213,13 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	sh.Unlock()
 	share = r.share(ts)
 	n = r.held(n)
+	if float64(n) > r.clusterHolds(p) {
+		// More than the value's window (or period) in Redis ever holds:
+		// no retry passes, as with a local bucket (enterBucket), so the
+		// block names no moment. (An avgLocal window grows with the fleet.)
+		r.count(val, now, true)
+		return true, 0, outcome{blocked: true, p: p, retry: neverPasses}
+	}
 	var qr QuotaReturner
 	if r.calendar {
 		// A pass of the period is stamped, so that a call not forwarded
@@ -439,6 +447,21 @@ func (r *rule) windowQuota(ts TokenService, p *param, left int64, reset time.Dur
 		o.period = ns
 	}
 	return o
+}
+
+// clusterHolds is the most tokens p's window (or calendar period) in Redis
+// holds, as its script counts them: floor(count) whole calls (under one, one
+// call over a wider window); +Inf for an avgLocal rule, whose window grows
+// with the live gateways.
+func (r *rule) clusterHolds(p *param) float64 {
+	switch {
+	case r.cfg.ClusterConfig.ThresholdType == config.ThresholdAvgLocal:
+		return math.Inf(1)
+	case r.calendar:
+		return math.Floor(p.count)
+	}
+	_, limit := window.ClusterWholeCalls(p.count, int64(r.window))
+	return limit
 }
 
 // windowBlocked is a value's quota when its window in Redis refused the

@@ -466,3 +466,35 @@ func TestCalendarQuotaReport(t *testing.T) {
 		t.Errorf("Report took from the quota (%d AcquireQuota calls)", svc.quotaCalls-calls)
 	}
 }
+
+// A call of more tokens than a value's window (or calendar period) in
+// Redis holds never passes, as with a local bucket: the block names no
+// moment (no Retry-After, no quota) and Redis is not asked. Redis told it
+// to come back in a second, over and over (the cluster audit of
+// 2026-12-07). An avgLocal window grows with the fleet, so it is asked.
+func TestClusterCallOverTheWindowNeverPasses(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rule  config.ParamRule
+		val   string
+		n     int64
+		asked bool
+	}{
+		{"rolling, 12 of 10", clusterRule(10, config.ThresholdGlobal, nil), "1", 12, false},
+		{"rolling, 5 of item 102's 4", clusterRule(10, config.ThresholdGlobal, nil), "102", 5, false},
+		{"rolling, the whole window", clusterRule(10, config.ThresholdGlobal, nil), "1", 10, true},
+		{"calendar, 51 of 50", quotaRule(50), "1", 51, false},
+		{"calendar, 50 of 50", quotaRule(50), "1", 50, true},
+		{"avgLocal, 12 of 10 a gateway", clusterRule(10, config.ThresholdAvgLocal, nil), "1", 12, true},
+	} {
+		svc := &fakeCluster{ok: false, retry: time.Second, reset: time.Hour, period: 24 * time.Hour, counts: map[string]float64{}}
+		_, v := compileCluster(t, svc, c.rule).Enter(sec(1), order(c.val), c.n)
+		asked := len(svc.counts) > 0 || svc.quotaCalls > 0
+		if !v.Blocked || asked != c.asked {
+			t.Errorf("%s: blocked %v, Redis asked %v, want blocked, asked %v", c.name, v.Blocked, asked, c.asked)
+		}
+		if !c.asked && (v.RetryAfter != 0 || v.HasQuota) {
+			t.Errorf("%s: RetryAfter %v, quota %v: a call that never passes names no moment", c.name, v.RetryAfter, v.HasQuota)
+		}
+	}
+}

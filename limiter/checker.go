@@ -282,6 +282,18 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 			continue
 		}
 		if r.cluster {
+			if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal && float64(n) > d.clusterHolds {
+				// More tokens than the window in Redis ever holds: no retry
+				// passes, as with a local rule (keyState.peek), so the
+				// block names no moment. (An avgLocal window grows with
+				// the fleet.)
+				if d.dryRun {
+					v.DryRun++
+					continue
+				}
+				t.block(now, &v, -1)
+				return v
+			}
 			key := ""
 			if r.limit != limitDefault {
 				key = origin

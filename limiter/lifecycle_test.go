@@ -604,3 +604,36 @@ func TestEnterQuotasOverwritesItsToken(t *testing.T) {
 		a.Exit(t0, false)
 	}
 }
+
+// A call of more tokens than a global cluster rule's window holds never
+// passes, as with a local rule: the block names no moment (RetryAfter -1,
+// no Retry-After) and Redis is not asked. Redis told it to come back in a
+// second, over and over (the cluster audit of 2026-12-07). An avgLocal
+// window grows with the fleet, so it is asked.
+func TestClusterCallOverTheWindowNeverPasses(t *testing.T) {
+	for _, c := range []struct {
+		tt     config.ThresholdType
+		count  float64
+		n      int64
+		asked  bool
+		reason string
+	}{
+		{config.ThresholdGlobal, 10, 12, false, "12 of a window of 10"},
+		{config.ThresholdGlobal, 10.9, 11, false, "11 of a window of 10 whole calls"},
+		{config.ThresholdGlobal, 10, 10, true, "the whole window"},
+		{config.ThresholdAvgLocal, 10, 12, true, "avgLocal: 10 a gateway"},
+	} {
+		r := qps("r", c.count)
+		r.ClusterMode = true
+		r.ClusterConfig.ThresholdType = c.tt
+		svc := &fakeCluster{ok: false, retry: time.Second}
+		f := limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc})
+		_, v := f.Checker("r", "default").Enter(t0, "", c.n)
+		if !v.Blocked || len(svc.keys) > 0 != c.asked {
+			t.Errorf("%s: blocked %v, Redis asked %v, want blocked, asked %v", c.reason, v.Blocked, len(svc.keys) > 0, c.asked)
+		}
+		if want := map[bool]time.Duration{true: time.Second, false: -1}[c.asked]; v.RetryAfter != want || v.HasQuota == (want < 0) {
+			t.Errorf("%s: RetryAfter %v (quota %v), want %v", c.reason, v.RetryAfter, v.HasQuota, want)
+		}
+	}
+}

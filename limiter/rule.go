@@ -50,6 +50,9 @@ type ruleDef struct {
 	// statIntervalMs. The RateLimit fields state this.
 	winNs    int64
 	winLimit float64
+	// clusterHolds is the most tokens a clusterMode rule's window in Redis
+	// holds, as its script counts whole calls (window.ClusterWholeCalls).
+	clusterHolds float64
 }
 
 // keyState is the limiting state of one rule for one key (all callers, or one
@@ -169,6 +172,7 @@ func compileDef(r *config.FlowRule) *ruleDef {
 		d.storeNs = int64(min(float64(r.BurstCount)*math.Ceil(d.perToken), math.MaxInt64/4))
 	}
 	d.winNs, d.winLimit = window.WholeCalls(r.Count, d.intervalNs)
+	_, d.clusterHolds = window.ClusterWholeCalls(r.Count, d.intervalNs)
 	return d
 }
 
