@@ -97,6 +97,12 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 	if (args[0] == "push") != (fs.NArg() == 1) || fs.NArg() > 1 {
 		return usage()
 	}
+	if base != nil && *base < 0 && flagGiven(fs, "base") {
+		// -1 stands for "not given": a negative -base would skip the
+		// version check it asks for.
+		fmt.Fprintf(stderr, "sluice rules push: -base must be a version (0 or more), got %d\n", *base)
+		return 2
+	}
 
 	local, err := config.ReadFile(*cfgPath)
 	if err != nil {
@@ -227,4 +233,10 @@ func printConfigErrors(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintln(w, err)
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
