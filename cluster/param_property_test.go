@@ -250,6 +250,47 @@ func TestParamWindowKeys(t *testing.T) {
 	}
 }
 
+// Keys of a flow rule's origins: a long origin (an origin header may be
+// 64 KB) is keyed by a digest as a long param value is, so no key is longer
+// than about 200 bytes; origins that share their first bytes, and one
+// spelled as a digest, still count apart. A 60 KB origin made a 60 KB key
+// (the cluster audit of 2026-12-07).
+func TestFlowOriginKeys(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
+	defer rdb.Close()
+	clock := new(synthClock)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "okeys", Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetClock(clock.now)
+	rule := qpsRule(1, config.ThresholdGlobal)
+	rule.LimitApp = config.LimitAppOther
+	long := strings.Repeat("o", 60000)
+	sum := sha256.Sum256([]byte(long + "1"))
+	spelled := long[:48] + "#" + hex.EncodeToString(sum[:])
+	for i, o := range []string{"a", long + "1", long + "2", spelled} {
+		at := int64(i) * 10
+		if _, r := offerAt(t, s, clock, rule, o, 1, []int64{at}); r != 0 {
+			t.Errorf("first call of origin %.10q… refused", o)
+		}
+		if _, r := offerAt(t, s, clock, rule, o, 1, []int64{at + 1}); r != 1 {
+			t.Errorf("second call of origin %.10q… in the same second passed", o)
+		}
+	}
+	keys, err := rdb.Keys(context.Background(), "{okeys:w:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 4 {
+		t.Fatalf("%d keys, want 4 (one an origin)", len(keys))
+	}
+	for _, k := range keys {
+		if len(k) > 200 {
+			t.Errorf("key of %d bytes: %.60q…", len(k), k)
+		}
+	}
+}
+
 // Redis memory under a flood of distinct values: each value's window is a
 // string of 80 + 8 x min(count, 1024) bytes that expires durationSec after
 // its newest pass, so the keys alive are the values seen in the last

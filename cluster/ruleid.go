@@ -258,14 +258,32 @@ func valueKey(spec *ruleSpec, value, suffix string) string {
 	if len(value) <= maxKeyValue && !digestForm(value) {
 		return spec.prefix + value + "}" + suffix
 	}
-	sum := sha256.Sum256([]byte(value))
 	var buf [keepValue + 1 + 2*sha256.Size + 1 + 16]byte // 16: a period's label
-	b := append(buf[:0], value[:keepValue]...)
-	b = append(b, '#')
-	b = hex.AppendEncode(b, sum[:])
+	b := appendDigest(buf[:0], value)
 	b = append(b, '}')
 	b = append(b, suffix...)
 	return spec.prefix + string(b)
+}
+
+// originKey is a flow rule's window key for an origin: spec's prefix and
+// the origin, digested as a param value is past maxKeyValue bytes (an
+// origin header may be 64 KB, and so would the key be, in Redis and in
+// every call's script arguments).
+func originKey(spec *ruleSpec, origin string) string {
+	if len(origin) <= maxKeyValue && !digestForm(origin) {
+		return spec.prefix + origin
+	}
+	var buf [keepValue + 1 + 2*sha256.Size]byte
+	return spec.prefix + string(appendDigest(buf[:0], origin))
+}
+
+// appendDigest appends a long value's form: its first keepValue bytes,
+// '#' and its SHA-256 in hex.
+func appendDigest(b []byte, value string) []byte {
+	sum := sha256.Sum256([]byte(value))
+	b = append(b, value[:keepValue]...)
+	b = append(b, '#')
+	return hex.AppendEncode(b, sum[:])
 }
 
 // digestForm reports whether v is spelled as a long value's key: keepValue

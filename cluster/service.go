@@ -669,7 +669,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 			c.slot = redisconn.Slot(c.key)
 		}
 	} else {
-		c.key = spec.prefix + key
+		c.key = originKey(spec, key)
 	}
 	c.spec = spec
 	c.n = n
