@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -74,7 +73,7 @@ const maxQueryParams = 10000
 //     "GET", so a route of methods: [GET] missed it and a route taking every
 //     method served it, while Django, Flask, Symfony and ASP.NET read it as
 //     GET (nginx refuses it too);
-//   - a Host that is no host name or address (plainHost): net/http takes
+//   - a Host that is no host name or address (match.PlainHost): net/http takes
 //     "victim.example," (RFC 3986 lets a reg-name hold sub-delims), which
 //     misses the routes of victim.example and their rules, while an
 //     upstream reading X-Forwarded-Host as a list (Express, Rails) gets
@@ -86,7 +85,7 @@ func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
 	if bad = readMethod(r.Method); bad != badNone {
 		return v, bad
 	}
-	if !plainHost(r.Host) {
+	if !match.PlainHost(r.Host) {
 		return v, badHost
 	}
 	if r.ProtoMajor == 2 && !h2Length(r) {
@@ -347,94 +346,6 @@ func hasDotSegment(p string) bool {
 func stripsToDot(p, prefix string) bool {
 	s := stripPrefix(p, prefix)
 	return len(s) > 1 && s[1] == '.' && hasDotSegment(unescapedPath(s))
-}
-
-// hostByte marks the bytes of a Host sluice serves: a DNS name's letters,
-// digits, '-', '.' and '_' (some private names hold one), a port's ':',
-// and an IPv6 literal's brackets and hex digits ('%' for its zone, %25,
-// within the brackets only).
-var hostByte = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = nameByte[c] || c == ':' || c == '[' || c == ']' || c == '%'
-	}
-	return t
-}()
-
-// nameByte marks the bytes of a Host's name outside brackets.
-var nameByte = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_'
-	}
-	return t
-}()
-
-// maxHostName is the longest DNS name (RFC 1035 2.3.4, in text form).
-const maxHostName = 253
-
-// plainHost reports whether host is a uri-host[:port] sluice serves: a
-// name of nameByte bytes or an IPv6 literal in brackets (hostByte bytes,
-// '%' for its zone), then at most one ':' and a port of digits (an empty
-// Host, an HTTP/1.0 request's, too). What it refuses names no real host,
-// and is read differently by the routes and by an upstream:
-//   - the sub-delims a reg-name may hold (",;!$&'()*+=~"): an upstream may
-//     read "victim.example," as a list or a parameter;
-//   - more than one ':' outside brackets ("victim.example:0:0"): the
-//     routes' hosts cut the port at the last ':' and miss victim.example,
-//     the host source keys each spelling apart, and an upstream reading
-//     X-Forwarded-Host (Express's req.hostname) cuts at the first;
-//   - brackets around anything but an IPv6 address ("[victim.example]"):
-//     the routes' hosts kept the brackets and missed victim.example, where
-//     the host source and Go's net.SplitHostPort drop them;
-//   - a name longer than a DNS name's 253 bytes (a trailing dot aside), or
-//     with an empty label (".victim.example", "a..victim.example"), which
-//     no route's hosts can name: the routes missed it, so a
-//     "*.victim.example" route's limits were stepped around, where an
-//     upstream taking a tenant from the first label read "a".
-func plainHost(host string) bool {
-	port := host
-	if len(host) > 0 && host[0] == '[' {
-		end := strings.IndexByte(host, ']')
-		if end < 0 {
-			return false
-		}
-		for i := 1; i < end; i++ {
-			if !hostByte[host[i]] || host[i] == '[' {
-				return false
-			}
-		}
-		if a, err := netip.ParseAddr(host[1:end]); err != nil || !a.Is6() {
-			return false
-		}
-		port = host[end+1:]
-	} else {
-		i := strings.IndexByte(host, ':')
-		if i < 0 {
-			i = len(host)
-		}
-		if name := host[:i]; len(strings.TrimSuffix(name, ".")) > maxHostName ||
-			strings.HasPrefix(name, ".") || strings.Contains(name, "..") {
-			return false
-		}
-		for j := 0; j < i; j++ {
-			if !nameByte[host[j]] {
-				return false
-			}
-		}
-		port = host[i:]
-	}
-	if port == "" {
-		return true
-	}
-	if port[0] != ':' {
-		return false
-	}
-	for i := 1; i < len(port); i++ {
-		if port[i] < '0' || port[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // readMethod refuses a method that is not an RFC 9110 token, and one of

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"sluice/internal/match"
 )
 
 // Redirect answers every request with 308 to the same host and URI over
@@ -12,6 +14,17 @@ import (
 func Redirect(tlsAddr string) http.Handler {
 	_, port, _ := net.SplitHostPort(tlsAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What the TLS listener would refuse (SPEC §11) is refused here
+		// too, not redirected into a Location of its own making: a '#'
+		// in the target (sent on as %23), a Host that names no host.
+		if strings.IndexByte(r.RequestURI, '#') >= 0 {
+			http.Error(w, "a fragment (#) in the request target", http.StatusBadRequest)
+			return
+		}
+		if !match.PlainHost(r.Host) {
+			http.Error(w, "the Host is not a host name or address", http.StatusBadRequest)
+			return
+		}
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h

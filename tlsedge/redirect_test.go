@@ -31,6 +31,14 @@ func TestRedirect(t *testing.T) {
 		{"GET", "", "/"},
 		{"GET", "y.test", "*"},
 		{"OPTIONS", "y.test", "*"},
+		// What the TLS listener refuses (SPEC §11) is refused here too,
+		// not made into a Location (the edge audit of 2026-12-07 had
+		// https://b.test/a%23frag and https://[b.test:19503:1]:19504/p).
+		{"GET", "y.test", "/a#frag"},
+		{"GET", "y.test:80:1", "/p"},
+		{"GET", "y..test", "/p"},
+		{"GET", "y.test,", "/p"},
+		{"GET", "[y.test]", "/p"},
 	} {
 		req := httptest.NewRequest(bad.method, bad.uri, nil)
 		req.Host = bad.host
