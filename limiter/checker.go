@@ -287,6 +287,7 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 				// passes, as with a local rule (keyState.peek), so the
 				// block names no moment. (An avgLocal window grows with
 				// the fleet.)
+				ks.unpin() // an other-rule origin's state, taken above
 				if d.dryRun {
 					v.DryRun++
 					continue
