@@ -242,7 +242,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	trusted := rt.snap.sources.peerTrusted(p.r)
 	for k := range h {
-		if rt.droppedTwin(k, trusted) || spoofed(k, trusted) {
+		if twinOfDropped(k, trusted) || rt.strippedTwin(k) || spoofed(k, trusted) {
 			delete(h, k)
 		}
 	}

@@ -15,14 +15,22 @@ import (
 // upstream gets the same request-target, Host, X-Forwarded-* and headers
 // whichever path carried it (docs/forwarding.md#same-semantics-on-both-paths).
 
-// forwardHeader reports whether the client's header k is passed on: not a
-// hop-by-hop one (those of dropRequestHeader and those the Connection
-// values conn name), nor an X-Forwarded-* header from a peer that is not
-// a trusted proxy (spoofed), nor the origin header that origin.strip
-// removes.
+// forwardHeader reports whether the client's header k is passed on by rt:
+// passedOn, and not the origin header that origin.strip removes (nor its
+// CGI twin).
 func (rt *route) forwardHeader(k string, conn []string, trusted bool) bool {
+	return passedOn(k, conn, trusted) && k != rt.stripOrigin && !rt.strippedTwin(k)
+}
+
+// passedOn reports whether the client's header k reaches the upstream on
+// any route (the stripped origin aside): not a hop-by-hop one (those of
+// dropRequestHeader and those the Connection values conn name), nor an
+// X-Forwarded-* header from a peer that is not a trusted proxy (spoofed),
+// nor a CGI twin of either (twinOfDropped). The header source keys on the
+// same lines but for those addressed to the gateway itself (keyedOn).
+func passedOn(k string, conn []string, trusted bool) bool {
 	return !dropRequestHeader(k) && !spoofed(k, trusted) && (len(conn) == 0 || !listedIn(conn, k)) &&
-		k != rt.stripOrigin && !rt.droppedTwin(k, trusted)
+		!twinOfDropped(k, trusted)
 }
 
 // spoofed reports an inbound X-Forwarded-* header (canonical name k) that
@@ -34,18 +42,44 @@ func spoofed(k string, trusted bool) bool {
 	return !trusted && strings.HasPrefix(k, "X-Forwarded-")
 }
 
-// droppedTwin reports a name spelt with '_' that a CGI, WSGI, PHP or Rack
-// upstream reads as a header the gateway drops (spoofed, unless trusted) or writes anew
-// (X_Forwarded_For is HTTP_X_FORWARDED_FOR to them, as X-Forwarded-For
-// is; X_App for the origin header origin.strip removes): forwarded, it
-// would stand for that header, the client's own X-Forwarded-For or a
-// stripped origin. Such names are rare: only they allocate.
-func (rt *route) droppedTwin(k string, trusted bool) bool {
+// twinOfDropped reports a name spelt with '_' that a CGI, WSGI, PHP or
+// Rack upstream reads as a header the gateway drops (spoofed, unless
+// trusted) or writes anew (X_Forwarded_For is HTTP_X_FORWARDED_FOR to
+// them, as X-Forwarded-For is): forwarded, it would stand for that header,
+// the client's own X-Forwarded-For. It allocates nothing: the header
+// source asks it of every line.
+func twinOfDropped(k string, trusted bool) bool {
 	if strings.IndexByte(k, '_') < 0 {
 		return false
 	}
-	canon := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-	return dropRequestHeader(canon) || spoofed(canon, trusted) || rt.stripOrigin != "" && sameCGIName(k, rt.stripOrigin)
+	if !trusted && len(k) >= len("X-Forwarded-") && sameCGIName(k[:len("X-Forwarded-")], "X-Forwarded-") {
+		return true
+	}
+	var buf [32]byte // longer than every name dropRequestHeader drops
+	if len(k) > len(buf) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case i == 0 || buf[i-1] == '-':
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return dropRequestHeader(string(buf[:len(k)]))
+}
+
+// strippedTwin reports a name spelt with '_' that such an upstream reads
+// as the origin header origin.strip removes (X_App for X-App).
+func (rt *route) strippedTwin(k string) bool {
+	return rt.stripOrigin != "" && strings.IndexByte(k, '_') >= 0 && sameCGIName(k, rt.stripOrigin)
 }
 
 // forwardedFor is what X-Forwarded-For says, as

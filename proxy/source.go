@@ -90,15 +90,11 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 	case config.SourceHeader:
 		// Names are stored canonical, so the map is read directly
 		// (Header.Values would canonicalize again on every request).
-		// An X-Forwarded-* header an untrusted peer sent is not forwarded
-		// (spoofed), nor are its twins (droppedTwin): no value.
-		if strings.HasPrefix(src.Name, "X-Forwarded-") && !dropRequestHeader(src.Name) && !s.peerTrusted(r) {
-			break
-		}
-		// A header the client's Connection names is hop-by-hop: it is
-		// not forwarded (forwardHeader), so it is no value either.
+		// X-Forwarded-For, -Host and -Proto are read as the gateway writes
+		// them (forwardingHeader); other lines only where they are keyed
+		// on (keyedOn).
 		conn := r.Header["Connection"]
-		if !s.forwardingHeader(r, src.Name, vs) && !listedIn(conn, src.Name) {
+		if !s.forwardingHeader(r, src.Name, vs) && s.keyedOn(r, src.Name, conn) {
 			headerValues(r.Header[src.Name], fieldOf(src.Name), vs)
 		}
 		// The same name spelt with '_' for '-' (X_Tenant for X-Tenant) is
@@ -107,7 +103,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// occurrence of the header too, or it would carry a value past
 		// the limits.
 		for k, lines := range r.Header {
-			if k != src.Name && sameCGIName(k, src.Name) && !listedIn(conn, k) {
+			if k != src.Name && sameCGIName(k, src.Name) && s.keyedOn(r, k, conn) {
 				headerValues(lines, fieldOf(src.Name), vs)
 			}
 		}
@@ -137,6 +133,25 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		}
 	}
 	return !vs.over
+}
+
+// keyedOn reports whether the client's header line k is a value of a
+// header source: not one the forwarders drop for being named in the
+// client's Connection, sent by an untrusted peer as X-Forwarded-*
+// (spoofed), or spelt as a twin of a header they drop or write anew
+// (twinOfDropped: X_Forwarded_For keyed as a victim's address charged the
+// victim's budget). A field addressed to the gateway itself
+// (Proxy-Authorization, Forwarded) is keyed on though not passed on: it is
+// the client's word to the gateway, and the same line every time.
+func (s *sources) keyedOn(r *http.Request, k string, conn []string) bool {
+	if listedIn(conn, k) {
+		return false
+	}
+	if strings.IndexByte(k, '_') < 0 && !strings.HasPrefix(k, "X-Forwarded-") {
+		return true // the common line: no peer to look up
+	}
+	trusted := s.peerTrusted(r)
+	return !spoofed(k, trusted) && !twinOfDropped(k, trusted)
 }
 
 // forwardingHeader reads the forwarding headers that both forwarders
@@ -245,7 +260,7 @@ func (s *sources) peerTrusted(r *http.Request) bool {
 	if len(s.trusted) == 0 {
 		return false
 	}
-	a, _, ok := canonicalAddr(match.HostOnly(r.RemoteAddr))
+	a, ok := match.Addr(match.HostOnly(r.RemoteAddr)) // not its canonical text: no allocation
 	return ok && s.trustedAddr(a)
 }
 

@@ -81,3 +81,47 @@ paramRules:
 		}
 	}
 }
+
+// TestHeaderSourceSkipsDroppedTwins: a header source keys on the lines the
+// upstream gets. A twin of a header the forwarders drop or write anew
+// (X_Forwarded_For, which CGI reads as HTTP_X_FORWARDED_FOR) is dropped,
+// so it gives no value: keyed, a client charged a victim's address with
+// its own calls. Nor does an X-Forwarded-* line of an untrusted peer,
+// however the rule spells the name (header:X_Forwarded_Prefix). The review
+// of 2026-12-07 had each of these 429 against an item of count 0 the
+// upstream never saw.
+func TestHeaderSourceSkipsDroppedTwins(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	for _, c := range []struct{ param, item, name, value string }{
+		{"header:X-Forwarded-For", "9.9.9.9", "X_Forwarded_For", "9.9.9.9"},
+		{"header:X-Forwarded-Host", "victim.example", "X_Forwarded_Host", "victim.example"},
+		{"header:X-Forwarded-Proto", "ftp", "X_forwarded_proto", "ftp"},
+		{"header:X_Forwarded_Prefix", "evil", "X-Forwarded-Prefix", "evil"},
+		{"header:X_Forwarded_Prefix", "evil", "X_Forwarded_Prefix", "evil"},
+		{"header:X-Forwarded-Prefix", "evil", "X_Forwarded_Prefix", "evil"},
+	} {
+		for _, fwd := range []string{"fast", "standard"} {
+			rules := fmt.Sprintf(`
+upstreams:
+  up: {targets: [%q]}
+routes:
+  - {path: /*, upstream: up, resource: all}
+paramRules:
+  - {resource: all, param: %q, count: 100, items: [{value: %q, count: 0}]}
+`, up.URL, c.param, c.item)
+			gw := httptest.NewServer(loadedGateway(t, fwd, rules))
+			req, _ := http.NewRequest("GET", gw.URL+"/t", nil)
+			req.Header[c.name] = []string{c.value}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			gw.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("%s, %s: %q from an untrusted client: %d, want 200 (the upstream never gets it)", fwd, c.param, c.name+": "+c.value, resp.StatusCode)
+			}
+		}
+	}
+}
