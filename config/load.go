@@ -311,10 +311,10 @@ func yamlError(err error, data []byte) (int, string) {
 		// the last line of the shortest prefix failing with the message.
 		line := 0
 		switch {
-		case strings.Contains(msg, "UTF-8"):
+		case !utf8.Valid(data):
 			// A prefix cut after a bad byte fails otherwise ("incomplete
 			// UTF-8 octet sequence"): the line is the first not UTF-8.
-			line = 1 + bytes.Count(data[:invalidUTF8(data)], []byte("\n"))
+			line = min(1+bytes.Count(data[:invalidUTF8(data)], []byte("\n")), last)
 		case len(data) <= maxLineSearch:
 			line = mistakeLine(data, func(e error) bool { return e.Error() == msg }, 1, last)
 		}

@@ -843,6 +843,7 @@ func TestYAMLSyntaxErrorLines(t *testing.T) {
 		{"routes:\n  - path: /a\n# caf\xe9\n    upstream: a\n", 3},                                        // a byte that is not UTF-8
 		{"routes:\n  - path: /a\xe9\n    upstream: a\n", 2},                                               // in a value
 		{"routes:\n  - path: /a\n    upstream: a\x07\n", 3},                                               // a control character
+		{"a: 1\nb: *UTF-8\n\n\n\n", 2},                                                                    // an anchor so named (review)
 	} {
 		_, err := config.Parse("r.yaml", []byte(c.doc))
 		var errs config.Errors

@@ -15,8 +15,13 @@ func Redirect(tlsAddr string) http.Handler {
 	_, port, _ := net.SplitHostPort(tlsAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What the TLS listener would refuse (SPEC §11) is refused here
-		// too, not redirected into a Location of its own making: a '#'
-		// in the target (sent on as %23), a Host that names no host.
+		// too, not redirected into a Location of its own making: CONNECT
+		// (405 there too), a '#' in the target (sent on as %23), a Host
+		// that names no host.
+		if r.Method == http.MethodConnect {
+			http.Error(w, "CONNECT: the gateway opens no tunnels", http.StatusMethodNotAllowed)
+			return
+		}
 		if strings.IndexByte(r.RequestURI, '#') >= 0 {
 			http.Error(w, "a fragment (#) in the request target", http.StatusBadRequest)
 			return

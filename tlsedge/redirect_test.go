@@ -48,4 +48,12 @@ func TestRedirect(t *testing.T) {
 			t.Errorf("%s %s with Host %q: %d %q, want 400 and no Location", bad.method, bad.uri, bad.host, rec.Code, rec.Header().Get("Location"))
 		}
 	}
+	// CONNECT is 405 on the TLS listener: not redirected either.
+	req := httptest.NewRequest("CONNECT", "/", nil)
+	req.Host = "victim.example:443"
+	rec := httptest.NewRecorder()
+	Redirect(":8443").ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Location") != "" {
+		t.Errorf("CONNECT: %d %q, want 405 and no Location", rec.Code, rec.Header().Get("Location"))
+	}
 }
