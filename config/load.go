@@ -311,7 +311,7 @@ func yamlError(err error, data []byte) (int, string) {
 		// the last line of the shortest prefix failing with the message.
 		line := 0
 		switch {
-		case !utf8.Valid(data):
+		case strings.Contains(msg, "UTF-8") && !utf8.Valid(data):
 			// A prefix cut after a bad byte fails otherwise ("incomplete
 			// UTF-8 octet sequence"): the line is the first not UTF-8.
 			line = min(1+bytes.Count(data[:invalidUTF8(data)], []byte("\n")), last)
