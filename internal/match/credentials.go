@@ -35,22 +35,18 @@ func Credentials(dst []string, v string) []string {
 	for rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
 		rest = rest[1:]
 	}
-	canon := schemeSpelling(scheme)
+	canon, a, b := schemeSpelling(scheme), rest, rest
 	if canon == "Basic" {
-		a, b := basicReadings(rest)
-		if a == rest && canon == scheme && len(scheme)+1+len(rest) == len(v) {
-			return append(dst, v) // the common case, already in its form
-		}
-		dst = append(dst, canon+" "+a)
-		if b != a {
-			dst = append(dst, canon+" "+b)
-		}
-		return dst
+		a, b = basicReadings(rest)
 	}
-	if canon == scheme && len(scheme)+1+len(rest) == len(v) {
-		return append(dst, v)
+	if a == rest && canon == scheme && len(scheme)+1+len(rest) == len(v) {
+		return append(dst, v) // the common case, already in its form
 	}
-	return append(dst, canon+" "+rest)
+	dst = append(dst, canon+" "+a)
+	if b != a {
+		dst = append(dst, canon+" "+b)
+	}
+	return dst
 }
 
 // CredentialsForm is the value Credentials gives of v, as an item of a
@@ -72,12 +68,7 @@ func schemeSpelling(s string) string {
 			return k
 		}
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(s)
-		}
-	}
-	return s
+	return lowerASCII(s)
 }
 
 // basicReadings are Basic's base64 as the lenient decoders read it (see
@@ -159,16 +150,7 @@ scan:
 	if len(keep)%4 == 1 {
 		keep = keep[:len(keep)-1]
 	}
-	// RawStdEncoding ignores nothing: the leftover bits are cleared so
-	// that it takes them.
-	if r := len(keep) % 4; r != 0 {
-		last := strings.IndexByte(stdAlphabet, keep[len(keep)-1])
-		mask := 0x3c // 3 characters: 18 bits for 2 bytes
-		if r == 2 {
-			mask = 0x30 // 12 bits for 1 byte
-		}
-		keep[len(keep)-1] = stdAlphabet[last&mask]
-	}
+	// Not Strict: the bits the last character leaves over are ignored.
 	dec, err := base64.RawStdEncoding.DecodeString(string(keep))
 	if err != nil {
 		return string(keep) // cannot happen: only the alphabet is left

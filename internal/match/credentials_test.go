@@ -183,16 +183,6 @@ func nodeBasic(field string) ([]byte, bool) {
 
 // decodeBits decodes unpadded standard base64, ignoring leftover bits.
 func decodeBits(keep []byte) ([]byte, bool) {
-	keep = slices.Clone(keep)
-	if r := len(keep) % 4; r != 0 {
-		last := strings.IndexByte(stdAlphabet, keep[len(keep)-1])
-		if r == 2 {
-			last &= 0x30
-		} else {
-			last &= 0x3c
-		}
-		keep[len(keep)-1] = stdAlphabet[last]
-	}
-	b, err := base64.RawStdEncoding.DecodeString(string(keep))
+	b, err := base64.RawStdEncoding.DecodeString(string(keep)) // not Strict: leftover bits ignored
 	return b, err == nil
 }

@@ -11,13 +11,18 @@ import (
 // lower-case. The gateway reads the source with it and validation holds
 // host items to it, so the two agree.
 func Host(hostport string) string {
-	h := strings.TrimSuffix(HostOnly(hostport), ".")
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(h)
+	return lowerASCII(strings.TrimSuffix(HostOnly(hostport), "."))
+}
+
+// lowerASCII is s lower-cased, allocating only when s holds an upper-case
+// ASCII letter (hosts and auth-schemes are ASCII where they matter).
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(s)
 		}
 	}
-	return h
+	return s
 }
 
 // HostOnly strips a port and IPv6 brackets from hostport without
