@@ -10,6 +10,7 @@ import (
 	"sluice/config"
 	"sluice/hotparam"
 	"sluice/limiter"
+	"sluice/limiter/window"
 )
 
 // fakeCluster is a TokenService that answers every value alike, and
@@ -495,6 +496,23 @@ func TestClusterCallOverTheWindowNeverPasses(t *testing.T) {
 		}
 		if !c.asked && (v.RetryAfter != 0 || v.HasQuota) {
 			t.Errorf("%s: RetryAfter %v, quota %v: a call that never passes names no moment", c.name, v.RetryAfter, v.HasQuota)
+		}
+	}
+	// Swept: counts 0.5 to 100,000 over durationSec 1 s to an hour, the
+	// window as the Redis script counts it (window.ClusterWholeCalls): its
+	// whole window is asked of Redis, one token more never is.
+	for _, count := range []float64{0.5, 0.9, 1, 1.5, 2, 3, 9.99, 10, 100, 1024, 2047.5, 4096, 99999.9, 100000} {
+		for _, secs := range []int64{1, 60, 3600} {
+			_, holds := window.ClusterWholeCalls(count, secs*int64(time.Second))
+			for _, n := range []int64{int64(holds), int64(holds) + 1} {
+				r := clusterRule(count, config.ThresholdGlobal, nil)
+				r.DurationSec = secs
+				svc := &fakeCluster{ok: false, retry: time.Second, counts: map[string]float64{}}
+				compileCluster(t, svc, r).Enter(sec(1), order("1"), n)
+				if asked := len(svc.counts) > 0; asked != (n <= int64(holds)) {
+					t.Errorf("count %v per %d s, %d tokens of a window of %v: Redis asked %v", count, secs, n, holds, asked)
+				}
+			}
 		}
 	}
 }

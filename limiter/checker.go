@@ -282,11 +282,10 @@ func (c *Checker) enter(t *Token, now int64, origin string, n, maxWait int64, si
 			continue
 		}
 		if r.cluster {
-			if r.cfg.ClusterConfig.ThresholdType != config.ThresholdAvgLocal && float64(n) > d.clusterHolds {
+			if float64(n) > d.clusterHolds {
 				// More tokens than the window in Redis ever holds: no retry
 				// passes, as with a local rule (keyState.peek), so the
-				// block names no moment. (An avgLocal window grows with
-				// the fleet.)
+				// block names no moment.
 				ks.unpin() // an other-rule origin's state, taken above
 				if d.dryRun {
 					v.DryRun++

@@ -11,6 +11,7 @@ import (
 
 	"sluice/config"
 	"sluice/limiter"
+	"sluice/limiter/window"
 )
 
 // A dryRun rule is evaluated and counted but never blocks; the rules after it
@@ -634,6 +635,26 @@ func TestClusterCallOverTheWindowNeverPasses(t *testing.T) {
 		}
 		if want := map[bool]time.Duration{true: time.Second, false: -1}[c.asked]; v.RetryAfter != want || v.HasQuota == (want < 0) {
 			t.Errorf("%s: RetryAfter %v (quota %v), want %v", c.reason, v.RetryAfter, v.HasQuota, want)
+		}
+	}
+	// Swept: counts 0.5 to 100,000 (whole, fractional, under one) over
+	// statIntervalMs 100 ms to a minute, the window as the Redis script
+	// counts it (window.ClusterWholeCalls: whole calls, and one call over
+	// a wider window under one): its whole window is asked of Redis, one
+	// token more never is.
+	for _, count := range []float64{0.5, 0.9, 1, 1.5, 2, 3, 9.99, 10, 100, 1024, 2047.5, 4096, 99999.9, 100000} {
+		for _, ms := range []int64{100, 1000, 60000} {
+			_, holds := window.ClusterWholeCalls(count, ms*int64(time.Millisecond))
+			for _, n := range []int64{int64(holds), int64(holds) + 1} {
+				r := qps("r", count)
+				r.StatIntervalMs, r.ClusterMode = ms, true
+				svc := &fakeCluster{ok: false, retry: time.Second}
+				f := limiter.Compile(defaulted(r), nil, limiter.Options{Cluster: svc})
+				f.Checker("r", "default").Enter(t0, "", n)
+				if asked := len(svc.keys) > 0; asked != (n <= int64(holds)) {
+					t.Errorf("count %v per %d ms, %d tokens of a window of %v: Redis asked %v", count, ms, n, holds, asked)
+				}
+			}
 		}
 	}
 }

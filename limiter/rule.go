@@ -51,7 +51,8 @@ type ruleDef struct {
 	winNs    int64
 	winLimit float64
 	// clusterHolds is the most tokens a clusterMode rule's window in Redis
-	// holds, as its script counts whole calls (window.ClusterWholeCalls).
+	// holds, as its script counts whole calls (window.ClusterWholeCalls);
+	// +Inf for avgLocal, whose window grows with the live gateways.
 	clusterHolds float64
 }
 
@@ -173,6 +174,9 @@ func compileDef(r *config.FlowRule) *ruleDef {
 	}
 	d.winNs, d.winLimit = window.WholeCalls(r.Count, d.intervalNs)
 	_, d.clusterHolds = window.ClusterWholeCalls(r.Count, d.intervalNs)
+	if r.ClusterConfig.ThresholdType == config.ThresholdAvgLocal {
+		d.clusterHolds = math.Inf(1)
+	}
 	return d
 }
 
