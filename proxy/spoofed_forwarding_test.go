@@ -48,18 +48,9 @@ paramRules:
 				gw := httptest.NewServer(loadedGateway(t, fwd, rules))
 				defer gw.Close()
 				for i := range 2 {
-					req, _ := http.NewRequest("GET", gw.URL+"/t", nil)
-					for k, v := range spoofed {
-						req.Header[k] = []string{v}
-					}
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					resp.Body.Close()
 					// Trusted, the prefix is a value: its count of 1 holds.
-					if want := map[bool]int{true: 429, false: 200}[trusted && i == 1]; resp.StatusCode != want {
-						t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+					if st, want := getWith(t, gw.URL+"/t", spoofed), map[bool]int{true: 429, false: 200}[trusted && i == 1]; st != want {
+						t.Fatalf("request %d: %d, want %d", i+1, st, want)
 					}
 				}
 				mu.Lock()
@@ -111,17 +102,27 @@ paramRules:
   - {resource: all, param: %q, count: 100, items: [{value: %q, count: 0}]}
 `, up.URL, c.param, c.item)
 			gw := httptest.NewServer(loadedGateway(t, fwd, rules))
-			req, _ := http.NewRequest("GET", gw.URL+"/t", nil)
-			req.Header[c.name] = []string{c.value}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			st := getWith(t, gw.URL+"/t", map[string]string{c.name: c.value})
 			gw.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("%s, %s: %q from an untrusted client: %d, want 200 (the upstream never gets it)", fwd, c.param, c.name+": "+c.value, resp.StatusCode)
+			if st != 200 {
+				t.Errorf("%s, %s: %q from an untrusted client: %d, want 200 (the upstream never gets it)", fwd, c.param, c.name+": "+c.value, st)
 			}
 		}
 	}
+}
+
+// getWith GETs url with the header fields given, by name as written (not
+// canonicalized), and returns the status.
+func getWith(t *testing.T, url string, fields map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range fields {
+		req.Header[k] = []string{v}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
