@@ -222,10 +222,7 @@ func TestParamWindowKeys(t *testing.T) {
 	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "keys", Timeout: 5 * time.Second, Heartbeat: time.Hour})
 	s.SetClock(clock.now)
 	rule := paramRule(1, 1, config.ThresholdGlobal)
-	long := strings.Repeat("x", 5000)
-	sum := sha256.Sum256([]byte(long + "1"))
-	spelled := long[:48] + "#" + hex.EncodeToString(sum[:])
-	for _, v := range []string{"a", "b", long + "1", long + "2", spelled} {
+	for _, v := range append([]string{"a", "b"}, longKeyValues("x", 5000)...) {
 		if _, r := offerValueAt(t, s, clock, rule, 1, v, 1, []int64{0}); r != 0 {
 			t.Errorf("first call of value %.10q… refused", v)
 		}
@@ -233,17 +230,7 @@ func TestParamWindowKeys(t *testing.T) {
 			t.Errorf("second call of value %.10q… in the same second passed", v)
 		}
 	}
-	keys, err := rdb.Keys(context.Background(), "{keys:p:*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != 5 {
-		t.Fatalf("keys %q, want 5 (one a value)", keys)
-	}
-	for _, k := range keys {
-		if len(k) > 200 {
-			t.Errorf("key of %d bytes: %.60q…", len(k), k)
-		}
+	for _, k := range shortKeys(t, rdb, "{keys:p:*", 5) {
 		if !strings.HasSuffix(k, "}") || strings.Count(k, "{") != 1 {
 			t.Errorf("key %.60q… is not one hash tag of its own", k)
 		}
@@ -265,10 +252,7 @@ func TestFlowOriginKeys(t *testing.T) {
 	s.SetClock(clock.now)
 	rule := qpsRule(1, config.ThresholdGlobal)
 	rule.LimitApp = config.LimitAppOther
-	long := strings.Repeat("o", 60000)
-	sum := sha256.Sum256([]byte(long + "1"))
-	spelled := long[:48] + "#" + hex.EncodeToString(sum[:])
-	for i, o := range []string{"a", long + "1", long + "2", spelled} {
+	for i, o := range append([]string{"a"}, longKeyValues("o", 60000)...) {
 		at := int64(i) * 10
 		if _, r := offerAt(t, s, clock, rule, o, 1, []int64{at}); r != 0 {
 			t.Errorf("first call of origin %.10q… refused", o)
@@ -277,18 +261,35 @@ func TestFlowOriginKeys(t *testing.T) {
 			t.Errorf("second call of origin %.10q… in the same second passed", o)
 		}
 	}
-	keys, err := rdb.Keys(context.Background(), "{okeys:w:*").Result()
+	shortKeys(t, rdb, "{okeys:w:*", 4)
+}
+
+// longKeyValues are values a window's key must keep apart: two of n bytes
+// of fill that share their first bytes, and a short one spelled as the
+// first one's digest form (its first 48 bytes, '#', its SHA-256 in hex).
+func longKeyValues(fill string, n int) []string {
+	long := strings.Repeat(fill, n)
+	sum := sha256.Sum256([]byte(long + "1"))
+	return []string{long + "1", long + "2", long[:48] + "#" + hex.EncodeToString(sum[:])}
+}
+
+// shortKeys returns the keys matching pattern, failing unless there are
+// want of them (one a value or origin) and each is at most 200 bytes.
+func shortKeys(t *testing.T, rdb *redis.Client, pattern string, want int) []string {
+	t.Helper()
+	keys, err := rdb.Keys(context.Background(), pattern).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 4 {
-		t.Fatalf("%d keys, want 4 (one an origin)", len(keys))
+	if len(keys) != want {
+		t.Fatalf("%d keys match %s, want %d (one a value)", len(keys), pattern, want)
 	}
 	for _, k := range keys {
 		if len(k) > 200 {
 			t.Errorf("key of %d bytes: %.60q…", len(k), k)
 		}
 	}
+	return keys
 }
 
 // Redis memory under a flood of distinct values: each value's window is a
