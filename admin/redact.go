@@ -17,8 +17,11 @@ import (
 // endpoint. The ETag is still computed over the real bytes. If a secret
 // cannot be located exactly, ok is false and the text must not be served.
 func redactSecrets(data []byte) (text string, ok bool) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 || moreDocuments(data) {
+	// One document only: config refuses a second, and a secret in it
+	// would be served as it is.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, extra yaml.Node
+	if err := dec.Decode(&doc); err != nil || len(doc.Content) != 1 || dec.Decode(&extra) != io.EOF {
 		// Not YAML: a secret could sit anywhere, so serve only what has no token.
 		if bytes.Contains(data, []byte("token")) || bytes.Contains(data, []byte("@")) ||
 			bytes.Contains(data, []byte("assword")) {
@@ -65,18 +68,6 @@ func redactSecrets(data []byte) (text string, ok bool) {
 		lines[n.Line-1] = nl
 	}
 	return string(bytes.Join(lines, nil)), true
-}
-
-// moreDocuments reports whether data holds a YAML document after its
-// first: yaml.Unmarshal reads only the first, and config refuses the
-// file, but a secret in the second would be served as it is.
-func moreDocuments(data []byte) bool {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var n yaml.Node
-	if dec.Decode(&n) != nil {
-		return false
-	}
-	return dec.Decode(&n) != io.EOF
 }
 
 // urlScalars appends the scalars under n (aliases not followed: their
