@@ -172,9 +172,8 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 	}
 
 	conn := r.Header["Connection"]
-	trusted := rt.snap.sources.peerTrusted(r)
 	for k, vv := range r.Header {
-		if !rt.forwardHeader(k, conn, trusted) {
+		if !rt.forwardHeader(r, k, conn) {
 			continue
 		}
 		switch k {

@@ -240,9 +240,9 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	out.Scheme, out.Host = target.Scheme, target.Host
 	pr.Out.Host = ""
 	h := pr.Out.Header
-	trusted := rt.snap.sources.peerTrusted(p.r)
 	for k := range h {
-		if twinOfDropped(k, trusted) || rt.strippedTwin(k) || spoofed(k, trusted) {
+		// ReverseProxy removed what dropRequestHeader and Connection name.
+		if !rt.snap.sources.keyedOn(p.r, k, nil) || rt.strippedTwin(k) {
 			delete(h, k)
 		}
 	}

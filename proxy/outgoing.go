@@ -15,22 +15,13 @@ import (
 // upstream gets the same request-target, Host, X-Forwarded-* and headers
 // whichever path carried it (docs/forwarding.md#same-semantics-on-both-paths).
 
-// forwardHeader reports whether the client's header k is passed on by rt:
-// passedOn, and not the origin header that origin.strip removes (nor its
-// CGI twin).
-func (rt *route) forwardHeader(k string, conn []string, trusted bool) bool {
-	return passedOn(k, conn, trusted) && k != rt.stripOrigin && !rt.strippedTwin(k)
-}
-
-// passedOn reports whether the client's header k reaches the upstream on
-// any route (the stripped origin aside): not a hop-by-hop one (those of
-// dropRequestHeader and those the Connection values conn name), nor an
-// X-Forwarded-* header from a peer that is not a trusted proxy (spoofed),
-// nor a CGI twin of either (twinOfDropped). The header source keys on the
-// same lines but for those addressed to the gateway itself (keyedOn).
-func passedOn(k string, conn []string, trusted bool) bool {
-	return !dropRequestHeader(k) && !spoofed(k, trusted) && (len(conn) == 0 || !listedIn(conn, k)) &&
-		!twinOfDropped(k, trusted)
+// forwardHeader reports whether the client's header k of r is passed on
+// by rt: not one dropRequestHeader names, a line the header source keys on
+// (keyedOn: not named in the client's Connection values conn, not an
+// X-Forwarded-* header of an untrusted peer, not a CGI twin of either),
+// and not the origin header that origin.strip removes (nor its CGI twin).
+func (rt *route) forwardHeader(r *http.Request, k string, conn []string) bool {
+	return !dropRequestHeader(k) && rt.snap.sources.keyedOn(r, k, conn) && k != rt.stripOrigin && !rt.strippedTwin(k)
 }
 
 // spoofed reports an inbound X-Forwarded-* header (canonical name k) that

@@ -140,9 +140,11 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 // client's Connection, sent by an untrusted peer as X-Forwarded-*
 // (spoofed), or spelt as a twin of a header they drop or write anew
 // (twinOfDropped: X_Forwarded_For keyed as a victim's address charged the
-// victim's budget). A field addressed to the gateway itself
-// (Proxy-Authorization, Forwarded) is keyed on though not passed on: it is
-// the client's word to the gateway, and the same line every time.
+// victim's budget). The forwarders pass on exactly these lines but those
+// dropRequestHeader names (forwardHeader): a field addressed to the
+// gateway itself (Proxy-Authorization, Forwarded) is keyed on though not
+// passed on, the client's word to the gateway. The peer's trust is looked
+// up only for a name it can change.
 func (s *sources) keyedOn(r *http.Request, k string, conn []string) bool {
 	if listedIn(conn, k) {
 		return false
