@@ -313,8 +313,13 @@ func TestFleetGatewayStartsWithRedisDown(t *testing.T) {
 	// Redis is back, empty. The gateway finds it and reports the missing
 	// document, still serving the cached rules; a push then applies as usual.
 	rs.start()
-	st = flWait(t, []*gateway{g}, 5*time.Second, "the source reached", func(st flState) bool { return st.Source.Up })[0]
-	if !strings.Contains(st.LastError, "the key holds no rules document") || st.count() != 4 || !st.Source.FromCache {
+	// Reaching the source and reporting its missing document are two
+	// steps (a CI run read the state between them, 1 ms apart): wait for
+	// the report.
+	st = flWait(t, []*gateway{g}, 5*time.Second, "the source reached and the missing document reported", func(st flState) bool {
+		return st.Source.Up && strings.Contains(st.LastError, "the key holds no rules document")
+	})[0]
+	if st.count() != 4 || !st.Source.FromCache {
 		t.Errorf("with Redis back but empty: %+v; want the cached rules kept and the missing document reported", st)
 	}
 	v := s.mustPush(flDoc(up.URL, 8))
