@@ -162,33 +162,44 @@ paramRules:
 }
 
 // TestCostHeaderSpellings: an upstream that writes the figure header
-// in odd cases, on two lines, is read and stripped alike on both
-// forwarders: the higher figure (6 of 4 and 6) is charged, so a key of 10
-// tokens passes twice (the second overdraws) and is refused the third
-// time; the client never sees either line.
+// in odd cases, on two lines, or with white space before the colon (RFC
+// 9112 §5.1: a proxy removes it before forwarding; net/http keeps such a
+// field under the name "X-Tokens-Used " and its writer drops it), is read
+// and stripped alike on both forwarders: the figure charged is 6 (the
+// higher of 4 and 6), so a key of 10 tokens passes twice (the second
+// overdraws) and is refused the third time; the client never sees the
+// figure, and gets another field so written under its name.
 func TestCostHeaderSpellings(t *testing.T) {
-	up := newRawUp(t, "HTTP/1.1 200 OK\r\nx-tokens-used: 4\r\nX-TOKENS-USED: 6\r\nContent-Length: 2\r\n\r\nok", false)
-	for _, fwd := range []string{"standard", "fast"} {
-		t.Run(fwd, func(t *testing.T) {
-			srv := costGateway(t, up.url(), fwd, false)
-			for i, want := range []int{200, 200, 429} {
-				req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
-				req.Header.Set("X-Key", "k")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
-				}
-				for k, v := range resp.Header {
-					if strings.EqualFold(k, "X-Tokens-Used") {
-						t.Fatalf("call %d: the client got %s: %q", i, k, v)
+	for _, tc := range []struct{ name, fields string }{
+		{"cases", "x-tokens-used: 4\r\nX-TOKENS-USED: 6\r\n"},
+		{"space before colon", "X-Tokens-Used : 6\r\nX-Other  : kept\r\n"},
+	} {
+		up := newRawUp(t, "HTTP/1.1 200 OK\r\n"+tc.fields+"Content-Length: 2\r\n\r\nok", false)
+		for _, fwd := range []string{"standard", "fast"} {
+			t.Run(tc.name+"/"+fwd, func(t *testing.T) {
+				srv := costGateway(t, up.url(), fwd, false)
+				for i, want := range []int{200, 200, 429} {
+					req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
+					req.Header.Set("X-Key", "k")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != want {
+						t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+					}
+					for k, v := range resp.Header {
+						if strings.EqualFold(strings.TrimSpace(k), "X-Tokens-Used") {
+							t.Fatalf("call %d: the client got %s: %q", i, k, v)
+						}
+					}
+					if other := resp.Header.Get("X-Other"); want == 200 && strings.Contains(tc.fields, "X-Other") && other != "kept" {
+						t.Fatalf("call %d: X-Other %q, want kept (header %v)", i, other, resp.Header)
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

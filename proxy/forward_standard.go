@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http/httpguts"
 
 	ups "sluice/upstream"
 )
@@ -265,6 +266,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 // 502/503/504 answer that the attempts loop sends again.
 func (c *stdCall) modifyResponse(resp *http.Response) error {
 	c.restoreHeader()
+	unspaceNames(resp.Header)
 	code := resp.StatusCode
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w %d", errBadStatus, code)
@@ -296,6 +298,24 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 		}
 	}
 	return nil
+}
+
+// unspaceNames moves the fields an upstream wrote with white space before
+// the colon ("X-Tokens-Used : 40", which net/http keeps under the name
+// "X-Tokens-Used " and its writer then drops) to their name, as RFC 9112
+// §5.1 asks of a proxy and as the fast path (fasthttp) reads them: both
+// forwarders pass on the same fields, and a rule charges the same cost.
+func unspaceNames(h http.Header) {
+	for k, vv := range h {
+		if k == "" || k[len(k)-1] != ' ' {
+			continue
+		}
+		delete(h, k)
+		if name := strings.TrimRight(k, " "); httpguts.ValidHeaderFieldName(name) {
+			name = http.CanonicalHeaderKey(name)
+			h[name] = append(h[name], vv...)
+		}
+	}
 }
 
 // readWhole reads an answer's body of n bytes (up to copyBufSize) before
