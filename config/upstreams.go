@@ -93,6 +93,9 @@ func (c *checker) applyUpstreamDefaults() {
 				u.ConnectTimeout = u.Timeout
 			}
 		}
+		if !c.has(p + ".protocol") {
+			u.Protocol = ProtocolHTTP1
+		}
 		if !c.has(p + ".balance") {
 			u.Balance = BalanceRoundRobin
 		}

@@ -16,7 +16,7 @@ import (
 // (and timeout) gets it.
 func upstreamDefaults(timeout config.Duration, urls ...string) config.Upstream {
 	u := config.Upstream{Timeout: timeout, ConnectTimeout: config.Duration(config.DefaultConnectTimeout),
-		Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget,
+		Protocol: config.ProtocolHTTP1, Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget,
 		Passive: &config.Passive{ConsecutiveFailures: config.DefaultConsecutiveFailures,
 			EjectFor: config.Duration(config.DefaultEjectFor), MaxEjectedPercent: config.DefaultMaxEjectedPercent}}
 	for _, s := range urls {
