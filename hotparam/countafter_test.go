@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/config"
 	"sluice/hotparam"
 )
 
@@ -228,4 +229,62 @@ func TestCountOnFailureHoldsWhileInFlight(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLiftForgivesCallsInFlight: a lift (Checker.Forget) while a call of
+// the value is in flight. Locally its answer, a failure or a figure of 40
+// tokens, is charged to the forgotten state: the value's next calls find
+// its whole count (two failures, then refused; ten tokens, the second call
+// overdraws and the third is refused). In clusterMode the figure is sent
+// to the cluster by value, after the lift, so the value's new window is
+// charged (docs/admin.md, DELETE /api/params).
+func TestLiftForgivesCallsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rule  config.ParamRule
+		after []afterStep
+	}{
+		{"failure", lockoutRule(2, 900), []afterStep{
+			{at: 2, value: "a", pass: true, status: 401},
+			{at: 3, value: "a", pass: true, status: 401},
+			{at: 4, value: "a", pass: false},
+		}},
+		{"figure", costRule(10, 3600), []afterStep{
+			{at: 2, value: "a", pass: true, status: 200, cost: []string{"6"}},
+			{at: 3, value: "a", pass: true, status: 200, cost: []string{"6"}},
+			{at: 4, value: "a", pass: false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compile(t, tc.rule).For("get-order")
+			tok, vd := c.Enter(sec(1), order("a"), 1)
+			if vd.Blocked {
+				t.Fatal("the first call was refused")
+			}
+			if n, err := c.Forget(t.Context(), "a"); n != 1 || err != nil {
+				t.Fatalf("Forget: %d, %v", n, err)
+			}
+			tok.Answer(answer{"X-Tokens-Used": {"40"}})
+			tok.Exit(sec(1.5), 401)
+			runAfter(t, c, tc.after)
+		})
+	}
+	t.Run("cluster", func(t *testing.T) {
+		svc := &fakeCluster{ok: true}
+		r := costRule(100, 10)
+		r.ClusterMode = true
+		c := compileCluster(t, svc, r)
+		tok, vd := c.Enter(0, order("a"), 1)
+		if vd.Blocked {
+			t.Fatal("blocked")
+		}
+		if _, err := c.Forget(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		tok.Answer(answer{"X-Tokens-Used": {"40"}})
+		tok.Exit(0, 200)
+		if svc.charged["a"] != 40 {
+			t.Fatalf("cluster charged %v after the lift, want a: 40", svc.charged)
+		}
+	})
 }
