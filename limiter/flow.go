@@ -17,6 +17,16 @@ type Options struct {
 	// "other" rule (default 10000); past it the least recently used origin with
 	// no call in flight is forgotten.
 	MaxOrigins int
+	// OriginBudget caps the origins the statistics track over every
+	// resource of the snapshot (default 100000): a resource's share is
+	// OriginBudget / Resources, at most MaxOrigins and at least
+	// minOriginShare. Per-origin statistics are for operators; a client
+	// sending made-up origins to each of many routes must not hold
+	// MaxOrigins statistics nodes per route (about 630 bytes each).
+	OriginBudget int
+	// Resources is how many resources the snapshot names (its routes', API
+	// groups' and rules'), for the share; the rules' alone when it says fewer.
+	Resources int
 	// Cluster decides clusterMode rules; nil checks them as local rules.
 	Cluster TokenService
 }
@@ -77,6 +87,7 @@ type Flow struct {
 	named  map[string]map[string]bool
 	states ruleid.Index[*ruleState] // for the next Compile
 	opts   Options
+	share  int // how many origins each resource's statistics track at most
 
 	mu    sync.Mutex // guards nodes, ents, oldNodes and oldEnts
 	nodes map[string]*resNode
@@ -90,11 +101,28 @@ type Flow struct {
 	oldEnts  map[entKey]*statNode
 }
 
-// resNode is a resource's statistics: all callers, and per origin.
+// resNode is a resource's statistics: all callers, and per origin, at
+// most share of them.
 type resNode struct {
 	all     *statNode
 	origins *lru.Cache[*statNode]
+	share   int
 }
+
+// minOriginShare is the fewest origins a resource's statistics track,
+// however many resources share the budget.
+const minOriginShare = 8
+
+// originShare is one resource's share of opts' origin budget.
+func originShare(opts Options, resources int) int {
+	return min(max(opts.OriginBudget/max(resources, 1), minOriginShare), opts.MaxOrigins)
+}
+
+// keepsShare reports whether statistics tracking at most had origins may
+// go on as a resource's with share: a share that moved by less than half
+// keeps the origins tracked, so adding a route does not clear every
+// resource's per-origin statistics.
+func keepsShare(had, share int) bool { return share >= had/2 && share <= had*2 }
 
 type entKey struct{ entrance, resource string }
 
@@ -115,6 +143,9 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	if opts.MaxOrigins <= 0 {
 		opts.MaxOrigins = 10000
 	}
+	if opts.OriginBudget <= 0 {
+		opts.OriginBudget = 100000
+	}
 	f := &Flow{
 		rules: slices.Clone(rules),
 		byRes: make(map[string][]*rule),
@@ -123,6 +154,14 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		nodes: make(map[string]*resNode),
 		ents:  make(map[entKey]*statNode),
 	}
+	named := make(map[string]bool, len(rules))
+	for _, r := range rules {
+		named[r.Resource] = true
+		if r.RefResource != "" && r.Strategy == config.StrategyRelate {
+			named[r.RefResource] = true
+		}
+	}
+	f.share = originShare(opts, max(opts.Resources, len(named)))
 	if prev != nil {
 		// Copies: prev stays in force (and may still Track) until the
 		// new snapshot is swapped in, or for good if its build fails.
@@ -184,7 +223,11 @@ func (f *Flow) resNode(resource string) *resNode {
 	n := f.nodes[resource]
 	if n == nil {
 		if n = f.oldNodes[resource]; n == nil {
-			n = &resNode{all: newStatNode(), origins: newLRU(f.opts.MaxOrigins, newStatNode)}
+			n = &resNode{all: newStatNode(), share: f.share, origins: newLRU(f.share, newStatNode)}
+		} else if !keepsShare(n.share, f.share) {
+			// prev goes on with its node until the swap; this snapshot's
+			// counts the same calls, per origin afresh.
+			n = &resNode{all: n.all, share: f.share, origins: newLRU(f.share, newStatNode)}
 		}
 		f.nodes[resource] = n
 	}

@@ -80,6 +80,67 @@ func TestOriginsBounded(t *testing.T) {
 	}
 }
 
+// TestOriginStatisticsShareOneBudget: the per-origin statistics of every
+// resource share one budget, so made-up origins sent to each of many
+// routes hold at most the budget in all, not MaxOrigins per route. A
+// reload whose share moves by less than half keeps each resource's
+// origins; one that halves it or more starts them afresh at the new share.
+func TestOriginStatisticsShareOneBudget(t *testing.T) {
+	tracked := func(f *limiter.Flow) (per map[string]int, all int) {
+		per = map[string]int{}
+		for _, rs := range f.Stats(t0 + 1000) {
+			per[rs.Resource] = len(rs.Origins)
+			all += len(rs.Origins)
+		}
+		return per, all
+	}
+	flood := func(f *limiter.Flow, resources, origins int) {
+		for r := range resources {
+			c := f.Checker(fmt.Sprint("r", r), "default")
+			for i := range origins {
+				tok, _ := c.Enter(t0+int64(i), fmt.Sprint("o", i), 1)
+				tok.Exit(t0+int64(i), false)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		resources, share int
+	}{
+		{1, 1000}, // MaxOrigins
+		{10, 200}, // 2000 / 10
+		{100, 20}, // 2000 / 100
+		{1000, 8}, // minOriginShare
+	} {
+		opts := limiter.Options{MaxOrigins: 1000, OriginBudget: 2000, Resources: tc.resources}
+		f := limiter.Compile(nil, nil, opts)
+		flood(f, tc.resources, 2*tc.share+10)
+		per, all := tracked(f)
+		if len(per) != tc.resources || per["r0"] != tc.share || all != tc.resources*tc.share {
+			t.Errorf("%d resources: r0 tracks %d origins, %d in all; want %d each", tc.resources, per["r0"], all, tc.share)
+		}
+	}
+
+	opts := limiter.Options{MaxOrigins: 1000, OriginBudget: 2000, Resources: 10}
+	f := limiter.Compile(nil, nil, opts)
+	flood(f, 10, 500)
+	opts.Resources = 12 // a share of 166: the 200 tracked stay
+	g := limiter.Compile(nil, f, opts)
+	for r := range 10 {
+		g.Checker(fmt.Sprint("r", r), "default")
+	}
+	g.Seal()
+	if per, _ := tracked(g); per["r0"] != 200 {
+		t.Errorf("a reload to a share of 166 left r0 %d origins, want its 200 kept", per["r0"])
+	}
+	opts.Resources = 100 // a share of 20
+	h := limiter.Compile(nil, g, opts)
+	flood(h, 10, 500)
+	h.Seal()
+	if per, all := tracked(h); per["r0"] != 20 || all != 200 {
+		t.Errorf("a reload to a share of 20: r0 tracks %d origins, %d in all; want 20 each", per["r0"], all)
+	}
+}
+
 // An origin with a call in flight is never evicted: its concurrency limit holds.
 func TestOriginInFlightNotEvicted(t *testing.T) {
 	r := config.FlowRule{Resource: "r", LimitApp: "other", Grade: config.GradeConcurrency, Count: 1}

@@ -102,7 +102,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	if g.deps.Cluster != nil {
 		fc, pc = g.deps.Cluster, g.deps.Cluster
 	}
-	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: fc})
+	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: fc, Resources: resourceCount(cfg)})
 	s.Params = hotparam.CompileWith(cfg.ParamRules, pParams, hotparam.Options{Cluster: pc})
 	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
@@ -261,4 +261,17 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 		rt.fast = &fastForwarder{rt: rt, pool: &g.fastPool, log: g.deps.Log}
 	}
 	return rt, nil
+}
+
+// resourceCount is how many resources cfg's routes and API groups name:
+// the limiter shares its per-origin statistics among them.
+func resourceCount(cfg *config.Config) int {
+	names := make(map[string]bool, len(cfg.Routes)+len(cfg.APIGroups))
+	for _, r := range cfg.Routes {
+		names[r.Resource] = true
+	}
+	for _, ag := range cfg.APIGroups {
+		names[ag.Name] = true
+	}
+	return len(names)
 }
