@@ -66,6 +66,7 @@ func (g *Gateway) Load(cfg *config.Config) error {
 	g.cur.Store(s)
 	g.upstreams.Commit(committed(s.upstreams))
 	g.fastClients.retain(s.fastHosts())
+	g.transports.retain(s.transportKeys())
 	return nil
 }
 
@@ -205,6 +206,15 @@ func (s *Snapshot) fastHosts() map[string]bool {
 		for _, t := range u.fast {
 			m[t.key] = true
 		}
+	}
+	return m
+}
+
+// transportKeys are the standard forwarder's transports s's upstreams use.
+func (s *Snapshot) transportKeys() map[transportKey]bool {
+	m := map[transportKey]bool{}
+	for _, u := range s.upstreams {
+		m[transportKey{u.protocol, u.connect}] = true
 	}
 	return m
 }

@@ -59,6 +59,22 @@ func (g *Gateway) transportFor(protocol string, connect time.Duration) http.Roun
 	return t
 }
 
+// retain closes the idle connections of, and forgets, every transport
+// whose key is not in keep, as fastClients.retain does for the fast path:
+// a reload that changes an upstream's connectTimeout leaves no pool of
+// idle connections behind it for the 90 s of IdleConnTimeout. Requests
+// still running on an older snapshot hold their transport and finish.
+func (ts *transports) retain(keep map[transportKey]bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for k, t := range ts.m {
+		if !keep[k] {
+			t.CloseIdleConnections()
+			delete(ts.m, k)
+		}
+	}
+}
+
 // newTransport is tuned for a gateway: many idle keep-alive connections per
 // upstream (the default of 2 makes every burst dial anew), dials bounded by
 // the upstream's connectTimeout, and no transparent compression: without
