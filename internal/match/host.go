@@ -65,9 +65,13 @@ const maxHostName = 253
 
 // PlainHost reports whether host is a uri-host[:port] sluice serves: a
 // name of nameByte bytes or an IPv6 literal in brackets (hostByte bytes,
-// '%' for its zone), then at most one ':' and a port of digits (an empty
-// Host, an HTTP/1.0 request's, too). What it refuses names no real host,
-// and is read differently by the routes and by an upstream:
+// '%' for its zone), then at most one ':' and a port of digits. What it
+// refuses names no real host, and is read differently by the routes and by
+// an upstream:
+//   - no name at all (no Host, as HTTP/1.0 and an h2 request without
+//     :authority may send, an empty one, or ":80"): the host source had no
+//     value, so a limit keyed on host or ip+host was skipped for it, while
+//     routes without hosts served it (nginx refuses all but HTTP/1.0's);
 //   - the sub-delims a reg-name may hold (",;!$&'()*+=~"): an upstream may
 //     read "victim.example," as a list or a parameter;
 //   - more than one ':' outside brackets ("victim.example:0:0"): the
@@ -103,7 +107,7 @@ func PlainHost(host string) bool {
 		if i < 0 {
 			i = len(host)
 		}
-		if name := host[:i]; len(strings.TrimSuffix(name, ".")) > maxHostName ||
+		if name := host[:i]; name == "" || len(strings.TrimSuffix(name, ".")) > maxHostName ||
 			strings.HasPrefix(name, ".") || strings.Contains(name, "..") {
 			return false
 		}
