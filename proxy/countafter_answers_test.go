@@ -203,6 +203,35 @@ func TestCostHeaderSpellings(t *testing.T) {
 	}
 }
 
+// TestTrailersOnlyFigureIsTrailing: a gRPC call that fails before any
+// message is answered trailers-only, its trailing metadata in the head
+// with grpc-status (as grpc-go's own server sends it); a figure there is
+// trailing metadata, not read, as the same figure sent after a head of its
+// own is not: each call costs acquireCount (1), so all three pass on a key
+// of 10 where a figure of 6 read would refuse the third; the client never
+// sees the figure.
+func TestTrailersOnlyFigureIsTrailing(t *testing.T) {
+	up := newRawUp(t, "HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\nGrpc-Status: 14\r\n"+
+		"X-Tokens-Used: 6\r\nContent-Length: 0\r\n\r\n", false)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := costGateway(t, up.url(), fwd, false)
+			for i := range 3 {
+				req, _ := http.NewRequest("POST", srv.URL+"/chat", nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 || resp.Header.Get("X-Tokens-Used") != "" {
+					t.Fatalf("call %d: %d with figure %q, want 200 without it", i, resp.StatusCode, resp.Header.Get("X-Tokens-Used"))
+				}
+			}
+		})
+	}
+}
+
 // TestRetriedAnswerCostsNothing: an answer dropped for a retry (a
 // 503 with a figure of 9) never reached the client and costs nothing;
 // the answer the client got (200, figure 1) is charged. With 10 tokens,

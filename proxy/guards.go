@@ -261,7 +261,18 @@ func unannounce(lines, drop []string) []string {
 // converting it to the interface allocates nothing.
 type answerHeader http.Header
 
-func (h answerHeader) Header(name string) []string { return h[name] }
+// Header is the field name of the answer's head. A gRPC answer whose head
+// holds grpc-status is trailers-only (a call that failed before any
+// message, in one HEADERS frame): its metadata are trailing metadata,
+// which are not read (docs/rules.md), as they are not when the same
+// server sends them after a head of their own; so both spellings of one
+// answer cost the same.
+func (h answerHeader) Header(name string) []string {
+	if _, trailersOnly := h["Grpc-Status"]; trailersOnly {
+		return nil
+	}
+	return h[name]
+}
 
 // exit settles a forwarded call with every guard it passed, latest first.
 func (c *call) exit(now int64, o outcome) {
