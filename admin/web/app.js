@@ -4,6 +4,7 @@
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const WINDOW_MS = 5 * 60 * 1000;
+const GAP_MS = 2500; // samples are 1 s apart; further apart, none were taken
 const SECTIONS = ["apiGroups", "authorityRules", "flowRules", "paramRules", "degradeRules", "routes"];
 const $ = (sel) => document.querySelector(sel);
 
@@ -142,15 +143,26 @@ function drawChart(c, s, now) {
     t.textContent = label;
     parts.push(t);
   }
+  // Samples further apart than GAP_MS (the gateway was down or
+  // restarted) are drawn apart: a line across the outage would read as
+  // traffic that was never measured.
+  const runs = [];
+  for (let i = 0; i < s.t.length; i++) {
+    if (i === 0 || s.t[i] - s.t[i - 1] > GAP_MS) runs.push([]);
+    runs[runs.length - 1].push(i);
+  }
   for (const [key, cls] of [["passQps", "pass"], ["blockQps", "block"]]) {
-    const pts = s.t.map((t, i) => x(t).toFixed(1) + "," + y(s[key][i]).toFixed(1));
-    if (pts.length > 1) {
-      const base = y(0).toFixed(1);
-      parts.push(svg("polygon", { class: cls + "-area", points: x(s.t[0]).toFixed(1) + "," + base + " " + pts.join(" ") + " " + x(s.t[s.t.length - 1]).toFixed(1) + "," + base }));
+    for (const run of runs) {
+      const pts = run.map((i) => x(s.t[i]).toFixed(1) + "," + y(s[key][i]).toFixed(1));
+      if (pts.length > 1) {
+        const base = y(0).toFixed(1);
+        parts.push(svg("polygon", { class: cls + "-area", points: x(s.t[run[0]]).toFixed(1) + "," + base + " " + pts.join(" ") + " " + x(s.t[run[run.length - 1]]).toFixed(1) + "," + base }));
+      }
+      parts.push(svg("polyline", { class: cls, points: pts.join(" "), "data-points": pts.length }));
     }
-    parts.push(svg("polyline", { class: cls, points: pts.join(" "), "data-points": pts.length }));
   }
   c.chart.replaceChildren(...parts);
+  c.chart.setAttribute("data-runs", runs.length);
   const last = s.t.length - 1;
   c.chart.setAttribute("data-last-t", last >= 0 ? s.t[last] : 0);
   c.legPass.textContent = last >= 0 ? fmt(s.passQps[last]) : "0";
@@ -562,6 +574,7 @@ function showResult(ok, title, lines) {
 
 async function save(ev) {
   ev.preventDefault();
+  if (!raw) { showResult(false, "The rules file is not loaded yet: press Re-read."); return; }
   const { sec, i } = currentRule();
   let fields;
   try { fields = changedFields(); } catch (e) { showResult(false, "A field is not valid JSON: " + e.message); return; }
@@ -577,7 +590,7 @@ async function save(ev) {
   const what = raw.version ? "the rules document" : "rules.yaml";
   const msg = { 401: "401 · the admin token is missing or wrong.",
     409: raw.version ? "409 · another writer stored a newer version of the rules document. Re-read it and edit again." : "409 · rules.yaml changed on disk since you loaded it. Re-read the file and edit again.",
-    422: "422 · the edit makes " + what + " invalid; nothing was written." }[resp.status];
+    422: "422 · " + what + " would not be valid with this edit; nothing was written. Every error of the whole file is listed: one this edit does not touch must be mended in the file itself." }[resp.status];
   if (resp.ok) {
     showResult(true, resp.status + " · saved " + sec + "[" + i + "] (" + Object.keys(fields).join(", ") + "); reload requested. New version " + String(body.etag).replaceAll('"', "").slice(0, 8));
     await loadFile(true);
@@ -590,7 +603,10 @@ async function save(ev) {
 // ---- polling ----
 
 const refreshRules = single(async () => {
-  try { showRules(await getJSON("/api/rules")); } catch (e) { /* shown by tick */ }
+  try { showRules(await getJSON("/api/rules")); } catch (e) { return; /* shown by tick */ }
+  // The page may have opened while the gateway restarted: the editor gets
+  // its file as soon as the rules say there is one.
+  if (!raw && rulesState && rulesState.editable) loadFile(false).catch((e) => showResult(false, "Cannot read the rules file: " + e.message));
 });
 
 // The Redis can fail over at any moment: its pill is refreshed every second.
@@ -599,9 +615,27 @@ const refreshCluster = single(async () => {
   try { showCluster((await getJSON("/api/rules?config=false")).cluster); } catch (e) { /* shown by tick */ }
 });
 
+// staleSince is when the admin API stopped answering (0: it answers).
+// Until it answers again, the numbers on the page are the last ones read,
+// and the page says so: greyed out, with the time they stopped.
+let staleSince = 0;
+function markStale(stale) {
+  document.body.classList.toggle("stale", stale);
+  if (stale) {
+    if (!staleSince) staleSince = Date.now();
+    const pill = $("#status");
+    pill.textContent = "admin API unreachable since " + new Date(staleSince).toLocaleTimeString() + " · the numbers below are stale";
+    pill.className = "pill bad";
+  } else if (staleSince) {
+    staleSince = 0;
+    refreshRules(); // the pill says what the rules say again now, not at the next 5 s poll
+  }
+}
+
 const tick = single(async () => {
   try {
     const res = await getJSON("/api/resources?top=" + MAX_CARDS);
+    markStale(false);
     showResources(res);
     // Cards drawn already ask for their new samples, new cards for their 5
     // minutes: apart, so that a card coming in does not fetch every card's.
@@ -610,9 +644,7 @@ const tick = single(async () => {
     const parts = await Promise.all(lists.map((l) => getJSON(historyURL(l))));
     showHistory({ at: Math.max(res.at, ...parts.map((p) => p.at)), resources: parts.flatMap((p) => p.resources) });
   } catch (e) {
-    const pill = $("#status");
-    pill.textContent = "admin API unreachable";
-    pill.className = "pill bad";
+    markStale(true);
   }
   try { showUpstreams(await getJSON("/api/upstreams")); } catch (e) { /* shown above */ }
 });
@@ -624,12 +656,12 @@ document.addEventListener("DOMContentLoaded", async () => {
     const b = ev.target.closest("button.lift");
     if (b && !b.disabled) liftValue(b);
   });
-  $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read " + raw.path + ".")));
+  $("#refresh-file").addEventListener("click", () => loadFile(true).then(() => showResult(true, "Re-read " + raw.path + "."),
+    (e) => showResult(false, "Cannot read the rules file: " + e.message)));
   const tok = sessionStorage.getItem("sluiceToken");
   if (tok) $("#token").value = tok;
   $("#token").addEventListener("change", () => sessionStorage.setItem("sluiceToken", $("#token").value));
   await refreshRules();
-  if (rulesState && rulesState.editable) loadFile(false).catch((e) => showResult(false, "Cannot read the rules file: " + e.message));
   tick();
   setInterval(tick, 1000);
   setInterval(refreshRules, 5000);
