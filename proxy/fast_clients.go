@@ -68,10 +68,17 @@ func (c *fastClients) target(u *url.URL, connect time.Duration) (*fastTarget, er
 func (c *fastClients) retain(keep map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, hc := range c.m {
+	retainPools(c.m, keep)
+}
+
+// retainPools closes the idle connections of, and deletes from m, every
+// pool whose key is not in keep: a reload's upstream clients, on either
+// forwarder. The caller holds m's lock.
+func retainPools[K comparable, P interface{ CloseIdleConnections() }](m map[K]P, keep map[K]bool) {
+	for k, p := range m {
 		if !keep[k] {
-			hc.CloseIdleConnections()
-			delete(c.m, k)
+			p.CloseIdleConnections()
+			delete(m, k)
 		}
 	}
 }

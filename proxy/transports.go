@@ -67,12 +67,7 @@ func (g *Gateway) transportFor(protocol string, connect time.Duration) http.Roun
 func (ts *transports) retain(keep map[transportKey]bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	for k, t := range ts.m {
-		if !keep[k] {
-			t.CloseIdleConnections()
-			delete(ts.m, k)
-		}
-	}
+	retainPools(ts.m, keep)
 }
 
 // newTransport is tuned for a gateway: many idle keep-alive connections per
