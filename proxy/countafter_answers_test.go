@@ -203,6 +203,45 @@ func TestCostHeaderSpellings(t *testing.T) {
 	}
 }
 
+// TestSpacedFieldsAreMendedBeforeHopByHop: a field written with white
+// space before the colon is mended before the connection's own fields are
+// removed, on both forwarders: "Connection : X-Secret" takes X-Secret with
+// it, and Keep-Alive, Upgrade and Proxy-Connection so written do not
+// reach the client. A framing field so written (a second Content-Length,
+// or one net/http did not frame the body by) is a broken answer: 502,
+// never a second length passed on.
+func TestSpacedFieldsAreMendedBeforeHopByHop(t *testing.T) {
+	hop := newRawUp(t, "HTTP/1.1 200 OK\r\nConnection : X-Secret\r\nX-Secret: s\r\nKeep-Alive : timeout=9\r\n"+
+		"Upgrade : evil\r\nProxy-Connection : x\r\nX-Kept : yes\r\nContent-Length: 2\r\n\r\nok", false)
+	twice := newRawUp(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length : 100\r\n\r\nok", false)
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			resp, err := http.Get(costGateway(t, hop.url(), fwd, false).URL + "/chat")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Kept") != "yes" {
+				t.Fatalf("%d, X-Kept %q; want 200 with the mended field", resp.StatusCode, resp.Header.Get("X-Kept"))
+			}
+			for k := range resp.Header {
+				switch strings.TrimSpace(k) {
+				case "X-Secret", "Keep-Alive", "Upgrade", "Proxy-Connection":
+					t.Errorf("the client got %s: %q", k, resp.Header[k])
+				}
+			}
+			resp, err = http.Get(costGateway(t, twice.url(), fwd, false).URL + "/chat")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 502 || len(resp.Header["Content-Length"]) > 1 {
+				t.Errorf("a second, spaced Content-Length: %d with %q, want 502", resp.StatusCode, resp.Header["Content-Length"])
+			}
+		})
+	}
+}
+
 // TestTrailersOnlyFigureIsTrailing: a gRPC call that fails before any
 // message is answered trailers-only, its trailing metadata in the head
 // with grpc-status (as grpc-go's own server sends it); a figure there is

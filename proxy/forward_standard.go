@@ -43,7 +43,46 @@ type standardForwarder struct {
 func (f *standardForwarder) name() string { return "standard" }
 
 func newStandardForwarder(rt *route, transport http.RoundTripper, calls *stdCalls, log zerolog.Logger) *standardForwarder {
-	return &standardForwarder{rt: rt, transport: transport, calls: calls, log: log}
+	return &standardForwarder{rt: rt, transport: unspacing{transport}, calls: calls, log: log}
+}
+
+// unspacing mends the fields of an answer that its upstream wrote with
+// white space before the colon ("X-Tokens-Used : 40", which net/http keeps
+// under the name "X-Tokens-Used " and its writer then drops), as RFC 9112
+// §5.1 asks of a proxy and as the fast path (fasthttp) reads them: both
+// forwarders pass on the same fields, and a rule charges the same cost.
+// It runs in the transport, before ReverseProxy removes the connection's
+// own fields, so "Connection : X-Secret" is removed with X-Secret as on
+// the fast path. A framing field so written (Content-Length,
+// Transfer-Encoding) is a broken answer: net/http framed the body without
+// it, so passing it on would tell the client another length (a 502, as
+// fasthttp answers a second Content-Length).
+type unspacing struct{ http.RoundTripper }
+
+func (u unspacing) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := u.RoundTripper.RoundTrip(r)
+	if err != nil || !hasSpacedName(resp.Header) {
+		return resp, err
+	}
+	if err := unspaceNames(resp.Header); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// errSpacedFraming: an answer's Content-Length or Transfer-Encoding came
+// with white space before its colon.
+var errSpacedFraming = errors.New("proxy: upstream answer's framing field written with white space before the colon")
+
+// hasSpacedName reports a field name ending in white space.
+func hasSpacedName(h http.Header) bool {
+	for k := range h {
+		if k != "" && k[len(k)-1] == ' ' {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *standardForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
@@ -266,7 +305,6 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 // 502/503/504 answer that the attempts loop sends again.
 func (c *stdCall) modifyResponse(resp *http.Response) error {
 	c.restoreHeader()
-	unspaceNames(resp.Header)
 	code := resp.StatusCode
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w %d", errBadStatus, code)
@@ -300,12 +338,9 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// unspaceNames moves the fields an upstream wrote with white space before
-// the colon ("X-Tokens-Used : 40", which net/http keeps under the name
-// "X-Tokens-Used " and its writer then drops) to their name, as RFC 9112
-// §5.1 asks of a proxy and as the fast path (fasthttp) reads them: both
-// forwarders pass on the same fields, and a rule charges the same cost.
-func unspaceNames(h http.Header) {
+// unspaceNames moves the fields of h written with white space before the
+// colon to their name (see unspacing).
+func unspaceNames(h http.Header) error {
 	for k, vv := range h {
 		if k == "" || k[len(k)-1] != ' ' {
 			continue
@@ -313,9 +348,13 @@ func unspaceNames(h http.Header) {
 		delete(h, k)
 		if name := strings.TrimRight(k, " "); httpguts.ValidHeaderFieldName(name) {
 			name = http.CanonicalHeaderKey(name)
+			if name == "Content-Length" || name == "Transfer-Encoding" {
+				return errSpacedFraming
+			}
 			h[name] = append(h[name], vv...)
 		}
 	}
+	return nil
 }
 
 // readWhole reads an answer's body of n bytes (up to copyBufSize) before
