@@ -53,7 +53,8 @@ func (g *Gateway) Load(cfg *config.Config) error {
 	// snapshot that is stored last.
 	g.loadMu.Lock()
 	defer g.loadMu.Unlock()
-	s, err := g.build(cfg, g.cur.Load())
+	prev := g.cur.Load()
+	s, err := g.build(cfg, prev)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (g *Gateway) Load(cfg *config.Config) error {
 	g.cur.Store(s)
 	g.upstreams.Commit(committed(s.upstreams))
 	g.fastClients.retain(s.fastHosts())
-	g.transports.retain(s.transportKeys())
+	g.transports.retain(s.transportKeys(), prev.longestTimeout()+time.Second)
 	return nil
 }
 
@@ -208,6 +209,18 @@ func (s *Snapshot) fastHosts() map[string]bool {
 		}
 	}
 	return m
+}
+
+// longestTimeout is the longest route timeout of s's upstreams (0 for a
+// nil s): no request of s runs longer, an upgrade's tunnel aside.
+func (s *Snapshot) longestTimeout() time.Duration {
+	var d time.Duration
+	if s != nil {
+		for _, u := range s.upstreams {
+			d = max(d, u.timeout)
+		}
+	}
+	return d
 }
 
 // transportKeys are the standard forwarder's transports s's upstreams use.

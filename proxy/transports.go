@@ -63,10 +63,19 @@ func (g *Gateway) transportFor(protocol string, connect time.Duration) http.Roun
 // whose key is not in keep, as fastClients.retain does for the fast path:
 // a reload that changes an upstream's connectTimeout leaves no pool of
 // idle connections behind it for the 90 s of IdleConnTimeout. Requests
-// still running on an older snapshot hold their transport and finish.
-func (ts *transports) retain(keep map[transportKey]bool) {
+// still running on an older snapshot hold their transport and finish;
+// the connections they leave idle are closed after drain (the longest
+// route timeout of that snapshot): an h2 connection with a stream open is
+// not closed by CloseIdleConnections, nor marked to close once idle, and
+// a retry on the transport pools an HTTP/1 connection again.
+func (ts *transports) retain(keep map[transportKey]bool, drain time.Duration) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	for k, t := range ts.m {
+		if !keep[k] {
+			time.AfterFunc(drain, t.CloseIdleConnections)
+		}
+	}
 	retainPools(ts.m, keep)
 }
 
