@@ -248,13 +248,29 @@ func TestSpacedFieldsAreMendedBeforeHopByHop(t *testing.T) {
 // trailing metadata, not read, as the same figure sent after a head of its
 // own is not: each call costs acquireCount (1), so all three pass on a key
 // of 10 where a figure of 6 read would refuse the third; the client never
-// sees the figure.
+// sees the figure. A plain HTTP answer with grpc-status (a transcoder's
+// JSON error) is no gRPC answer: its figure is read.
 func TestTrailersOnlyFigureIsTrailing(t *testing.T) {
-	up := newRawUp(t, "HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\nGrpc-Status: 14\r\n"+
-		"X-Tokens-Used: 6\r\nContent-Length: 0\r\n\r\n", false)
+	answer := "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nGrpc-Status: 14\r\nX-Tokens-Used: 6\r\nContent-Length: 0\r\n\r\n"
+	grpc := newRawUp(t, fmt.Sprintf(answer, "application/grpc+proto"), false)
+	// A transcoder's JSON error with grpc-status is no gRPC answer: read.
+	plain := newRawUp(t, fmt.Sprintf(answer, "application/json"), false)
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
-			srv := costGateway(t, up.url(), fwd, false)
+			srv := costGateway(t, plain.url(), fwd, false)
+			for i, want := range []int{200, 200, 429} {
+				req, _ := http.NewRequest("POST", srv.URL+"/chat", nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("plain answer, call %d: %d, want %d (a figure of 6 read)", i, resp.StatusCode, want)
+				}
+			}
+			srv = costGateway(t, grpc.url(), fwd, false)
 			for i := range 3 {
 				req, _ := http.NewRequest("POST", srv.URL+"/chat", nil)
 				req.Header.Set("X-Key", "k")

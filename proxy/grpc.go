@@ -10,8 +10,11 @@ import (
 
 // isGRPC reports a gRPC call (content-type application/grpc, +proto,
 // +json, -web, ...), which must be refused the way gRPC clients read it.
-func isGRPC(r *http.Request) bool {
-	ct := r.Header["Content-Type"]
+func isGRPC(r *http.Request) bool { return grpcContent(r.Header) }
+
+// grpcContent reports a gRPC content-type in h, a call's or an answer's.
+func grpcContent(h http.Header) bool {
+	ct := h["Content-Type"]
 	return len(ct) > 0 && len(ct[0]) >= 16 && strings.EqualFold(ct[0][:16], "application/grpc")
 }
 

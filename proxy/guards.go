@@ -268,7 +268,9 @@ type answerHeader http.Header
 // server sends them after a head of their own; so both spellings of one
 // answer cost the same.
 func (h answerHeader) Header(name string) []string {
-	if _, trailersOnly := h["Grpc-Status"]; trailersOnly {
+	// A plain HTTP answer that carries grpc-status (a transcoder's error)
+	// is read as any other.
+	if _, trailersOnly := h["Grpc-Status"]; trailersOnly && grpcContent(http.Header(h)) {
 		return nil
 	}
 	return h[name]
