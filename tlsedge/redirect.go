@@ -27,7 +27,7 @@ func Redirect(tlsAddr string) http.Handler {
 			return
 		}
 		if !match.PlainHost(r.Host) {
-			http.Error(w, "the Host is not a host name or address", http.StatusBadRequest)
+			http.Error(w, "the Host is no host name or address (or is missing): nothing to redirect to", http.StatusBadRequest)
 			return
 		}
 		host := r.Host
@@ -35,10 +35,6 @@ func Redirect(tlsAddr string) http.Handler {
 			host = h
 		}
 		host = strings.TrimPrefix(strings.TrimSuffix(host, "]"), "[")
-		if host == "" {
-			http.Error(w, "a Host is needed to redirect to https", http.StatusBadRequest)
-			return
-		}
 		if port != "" && port != "443" {
 			host = net.JoinHostPort(host, port)
 		} else if strings.Contains(host, ":") {
