@@ -38,8 +38,12 @@ function single(f) {
     try { return await f(...args); } finally { busy = false; }
   };
 }
+// A read that takes longer than READ_MS fails: a gateway that accepts
+// connections but does not answer (stopped with SIGSTOP, hung) is
+// unreachable too, and the page says so rather than wait without end.
+const READ_MS = 5000;
 async function getJSON(url) {
-  const r = await fetch(url, { cache: "no-store" });
+  const r = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(READ_MS) });
   if (!r.ok) throw new Error(url + ": " + r.status);
   return r.json();
 }
@@ -389,8 +393,10 @@ function cell(v) {
 function showRules(st) {
   rulesState = st;
   const pill = $("#status");
-  pill.textContent = st.ready ? (st.lastError ? "serving last good rules" : "ready") : "not ready";
-  pill.className = "pill " + (st.ready && !st.lastError ? "ok" : "bad");
+  if (!staleSince) { // while the numbers are stale, the pill says that
+    pill.textContent = st.ready ? (st.lastError ? "serving last good rules" : "ready") : "not ready";
+    pill.className = "pill " + (st.ready && !st.lastError ? "ok" : "bad");
+  }
   const banner = $("#reload");
   if (st.lastError) {
     banner.className = "banner bad";
@@ -455,6 +461,7 @@ function showCluster(c) {
 // ---- rule editor: edits the file's rules by index, with the file's ETag ----
 
 let raw = null; // {path, etag, text, sections}
+let fileTried = false; // the page asked for the file by itself already
 
 async function loadFile(keepSelection) {
   const prev = $("#rule-select").value;
@@ -605,8 +612,12 @@ async function save(ev) {
 const refreshRules = single(async () => {
   try { showRules(await getJSON("/api/rules")); } catch (e) { return; /* shown by tick */ }
   // The page may have opened while the gateway restarted: the editor gets
-  // its file as soon as the rules say there is one.
-  if (!raw && rulesState && rulesState.editable) loadFile(false).catch((e) => showResult(false, "Cannot read the rules file: " + e.message));
+  // its file as soon as the rules say there is one (once: after a failure,
+  // Re-read tries again, and the message stays).
+  if (!raw && !fileTried && rulesState && rulesState.editable) {
+    fileTried = true;
+    loadFile(false).catch((e) => showResult(false, "Cannot read the rules file: " + e.message + ". Re-read tries again."));
+  }
 });
 
 // The Redis can fail over at any moment: its pill is refreshed every second.
@@ -628,6 +639,9 @@ function markStale(stale) {
     pill.className = "pill bad";
   } else if (staleSince) {
     staleSince = 0;
+    const pill = $("#status");
+    pill.textContent = "admin API answers again";
+    pill.className = "pill";
     refreshRules(); // the pill says what the rules say again now, not at the next 5 s poll
   }
 }
