@@ -83,8 +83,8 @@ func TestOriginsBounded(t *testing.T) {
 // TestOriginStatisticsShareOneBudget: the per-origin statistics of every
 // resource share one budget, so made-up origins sent to each of many
 // routes hold at most the budget in all, not MaxOrigins per route. A
-// reload whose share moves by less than half keeps each resource's
-// origins; one that halves it or more starts them afresh at the new share.
+// reload whose new share is within half to twice the old keeps each
+// resource's origins; one below half starts them afresh at the new share.
 func TestOriginStatisticsShareOneBudget(t *testing.T) {
 	tracked := func(f *limiter.Flow) (per map[string]int, all int) {
 		per = map[string]int{}
