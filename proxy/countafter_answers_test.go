@@ -45,6 +45,12 @@ func rulesGatewayOf(t *testing.T, rules string) (*httptest.Server, *proxy.Gatewa
 // of unknown length is sent chunked), and returns the status.
 func keyedCall(t *testing.T, method, url string, body io.Reader) int {
 	t.Helper()
+	return keyedAnswer(t, method, url, body).StatusCode
+}
+
+// keyedAnswer is keyedCall's answer, its body read and closed.
+func keyedAnswer(t *testing.T, method, url string, body io.Reader) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +62,7 @@ func keyedCall(t *testing.T, method, url string, body io.Reader) int {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp
 }
 
 // TestFailureCountsOnlyTheUpstreamsAnswers: a countOn failure rule
@@ -179,13 +185,7 @@ func TestCostHeaderSpellings(t *testing.T) {
 			t.Run(tc.name+"/"+fwd, func(t *testing.T) {
 				srv := costGateway(t, up.url(), fwd, false)
 				for i, want := range []int{200, 200, 429} {
-					req, _ := http.NewRequest("GET", srv.URL+"/chat", nil)
-					req.Header.Set("X-Key", "k")
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					resp.Body.Close()
+					resp := keyedAnswer(t, "GET", srv.URL+"/chat", nil)
 					if resp.StatusCode != want {
 						t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
 					}
@@ -259,26 +259,13 @@ func TestTrailersOnlyFigureIsTrailing(t *testing.T) {
 		t.Run(fwd, func(t *testing.T) {
 			srv := costGateway(t, plain.url(), fwd, false)
 			for i, want := range []int{200, 200, 429} {
-				req, _ := http.NewRequest("POST", srv.URL+"/chat", nil)
-				req.Header.Set("X-Key", "k")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Fatalf("plain answer, call %d: %d, want %d (a figure of 6 read)", i, resp.StatusCode, want)
+				if st := keyedCall(t, "POST", srv.URL+"/chat", nil); st != want {
+					t.Fatalf("plain answer, call %d: %d, want %d (a figure of 6 read)", i, st, want)
 				}
 			}
 			srv = costGateway(t, grpc.url(), fwd, false)
 			for i := range 3 {
-				req, _ := http.NewRequest("POST", srv.URL+"/chat", nil)
-				req.Header.Set("X-Key", "k")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
+				resp := keyedAnswer(t, "POST", srv.URL+"/chat", nil)
 				if resp.StatusCode != 200 || resp.Header.Get("X-Tokens-Used") != "" {
 					t.Fatalf("call %d: %d with figure %q, want 200 without it", i, resp.StatusCode, resp.Header.Get("X-Tokens-Used"))
 				}
