@@ -42,9 +42,12 @@ type exchange struct {
 	// it for a call abandoned, as the standard path's cancelled call is.
 	late bool
 	body *clientBody // the request body as forwarded; nil: none
-	call call        // what the route's guards know and hold of the request
-	try  tries       // the targets it was sent to
-	out  prepared    // the request as the attempts loop sends it
+	// tunnel is the upstream's side of an upgrade the standard path let
+	// through (nil: none); Hijack hands it the client's connection.
+	tunnel *tunnelEnd
+	call   call     // what the route's guards know and hold of the request
+	try    tries    // the targets it was sent to
+	out    prepared // the request as the attempts loop sends it
 	// vals holds the values of the source read last (Values, one).
 	vals valueSet
 	// key joins the values of a composite key (Values); its buffer is
@@ -393,6 +396,9 @@ func (e *exchange) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(e.ResponseWriter).Hijack()
 	if err == nil && e.status == 0 {
 		e.status = http.StatusSwitchingProtocols
+	}
+	if err == nil && e.tunnel != nil {
+		e.tunnel.client.Store(&c)
 	}
 	return c, rw, err
 }

@@ -46,6 +46,36 @@ func newStandardForwarder(rt *route, transport http.RoundTripper, calls *stdCall
 	return &standardForwarder{rt: rt, transport: unspacing{transport}, calls: calls, log: log}
 }
 
+// tunnelLinger is how long a tunnel's client may keep its side open once
+// the upstream has closed its own: it has been told (a half-close) and
+// has what the upstream sent.
+const tunnelLinger = time.Second
+
+// tunnelEnd is the upstream's side of an upgraded connection, as
+// ReverseProxy copies it to the client. When the upstream closes it (a
+// WebSocket server ends the TCP connection first, RFC 6455 §7.1.1),
+// ReverseProxy half-closes the client's side and waits for the client to
+// close too, holding the call, and every slot it took, for as long as the
+// client likes: the client is given tunnelLinger, after which its reads
+// fail and the tunnel ends, as nginx ends an upgraded connection when
+// either side closes. Allocated per upgrade, not pooled: ReverseProxy may
+// read it after the exchange has been recycled.
+type tunnelEnd struct {
+	io.ReadWriteCloser
+	client atomic.Pointer[net.Conn] // set by exchange.Hijack
+	ended  atomic.Bool
+}
+
+func (t *tunnelEnd) Read(p []byte) (int, error) {
+	n, err := t.ReadWriteCloser.Read(p)
+	if err != nil && t.ended.CompareAndSwap(false, true) {
+		if c := t.client.Load(); c != nil {
+			_ = (*c).SetReadDeadline(time.Now().Add(tunnelLinger))
+		}
+	}
+	return n, err
+}
+
 // unspacing mends the fields of an answer that its upstream wrote with
 // white space before the colon ("X-Tokens-Used : 40", which net/http keeps
 // under the name "X-Tokens-Used " and its writer then drops), as RFC 9112
@@ -320,6 +350,10 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 		// a request that asked to upgrade (handshake): a 101 to any other
 		// is ReverseProxy's error (502), and the attempt's, not an answer.
 		if ex := c.p.ex; c.p.handshake != nil && ex.status == 0 && !ex.failed {
+			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+				ex.tunnel = &tunnelEnd{ReadWriteCloser: rwc}
+				resp.Body = ex.tunnel
+			}
 			ex.call.answer(resp.Header)
 			// Answered: the call ends as a forwarded one (Exit, the cost
 			// charged), not as one whose client left before any answer.

@@ -124,3 +124,47 @@ degradeRules:
 		t.Errorf("a plain call after three tunnels: %d %s, want 200 (no slow calls were made)", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
 	}
 }
+
+// TestTunnelEndsWhenTheUpstreamCloses: a WebSocket server ends the TCP
+// connection first (RFC 6455 §7.1.1). The client is told (its read ends)
+// and, if it keeps its side open, the tunnel ends tunnelLinger (1 s) later
+// anyway, giving back its concurrency slot: a second tunnel is let in.
+// Before, the gateway held the tunnel, and the slot, for as long as the
+// client kept its side open (40 s and more in the audit), so a client
+// that never closed held count slots for ever. Every forwarder (upgrades
+// take the standard path).
+func TestTunnelEndsWhenTheUpstreamCloses(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, ok := switchTo(w, "")
+		if !ok {
+			return
+		}
+		brw.WriteString("bye")
+		brw.Flush()
+		conn.Close()
+	}))
+	t.Cleanup(up.Close)
+	for _, fwd := range []string{"standard", "auto", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			gw, _, g := upstreamGateway(t, fwd, fmt.Sprintf(`
+upstreams: { up: { targets: [%q] } }
+routes: [{ path: /*, upstream: up, resource: ws }]
+flowRules: [{ resource: ws, grade: concurrency, count: 1 }]
+`, up.URL))
+			c, br, resp := askUpgrade(t, gw, "/ws", "")
+			defer c.Close() // kept open: the client never closes its side
+			if resp.StatusCode != 101 {
+				t.Fatalf("handshake %d, want 101", resp.StatusCode)
+			}
+			if got, err := io.ReadAll(br); string(got) != "bye" || err != nil {
+				t.Fatalf("the client read %q, %v; want bye and the end", got, err)
+			}
+			settled(t, g)
+			c2, _, resp := askUpgrade(t, gw, "/ws", "")
+			c2.Close()
+			if resp.StatusCode != 101 {
+				t.Fatalf("a second tunnel: %d, want 101: the first still holds the slot", resp.StatusCode)
+			}
+		})
+	}
+}
