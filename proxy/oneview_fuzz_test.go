@@ -733,6 +733,10 @@ var diffH2Cases = func() []diffReq {
 		{noAuthority: true, fields: [][2]string{{"host", "victim.test"}, {"host", "gw"}}},
 		{noAuthority: true, fields: [][2]string{{"host", "gw"}, {"host", "victim.test"}}},
 		{noAuthority: true},
+		// No host name at all: nothing a host or ip+host limit could key
+		// on (538c122: 400, reaching no upstream).
+		{noAuthority: true, fields: [][2]string{{"host", ""}}}, {noAuthority: true, fields: [][2]string{{"host", ":80"}}},
+		{authority: ":80"}, {authority: ":"},
 		{authority: "victim.test"}, {authority: "VICTIM.test"}, {authority: "victim.test."}, {authority: "victim.test:80"},
 		{authority: "victim.test:80:80"}, {authority: "victim.test,gw"}, {authority: "gw,victim.test"}, {authority: "user@victim.test"},
 		{authority: "[::1]:8080"}, {authority: "[victim.test]"}, {authority: " victim.test"}, {authority: "victim.test "},
