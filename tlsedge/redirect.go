@@ -30,11 +30,7 @@ func Redirect(tlsAddr string) http.Handler {
 			http.Error(w, "the Host is no host name or address (or is missing): nothing to redirect to", http.StatusBadRequest)
 			return
 		}
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.TrimPrefix(strings.TrimSuffix(host, "]"), "[")
+		host := match.HostOnly(r.Host)
 		if port != "" && port != "443" {
 			host = net.JoinHostPort(host, port)
 		} else if strings.Contains(host, ":") {
