@@ -209,18 +209,26 @@ func TestParamWindowTwoGatewaysShareOneValue(t *testing.T) {
 	}
 }
 
+// keysService is a service on a private Redis, in namespace ns, on
+// synthetic time, and a client to read that Redis's keys.
+func keysService(t *testing.T, ns string) (*cluster.Service, *redis.Client, *synthClock) {
+	t.Helper()
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
+	t.Cleanup(func() { rdb.Close() })
+	clock := new(synthClock)
+	s := newService(t, cluster.Options{URL: srv.url(), Namespace: ns, Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetClock(clock.now)
+	return s, rdb, clock
+}
+
 // Keys: each value's window has its own hash tag (a rule's values spread
 // over a Redis Cluster's slots), and a long value is keyed by a digest, so
 // no key is longer than about 200 bytes whatever the request sent; values
 // that share their first bytes still count apart.
 func TestParamWindowKeys(t *testing.T) {
 	t.Parallel()
-	srv := startPrivateRedis(t)
-	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
-	defer rdb.Close()
-	clock := new(synthClock)
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "keys", Timeout: 5 * time.Second, Heartbeat: time.Hour})
-	s.SetClock(clock.now)
+	s, rdb, clock := keysService(t, "keys")
 	rule := paramRule(1, 1, config.ThresholdGlobal)
 	for _, v := range append([]string{"a", "b"}, longKeyValues("x", 5000)...) {
 		if _, r := offerValueAt(t, s, clock, rule, 1, v, 1, []int64{0}); r != 0 {
@@ -244,12 +252,7 @@ func TestParamWindowKeys(t *testing.T) {
 // (the cluster audit of 2026-12-07).
 func TestFlowOriginKeys(t *testing.T) {
 	t.Parallel()
-	srv := startPrivateRedis(t)
-	rdb := redis.NewClient(must(redis.ParseURL(srv.url())))
-	defer rdb.Close()
-	clock := new(synthClock)
-	s := newService(t, cluster.Options{URL: srv.url(), Namespace: "okeys", Timeout: 5 * time.Second, Heartbeat: time.Hour})
-	s.SetClock(clock.now)
+	s, rdb, clock := keysService(t, "okeys")
 	rule := qpsRule(1, config.ThresholdGlobal)
 	rule.LimitApp = config.LimitAppOther
 	for i, o := range append([]string{"a"}, longKeyValues("o", 60000)...) {
