@@ -71,18 +71,45 @@ function card(name) {
     el("span", { class: "span" }, "peak ", el("b", { "data-series": "peak" }, "0")));
   const detail = el("div");
   const kind = el("span", { class: "hint", "data-kind": "" }, "");
+  const details = el("details", null, el("summary", null, "per origin and entrance"), detail);
   const root = el("section", { class: "card", "data-resource": name },
-    el("h3", null, name, kind), stats, chart, legend,
-    el("details", null, el("summary", null, "per origin and entrance"), detail));
+    el("h3", null, name, kind), stats, chart, legend, details);
   const grid = $("#resources");
   grid.querySelector(".empty")?.remove();
   // Keep cards sorted by name.
   const after = [...grid.children].find((n) => n.dataset.resource > name);
   grid.insertBefore(root, after || null);
-  c = { root, values, chart, legPass, legBlock, legend, detail, kind };
+  c = { root, values, chart, legPass, legBlock, legend, detail, details, kind, drawn: false, filled: false, last: null };
+  details.addEventListener("toggle", () => fillCard(c));
   cards.set(name, c);
+  inView.observe(root);
   return c;
 }
+
+// A card's chart and numbers are redrawn each second only while the card is
+// on screen and the page is visible, and its origin and entrance tables
+// only while they are open: 60 charts of 300 samples and 60 tables rebuilt
+// every second kept a core's renderer 40 % busy for a page that shows a few
+// of them. A card coming into view, or the page coming back, is drawn at
+// once from the figures held (a card is always drawn once, when it first
+// has figures).
+const onScreen = new Set(); // resource names whose card is in view
+const inView = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    const name = e.target.dataset.resource;
+    if (!e.isIntersecting) { onScreen.delete(name); continue; }
+    onScreen.add(name);
+    drawOne(name);
+  }
+}, { rootMargin: "200px" });
+let drawnAt = 0; // the server time (ms) of the history last received
+function drawOne(name) {
+  const c = cards.get(name), h = history.get(name);
+  if (!c || document.hidden) return;
+  fillCard(c);
+  if (h && drawnAt) drawChart(c, h, drawnAt);
+}
+document.addEventListener("visibilitychange", () => { for (const name of onScreen) drawOne(name); });
 
 function nodeTable(title, rows) {
   if (!rows || !rows.length) return null;
@@ -101,7 +128,7 @@ function showResources(data) {
   // A resource dropped from the configuration (or, with more than
   // MAX_CARDS, gone quiet) disappears from the page.
   const live = new Set(data.resources.map((r) => r.resource));
-  for (const [name, c] of cards) if (!live.has(name)) { c.root.remove(); cards.delete(name); }
+  for (const [name, c] of cards) if (!live.has(name)) { inView.unobserve(c.root); onScreen.delete(name); c.root.remove(); cards.delete(name); }
   const more = $("#resources-more");
   const total = data.resourcesTotal || data.resources.length;
   more.hidden = total <= data.resources.length;
@@ -113,12 +140,23 @@ function showResources(data) {
   for (const r of data.resources) {
     const c = card(r.resource);
     c.kind.textContent = groups.has(r.resource) ? "API group" : "";
-    for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
-    const more = r.originsTotal > (r.origins || []).length ?
-      el("p", { class: "empty" }, "the " + r.origins.length + " most active of " + r.originsTotal + " origins") : "";
-    c.detail.replaceChildren(nodeTable("origin", r.origins) || "", more, nodeTable("entrance", r.entrances) || "");
-    if (!c.detail.children.length) c.detail.append(el("p", { class: "empty" }, "no origins or entrances recorded"));
+    c.last = r;
+    if (!c.filled || (onScreen.has(r.resource) && !document.hidden)) fillCard(c);
   }
+}
+
+// fillCard writes a card's numbers from its resource's last figures, and
+// its origin and entrance tables while they are open.
+function fillCard(c) {
+  const r = c.last;
+  if (!r) return;
+  c.filled = true;
+  for (const [k] of STATS) c.values[k].textContent = k === "concurrency" ? r[k] : fmt(r[k]);
+  if (!c.details.open) return;
+  const more = r.originsTotal > (r.origins || []).length ?
+    el("p", { class: "empty" }, "the " + r.origins.length + " most active of " + r.originsTotal + " origins") : "";
+  c.detail.replaceChildren(nodeTable("origin", r.origins) || "", more, nodeTable("entrance", r.entrances) || "");
+  if (!c.detail.children.length) c.detail.append(el("p", { class: "empty" }, "no origins or entrances recorded"));
 }
 
 function niceMax(v) {
@@ -165,6 +203,7 @@ function drawChart(c, s, now) {
       parts.push(svg("polyline", { class: cls, points: pts.join(" "), "data-points": pts.length }));
     }
   }
+  c.drawn = true;
   c.chart.replaceChildren(...parts);
   c.chart.setAttribute("data-runs", runs.length);
   const last = s.t.length - 1;
@@ -208,7 +247,11 @@ function showHistory(data) {
     if (old > 0) for (const k of SERIES) h[k].splice(0, old);
   }
   for (const name of [...history.keys()]) if (!listed.has(name)) history.delete(name);
-  for (const [name, h] of history) if (cards.has(name)) drawChart(cards.get(name), h, data.at);
+  drawnAt = data.at;
+  for (const [name, h] of history) {
+    const c = cards.get(name);
+    if (c && (!c.drawn || (onScreen.has(name) && !document.hidden))) drawChart(c, h, data.at);
+  }
 }
 
 // ---- upstreams: one card per upstream, one row per target ----
