@@ -7,8 +7,10 @@
 package tlsedge
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -245,7 +247,15 @@ func (s *Store) path(p string) string {
 
 func (s *Store) loadPair(p Pair) (loaded, error) {
 	cf, kf := s.path(p.CertFile), s.path(p.KeyFile)
-	c, err := tls.LoadX509KeyPair(cf, kf)
+	certPEM, err := readPEM(cf)
+	var keyPEM []byte
+	if err == nil {
+		keyPEM, err = readPEM(kf)
+	}
+	var c tls.Certificate
+	if err == nil {
+		c, err = tls.X509KeyPair(certPEM, keyPEM)
+	}
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s, %s: %w", cf, kf, err)
 	}
@@ -272,8 +282,33 @@ func (s *Store) loadPair(p Pair) (loaded, error) {
 	return loaded{cert: &c, info: info}, nil
 }
 
-func loadCA(path string) (*x509.CertPool, error) {
+// readPEM reads a PEM file in which every block that begins ends. The
+// standard library's readers keep the blocks before one that does not
+// decode and say nothing: a fullchain.pem caught half-written (by cp or a
+// shell's >, unlike certbot's and Kubernetes' renames) loaded as the leaf
+// alone, and clients that need the intermediate failed until the file was
+// written again. nginx refuses such a file too. Text around the blocks
+// (openssl's subject= lines) is left alone, as both do.
+func readPEM(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	begun, ended := bytes.Count(b, []byte("-----BEGIN ")), 0
+	for rest := b; ; ended++ {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+	}
+	if ended < begun {
+		return nil, fmt.Errorf("%s: %d of its %d PEM blocks do not decode (a file still being written?)", path, begun-ended, begun)
+	}
+	return b, nil
+}
+
+func loadCA(path string) (*x509.CertPool, error) {
+	b, err := readPEM(path)
 	if err != nil {
 		return nil, err
 	}

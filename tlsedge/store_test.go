@@ -536,6 +536,25 @@ func TestBrokenRenewalKeepsTheOldCertificate(t *testing.T) {
 		served  *testcert.Leaf
 	}{
 		{
+			// cp or cat > caught between the leaf and the intermediate:
+			// the standard library loads the leaf alone.
+			name: "full chain half-written",
+			change: func() {
+				writeFile(t, filepath.Join(dir, "shop.crt"), append(slices.Clip(v1.CertPEM), ca.PEM[:len(ca.PEM)/2]...))
+			},
+			wantErr: filepath.Join(dir, "shop.crt") + ": 1 of its 2 PEM blocks do not decode",
+			served:  v1,
+		},
+		{
+			name: "key half-written",
+			change: func() {
+				writeFile(t, filepath.Join(dir, "shop.crt"), v1.CertPEM)
+				writeFile(t, filepath.Join(dir, "shop.key"), v1.KeyPEM[:len(v1.KeyPEM)-40])
+			},
+			wantErr: filepath.Join(dir, "shop.key") + ": 1 of its 1 PEM blocks do not decode",
+			served:  v1,
+		},
+		{
 			name:    "certificate file truncated",
 			change:  func() { writeFile(t, filepath.Join(dir, "shop.crt"), v1.CertPEM[:40]) },
 			wantErr: "certificates[0]: " + filepath.Join(dir, "shop.crt"),
@@ -560,6 +579,9 @@ func TestBrokenRenewalKeepsTheOldCertificate(t *testing.T) {
 	for _, st := range steps {
 		st.change()
 		err := w.lastResult(t, true)
+		if err == nil {
+			t.Fatalf("%s: the reload succeeded, want %q", st.name, st.wantErr)
+		}
 		if !strings.Contains(err.Error(), st.wantErr) {
 			t.Errorf("%s: reload error %q, want it to contain %q", st.name, err, st.wantErr)
 		}
