@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// X-Forwarded-Proto is how the client reached sluice, unless the peer is a
-// trusted proxy that says, in one value, how the client reached it (a load
-// balancer ending TLS in front of sluice): then that, as Traefik keeps it.
+// X-Forwarded-Proto is how the client reached sluice: https over TLS,
+// whatever the peer says (SPEC §8); over plain HTTP, a trusted proxy's one
+// value saying how the client reached it (a load balancer ending TLS in
+// front of sluice) is kept, as Traefik keeps it.
 // An untrusted peer's value, several values, or one that is neither http nor
 // https never reaches the upstream. Forwarders and sources share the one
 // function, so the limits read what the upstream gets (oneview tests).
@@ -25,7 +26,7 @@ func TestForwardedProto(t *testing.T) {
 	}{
 		{"10.1.1.1:5000", false, []string{"https"}, "https"}, // the load balancer ended TLS
 		{"10.1.1.1:5000", false, []string{"HTTPS"}, "https"},
-		{"10.1.1.1:5000", true, []string{"http"}, "http"}, // the client came in plain to the balancer
+		{"10.1.1.1:5000", true, []string{"http"}, "https"}, // over TLS, https (SPEC §8), as nginx's $scheme
 		{"10.1.1.1:5000", false, nil, "http"},
 		{"10.1.1.1:5000", true, nil, "https"},
 		{"10.1.1.1:5000", false, []string{"https", "http"}, "http"},

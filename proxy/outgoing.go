@@ -90,12 +90,16 @@ func (s *sources) forwardedFor(r *http.Request) (chain []string, ip string, ok b
 	return chain, ip, true
 }
 
-// forwardedProto is X-Forwarded-Proto: how the client reached sluice, or,
-// when the peer is a trusted proxy that says so in one value, how the client
-// reached that proxy (a load balancer that ends TLS before sluice), as
-// Traefik keeps it from its trusted IPs. Anything else from any peer is
-// replaced. X-Forwarded-Host is the client's Host.
+// forwardedProto is X-Forwarded-Proto: https for a request that came over
+// TLS (SPEC §8, whatever a peer says: nginx's $scheme); over plain HTTP,
+// when the peer is a trusted proxy that says so in one value, how the
+// client reached that proxy (a load balancer that ends TLS before sluice),
+// as Traefik keeps it from its trusted IPs, else http. Anything else from
+// any peer is replaced. X-Forwarded-Host is the client's Host.
 func (s *sources) forwardedProto(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
 	if v := r.Header["X-Forwarded-Proto"]; len(v) == 1 && s.peerTrusted(r) {
 		switch {
 		case strings.EqualFold(v[0], "https"):
@@ -104,10 +108,7 @@ func (s *sources) forwardedProto(r *http.Request) string {
 			return "http"
 		}
 	}
-	if r.TLS == nil {
-		return "http"
-	}
-	return "https"
+	return "http"
 }
 
 // appendUpstreamTarget appends the request-target that the upstream
