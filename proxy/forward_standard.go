@@ -90,7 +90,7 @@ func (t *tunnelEnd) Read(p []byte) (int, error) {
 type unspacing struct{ http.RoundTripper }
 
 func (u unspacing) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := u.RoundTripper.RoundTrip(r)
+	resp, err := u.RoundTripper.RoundTrip(sentOnce(r))
 	if err != nil || !hasSpacedName(resp.Header) {
 		return resp, err
 	}
@@ -99,6 +99,38 @@ func (u unspacing) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// sentOnce keeps net/http's Transport from sending r again on a new
+// connection when its reused one fails before an answer: the Transport
+// takes a body-less request of any method that carries an Idempotency-Key
+// or X-Idempotency-Key field for idempotent (golang.org/issue/19943), and a
+// POST or PATCH reached its target twice (the upstreams audit), where SPEC
+// §9 sends a request of a method that is not idempotent once. The field
+// still goes to the upstream, under its lower-case name, which the
+// Transport's check (a canonical-key lookup) does not see; field names are
+// case-insensitive (RFC 9110 §5.1). So both forwarders replay the same
+// requests, the body-less GET, HEAD, OPTIONS and TRACE (a PUT or DELETE is
+// sent again by the attempts loop, as a counted retry).
+func sentOnce(r *http.Request) *http.Request {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return r
+	}
+	_, a := r.Header["Idempotency-Key"]
+	_, b := r.Header["X-Idempotency-Key"]
+	if !a && !b {
+		return r
+	}
+	c := *r
+	c.Header = r.Header.Clone()
+	for _, k := range [...]string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if v, ok := c.Header[k]; ok {
+			delete(c.Header, k)
+			c.Header[strings.ToLower(k)] = v
+		}
+	}
+	return &c
 }
 
 // errSpacedFraming: an answer's Content-Length or Transfer-Encoding came
