@@ -11,6 +11,7 @@
 package system
 
 import (
+	"math"
 	"time"
 
 	"sluice/config"
@@ -43,16 +44,24 @@ type CPUUsage interface{ Usage() float64 }
 //     through to an idle gateway so the average can recover without waiting
 //     out the window.
 //   - maxCpuUsage alone: blocks while usage > maxCpuUsage.
-//   - adaptive: Sentinel's checkBbr: blocks when more than one other call is
-//     in flight and in-flight > maxSuccessQps x minRt, where maxSuccessQps is
-//     the most successful calls in one second of the last ten, and minRt is
-//     the smallest per-second average RT of successes in the completed
-//     seconds (Kratos' BBR; Sentinel
-//     takes the single fastest call, which on a spread RT distribution sheds a
-//     busy but healthy gateway). Without a completed second of history it
-//     never blocks. With maxCpuUsage also set, CPU usage is the trigger as in
-//     Sentinel: BBR blocks only while usage > maxCpuUsage, and high CPU alone
-//     blocks nothing.
+//   - adaptive: Sentinel's checkBbr, made to tell queueing from traffic
+//     arriving at random: the bandwidth-delay product c = maxSuccessQps x
+//     minRt, where maxSuccessQps is the most successful calls in one second
+//     of the last ten, and minRt is the smallest per-second average RT of
+//     successes in the whole seconds (Kratos' BBR; Sentinel takes the single
+//     fastest call, which on a spread RT distribution sheds a busy but
+//     healthy gateway). Calls arriving at random put more than c in flight
+//     now and then without queueing, and a guard that sheds those loses
+//     their successes from maxSuccessQps and sheds ever more (a third of a
+//     healthy upstream's calls, for good). So a call is blocked when more
+//     than one other call is in flight and more than a limit: swing(c) while
+//     the calls completed lately took about minRt, falling to queued(c) as
+//     their time reaches queueingRt x minRt (calls queue: the upstream or
+//     the gateway is saturated), and to c/2 in one second of probeEvery
+//     while it sheds, which drains the queue so that minRt does not rise
+//     with it. Without a whole second of history it never blocks. With maxCpuUsage also set, CPU usage is the trigger as in
+//     Sentinel: the check applies only while usage > maxCpuUsage, and high
+//     CPU alone blocks nothing.
 //
 // A blocked Verdict has Reason limiter.ReasonSystem. Its RetryAfter is when
 // maxQps's window will take the call again when maxQps refused it, and 0
@@ -184,14 +193,38 @@ func (g *Guard) admit(now, others int64) bool {
 	cpuHigh := g.maxCpu > 0 && g.cpuHigh()
 	if g.adaptive {
 		if (g.maxCpu == 0 || cpuHigh) && others > 1 {
-			if capacity, ok := st.capacity(now); ok && float64(others) > capacity {
-				return false
+			if capacity, minRt, ok := st.capacity(now); ok {
+				limit := swing(capacity)
+				if rt, ok := st.recentRt(); ok && rt > minRt {
+					limit -= min((rt/minRt-1)/(queueingRt-1), 1) * (limit - queued(capacity))
+				}
+				if st.probing() {
+					limit = capacity / 2
+				}
+				if float64(others) > limit {
+					st.shed(now)
+					return false
+				}
 			}
 		}
 		return true
 	}
 	return !cpuHigh
 }
+
+// queueingRt: calls queue (the upstream or the gateway is saturated) when
+// the calls completed lately took this many times minRt on average.
+const queueingRt = 2
+
+// swing is the most calls in flight that calls arriving at random put in
+// flight now and then, with c in flight on average: c + 4 sqrt(c) + 4, past
+// which they are queueing whatever their times say (a Poisson count passes
+// it about once in a hundred thousand arrivals).
+func swing(c float64) float64 { return c + 4*math.Sqrt(c) + 4 }
+
+// queued is the most calls in flight admitted while calls queue: c and the
+// usual part of the swing.
+func queued(c float64) float64 { return c + math.Sqrt(c) + 1 }
 
 func (g *Guard) cpuHigh() bool { return g.cpu != nil && g.cpu.Usage() > g.maxCpu }
 

@@ -290,11 +290,13 @@ func TestAdaptive(t *testing.T) {
 	}
 
 	// Saturated: the upstream now takes 200 ms per call. Without protection
-	// 200 calls would pile up; BBR keeps in flight near the measured
-	// bandwidth-delay product (1000/s x 10 ms = 10).
+	// 200 calls would pile up; the guard keeps in flight near the measured
+	// bandwidth-delay product (1000/s x 10 ms = 10): within its swing
+	// (10 + 4 sqrt(10) + 4 = 26.6) until the slow calls' times come in, then
+	// closer.
 	blocked, worst := s.run(3000, 5000, constRt(200))
-	if blocked == 0 || worst > 12 {
-		t.Errorf("saturated: %d shed, worst in flight %d; want shedding and <= 12 in flight", blocked, worst)
+	if blocked == 0 || worst > 27 {
+		t.Errorf("saturated: %d shed, worst in flight %d; want shedding and <= 27 in flight", blocked, worst)
 	}
 	t.Logf("saturated: %d of 2000 shed, worst in flight %d", blocked, worst)
 

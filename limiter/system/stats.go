@@ -30,6 +30,10 @@ type stats struct {
 	mu   sync.Mutex
 	fine ring.Ring[fineBucket, *fineBucket]
 	sec  ring.Ring[secBucket, *secBucket]
+	// since is the first success after sec held none (at start, after ten
+	// idle seconds): a second that began before it holds a sliver of a
+	// second's traffic, no evidence of what a second carries.
+	since int64
 }
 
 type fineBucket struct{ done, rtSum int64 } // rtSum: their response times, ns
@@ -37,11 +41,12 @@ type fineBucket struct{ done, rtSum int64 } // rtSum: their response times, ns
 func (b *fineBucket) Add(o fineBucket) { b.done += o.done; b.rtSum += o.rtSum }
 func (b *fineBucket) Sub(o fineBucket) { b.done -= o.done; b.rtSum -= o.rtSum }
 
-// secBucket holds one second of successful calls, for the BBR estimate.
-type secBucket struct{ succ, rtSum int64 }
+// secBucket holds one second of successful calls, for the BBR estimate,
+// and the calls the adaptive check shed in it.
+type secBucket struct{ succ, rtSum, shed int64 }
 
-func (b *secBucket) Add(o secBucket) { b.succ += o.succ; b.rtSum += o.rtSum }
-func (b *secBucket) Sub(o secBucket) { b.succ -= o.succ; b.rtSum -= o.rtSum }
+func (b *secBucket) Add(o secBucket) { b.succ += o.succ; b.rtSum += o.rtSum; b.shed += o.shed }
+func (b *secBucket) Sub(o secBucket) { b.succ -= o.succ; b.rtSum -= o.rtSum; b.shed -= o.shed }
 
 func newStats() *stats {
 	return &stats{
@@ -81,21 +86,83 @@ func (s *stats) completed() (done, rtSum int64) {
 	return f.done, f.rtSum
 }
 
+// recentBuckets is how many of the newest fine buckets tell whether calls
+// queue now: 150 to 200 ms, a few calls' time, so that the guard sees a
+// queue form within a fraction of a second rather than when it has moved a
+// whole second's average.
+const recentBuckets = 4
+
+// recentCalls is the fewest calls whose average tells: with fewer in the
+// newest buckets, the whole fine window (a second) is read.
+const recentCalls = 8
+
+// recentRt is the average response time of the calls completed in the
+// newest recentBuckets fine buckets, or if they hold fewer than recentCalls,
+// in the whole fine window (mu
+// held, after advance); ok is false when none completed in it.
+func (s *stats) recentRt() (rt float64, ok bool) {
+	slots, i := s.fine.Slots(), s.fine.NewestSlot()
+	var b fineBucket
+	for range recentBuckets {
+		b.Add(slots[i])
+		if i--; i < 0 {
+			i = len(slots) - 1
+		}
+	}
+	if b.done < recentCalls {
+		b = s.fine.Sum()
+	}
+	if b.done == 0 {
+		return 0, false
+	}
+	return float64(b.rtSum) / float64(b.done), true
+}
+
 // complete records a finished call (mu held). Every call counts towards the
 // average RT (a timeout is the slowest call of all); only successes count
 // towards the BBR estimate, so that fast failures do not pass for capacity.
 func (s *stats) complete(now, rt int64, failed bool) {
 	s.fine.Add(now, fineBucket{done: 1, rtSum: rt})
 	if !failed {
+		if s.sec.Sum().succ == 0 {
+			s.since = now
+		}
 		s.sec.Add(now, secBucket{succ: 1, rtSum: rt})
 	}
+}
+
+// probeEvery: while the adaptive check sheds, one second in probeEvery
+// admits at most half the bandwidth-delay product, so that the queue
+// drains and that second's average time is the calls' own again. minRt is
+// the smallest per-second average of ten seconds; under a long overload
+// every second holds a queue, and without the drained one minRt, and with
+// it the calls admitted, the queue and minRt again, grew without end (p99
+// 80 ms after 10 s, 1.9 s after two minutes). TCP's BBR drains the same
+// way (ProbeRTT) every ten seconds.
+const probeEvery = 10
+
+// shed counts a call the adaptive check refused (mu held, after advance).
+func (s *stats) shed(now int64) { s.sec.Add(now, secBucket{shed: 1}) }
+
+// probing reports whether the current second is a drained one: its number
+// a multiple of probeEvery, and the second before it shed (mu held, after
+// advance).
+func (s *stats) probing() bool {
+	head := s.sec.Head()
+	if head%probeEvery != 0 {
+		return false
+	}
+	slots := s.sec.Slots()
+	prev := (s.sec.NewestSlot() - 1 + len(slots)) % len(slots)
+	return slots[prev].shed > 0
 }
 
 // capacity estimates the bandwidth-delay product: the most calls the gateway
 // completed per second in the last ten seconds times the smallest per-second
 // average response time, i.e. how many calls can be in flight without
 // queueing (mu held, after advance). ok is false without evidence: no
-// completed second with a success yet (at start, after ten idle seconds).
+// whole second with a success yet (at start, after ten idle seconds; the
+// second in which the traffic began is not whole, and gives minRt only).
 //
 // The current, incomplete second counts with a lower bound of its rate
 // (successes so far over at least 100 ms), so a ramp-up is not mistaken
@@ -103,10 +170,11 @@ func (s *stats) complete(now, rt int64, failed bool) {
 // after the second turns its "average" is the first few calls, and one fast
 // call (a health check, a cached answer) would shrink the estimate to
 // nothing and shed a healthy gateway. minRt is of completed seconds only.
-func (s *stats) capacity(now int64) (calls float64, ok bool) {
+func (s *stats) capacity(now int64) (calls, minRt float64, ok bool) {
 	cur, head := s.sec.NewestSlot(), s.sec.Head()
-	var maxRate, minRt float64
-	for i, b := range s.sec.Slots() {
+	var maxRate float64
+	slots := s.sec.Slots()
+	for i, b := range slots {
 		if b.succ == 0 {
 			continue
 		}
@@ -115,11 +183,14 @@ func (s *stats) capacity(now int64) (calls float64, ok bool) {
 			maxRate = max(maxRate, float64(b.succ)*float64(secWidth)/float64(elapsed))
 			continue
 		}
-		ok = true
-		maxRate = max(maxRate, float64(b.succ))
 		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
 			minRt = rt
 		}
+		if (head-int64((cur-i+len(slots))%len(slots)))*secWidth < s.since {
+			continue // a sliver, which tells a time but not a second's calls
+		}
+		ok = true
+		maxRate = max(maxRate, float64(b.succ))
 	}
-	return maxRate * minRt / 1e9, ok
+	return maxRate * minRt / 1e9, minRt, ok
 }
