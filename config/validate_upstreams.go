@@ -2,10 +2,10 @@ package config
 
 import (
 	"math"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
+
+	"sluice/internal/match"
 )
 
 // upstreams checks every upstream: its targets, timeouts, balancing, health
@@ -85,34 +85,15 @@ func (c *checker) targets(p string, ts []Target) {
 				tp += ".url"
 			}
 			c.add(tp, "%s", msg)
-		} else if first, dup := seen[targetKey(t.URL)]; dup {
+		} else if first, dup := seen[match.TargetKey(t.URL)]; dup {
 			c.add(tp, "duplicate target %s (also targets[%d], %s)", quote(t.URL), first, quote(ts[first].URL))
 		} else {
-			seen[targetKey(t.URL)] = i
+			seen[match.TargetKey(t.URL)] = i
 		}
 		if t.Weight < 1 || t.Weight > MaxTargetWeight {
 			c.add(tp+".weight", "must be in 1..%d, got %d", MaxTargetWeight, t.Weight)
 		}
 	}
-}
-
-// targetKey is the server a valid target URL names and the path it
-// forwards under, as one string: letter case in the scheme and host, a
-// host's trailing dot, a default port, a port's leading zeros and a lone
-// "/" path do not make another target (written
-// twice, one server would take twice its weight, and show as two targets).
-func targetKey(raw string) string {
-	u, _ := url.Parse(raw)
-	port := strings.TrimLeft(u.Port(), "0") // checkTarget: 1..65535
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	path := u.EscapedPath()
-	if path == "/" {
-		path = ""
-	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	return u.Scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // hashOn: balance hash needs a source, and only hash uses one; a path

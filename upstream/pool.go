@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"sluice/internal/match"
 )
 
 // Options are what a Pool needs from outside.
@@ -42,7 +44,7 @@ type Pool struct {
 	closed  bool
 }
 
-type key struct{ upstream, url string }
+type key struct{ upstream, target string } // target: match.TargetKey of its URL
 
 // NewPool returns an empty pool.
 func NewPool(o Options) *Pool {
@@ -78,8 +80,14 @@ func (p *Pool) Build(name string, s Spec) (*Upstream, error) {
 	if u.sh == nil {
 		u.sh = newShared()
 	}
-	for _, t := range s.Targets {
-		st := p.states[key{name, t.URL}]
+	// A target keeps its state across a reload that writes its URL another
+	// way (match.TargetKey: case, a default port, a trailing dot or "/"),
+	// and with it the spelling it was first written in, which names it in
+	// metrics, logs and the hash ring: one server, one series and one
+	// place in the ring.
+	kept := make([]Target, len(s.Targets))
+	for i, t := range s.Targets {
+		st := p.states[key{name, match.TargetKey(t.URL)}]
 		if st == nil {
 			pu, err := url.Parse(t.URL)
 			if err != nil {
@@ -87,11 +95,13 @@ func (p *Pool) Build(name string, s Spec) (*Upstream, error) {
 			}
 			st = newState(name, t.URL, pu)
 		}
-		u.members = append(u.members, &member{st: st, weight: int64(weightOf(t)), obs: p.opts.Observer.Target(name, t.URL)})
+		kept[i] = t
+		kept[i].URL = st.url
+		u.members = append(u.members, &member{st: st, weight: int64(weightOf(t)), obs: p.opts.Observer.Target(name, st.url)})
 	}
 	u.rr.current = make([]int64, len(u.members))
 	if s.Balance == Hash {
-		u.hash = newRendezvous(s.Targets)
+		u.hash = newRendezvous(kept)
 	}
 	return u, nil
 }
@@ -119,7 +129,7 @@ func (p *Pool) Commit(ups []*Upstream) {
 	for _, u := range ups {
 		shareds[u.name] = u.sh
 		for _, m := range u.members {
-			states[key{u.name, m.st.url}] = m.st
+			states[key{u.name, match.TargetKey(m.st.url)}] = m.st
 			if u.hc != nil {
 				want[m.st] = u.hc
 			}
@@ -150,9 +160,9 @@ func (p *Pool) Commit(ups []*Upstream) {
 		}
 	}
 	if f, ok := p.opts.Observer.(Forgetter); ok {
-		for k := range p.states {
+		for k, st := range p.states {
 			if states[k] == nil {
-				f.ForgetTarget(k.upstream, k.url)
+				f.ForgetTarget(k.upstream, st.url)
 			}
 		}
 		for name := range p.shareds {

@@ -242,3 +242,39 @@ func TestCommitForgetsWhatLeft(t *testing.T) {
 		t.Errorf("forgot upstreams %v, want [users]", obs.upstreams)
 	}
 }
+
+// TestRespelledTargetKeepsItsState: a reload that writes a target's URL
+// another way (case, no default port, a trailing "/": the same server, as
+// validation reads it) keeps its ejection, and its metric series under the
+// spelling it was first written in (the upstreams audit: the ejected target
+// was back at once and its series started again at 0).
+func TestRespelledTargetKeepsItsState(t *testing.T) {
+	obs := &forgetting{counting: newCounting()}
+	p := upstream.NewPool(upstream.Options{Now: func() int64 { return 0 }, Observer: obs})
+	defer p.Close()
+	ts := targets(2) // http://10.0.0.1:80, http://10.0.0.2:80
+	pass := &upstream.Passive{ConsecutiveFailures: 1, EjectFor: time.Minute, MaxEjectedPercent: 50}
+	u, _ := p.Build("orders", upstream.Spec{Targets: ts, Passive: pass})
+	p.Commit([]*upstream.Upstream{u})
+	if pick(u, 0, 0) != 0 {
+		t.Fatal("round robin did not start with the first target")
+	}
+	respelled := []upstream.Target{{URL: "HTTP://10.0.0.1/", Weight: 1}, ts[1]}
+	u2, err := p.Build("orders", upstream.Spec{Targets: respelled, Passive: pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit([]*upstream.Upstream{u2})
+	st, ok := byTarget(p, sec)[ts[0].URL]
+	if !ok || !st.Ejected || st.Available {
+		t.Fatalf("after the respelling reload: %+v (listed %v), want still ejected under %s", st, ok, ts[0].URL)
+	}
+	if len(obs.targets) != 0 {
+		t.Errorf("the reload forgot %v, a target that stayed", obs.targets)
+	}
+	for range 10 {
+		if pick(u2, sec, 200) == 0 {
+			t.Fatal("a request went to the target ejected before the reload")
+		}
+	}
+}
