@@ -204,6 +204,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dropH2CUpgrade(r)
+	ignoreOldExpect(r)
 	joinCookieLines(r)
 	var b *clientBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
