@@ -272,3 +272,45 @@ func dotSegment(seg string) bool {
 	seg, _, _ = strings.Cut(seg, ";")
 	return seg == "." || seg == ".."
 }
+
+// TestBackslashDotSegmentIs400: IIS and ASP.NET read '\' in a path as '/',
+// so "/items/x/..\hello" (raw or as %5C) was counted on route "items" while
+// such an upstream served /hello (the smuggling audit). A dot segment
+// delimited by a backslash is 400 like one delimited by '/'; a backslash
+// elsewhere is forwarded as before.
+func TestBackslashDotSegmentIs400(t *testing.T) {
+	rules := `
+upstreams:
+  up: {targets: ["UPSTREAM"]}
+routes:
+  - path: /hello
+    upstream: up
+    resource: hello
+  - path: /items/{id}/*
+    upstream: up
+    resource: items
+  - path: /*
+    upstream: up
+    resource: other
+`
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			rg := newRecordingRawGW(t, fwd, rules)
+			for _, target := range []string{`/items/x/..\hello`, "/items/x/..%5chello", "/items/x/..%5Chello", `/items/x\..\hello`, `/items/x/.\y`} {
+				status, _, up := rg.send(t, "GET", target)
+				if status != http.StatusBadRequest || up != nil {
+					u := ""
+					if up != nil {
+						u = up.RequestURI
+					}
+					t.Errorf("%s: %d, upstream got %q; want 400 (a dot segment delimited by a backslash)", target, status, u)
+				}
+			}
+			for _, target := range []string{`/items/x/a\b`, "/items/x/a%5Cb", `/items/x/..a\b`} {
+				if status, _, up := rg.send(t, "GET", target); status != http.StatusOK || up == nil {
+					t.Errorf("%s: %d, want forwarded (a backslash in a name)", target, status)
+				}
+			}
+		})
+	}
+}

@@ -317,17 +317,22 @@ func unescapedPath(p string) string {
 
 // hasDotSegment reports a "." or ".." path segment (after unescaping, so
 // %2e%2e and ..%2f count too), with or without ";parameters" (Tomcat,
-// Jetty and Spring drop them, then clean "..;/" as "../"). Such a path
-// could match one route here and be cleaned into another route's path by
-// the upstream, escaping the first route's rules, so it is refused rather
-// than forwarded.
+// Jetty and Spring drop them, then clean "..;/" as "../"), and delimited
+// by '\' as well as '/' (IIS and ASP.NET read a backslash as a slash, so
+// "..\" and "..%5C" count too). Such a path could match one route here
+// and be cleaned into another route's path by the upstream, escaping the
+// first route's rules, so it is refused rather than forwarded.
 func hasDotSegment(p string) bool {
-	if !strings.Contains(p, "/.") {
+	if !strings.Contains(p, "/.") && !strings.Contains(p, "\\.") {
 		return false
 	}
 	for p != "" {
 		var seg string
-		seg, p, _ = strings.Cut(p, "/")
+		if i := strings.IndexAny(p, "/\\"); i >= 0 {
+			seg, p = p[:i], p[i+1:]
+		} else {
+			seg, p = p, ""
+		}
 		if i := strings.IndexByte(seg, ';'); i >= 0 {
 			seg = seg[:i]
 		}
