@@ -341,6 +341,12 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	}
 	out.Scheme, out.Host = target.Scheme, target.Host
 	pr.Out.Host = ""
+	// A request's trailers are not forwarded: the limits read its head,
+	// and an upstream that merges trailers into the fields (Go's server
+	// hands them to handlers in the same form) would read one no limit saw.
+	// net/http sent a Trailer field naming them from the copy's keys, and
+	// then none.
+	pr.Out.Trailer = nil
 	h := pr.Out.Header
 	for k := range h {
 		// ReverseProxy removed what dropRequestHeader and Connection name.
