@@ -124,7 +124,7 @@ func (s *stats) recentRt() (rt float64, ok bool) {
 func (s *stats) complete(now, rt int64, failed bool) {
 	s.fine.Add(now, fineBucket{done: 1, rtSum: rt})
 	if !failed {
-		if s.sec.Sum().succ == 0 {
+		if s.sec.Advance(now); s.sec.Sum().succ == 0 {
 			s.since = now
 		}
 		s.sec.Add(now, secBucket{succ: 1, rtSum: rt})
