@@ -195,12 +195,14 @@ routes:
 	}
 }
 
-// TestDotSegmentWithParameterIs400: "..;" and ".;x" are dot segments to
-// Java servlet containers (Tomcat, Jetty, Spring), which drop ";..." from
-// each segment and then clean the path: "/items/..;/hello" was counted on
-// route "items" while such an upstream served /hello, whose own route's
-// limits were stepped around. They are 400 like "..", "%2e%2e" and "..%2f".
-func TestDotSegmentWithParameterIs400(t *testing.T) {
+// TestDotSegmentSpellingsAre400: upstreams clean more than "/../" into a
+// parent: Java servlet containers (Tomcat, Jetty, Spring) drop ";..." from
+// each segment first, so "/items/..;/hello" was counted on route "items"
+// while such an upstream served /hello, whose own route's limits were
+// stepped around; IIS and ASP.NET read '\' as '/', so "/items/x/..\hello"
+// (raw or as %5C) did the same (the smuggling audit). They are 400 like
+// "..", "%2e%2e" and "..%2f"; a ';' or a backslash elsewhere is forwarded.
+func TestDotSegmentSpellingsAre400(t *testing.T) {
 	rules := `
 upstreams:
   up: {targets: ["UPSTREAM"]}
@@ -215,17 +217,25 @@ routes:
     upstream: up
     resource: other
 `
+	refused := []string{"/items/..;/hello", "/items/x/..;jsessionid=1/hello", "/items/.;/x",
+		`/items/x/..\hello`, "/items/x/..%5chello", "/items/x/..%5Chello", `/items/x\..\hello`, `/items/x/.\y`}
+	forwarded := []string{`/items/x/a\b`, "/items/x/a%5Cb", `/items/x/..a\b`}
 	for _, fwd := range []string{"standard", "fast"} {
 		t.Run(fwd, func(t *testing.T) {
 			rg := newRecordingRawGW(t, fwd, rules)
-			for _, target := range []string{"/items/..;/hello", "/items/x/..;jsessionid=1/hello", "/items/.;/x"} {
+			for _, target := range refused {
 				status, _, up := rg.send(t, "GET", target)
 				if status != http.StatusBadRequest || up != nil {
 					u := ""
 					if up != nil {
 						u = up.RequestURI
 					}
-					t.Errorf("%s: %d, upstream got %q; want 400 (a dot segment with a ;parameter)", target, status, u)
+					t.Errorf("%s: %d, upstream got %q; want 400 (a dot segment)", target, status, u)
+				}
+			}
+			for _, target := range forwarded {
+				if status, _, up := rg.send(t, "GET", target); status != http.StatusOK || up == nil {
+					t.Errorf("%s: %d, want forwarded (no dot segment)", target, status)
 				}
 			}
 		})
@@ -271,46 +281,4 @@ paramRules:
 func dotSegment(seg string) bool {
 	seg, _, _ = strings.Cut(seg, ";")
 	return seg == "." || seg == ".."
-}
-
-// TestBackslashDotSegmentIs400: IIS and ASP.NET read '\' in a path as '/',
-// so "/items/x/..\hello" (raw or as %5C) was counted on route "items" while
-// such an upstream served /hello (the smuggling audit). A dot segment
-// delimited by a backslash is 400 like one delimited by '/'; a backslash
-// elsewhere is forwarded as before.
-func TestBackslashDotSegmentIs400(t *testing.T) {
-	rules := `
-upstreams:
-  up: {targets: ["UPSTREAM"]}
-routes:
-  - path: /hello
-    upstream: up
-    resource: hello
-  - path: /items/{id}/*
-    upstream: up
-    resource: items
-  - path: /*
-    upstream: up
-    resource: other
-`
-	for _, fwd := range []string{"standard", "fast"} {
-		t.Run(fwd, func(t *testing.T) {
-			rg := newRecordingRawGW(t, fwd, rules)
-			for _, target := range []string{`/items/x/..\hello`, "/items/x/..%5chello", "/items/x/..%5Chello", `/items/x\..\hello`, `/items/x/.\y`} {
-				status, _, up := rg.send(t, "GET", target)
-				if status != http.StatusBadRequest || up != nil {
-					u := ""
-					if up != nil {
-						u = up.RequestURI
-					}
-					t.Errorf("%s: %d, upstream got %q; want 400 (a dot segment delimited by a backslash)", target, status, u)
-				}
-			}
-			for _, target := range []string{`/items/x/a\b`, "/items/x/a%5Cb", `/items/x/..a\b`} {
-				if status, _, up := rg.send(t, "GET", target); status != http.StatusOK || up == nil {
-					t.Errorf("%s: %d, want forwarded (a backslash in a name)", target, status)
-				}
-			}
-		})
-	}
 }
