@@ -211,4 +211,66 @@ func TestAdaptiveWaitsForAWholeSecond(t *testing.T) {
 			t.Errorf("traffic from %v into a second: 1.4x the upstream's capacity never shed", phase)
 		}
 	}
+	// After ten idle seconds, the second in which a call ends is a sliver
+	// too, though the last call before the idle spell is long gone: its
+	// success was once read off a window not yet slid to the call's end,
+	// and 9 of 20 calls a second later were shed.
+	ms := int64(time.Millisecond)
+	g := system.New(config.System{Adaptive: true}, nil, nil)
+	tok, _ := g.Enter(5400 * ms)
+	tok.Exit(5500*ms, false)
+	tok, _ = g.Enter(14900 * ms)
+	tok.Exit(16400*ms, false)
+	shed := 0
+	for range 20 {
+		if _, v := g.Enter(17010 * ms); v.Blocked {
+			shed++
+		}
+	}
+	if shed > 0 {
+		t.Errorf("after ten idle seconds, %d of 20 calls shed with no whole second of history", shed)
+	}
+}
+
+// TestAdaptiveBriefBurst: a burst on a healthy upstream (40 calls at once
+// beside 200 a second of 50 ms) may lose some of its own calls, which swing
+// past what random arrivals reach, but the seconds after it lose none: a
+// second was once drained (probeEvery) after any second that shed, and a
+// burst at x9.5 s cost half of the next second's calls.
+func TestAdaptiveBriefBurst(t *testing.T) {
+	for _, at := range []time.Duration{25500 * time.Millisecond, 29500 * time.Millisecond, 29990 * time.Millisecond} {
+		s := newUpstreamSim(system.New(config.System{Adaptive: true}, nil, nil), 0, 50*time.Millisecond, 3)
+		s.run(200, at, at)
+		for range 40 {
+			if tok, v := s.g.Enter(s.now); !v.Blocked {
+				s.tokens[s.now] = &tok
+				s.start(s.now)
+				s.now++
+			}
+		}
+		if res := s.run(200, 3*time.Second, 600*time.Millisecond); res.shed > 0 {
+			t.Errorf("burst at %v: %d of the %d calls of the next seconds shed, want none", at, res.shed, res.offered)
+		}
+	}
+}
+
+// TestAdaptiveStepUp: traffic to a healthy upstream that triples at once
+// (200 to 600 calls a second of 50 ms: 10 to 30 in flight) loses a few
+// calls in the first second, while the estimate catches up with the new
+// rate, and at most 1 in 500 after.
+func TestAdaptiveStepUp(t *testing.T) {
+	worst := 0
+	for seed := range uint64(20) {
+		s := newUpstreamSim(system.New(config.System{Adaptive: true}, nil, nil), 0, 50*time.Millisecond, seed)
+		s.spread = seed%2 == 1
+		s.run(200, 15*time.Second, 15*time.Second)
+		first := s.run(600, time.Second, 0)
+		after := s.run(600, 4*time.Second, 0)
+		worst = max(worst, first.shed)
+		if first.shed*20 > first.offered || after.shed*500 > after.offered {
+			t.Errorf("seed %d, spread %v: %d of %d shed in the first second, %d of %d in the next four; want at most 1 in 20 and 1 in 500",
+				seed, s.spread, first.shed, first.offered, after.shed, after.offered)
+		}
+	}
+	t.Logf("worst first second: %d shed", worst)
 }

@@ -59,9 +59,10 @@ type CPUUsage interface{ Usage() float64 }
 //     their time reaches queueingRt x minRt (calls queue: the upstream or
 //     the gateway is saturated), and to c/2 in one second of probeEvery
 //     while it sheds, which drains the queue so that minRt does not rise
-//     with it. Without a whole second of history it never blocks. With maxCpuUsage also set, CPU usage is the trigger as in
-//     Sentinel: the check applies only while usage > maxCpuUsage, and high
-//     CPU alone blocks nothing.
+//     with it. Without a whole second of history it never blocks. With
+//     maxCpuUsage also set, CPU usage is the trigger as in Sentinel: the
+//     check applies only while usage > maxCpuUsage, and high CPU alone
+//     blocks nothing.
 //
 // A blocked Verdict has Reason limiter.ReasonSystem. Its RetryAfter is when
 // maxQps's window will take the call again when maxQps refused it, and 0

@@ -97,9 +97,9 @@ const recentBuckets = 4
 const recentCalls = 8
 
 // recentRt is the average response time of the calls completed in the
-// newest recentBuckets fine buckets, or if they hold fewer than recentCalls,
-// in the whole fine window (mu
-// held, after advance); ok is false when none completed in it.
+// newest recentBuckets fine buckets, or if they hold fewer than
+// recentCalls, in the whole fine window (mu held, after advance); ok is
+// false when none completed in it.
 func (s *stats) recentRt() (rt float64, ok bool) {
 	slots, i := s.fine.Slots(), s.fine.NewestSlot()
 	var b fineBucket
@@ -131,8 +131,8 @@ func (s *stats) complete(now, rt int64, failed bool) {
 	}
 }
 
-// probeEvery: while the adaptive check sheds, one second in probeEvery
-// admits at most half the bandwidth-delay product, so that the queue
+// probeEvery: while the adaptive check sheds (probeAfter seconds in a row),
+// one second in probeEvery admits at most half the bandwidth-delay product, so that the queue
 // drains and that second's average time is the calls' own again. minRt is
 // the smallest per-second average of ten seconds; under a long overload
 // every second holds a queue, and without the drained one minRt, and with
@@ -144,17 +144,28 @@ const probeEvery = 10
 // shed counts a call the adaptive check refused (mu held, after advance).
 func (s *stats) shed(now int64) { s.sec.Add(now, secBucket{shed: 1}) }
 
+// probeAfter is how many seconds in a row must have shed before a second is
+// drained: an overload, not a burst (a burst that shed in one second once
+// halved the next for a healthy upstream).
+const probeAfter = 3
+
 // probing reports whether the current second is a drained one: its number
-// a multiple of probeEvery, and the second before it shed (mu held, after
-// advance).
+// a multiple of probeEvery, and each of the probeAfter seconds before it
+// shed (mu held, after advance).
 func (s *stats) probing() bool {
-	head := s.sec.Head()
-	if head%probeEvery != 0 {
+	if s.sec.Head()%probeEvery != 0 {
 		return false
 	}
-	slots := s.sec.Slots()
-	prev := (s.sec.NewestSlot() - 1 + len(slots)) % len(slots)
-	return slots[prev].shed > 0
+	slots, i := s.sec.Slots(), s.sec.NewestSlot()
+	for range probeAfter {
+		if i--; i < 0 {
+			i = len(slots) - 1
+		}
+		if slots[i].shed == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // capacity estimates the bandwidth-delay product: the most calls the gateway
