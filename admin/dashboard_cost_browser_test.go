@@ -97,7 +97,7 @@ func BenchmarkDashboardSixtyCards(b *testing.B) {
 
 // TestDashboardRedrawsOnlyWhatIsInView: with 60 resource cards, the page
 // redraws each second the charts and numbers of the cards on screen, not of
-// all 60 (which kept a core's renderer about 40 % busy:
+// all 60 (which kept the renderer's main thread 2.4 times as busy:
 // BenchmarkDashboardSixtyCards); a card scrolled into view shows the latest
 // figures at once, and a card's origin table is built when it is opened.
 func TestDashboardRedrawsOnlyWhatIsInView(t *testing.T) {

@@ -25,7 +25,12 @@ func TestRequestTrailersAreNotForwarded(t *testing.T) {
 		gw, _ := countedGateway(t, fwd, "http://"+up.Addr().String(), "1s")
 		rawRoundTrip(t, gw, "POST /x HTTP/1.1\r\nHost: gw\r\nTrailer: X-Key\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+
 			"5\r\nhello\r\n0\r\nX-Key: victim\r\n\r\n", 700*time.Millisecond)
-		sent := <-got
+		var sent string
+		select {
+		case sent = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing reached the upstream", fwd)
+		}
 		head, body, _ := strings.Cut(sent, "\r\n\r\n")
 		if strings.Contains(strings.ToLower(head), "\r\ntrailer:") || strings.Contains(sent, "victim") || body != "5\r\nhello\r\n0\r\n\r\n" {
 			t.Errorf("%s: the upstream got %q, want the body and neither the trailer nor a Trailer field", fwd, sent)

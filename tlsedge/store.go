@@ -294,7 +294,11 @@ func readPEM(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	begun, ended := bytes.Count(b, []byte("-----BEGIN ")), 0
+	// A block begins where encoding/pem looks for one: at a line's start.
+	begun, ended := bytes.Count(b, []byte("\n-----BEGIN ")), 0
+	if bytes.HasPrefix(b, []byte("-----BEGIN ")) {
+		begun++
+	}
 	for rest := b; ; ended++ {
 		var blk *pem.Block
 		if blk, rest = pem.Decode(rest); blk == nil {

@@ -630,3 +630,30 @@ func TestReloadReportsEveryPairThatFailed(t *testing.T) {
 		t.Error("what failed was not kept")
 	}
 }
+
+// TestReadPEMRefusesABlockThatDoesNotEnd: a block that begins (where
+// encoding/pem looks for one, at a line's start) and does not decode makes
+// the file unreadable; text around whole blocks does not, even text that
+// names a block's start within a line.
+func TestReadPEMRefusesABlockThatDoesNotEnd(t *testing.T) {
+	ca := testcert.NewCA(t, "test CA")
+	leaf := ca.Server(t, time.Now().Add(time.Hour), "a.test")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		file []byte
+		ok   bool
+	}{
+		{"a chain", append(slices.Clip(leaf.CertPEM), ca.PEM...), true},
+		{"subject lines around the blocks", []byte("subject=CN = a.test\n" + string(leaf.CertPEM) + "issuer=CN = test CA\n" + string(ca.PEM)), true},
+		{"a start named within a line", []byte("# each block starts with -----BEGIN CERTIFICATE-----\n" + string(leaf.CertPEM)), true},
+		{"cut inside the second block", append(slices.Clip(leaf.CertPEM), ca.PEM[:len(ca.PEM)/2]...), false},
+		{"cut inside the only block", leaf.CertPEM[:len(leaf.CertPEM)-30], false},
+	} {
+		f := filepath.Join(dir, "f.pem")
+		writeFile(t, f, tc.file)
+		if _, err := readPEM(f); (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}

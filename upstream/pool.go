@@ -83,21 +83,22 @@ func (p *Pool) Build(name string, s Spec) (*Upstream, error) {
 	// A target keeps its state across a reload that writes its URL another
 	// way (match.TargetKey: case, a default port, a trailing dot or "/"),
 	// and with it the spelling it was first written in, which names it in
-	// metrics, logs and the hash ring: one server, one series and one
-	// place in the ring.
+	// metrics, logs and the hash ring and which its health probes use: one
+	// server, one series and one place in the ring. Requests go to the URL
+	// as the file now writes it (the Host an upstream is sent follows it).
 	kept := make([]Target, len(s.Targets))
 	for i, t := range s.Targets {
+		pu, err := url.Parse(t.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: target %q: %w", name, t.URL, err)
+		}
 		st := p.states[key{name, match.TargetKey(t.URL)}]
 		if st == nil {
-			pu, err := url.Parse(t.URL)
-			if err != nil {
-				return nil, fmt.Errorf("upstream %s: target %q: %w", name, t.URL, err)
-			}
 			st = newState(name, t.URL, pu)
 		}
 		kept[i] = t
 		kept[i].URL = st.url
-		u.members = append(u.members, &member{st: st, weight: int64(weightOf(t)), obs: p.opts.Observer.Target(name, st.url)})
+		u.members = append(u.members, &member{st: st, weight: int64(weightOf(t)), obs: p.opts.Observer.Target(name, st.url), u: pu})
 	}
 	u.rr.current = make([]int64, len(u.members))
 	if s.Balance == Hash {

@@ -277,4 +277,8 @@ func TestRespelledTargetKeepsItsState(t *testing.T) {
 			t.Fatal("a request went to the target ejected before the reload")
 		}
 	}
+	// Requests go where the file now says, as it writes it.
+	if got := u2.URL(0).String(); got != "http://10.0.0.1/" {
+		t.Errorf("the respelled target is forwarded to %s, want http://10.0.0.1/ as now written", got)
+	}
 }

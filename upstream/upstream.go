@@ -91,6 +91,7 @@ type member struct {
 	st     *state
 	weight int64
 	obs    TargetObserver
+	u      *url.URL // as this snapshot writes it: where requests go
 }
 
 // Upstream is one upstream of one snapshot: its targets, how it balances
@@ -123,7 +124,7 @@ func (u *Upstream) Name() string { return u.name }
 func (u *Upstream) Len() int { return len(u.members) }
 
 // URL returns target i's URL.
-func (u *Upstream) URL(i int) *url.URL { return u.members[i].st.u }
+func (u *Upstream) URL(i int) *url.URL { return u.members[i].u }
 
 // Retries is how many times a request may be sent again.
 func (u *Upstream) Retries() int { return u.retries }

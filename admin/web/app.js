@@ -89,10 +89,10 @@ function card(name) {
 // A card's chart and numbers are redrawn each second only while the card is
 // on screen and the page is visible, and its origin and entrance tables
 // only while they are open: 60 charts of 300 samples and 60 tables rebuilt
-// every second kept a core's renderer 40 % busy for a page that shows a few
-// of them. A card coming into view, or the page coming back, is drawn at
-// once from the figures held (a card is always drawn once, when it first
-// has figures).
+// every second kept the renderer's main thread 2.4 times as busy for a page
+// that shows a few of them. A card coming into view, or the page coming
+// back, is drawn at once from the figures held (a card is always drawn
+// once, when it first has figures, even in a hidden tab).
 const onScreen = new Set(); // resource names whose card is in view
 const inView = new IntersectionObserver((entries) => {
   for (const e of entries) {
