@@ -165,14 +165,20 @@ routes:
 		t.Run(fwd, func(t *testing.T) {
 			rg := newRecordingRawGW(t, fwd, rules)
 			// Every prefix, first segment after it and rest: the dot ones
-			// (escaped, with ;parameters) are refused, the others forwarded,
+			// (escaped, with ;parameters, ended by a backslash) are
+			// refused, the others forwarded,
 			// and no forwarded path holds a dot segment as an upstream
 			// reads it (decoded, ";..." dropped).
 			for _, prefix := range []string{"/api", "/v/1"} {
-				for _, first := range []string{".", "..", ".%2e", "%2E.", "%2e%2E", "..;", ".;x", "..;jsessionid=1", "..%2F", ".x", "..x", "...", "x.."} {
+				for _, first := range []string{".", "..", ".%2e", "%2E.", "%2e%2E", "..;", ".;x", "..;jsessionid=1", "..%2F", ".x", "..x", "...", "x..",
+					`..\`, "..%5C", "..%5c", `.\`, `..;\`, `x..\`} {
 					for _, rest := range []string{"", "/admin", "/admin?id=1"} {
 						target := prefix + first + rest
-						dot := dotSegment(strings.SplitN(strings.ReplaceAll(strings.ReplaceAll(first, "%2e", "."), "%2E", "."), "%2F", 2)[0])
+						// The first segment as an upstream cuts it: at '/'
+						// or, for IIS and ASP.NET, at '\'.
+						seg := strings.NewReplacer("%2e", ".", "%2E", ".", "%2F", "/", "%5C", "/", "%5c", "/", `\`, "/").Replace(first)
+						seg, _, _ = strings.Cut(seg, "/")
+						dot := dotSegment(seg)
 						status, _, up := rg.send(t, "GET", target)
 						switch {
 						case up == nil && status != http.StatusBadRequest:
