@@ -21,7 +21,9 @@ type upstreamSim struct {
 	g       *system.Guard
 	slots   int
 	service time.Duration
-	spread  bool // each call takes service x (0.5 + an exponential of mean 0.5): a long tail
+	spread  bool                           // each call takes service x (0.5 + an exponential of mean 0.5): a long tail
+	exp     bool                           // each call takes an exponential time of mean service: a longer one
+	times   func(*rand.Rand) time.Duration // else each call takes this long
 	rng     *rand.Rand
 
 	now     int64
@@ -63,8 +65,13 @@ func newUpstreamSim(g *system.Guard, slots int, service time.Duration, seed uint
 func (s *upstreamSim) start(arr int64) {
 	s.busy++
 	d := int64(s.service)
-	if s.spread {
+	switch {
+	case s.times != nil:
+		d = int64(s.times(s.rng))
+	case s.spread:
 		d = int64(float64(s.service) * (0.5 + 0.5*s.rng.ExpFloat64()))
+	case s.exp:
+		d = int64(float64(s.service) * s.rng.ExpFloat64())
 	}
 	end := s.now + d
 	for s.arrived[end] != 0 { // keep end instants unique
@@ -145,7 +152,8 @@ func (s *upstreamSim) run(rate float64, d, skip time.Duration) simResult {
 // second for 25 s; here 15 to 40 % of every case). Swept over rates and
 // speeds, from half a call in flight on average to 60, with every call
 // taking the same time or times with a long tail: at most 1 call in 500 is
-// shed (the tail of the swing, and of the noise in a few calls' times).
+// shed (the tail of the swing, and of the noise in a few calls' times); 1
+// in 100 with exponential times.
 func TestAdaptiveShedsNothingBelowSaturation(t *testing.T) {
 	for _, tc := range []struct {
 		rate    float64
@@ -155,13 +163,15 @@ func TestAdaptiveShedsNothingBelowSaturation(t *testing.T) {
 		{100, 20 * time.Millisecond}, {200, 10 * time.Millisecond}, {300, 100 * time.Millisecond},
 		{1000, 10 * time.Millisecond}, {3000, 20 * time.Millisecond},
 	} {
-		for seed := range uint64(6) {
+		for seed := range uint64(9) {
 			s := newUpstreamSim(system.New(config.System{Adaptive: true}, nil, nil), 0, tc.service, seed)
-			s.spread = seed%2 == 1
+			s.spread, s.exp = seed%3 == 1, seed%3 == 2
 			res := s.run(tc.rate, 30*time.Second, 5*time.Second)
-			if res.shed*500 > res.offered {
-				t.Errorf("%.0f calls/s of %v (%.1f in flight on average), spread %v, seed %d: %d of %d shed, want at most 1 in 500",
-					tc.rate, tc.service, tc.rate*tc.service.Seconds(), s.spread, seed, res.shed, res.offered)
+			// Exponential times, a much longer tail, move the recent
+			// average further: at most 1 in 100 there.
+			if per := map[bool]int{false: 500, true: 100}[s.exp]; res.shed*per > res.offered {
+				t.Errorf("%.0f calls/s of %v (%.1f in flight on average), spread %v, exponential %v, seed %d: %d of %d shed, want at most 1 in %d",
+					tc.rate, tc.service, tc.rate*tc.service.Seconds(), s.spread, s.exp, seed, res.shed, res.offered, per)
 			}
 		}
 	}

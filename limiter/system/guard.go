@@ -54,7 +54,9 @@ type CPUUsage interface{ Usage() float64 }
 //     now and then without queueing, and a guard that sheds those loses
 //     their successes from maxSuccessQps and sheds ever more (a third of a
 //     healthy upstream's calls, for good). So a call is blocked when more
-//     than one other call is in flight and more than a limit: swing(c) while
+//     than three other calls are in flight (Sentinel: one; a few calls'
+//     times say little, and with one or two in flight on average their
+//     noise read as queueing) and more than a limit: swing(c) while
 //     the calls completed lately took about minRt, falling to queued(c) as
 //     their time reaches queueingRt x minRt (calls queue: the upstream or
 //     the gateway is saturated), and to c/2 in one second of probeEvery
@@ -193,7 +195,7 @@ func (g *Guard) admit(now, others int64) bool {
 	}
 	cpuHigh := g.maxCpu > 0 && g.cpuHigh()
 	if g.adaptive {
-		if (g.maxCpu == 0 || cpuHigh) && others > 1 {
+		if (g.maxCpu == 0 || cpuHigh) && others > 3 {
 			if capacity, minRt, ok := st.capacity(now); ok {
 				limit := swing(capacity)
 				if rt, ok := st.recentRt(); ok && rt > minRt {
