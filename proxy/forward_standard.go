@@ -396,6 +396,7 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 			// Answered: the call ends as a forwarded one (Exit, the cost
 			// charged), not as one whose client left before any answer.
 			ex.status, ex.switched = code, c.p.rt.snap.clock.Now()
+			ex.call.switched(ex.switched)
 		}
 	}
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {

@@ -10,6 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"sluice/config"
+	"sluice/proxy"
 )
 
 // TestUpgradeOutlivesTheRouteTimeout: the route timeout (300 ms here)
@@ -166,5 +171,73 @@ flowRules: [{ resource: ws, grade: concurrency, count: 1 }]
 				t.Fatalf("a second tunnel: %d, want 101: the first still holds the slot", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// TestOpenTunnelsLeaveTheAdaptiveGuard: an open WebSocket was answered
+// (its 101), so the adaptive system guard, which weighs the calls waiting
+// for their answer against the bandwidth-delay product, does not count it:
+// with 30 tunnels open, plain calls one at a time all pass. Before, each
+// tunnel counted as a call in flight for its whole life, and the gateway
+// shed every call while they were open.
+func TestOpenTunnelsLeaveTheAdaptiveGuard(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			io.WriteString(w, "ok")
+			return
+		}
+		conn, brw, ok := switchTo(w, "")
+		if !ok {
+			return
+		}
+		defer conn.Close()
+		io.Copy(io.Discard, brw) // until the client closes
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf(`
+upstreams: { up: { targets: [%q] } }
+routes: [{ path: /*, upstream: up, resource: r }]
+system: { adaptive: true }
+`, up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{}
+	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Forwarder: "standard"})
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	plain := func() int {
+		resp, err := http.Get(srv.URL + "/plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		clock.advance(100 * time.Millisecond)
+		return resp.StatusCode
+	}
+	for range 25 { // 2.5 s: a whole second of history for the guard
+		if st := plain(); st != 200 {
+			t.Fatalf("warm-up: %d", st)
+		}
+	}
+	for range 30 {
+		c, _, resp := askUpgrade(t, srv.URL, "/ws", "")
+		defer c.Close()
+		if resp.StatusCode != 101 {
+			t.Fatalf("handshake: %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+		}
+	}
+	shed := 0
+	for range 20 {
+		if plain() == http.StatusTooManyRequests {
+			shed++
+		}
+	}
+	if shed > 0 {
+		t.Errorf("with 30 tunnels open, %d of 20 plain calls made one at a time were shed", shed)
 	}
 }

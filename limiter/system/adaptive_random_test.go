@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/limiter"
 	"sluice/limiter/system"
 )
 
@@ -283,4 +284,40 @@ func TestAdaptiveStepUp(t *testing.T) {
 		}
 	}
 	t.Logf("worst first second: %d shed", worst)
+}
+
+// TestAdaptiveOpenTunnelsAreAnswered: open WebSockets are answered calls
+// (Token.Answered at their 101), not calls waiting for an answer: a
+// gateway with 50 of them open beside 100 calls a second of 50 ms (5 in
+// flight) sheds none of the calls, where the tunnels, counted in flight
+// above the bandwidth-delay product, once had it shed every call. They
+// still hold their maxConcurrency slots.
+func TestAdaptiveOpenTunnelsAreAnswered(t *testing.T) {
+	g := system.New(config.System{Adaptive: true}, nil, nil)
+	s := newUpstreamSim(g, 0, 50*time.Millisecond, 1)
+	s.run(100, 5*time.Second, 5*time.Second)
+	tunnels := make([]system.Token, 50)
+	for i := range tunnels {
+		var v limiter.Verdict
+		if tunnels[i], v = g.Enter(s.now); v.Blocked {
+			t.Fatalf("tunnel %d refused", i)
+		}
+		tunnels[i].Answered(s.now + int64(5*time.Millisecond))
+	}
+	s.now += int64(10 * time.Millisecond)
+	if res := s.run(100, 30*time.Second, 0); res.shed*500 > res.offered {
+		t.Errorf("with 50 tunnels open: %d of %d calls shed, want at most 1 in 500", res.shed, res.offered)
+	}
+	for i := range tunnels {
+		tunnels[i].Exit(s.now, false)
+	}
+
+	conc := system.New(config.System{MaxConcurrency: 3}, nil, nil)
+	for range 3 {
+		tok, _ := conc.Enter(0)
+		tok.Answered(1)
+	}
+	if _, v := conc.Enter(2); !v.Blocked {
+		t.Error("three open tunnels left room under maxConcurrency 3")
+	}
 }

@@ -39,10 +39,11 @@ type CPUUsage interface{ Usage() float64 }
 //   - maxConcurrency: calls in flight never exceed it (CAS on one counter).
 //     A call waiting to be forwarded (Token.Queue) is not in flight.
 //   - maxAvgRtMs: blocks while the average response time of the calls that
-//     completed in the last second (the same window) exceeds it and at least one other call is
-//     in flight. Sentinel blocks regardless of in-flight calls; we let a call
-//     through to an idle gateway so the average can recover without waiting
-//     out the window.
+//     completed in the last second (the same window) exceeds it and at
+//     least one other call waits for its answer. Sentinel blocks regardless
+//     of in-flight calls; we let a call through to an idle gateway (open
+//     tunnels aside) so the average can recover without waiting out the
+//     window.
 //   - maxCpuUsage alone: blocks while usage > maxCpuUsage.
 //   - adaptive: Sentinel's checkBbr, made to tell queueing from traffic
 //     arriving at random: the bandwidth-delay product c = maxSuccessQps x
@@ -54,9 +55,10 @@ type CPUUsage interface{ Usage() float64 }
 //     now and then without queueing, and a guard that sheds those loses
 //     their successes from maxSuccessQps and sheds ever more (a third of a
 //     healthy upstream's calls, for good). So a call is blocked when more
-//     than three other calls are in flight (Sentinel: one; a few calls'
-//     times say little, and with one or two in flight on average their
-//     noise read as queueing) and more than a limit: swing(c) while
+//     than three other calls wait for their answer (Sentinel: one in
+//     flight; a few calls' times say little, and with one or two in flight
+//     on average their noise read as queueing; an open tunnel was
+//     answered, Token.Answered) and more than a limit: swing(c) while
 //     the calls completed lately took about minRt, falling to queued(c) as
 //     their time reaches queueingRt x minRt (calls queue: the upstream or
 //     the gateway is saturated), and to c/2 in one second of probeEvery
@@ -190,12 +192,15 @@ func qpsWindow(maxQps float64) (ns int64, limit float64) {
 // pass are counted there.
 func (g *Guard) admit(now, others int64) bool {
 	st := g.st
-	if done, rtSum := st.completed(); g.maxRt > 0 && others >= 1 && done > 0 && rtSum/done > g.maxRt {
+	// The calls still waiting for their answer: an open tunnel was
+	// answered (Token.Answered).
+	waiting := max(others-st.open.Load(), 0)
+	if done, rtSum := st.completed(); g.maxRt > 0 && waiting >= 1 && done > 0 && rtSum/done > g.maxRt {
 		return false
 	}
 	cpuHigh := g.maxCpu > 0 && g.cpuHigh()
 	if g.adaptive {
-		if (g.maxCpu == 0 || cpuHigh) && others > 3 {
+		if (g.maxCpu == 0 || cpuHigh) && waiting > 3 {
 			if capacity, minRt, ok := st.capacity(now); ok {
 				limit := swing(capacity)
 				if rt, ok := st.recentRt(); ok && rt > minRt {
@@ -204,7 +209,7 @@ func (g *Guard) admit(now, others int64) bool {
 				if st.probing() {
 					limit = capacity / 2
 				}
-				if float64(others) > limit {
+				if float64(waiting) > limit {
 					st.shed(now)
 					return false
 				}
@@ -244,6 +249,7 @@ type Token struct {
 	maxConc int64         // the maxConcurrency it entered under, for Resume
 	record  bool          // Exit records RT and success in the windows
 	queued  bool          // between Queue and Resume: not counted in flight
+	open    bool          // Answered: a tunnel, counted in st.open until Exit
 }
 
 // Queue takes a passed call out of the calls in flight while it waits (in a
@@ -291,6 +297,29 @@ func (t *Token) Resume(now int64) limiter.Verdict {
 	return limiter.Verdict{}
 }
 
+// Answered records, at now, the upstream's switch of a forwarded call to a
+// tunnel (a WebSocket's 101): the call's response time ends there and is
+// recorded as a success, and while the tunnel stays open the call is no
+// longer in flight for the adaptive check, though it still holds its
+// maxConcurrency slot until Exit. The adaptive check weighs calls waiting
+// for their answer against the bandwidth-delay product: counted, every
+// open WebSocket stood above it for its whole life, and a gateway with
+// more open tunnels than a few seconds' calls shed every call.
+func (t *Token) Answered(now int64) {
+	if t.st == nil || t.queued || t.open {
+		return
+	}
+	st := t.st
+	if t.record {
+		st.mu.Lock()
+		st.complete(now, max(now-t.since, 0), false)
+		st.mu.Unlock()
+		t.record = false
+	}
+	st.open.Add(1)
+	t.open = true
+}
+
 // Exit finishes a forwarded call: it records its response time (now - since)
 // and whether it failed (upstream 5xx, transport failure or timeout). Pass
 // failed = true also for a call whose client left before the answer: its
@@ -308,6 +337,9 @@ func (t *Token) Exit(now int64, failed bool) {
 	}
 	if !t.queued {
 		st.inFlight.Add(-1)
+	}
+	if t.open {
+		st.open.Add(-1)
 	}
 	*t = Token{}
 }
