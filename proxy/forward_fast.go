@@ -278,7 +278,10 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 		return nil
 	}
 	var rc *http.ResponseController
-	if n < 0 || isEventStream(resp.Header.ContentType()) {
+	if es := isEventStream(resp.Header.ContentType()); n < 0 || es {
+		if es && status/100 == 2 {
+			ex.call.answered(f.rt.snap.clock.Now())
+		}
 		rc = http.NewResponseController(ex)
 		_ = rc.Flush() // the status and headers now, as ReverseProxy does
 		// A stream may idle for long: a client that leaves ends it at once.

@@ -396,11 +396,14 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 			// Answered: the call ends as a forwarded one (Exit, the cost
 			// charged), not as one whose client left before any answer.
 			ex.status, ex.switched = code, c.p.rt.snap.clock.Now()
-			ex.call.switched(ex.switched)
+			ex.call.answered(ex.switched)
 		}
 	}
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {
 		return retryStatuses[code-502]
+	}
+	if code/100 == 2 && isEventStream([]byte(resp.Header.Get("Content-Type"))) {
+		c.p.ex.call.answered(c.p.rt.snap.clock.Now())
 	}
 	if n := resp.ContentLength; n > 0 && n <= copyBufSize && resp.Body != http.NoBody && c.p.req.Method != http.MethodHead {
 		if err := c.readWhole(resp, int(n)); err != nil {

@@ -185,11 +185,12 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 // with header h) to the param rules that count after it, and removes the
 // headers they read, the API groups' included, before the client sees
 // them. A blocked call holds nothing and reads nothing.
-// switched tells the guards that the call was answered at now by a switch
-// to a tunnel (101): the system guard no longer counts it among the calls
-// waiting for an answer (system.Token.Answered), though it holds its slots
-// until the tunnel ends.
-func (c *call) switched(now int64) { c.sys.Answered(now) }
+// answered tells the guards that the call was answered at now by a switch
+// to a tunnel (101) or by the head of an event stream (SSE), which then
+// lasts as long as it likes: the system guard no longer counts it among
+// the calls waiting for an answer and takes its response time as ended
+// (system.Token.Answered), though it holds its slots until it ends.
+func (c *call) answered(now int64) { c.sys.Answered(now) }
 
 func (c *call) answer(h http.Header) {
 	c.param.Answer(answerHeader(h))

@@ -175,23 +175,31 @@ flowRules: [{ resource: ws, grade: concurrency, count: 1 }]
 }
 
 // TestOpenTunnelsLeaveTheAdaptiveGuard: an open WebSocket was answered
-// (its 101), so the adaptive system guard, which weighs the calls waiting
-// for their answer against the bandwidth-delay product, does not count it:
-// with 30 tunnels open, plain calls one at a time all pass. Before, each
-// tunnel counted as a call in flight for its whole life, and the gateway
-// shed every call while they were open.
+// (its 101), and so was an event stream (its head), however long either
+// then lasts: the adaptive system guard, which weighs the calls waiting for
+// their answer against the bandwidth-delay product, does not count them.
+// With 30 of them open, plain calls one at a time all pass, on both
+// forwarders. Before, each counted as a call in flight for its whole life,
+// and the gateway shed every call while they were open (the handshakes
+// too).
 func TestOpenTunnelsLeaveTheAdaptiveGuard(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" {
+		switch {
+		case r.URL.Path == "/events":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: hello\n\n")
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done() // until the client leaves
+		case r.Header.Get("Upgrade") != "":
+			conn, brw, ok := switchTo(w, "")
+			if !ok {
+				return
+			}
+			defer conn.Close()
+			io.Copy(io.Discard, brw) // until the client closes
+		default:
 			io.WriteString(w, "ok")
-			return
 		}
-		conn, brw, ok := switchTo(w, "")
-		if !ok {
-			return
-		}
-		defer conn.Close()
-		io.Copy(io.Discard, brw) // until the client closes
 	}))
 	t.Cleanup(up.Close)
 	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf(`
@@ -202,42 +210,57 @@ system: { adaptive: true }
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &fakeClock{}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Forwarder: "standard"})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	plain := func() int {
-		resp, err := http.Get(srv.URL + "/plain")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		clock.advance(100 * time.Millisecond)
-		return resp.StatusCode
-	}
-	for range 25 { // 2.5 s: a whole second of history for the guard
-		if st := plain(); st != 200 {
-			t.Fatalf("warm-up: %d", st)
-		}
-	}
-	for range 30 {
-		c, _, resp := askUpgrade(t, srv.URL, "/ws", "")
-		defer c.Close()
-		if resp.StatusCode != 101 {
-			t.Fatalf("handshake: %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
-		}
-	}
-	shed := 0
-	for range 20 {
-		if plain() == http.StatusTooManyRequests {
-			shed++
-		}
-	}
-	if shed > 0 {
-		t.Errorf("with 30 tunnels open, %d of 20 plain calls made one at a time were shed", shed)
+	for _, tc := range []struct{ kind, fwd string }{{"tunnel", "standard"}, {"event stream", "standard"}, {"event stream", "fast"}} {
+		t.Run(tc.kind+"/"+tc.fwd, func(t *testing.T) {
+			clock := &fakeClock{}
+			g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Clock: clock, Forwarder: tc.fwd})
+			if err := g.Load(cfg); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Close)
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+			plain := func() int {
+				resp, err := http.Get(srv.URL + "/plain")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				clock.advance(100 * time.Millisecond)
+				return resp.StatusCode
+			}
+			for range 25 { // 2.5 s: a whole second of history for the guard
+				if st := plain(); st != 200 {
+					t.Fatalf("warm-up: %d", st)
+				}
+			}
+			for range 30 {
+				if tc.kind == "tunnel" {
+					c, _, resp := askUpgrade(t, srv.URL, "/ws", "")
+					t.Cleanup(func() { c.Close() })
+					if resp.StatusCode != 101 {
+						t.Fatalf("handshake: %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+					}
+					continue
+				}
+				resp, err := http.Get(srv.URL + "/events")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { resp.Body.Close() })
+				if resp.StatusCode != 200 {
+					t.Fatalf("event stream: %d %s, want 200", resp.StatusCode, resp.Header.Get("X-Sluice-Blocked"))
+				}
+			}
+			shed := 0
+			for range 20 {
+				if plain() == http.StatusTooManyRequests {
+					shed++
+				}
+			}
+			if shed > 0 {
+				t.Errorf("with 30 open, %d of 20 plain calls made one at a time were shed", shed)
+			}
+		})
 	}
 }

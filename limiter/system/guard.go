@@ -297,11 +297,12 @@ func (t *Token) Resume(now int64) limiter.Verdict {
 	return limiter.Verdict{}
 }
 
-// Answered records, at now, the upstream's switch of a forwarded call to a
-// tunnel (a WebSocket's 101): the call's response time ends there and is
-// recorded as a success, and while the tunnel stays open the call is no
-// longer in flight for the adaptive check, though it still holds its
-// maxConcurrency slot until Exit. The adaptive check weighs calls waiting
+// Answered records, at now, an answer after which a forwarded call may
+// last as long as it likes: a switch to a tunnel (a WebSocket's 101) or an
+// event stream's head. The call's response time ends there and is
+// recorded as a success, and while it stays open the call no longer waits
+// for its answer (maxAvgRtMs, the adaptive check), though it still holds
+// its maxConcurrency slot until Exit. The adaptive check weighs calls waiting
 // for their answer against the bandwidth-delay product: counted, every
 // open WebSocket stood above it for its whole life, and a gateway with
 // more open tunnels than a few seconds' calls shed every call.

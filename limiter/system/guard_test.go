@@ -379,3 +379,19 @@ func TestEnterExitAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAnsweredTimeIsTheHead: a call answered by a tunnel or an event
+// stream (Token.Answered) has the response time of its answer's head, not
+// of its life: a stream of a minute does not lift the average past
+// maxAvgRtMs, nor block the calls after it.
+func TestAnsweredTimeIsTheHead(t *testing.T) {
+	g := system.New(config.System{MaxAvgRtMs: 100}, nil, nil)
+	stream, _ := g.Enter(0)
+	stream.Answered(10 * ms)
+	waiting, _ := g.Enter(60000 * ms)
+	stream.Exit(60000*ms, false) // the stream ends a minute later
+	if _, v := g.Enter(60001 * ms); v.Blocked {
+		t.Error("a minute-long stream, answered in 10 ms, blocked a call as if the average were a minute")
+	}
+	waiting.Exit(60010*ms, false)
+}
