@@ -321,3 +321,45 @@ func TestAdaptiveOpenTunnelsAreAnswered(t *testing.T) {
 		t.Error("three open tunnels left room under maxConcurrency 3")
 	}
 }
+
+// TestAdaptiveOneFastSecondIsNoMinRt: a quiet second's few fast calls (a
+// health check; a burst of WebSocket handshakes, which Answered keeps out
+// of the estimate) do not set minRt for the next ten seconds: the second
+// audit of the real binary saw one 2 ms call in a lull, or 40 handshakes at
+// start, make the guard shed about 40 % of a healthy upstream's 100 calls a
+// second of 50 ms until that second left the window.
+func TestAdaptiveOneFastSecondIsNoMinRt(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		quiet func(g *system.Guard, at int64) // what the quiet second holds
+	}{
+		{"one fast call", func(g *system.Guard, at int64) {
+			tok, _ := g.Enter(at)
+			tok.Exit(at+2*ms, false)
+		}},
+		{"40 handshakes", func(g *system.Guard, at int64) {
+			for i := range int64(40) {
+				tok, _ := g.Enter(at + i)
+				tok.Answered(at + i + 2*ms)
+				tok.Exit(at+i+3*ms, false)
+			}
+		}},
+	} {
+		for _, warm := range []bool{true, false} {
+			g := system.New(config.System{Adaptive: true}, nil, nil)
+			s := newUpstreamSim(g, 0, 50*time.Millisecond, 5)
+			s.now = int64(100 * time.Second)
+			if warm {
+				s.run(100, 6*time.Second, 6*time.Second)
+				s.now += int64(2 * time.Second) // a lull
+			}
+			tc.quiet(g, s.now+530*ms)
+			s.now += int64(time.Second)
+			if res := s.run(100, 12*time.Second, 0); res.shed*500 > res.offered {
+				t.Errorf("%s, warm %v: %d of %d calls of a healthy upstream shed after it, want at most 1 in 500",
+					tc.name, warm, res.shed, res.offered)
+			}
+		}
+	}
+}

@@ -299,8 +299,9 @@ func (t *Token) Resume(now int64) limiter.Verdict {
 
 // Answered records, at now, an answer after which a forwarded call may
 // last as long as it likes: a switch to a tunnel (a WebSocket's 101) or an
-// event stream's head. The call's response time ends there and is
-// recorded as a success, and while it stays open the call no longer waits
+// event stream's head. The call's response time ends there (for
+// maxAvgRtMs; it is no evidence of capacity), and while it stays open the
+// call no longer waits
 // for its answer (maxAvgRtMs, the adaptive check), though it still holds
 // its maxConcurrency slot until Exit. The adaptive check weighs calls waiting
 // for their answer against the bandwidth-delay product: counted, every
@@ -312,8 +313,12 @@ func (t *Token) Answered(now int64) {
 	}
 	st := t.st
 	if t.record {
+		// Its time counts for maxAvgRtMs, not for the adaptive estimate
+		// (as a failure's): a handshake or a stream's head is not the work
+		// the upstream's other calls do, and 40 handshakes in a quiet
+		// second made their 2 ms minRt.
 		st.mu.Lock()
-		st.complete(now, max(now-t.since, 0), false)
+		st.complete(now, max(now-t.since, 0), true)
 		st.mu.Unlock()
 		t.record = false
 	}

@@ -145,6 +145,11 @@ const probeEvery = 10
 // shed counts a call the adaptive check refused (mu held, after advance).
 func (s *stats) shed(now int64) { s.sec.Add(now, secBucket{shed: 1}) }
 
+// minRtShare: a second tells minRt when it carried at least 1/minRtShare
+// of the busiest second's successes. A drained second (probeEvery) carries
+// more than that.
+const minRtShare = 4
+
 // probeAfter is how many seconds in a row must have shed before a second is
 // drained: an overload, not a burst (a burst that shed in one second once
 // halved the next for a healthy upstream).
@@ -195,14 +200,23 @@ func (s *stats) capacity(now int64) (calls, minRt float64, ok bool) {
 			maxRate = max(maxRate, float64(b.succ)*float64(secWidth)/float64(elapsed))
 			continue
 		}
-		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
-			minRt = rt
-		}
 		if (head-int64((cur-i+len(slots))%len(slots)))*secWidth < s.since {
-			continue // a sliver, which tells a time but not a second's calls
+			continue // a sliver: no second's calls
 		}
 		ok = true
 		maxRate = max(maxRate, float64(b.succ))
+	}
+	// minRt is of the seconds that carried a share of the traffic (a
+	// sliver's too): one fast call in a quiet second (a health check, a
+	// cached answer) once made minRt its time for ten seconds, and the
+	// guard shed 40 % of a healthy upstream.
+	for i, b := range slots {
+		if i == cur || b.succ == 0 || float64(b.succ) < maxRate/minRtShare {
+			continue
+		}
+		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
+			minRt = rt
+		}
 	}
 	return maxRate * minRt / 1e9, minRt, ok
 }
