@@ -181,10 +181,6 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 	c.nheld = 0
 }
 
-// answer hands the upstream's answer (its final status is being written
-// with header h) to the param rules that count after it, and removes the
-// headers they read, the API groups' included, before the client sees
-// them. A blocked call holds nothing and reads nothing.
 // answered tells the guards that the call was answered at now by a switch
 // to a tunnel (101) or by the head of an event stream (SSE), which then
 // lasts as long as it likes: the system guard no longer counts it among
@@ -192,6 +188,10 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 // (system.Token.Answered), though it holds its slots until it ends.
 func (c *call) answered(now int64) { c.sys.Answered(now) }
 
+// answer hands the upstream's answer (its final status is being written
+// with header h) to the param rules that count after it, and removes the
+// headers they read, the API groups' included, before the client sees
+// them. A blocked call holds nothing and reads nothing.
 func (c *call) answer(h http.Header) {
 	c.param.Answer(answerHeader(h))
 	for i := range c.groups {

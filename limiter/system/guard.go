@@ -49,7 +49,8 @@ type CPUUsage interface{ Usage() float64 }
 //     arriving at random: the bandwidth-delay product c = maxSuccessQps x
 //     minRt, where maxSuccessQps is the most successful calls in one second
 //     of the last ten, and minRt is the smallest per-second average RT of
-//     successes in the whole seconds (Kratos' BBR; Sentinel takes the single
+//     successes in the seconds that carried a quarter of the busiest one's
+//     (minRtShare; Kratos' BBR; Sentinel takes the single
 //     fastest call, which on a spread RT distribution sheds a busy but
 //     healthy gateway). Calls arriving at random put more than c in flight
 //     now and then without queueing, and a guard that sheds those loses
@@ -249,7 +250,7 @@ type Token struct {
 	maxConc int64         // the maxConcurrency it entered under, for Resume
 	record  bool          // Exit records RT and success in the windows
 	queued  bool          // between Queue and Resume: not counted in flight
-	open    bool          // Answered: a tunnel, counted in st.open until Exit
+	open    bool          // Answered: a tunnel or a stream, counted in st.open until Exit
 }
 
 // Queue takes a passed call out of the calls in flight while it waits (in a
@@ -301,12 +302,12 @@ func (t *Token) Resume(now int64) limiter.Verdict {
 // last as long as it likes: a switch to a tunnel (a WebSocket's 101) or an
 // event stream's head. The call's response time ends there (for
 // maxAvgRtMs; it is no evidence of capacity), and while it stays open the
-// call no longer waits
-// for its answer (maxAvgRtMs, the adaptive check), though it still holds
-// its maxConcurrency slot until Exit. The adaptive check weighs calls waiting
-// for their answer against the bandwidth-delay product: counted, every
-// open WebSocket stood above it for its whole life, and a gateway with
-// more open tunnels than a few seconds' calls shed every call.
+// call no longer waits for its answer (maxAvgRtMs, the adaptive check),
+// though it still holds its maxConcurrency slot until Exit. The adaptive
+// check weighs the calls waiting for their answer against the
+// bandwidth-delay product: counted, every open WebSocket stood above it
+// for its whole life, and a gateway with more open tunnels than a few
+// seconds' calls shed every call.
 func (t *Token) Answered(now int64) {
 	if t.st == nil || t.queued || t.open {
 		return

@@ -26,7 +26,7 @@ const (
 // completed calls of the last 1 to 1.05 s; sec's buckets are read one by one.
 type stats struct {
 	inFlight atomic.Int64
-	open     atomic.Int64 // of inFlight, the tunnels (Token.Answered)
+	open     atomic.Int64 // of inFlight, the tunnels and streams (Token.Answered)
 
 	mu   sync.Mutex
 	fine ring.Ring[fineBucket, *fineBucket]
