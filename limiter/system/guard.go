@@ -312,19 +312,24 @@ func (t *Token) Answered(now int64) {
 	if t.st == nil || t.queued || t.open {
 		return
 	}
-	st := t.st
-	if t.record {
-		// Its time counts for maxAvgRtMs, not for the adaptive estimate
-		// (as a failure's): a handshake or a stream's head is not the work
-		// the upstream's other calls do, and 40 handshakes in a quiet
-		// second made their 2 ms minRt.
-		st.mu.Lock()
-		st.complete(now, max(now-t.since, 0), true)
-		st.mu.Unlock()
-		t.record = false
-	}
-	st.open.Add(1)
+	// Its time counts for maxAvgRtMs, not for the adaptive estimate (as a
+	// failure's): a handshake or a stream's head is not the work the
+	// upstream's other calls do, and 40 handshakes in a quiet second made
+	// their 2 ms minRt.
+	t.recordEnd(now, true)
+	t.record = false
+	t.st.open.Add(1)
 	t.open = true
+}
+
+// recordEnd records the call's end at now in the windows, unless it is not
+// one to record (Token.record).
+func (t *Token) recordEnd(now int64, failed bool) {
+	if t.record {
+		t.st.mu.Lock()
+		t.st.complete(now, max(now-t.since, 0), failed)
+		t.st.mu.Unlock()
+	}
 }
 
 // Exit finishes a forwarded call: it records its response time (now - since)
@@ -336,17 +341,12 @@ func (t *Token) Exit(now int64, failed bool) {
 	if t.st == nil {
 		return
 	}
-	st := t.st
-	if t.record {
-		st.mu.Lock()
-		st.complete(now, max(now-t.since, 0), failed)
-		st.mu.Unlock()
-	}
+	t.recordEnd(now, failed)
 	if !t.queued {
-		st.inFlight.Add(-1)
+		t.st.inFlight.Add(-1)
 	}
 	if t.open {
-		st.open.Add(-1)
+		t.st.open.Add(-1)
 	}
 	*t = Token{}
 }
