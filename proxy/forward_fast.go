@@ -279,7 +279,7 @@ func (f *fastForwarder) writeResponse(ex *exchange, c *fastCall) error {
 	}
 	var rc *http.ResponseController
 	if es := isEventStream(resp.Header.ContentType()); n < 0 || es {
-		if es && status/100 == 2 {
+		if es && n < 0 && status/100 == 2 {
 			ex.call.answered(f.rt.snap.clock.Now())
 		}
 		rc = http.NewResponseController(ex)

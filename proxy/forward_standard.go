@@ -402,7 +402,7 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 	if ups.FailureStatus(code) && c.p.mayDrop(code) {
 		return retryStatuses[code-502]
 	}
-	if code/100 == 2 && isEventStream([]byte(resp.Header.Get("Content-Type"))) {
+	if code/100 == 2 && resp.ContentLength < 0 && isEventStream([]byte(resp.Header.Get("Content-Type"))) {
 		c.p.ex.call.answered(c.p.rt.snap.clock.Now())
 	}
 	if n := resp.ContentLength; n > 0 && n <= copyBufSize && resp.Body != http.NoBody && c.p.req.Method != http.MethodHead {

@@ -182,7 +182,8 @@ func (c *call) cancel(now int64, reason limiter.Reason) {
 }
 
 // answered tells the guards that the call was answered at now by a switch
-// to a tunnel (101) or by the head of an event stream (SSE), which then
+// to a tunnel (101) or by the head of an event stream (SSE: a 2xx
+// text/event-stream answer of unknown length, on either forwarder), which then
 // lasts as long as it likes: the system guard no longer counts it among
 // the calls waiting for an answer and takes its response time as ended
 // (system.Token.Answered), though it holds its slots until it ends.

@@ -312,24 +312,18 @@ func (t *Token) Answered(now int64) {
 	if t.st == nil || t.queued || t.open {
 		return
 	}
-	// Its time counts for maxAvgRtMs, not for the adaptive estimate (as a
-	// failure's): a handshake or a stream's head is not the work the
-	// upstream's other calls do, and 40 handshakes in a quiet second made
-	// their 2 ms minRt.
-	t.recordEnd(now, true)
-	t.record = false
-	t.st.open.Add(1)
-	t.open = true
-}
-
-// recordEnd records the call's end at now in the windows, unless it is not
-// one to record (Token.record).
-func (t *Token) recordEnd(now int64, failed bool) {
+	// Its time counts for maxAvgRtMs only, not for the adaptive check: a
+	// handshake or a stream's head is not the work the upstream's other
+	// calls do (40 handshakes in a quiet second made their 2 ms minRt, and
+	// streams whose head took a second had the check see a queue).
 	if t.record {
 		t.st.mu.Lock()
-		t.st.complete(now, max(now-t.since, 0), failed)
+		t.st.headed(now, max(now-t.since, 0))
 		t.st.mu.Unlock()
+		t.record = false
 	}
+	t.st.open.Add(1)
+	t.open = true
 }
 
 // Exit finishes a forwarded call: it records its response time (now - since)
@@ -341,7 +335,11 @@ func (t *Token) Exit(now int64, failed bool) {
 	if t.st == nil {
 		return
 	}
-	t.recordEnd(now, failed)
+	if t.record {
+		t.st.mu.Lock()
+		t.st.complete(now, max(now-t.since, 0), failed)
+		t.st.mu.Unlock()
+	}
 	if !t.queued {
 		t.st.inFlight.Add(-1)
 	}
@@ -363,6 +361,9 @@ func (t *Token) Cancel(now int64) {
 	}
 	if !t.queued {
 		t.st.inFlight.Add(-1)
+	}
+	if t.open {
+		t.st.open.Add(-1)
 	}
 	*t = Token{}
 }

@@ -395,3 +395,21 @@ func TestAnsweredTimeIsTheHead(t *testing.T) {
 	}
 	waiting.Exit(60010*ms, false)
 }
+
+// TestCancelAfterAnsweredLeavesNothingOpen: a token answered (a tunnel, a
+// stream) and then cancelled rather than exited counts no open call after
+// it: one left behind would hide a waiting call from maxAvgRtMs and the
+// adaptive check for good.
+func TestCancelAfterAnsweredLeavesNothingOpen(t *testing.T) {
+	g := system.New(config.System{MaxAvgRtMs: 100}, nil, nil)
+	tok, _ := g.Enter(0)
+	tok.Answered(1 * ms)
+	tok.Cancel(2 * ms)
+	slow, _ := g.Enter(10 * ms)
+	slow.Exit(500*ms, false) // 490 ms: the average is past 100
+	waiting, _ := g.Enter(500 * ms)
+	if _, v := g.Enter(501 * ms); !v.Blocked {
+		t.Error("a call waits and the average is past maxAvgRtMs, yet a call passed: a cancelled tunnel still counted open")
+	}
+	waiting.Exit(600*ms, false)
+}

@@ -37,10 +37,24 @@ type stats struct {
 	since int64
 }
 
-type fineBucket struct{ done, rtSum int64 } // rtSum: their response times, ns
+// fineBucket: the calls completed (rtSum: their response times, ns), and
+// apart the answered ones (Token.Answered: a tunnel's or a stream's head),
+// which count for maxAvgRtMs but not for the adaptive check's recent time.
+type fineBucket struct{ done, rtSum, heads, headRt int64 }
 
-func (b *fineBucket) Add(o fineBucket) { b.done += o.done; b.rtSum += o.rtSum }
-func (b *fineBucket) Sub(o fineBucket) { b.done -= o.done; b.rtSum -= o.rtSum }
+func (b *fineBucket) Add(o fineBucket) {
+	b.done += o.done
+	b.rtSum += o.rtSum
+	b.heads += o.heads
+	b.headRt += o.headRt
+}
+
+func (b *fineBucket) Sub(o fineBucket) {
+	b.done -= o.done
+	b.rtSum -= o.rtSum
+	b.heads -= o.heads
+	b.headRt -= o.headRt
+}
 
 // secBucket holds one second of successful calls, for the BBR estimate,
 // and the calls the adaptive check shed in it.
@@ -84,8 +98,12 @@ func (s *stats) advance(now int64) {
 // response times, ns (mu held, after advance).
 func (s *stats) completed() (done, rtSum int64) {
 	f := s.fine.Sum()
-	return f.done, f.rtSum
+	return f.done + f.heads, f.rtSum + f.headRt
 }
+
+// headed records an answered call's head (Token.Answered) at now, rt after
+// it was forwarded (mu held).
+func (s *stats) headed(now, rt int64) { s.fine.Add(now, fineBucket{heads: 1, headRt: rt}) }
 
 // recentBuckets is how many of the newest fine buckets tell whether calls
 // queue now: 150 to 200 ms, a few calls' time, so that the guard sees a
@@ -206,12 +224,20 @@ func (s *stats) capacity(now int64) (calls, minRt float64, ok bool) {
 		ok = true
 		maxRate = max(maxRate, float64(b.succ))
 	}
-	// minRt is of the seconds that carried a share of the traffic (a
-	// sliver's too): one fast call in a quiet second (a health check, a
-	// cached answer) once made minRt its time for ten seconds, and the
-	// guard shed 40 % of a healthy upstream.
+	// minRt is of the seconds that carried a share of the busiest past
+	// second's calls (a sliver's too): one fast call in a quiet second (a
+	// health check, a cached answer) once made minRt its time for ten
+	// seconds, and the guard shed 40 % of a healthy upstream. Not of the
+	// current second's projected rate: traffic rising fourfold would leave
+	// no second to take minRt from.
+	var busiest int64
 	for i, b := range slots {
-		if i == cur || b.succ == 0 || float64(b.succ) < maxRate/minRtShare {
+		if i != cur {
+			busiest = max(busiest, b.succ)
+		}
+	}
+	for i, b := range slots {
+		if i == cur || b.succ == 0 || b.succ*minRtShare < busiest {
 			continue
 		}
 		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
