@@ -125,3 +125,7 @@ func (r *Ring[B, P]) Slots() []B { return r.slots }
 
 // NewestSlot is the slot of the newest bucket.
 func (r *Ring[B, P]) NewestSlot() int { return int(Mod(r.head, int64(len(r.slots)))) }
+
+// Ago is the bucket k before the newest (0: the newest, bucket number
+// Head()-k), for 0 <= k < Len(), as of the last Advance or Add.
+func (r *Ring[B, P]) Ago(k int) B { return r.slots[Mod(r.head-int64(k), int64(len(r.slots)))] }

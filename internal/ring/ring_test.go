@@ -87,6 +87,10 @@ func TestRingClearAndGeometry(t *testing.T) {
 	if r.NewestSlot() != 0 {
 		t.Fatalf("bucket 3 is in slot %d, want 0", r.NewestSlot())
 	}
+	// Buckets 3, 2 and 1 by age; 1 got nothing.
+	if r.Ago(0) != (pair{1, 0}) || r.Ago(1) != (pair{2, 1}) || r.Ago(2) != (pair{}) {
+		t.Fatalf("by age: %+v %+v %+v", r.Ago(0), r.Ago(1), r.Ago(2))
+	}
 	r.Clear()
 	if r.Sum() != (pair{}) || r.Head() != 3 {
 		t.Fatalf("after Clear: sum %+v head %d", r.Sum(), r.Head())

@@ -120,13 +120,9 @@ const recentCalls = 8
 // recentCalls, in the whole fine window (mu held, after advance); ok is
 // false when none completed in it.
 func (s *stats) recentRt() (rt float64, ok bool) {
-	slots, i := s.fine.Slots(), s.fine.NewestSlot()
 	var b fineBucket
-	for range recentBuckets {
-		b.Add(slots[i])
-		if i--; i < 0 {
-			i = len(slots) - 1
-		}
+	for k := range recentBuckets {
+		b.Add(s.fine.Ago(k))
 	}
 	if b.done < recentCalls {
 		b = s.fine.Sum()
@@ -151,8 +147,9 @@ func (s *stats) complete(now, rt int64, failed bool) {
 }
 
 // probeEvery: while the adaptive check sheds (probeAfter seconds in a row),
-// one second in probeEvery admits at most half the bandwidth-delay product, so that the queue
-// drains and that second's average time is the calls' own again. minRt is
+// one second in probeEvery admits at most half the bandwidth-delay
+// product, so that the queue drains and that second's average time is the
+// calls' own again. minRt is
 // the smallest per-second average of ten seconds; under a long overload
 // every second holds a queue, and without the drained one minRt, and with
 // it the calls admitted, the queue and minRt again, grew without end (p99
@@ -180,12 +177,8 @@ func (s *stats) probing() bool {
 	if s.sec.Head()%probeEvery != 0 {
 		return false
 	}
-	slots, i := s.sec.Slots(), s.sec.NewestSlot()
-	for range probeAfter {
-		if i--; i < 0 {
-			i = len(slots) - 1
-		}
-		if slots[i].shed == 0 {
+	for k := 1; k <= probeAfter; k++ {
+		if s.sec.Ago(k).shed == 0 {
 			return false
 		}
 	}
@@ -206,38 +199,30 @@ func (s *stats) probing() bool {
 // call (a health check, a cached answer) would shrink the estimate to
 // nothing and shed a healthy gateway. minRt is of completed seconds only.
 func (s *stats) capacity(now int64) (calls, minRt float64, ok bool) {
-	cur, head := s.sec.NewestSlot(), s.sec.Head()
+	head := s.sec.Head()
 	var maxRate float64
-	slots := s.sec.Slots()
-	for i, b := range slots {
-		if b.succ == 0 {
-			continue
-		}
-		if i == cur {
-			elapsed := max(now-head*secWidth, secWidth/10)
-			maxRate = max(maxRate, float64(b.succ)*float64(secWidth)/float64(elapsed))
-			continue
-		}
-		if (head-int64((cur-i+len(slots))%len(slots)))*secWidth < s.since {
-			continue // a sliver: no second's calls
-		}
-		ok = true
-		maxRate = max(maxRate, float64(b.succ))
+	if b := s.sec.Ago(0); b.succ > 0 { // the current second
+		elapsed := max(now-head*secWidth, secWidth/10)
+		maxRate = float64(b.succ) * float64(secWidth) / float64(elapsed)
 	}
-	// minRt is of the seconds that carried a share of the busiest past
-	// second's calls (a sliver's too): one fast call in a quiet second (a
+	var busiest int64 // of the past seconds
+	for k := 1; k < s.sec.Len(); k++ {
+		b := s.sec.Ago(k)
+		busiest = max(busiest, b.succ)
+		if b.succ > 0 && (head-int64(k))*secWidth >= s.since { // not a sliver
+			ok = true
+			maxRate = max(maxRate, float64(b.succ))
+		}
+	}
+	// minRt is of the past seconds that carried a share of the busiest
+	// one's calls (a sliver's too): one fast call in a quiet second (a
 	// health check, a cached answer) once made minRt its time for ten
 	// seconds, and the guard shed 40 % of a healthy upstream. Not of the
 	// current second's projected rate: traffic rising fourfold would leave
 	// no second to take minRt from.
-	var busiest int64
-	for i, b := range slots {
-		if i != cur {
-			busiest = max(busiest, b.succ)
-		}
-	}
-	for i, b := range slots {
-		if i == cur || b.succ == 0 || b.succ*minRtShare < busiest {
+	for k := 1; k < s.sec.Len(); k++ {
+		b := s.sec.Ago(k)
+		if b.succ == 0 || b.succ*minRtShare < busiest {
 			continue
 		}
 		if rt := float64(b.rtSum) / float64(b.succ); minRt == 0 || rt < minRt {
