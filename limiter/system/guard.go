@@ -201,24 +201,40 @@ func (g *Guard) admit(now, others int64) bool {
 	}
 	cpuHigh := g.maxCpu > 0 && g.cpuHigh()
 	if g.adaptive {
-		if (g.maxCpu == 0 || cpuHigh) && waiting > 3 {
-			if capacity, minRt, ok := st.capacity(now); ok {
-				limit := swing(capacity)
-				if rt, ok := st.recentRt(); ok && rt > minRt {
-					limit -= min((rt/minRt-1)/(queueingRt-1), 1) * (limit - queued(capacity))
-				}
-				if st.probing() {
-					limit = capacity / 2
-				}
-				if float64(waiting) > limit {
-					st.shed(now)
-					return false
-				}
+		if (g.maxCpu == 0 || cpuHigh) && waiting > fewWaiting {
+			if limit, ok := st.adaptiveLimit(now); ok && float64(waiting) > limit {
+				st.shed(now)
+				return false
 			}
 		}
 		return true
 	}
 	return !cpuHigh
+}
+
+// fewWaiting: with this many calls waiting or fewer, the adaptive check
+// lets a call through (Sentinel: one): with one or two in flight on
+// average, a few calls' times are mostly noise, which read as queueing.
+const fewWaiting = 3
+
+// adaptiveLimit is how many calls may wait for their answer (mu held, after
+// advance): swing(c) while the calls completed lately took about minRt,
+// falling to queued(c) as their time reaches queueingRt x minRt, and c/2 in
+// a drained second (probing). ok is false without a whole second of
+// history.
+func (s *stats) adaptiveLimit(now int64) (limit float64, ok bool) {
+	c, minRt, ok := s.capacity(now)
+	if !ok {
+		return 0, false
+	}
+	if s.probing() {
+		return c / 2, true
+	}
+	limit = swing(c)
+	if rt, ok := s.recentRt(); ok && rt > minRt {
+		limit -= min((rt/minRt-1)/(queueingRt-1), 1) * (limit - queued(c))
+	}
+	return limit, true
 }
 
 // queueingRt: calls queue (the upstream or the gateway is saturated) when
@@ -250,7 +266,7 @@ type Token struct {
 	maxConc int64         // the maxConcurrency it entered under, for Resume
 	record  bool          // Exit records RT and success in the windows
 	queued  bool          // between Queue and Resume: not counted in flight
-	open    bool          // Answered: a tunnel or a stream, counted in st.open until Exit
+	open    bool          // Answered: counted in st.open until Exit
 }
 
 // Queue takes a passed call out of the calls in flight while it waits (in a
@@ -335,18 +351,13 @@ func (t *Token) Exit(now int64, failed bool) {
 	if t.st == nil {
 		return
 	}
+	st := t.st
 	if t.record {
-		t.st.mu.Lock()
-		t.st.complete(now, max(now-t.since, 0), failed)
-		t.st.mu.Unlock()
+		st.mu.Lock()
+		st.complete(now, max(now-t.since, 0), failed)
+		st.mu.Unlock()
 	}
-	if !t.queued {
-		t.st.inFlight.Add(-1)
-	}
-	if t.open {
-		t.st.open.Add(-1)
-	}
-	*t = Token{}
+	t.release()
 }
 
 // Cancel finishes a call that was not forwarded after all (a later check
@@ -359,6 +370,11 @@ func (t *Token) Cancel(now int64) {
 	if t.qps != nil {
 		t.qps.Sub(now, t.enter, 1)
 	}
+	t.release()
+}
+
+// release takes the call out of the counts it is in and zeroes the Token.
+func (t *Token) release() {
 	if !t.queued {
 		t.st.inFlight.Add(-1)
 	}
