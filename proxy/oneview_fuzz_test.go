@@ -646,6 +646,7 @@ var diffSeeds = []string{
 	"/hello?id=&id=102", "/hello?id=1;id=2", "/hello?id=%zz&id=1", "/hello?id=%", "/hello?a%20b=1&a+b=2",
 	"/hello?q=%2B+%2b", "/hello?", "/hello?#", "*", "http://x/%68ello?q=1", "http://x", "HTTP://X/hello",
 	"/\\hello", "/%5Chello", "/hello%3F", "/hello%23x", "/%2568ello", "/items/%u0041", "/[::1]/x", "/@evil",
+	"/items/x/..\\hello", "/items/x/..%5Chello", "/items/x/..%5chello", "/items/x\\..\\hello", "/items/x/.\\y", "/items/x/a\\b",
 }
 
 // diffH2Cases are hostile requests HTTP/2 lets a client write, or lets it
@@ -668,7 +669,7 @@ var diffH2Cases = func() []diffReq {
 		"/items/1 HTTP/1.1\r\nX: y", "/items/\t1", "/items/1\x00", "/items/1\x7f", "/hello#x", "/hello#", "#", "/items/a%2Fb",
 		"/items/%2e%2e/hello", "/items/../hello", "/hello/..", "/items/1?id=1&id=2&id=3&q=a&q=b", "/items/1?id=1&id=1",
 		"/hello?id=1;id=2", "hello", "*", "", "http://victim.test/hello", "https://gw/items/1", "//victim.test/hello",
-		"/items/caf\xc3\xa9", "/items/\xff"} {
+		"/items/caf\xc3\xa9", "/items/\xff", "/items/x/..\\hello", "/items/x/..%5Chello"} {
 		for _, m := range []string{"GET", "HEAD"} {
 			cs = append(cs, diffReq{method: m, target: t})
 		}
