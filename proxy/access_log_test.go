@@ -73,3 +73,65 @@ routes:
 		}
 	}
 }
+
+// cancelledUpstream is a transport whose calls end with the request's
+// context: a client that has left cuts the upstream call, as net/http's
+// Transport does.
+type cancelledUpstream struct{ stubUpstream }
+
+func (u *cancelledUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := r.Context().Err(); err != nil {
+		u.calls.Add(1)
+		return nil, err
+	}
+	return u.stubUpstream.RoundTrip(r)
+}
+
+// TestAccessLogHasClientsThatLeft: a client that left before any answer
+// was written has its access line too, with nginx's 499 for a status. One
+// that left a throttle's queue had none at all (it is not forwarded and
+// counts in no metric, so the log is the only place an operator sees
+// it), and one that left while the upstream had its call was logged with
+// status 0, which reads as a field left out.
+func TestAccessLogHasClientsThatLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name, rules, decision string
+		calls                 int32 // sent to the upstream
+	}{
+		{"left the queue", `
+flowRules:
+  - resource: item
+    count: 10
+    controlBehavior: throttle
+    maxQueueingTimeMs: 500
+`, "clientGone", 1},
+		{"left while the upstream had it", "", "pass", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logtest.Buffer
+			up := &cancelledUpstream{}
+			up.status.Store(200)
+			g, _, _ := stubGateway(t, "log: { access: true }\n"+itemRoute+tc.rules, func(d *proxy.Deps) {
+				d.Log, d.Transport = zerolog.New(&logs), up
+			})
+			defer g.Close()
+			if status, _, _ := get(g, "1", ""); status != 200 {
+				t.Fatalf("the first call: status %d", status)
+			}
+			if !getLeft(g, "1") {
+				t.Fatal("the call of a client that left was answered")
+			}
+			if got := up.calls.Load(); got != tc.calls {
+				t.Errorf("the upstream had %d calls, want %d", got, tc.calls)
+			}
+			lines := logs.Events("access")
+			if len(lines) != 2 {
+				t.Fatalf("%d access lines, want 2 (one a request): %v", len(lines), lines)
+			}
+			l := lines[1]
+			if l["status"] != float64(499) || l["decision"] != tc.decision || l["resource"] != "item" || l["path"] != "/item/1" {
+				t.Errorf("access line %v, want status 499, decision %s, resource item, path /item/1", l, tc.decision)
+			}
+		})
+	}
+}

@@ -173,8 +173,15 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 		// wait ends if one is free.
 		c.sys.Queue()
 		if !s.queueWait(r, wait) {
-			// The client left while queued: it is not forwarded and counts nowhere.
-			c.cancel(s.clock.Now(), limiter.ReasonNone)
+			// The client left while queued: it is not forwarded and counts
+			// nowhere but in the access log.
+			now := s.clock.Now()
+			c.cancel(now, limiter.ReasonNone)
+			if s.accessLog {
+				s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
+					Str("path", ex.view.path).Int("status", statusClientClosed).
+					Dur("latency", time.Duration(now-start)).Str("decision", "clientGone").Msg("access")
+			}
 			leave()
 		}
 		now := s.clock.Now()
@@ -275,8 +282,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 			rt.obs.TooLarge() // passed the guards, then its stream passed the cap
 		}
 		if s.accessLog {
+			logged := ex.status
+			if logged == 0 && gone {
+				logged = statusClientClosed // nothing was written: there is no status to log
+			}
 			s.log.Info().Str("resource", rt.resource).Str("origin", origin).Str("method", r.Method).
-				Str("path", ex.view.path).Int("status", ex.status).Bool("failed", failed).Bool("clientGone", gone).
+				Str("path", ex.view.path).Int("status", logged).Bool("failed", failed).Bool("clientGone", gone).
 				Dur("latency", elapsed).Str("decision", "pass").Str("forwarder", fwd.name()).Msg("access")
 		}
 	}()
@@ -298,6 +309,12 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 // HTTP/2 stream, is cut, as nginx does (its 499). The deferred settling
 // runs as for any return.
 func leave() { panic(http.ErrAbortHandler) }
+
+// statusClientClosed is the status the access log gives a request whose
+// client left before any answer was written to it: nginx's 499 ("client
+// closed request"), which log pipelines already read, where 0 reads as a
+// field left out.
+const statusClientClosed = 499
 
 // tooLarge answers 413 to a request whose Content-Length is over the
 // route's maxBodyBytes; it is counted as too large only, not as a pass or
