@@ -95,8 +95,10 @@ func (d *decoder) push(e Error) {
 // then not validated (it would only add noise and cost).
 func (d *decoder) exhausted() bool { return d.nodes >= maxAliasNodes }
 
-// result sorts the errors by line and trims them to maxErrors.
-func (d *decoder) result() Errors {
+// result sorts the errors by line and trims them to maxErrors, with every
+// secret of cfg (decoded as far as it went) masked where a message quotes it.
+func (d *decoder) result(cfg *Config) Errors {
+	maskSecrets(d.errs, cfg)
 	// The gateway's file first, then the document; each by line.
 	rank := func(e Error) int {
 		if e.File == d.doc && d.doc != "" {
@@ -125,7 +127,14 @@ type shorthand interface{ fromScalar(string) }
 
 // decode stores n into v (addressable), recording the line of every path.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	if n != nil && n.Kind == yaml.AliasNode {
+	if n == nil {
+		return
+	}
+	// A problem with the value is told at the line of the field that holds
+	// it: through an alias, not at its anchor's, which may be another
+	// section's (a token's, say).
+	line := n.Line
+	if n.Kind == yaml.AliasNode {
 		d.aliased++
 		defer func() { d.aliased-- }()
 	}
@@ -144,7 +153,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
-			d.fail(n.Line, path, strings.TrimPrefix(err.Error(), "config: "))
+			d.fail(line, path, strings.TrimPrefix(err.Error(), "config: "))
 		}
 		return
 	}
@@ -154,12 +163,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decode(n, p.Elem(), path)
 		v.Set(p)
 	case reflect.Struct:
-		d.decodeStruct(n, v, path)
+		d.decodeStruct(n, v, path, line)
 	case reflect.Map:
-		d.decodeMap(n, v, path)
+		d.decodeMap(n, v, path, line)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.fail(n.Line, path, "expected a list, got "+describe(n))
+			d.fail(line, path, "expected a list, got "+describe(n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -171,28 +180,35 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(s)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			d.fail(n.Line, path, "expected a string, got "+describe(n))
+			d.fail(line, path, "expected a string, got "+describe(n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Bool:
+		// Only true and false (YAML 1.2): yaml.v3 decodes YAML 1.1's on,
+		// yes, y and n into a bool even when quoted, so dryRun: "on" made
+		// a rule dry-run while dryRun: "true" was refused.
 		var b bool
-		if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
-			d.fail(n.Line, path, "expected true or false, got "+describe(n))
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+			msg := "expected true or false, got " + describe(n)
+			if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+				msg += " (quoted, so a string)"
+			}
+			d.fail(line, path, msg)
 			return
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		var i int64
 		if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil || v.OverflowInt(i) || !integral(n) {
-			d.fail(n.Line, path, "expected an integer, got "+describe(n))
+			d.fail(line, path, "expected an integer, got "+describe(n))
 			return
 		}
 		v.SetInt(i)
 	case reflect.Float64:
 		var f float64
 		if n.Kind != yaml.ScalarNode || n.Decode(&f) != nil {
-			d.fail(n.Line, path, "expected a number, got "+describe(n))
+			d.fail(line, path, "expected a number, got "+describe(n))
 			return
 		}
 		v.SetFloat(f)
@@ -226,14 +242,24 @@ func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
 	if d.aliased == 0 {
 		return n
 	}
-	d.nodes++
-	if d.nodes == maxAliasNodes {
-		d.fail(n.Line, path, fmt.Sprintf("aliases expand to over %d values; write the settings out instead", maxAliasNodes))
-	}
-	if d.nodes >= maxAliasNodes {
+	if !d.charge(1, n.Line, path) {
 		return nil
 	}
 	return n
+}
+
+// charge takes k nodes decoded through aliases from the budget, and
+// reports whether any was left; the first charge past it is the error.
+func (d *decoder) charge(k, line int, path string) bool {
+	if d.nodes >= maxAliasNodes {
+		return false
+	}
+	d.nodes += k
+	if d.nodes >= maxAliasNodes {
+		d.fail(line, path, fmt.Sprintf("aliases expand to over %d values; write the settings out instead", maxAliasNodes))
+		return false
+	}
+	return true
 }
 
 type pair struct{ key, value *yaml.Node }
@@ -280,7 +306,15 @@ func (d *decoder) mergePairs(n *yaml.Node, path string, depth int) []pair {
 	}
 	switch {
 	case n.Kind == yaml.MappingNode && depth < 10:
-		return d.pairs(n, path)
+		ps := d.pairs(n, path)
+		// Each alias in a merge list brings all of its mapping's pairs:
+		// ten thousand aliases of a thousand keys, in 50 KB of file, are
+		// ten million pairs to merge. They count like any other node an
+		// alias expands to (resolve charged the mapping itself).
+		if d.aliased > 0 && !d.charge(len(ps), n.Line, path) {
+			return nil
+		}
+		return ps
 	case n.Kind == yaml.SequenceNode && depth == 0:
 		var out []pair
 		for _, m := range n.Content {
@@ -292,9 +326,9 @@ func (d *decoder) mergePairs(n *yaml.Node, path string, depth int) []pair {
 	return nil
 }
 
-func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, line int) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n.Line, path, "expected a mapping, got "+describe(n))
+		d.fail(line, path, "expected a mapping, got "+describe(n))
 		return
 	}
 	fields := d.fields[v.Type()]
@@ -314,9 +348,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string, line int) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n.Line, path, "expected a mapping, got "+describe(n))
+		d.fail(line, path, "expected a mapping, got "+describe(n))
 		return
 	}
 	if v.IsNil() {

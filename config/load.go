@@ -223,7 +223,7 @@ func parseFile(path string, root *yaml.Node, ov Overrides) (*Config, error) {
 	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
 	d.check(cfg)
 	if len(d.errs) > 0 {
-		return nil, d.result()
+		return nil, d.result(cfg)
 	}
 	return cfg, nil
 }

@@ -3,6 +3,7 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -877,6 +878,64 @@ flowRules:
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("errors %v; want %q", err, want)
+		}
+	}
+}
+
+// TestMergeKeyBombIsRefused: aliases in a merge list ("<<: [*a, *a, …]")
+// each bring all of their mapping's keys. They were charged one node an
+// alias, so a 50 KB file of ten thousand aliases of a thousand keys merged
+// ten million pairs (13 s and 685 MB to validate; 400 KB ran out of memory
+// on reload, or across a fleet reading it from Redis). Every merged pair
+// counts now: the file is refused at the budget, with the budget's message.
+func TestMergeKeyBombIsRefused(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("upstreams:\n  <<: [&a {")
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "k%d: {targets: [\"http://127.0.0.1:1\"]}", i)
+	}
+	b.WriteString("}")
+	for range 1000 {
+		b.WriteString(", *a")
+	}
+	b.WriteString("]\nroutes:\n  - { path: /, upstream: k0 }\n")
+	_, err := config.Parse("bomb.yaml", []byte(b.String()))
+	var errs config.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("the merge bomb loaded (err %v)", err)
+	}
+	want := "bomb.yaml:2: upstreams: aliases expand to over 100000 values; write the settings out instead"
+	if len(errs) != 1 || errs[0].String() != want {
+		t.Errorf("%d errors, first %q; want only %q", len(errs), errs[0].String(), want)
+	}
+}
+
+// TestBooleansAreTrueOrFalse: yaml.v3 decodes YAML 1.1's on, yes, y and n
+// into a bool, quoted or not, so dryRun: "on" silently made a rule
+// dry-run while dryRun: "true" was refused. A setting is true or false,
+// unquoted; anything else is refused, with the field's line (and a quoted
+// true is told why).
+func TestBooleansAreTrueOrFalse(t *testing.T) {
+	const head = "upstreams:\n  up: { targets: [\"http://127.0.0.1:1\"] }\nroutes:\n  - { path: /a, upstream: up, resource: a }\nflowRules:\n  - resource: a\n    count: 1\n    dryRun: "
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{
+		{"true", true}, {"false", true}, {"True", true}, {"FALSE", true}, {"!!bool true", true},
+		{`"on"`, false}, {"on", false}, {`"yes"`, false}, {"yes", false}, {`"y"`, false}, {"n", false},
+		{`"true"`, false}, {"1", false}, {"[true]", false},
+	} {
+		cfg, err := config.Parse("b.yaml", []byte(head+tc.value+"\n"))
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("dryRun: %s refused: %v", tc.value, err)
+		case !tc.ok && err == nil:
+			t.Errorf("dryRun: %s loaded, as %v", tc.value, cfg.FlowRules[0].DryRun)
+		case !tc.ok && !strings.HasPrefix(err.Error(), "b.yaml:8: flowRules[0].dryRun: expected true or false, got "):
+			t.Errorf("dryRun: %s: %v", tc.value, err)
 		}
 	}
 }

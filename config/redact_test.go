@@ -125,3 +125,50 @@ func TestErrorsHideRedisPasswords(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsMaskedInErrors: a message that quotes a value quotes a
+// secret too when the file puts the secret where it does not belong (by an
+// anchor: count: *token), and GET /api/rules and the log show every
+// message. Each secret is masked there, long ones cut at 60 bytes
+// included, and a problem with an aliased value is told at the line of the
+// field that holds it, not at its anchor's.
+func TestSecretsMaskedInErrors(t *testing.T) {
+	const routes = "upstreams:\n  up: { targets: [\"http://127.0.0.1:1\"] }\nroutes:\n  - { path: /a, upstream: up, resource: a }\n"
+	long := strings.Repeat("hunter2-", 10) // 80 bytes: quoted cut at 60
+	type tc struct {
+		name, file string
+		want       string // one message, exactly
+	}
+	cases := []tc{
+		{"an anchored token in a number", "admin:\n  token: &t \"hunter2-token\"\n" + routes +
+			"flowRules:\n  - resource: a\n    count: *t\n",
+			"x.yaml:9: flowRules[0].count: expected a number, got \"xxxxx\""},
+		{"a long token in a name", "admin:\n  token: &t " + long + "\n" + routes +
+			"flowRules:\n  - resource: *t\n    count: 1\n",
+			"x.yaml:8: flowRules[0].resource: unknown resource \"xxxxx…\": no route has it (resources: a)"},
+	}
+	for _, s := range Secrets() {
+		pw := "hunter2-" + strings.ReplaceAll(s.Path, ".", "-")
+		v := pw
+		if s.URL {
+			v = "redis://u:" + pw + "@10.0.0.1:6379/0"
+		}
+		// log is a gateway's own section, with or without a rulesSource.
+		cases = append(cases, tc{name: s.Path, file: s.Document(v) + "log:\n  level: " + pw + "\n"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(c.file))
+			if err == nil {
+				t.Fatalf("loaded:\n%s", c.file)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "hunter2") || !strings.Contains(msg, Mask) {
+				t.Errorf("the errors show the secret (or mask nothing):\n%s\nof:\n%s", msg, c.file)
+			}
+			if c.want != "" && msg != c.want {
+				t.Errorf("errors\n%s\nwant\n%s", msg, c.want)
+			}
+		})
+	}
+}

@@ -139,7 +139,7 @@ func parseGatewayFile(path string, root *yaml.Node, ov Overrides) (*Config, erro
 	d.errs = slices.DeleteFunc(d.errs, func(e Error) bool { return isSharedSection(topSection(e.Field)) })
 	d.errs = append(d.errs, misplaced...)
 	if len(d.errs) > 0 {
-		return nil, d.result()
+		return nil, d.result(cfg)
 	}
 	return cfg, nil
 }
@@ -177,7 +177,7 @@ func (ov Overrides) ParseWithDocument(path string, data []byte, docName string, 
 	d.check(cfg)
 	d.errs = append(d.errs, misplaced...)
 	if len(d.errs) > 0 {
-		return nil, d.result()
+		return nil, d.result(cfg)
 	}
 	return cfg, nil
 }
