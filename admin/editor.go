@@ -329,9 +329,15 @@ func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
 	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
-		var doc yaml.Node
-		if err := yaml.Unmarshal(body, &doc); err != nil {
+		// One document: yaml.Unmarshal reads the first and drops the rest,
+		// so a body with a second was applied in part, and answered 200.
+		dec := yaml.NewDecoder(bytes.NewReader(body))
+		var doc, extra yaml.Node
+		if err := dec.Decode(&doc); err != nil && err != io.EOF {
 			return ruleEdit{}, fmt.Errorf("admin: rule YAML: %w", err)
+		}
+		if err := dec.Decode(&extra); err != io.EOF {
+			return ruleEdit{}, errors.New("admin: rule YAML must be one document (it has a second after ---)")
 		}
 		if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 			return ruleEdit{}, errors.New("admin: rule YAML must be one mapping of rule fields")

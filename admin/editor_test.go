@@ -235,6 +235,8 @@ func TestEditRequestErrors(t *testing.T) {
 		{"negative index", "/api/rules/flowRules/-1", json, `{"count":1}`, 404},
 		{"not an object", "/api/rules/flowRules/0", json, `[1]`, 400},
 		{"bad YAML body", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/yaml"}, "a: [", 400},
+		// yaml.Unmarshal read the first document alone: 200, the second dropped.
+		{"two YAML documents", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/yaml"}, "resource: orders\ncount: 5\n---\nadmin: {token: x}\n", 400},
 		{"unknown field", "/api/rules/flowRules/0", json, `{"cuont":1}`, 422},
 		{"cross-origin", "/api/rules/flowRules/0", map[string]string{"If-Match": tag, "Content-Type": "application/json", "Origin": "http://evil.example"}, `{"count":1}`, 403},
 	} {
