@@ -73,3 +73,56 @@ func TestCopyResponseHeaderReusesTheLastNames(t *testing.T) {
 		t.Fatalf("copied %v", dst)
 	}
 }
+
+// connNamesOf puts long Connection lines in a set, which must name exactly
+// what scanning them names: the same tokens, ASCII case-insensitively,
+// spaces and empty elements aside.
+func TestConnNamesSetAgreesWithScanning(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := []string{"X-A", "x-a", "X-B", "keep-alive", "Close", "X-\u212a", "X-K", " X-C ", "", "x-long-name-of-a-header"}
+	for i := range 3000 {
+		var lines []string
+		for range 1 + rng.IntN(3) {
+			var toks []string
+			for range rng.IntN(40) {
+				toks = append(toks, words[rng.IntN(len(words))])
+			}
+			lines = append(lines, strings.Join(toks, ","))
+		}
+		for _, w := range words {
+			name := strings.TrimSpace(w)
+			if name == "" {
+				continue // no header has an empty name
+			}
+			c := connNamesOf(lines)
+			if got, want := c.has(name), listedIn(lines, name); got != want {
+				t.Fatalf("case %d: lines %q (set: %v) name %q: has %v, scanning %v", i, lines, c.set != nil, name, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkConnectionTokens: a request of H header lines and a Connection
+// line of T tokens. Each line was looked up by scanning the tokens, so the
+// cost grew as H x T: 0.8 s of CPU for T = 16,000, H = 3,200 (66 KB). With
+// the set it grows as H + T.
+func BenchmarkConnectionTokens(b *testing.B) {
+	for _, size := range []struct{ tokens, lines int }{{1, 10}, {1000, 200}, {16000, 3200}} {
+		b.Run(fmt.Sprintf("tokens=%d/lines=%d", size.tokens, size.lines), func(b *testing.B) {
+			conn := []string{strings.Repeat("a,", size.tokens-1) + "a"}
+			names := make([]string, size.lines)
+			for i := range names {
+				names[i] = fmt.Sprintf("X-H%d", i)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				c := connNamesOf(conn)
+				for _, n := range names {
+					if c.has(n) {
+						b.Fatal(n)
+					}
+				}
+			}
+		})
+	}
+}

@@ -171,7 +171,7 @@ func (f *fastForwarder) buildRequest(c *fastCall, t *fastTarget, r *http.Request
 		req.URI().SetScheme("https")
 	}
 
-	conn := r.Header["Connection"]
+	conn := connNamesOf(r.Header["Connection"])
 	for k, vv := range r.Header {
 		if !rt.forwardHeader(r, k, conn) {
 			continue

@@ -350,7 +350,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	for k := range h {
 		// ReverseProxy removed what dropRequestHeader and Connection name.
-		if !rt.snap.sources.keyedOn(p.r, k, nil) || rt.strippedTwin(k) {
+		if !rt.snap.sources.keyedOn(p.r, k, connNames{}) || rt.strippedTwin(k) {
 			delete(h, k)
 		}
 	}

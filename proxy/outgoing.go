@@ -20,7 +20,7 @@ import (
 // (keyedOn: not named in the client's Connection values conn, not an
 // X-Forwarded-* header of an untrusted peer, not a CGI twin of either),
 // and not the origin header that origin.strip removes (nor its CGI twin).
-func (rt *route) forwardHeader(r *http.Request, k string, conn []string) bool {
+func (rt *route) forwardHeader(r *http.Request, k string, conn connNames) bool {
 	return !dropRequestHeader(k) && rt.snap.sources.keyedOn(r, k, conn) && k != rt.stripOrigin && !rt.strippedTwin(k)
 }
 

@@ -93,7 +93,7 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 		// X-Forwarded-For, -Host and -Proto are read as the gateway writes
 		// them (forwardingHeader); other lines only where they are keyed
 		// on (keyedOn).
-		conn := r.Header["Connection"]
+		conn := connNamesOf(r.Header["Connection"])
 		if !s.forwardingHeader(r, src.Name, vs) && s.keyedOn(r, src.Name, conn) {
 			headerValues(r.Header[src.Name], fieldOf(src.Name), vs)
 		}
@@ -145,8 +145,8 @@ func (s *sources) values(r *http.Request, v *view, params *chi.Context, src conf
 // gateway itself (Proxy-Authorization, Forwarded) is keyed on though not
 // passed on, the client's word to the gateway. The peer's trust is looked
 // up only for a name it can change.
-func (s *sources) keyedOn(r *http.Request, k string, conn []string) bool {
-	if listedIn(conn, k) {
+func (s *sources) keyedOn(r *http.Request, k string, conn connNames) bool {
+	if conn.has(k) {
 		return false
 	}
 	if strings.IndexByte(k, '_') < 0 && !strings.HasPrefix(k, "X-Forwarded-") {
