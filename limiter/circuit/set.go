@@ -162,7 +162,9 @@ type Token struct {
 
 // Enter checks a call against every breaker of the resource. A blocked call
 // gets Reason limiter.ReasonDegrade and RetryAfter = the time its breaker stays
-// open (at least 1 ms; 1 ms while a probe decides). A passed call must be
+// open (at least 1 ms), or none while a probe decides: its outcome, which
+// may take the route's whole timeout, says when (SPEC §4: Retry-After only
+// when the limiter can tell). A passed call must be
 // finished with the Token's Exit, Abandon or Cancel. Enter allocates nothing.
 func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
 	if b == nil {
@@ -174,11 +176,11 @@ func (b *Breakers) Enter(now int64) (Token, limiter.Verdict) {
 		if !pass {
 			// An earlier breaker's probe will not be forwarded: give it back.
 			Token{bs: b, probes: probes}.cancel()
-			return Token{}, limiter.Verdict{
-				Blocked:    true,
-				Reason:     limiter.ReasonDegrade,
-				RetryAfter: max(time.Duration(left), time.Millisecond),
+			v := limiter.Verdict{Blocked: true, Reason: limiter.ReasonDegrade}
+			if left > 0 {
+				v.RetryAfter = max(time.Duration(left), time.Millisecond)
 			}
+			return Token{}, v
 		}
 		if probe {
 			probes |= 1 << i
