@@ -188,16 +188,25 @@ func TestAvgLocalCountsLiveGateways(t *testing.T) {
 		d, len(passes), float64(len(passes))/d.Seconds(), passcheck.MostInInterval(passes, time.Second))
 	checkRate(t, passes, decided, d, 150)
 
-	stops[2]() // gateway 3 stops beating (crashed: no Close, no goodbye)
+	svcs[2].StopBeating() // gateway 3 crashed: no goodbye
 	took := waitFor(t, 5*time.Second, "stopped gateway dropped out", func() bool { return live() == 2 })
 	t.Logf("a gateway that stopped beating (heartbeat %v, expiry 3x) dropped out after %v", beat, took)
 
-	// A clean shutdown leaves the set at once; the others read it within
-	// a quarter heartbeat while an avgLocal rule is in use (live() keeps
-	// one in use).
+	// A shutdown leaves the set at its signal (Run's ctx ends), not after
+	// its drain (Close): it takes no new calls, and its share counted for
+	// the whole drain. The others read it within a quarter heartbeat while
+	// an avgLocal rule is in use (live() keeps one in use). Its calls in
+	// flight still reach Redis until Close.
+	stops[1]()
+	took = waitFor(t, beat, "a gateway shutting down dropped out", func() bool { return live() == 1 })
+	t.Logf("a gateway shutting down dropped out after %v", took)
+	if _, err := svcs[1].Acquire(rule, "in-flight", 1); err != nil {
+		t.Errorf("a draining gateway's call: %v", err)
+	}
 	svcs[1].Close()
-	took = waitFor(t, beat, "a closed gateway dropped out", func() bool { return live() == 1 })
-	t.Logf("a closed gateway dropped out after %v", took)
+	if n := live(); n != 1 {
+		t.Errorf("after the draining gateway's Close, %d live gateways, want 1", n)
+	}
 }
 
 func TestRedisDeathAndReturn(t *testing.T) {

@@ -60,3 +60,7 @@ func (s *Service) QuotaReturnsKept() int {
 	defer s.quotaReturns.sending.Unlock()
 	return s.quotaReturns.kept()
 }
+
+// StopBeating makes the Service stop its heartbeats without leaving the
+// gateway set, as a gateway that crashed (Run goes on, beating nothing).
+func (s *Service) StopBeating() { s.left.Store(true) }

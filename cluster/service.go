@@ -93,8 +93,9 @@ type Service struct {
 	mu     sync.Mutex   // serialises state changes so OnState sees each once
 	fails  atomic.Int32 // consecutive failed round trips
 	closed atomic.Bool
+	left   atomic.Bool // out of the gateway set for good (leave); guarded by beatMu for writes
 	once   sync.Once
-	beatMu sync.Mutex // orders heartbeats before Close's goodbye
+	beatMu sync.Mutex // orders heartbeats before the goodbye (leave)
 
 	statusMu sync.Mutex         // orders OnStatus calls; guards status and masters
 	status   Status             // as last reported
@@ -782,21 +783,32 @@ func (s *Service) Close() error {
 		s.closed.Store(true)
 		close(s.quit)
 		s.wg.Wait()
-		s.beatMu.Lock() // waits out a heartbeat in flight, which could re-add us
-		if s.up.Load() {
-			ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.Timeout, 100*time.Millisecond))
-			s.rdb.ZRem(ctx, s.gwKey, s.opts.GatewayID)
-			cancel()
-		}
-		s.beatMu.Unlock()
+		s.leave()
 		err = s.rdb.Close()
 	})
 	return err
 }
 
+// leave removes this gateway from the gateway set, once, so that avgLocal
+// rules stop counting it at once; no heartbeat adds it back.
+func (s *Service) leave() {
+	s.beatMu.Lock() // waits out a heartbeat in flight, which could re-add us
+	defer s.beatMu.Unlock()
+	if s.left.Swap(true) || !s.up.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.Timeout, 100*time.Millisecond))
+	s.rdb.ZRem(ctx, s.gwKey, s.opts.GatewayID)
+	cancel()
+}
+
 // Run sends heartbeats every Options.Heartbeat and, while Redis is failing,
 // probes it with backoff until it answers. It returns when ctx is done or the
-// Service is closed, leaving no goroutine behind.
+// Service is closed, leaving no goroutine behind. A gateway's ctx ends at
+// the shutdown's signal: it then leaves the gateway set at once, as it
+// takes no new calls, though its calls in flight still use the Service
+// until Close; left in the set until Close, after the drain, the fleet's
+// avgLocal limits counted it (a draining gateway's share) for the whole drain.
 func (s *Service) Run(ctx context.Context) {
 	probe := minProbe
 	var upSince, lastBeat time.Time
@@ -805,6 +817,7 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.leave()
 			return
 		case <-s.quit:
 			return
@@ -910,8 +923,8 @@ func (s *Service) avgInUse() bool {
 func (s *Service) beat(ctx context.Context) {
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
-	if s.closed.Load() {
-		return // Close has removed this gateway; do not add it back
+	if s.closed.Load() || s.left.Load() {
+		return // removed from the set (leave); do not add it back
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
