@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -277,4 +279,74 @@ routes:
 	if g.exitErr != nil {
 		t.Errorf("exit: %v, want status 0", g.exitErr)
 	}
+}
+
+// TestShutdownWaitsForWebSockets: net/http's Shutdown does not wait for a
+// hijacked connection, so SIGTERM ended every WebSocket 10 ms later, with
+// a drain timeout of 15 s, whenever no ordinary request was in flight. An
+// open WebSocket is drained like a request: it keeps working after
+// SIGTERM, and the process exits (0) once its client closes it.
+func TestShutdownWaitsForWebSockets(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(brw, brw) // echo: with nothing buffered, bufio writes through
+	})
+	g := startGateway(t, rulesFor(up.URL, "routes:\n  - path: /ws\n    upstream: up\n"), "-drain-timeout", "10s")
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("handshake: %v %v, want 101", resp, err)
+	}
+	echo := func(s string) error {
+		if _, err := io.WriteString(c, s); err != nil {
+			return err
+		}
+		b := make([]byte, len(s))
+		if _, err := io.ReadFull(br, b); err != nil {
+			return err
+		}
+		if string(b) != s {
+			return fmt.Errorf("echo %q, want %q", b, s)
+		}
+		return nil
+	}
+	if err := echo("before"); err != nil {
+		t.Fatalf("echo before SIGTERM: %v", err)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog("shutting down", 2*time.Second)
+	select {
+	case <-g.done:
+		t.Fatal("the gateway exited with a WebSocket open, 8 s before its drain timeout")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := echo("during the drain"); err != nil {
+		t.Fatalf("echo during the drain: %v", err)
+	}
+	closed := time.Now()
+	c.Close()
+	select {
+	case <-g.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gateway did not exit within 5 s of its last WebSocket closing")
+	}
+	if g.exitErr != nil {
+		t.Errorf("exit: %v, want status 0", g.exitErr)
+	}
+	t.Logf("exit %v after the WebSocket closed", time.Since(closed).Round(time.Millisecond))
 }

@@ -130,7 +130,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 	}
 	inst.log.Info().Str("listen", plain).Str("tls", secure).Str("admin", adminAddr).Str("config", inst.opts.Config).
 		Str("version", inst.opts.Version).Msg("sluice started")
-	return drain(ctx, srvs, inst.stopDemo, inst.opts.Drain, inst.log)
+	return drain(ctx, srvs, inst.proxy.DrainTunnels, inst.stopDemo, inst.opts.Drain, inst.log)
 }
 
 // Reload reads the rules file and the TLS certificate files again and

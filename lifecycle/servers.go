@@ -40,11 +40,11 @@ func (inst *Instance) startServers(ctx context.Context, lns listeners) servers {
 
 // drain waits for ctx to be done, then shuts down within timeout: traffic
 // first (Shutdown closes the listeners at once, then waits for the requests
-// in flight), then the admin API, which stays up meanwhile so the drain
+// in flight, and tunnels for the WebSockets), then the admin API, which stays up meanwhile so the drain
 // shows in its metrics, then the demo upstreams, which answer what is in
 // flight. Requests still running at the timeout are cut, and that is not an
 // error. It returns early with an error if a traffic server fails.
-func drain(ctx context.Context, srvs servers, stopDemo func(context.Context), timeout time.Duration, log zerolog.Logger) error {
+func drain(ctx context.Context, srvs servers, tunnels func(context.Context) error, stopDemo func(context.Context), timeout time.Duration, log zerolog.Logger) error {
 	select {
 	case err := <-srvs.failed:
 		return fmt.Errorf("serve: %w", err)
@@ -54,6 +54,9 @@ func drain(ctx context.Context, srvs servers, stopDemo func(context.Context), ti
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srvs.traffic.shutdown(sctx)
+	// The server's Shutdown does not wait for hijacked connections: the
+	// WebSockets are waited for here, within the same drain.
+	err = errors.Join(err, tunnels(sctx))
 	if srvs.admin != nil {
 		_ = srvs.admin.Shutdown(sctx)
 	}

@@ -64,6 +64,16 @@ type tunnelEnd struct {
 	io.ReadWriteCloser
 	client atomic.Pointer[net.Conn] // set by exchange.Hijack
 	ended  atomic.Bool
+	set    *tunnels // where it is open while the client's side is hijacked
+}
+
+// end closes both sides of the tunnel (a drain past its deadline):
+// ReverseProxy's copies fail and the call ends.
+func (t *tunnelEnd) end() {
+	if c := t.client.Load(); c != nil {
+		_ = (*c).Close()
+	}
+	_ = t.ReadWriteCloser.Close()
 }
 
 func (t *tunnelEnd) Read(p []byte) (int, error) {
@@ -389,7 +399,7 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 		// is ReverseProxy's error (502), and the attempt's, not an answer.
 		if ex := c.p.ex; c.p.handshake != nil && ex.status == 0 && !ex.failed {
 			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
-				ex.tunnel = &tunnelEnd{ReadWriteCloser: rwc}
+				ex.tunnel = &tunnelEnd{ReadWriteCloser: rwc, set: c.p.rt.snap.tunnels}
 				resp.Body = ex.tunnel
 			}
 			ex.call.answer(resp.Header)

@@ -134,6 +134,7 @@ type Gateway struct {
 	fastPool      fastCallPool
 	copyBuffers   bufferPool
 	stdCalls      *stdCalls // the standard transport's ReverseProxies
+	tunnels       tunnels   // the WebSockets open, across snapshots
 	// pkKey keys the hash of a param value in a RateLimit partition key
 	// (pk): random per gateway process, so that pk cannot be turned back
 	// into the value by hashing guesses.

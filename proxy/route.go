@@ -225,6 +225,9 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 		if ex.guard != nil {
 			ex.guard.done()
 		}
+		if ex.tunnel != nil {
+			ex.tunnel.set.remove(ex.tunnel)
+		}
 		end := s.clock.Now()
 		answered := end // where the response time ends
 		if ex.switched != 0 {

@@ -39,6 +39,7 @@ type Snapshot struct {
 	headTimeout time.Duration // server.readHeaderTimeout: how long an h2 request declared empty may take to end (h2EmptyBody)
 	clock       Clock
 	pool        *exchangePool
+	tunnels     *tunnels // the gateway's WebSockets, for the drain
 	log         zerolog.Logger
 }
 
@@ -97,6 +98,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		headTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		clock:       g.clock,
 		pool:        &g.pool,
+		tunnels:     &g.tunnels,
 		log:         g.deps.Log,
 	}
 	var fc limiter.TokenService
