@@ -93,6 +93,14 @@ flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first SIGINT or SIGTERM starts the drain; a second one (Ctrl-C
+	// again, an operator who will not wait) takes the signal's default
+	// action and ends the process at once, as Caddy does. It was ignored:
+	// nothing but SIGKILL cut a drain short.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := serve(ctx, o); err != nil {
 		fmt.Fprintf(stderr, "sluice: %v\n", err)
 		return 1

@@ -350,3 +350,50 @@ func TestShutdownWaitsForWebSockets(t *testing.T) {
 	}
 	t.Logf("exit %v after the WebSocket closed", time.Since(closed).Round(time.Millisecond))
 }
+
+// TestSecondSignalEndsTheDrain: a second SIGTERM (or Ctrl-C again) during
+// the drain ends the process at once, by the signal, as Caddy does; it was
+// ignored, and only SIGKILL cut a drain short.
+func TestSecondSignalEndsTheDrain(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	g := startGateway(t, fmt.Sprintf(`upstreams:
+  up:
+    targets: [%q]
+    timeout: 60s
+routes:
+  - path: /hang
+    upstream: up
+`, up.URL), "-drain-timeout", "30s")
+	held := hdHoldRequests(g.URL+"/hang", 1)
+	hdWaitInFlight(t, up, 1)
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog("shutting down", 2*time.Second)
+	select {
+	case <-g.done:
+		t.Fatal("the gateway exited with a request in flight, 30 s before its drain timeout")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second SIGTERM did not end the drain within 5 s")
+	}
+	if st, ok := g.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGTERM {
+		t.Errorf("exit %v, want the process ended by SIGTERM", g.cmd.ProcessState)
+	}
+	if s := <-held; s == 200 {
+		t.Error("the held request got 200 from a process killed mid-drain")
+	}
+}
