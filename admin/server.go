@@ -240,7 +240,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // rulesJSON is the body of GET /api/rules.
 type rulesJSON struct {
-	Ready      bool       `json:"ready"`
+	Ready bool `json:"ready"`
+	// Draining: shutdown has begun (/readyz is 503); the rules stay in
+	// force for the requests in flight, and nothing is reloaded.
+	Draining   bool       `json:"draining"`
 	Config     any        `json:"config"`
 	Path       string     `json:"path"`
 	LoadedAt   *time.Time `json:"loadedAt"`
@@ -274,7 +277,7 @@ func (s *Server) rules(w http.ResponseWriter, r *http.Request) {
 		st.Config = nil
 	}
 	writeJSON(w, http.StatusOK, rulesJSON{
-		Ready: st.Ready, Config: st.Config, Path: st.Path,
+		Ready: st.Ready, Draining: st.Draining, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,
 		TLSError: st.TLSError, Cluster: st.Cluster, Source: st.Source, PendingRestart: st.PendingRestart,
 		TokenRequired: s.token.Load().token != "", Editable: s.opts.ConfigPath != "" || s.opts.Document != nil,
@@ -353,6 +356,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.opts.State().Draining {
+		// The watcher and the reloader have stopped: a 202 here promised
+		// a reload that never came.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "draining: the gateway is shutting down and reloads nothing"})
+		return
+	}
 	s.opts.Log.Info().Str("remote", r.RemoteAddr).Msg("admin: reload requested")
 	s.opts.Reload()
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "reload requested"})

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -317,7 +318,8 @@ func TestNewRefusesAFIFOPromptly(t *testing.T) {
 // TestReadyzFailsWhileDraining: once shutdown begins, /readyz is 503 while
 // the admin API stays up for the drain, so a load balancer or Kubernetes
 // stops sending traffic to a gateway whose listeners are closed; /healthz
-// stays 200 (alive). It answered 200 ready all through the drain.
+// stays 200 (alive). It answered 200 ready all through the drain. A
+// reload asked for meanwhile is 503: the reloader has stopped.
 func TestReadyzFailsWhileDraining(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
@@ -356,6 +358,26 @@ func TestReadyzFailsWhileDraining(t *testing.T) {
 	}
 	if c := status(t, adminAddr, "/healthz"); c != 200 {
 		t.Errorf("/healthz during the drain: %d, want 200", c)
+	}
+	// The reloader has stopped: a reload asked for now is refused, not
+	// promised with a 202, and /api/rules says the gateway is draining.
+	resp, err := http.Post("http://"+adminAddr+"/api/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("POST /api/reload during the drain: %d, want 503", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + adminAddr + "/api/rules?config=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct{ Ready, Draining bool }
+	err = json.NewDecoder(resp.Body).Decode(&rules)
+	resp.Body.Close()
+	if err != nil || !rules.Ready || !rules.Draining {
+		t.Errorf("/api/rules during the drain: %+v (%v), want ready and draining", rules, err)
 	}
 	free()
 	if err := <-done; err != nil {
