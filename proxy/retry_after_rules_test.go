@@ -81,6 +81,18 @@ flowRules:
 			reason: "flow", retry: 9, policy: `"items"`,
 		},
 		{
+			// The system guard has no quota of its own: RateLimit names
+			// the later rule that needs longest (it named none).
+			name: "the system guard, then a param rule", rules: `
+system: { maxQps: 1 }
+paramRules:
+  - { resource: item, param: "query:k", count: 1, durationSec: 10 }
+`,
+			setup:  []step{{0, "/item/1?k=z"}},
+			probe:  step{100 * time.Millisecond, "/item/1?k=z"},
+			reason: "system", retry: 10, policy: `"item"`,
+		},
+		{
 			// The param rule never lets value "never" in: no moment to
 			// tell, so no Retry-After and no RateLimit t at all.
 			name: "flow, then a value a param rule never passes", rules: `

@@ -131,14 +131,21 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 			}
 			if v.RetryAfter > 0 {
 				retry := int64(v.RetryAfter)
+				had := c.quotas.n
 				for _, g := range gs[i:] {
 					retry = g.room(start, c, retry)
 				}
 				v.RetryAfter = time.Duration(max(retry, 0))
-				if retry < 0 {
+				switch {
+				case retry < 0:
 					// A rule the call never passes: no moment to tell, so
 					// neither Retry-After nor a RateLimit t that promises one.
 					v.HasQuota = false
+				case !v.HasQuota && c.wantQuotas && c.quotas.n > had:
+					// A guard without a quota (the system guard) refused
+					// it, and a later rule needs longer: RateLimit names
+					// that rule, as for any refusal (its quota came last).
+					v.HasQuota, v.Quota = true, c.quotas.list[c.quotas.n-1].q
 				}
 			}
 			rt.reject(ex, origin, v, start)
