@@ -177,7 +177,7 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 	}
 	sh.Unlock()
 	if o.took {
-		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched, n: r.held(n), acquire: n, cost: -1, share: share})
+		t.add(slot{r: r, e: e, undo: o.undo, sched: o.sched, n: r.held(n), acquire: n, cost: -1, share: share, ord: qt.ord})
 	}
 	return r.verdict(&o, vd, val, qt)
 }

@@ -1,8 +1,11 @@
 package hotparam
 
 import (
+	"math"
+
 	"sluice/internal/lru"
 	"sluice/internal/throttle"
+	"sluice/limiter"
 )
 
 // inlineSlots is how many rules' holdings a Token keeps without allocating;
@@ -31,6 +34,7 @@ type slot struct {
 	// count what the cluster was asked with.
 	back  int64
 	count float64
+	ord   int // the rule's place among its resource's param rules (Quota.Rule)
 }
 
 // Token is what a passed call holds until it ends: per-value concurrency and
@@ -88,6 +92,41 @@ func (t *Token) Answer(a Answer) {
 				s.cost = v
 			}
 		}
+	}
+}
+
+// Spent hands sink the quota that each value of the call's countOn
+// responseHeader rules leaves once Exit takes the figure Answer read: the
+// RateLimit fields of a pass were written as the call entered, holding one
+// token, so a figure of 10 against 10 left showed r=9, and the client's
+// next call was refused. Only what the figure takes beyond the token held
+// lowers a quota, and only in a local bucket (a clusterMode value's window
+// is in Redis). Nothing is charged here; the quota is computed as Exit
+// will leave the bucket at now (Exit comes after the body, and the bucket
+// refills meanwhile, so r may be one lower than the value will have). The
+// quotas have no Key: a rule's quota is known by its Rule.
+func (t *Token) Spent(now int64, sink limiter.QuotaSink) {
+	if t == nil || t.ended || sink == nil {
+		return
+	}
+	for i := 0; i < t.n; i++ {
+		s := t.slot(i)
+		if !s.r.after || s.r.header == "" || s.r.dryRun || s.e == nil || s.undo <= 0 || s.cost <= s.n {
+			continue
+		}
+		p := &s.r.params[s.e.V.param]
+		if p.never {
+			continue
+		}
+		cost, tau, count, emission := bucketOf(p, s.cost-s.n, s.share)
+		next := min(max(s.e.V.state.Load(), now)+min(cost, tau), now+2*tau) // as chargeDebt
+		room := tau - (next - now)
+		o := outcome{p: p, remaining: min(max(math.Floor(float64(room)/emission), 0), max(count, 1))}
+		if o.remaining < 1 {
+			o.reset = int64(math.Ceil(emission)) - room
+		}
+		// No Key: the value's quota is known by its rule (Rule) alone.
+		sink.Quota(s.r.quota(&o, s.ord))
 	}
 }
 

@@ -644,3 +644,46 @@ func TestFailureCountsAGuessItsClientHungUpOn(t *testing.T) {
 		})
 	}
 }
+
+// TestCostPassShowsWhatTheFigureLeft: a pass's RateLimit fields were
+// written as it entered, holding one token, so an answer that cost 10
+// against 10 left showed r=9 and the client's next call was refused. The
+// fields of an answer now count its figure: 10 tokens an hour (one per
+// 360 s), figures 3, 1, 0 and 20 leave r 7, 6, 5 (a figure of 0 gives its
+// held token back after the answer: not shown) and 0, the last with t
+// counting down to when its debt (capped at one bucket) is paid and a
+// token is back: 2,160 s, what the next call's Retry-After says. Both
+// forwarders.
+func TestCostPassShowsWhatTheFigureLeft(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens-Used", r.URL.Query().Get("used"))
+	}))
+	defer up.Close()
+	for _, fwd := range []string{"standard", "fast"} {
+		t.Run(fwd, func(t *testing.T) {
+			srv := costGateway(t, up.URL, fwd, false)
+			call := func(used string) *http.Response {
+				req, _ := http.NewRequest("GET", srv.URL+"/chat?used="+used, nil)
+				req.Header.Set("X-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp
+			}
+			for _, step := range []struct{ used, want string }{
+				{"3", ";r=7;t=0;"}, {"1", ";r=6;t=0;"}, {"0", ";r=5;t=0;"}, {"20", ";r=0;t=2160;"},
+			} {
+				resp := call(step.used)
+				if got := resp.Header.Get("RateLimit"); resp.StatusCode != 200 || !strings.Contains(got, step.want) {
+					t.Errorf("figure %s: %d, RateLimit %q, want 200 and %s", step.used, resp.StatusCode, got, step.want)
+				}
+			}
+			resp := call("1")
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2160" {
+				t.Errorf("after the debt: %d, Retry-After %q, want 429 and 2160", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+		})
+	}
+}

@@ -148,9 +148,14 @@ type call struct {
 	keepCost     bool
 
 	// quotas collects the quotas that counted the call, for the RateLimit
-	// fields; wantQuotas: the route sends them.
+	// fields; wantQuotas: the route sends them, as rateLimit writes them
+	// (with the X-RateLimit-* fields: legacy). clock reads the time an
+	// answer's figure lowers a quota at (answer).
 	quotas     quotas
 	wantQuotas bool
+	rateLimit  *rateLimitHeaders
+	legacy     bool
+	clock      Clock
 }
 
 // sink is where the guards report quotas: nil when the route sends no
@@ -200,7 +205,37 @@ func (c *call) answer(h http.Header) {
 			gc.c.param.Answer(answerHeader(h))
 		}
 	}
+	if c.wantQuotas && c.quotas.n > 0 && c.takesCost() {
+		// The RateLimit fields were written as the call entered; a cost
+		// the answer tells lowers its rule's quota (hotparam.Token.Spent),
+		// and they are written again if it did.
+		spent := spentQuotas{qs: &c.quotas}
+		now := c.clock.Now()
+		c.param.Spent(now, &spent)
+		for i := range c.groups {
+			if gc := &c.groups[i]; gc.entered {
+				gc.c.param.Spent(now, &spent)
+			}
+		}
+		if spent.lowered {
+			c.quotas.set(h, c.rateLimit, c.legacy, false)
+		}
+	}
 	c.strip(h)
+}
+
+// takesCost reports whether a param rule of the call, or of an API group
+// it entered, takes a cost from the answer (countOn responseHeader).
+func (c *call) takesCost() bool {
+	if len(c.costHeaders) > 0 {
+		return true
+	}
+	for i := range c.groups {
+		if gc := &c.groups[i]; gc.entered && len(gc.c.costHeaders) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // strip removes from h the headers whose figures the call's param rules

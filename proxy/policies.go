@@ -147,6 +147,34 @@ func (qs *quotas) Quota(q limiter.Quota) {
 	cq.q = q
 }
 
+// spentQuotas is the sink hotparam.Token.Spent hands the quotas an
+// answer's figures lowered to: each lowers the quotas of its rule the call
+// met (a rule's quota is known by its policy name, which names the rule),
+// never raises one. lowered: one was.
+type spentQuotas struct {
+	qs      *quotas
+	lowered bool
+}
+
+func (s *spentQuotas) Quota(q limiter.Quota) {
+	qs := s.qs
+	names := qs.names
+	if names == nil || q.Policy != names.resource {
+		names = qs.all[q.Policy]
+	}
+	q.Policy = names.name(&q)
+	for i := range qs.n {
+		cq := &qs.list[i].q
+		if cq.Policy != q.Policy || q.Remaining >= cq.Remaining {
+			continue
+		}
+		cq.Remaining, s.lowered = q.Remaining, true
+		if q.Remaining < 1 {
+			cq.Reset = max(cq.Reset, q.Reset)
+		}
+	}
+}
+
 // blockedFor makes the blocking quota (reported last) free no sooner than
 // retry, when the call was refused for that long.
 func (qs *quotas) blockedFor(retry time.Duration) {

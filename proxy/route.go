@@ -105,6 +105,7 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, v view, params *c
 	if rt.blocked.headers {
 		c.wantQuotas = true
 		c.quotas.names, c.quotas.all, c.quotas.key = rt.policies, s.policies, s.pkKey
+		c.rateLimit, c.legacy, c.clock = s.rateLimit, rt.blocked.legacy, s.clock
 	}
 	var (
 		wait time.Duration
