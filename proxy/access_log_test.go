@@ -54,6 +54,7 @@ routes:
 		{"POST /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi", "/a", "noRoute", 405},
 		{"GET /a#x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "/a#x", "badRequest", 400},
 		{"GET /x/../a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "/x/../a", "badRequest", 400},
+		{"GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "/" + strings.Repeat("a", 2047), "badRequest", 414},
 	} {
 		before := len(logs.Events("access"))
 		// Connection: close: net/http closes it once the handler, and

@@ -33,13 +33,17 @@ var badTargetBodies = [...][]byte{
 	badLength:      []byte(`{"error":"bad request","reason":"content-length is not the body's length"}` + "\n"),
 	badSlash:       []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
 	badConnect:     []byte(`{"error":"method not allowed","reason":"CONNECT: the gateway opens no tunnels"}` + "\n"),
+	badLongPath:    []byte(`{"error":"URI too long","reason":"a path over 8192 bytes"}` + "\n"),
 }
 
 // badTargetStatus is the status of a target readTarget refuses: 400, but
-// 405 for CONNECT (as nginx answers it).
+// 405 for CONNECT and 414 for a path too long (as nginx answers them).
 func badTargetStatus(bad int) int {
-	if bad == badConnect {
+	switch bad {
+	case badConnect:
 		return http.StatusMethodNotAllowed
+	case badLongPath:
+		return http.StatusRequestURITooLong
 	}
 	return http.StatusBadRequest
 }

@@ -48,7 +48,16 @@ const (
 	badSlash       // an escaped slash (%2F, %5C) under server.encodedSlashes: refuse
 	badLength      // an h2 content-length that is no length, or not the body's
 	badConnect     // CONNECT: a tunnel, which the gateway does not open (405)
+	badLongPath    // a path over maxPathBytes (414)
 )
+
+// maxPathBytes bounds a request's path (414 URI Too Long past it), as
+// nginx's default 8 KiB request line does. Each API group's regular
+// expression, a regex route's and the router's 405 check walk the whole
+// path: a 60 KB path under 100 groups of unanchored regexes cost 0.3 s of
+// CPU, refused by a rule or not, where an ordinary request costs 0.1 ms.
+// The query is not bounded here (maxQueryParams, and the header limit).
+const maxPathBytes = 8 << 10
 
 // maxQueryParams is url.ParseQuery's limit: a Go upstream reads no more
 // parameters than this, so a longer query is not forwarded.
@@ -98,6 +107,8 @@ func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
 		}
 	}
 	switch {
+	case len(v.path) > maxPathBytes:
+		return view{}, badLongPath
 	case !rules.keepParams && config.HasPathParameter(v.path):
 		return view{}, badParam
 	case rules.refuseSlashes && config.HasEncodedSlash(v.path):

@@ -65,6 +65,12 @@ func TestReadTarget(t *testing.T) {
 		{"/a?x=%4", true, "", "", badQuery},
 		{"/a?" + strings.Repeat("a=1&", maxQueryParams) + "b", true, "", "", badQuery},
 		{"/a?" + strings.Repeat("a=1&", maxQueryParams-1) + "b", true, "/a", strings.Repeat("a=1&", maxQueryParams-1) + "b", badNone},
+		// The path, as the rules read it, is bounded (414); the query is not.
+		{"/" + strings.Repeat("a", maxPathBytes-1) + "?" + strings.Repeat("q", 20000), true, "/" + strings.Repeat("a", maxPathBytes-1), strings.Repeat("q", 20000), badNone},
+		{"/" + strings.Repeat("a", maxPathBytes), true, "", "", badLongPath},
+		{"/" + strings.Repeat("%61", maxPathBytes), true, "", "", badLongPath},
+		{"/" + strings.Repeat("%61", maxPathBytes/2), true, "/" + strings.Repeat("a", maxPathBytes/2), "", badNone},
+		{"/" + strings.Repeat("é", maxPathBytes/5), true, "", "", badLongPath}, // escaped: 6 bytes each
 	} {
 		r, ok := readRaw("GET", c.target)
 		if !ok {
