@@ -158,9 +158,11 @@ routes:
 	}
 }
 
-// TestShutdownDrainTimeout: requests that outlast the drain timeout are cut,
-// and the process still exits 0 promptly.
-func TestShutdownDrainTimeout(t *testing.T) {
+// hdHangingGateway starts a gateway with the drain timeout given whose
+// route /hang the upstream answers only when its client leaves (or the
+// test ends), within a 60 s route timeout.
+func hdHangingGateway(t *testing.T, drain string) (*gateway, *upstream) {
+	t.Helper()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +178,14 @@ func TestShutdownDrainTimeout(t *testing.T) {
 routes:
   - path: /hang
     upstream: up
-`, up.URL), "-drain-timeout", "1s")
+`, up.URL), "-drain-timeout", drain)
+	return g, up
+}
+
+// TestShutdownDrainTimeout: requests that outlast the drain timeout are cut,
+// and the process still exits 0 promptly.
+func TestShutdownDrainTimeout(t *testing.T) {
+	g, up := hdHangingGateway(t, "1s")
 	held := hdHoldRequests(g.URL+"/hang", 3)
 	hdWaitInFlight(t, up, 3)
 	sent := time.Now()
@@ -355,22 +364,7 @@ func TestShutdownWaitsForWebSockets(t *testing.T) {
 // the drain ends the process at once, by the signal, as Caddy does; it was
 // ignored, and only SIGKILL cut a drain short.
 func TestSecondSignalEndsTheDrain(t *testing.T) {
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	g := startGateway(t, fmt.Sprintf(`upstreams:
-  up:
-    targets: [%q]
-    timeout: 60s
-routes:
-  - path: /hang
-    upstream: up
-`, up.URL), "-drain-timeout", "30s")
+	g, up := hdHangingGateway(t, "30s")
 	held := hdHoldRequests(g.URL+"/hang", 1)
 	hdWaitInFlight(t, up, 1)
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
