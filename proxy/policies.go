@@ -165,7 +165,7 @@ func (s *spentQuotas) Quota(q limiter.Quota) {
 	q.Policy = names.name(&q)
 	for i := range qs.n {
 		cq := &qs.list[i].q
-		if cq.Policy != q.Policy || q.Remaining >= cq.Remaining {
+		if cq.Policy != q.Policy || cq.Kind != q.Kind || cq.Rule != q.Rule || q.Remaining >= cq.Remaining {
 			continue
 		}
 		cq.Remaining, s.lowered = q.Remaining, true
