@@ -131,7 +131,9 @@ type entKey struct{ entrance, resource string }
 // position, in-flight counts, per-origin state) of every rule whose definition
 // (all fields but Line, see internal/ruleid) is unchanged, matched by
 // definition and occurrence index for identical duplicates; a changed
-// concurrency rule keeps counting the calls in flight (adoptInFlight). A resource's
+// concurrency rule keeps counting the calls in flight, a changed reject rule
+// the passes in its window and a changed throttle rule its queue's last
+// slot (adoptState). A resource's
 // statistics node, by resource name, and an entrance's, by entrance and
 // resource, carry over when the new snapshot names them: its rules (and
 // relate rules' refResource) here, its routes and API groups by Checker and
@@ -174,7 +176,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		old = &prev.states
 	}
 	kept := make(map[*ruleState]bool)
-	var fresh []*rule // changed concurrency rules: adoptInFlight
+	var fresh []*rule // changed rules that carry on from an old one's state: adoptState
 	for i := range f.rules {
 		r := &f.rules[i]
 		d := compileDef(r)
@@ -186,7 +188,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		kept[st] = ok
 		f.states.Add(k, st)
 		cr := &rule{cfg: r, st: st, limit: limitOf(r), cluster: r.ClusterMode && opts.Cluster != nil && d.behavior != bConcurrency}
-		if !ok && d.behavior == bConcurrency && !d.relate {
+		if !ok && !d.relate && (d.behavior == bConcurrency || d.behavior == bReject || d.behavior == bThrottle) {
 			fresh = append(fresh, cr)
 		}
 		switch r.Strategy {
@@ -210,7 +212,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		f.resNode(r.Resource)
 	}
 	if prev != nil {
-		adoptInFlight(fresh, prev, kept)
+		adoptState(fresh, prev, kept)
 	}
 	return f
 }

@@ -110,15 +110,93 @@ func TestCompileCarriesState(t *testing.T) {
 		t.Errorf("resource stats not carried: %+v", st)
 	}
 
+	// A changed count judges the passes already in the window (adoptState).
 	r.Count = 3
 	f3 := limiter.Compile(defaulted(r, conc), f2, limiter.Options{})
 	c3 := f3.Checker("r", "default")
-	for i := range 3 {
+	for i, want := range []bool{false, true} {
 		tok, v := c3.Enter(t0, "", 1)
-		if v.Blocked {
-			t.Errorf("changed rule kept old state: call %d blocked", i)
+		if v.Blocked != want {
+			t.Errorf("count 2 -> 3 with 2 passes in the window: call %d blocked %v, want %v", i, v.Blocked, want)
 		}
 		tok.Exit(t0, false)
+	}
+}
+
+// A changed reject rule judges the passes its old window holds under its
+// new count and interval, and a changed throttle rule queues after the old
+// queue's last slot: an operator who lowered a limit during an incident let
+// the new limit's worth in on top of what had just passed (20 a second
+// lowered to 10 passed 30 in one real second; raised to 30, 50). Swept over
+// old and new counts, intervals and limitApp kinds; another strategy is
+// another rule and starts empty.
+func TestChangedRuleCarriesItsWindow(t *testing.T) {
+	const sec = int64(time.Second)
+	for _, app := range []string{"default", "a", "a, b"} {
+		for _, from := range []float64{2, 5, 20} {
+			for _, to := range []float64{1, 3, 10, 30} {
+				for _, iv := range []int64{1000, 2000} {
+					old := config.FlowRule{Resource: "r", LimitApp: app, Count: from}
+					f1 := compile(t, old)
+					c1 := f1.Checker("r", "default")
+					filled := 0
+					for range int(from) {
+						if _, v := c1.Enter(t0, "a", 1); !v.Blocked {
+							filled++
+						}
+					}
+					nr := old
+					nr.Count, nr.StatIntervalMs = to, iv
+					f2 := limiter.Compile(defaulted(nr), f1, limiter.Options{})
+					c2 := f2.Checker("r", "default")
+					at := t0 + sec/2 // within both windows of the passes at t0
+					want := max(int(to)-filled, 0)
+					got := 0
+					for range int(to) + 1 {
+						if _, v := c2.Enter(at, "a", 1); !v.Blocked {
+							got++
+						}
+					}
+					if got != want {
+						t.Errorf("limitApp %q, count %v -> %v, %d ms, %d passes in the window: %d more passed, want %d", app, from, to, iv, filled, got, want)
+					}
+					// Once the old passes leave the new interval, the new
+					// count is whole again.
+					later := t0 + iv*int64(time.Millisecond) + sec
+					got = 0
+					for range int(to) + 1 {
+						if _, v := c2.Enter(later, "a", 1); !v.Blocked {
+							got++
+						}
+					}
+					if got != int(to) {
+						t.Errorf("limitApp %q, count %v -> %v, %d ms, a window later: %d passed, want %d", app, from, to, iv, got, int(to))
+					}
+				}
+			}
+		}
+	}
+	// A throttle queue: 10 a second queued 5 calls, the last at +400 ms;
+	// lowered to 5 a second, the next call queues 200 ms after it.
+	thr := config.FlowRule{Resource: "r", Count: 10, ControlBehavior: config.BehaviorThrottle, MaxQueueingTimeMs: 1000}
+	f1 := compile(t, thr)
+	c1 := f1.Checker("r", "default")
+	for range 5 {
+		c1.Enter(t0, "", 1)
+	}
+	thr.Count = 5
+	f2 := limiter.Compile(defaulted(thr), f1, limiter.Options{})
+	if _, v := f2.Checker("r", "default").Enter(t0, "", 1); v.Blocked || v.Wait != 600*time.Millisecond {
+		t.Errorf("throttle 10/s -> 5/s behind a queue reaching +400 ms: %+v, want a wait of 600 ms", v)
+	}
+	// Another strategy is another rule: it starts empty.
+	f1 = compile(t, qps("r", 1))
+	f1.Checker("r", "default").Enter(t0, "", 1)
+	chain := qps("r", 1)
+	chain.Strategy, chain.RefResource = config.StrategyChain, "entry"
+	f2 = limiter.Compile(defaulted(chain), f1, limiter.Options{})
+	if got := passes(f2.Checker("r", "entry"), "", 2); got != 1 {
+		t.Errorf("a chain rule replacing a direct one: %d of 2 passed, want 1", got)
 	}
 }
 

@@ -66,7 +66,7 @@ type keyState struct {
 	holes  throttle.Holes // throttle: slots given back inside the queue
 	// inflight counts a concurrency rule's calls in flight (nil for other
 	// behaviours): a pointer, so that a changed rule's new state counts the
-	// calls its old one let in (adoptInFlight).
+	// calls its old one let in (adoptState).
 	inflight *atomic.Int64
 	pins     atomic.Int64 // calls in flight holding it (other-rule LRU)
 	// alone: until then (ns), win holds passes this gateway decided alone
@@ -212,33 +212,50 @@ func newRuleState(d *ruleDef, r *config.FlowRule, maxOrigins int) *ruleState {
 	return st
 }
 
-// adoptInFlight lets each changed concurrency rule in fresh count the calls
-// in flight that a rule of prev let in: one of the same resource, strategy,
-// refResource and kind of limitApp whose state no rule kept (kept), each
-// adopted once. The calls share the old counter: they end in it, and the
-// new rule sees them end. Without it a changed rule started at 0 in
-// flight, so an operator who lowered a concurrency limit in an incident
-// let the new limit's worth of calls in on top of those already running.
-// A limitApp other rule's per-origin counts start afresh.
-func adoptInFlight(fresh []*rule, prev *Flow, kept map[*ruleState]bool) {
+// adoptState lets each changed rule in fresh carry on from what a rule of
+// prev let through: one of the same resource, strategy, refResource, kind
+// of limitApp and behaviour whose state no rule kept (kept), each adopted
+// once. A concurrency rule counts the calls in flight (they share the old
+// counter: they end in it, and the new rule sees them end); a reject rule
+// counts the passes still in its window (the old window's newest passes,
+// under the new count and interval: window.Exact.Resized); a throttle
+// rule queues after the old queue's last slot, spaced by its new rate.
+// Without it a changed rule started empty, so an operator who lowered a
+// limit during an incident let the new limit's worth of calls in on top of
+// those already let in: 20 a second lowered to 10 passed 30 in one real
+// second. A limitApp other rule's per-origin states start afresh, and so
+// do warm-up rules (their cold start is the rule's own), and the passes
+// the old rules let in between this Compile and the swap.
+func adoptState(fresh []*rule, prev *Flow, kept map[*ruleState]bool) {
 	for _, cr := range fresh {
 		for _, old := range prev.byRes[cr.cfg.Resource] {
 			o := old.st
-			if kept[o] || o.def.behavior != bConcurrency || o.def.relate || old.limit != cr.limit ||
+			if kept[o] || o.def.behavior != cr.st.def.behavior || o.def.relate || old.limit != cr.limit ||
 				old.cfg.Strategy != cr.cfg.Strategy || old.cfg.RefResource != cr.cfg.RefResource {
 				continue
 			}
 			kept[o] = true
-			if o.shared != nil && cr.st.shared != nil {
-				cr.st.shared.inflight = o.shared.inflight
-			}
+			adoptKey(cr.st.shared, o.shared)
 			for origin, ks := range cr.st.byOrigin {
-				if was := o.byOrigin[origin]; was != nil {
-					ks.inflight = was.inflight
-				}
+				adoptKey(ks, o.byOrigin[origin])
 			}
 			break
 		}
+	}
+}
+
+// adoptKey carries was's state into ks, a changed rule's (see adoptState).
+func adoptKey(ks, was *keyState) {
+	if ks == nil || was == nil {
+		return
+	}
+	switch ks.def.behavior {
+	case bConcurrency:
+		ks.inflight = was.inflight
+	case bReject:
+		ks.win = was.win.Resized(ks.def.winNs, ks.def.winLimit)
+	case bThrottle:
+		ks.latest.Store(was.latest.Load())
 	}
 }
 
