@@ -926,6 +926,18 @@ func (s *Service) beat(ctx context.Context) {
 	if s.closed.Load() || s.left.Load() {
 		return // removed from the set (leave); do not add it back
 	}
+	if !s.up.Load() {
+		// A probe dials anew (the connections whose calls timed out were
+		// dropped), and the dial's HELLO costs a round trip a call on a
+		// pooled connection does not pay: a connection is made first,
+		// within the dial's allowance, and the probe's script is then
+		// judged by the time a call takes. With a Redis answering in 15 ms
+		// under a 20 ms timeout, every probe failed (two round trips) and
+		// cluster limiting never resumed.
+		wctx, wcancel := context.WithTimeout(ctx, s.rdb.DialTimeout()+s.opts.Timeout)
+		_ = s.rdb.Exists(wctx, s.gwKey).Err() // the script below reports the outcome
+		wcancel()
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	res, err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey, s.liftKey}, s.opts.GatewayID, s.expiry).Int64Slice()

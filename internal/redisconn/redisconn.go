@@ -49,11 +49,15 @@ type Options struct {
 // master nodes. It is safe for concurrent use; Close it when done.
 type Client struct {
 	redis.UniversalClient
+	dial   time.Duration // Options.DialTimeout, as New set it
 	form   string
 	desc   string
 	single string                 // the redis form's host:port
 	master atomic.Pointer[string] // sentinel form: where the last connection went
 }
+
+// DialTimeout is how long one dial may take (Options.DialTimeout).
+func (c *Client) DialTimeout() time.Duration { return c.dial }
 
 // New builds a client; it does not connect (go-redis dials on first use),
 // so a gateway starts while Redis is down. It fails only on a target that
@@ -72,7 +76,7 @@ func New(t config.RedisTarget, o Options) (*Client, error) {
 	if o.ClusterReload <= 0 {
 		o.ClusterReload = 5 * time.Second
 	}
-	c := &Client{form: t.Form(), desc: t.String()}
+	c := &Client{form: t.Form(), desc: t.String(), dial: o.DialTimeout}
 	switch c.form {
 	case config.RedisFormSingle:
 		ro, err := redis.ParseURL(t.Redis)
