@@ -188,7 +188,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 		kept[st] = ok
 		f.states.Add(k, st)
 		cr := &rule{cfg: r, st: st, limit: limitOf(r), cluster: r.ClusterMode && opts.Cluster != nil && d.behavior != bConcurrency}
-		if !ok && !d.relate && (d.behavior == bConcurrency || d.behavior == bReject || d.behavior == bThrottle) {
+		if !ok && !d.relate {
 			fresh = append(fresh, cr)
 		}
 		switch r.Strategy {

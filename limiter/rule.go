@@ -249,7 +249,7 @@ func adoptKey(ks, was *keyState) {
 	if ks == nil || was == nil {
 		return
 	}
-	switch ks.def.behavior {
+	switch ks.def.behavior { // warm-up rules start cold: nothing to carry
 	case bConcurrency:
 		ks.inflight = was.inflight
 	case bReject:
