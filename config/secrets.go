@@ -114,20 +114,26 @@ func (t RedisTarget) Redacted() RedisTarget {
 // and slice on a secret's way so that the original is not changed.
 func redact(v reflect.Value, secrets []Secret) {
 	for _, s := range secrets {
-		maskAt(v, s.Keys(), s)
+		walkSecret(v, s.Keys(), s, true, func(str reflect.Value) { str.SetString(s.Masked(str.String())) })
 	}
 }
 
-func maskAt(v reflect.Value, keys []string, s Secret) {
+// walkSecret calls f with each string value at keys under v, the path of
+// secret s. With cow, every pointer and slice on the way is copied first
+// (so that f may set the value without changing the original). A path the
+// schema does not have is a bug in Secrets, caught by TestSecretsMasked.
+func walkSecret(v reflect.Value, keys []string, s Secret, cow bool, f func(reflect.Value)) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {
 			return
 		}
-		c := reflect.New(v.Type().Elem())
-		c.Elem().Set(v.Elem())
-		v.Set(c)
-		maskAt(c.Elem(), keys, s)
+		if cow {
+			c := reflect.New(v.Type().Elem())
+			c.Elem().Set(v.Elem())
+			v.Set(c)
+		}
+		walkSecret(v.Elem(), keys, s, cow, f)
 		return
 	case reflect.Slice:
 		if len(keys) == 0 || keys[0] != "[]" {
@@ -136,28 +142,30 @@ func maskAt(v reflect.Value, keys []string, s Secret) {
 		if v.IsNil() {
 			return
 		}
-		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		reflect.Copy(c, v)
-		v.Set(c)
-		for i := range c.Len() {
-			maskAt(c.Index(i), keys[1:], s)
+		if cow {
+			c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+			reflect.Copy(c, v)
+			v.Set(c)
+		}
+		for i := range v.Len() {
+			walkSecret(v.Index(i), keys[1:], s, cow, f)
 		}
 		return
 	case reflect.String:
 		if len(keys) != 0 {
 			panic("config: secret " + s.Path + " goes past a string")
 		}
-		v.SetString(s.Masked(v.String()))
+		f(v)
 		return
 	case reflect.Struct:
 		if len(keys) == 0 {
 			panic("config: secret " + s.Path + " names a section, not a value")
 		}
-		f, ok := fieldByYAML(v, keys[0])
+		fv, ok := fieldByYAML(v, keys[0])
 		if !ok {
 			panic("config: secret " + s.Path + ": no field " + keys[0])
 		}
-		maskAt(f, keys[1:], s)
+		walkSecret(fv, keys[1:], s, cow, f)
 		return
 	}
 	panic("config: secret " + s.Path + " is of kind " + v.Kind().String())
@@ -191,17 +199,26 @@ func redactURL(s string) string {
 		}
 		return s
 	}
-	// Unparsable (a bad port, say): mask what may be a password, between
-	// the first ":" after "//" and the last "@".
+	// Unparsable (a bad port, say): mask what may be a password.
+	if from, to, ok := passwordSpan(s); ok {
+		return s[:from] + Mask + s[to:]
+	}
+	return s
+}
+
+// passwordSpan is where a URL's password may be, as written: between the
+// first ":" after "//" and the last "@".
+func passwordSpan(s string) (from, to int, ok bool) {
 	start := strings.Index(s, "//") + 2
 	at := strings.LastIndexByte(s, '@')
 	if start < 2 || at < start {
-		return s
+		return 0, 0, false
 	}
-	if i := strings.IndexByte(s[start:at], ':'); i >= 0 {
-		return s[:start+i+1] + Mask + s[at:]
+	i := strings.IndexByte(s[start:at], ':')
+	if i < 0 {
+		return 0, 0, false
 	}
-	return s
+	return start + i + 1, at, true
 }
 
 // maskSecrets writes Mask over every secret of cfg that a message of errs
@@ -211,12 +228,8 @@ func redactURL(s string) string {
 // secret of under four bytes is left: masking it would garble the words
 // around it, and there is little to hide in it.
 func maskSecrets(errs Errors, cfg *Config) {
-	var vals []string
-	for _, s := range Secrets() {
-		vals = secretsAt(reflect.ValueOf(cfg).Elem(), s.Keys(), s, vals)
-	}
 	var forms []string
-	for _, v := range vals {
+	for _, v := range secretValues(cfg) {
 		if len(v) < 4 {
 			continue
 		}
@@ -238,42 +251,27 @@ func maskSecrets(errs Errors, cfg *Config) {
 	}
 }
 
-// secretsAt appends the values of secret s found at keys under v: a whole
-// secret, or a URL's password.
-func secretsAt(v reflect.Value, keys []string, s Secret, out []string) []string {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			return out
-		}
-		return secretsAt(v.Elem(), keys, s, out)
-	case reflect.Slice:
-		for i := range v.Len() {
-			out = secretsAt(v.Index(i), keys[1:], s, out)
-		}
-		return out
-	case reflect.String:
-		if !s.URL {
-			return append(out, v.String())
-		}
-		// As written (between the userinfo's ":" and the last "@", as
-		// redactURL masks an unparsable one) and as url.Parse decodes it.
-		u := v.String()
-		if start, at := strings.Index(u, "//")+2, strings.LastIndexByte(u, '@'); start >= 2 && at > start {
-			if i := strings.IndexByte(u[start:at], ':'); i >= 0 {
-				out = append(out, u[start+i+1:at])
+// secretValues are the values of cfg's secrets as a message may quote
+// them: whole secrets, and a URL's password as written and as url.Parse
+// decodes it.
+func secretValues(cfg *Config) []string {
+	var out []string
+	for _, s := range Secrets() {
+		walkSecret(reflect.ValueOf(cfg).Elem(), s.Keys(), s, false, func(str reflect.Value) {
+			v := str.String()
+			if !s.URL {
+				out = append(out, v)
+				return
 			}
-		}
-		if pu, err := url.Parse(u); err == nil {
-			if pw, ok := pu.User.Password(); ok {
-				out = append(out, pw)
+			if from, to, ok := passwordSpan(v); ok {
+				out = append(out, v[from:to])
 			}
-		}
-		return out
-	case reflect.Struct:
-		if f, ok := fieldByYAML(v, keys[0]); ok {
-			return secretsAt(f, keys[1:], s, out)
-		}
+			if u, err := url.Parse(v); err == nil {
+				if pw, ok := u.User.Password(); ok {
+					out = append(out, pw)
+				}
+			}
+		})
 	}
 	return out
 }
