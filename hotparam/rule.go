@@ -181,22 +181,27 @@ func (r *rule) enterBucket(e *value, p *param, now, n int64, share int) outcome 
 			return outcome{blocked: true, retry: retry, p: p, reset: retry}
 		}
 		if e.state.CompareAndSwap(tat, next) {
-			room := tau - (next - now) // nanoseconds of tokens left
-			remaining := math.Floor(float64(room) / emission)
-			reset := int64(0)
-			if remaining < 1 {
-				reset = int64(math.Ceil(emission)) - room
-			}
-			// The bucket holds count+burstCount, but the policy a client is
-			// shown is count per window (RateLimit-Policy q), and r is what
-			// is left of that quota: r above q reads as a broken policy.
-			// The burst still passes; it is just not promised. (A count
-			// below 1 is shown as 1 per longer window, and the bucket
-			// always holds a token.)
-			remaining = min(remaining, max(count, 1))
-			return outcome{took: true, undo: cost, p: p, remaining: remaining, reset: reset}
+			o := bucketLeft(p, next, now, tau, count, emission)
+			o.took, o.undo = true, cost
+			return o
 		}
 	}
+}
+
+// bucketLeft is what a bucket whose state word is next leaves at now: the
+// tokens remaining and, with none, the time until one is back (a debt
+// included). The bucket holds count+burstCount, but the policy a client is
+// shown is count per window (RateLimit-Policy q), and r is what is left of
+// that quota: r above q reads as a broken policy. The burst still passes;
+// it is just not promised. (A count below 1 is shown as 1 per longer
+// window, and the bucket always holds a token.)
+func bucketLeft(p *param, next, now, tau int64, count, emission float64) outcome {
+	room := tau - (next - now) // nanoseconds of tokens left
+	o := outcome{p: p, remaining: min(max(math.Floor(float64(room)/emission), 0), max(count, 1))}
+	if o.remaining < 1 {
+		o.reset = int64(math.Ceil(emission)) - room
+	}
+	return o
 }
 
 // held is what a call of r holds from its entry: an after-answer rule's
@@ -245,14 +250,20 @@ func (r *rule) chargeDebt(e *value, p *param, now, n int64, share int) {
 		return
 	}
 	cost, tau, _, _ := bucketOf(p, n, share)
-	cost = min(cost, tau)
 	for {
 		tat := e.state.Load()
-		next := min(max(tat, now)+cost, now+2*tau)
+		next := inDebt(tat, now, cost, tau)
 		if next <= tat || e.state.CompareAndSwap(tat, next) {
 			return
 		}
 	}
+}
+
+// inDebt is a bucket's state word tat once charged cost at now, whether
+// or not the tokens are there: one charge takes at most the full bucket
+// (tau), and the debt never passes one full bucket.
+func inDebt(tat, now, cost, tau int64) int64 {
+	return min(max(tat, now)+min(cost, tau), now+2*tau)
 }
 
 // chargeBucket counts n tokens the cluster passed in e's bucket of 1/share

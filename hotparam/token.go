@@ -1,8 +1,6 @@
 package hotparam
 
 import (
-	"math"
-
 	"sluice/internal/lru"
 	"sluice/internal/throttle"
 	"sluice/limiter"
@@ -119,12 +117,7 @@ func (t *Token) Spent(now int64, sink limiter.QuotaSink) {
 			continue
 		}
 		cost, tau, count, emission := bucketOf(p, s.cost-s.n, s.share)
-		next := min(max(s.e.V.state.Load(), now)+min(cost, tau), now+2*tau) // as chargeDebt
-		room := tau - (next - now)
-		o := outcome{p: p, remaining: min(max(math.Floor(float64(room)/emission), 0), max(count, 1))}
-		if o.remaining < 1 {
-			o.reset = int64(math.Ceil(emission)) - room
-		}
+		o := bucketLeft(p, inDebt(s.e.V.state.Load(), now, cost, tau), now, tau, count, emission)
 		// No Key: the value's quota is known by its rule (Rule) alone.
 		sink.Quota(s.r.quota(&o, s.ord))
 	}
