@@ -133,11 +133,7 @@ func (qs *quotas) Quota(q limiter.Quota) {
 	} else {
 		qs.n++
 	}
-	names := qs.names
-	if names == nil || q.Policy != names.resource {
-		names = qs.all[q.Policy]
-	}
-	q.Policy = names.name(&q)
+	q.Policy = qs.policyOf(&q)
 	cq := &qs.list[i]
 	cq.hasPK = q.Key != ""
 	if cq.hasPK {
@@ -145,6 +141,16 @@ func (qs *quotas) Quota(q limiter.Quota) {
 		q.Key = ""
 	}
 	cq.q = q
+}
+
+// policyOf is the RateLimit policy name of q, a quota of the resource
+// q.Policy: the route's, or an API group's.
+func (qs *quotas) policyOf(q *limiter.Quota) string {
+	names := qs.names
+	if names == nil || q.Policy != names.resource {
+		names = qs.all[q.Policy]
+	}
+	return names.name(q)
 }
 
 // spentQuotas is the sink hotparam.Token.Spent hands the quotas an
@@ -158,11 +164,7 @@ type spentQuotas struct {
 
 func (s *spentQuotas) Quota(q limiter.Quota) {
 	qs := s.qs
-	names := qs.names
-	if names == nil || q.Policy != names.resource {
-		names = qs.all[q.Policy]
-	}
-	q.Policy = names.name(&q)
+	q.Policy = qs.policyOf(&q)
 	for i := range qs.n {
 		cq := &qs.list[i].q
 		if cq.Policy != q.Policy || cq.Kind != q.Kind || cq.Rule != q.Rule || q.Remaining >= cq.Remaining {
