@@ -557,6 +557,11 @@ var hdrSeeds = []hdrCase{
 	{"/t", []string{"X-Forwarded-For: 1.2.3.4"}},
 	{"/t", []string{"Connection: X-Tenant", "X-Tenant: victim"}},
 	{"/t", []string{"Connection: x_tenant", "X_Tenant: victim"}},
+	// Connection lines over 256 bytes are read through a set (connNamesOf),
+	// in any case, naming a twin, or naming nothing a source reads.
+	{"/t", []string{"Connection: " + strings.Repeat("x-filler, ", 30) + "X-TENANT", "X-Tenant: victim"}},
+	{"/t", []string{"Connection: " + strings.Repeat("a,", 150), "Connection: x_tenant", "X_Tenant: victim"}},
+	{"/t", []string{"Connection: " + strings.Repeat("k,", 200), "X-Tenant: victim"}},
 	{"/t", []string{"X-Tenant: caf\xc3\xa9", "X-Tenant: \xff"}},
 	{"/t", []string{"User-Agent: a", "User-Agent: b"}},
 	{"/t", []string{"Content-Type: a/b", "Content-Type: c/d"}},
