@@ -112,37 +112,55 @@ func (s *Server) requireToken(noToken int) func(http.Handler) http.Handler {
 
 func (s *Server) tokenGuard(next http.Handler, noToken int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := s.token.Load() // one token for the whole check, even across a SetToken
-		if o := r.Header.Get("Origin"); o != "" {
-			u, err := url.Parse(o)
-			if err != nil || u.Host != r.Host {
-				writeError(w, http.StatusForbidden, "admin: cross-origin write refused")
-				return
-			}
-		}
-		// A GET from another site's page (an <img> starting a profile)
-		// carries no Origin; browsers say where it came from in
-		// Sec-Fetch-Site. Scripts (curl, go tool pprof) send none.
-		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-			writeError(w, http.StatusForbidden, "admin: a request from another site's page refused")
-			return
-		}
-		if want.token == "" && !loopbackPeer(r) {
-			writeError(w, http.StatusForbidden, "admin: without an admin token, writes and the profiler are accepted only from this machine (a loopback peer); set admin.token (or SLUICE_ADMIN_TOKEN)")
-			return
-		}
-		if want.token != "" {
-			got, ok := bearer(r.Header.Get("Authorization"))
-			// Hashing first makes the comparison constant-time in the token's length too.
-			sum := sha256.Sum256([]byte(got))
-			if !ok || subtle.ConstantTimeCompare(sum[:], want.sum[:]) != 1 {
+		if code, msg := s.refusal(r, noToken); code != 0 {
+			if msg == needToken {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-				writeError(w, noToken, "admin: this request needs Authorization: Bearer <admin token>")
-				return
 			}
+			writeError(w, code, msg)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+const needToken = "admin: this request needs Authorization: Bearer <admin token>"
+
+// mayWrite reports whether r would pass the guard of writes: a read that
+// shows what only a writer may see (the values of a credential param
+// rule, /api/params) asks it, and refuses nothing.
+func (s *Server) mayWrite(r *http.Request) bool {
+	code, _ := s.refusal(r, http.StatusUnauthorized)
+	return code == 0
+}
+
+// refusal is requireToken's verdict on r: 0 to let it pass, else the
+// status and message it is refused with.
+func (s *Server) refusal(r *http.Request, noToken int) (int, string) {
+	want := s.token.Load() // one token for the whole check, even across a SetToken
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return http.StatusForbidden, "admin: cross-origin write refused"
+		}
+	}
+	// A GET from another site's page (an <img> starting a profile)
+	// carries no Origin; browsers say where it came from in
+	// Sec-Fetch-Site. Scripts (curl, go tool pprof) send none.
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return http.StatusForbidden, "admin: a request from another site's page refused"
+	}
+	if want.token == "" && !loopbackPeer(r) {
+		return http.StatusForbidden, "admin: without an admin token, writes and the profiler are accepted only from this machine (a loopback peer); set admin.token (or SLUICE_ADMIN_TOKEN)"
+	}
+	if want.token != "" {
+		got, ok := bearer(r.Header.Get("Authorization"))
+		// Hashing first makes the comparison constant-time in the token's length too.
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want.sum[:]) != 1 {
+			return noToken, needToken
+		}
+	}
+	return 0, ""
 }
 
 func bearer(h string) (string, bool) {

@@ -67,12 +67,13 @@ func TestDashboardParamsPanel(t *testing.T) {
 			}
 			return nil, false
 		},
-		LiftParam: func(_ context.Context, res, value string) (int, bool, error) {
+		LiftParam: func(_ context.Context, res, value string) (Lifted, bool, error) {
 			mu.Lock()
 			lifted = append(lifted, res+"|"+value)
 			mu.Unlock()
-			return 1, true, nil
+			return Lifted{Rules: 1}, true, nil
 		},
+		PartitionKey: func(v string) string { return "PK" + strconv.Itoa(len(v)) },
 	})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
@@ -101,6 +102,18 @@ func TestDashboardParamsPanel(t *testing.T) {
 	if got := browsertest.Text(t, ctx, `[data-param-resource="quota"] tr:nth-child(2) td:nth-child(5)`); !strings.Contains(got, "5 h") {
 		t.Errorf("calendar quota's reset shown as %q, want 5 h", got)
 	}
+	// The quota reads a credential (header:X-Key): until the token is typed
+	// in, its value is its pk and cannot be lifted.
+	if got := browsertest.Text(t, ctx, `[data-param-resource="quota"] tr:nth-child(2) td.value`); got != "pk PK5" {
+		t.Errorf("a credential's value shown as %q without the token, want its pk only", got)
+	}
+	liftable, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector('[data-param-resource="quota"] tr:nth-child(2) button.lift').disabled`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if liftable {
+		t.Error("a masked value's Lift button is enabled")
+	}
 	// Lift the hostile value with the token. The editor is off here (no
 	// rules file), yet the token field must be there to type it in.
 	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const t = document.querySelector('#token'); return !!t && t.offsetParent !== null; })()`))
@@ -116,6 +129,8 @@ func TestDashboardParamsPanel(t *testing.T) {
 		t.Fatal(err)
 	}
 	browsertest.Poll(t, ctx, 10*time.Second, "the lift banner", `/Lifted/.test(document.querySelector('#params-result').textContent)`)
+	browsertest.Poll(t, ctx, 10*time.Second, "the credential's value, read with the token",
+		`document.querySelector('[data-param-resource="quota"] tr:nth-child(2) td.value').textContent === "key-1"`)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lifted) != 1 || lifted[0] != "login|"+xss {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -26,9 +27,20 @@ const liftTimeout = 5 * time.Second
 type ParamsFunc func(resource string, values []string, top int) (rules []hotparam.RuleState, ok bool)
 
 // LiftFunc forgets value in every param rule of resource (and in the
-// cluster for clusterMode rules); rules is how many rules tracked it. ok is
-// false for a resource that no route or API group has.
-type LiftFunc func(ctx context.Context, resource, value string) (rules int, ok bool, err error)
+// cluster for clusterMode rules). ok is false for a resource that no route
+// or API group has.
+type LiftFunc func(ctx context.Context, resource, value string) (l Lifted, ok bool, err error)
+
+// Lifted is what a lift did: how many param rules tracked the value, and
+// whether one of the resource's rules reads a credential
+// (config.Key.Credential), whose value the log then leaves out.
+type Lifted struct {
+	Rules      int
+	Credential bool
+}
+
+// PartitionKeyFunc is the pk a RateLimit-Policy item of value carries.
+type PartitionKeyFunc func(value string) string
 
 // paramsJSON is the body of GET /api/params.
 type paramsJSON struct {
@@ -41,7 +53,10 @@ type paramRuleJSON struct {
 	Rule    int               `json:"rule"` // its place among the resource's param rules, from 0
 	Config  *config.ParamRule `json:"config"`
 	Tracked int               `json:"tracked"`
-	Values  []paramValueJSON  `json:"values"`
+	// Masked: the rule reads a credential and the reader could not write,
+	// so its values are listed without their bytes.
+	Masked bool             `json:"masked"`
+	Values []paramValueJSON `json:"values"`
 }
 
 // paramValueJSON is one value. Value is the value as sent, as a JSON string
@@ -49,9 +64,14 @@ type paramRuleJSON struct {
 // bytes, to lift it by. A value longer than 64 bytes is tracked by a digest
 // and listed as its first bytes, "…#" and the digest (Digest); it is lifted
 // by that, or by its whole value (the only way to reach the cluster's
-// window of it).
+// window of it). PK is the partition key the value's RateLimit-Policy
+// items carry ("" for a digest's, which hashes the whole value), so that a
+// client's header can be matched with a value that is masked: a masked
+// value's Value is "" (a digest's: "…#" and the digest) and ValueBase64
+// is "".
 type paramValueJSON struct {
 	Value        string  `json:"value"`
+	PK           string  `json:"pk"`
 	ValueBase64  string  `json:"valueBase64"`
 	UTF8         bool    `json:"utf8"`
 	Digest       bool    `json:"digest"`
@@ -85,16 +105,32 @@ func (s *Server) params(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "admin: no route or API group has resource "+strconv.Quote(res))
 		return
 	}
+	// The values asked for are the asker's own bytes; the top list of a
+	// rule that reads credentials (an API key, a session cookie) would
+	// hand them to anyone who can read, which the admin API lets more
+	// peers do than write.
+	writer := len(q["value"]) > 0 || s.mayWrite(r)
 	out := paramsJSON{At: s.opts.Now().UnixMilli(), Resource: res, Rules: make([]paramRuleJSON, len(rules))}
 	for i, rs := range rules {
-		pr := paramRuleJSON{Rule: rs.Ord, Config: rs.Rule, Tracked: rs.Tracked, Values: make([]paramValueJSON, len(rs.Values))}
+		masked := !writer && rs.Rule != nil && rs.Rule.Param.Credential()
+		pr := paramRuleJSON{Rule: rs.Ord, Config: rs.Rule, Tracked: rs.Tracked, Masked: masked, Values: make([]paramValueJSON, len(rs.Values))}
 		for j, v := range rs.Values {
-			pr.Values[j] = paramValueJSON{
+			pv := paramValueJSON{
 				Value: v.Value, ValueBase64: base64.StdEncoding.EncodeToString([]byte(v.Value)),
 				UTF8: utf8.ValidString(v.Value), Digest: v.Digest, Tracked: v.Tracked, Applies: v.Applies,
 				Passes: v.Passes, Blocks: v.Blocks, Remaining: v.Remaining,
 				NextTokenSec: v.NextToken.Seconds(), InFlight: v.InFlight, Count: v.Count, Cluster: v.Shared,
 			}
+			if !v.Digest {
+				pv.PK = s.opts.PartitionKey(v.Value)
+			}
+			if masked {
+				pv.Value, pv.ValueBase64, pv.UTF8 = "", "", true
+				if v.Digest {
+					pv.Value = v.Value[strings.LastIndex(v.Value, "…#"):]
+				}
+			}
+			pr.Values[j] = pv
 		}
 		out.Rules[i] = pr
 	}
@@ -133,7 +169,7 @@ func (s *Server) liftParam(w http.ResponseWriter, r *http.Request) {
 	val := vals[0]
 	ctx, cancel := context.WithTimeout(r.Context(), liftTimeout)
 	defer cancel()
-	n, ok, err := s.opts.LiftParam(ctx, res, val)
+	l, ok, err := s.opts.LiftParam(ctx, res, val)
 	if !ok {
 		writeError(w, http.StatusNotFound, "admin: no route or API group has resource "+strconv.Quote(res))
 		return
@@ -142,10 +178,16 @@ func (s *Server) liftParam(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		ev = s.opts.Log.Warn().Err(err)
 	}
-	// The value as sent: the operator's log, like the admin API, may show it
-	// (zerolog escapes it as a JSON string).
-	ev.Str("remote", r.RemoteAddr).Str("resource", res).Str("value", val).Int("rules", n).
-		Msg("admin: param value lifted")
+	// The value as sent (zerolog escapes it as a JSON string), but not a
+	// credential's, which the log's readers need not hold: its pk, as the
+	// client's RateLimit-Policy carries it.
+	ev = ev.Str("remote", r.RemoteAddr).Str("resource", res)
+	if l.Credential {
+		ev = ev.Str("pk", s.opts.PartitionKey(val))
+	} else {
+		ev = ev.Str("value", val)
+	}
+	ev.Int("rules", l.Rules).Msg("admin: param value lifted")
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "admin: lifted on this gateway; the cluster's state was not cleared: "+err.Error())
 		return
@@ -154,5 +196,5 @@ func (s *Server) liftParam(w http.ResponseWriter, r *http.Request) {
 		Resource string `json:"resource"`
 		Value    string `json:"value"`
 		Rules    int    `json:"rules"` // rules that tracked the value
-	}{res, val, n})
+	}{res, val, l.Rules})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
 	"net/url"
@@ -25,9 +26,19 @@ func (u userKey) Values(config.Key) ([]string, bool) { return []string{string(u)
 // paramsServer is an admin Server over one param rule of resource "login"
 // (2 calls per minute per value), the way lifecycle wires it; now is fixed.
 func paramsServer(t *testing.T, token string, log *bytes.Buffer) (*admin.Server, *hotparam.Checker) {
+	return paramsServerOn(t, "header:X-User", token, log)
+}
+
+// paramsServerOn is paramsServer with the rule's param; its pk of a value
+// is fakePK's.
+func paramsServerOn(t *testing.T, param, token string, log *bytes.Buffer) (*admin.Server, *hotparam.Checker) {
 	t.Helper()
+	key, err := config.ParseKey(param)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := config.Config{ParamRules: []config.ParamRule{{Resource: "login",
-		Param: config.Key{{Kind: config.SourceHeader, Name: "X-User"}}, Count: 2, DurationSec: 60, Line: 7}}}
+		Param: key, Count: 2, DurationSec: 60, Line: 7}}}
 	config.Defaults(&cfg)
 	c := hotparam.Compile(cfg.ParamRules, nil).For("login")
 	known := map[string]bool{"login": true, "other": true}
@@ -42,19 +53,23 @@ func paramsServer(t *testing.T, token string, log *bytes.Buffer) (*admin.Server,
 			}
 			return c.Report(1, values, top), true
 		},
-		LiftParam: func(ctx context.Context, res, value string) (int, bool, error) {
+		LiftParam: func(ctx context.Context, res, value string) (admin.Lifted, bool, error) {
 			if !known[res] {
-				return 0, false, nil
+				return admin.Lifted{}, false, nil
 			}
 			n, err := c.Forget(ctx, value)
-			return n, true, err
+			return admin.Lifted{Rules: n, Credential: key.Credential()}, true, err
 		},
+		PartitionKey: fakePK,
 	}
 	if log != nil {
 		o.Log = zerolog.New(log)
 	}
 	return admin.New(o), c
 }
+
+// fakePK stands for the gateway's keyed hash: the value in hex.
+func fakePK(v string) string { return hex.EncodeToString([]byte(v)) }
 
 func serve(srv *admin.Server, method, target, peer string, hdr ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, target, nil)
@@ -71,13 +86,15 @@ func serve(srv *admin.Server, method, target, peer string, hdr ...string) *httpt
 type paramsBody struct {
 	Resource string `json:"resource"`
 	Rules    []struct {
-		Rule   int `json:"rule"`
+		Rule   int  `json:"rule"`
+		Masked bool `json:"masked"`
 		Config struct {
 			Line  int     `json:"line"`
 			Count float64 `json:"count"`
 		} `json:"config"`
 		Values []struct {
 			Value        string  `json:"value"`
+			PK           string  `json:"pk"`
 			ValueBase64  string  `json:"valueBase64"`
 			UTF8         bool    `json:"utf8"`
 			Tracked      bool    `json:"tracked"`

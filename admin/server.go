@@ -38,6 +38,9 @@ type Options struct {
 	// and lifting one value.
 	Params    ParamsFunc
 	LiftParam LiftFunc
+	// PartitionKey is the pk of a value in the gateway's RateLimit-Policy
+	// (nil: none shown).
+	PartitionKey PartitionKeyFunc
 	// ConfigPath is the rules.yaml the editor writes ("" = editor off).
 	ConfigPath string
 	// Document, when set, is the fleet's rules document: the editor writes
@@ -131,7 +134,10 @@ func New(opts Options) *Server {
 		opts.Params = func(string, []string, int) ([]hotparam.RuleState, bool) { return nil, false }
 	}
 	if opts.LiftParam == nil {
-		opts.LiftParam = func(context.Context, string, string) (int, bool, error) { return 0, false, nil }
+		opts.LiftParam = func(context.Context, string, string) (Lifted, bool, error) { return Lifted{}, false, nil }
+	}
+	if opts.PartitionKey == nil {
+		opts.PartitionKey = func(string) string { return "" }
 	}
 	if opts.Reload == nil {
 		opts.Reload = func() {}

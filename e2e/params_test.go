@@ -243,3 +243,54 @@ cluster:
 		t.Errorf("after the lift: %d of 2 more passed on gateway 0 (want 1: the count is 2), the upstream saw %d (want 2)", got, uc.of("mallory")-before)
 	}
 }
+
+// TestParamsCredentialShownWithTheToken: the top list of a rule on an API
+// key shows each key only to a reader with the admin token (reads are open
+// to any peer that reaches the listener); without it, the value is its pk,
+// the very pk the client's RateLimit-Policy carries, so an operator can
+// still tell which caller is limited.
+func TestParamsCredentialShownWithTheToken(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	g := startGateway(t, rulesFor(up.URL, `
+admin:
+  token: s3cret
+routes:
+  - { path: /v1/*, upstream: up, resource: api }
+paramRules:
+  - { resource: api, param: "header:X-Api-Key", count: 2, durationSec: 600 }
+`))
+	const key = "sk-live-4f9c2a"
+	var pk string
+	for i := range 3 {
+		resp, _ := get(t, g.URL+"/v1/chat", "X-Api-Key: "+key)
+		if want := map[bool]int{true: 429, false: 200}[i == 2]; resp.StatusCode != want {
+			t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+		}
+		_, rest, ok := strings.Cut(resp.Header.Get("RateLimit-Policy"), ";pk=:")
+		if !ok {
+			t.Fatalf("call %d: RateLimit-Policy %q has no pk", i, resp.Header.Get("RateLimit-Policy"))
+		}
+		pk, _, _ = strings.Cut(rest, ":")
+	}
+	read := func(hdr ...string) (masked bool, value, gotPK, body string) {
+		t.Helper()
+		code, body, _ := admDo(t, "GET", g.AdminURL+"/api/params?resource=api", "", hdr...)
+		var a struct {
+			Rules []struct {
+				Masked bool `json:"masked"`
+				Values []struct{ Value, PK string }
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &a); code != 200 || err != nil || len(a.Rules) != 1 || len(a.Rules[0].Values) != 1 {
+			t.Fatalf("GET /api/params: %d %v %s", code, err, body)
+		}
+		return a.Rules[0].Masked, a.Rules[0].Values[0].Value, a.Rules[0].Values[0].PK, body
+	}
+	if masked, value, got, body := read(); !masked || value != "" || got != pk || strings.Contains(body, key) {
+		t.Errorf("without the token: masked %v, value %q, pk %q (the client's: %q); the body must not hold the key: %s", masked, value, got, pk, body)
+	}
+	if masked, value, got, _ := read("Authorization: Bearer s3cret"); masked || value != key || got != pk {
+		t.Errorf("with the token: masked %v, value %q, pk %q; want the key and the client's pk %q", masked, value, got, pk)
+	}
+}

@@ -38,14 +38,15 @@ func newAdmin(inst *Instance) *admin.Server {
 			}
 			return s.Params.For(res).Report(gw.Now(), values, top), true
 		},
-		LiftParam: func(ctx context.Context, res, value string) (int, bool, error) {
+		LiftParam: func(ctx context.Context, res, value string) (admin.Lifted, bool, error) {
 			s := gw.Current()
 			if s == nil || !hasResource(s.Config, res) {
-				return 0, false, nil
+				return admin.Lifted{}, false, nil
 			}
 			n, err := s.Params.For(res).Forget(ctx, value)
-			return n, true, err
+			return admin.Lifted{Rules: n, Credential: readsCredential(s.Config, res)}, true, err
 		},
+		PartitionKey: gw.PartitionKey,
 	}
 	if inst.fleet != nil {
 		// The editor writes the fleet's document, not this gateway's file.
@@ -85,6 +86,16 @@ func (o Options) checkRules(path string, data []byte) error {
 
 // hasResource reports whether a route or an API group of cfg has res, the
 // resources a rule may name.
+// readsCredential reports whether a param rule of res reads a credential.
+func readsCredential(cfg *config.Config, res string) bool {
+	for i := range cfg.ParamRules {
+		if pr := &cfg.ParamRules[i]; pr.Resource == res && pr.Param.Credential() {
+			return true
+		}
+	}
+	return false
+}
+
 func hasResource(cfg *config.Config, res string) bool {
 	for _, r := range cfg.Routes {
 		if r.Resource == res {

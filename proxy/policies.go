@@ -298,6 +298,16 @@ func (qs *quotas) set(h http.Header, c *rateLimitHeaders, legacy, blocked bool) 
 	}
 }
 
+// PartitionKey is the pk a param rule's RateLimit-Policy item carries for
+// value (without the colons): the admin API lists it beside a value it
+// does not show (a credential's), so that an operator can find the value
+// a client's answer names.
+func (g *Gateway) PartitionKey(value string) string {
+	var pk [pkLen]byte
+	partitionKey(&pk, &g.pkKey, value)
+	return string(pk[:])
+}
+
 // appendPolicy appends q's RateLimit-Policy item without its partition key.
 func appendPolicy(b []byte, q *limiter.Quota) []byte {
 	limit, window := wholeQuota(q.Limit, q.Window)

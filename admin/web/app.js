@@ -42,8 +42,8 @@ function single(f) {
 // connections but does not answer (stopped with SIGSTOP, hung) is
 // unreachable too, and the page says so rather than wait without end.
 const READ_MS = 5000;
-async function getJSON(url) {
-  const r = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(READ_MS) });
+async function getJSON(url, headers) {
+  const r = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(READ_MS), headers: headers || {} });
   if (!r.ok) throw new Error(url + ": " + r.status);
   return r.json();
 }
@@ -342,15 +342,25 @@ function showParams(answers) {
         if (v.digest && (r.config || {}).clusterMode) {
           lift.title = "kept as a digest: this lifts it on this gateway; the cluster's window only by its whole value (DELETE /api/params)";
         }
-        t.append(el("tr", { "data-value-b64": v.valueBase64 },
-          el("td", { class: "value", title: v.utf8 ? "" : "not UTF-8: bytes shown as \ufffd" }, v.value),
+        // A credential's value (an API key) is sent only to a reader who
+        // could lift it: here, with the admin token typed in.
+        let shown = el("td", { class: "value", title: v.utf8 ? "" : "not UTF-8: bytes shown as \ufffd" }, v.value);
+        if (r.masked) {
+          lift.disabled = true;
+          lift.title = "type the admin token to see and lift this rule's values";
+          shown = el("td", { class: "value masked", title: "this rule reads a credential: its values are shown to a reader with the admin token; pk is the partition key of the client's RateLimit-Policy" },
+            (v.value ? v.value + " " : "") + (v.pk ? "pk " + v.pk : ""));
+        }
+        t.append(el("tr", { "data-value-b64": v.valueBase64 || ("pk:" + v.pk) },
+          shown,
           el("td", { class: "blocks" }, String(v.blocks)), el("td", null, String(v.passes)),
           el("td", { class: "remaining" }, String(v.remaining)), el("td", { class: "next" }, v.nextTokenSec > 0 ? span(v.nextTokenSec) : "–"),
           el("td", null, lift)));
       }
       const body = (r.values || []).length ? t : el("p", { class: "empty" }, "nobody blocked in the last minute");
       cardsOut.push(el("section", { class: "card", "data-param-resource": a.resource, "data-rule": r.rule },
-        el("h3", null, a.resource, el("span", { class: "hint" }, ruleTitle(r) + " · " + r.tracked + " values tracked")), body));
+        el("h3", null, a.resource, el("span", { class: "hint" }, ruleTitle(r) + " · " + r.tracked + " values tracked" +
+          (r.masked ? " · a credential: values shown with the admin token" : ""))), body));
     }
   }
   // Updated in place: a Lift button being clicked (or focused) when the
@@ -383,7 +393,9 @@ const refreshParams = single(async () => {
   if (!list.length) { showParams([]); return; }
   // One resource that does not answer (dropped by a reload a moment ago)
   // leaves the others shown; if none answers, the panel stays as it was.
-  const got = await Promise.allSettled(list.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r))));
+  const tok = $("#token").value.trim();
+  const headers = tok ? { Authorization: "Bearer " + tok } : {};
+  const got = await Promise.allSettled(list.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r), headers)));
   const ok = got.filter((g) => g.status === "fulfilled").map((g) => g.value);
   if (ok.length) showParams(ok);
 });
