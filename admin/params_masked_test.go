@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"sluice/admin"
+	"sluice/config"
 )
 
 // TestAPIParamsMasksCredentials: the top list of a param rule that reads a
@@ -66,5 +69,48 @@ func TestAPIParamsMasksCredentials(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "sk-live") || line["pk"] != fakePK(key) {
 		t.Errorf("the lift of a credential logged %s; want its pk and not the value", log.String())
+	}
+}
+
+// TestResourcesMaskCredentialOrigins: an origin read from a credential
+// (origin.from: header:X-Api-Key) is a caller's key; /api/resources lists
+// it, as /api/params does, only to a reader who could write, and to the
+// others as its keyed hash.
+func TestResourcesMaskCredentialOrigins(t *testing.T) {
+	const key = "sk-live-0123456789"
+	for _, tc := range []struct {
+		from, token, peer string
+		hdr               []string
+		masked            bool
+	}{
+		{"header:X-Api-Key", "", network, nil, true},
+		{"header:X-Api-Key", "", loopback, nil, false},
+		{"header:X-Api-Key", "t", network, []string{"Authorization: Bearer t"}, false},
+		{"header:X-Api-Key", "t", loopback, nil, true},
+		{"header:X-Origin", "", network, nil, false},
+	} {
+		src, err := config.ParseSource(tc.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &config.Config{Origin: config.OriginConfig{From: src}}
+		srv := admin.New(admin.Options{
+			Token:        tc.token,
+			State:        func() admin.State { return admin.State{Ready: true, Config: cfg} },
+			Stats:        func() []admin.ResourceStats { return []admin.ResourceStats{{Resource: "api", Origins: []admin.NamedStats{{Name: key}}}} },
+			PartitionKey: fakePK,
+		})
+		rec := serve(srv, "GET", "/api/resources", tc.peer, tc.hdr...)
+		var body struct{ Resources []admin.ResourceStats }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 200 || len(body.Resources) != 1 || len(body.Resources[0].Origins) != 1 {
+			t.Fatalf("%d %v: %s", rec.Code, err, rec.Body)
+		}
+		want := key
+		if tc.masked {
+			want = "pk:" + fakePK(key)
+		}
+		if got := body.Resources[0].Origins[0].Name; got != want {
+			t.Errorf("origin from %s, token %q, peer %s %q: listed as %q, want %q", tc.from, tc.token, tc.peer, tc.hdr, got, want)
+		}
 	}
 }

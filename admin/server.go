@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"sluice/config"
 	"sluice/hotparam"
 )
 
@@ -313,9 +314,23 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	total := len(stats)
 	stats = topResources(stats, top)
+	// An origin read from a credential (origin.from: header:X-Api-Key) is
+	// a caller's key: shown, as /api/params shows such values, only to a
+	// reader who could write; the others get its keyed hash, which stays
+	// one name per origin while the process runs.
+	mask := false
+	if c, ok := s.opts.State().Config.(*config.Config); ok && c.Origin.From.Credential() {
+		mask = !s.mayWrite(r)
+	}
 	for i := range stats {
 		stats[i].OriginsTotal = len(stats[i].Origins)
 		stats[i].Origins = topOrigins(slices.Clone(stats[i].Origins), shown)
+		if mask {
+			for j := range stats[i].Origins {
+				o := &stats[i].Origins[j]
+				o.Name = "pk:" + s.opts.PartitionKey(o.Name)
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		At        int64           `json:"at"`

@@ -42,6 +42,14 @@ function single(f) {
 // connections but does not answer (stopped with SIGSTOP, hung) is
 // unreachable too, and the page says so rather than wait without end.
 const READ_MS = 5000;
+// tokenHeaders sends the admin token typed in: with every write, and with
+// the reads that show a credential (a param rule's values, origins) only
+// to a reader with it.
+function tokenHeaders() {
+  const tok = $("#token").value.trim();
+  return tok ? { Authorization: "Bearer " + tok } : {};
+}
+
 async function getJSON(url, headers) {
   const r = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(READ_MS), headers: headers || {} });
   if (!r.ok) throw new Error(url + ": " + r.status);
@@ -393,18 +401,14 @@ const refreshParams = single(async () => {
   if (!list.length) { showParams([]); return; }
   // One resource that does not answer (dropped by a reload a moment ago)
   // leaves the others shown; if none answers, the panel stays as it was.
-  const tok = $("#token").value.trim();
-  const headers = tok ? { Authorization: "Bearer " + tok } : {};
-  const got = await Promise.allSettled(list.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r), headers)));
+  const got = await Promise.allSettled(list.map((r) => getJSON("/api/params?resource=" + encodeURIComponent(r), tokenHeaders())));
   const ok = got.filter((g) => g.status === "fulfilled").map((g) => g.value);
   if (ok.length) showParams(ok);
 });
 
 async function liftValue(btn) {
   const res = btn.dataset.resource, b64 = btn.dataset.valueB64;
-  const headers = {};
-  const tok = $("#token").value.trim();
-  if (tok) headers.Authorization = "Bearer " + tok;
+  const headers = tokenHeaders();
   const banner = $("#params-result");
   banner.hidden = false;
   let resp, body;
@@ -641,9 +645,7 @@ async function save(ev) {
   let fields;
   try { fields = changedFields(); } catch (e) { showResult(false, "A field is not valid JSON: " + e.message); return; }
   if (!Object.keys(fields).length) { showResult(true, "Nothing changed."); return; }
-  const headers = { "Content-Type": "application/json", "If-Match": raw.etag };
-  const tok = $("#token").value.trim();
-  if (tok) headers.Authorization = "Bearer " + tok;
+  const headers = { "Content-Type": "application/json", "If-Match": raw.etag, ...tokenHeaders() };
   let resp, body;
   try {
     resp = await fetch("/api/rules/" + sec + "/" + i, { method: "PUT", headers, body: JSON.stringify(fields) });
@@ -703,7 +705,7 @@ function markStale(stale) {
 
 const tick = single(async () => {
   try {
-    const res = await getJSON("/api/resources?top=" + MAX_CARDS);
+    const res = await getJSON("/api/resources?top=" + MAX_CARDS, tokenHeaders());
     markStale(false);
     showResources(res);
     // Cards drawn already ask for their new samples, new cards for their 5
