@@ -95,9 +95,11 @@ func TestResourcesMaskCredentialOrigins(t *testing.T) {
 		}
 		cfg := &config.Config{Origin: config.OriginConfig{From: src}}
 		srv := admin.New(admin.Options{
-			Token:        tc.token,
-			State:        func() admin.State { return admin.State{Ready: true, Config: cfg} },
-			Stats:        func() []admin.ResourceStats { return []admin.ResourceStats{{Resource: "api", Origins: []admin.NamedStats{{Name: key}}}} },
+			Token: tc.token,
+			State: func() admin.State { return admin.State{Ready: true, Config: cfg} },
+			Stats: func() []admin.ResourceStats {
+				return []admin.ResourceStats{{Resource: "api", Origins: []admin.NamedStats{{Name: key}}}}
+			},
 			PartitionKey: fakePK,
 		})
 		rec := serve(srv, "GET", "/api/resources", tc.peer, tc.hdr...)
