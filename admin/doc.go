@@ -26,6 +26,7 @@
 //	sluice_rules_last_reload_success_timestamp_seconds gauge
 //	sluice_circuit_state{resource}                    gauge; 0 closed, 1 open, 2 half-open
 //	sluice_cluster_redis_up{form,master}              gauge per master node; 1 when it answers
+//	sluice_cluster_unanswered_total{cause}            counter; cluster calls Redis did not decide (down, timeout, error)
 //
 // The resource label only takes names from the configuration (Metrics.Resource
 // is called when a rules snapshot is built), so requests cannot add series.

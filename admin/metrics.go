@@ -34,12 +34,13 @@ type Metrics struct {
 	resources   *resourceCollector     // requests, blocked, duration: resource, result|reason
 	reloads     *prometheus.CounterVec // result
 	lastReload  prometheus.Gauge
-	circuit     *prometheus.GaugeVec // resource
-	circuitMu   sync.Mutex           // guards circuitSeen, and orders it with circuit's series
-	circuitSeen map[string]bool      // the resources circuit has a series of
-	clusterUp   *prometheus.GaugeVec // form, master
-	redisMu     sync.Mutex           // orders ClusterRedis calls; guards redisSeen
-	redisSeen   map[[2]string]bool   // the series ClusterRedis set last
+	circuit     *prometheus.GaugeVec   // resource
+	circuitMu   sync.Mutex             // guards circuitSeen, and orders it with circuit's series
+	circuitSeen map[string]bool        // the resources circuit has a series of
+	clusterUp   *prometheus.GaugeVec   // form, master
+	unanswered  *prometheus.CounterVec // cause
+	redisMu     sync.Mutex             // orders ClusterRedis calls; guards redisSeen
+	redisSeen   map[[2]string]bool     // the series ClusterRedis set last
 	up          upstreamMetrics
 }
 
@@ -65,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_cluster_redis_up",
 			Help: "Per master node of the Redis that cluster rules count in: 1 when it answers (for a Redis Cluster, each shard's master on its own), else 0. form is redis, sentinel or cluster; master is the node's host:port.",
 		}, []string{"form", "master"}),
+		unanswered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_cluster_unanswered_total",
+			Help: "Calls of cluster rules that Redis did not decide, which the rule's fallback then decided (locally, or by letting the call pass), by cause: down (the breaker is open: not sent), timeout (no answer within cluster.timeout) or error.",
+		}, []string{"cause"}),
 		circuitSeen: map[string]bool{},
 		up:          newUpstreamMetrics(),
 	}
@@ -72,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
 	if reg != nil {
-		reg.MustRegister(m.resources, m.reloads, m.lastReload, m.circuit, m.clusterUp)
+		reg.MustRegister(m.resources, m.reloads, m.lastReload, m.circuit, m.clusterUp, m.unanswered)
 		reg.MustRegister(m.up.collectors()...)
 	}
 	return m
@@ -149,6 +154,13 @@ func forgetAbsent[V any](m map[string]V, names []string, gone func(string)) {
 type RedisMaster struct {
 	Addr string
 	Up   bool
+}
+
+// ClusterUnanswered is cause's counter of sluice_cluster_unanswered_total,
+// made at once, so that the series reads 0 before the first such call;
+// the caller keeps it, and counts without a label lookup.
+func (m *Metrics) ClusterUnanswered(cause string) prometheus.Counter {
+	return m.unanswered.WithLabelValues(cause)
 }
 
 // ClusterRedis sets sluice_cluster_redis_up: one series per master node,

@@ -110,7 +110,9 @@
 // 3 consecutive failed round trips the breaker opens: Acquire returns
 // ErrUnavailable at once without touching Redis, and Run probes Redis with
 // its heartbeat, backing off from 50ms to 1s, until it answers. Each change
-// of state is logged once and reported once through Options.OnState.
+// of state is logged once and reported once through Options.OnState. Each
+// call left undecided, open breaker or not, is reported with its Cause
+// through Options.OnUnanswered (sluice_cluster_unanswered_total).
 //
 // The Redis may fail over under the Service (internal/redisconn builds the
 // client for each form). Under Sentinel, calls fail while no master answers

@@ -47,6 +47,11 @@ type Options struct {
 	// (a Sentinel failover, a shard's replica promoted). Calls are ordered;
 	// it must not block.
 	OnStatus func(Status)
+	// OnUnanswered, if set, is called for each call that asked Redis to
+	// decide (or to charge) and got no decision, with why: its caller
+	// falls back. It runs on the caller's goroutine, on the hot path of a
+	// failing Redis, and must be cheap (a counter's increment).
+	OnUnanswered func(Cause)
 }
 
 func (o Options) withDefaults() (Options, error) {

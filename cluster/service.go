@@ -192,7 +192,7 @@ func (s *Service) AcquireFlowStamp(rule *config.FlowRule, key string, n int64, r
 	case n <= 0:
 		return true, 0, -1, 0, 0, nil
 	case !s.up.Load():
-		return false, 0, -1, 0, 0, ErrUnavailable
+		return false, 0, -1, 0, 0, s.unanswered(acquireOp(report), ErrUnavailable)
 	}
 	return s.acquire(s.specs.get(rule), key, n, nil, 0, acquireOp(report), 0)
 }
@@ -323,7 +323,7 @@ func (s *Service) paramOp(rule *config.ParamRule, count float64, value string, n
 	case n <= 0:
 		return true, 0, -1, 0, 0, nil
 	case !s.up.Load():
-		return false, 0, -1, 0, 0, ErrUnavailable
+		return false, 0, -1, 0, 0, s.unanswered(op, ErrUnavailable)
 	}
 	return s.acquire(s.specs.param(rule, count), value, n, nil, 0, op, 0)
 }
@@ -449,7 +449,7 @@ func (s *Service) ChargeQuotaStamp(rule *config.ParamRule, count float64, value 
 	case n <= 0 || !p.start.Equal(start) || !now.Before(p.reset):
 		return nil // the call's period is over: its charge went with it
 	case !s.up.Load():
-		return ErrUnavailable
+		return s.unanswered(opCharge, ErrUnavailable)
 	}
 	_, _, _, _, _, err := s.acquire(spec, value, n, p, p.reset.Sub(now), opCharge, 0)
 	return err
@@ -472,7 +472,7 @@ func (s *Service) quotaOp(rule *config.ParamRule, count float64, value string, n
 	case n <= 0:
 		return true, 0, reset, period, 0, nil
 	case !s.up.Load():
-		return false, 0, reset, period, 0, ErrUnavailable
+		return false, 0, reset, period, 0, s.unanswered(op, ErrUnavailable)
 	}
 	ok, _, left, _, _, err = s.acquire(spec, value, n, p, reset, op, 0)
 	left = max(left, 0) // a block the gateway remembers, or no answer: none said
@@ -701,7 +701,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		c.timer.Stop()
 		c.expireAt = nil
 		s.pool.Put(c)
-		return false, 0, -1, 0, 0, ErrTimeout
+		return false, 0, -1, 0, 0, s.unanswered(op, ErrTimeout)
 	}
 	select {
 	case err = <-c.done:
@@ -709,7 +709,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 		return s.finish(c, key, err)
 	case <-c.timer.C:
 		// The batcher may still answer into c.done; c is left to the GC.
-		return false, 0, -1, 0, 0, ErrTimeout
+		return false, 0, -1, 0, 0, s.unanswered(op, ErrTimeout)
 	}
 }
 
@@ -728,6 +728,9 @@ const maxCachedBlock = time.Second
 // start, which precedes the script's clock read, so neither outlives what
 // the script said.
 func (s *Service) finish(c *call, key string, err error) (bool, time.Duration, int64, time.Duration, int64, error) {
+	if err != nil && err != ErrClosed {
+		s.unanswered(c.op, err)
+	}
 	ok, left, leaves, retry, stamp := c.ok, c.left, c.leaves, time.Duration(0), int64(0)
 	if err == nil && ok && (c.op == opAcquire || c.op == opAcquireLeft) {
 		stamp = c.own

@@ -920,6 +920,27 @@ func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
 		t.Errorf("Redis down: %d of 16 passed, want 10 (count 5 on each gateway, locally)", p)
 	}
 	alone := time.Now() // the last call decided locally
+	// Every call was the fallback's, and sluice_cluster_unanswered_total
+	// says so: 8 on each gateway, whatever the cause (a refused dial, then
+	// the breaker open).
+	unanswered := func(g *gateway) float64 {
+		m, err := scrapeMetrics(g.AdminURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0.0
+		for series, v := range m {
+			if strings.HasPrefix(series, "sluice_cluster_unanswered_total{") {
+				n += v
+			}
+		}
+		return n
+	}
+	for i, g := range gs {
+		if n := unanswered(g); n != 8 {
+			t.Errorf("gateway %d: sluice_cluster_unanswered_total sums to %v, want 8 (each call the fallback decided)", i, n)
+		}
+	}
 	for i, g := range gs {
 		g.waitLog("cluster: redis failing", 5*time.Second)
 		if v, ok := clRedisUp(g); !ok || v {
@@ -936,6 +957,11 @@ func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
 	time.Sleep(time.Until(alone.Add(1100 * time.Millisecond))) // the 1 s window, and a margin
 	if p := burst(); p != 5 {
 		t.Errorf("Redis up: %d of 16 passed, want 5 (count 5 for the cluster)", p)
+	}
+	for i, g := range gs {
+		if n := unanswered(g); n != 8 {
+			t.Errorf("gateway %d: sluice_cluster_unanswered_total sums to %v once Redis answers, want still 8", i, n)
+		}
 	}
 }
 

@@ -164,10 +164,15 @@ func newCluster(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) (*clus
 }
 
 func clusterOptions(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) cluster.Options {
+	var unanswered [len(cluster.Causes)]prometheus.Counter
+	for i, c := range cluster.Causes {
+		unanswered[i] = m.ClusterUnanswered(c.String())
+	}
 	return cluster.Options{
-		Redis:     cfg.Cluster.RedisTarget,
-		Namespace: cfg.Cluster.Namespace,
-		Log:       log,
+		OnUnanswered: func(c cluster.Cause) { unanswered[c].Inc() },
+		Redis:        cfg.Cluster.RedisTarget,
+		Namespace:    cfg.Cluster.Namespace,
+		Log:          log,
 		OnStatus: func(st cluster.Status) {
 			ms := make([]admin.RedisMaster, len(st.Masters))
 			for i, x := range st.Masters {
