@@ -58,6 +58,19 @@ func (c *Cache[V]) locate(key string, k *ref) *Shard[V] {
 	return &shards[h&c.mask]
 }
 
+// keptShard is the shard of c that a key kept as kept (by keep) belongs
+// to, as locate picks it: a long form holds the hash that picked it.
+func (c *Cache[V]) keptShard(kept string) *Shard[V] {
+	shards := c.shardList()
+	switch {
+	case c.mask == 0:
+		return &shards[0]
+	case len(kept) > MaxKeyLen:
+		return &shards[binary.LittleEndian.Uint64([]byte(kept[prefixLen:prefixLen+8]))&c.mask]
+	}
+	return &shards[maphash.String(c.seeds[0], kept)&c.mask]
+}
+
 // find returns k's entry in s, if tracked; the caller holds s.mu. The
 // compiler reads the map with string(bytes) in place, without a copy.
 func (s *Shard[V]) find(k *ref) (*Entry[V], bool) {

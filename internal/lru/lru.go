@@ -347,6 +347,13 @@ func (s *Shard[V]) pushFront(e *Entry[V]) {
 	s.root.next = e
 }
 
+func (s *Shard[V]) pushBack(e *Entry[V]) {
+	e.next = &s.root
+	e.prev = s.root.prev
+	s.root.prev.next = e
+	s.root.prev = e
+}
+
 func (s *Shard[V]) moveToFront(e *Entry[V]) {
 	if s.root.next == e {
 		return
@@ -359,6 +366,51 @@ func (s *Shard[V]) remove(e *Entry[V]) {
 	s.unlink(e)
 	delete(s.m, e.key)
 	s.stuck = false
+}
+
+// Carry fills c with the entries of from for which keep, handed the new
+// entry's value (zero) and the old one's, fills the new one and reports
+// true: an edited rule's table taking over the state of the table it
+// replaces, at a reload. c must be new, used by no Get and shared with
+// nobody yet (Carry panics if a Get made its shards). It takes from's
+// seeds and keeps each key as from kept it, without Init: a key longer
+// than MaxKeyLen is kept only as its digest under those seeds, and the
+// key's bytes are gone. from may be in use: each of its shards is locked
+// in turn while its entries are read, keep included, so keep must not
+// block. At most c's cap entries are carried, each shard of from giving
+// its most recent first, up to an even part of the room left; within c's
+// shards they keep the order in which they were carried, most recent
+// first (so exactly from's order when the two have the same cap).
+func (c *Cache[V]) Carry(from *Cache[V], keep func(dst, src *V) bool) {
+	if c.made() != nil {
+		panic("lru: Carry into a Cache already in use")
+	}
+	c.seeds = from.seeds
+	src := from.made()
+	var d *Entry[V] // one refused by keep is filled again, not allocated anew
+	for i := range src {
+		s := &src[i]
+		part := (c.cap - c.count.Load() + int64(len(src)-i-1)) / int64(len(src)-i)
+		s.mu.Lock()
+		for e := s.root.next; e != &s.root && part > 0; e = e.next {
+			if d == nil {
+				d = &Entry[V]{key: e.key}
+			} else {
+				*d = Entry[V]{key: e.key}
+			}
+			if !keep(&d.V, &e.V) {
+				continue
+			}
+			to := c.keptShard(e.key)
+			d.flags.Store(to.idx << 1)
+			to.m[d.key] = d
+			to.pushBack(d)
+			c.count.Add(1)
+			part--
+			d = nil
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Peek returns key's entry, if tracked, with its shard locked (the caller

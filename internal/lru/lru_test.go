@@ -389,3 +389,111 @@ func TestForgetLongKeyByName(t *testing.T) {
 		t.Fatalf("Forget by the listed name %q: %d left", listed, c.Len())
 	}
 }
+
+// carried is a test key: short, or long enough to be kept by its digest.
+func carried(i int) string {
+	if i%3 == 0 {
+		return strings.Repeat("é", 40) + strconv.Itoa(i)
+	}
+	return "k" + strconv.Itoa(i)
+}
+
+// Carry takes over the entries keep accepts, long keys included (found
+// again by their whole key, though only a digest is kept), without Init;
+// the others are new in the new cache. Whatever the two caps, the new
+// cache stays within its own, and a smaller cap keeps recent entries.
+func TestCarry(t *testing.T) {
+	const n = 5000 // several shards
+	for _, capacity := range []int{n, 2 * n, 100, 1} {
+		t.Run(strconv.Itoa(capacity), func(t *testing.T) {
+			from := newCache(n, lru.Refuse)
+			for i := range n {
+				for range i%4 + 1 {
+					use(from, carried(i), 0, math.MinInt64)
+				}
+			}
+			c := newCache(capacity, lru.Refuse)
+			c.Carry(from, func(dst, src *slot) bool {
+				if src.uses == 1 { // nothing to carry
+					return false
+				}
+				dst.uses, dst.free = src.uses+100, math.MinInt64+1 // Init would have set MinInt64
+				return true
+			})
+			want := min(capacity, n*3/4)
+			if got := c.Len(); got != want {
+				t.Fatalf("%d carried into a cache of %d, want %d", got, capacity, want)
+			}
+			found := 0
+			for i := range n {
+				u := peekUses(c, carried(i))
+				switch {
+				case u == -1:
+				case i%4 == 0 || u != i%4+101:
+					t.Fatalf("key %d: %d uses in the new cache, want %d", i, u, i%4+101)
+				default:
+					found++
+					if capacity < n && i < n-300 {
+						t.Errorf("a cap of %d carried key %d, not among the most recent", capacity, i)
+					}
+				}
+			}
+			if found != want {
+				t.Fatalf("found %d carried keys, want %d", found, want)
+			}
+			if capacity >= n {
+				if u, _ := use(c, carried(4), 0, math.MinInt64); u != 1 {
+					t.Errorf("a key keep refused: %d uses, want 1 (Init)", u)
+				}
+			}
+			// The values from holds are its own still.
+			if u := peekUses(from, carried(1)); u != 2 {
+				t.Errorf("from's key 1 has %d uses after Carry, want 2", u)
+			}
+		})
+	}
+}
+
+// Carried entries keep their order: past the cap the least recent goes
+// first.
+func TestCarryKeepsOrder(t *testing.T) {
+	from := newCache(3, lru.Refuse)
+	for _, k := range []string{"a", "b", "c"} {
+		use(from, k, 0, math.MinInt64)
+	}
+	use(from, "a", 0, math.MinInt64) // b is now the least recent
+	c := newCache(3, lru.Refuse)
+	c.Carry(from, func(dst, src *slot) bool { *dst = *src; return true })
+	use(c, "d", 0, math.MinInt64)
+	if peekUses(c, "b") != -1 || peekUses(c, "a") != 2 || peekUses(c, "c") != 1 {
+		t.Errorf("after one more key the carried cache holds a %d, b %d, c %d uses; want 2, none, 1",
+			peekUses(c, "a"), peekUses(c, "b"), peekUses(c, "c"))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Carry into a cache in use did not panic")
+		}
+	}()
+	c.Carry(from, func(dst, src *slot) bool { return true })
+}
+
+// Carry reads a cache that is in use (a rule still serving while the one
+// that replaces it is compiled): run with -race.
+func TestCarryFromCacheInUse(t *testing.T) {
+	from := newCache(5000, lru.Refuse)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20000 {
+			use(from, carried(i%6000), int64(i), math.MinInt64)
+		}
+	}()
+	for range 20 {
+		c := newCache(5000, lru.Refuse)
+		c.Carry(from, func(dst, src *slot) bool { *dst = *src; return true })
+		if c.Len() > 5000 {
+			t.Fatalf("%d carried, over the cap", c.Len())
+		}
+	}
+	<-done
+}
