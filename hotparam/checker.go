@@ -481,6 +481,15 @@ func (r *rule) share(ts TokenService) int {
 	return ts.Gateways()
 }
 
+// localShare is what r's local buckets divide the count by now (1: the
+// whole count): a clusterMode rule's fallback's share, under ts.
+func (r *rule) localShare(ts TokenService) int {
+	if r.cluster && ts != nil {
+		return r.share(ts)
+	}
+	return 1
+}
+
 // verdict adds one value's outcome o to vd and reports whether the call is
 // blocked; vd is then the block's verdict.
 func (r *rule) verdict(o *outcome, vd *limiter.Verdict, val string, qt quotaTo) (blocked bool) {

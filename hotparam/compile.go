@@ -32,6 +32,10 @@ func Compile(rules []config.ParamRule, prev *Set) *Set {
 type Options struct {
 	// Cluster decides clusterMode rules; nil checks them as local rules.
 	Cluster TokenService
+	// Now is the instant of the compile on the timeline the Checkers are
+	// given (Enter's now): an edited rule's values carry their state over
+	// as it stands then (adoptState). A reload (prev not nil) sets it.
+	Now int64
 }
 
 // TokenService decides clusterMode param rules across gateways
@@ -124,15 +128,13 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		byRes: map[string]*Checker{},
 	}
 	kept := make(map[*rule]bool)
-	var fresh []*rule // changed concurrency rules: adoptInFlight
+	var fresh []*rule // changed rules, which may carry on from an old one's state: adoptState
 	for _, pr := range rules {
 		k := config.RuleID(pr)
 		r, ok := s.ids.Reuse(old, k)
 		if !ok {
 			r = compileRule(pr)
-			if r.kind == kindInFlight {
-				fresh = append(fresh, r)
-			}
+			fresh = append(fresh, r)
 		}
 		kept[r] = ok
 		s.ids.Add(k, r)
@@ -149,54 +151,82 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 		c.failures = c.failures || r.after && r.header == ""
 	}
 	if prev != nil {
-		adoptInFlight(fresh, prev, kept)
+		adoptState(fresh, prev, kept, opts)
 	}
 	return s
 }
 
-// adoptInFlight lets each changed concurrency rule in fresh count the calls
-// in flight that a rule of prev let in: the first concurrency rule of prev
-// no rule kept (kept), with the same table of values (tableID), each
-// adopted once. The new rule takes the old one's table, whose counters the
-// calls end in, and sees them end; as with an edited flow concurrency rule,
-// an operator who lowers a limit in an incident lets no call in on top of
-// the calls already running. A table is shared only where a value means
-// the same in both rules (same resource, param, match, items by value and
-// cap), because each value keeps the index of the item it matched
-// (value.param) and the table's Init is the old rule's; an edit of counts,
-// dryRun or the rule's other numbers qualifies, any other edit starts at 0.
-func adoptInFlight(fresh []*rule, prev *Set, kept map[*rule]bool) {
+// adoptState lets each changed rule in fresh carry on from what a rule of
+// prev let through: the first rule of prev that no rule kept (kept) and
+// whose values mean the same (stateID), each adopted once. A concurrency
+// rule takes the old rule's table, whose counters the calls in flight end
+// in, and sees them end: as with an edited flow concurrency rule, an
+// operator who lowers a limit in an incident lets no call in on top of the
+// calls already running. A qps rule takes over each tracked value's state
+// as it stands at opts.Now, under its new numbers (rule.carry): a bucket
+// keeps the tokens the value spent, a throttle queue its last slot, and
+// operators keep seeing who was limited. Without it a changed rule gave
+// every value a full bucket, so each value attacking in an incident got a
+// new burst the moment its count was lowered. The old rule keeps serving
+// until the swap, and its table is read as it serves: what it lets through
+// after this compile, and what calls it let in give back to it or take
+// after their answers, is not carried.
+func adoptState(fresh []*rule, prev *Set, kept map[*rule]bool, opts Options) {
 	for _, r := range fresh {
-		id := tableID(r.cfg)
 		c := prev.byRes[r.resource]
 		if c == nil {
 			continue
 		}
+		id := stateID(r)
 		for _, o := range c.rules {
-			if kept[o] || o.kind != kindInFlight || tableID(o.cfg) != id {
+			if kept[o] || stateID(o) != id {
 				continue
 			}
 			kept[o] = true
-			r.table = o.table
+			if r.kind == kindInFlight {
+				r.table = o.table
+				break
+			}
+			now, share, was := opts.Now, r.localShare(opts.Cluster), o.localShare(opts.Cluster)
+			r.table.Carry(o.table, func(dst, src *value) bool {
+				return r.carry(o, dst, src, now, share, was)
+			})
 			break
 		}
 	}
 }
 
-// tableID is what a concurrency rule's values depend on: which values it
-// tracks, the item each matches and how many it may hold.
-func tableID(pr *config.ParamRule) ruleid.Key {
+// stateID is what a rule's values mean, whatever its numbers: which values
+// it tracks (resource, param, match), the item each one matched (items by
+// value and match, in order: a value keeps its item's index, value.param),
+// what its state word holds (kind) and, for a calendar quota, the period
+// its local bucket counts (window, timezone). A concurrency rule's table
+// is shared, with its Init and cap (maxTrackedValues), so the cap is part
+// of it there; another rule's values are carried into a table of its own
+// cap.
+func stateID(r *rule) ruleid.Key {
+	pr := r.cfg
 	items := make([]config.ParamItem, len(pr.Items))
 	for i, it := range pr.Items {
 		items[i] = config.ParamItem{Value: it.Value, Match: it.Match}
 	}
-	return ruleid.Of(struct {
+	id := struct {
 		Resource string
 		Param    config.Key
 		Match    config.ParamMatch
+		Kind     kind
 		Cap      int
+		Window   config.Window
+		Timezone string
 		Items    []config.ParamItem
-	}{pr.Resource, pr.Param, pr.Match, pr.MaxTrackedValues, items})
+	}{Resource: pr.Resource, Param: pr.Param, Match: pr.Match, Kind: r.kind, Items: items}
+	if r.kind == kindInFlight {
+		id.Cap = pr.MaxTrackedValues
+	}
+	if r.calendar {
+		id.Window, id.Timezone = pr.Window, pr.Timezone
+	}
+	return ruleid.Of(id)
 }
 
 // compileRule compiles a rule that config has defaulted and validated

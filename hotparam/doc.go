@@ -12,9 +12,9 @@
 // the least recently used value of a shard (exact LRU within a shard,
 // approximate across shards; small caps use one shard). A value longer than
 // 64 bytes is tracked by its first 48 bytes and a 128-bit digest under the
-// rule's own random seeds rather than by a copy, so a tracked value costs
-// about the same memory whatever its length (items still match the exact
-// value). A value that has calls in flight (concurrency) or queued
+// rule's own random seeds (an edited rule's are those of the rule whose
+// values it carries) rather than by a copy, so a tracked value costs about
+// the same memory whatever its length (items still match the exact value). A value that has calls in flight (concurrency) or queued
 // (throttle) is never evicted; a new value is blocked rather than tracked
 // past the cap only when no tracked value may be evicted. A value that
 // returns after being evicted starts afresh, exactly as a value never seen

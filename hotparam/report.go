@@ -78,10 +78,7 @@ func (c *Checker) Report(now int64, values []string, top int) []RuleState {
 		out[i] = RuleState{Rule: r.cfg, Ord: i, Tracked: r.table.Len()}
 		// A cluster rule's local bucket is its fallback's: this gateway's
 		// share of a global count (as a call decided locally is charged).
-		share := 1
-		if r.cluster && c.cluster != nil {
-			share = r.share(c.cluster)
-		}
+		share := r.localShare(c.cluster)
 		if len(values) == 0 {
 			out[i].Values = r.top(now, top, share)
 		} else {

@@ -75,6 +75,77 @@ func (r *rule) initValue(v *value, key string) {
 	}
 }
 
+// carry fills dst, a value of r, with what src, the same value of o (the
+// rule r replaces, of the same stateID), holds at now, and reports whether
+// there is anything to carry: tokens spent, calls queued, or passes and
+// blocks of the last minute for operators. share and was are what r's and
+// o's local buckets divide the count by (rule.localShare). The caller
+// holds src's shard lock; o may still be serving, so src's words are read
+// once each.
+func (r *rule) carry(o *rule, dst, src *value, now int64, share, was int) bool {
+	dst.param = src.param // its item's index: stateID holds the items, in order
+	dst.seen = src.seen
+	dst.state.Store(idle)
+	p, old := &r.params[src.param], &o.params[src.param]
+	busy := false
+	// A count of 0 blocks a value without touching its state: nothing was
+	// spent under it, and nothing spent counts under it.
+	if st := src.state.Load(); !p.never && !old.never {
+		switch r.kind {
+		case kindBucket:
+			if busy = st > now; busy {
+				dst.state.Store(now + spentAgain(st-now, old, p, was, share))
+			}
+		case kindQueue:
+			// The calls queued keep their slots, and the next queues one
+			// new spacing after the last. The old queue's holes stay
+			// behind: a hole is a slot of the old spacing, too short for
+			// a call of a lowered rate (throttle takes only a hole that
+			// fits), and the calls that give slots back give them to the
+			// old value. The new queue leaves at most those slots unused;
+			// it never spaces calls closer than its rate.
+			if busy = st+costOf(p, 1) > now; busy {
+				dst.state.Store(st)
+			}
+		}
+	}
+	alone := src.alone.Load()
+	switch {
+	case r.calendar:
+		// The same period (stateID): its end, and whether this gateway
+		// passed calls alone in it, which Redis never counted.
+		dst.alone.Store(alone)
+		busy = busy || alone&madeAlone != 0
+	case r.cluster && alone > now:
+		// Passes this gateway decided alone while Redis failed leave the
+		// new window a new durationSec after they were made.
+		if a := alone - int64(o.window) + int64(r.window); a > now {
+			dst.alone.Store(a)
+			busy = true
+		}
+	}
+	passes, blocks := src.seen.Sum(now, seenWidth)
+	return busy || passes+blocks > 0
+}
+
+// spentAgain is how far past now p's bucket (of 1/share of its count) runs
+// for a value whose bucket under old (of 1/was of its count) ran ahead ns
+// past now: the
+// tokens the value spent stay spent, up to p's full bucket, and a debt
+// past old's full bucket (a cost charged after the answer, chargeDebt)
+// stays owed on top, up to chargeDebt's bound of one full bucket. A count
+// lowered from 20 to 10 leaves a value that spent 20 nothing, one that
+// spent 5 five; raised to 30, one that spent 20 ten. Rounded down, as a
+// call's cost is (bucketCost): 2 tokens of 1e9/3 ns rounded to the nearest
+// left a bucket of 3 a second 1 ns short of its third token.
+func spentAgain(ahead int64, old, p *param, was, share int) int64 {
+	_, tau0, _, e0 := bucketOf(old, 1, was)
+	_, tau1, _, e1 := bucketOf(p, 1, share)
+	full0, full1 := float64(tau0)/e0, float64(tau1)/e1
+	spent := float64(ahead) / e0
+	return int64(min(spent, full1+max(spent-full0, 0), 2*full1) * e1)
+}
+
 // freeAt is when dropping v loses nothing a caller holds: never while a call
 // is in flight (concurrency), once its queue is empty (throttle), at once for
 // a bucket, which comes back full, as documented.
