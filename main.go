@@ -102,7 +102,9 @@ flags:
 		stop()
 	}()
 	if err := serve(ctx, o); err != nil {
-		fmt.Fprintf(stderr, "sluice: %v\n", err)
+		if !lifecycle.Logged(err) { // else one event in the log's format says it
+			fmt.Fprintf(stderr, "sluice: %v\n", err)
+		}
 		return 1
 	}
 	return 0

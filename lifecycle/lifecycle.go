@@ -77,34 +77,51 @@ func New(o Options) (*Instance, error) {
 	}
 	if err != nil {
 		logConfigErrors(log, err, "rules are invalid; not starting")
-		return nil, errors.New("invalid rules file")
+		return nil, loggedError{errors.New("invalid rules file")}
+	}
+	// Every other refusal is logged too, as one event in the log's format
+	// (a taken port was a plain line on stderr in a JSON log).
+	fail := func(err error) (*Instance, error) {
+		log.Error().Err(err).Msg("not starting")
+		return nil, loggedError{err}
 	}
 	var fl *fleet
 	if cfg.NeedsDocument() {
 		if fl, cfg, err = startFleet(o.Config, o.overrides(), cfg, log); err != nil {
-			log.Error().Err(err).Msg("not starting")
-			return nil, err
+			return fail(err)
 		}
 	}
 	inst, err := build(o, cfg, fl, log)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	inst.reloader.since = since
 	if o.Demo {
 		if inst.stopDemo, err = startDemo(log); err != nil {
 			inst.close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	if inst.lns, err = listen(o, cfg, inst); err != nil {
 		inst.stopDemo(context.Background())
 		inst.close()
-		return nil, err
+		return fail(err)
 	}
 	// Before Run, so that a SIGHUP (Reload) at any time finds it.
 	inst.certs = newCertStatus(inst.lns.traffic, inst.metrics, admin.NewTLSMetrics(inst.registry), inst.log)
 	return inst, nil
+}
+
+// loggedError is an error New has logged, as one event.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// Logged reports whether err, from New, is in the log already: the caller
+// need not print it again.
+func Logged(err error) bool {
+	var l loggedError
+	return errors.As(err, &l)
 }
 
 // Run serves until ctx is done (SIGINT, SIGTERM), then drains within

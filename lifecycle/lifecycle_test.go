@@ -115,6 +115,11 @@ func TestNewRefusesWhatCannotServe(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New: %v, %v; want an error saying %q", inst, err, tt.want)
 			}
+			// Said once, as a log event (JSON here), which main then
+			// does not print again as a plain line.
+			if !Logged(err) || !strings.Contains(log.String(), `"level":"error"`) || !strings.Contains(log.String(), "not starting") {
+				t.Errorf("New's refusal %v is not one logged event (Logged %v); log:\n%s", err, Logged(err), log.String())
+			}
 		})
 	}
 }
