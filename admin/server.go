@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
@@ -100,6 +101,7 @@ type Server struct {
 	editMu  sync.Mutex // serialises read-check-write of rules.yaml
 	token   atomic.Pointer[writeToken]
 	hosts   atomic.Pointer[allowedHosts]
+	etagKey [32]byte // keys the rules file's ETag (etagOf)
 }
 
 // writeToken is the bearer token writes need, with its hash for the
@@ -147,6 +149,7 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	s := &Server{opts: opts, hist: newHistory()}
+	_, _ = rand.Read(s.etagKey[:]) // never fails (crypto/rand)
 	s.SetToken(opts.Token)
 	s.SetHosts(opts.Hosts)
 	if err := opts.Registry.Register(newConcurrencyCollector(opts.Stats)); err != nil {
