@@ -71,14 +71,19 @@ func redactSecrets(data []byte) (text string, ok bool) {
 }
 
 // urlScalars appends the scalars under n (aliases not followed: their
-// anchors are walked where they stand) holding "://" and "@".
+// anchors are walked where they stand) that may hold a Redis password: a
+// URL with a userinfo or a query ("://" and "@" or "?"), or an address
+// with a userinfo ("user:pw@host:port", without white space).
 func urlScalars(n *yaml.Node, out []*yaml.Node, seen map[*yaml.Node]bool) []*yaml.Node {
 	if n == nil || seen[n] {
 		return out
 	}
 	seen[n] = true
 	if n.Kind == yaml.ScalarNode {
-		if strings.Contains(n.Value, "://") && strings.Contains(n.Value, "@") {
+		v := n.Value
+		url := strings.Contains(v, "://") && strings.ContainsAny(v, "@?")
+		addr := !strings.Contains(v, "://") && strings.Contains(v, "@") && !strings.ContainsAny(v, " \t\n")
+		if url || addr {
 			out = append(out, n)
 		}
 		return out

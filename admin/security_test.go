@@ -48,6 +48,24 @@ func TestRawRulesMaskSecrets(t *testing.T) {
 	if rec.Header().Get("ETag") != raw.ETag || raw.ETag == "" {
 		t.Errorf("ETag header %q, body %q", rec.Header().Get("ETag"), raw.ETag)
 	}
+	// A password in a URL's query, or before the "@" of a Sentinel
+	// address, both of which config refuses, is masked too.
+	for _, tc := range []struct{ file, secret, want string }{
+		{"cluster:\n  redis: redis://127.0.0.1:6379/0?password=QueryPw1\n", "QueryPw1", "redis://127.0.0.1:6379/0?password=xxxxx"},
+		{"cluster:\n  sentinel:\n    addrs: [\"u:SentPw2@127.0.0.1:26379\"]\n", "SentPw2", "u:xxxxx@127.0.0.1:26379"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules/raw", nil))
+		if strings.Contains(rec.Body.String(), tc.secret) || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("raw text of %q: %s; want %s and not the password", tc.file, rec.Body, tc.want)
+		}
+	}
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The ETag is served beside the masked text: a plain hash of the file
 	// would let a reader test guesses of the token offline (put each in
 	// place of xxxxx, hash, compare). It is keyed by the process, and

@@ -6,7 +6,7 @@ import "strings"
 // as a secret a caller presents (an API key, a session, a signature), as
 // log scrubbers (Sentry's defaults, Rails' filter_parameters) recognise
 // them: compared without case, "-" and "_", anywhere in the name.
-var credentialWords = [...]string{"auth", "token", "key", "secret", "session", "passw", "jwt", "credential", "signature"}
+var credentialWords = [...]string{"auth", "token", "key", "secret", "session", "pass", "pwd", "jwt", "credential", "signature"}
 
 // Credential reports whether s reads what a caller presents to prove who
 // it is: the Authorization, Proxy-Authorization and Cookie headers, any
@@ -23,11 +23,16 @@ func (s Source) Credential() bool {
 	default:
 		return false
 	}
-	name := strings.ToLower(s.Name)
-	if s.Kind == SourceHeader && name == "cookie" {
+	if s.Kind == SourceHeader && strings.EqualFold(s.Name, "Cookie") {
 		return true
 	}
-	name = strings.NewReplacer("-", "", "_", "").Replace(name)
+	return credentialName(s.Name)
+}
+
+// credentialName reports whether a name (a header's, a query parameter's)
+// holds one of credentialWords.
+func credentialName(name string) bool {
+	name = strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(name))
 	for _, w := range credentialWords {
 		if strings.Contains(name, w) {
 			return true

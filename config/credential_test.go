@@ -19,6 +19,7 @@ func TestCredentialSources(t *testing.T) {
 		{"query:access_token", true},
 		{"query:apiKey", true},
 		{"query:sig", false},
+		{"query:pwd", true},
 		{"query:X-Amz-Signature", true},
 		{"path:sessionId", true},
 		{"header:X-Password", true},

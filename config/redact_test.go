@@ -28,6 +28,15 @@ func TestRedisRedacted(t *testing.T) {
 		// url.Parse refuses a bad port: the password is masked all the same.
 		{"redis://user:s3cret@127.0.0.1:port/0", "redis://user:xxxxx@127.0.0.1:port/0"},
 		{"redis://user:s3c@ret@h:x", "redis://user:xxxxx@h:x"},
+		// go-redis reads a password from the query too; config refuses a
+		// query, and its message quotes the URL.
+		{"redis://127.0.0.1:6379/0?password=s3cret", "redis://127.0.0.1:6379/0?password=xxxxx"},
+		{"redis://h:1/0?db=1&password=s3cret#s3cret", "redis://h:1/0?db=1&password=xxxxx#xxxxx"},
+		{"redis://h:port/0?password=s3cret", "redis://h:port/0?password=xxxxx"},
+		// A Sentinel address with a userinfo (config refuses it): no URL.
+		{"user:s3cret@127.0.0.1:26379", "user:xxxxx@127.0.0.1:26379"},
+		{"s3cret@127.0.0.1:26379", "xxxxx@127.0.0.1:26379"},
+		{"127.0.0.1:26379", "127.0.0.1:26379"},
 	}
 	for _, tt := range tests {
 		if got := (Cluster{RedisTarget: RedisTarget{Redis: tt.in}}).Redacted().Redis; got != tt.want {
@@ -118,6 +127,9 @@ func TestErrorsHideRedisPasswords(t *testing.T) {
 		"rulesSource:\n  clusterAddrs: \"redis://u:hunter2@127.0.0.1:7000\"\n",
 		"cluster: \"redis://:hunter2@127.0.0.1:6379/0\"\n",
 		"cluster:\n  sentinel: \"redis://:hunter2@127.0.0.1:26379\"\n",
+		"cluster:\n  redis: redis://127.0.0.1:6379/0?password=hunter2\n",
+		"rulesSource:\n  redis: redis://127.0.0.1:6379/0?db=0&password=hunter2\n",
+		"cluster:\n  sentinel:\n    masterName: m\n    addrs: [\"u:hunter2@127.0.0.1:26379\"]\n",
 	} {
 		_, err := Parse("rules.yaml", []byte(doc))
 		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), Mask) {

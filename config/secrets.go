@@ -189,29 +189,84 @@ func fieldByYAML(v reflect.Value, name string) (reflect.Value, bool) {
 	return reflect.Value{}, false
 }
 
-// redactURL masks the password of a redis:// URL; anything else, a
-// host:port included, is returned as it is.
+// redactURL masks the password of a redis:// URL, the value of a query
+// parameter whose name may be a secret's, and the fragment (go-redis reads
+// ?password=, and a user may put one there though config refuses a query);
+// a host:port is returned as it is,
+// but for what stands before an "@" in it (user:pw@host:port).
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), Mask)
-			return u.String()
-		}
+	u, err := url.Parse(s)
+	if err != nil || u.Opaque != "" || !strings.Contains(s, "//") {
+		// Unparsable (a bad port, say), or no URL ("user:pw@h:1" parses
+		// as a scheme "user"): mask what may be a password, as written.
+		return redactLoose(s)
+	}
+	changed := false
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), Mask)
+		changed = true
+	}
+	if u.RawQuery != "" {
+		u.RawQuery, changed = maskQuery(u.RawQuery), true
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment, changed = Mask, "", true
+	}
+	if !changed {
 		return s
 	}
-	// Unparsable (a bad port, say): mask what may be a password.
-	if from, to, ok := passwordSpan(s); ok {
-		return s[:from] + Mask + s[to:]
+	return u.String()
+}
+
+// redactLoose masks, in s as written, the password between the first ":"
+// after any "//" and the last "@" (all of the userinfo when it has no ":"),
+// and the query's secrets (maskQuery).
+func redactLoose(s string) string {
+	q := ""
+	if i := strings.IndexByte(s, '?'); i >= 0 {
+		s, q = s[:i], "?"+maskQuery(s[i+1:])
 	}
-	return s
+	if from, to, ok := passwordSpan(s); ok {
+		return s[:from] + Mask + s[to:] + q
+	}
+	if at := strings.LastIndexByte(s, '@'); at > 0 {
+		start := strings.Index(s, "//") + 2
+		if start < 2 {
+			start = 0
+		}
+		if at > start {
+			return s[:start] + Mask + s[at:] + q
+		}
+	}
+	return s + q
+}
+
+// maskQuery writes Mask for the value of every name=value of a query
+// whose name may hold a secret (password=, as go-redis reads it); the
+// others (pool_size=9) say what a message is about.
+func maskQuery(q string) string {
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		name, _, has := strings.Cut(p, "=")
+		if unescaped, err := url.QueryUnescape(name); err == nil {
+			name = unescaped
+		}
+		if has && credentialName(name) {
+			parts[i] = p[:strings.IndexByte(p, '=')] + "=" + Mask
+		}
+	}
+	return strings.Join(parts, "&")
 }
 
 // passwordSpan is where a URL's password may be, as written: between the
-// first ":" after "//" and the last "@".
+// first ":" after "//" (or the start, when there is none) and the last "@".
 func passwordSpan(s string) (from, to int, ok bool) {
 	start := strings.Index(s, "//") + 2
+	if start < 2 {
+		start = 0
+	}
 	at := strings.LastIndexByte(s, '@')
-	if start < 2 || at < start {
+	if at < start {
 		return 0, 0, false
 	}
 	i := strings.IndexByte(s[start:at], ':')
@@ -269,6 +324,9 @@ func secretValues(cfg *Config) []string {
 			if u, err := url.Parse(v); err == nil {
 				if pw, ok := u.User.Password(); ok {
 					out = append(out, pw)
+				}
+				for _, vs := range u.Query() {
+					out = append(out, vs...)
 				}
 			}
 		})
