@@ -152,11 +152,11 @@ func TestAPIParams(t *testing.T) {
 		t.Errorf("a resource without param rules: %+v", b)
 	}
 	for target, want := range map[string]int{
-		"/api/params?resource=nope":                 404,
-		"/api/params":                               400,
-		"/api/params?resource=login&value=%zz":      400, // not the top list in its place
-		"/api/params?resource=login&value=bob;x=1":  400,
-		"/api/params?resource=login&value=bob%2Gxx": 400,
+		"/api/params?resource=nope":                                    404,
+		"/api/params":                                                  400,
+		"/api/params?resource=login&value=%zz":                         400, // not the top list in its place
+		"/api/params?resource=login&value=bob;x=1":                     400,
+		"/api/params?resource=login&value=bob%2Gxx":                    400,
 		"/api/params?resource=login" + strings.Repeat("&value=v", 101): 400, // at most 100 values: each a read per rule, in Redis for a clusterMode rule
 	} {
 		if rec := serve(srv, "GET", target, network); rec.Code != want {
