@@ -59,6 +59,9 @@ type exchange struct {
 	// guard bounds each write of an HTTP/2 response by sendTimeout; nil
 	// over HTTP/1.1, where the connection bounds them (send.go).
 	guard *sendGuard
+	// interim counts the 1xx answers written (the standard path relays an
+	// upstream's); past maxInterim they are dropped.
+	interim uint8
 	// netLength: the answer's Content-Length is left to net/http
 	// (fastForwarder.writeResponse), and WriteHeader removes the
 	// upstream's once the rules that count after the answer have read it.
@@ -285,6 +288,10 @@ var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 // final status and headers (and the gateway its own answers, after
 // e.failed): the param rules that count after the answer read it there,
 // and the headers they read are removed.
+// maxInterim is how many 1xx answers one request relays, as many as Go's
+// transport reads before it refuses an answer when nobody relays them.
+const maxInterim = 5
+
 func (e *exchange) WriteHeader(code int) {
 	final := e.status == 0 && code >= 200
 	switch {
@@ -298,6 +305,15 @@ func (e *exchange) WriteHeader(code int) {
 			delete(e.Header(), "Content-Length")
 		}
 	case code < 200:
+		if e.interim == maxInterim {
+			// An upstream that sends interim answers without end (the
+			// transport sets no limit while ReverseProxy relays them)
+			// had each relayed: 50 MB of 103s before one 200. Past
+			// the limit they are read and dropped; the route timeout
+			// bounds the wait for the final one.
+			return
+		}
+		e.interim++
 		e.call.strip(e.Header()) // an interim answer (103 Early Hints) keeps them too
 	}
 	e.ResponseWriter.WriteHeader(code)

@@ -124,7 +124,7 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 		MaxIdleConnDuration:       30 * time.Second,
 		MaxIdemponentCallAttempts: maxStaleAttempts,
 		RetryIfErr:                retryStale,
-		ReadBufferSize:            32 << 10, // also the response header limit
+		ReadBufferSize:            maxUpstreamHeaderBytes, // also the response header limit
 		WriteBufferSize:           8 << 10,
 		NoDefaultUserAgentHeader:  true,
 		DisablePathNormalizing:    true,
@@ -149,6 +149,11 @@ func retryStale(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bo
 // N+1 attempts, the last on a new connection. Two attempts answered a
 // burst of two or more with 502 where net/http got 200.
 const maxStaleAttempts = 64
+
+// maxUpstreamHeaderBytes bounds an upstream answer's header block on both
+// forwarders (the fast path's read buffer holds it whole): past it the
+// answer is a 502.
+const maxUpstreamHeaderBytes = 32 << 10
 
 // maxReplays bounds replayOnNewConn's sends of one attempt; each finds a
 // reused connection the target closed unanswered, as net/http's Transport

@@ -230,3 +230,30 @@ func TestPostAfterUpstreamClosedIdleConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamHeadersBounded: what an upstream's answer head may cost the
+// gateway is bounded on both forwarders. A header block over 32 KiB is a
+// 502 (net/http's own limit, 10 MB, let 9,000 fields of 1 KB cost about
+// 13 MB a request on the standard path), and of a flood of 103 Early Hints
+// before the final answer at most 5 reach the client (the standard path
+// relayed each: 50 MB before one 200); the fast path relays none.
+func TestUpstreamHeadersBounded(t *testing.T) {
+	big := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("p", 1000)+"\r\n", 40) + "Content-Length: 2\r\n\r\nok"
+	hints := strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n", 20) +
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	for _, fwd := range []string{"standard", "fast"} {
+		up := newRawUp(t, big, true)
+		gw, cnt := countedGateway(t, fwd, up.url(), "2s")
+		got := rawRoundTrip(t, gw, "GET /x HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", time.Second)
+		if _, errs := cnt.counts(); !strings.HasPrefix(got, "HTTP/1.1 502") || errs != 1 {
+			t.Errorf("%s: a 40 KB header block: client got %.40q with %d errors counted, want 502 and 1", fwd, got, errs)
+		}
+
+		up = newRawUp(t, hints, true)
+		gw, _ = countedGateway(t, fwd, up.url(), "2s")
+		got = rawRoundTrip(t, gw, "GET /x HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", time.Second)
+		if n := strings.Count(got, " 103 "); n > 5 || !strings.Contains(got, "HTTP/1.1 200 OK") || !strings.HasSuffix(got, "ok") {
+			t.Errorf("%s: 20 Early Hints, then 200: the client got %d of them (want at most 5) and %.60q at the end", fwd, n, got[max(0, len(got)-60):])
+		}
+	}
+}
