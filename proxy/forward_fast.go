@@ -80,8 +80,12 @@ var (
 	errBadStatus  = errors.New("proxy: upstream answered an invalid final status")
 )
 
-// validStatus reports a final status a client may be sent.
-func validStatus(code int) bool { return code >= 200 && code <= 999 }
+// validStatus reports a final status a client may be sent: RFC 9110 §15
+// has 100 to 599. A 999 reached the client while the statistics counted
+// it failed (>= 500), an upstream metric "error" and a breaker's "5xx" a
+// success: an answer no reading agrees on is an upstream failure, as one
+// below 200.
+func validStatus(code int) bool { return code >= 200 && code <= 599 }
 
 func (f *fastForwarder) forward(ex *exchange, r *http.Request) { f.rt.attempts(ex, r, f, f.log) }
 

@@ -101,7 +101,7 @@ func rawRoundTrip(t *testing.T, addr, req string, quiet time.Duration) string {
 }
 
 // TestBadFinalStatusIs502: a final status a client cannot be sent (below
-// 100, or a 101 nobody asked for) is an upstream failure on both
+// 100, a 101 nobody asked for, or past 599) is an upstream failure on both
 // forwarders: 502 and one error counted, never a panic in WriteHeader (a
 // cut connection) or a pass. (fasthttp reads a status of 000 as 200, so the
 // fast path cannot tell that one; see docs/forwarding.md#same-semantics-on-both-paths.)
@@ -109,6 +109,8 @@ func TestBadFinalStatusIs502(t *testing.T) {
 	for _, c := range []struct{ name, answer string }{
 		{"status 099", "HTTP/1.1 099 Weird\r\nContent-Length: 2\r\n\r\nok"},
 		{"unasked-for 101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"},
+		{"status 600", "HTTP/1.1 600 Beyond\r\nContent-Length: 2\r\n\r\nok"},
+		{"status 999", "HTTP/1.1 999 Wat\r\nContent-Length: 2\r\n\r\nok"},
 	} {
 		for _, fwd := range []string{"standard", "fast"} {
 			up := newRawUp(t, c.answer, true)
