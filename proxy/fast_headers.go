@@ -154,11 +154,15 @@ func copyResponseHeader(dst http.Header, src *fasthttp.ResponseHeader, c *fastCa
 	all := string(c.vals)
 	backing := make([]string, n)
 	conn := connNamesOf(c.conn)
+	_, legacy := dst[legacyLimit] // the gateway's own, set before the answer
 	i, off := 0, 0
 	for j, f := range c.fields {
 		s := all[off : off+f.n]
 		off += f.n
 		if len(c.conn) > 0 && conn.has(readOnlyString(f.name)) {
+			continue
+		}
+		if legacy && legacyField(f.name) {
 			continue
 		}
 		backing[i] = s

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,6 +225,49 @@ func TestConnectionNamedResponseFieldsDropped(t *testing.T) {
 		if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "X-Kept: k") ||
 			strings.Contains(got, "X-Secret") || strings.Contains(got, "X-Other") {
 			t.Errorf("%s: client got %q, want 200 with X-Kept and without the fields Connection names", fwd, got)
+		}
+	}
+}
+
+// TestUpstreamLegacyRateLimitFieldsGiveWay: where the gateway writes the
+// legacy X-RateLimit-* fields (legacyHeaders), the upstream's own give
+// way on both forwarders: each holds one number, and a client got
+// "X-Ratelimit-Limit: 1000" and "999" (upstream audit). RateLimit and
+// RateLimit-Policy are lists: the upstream's items stand beside the
+// gateway's. Without the gateway's, the upstream's pass untouched.
+func TestUpstreamLegacyRateLimitFieldsGiveWay(t *testing.T) {
+	up := rawServe(t, func(r *http.Request, c net.Conn) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nx-ratelimit-limit: 999\r\nX-RateLimit-Remaining: 998\r\nX-RateLimit-Reset: 7\r\n"+
+			"RateLimit-Policy: \"up\";q=999;w=1\r\nRateLimit: \"up\";r=998;t=0\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	for _, fwd := range []string{"standard", "fast"} {
+		for _, legacy := range []bool{true, false} {
+			base := parityGateway(t, fwd, fmt.Sprintf(`
+upstreams: { up: { targets: [%q] } }
+blockResponse: { legacyHeaders: %v }
+routes: [{ path: /*, upstream: up, resource: r }]
+flowRules: [{ resource: r, count: 1000 }]
+`, up, legacy))
+			resp, err := http.Get(base + "/x")
+			if err != nil {
+				t.Fatalf("%s: %v", fwd, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			h := resp.Header
+			want := []string{"999"}
+			if legacy {
+				want = []string{"1000"}
+			}
+			if got := h.Values("X-Ratelimit-Limit"); !slices.Equal(got, want) || len(h.Values("X-Ratelimit-Remaining")) != 1 ||
+				len(h.Values("X-Ratelimit-Reset")) != 1 {
+				t.Errorf("%s, legacyHeaders %v: X-RateLimit-Limit %q, -Remaining %q, -Reset %q; want %q and one of each",
+					fwd, legacy, got, h.Values("X-Ratelimit-Remaining"), h.Values("X-Ratelimit-Reset"), want)
+			}
+			if p := strings.Join(h.Values("Ratelimit-Policy"), ", "); !strings.Contains(p, `"up"`) || !strings.Contains(p, `"r"`) {
+				t.Errorf("%s: RateLimit-Policy %q, want the upstream's item and the gateway's", fwd, p)
+			}
 		}
 	}
 }

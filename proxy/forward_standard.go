@@ -382,6 +382,7 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 // cut connection; an upstream failure, answered 502), and drops a
 // 502/503/504 answer that the attempts loop sends again.
 func (c *stdCall) modifyResponse(resp *http.Response) error {
+	dropLegacy(resp.Header, c.held)
 	c.restoreHeader()
 	code := resp.StatusCode
 	if !validStatus(code) && code != http.StatusSwitchingProtocols {

@@ -142,6 +142,36 @@ func (c *rateLimitHeaders) values(q *limiter.Quota) *quotaValues {
 // that most clients still read (GitHub's, Twitter's), for the quota the
 // RateLimit field names: q, r and t (seconds) of the draft's fields. v is
 // q's shared values, nil past the table.
+// legacyLimit is the first of the legacy fields setLegacy writes.
+const legacyLimit = "X-Ratelimit-Limit"
+
+// legacyField reports whether name (as the upstream wrote it) is one of
+// the legacy fields. Where the gateway writes them, an upstream's own go:
+// each holds one number, and a client that met two ("1000, 999") could
+// read neither; RateLimit and RateLimit-Policy are lists, whose items
+// from both stand side by side.
+func legacyField(name []byte) bool {
+	const prefix = "x-ratelimit-"
+	if len(name) < len(prefix) || !equalFoldASCII(string(name[:len(prefix)]), prefix) {
+		return false
+	}
+	switch rest := string(name[len(prefix):]); {
+	case equalFoldASCII(rest, "limit"), equalFoldASCII(rest, "remaining"), equalFoldASCII(rest, "reset"):
+		return true
+	}
+	return false
+}
+
+// dropLegacy removes the legacy fields from an upstream's answer h when the
+// gateway wrote its own (held: the fields it set before forwarding).
+func dropLegacy(h, held http.Header) {
+	if _, ours := held[legacyLimit]; ours {
+		delete(h, legacyLimit)
+		delete(h, "X-Ratelimit-Remaining")
+		delete(h, "X-Ratelimit-Reset")
+	}
+}
+
 func setLegacy(h http.Header, v *quotaValues, q *limiter.Quota) {
 	if v != nil {
 		h["X-Ratelimit-Limit"] = v.limit
