@@ -50,6 +50,7 @@ func (s *Server) rawDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := rawOf(d.Name(), docETag(v), text)
+	s.withholdCredentials(r, &out, text)
 	out.Version = v
 	w.Header().Set("ETag", out.ETag)
 	writeJSON(w, http.StatusOK, out)

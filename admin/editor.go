@@ -151,8 +151,49 @@ func (s *Server) rawRules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := rawOf(s.opts.ConfigPath, s.etagOf(data), data)
+	s.withholdCredentials(r, &out, data)
 	w.Header().Set("ETag", out.ETag)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// withholdCredentials leaves the text and the rules out of out, the raw
+// rules data as rawOf made it, for a reader who could not write, when the
+// rules name credentials as values (config.Config.WithoutCredentials):
+// /api/rules shows them masked, but the text keeps them where the file
+// has them, comments and anchors included, and could not mask them all.
+func (s *Server) withholdCredentials(r *http.Request, out *rawJSON, data []byte) {
+	if !namesCredentials(data) || s.mayWrite(r) {
+		return
+	}
+	out.Text = "# The text is withheld from a reader without the admin token: the rules name credentials (item values of a param rule keyed on a credential, or origins read from one). Send Authorization: Bearer <admin token>.\n"
+	out.Sections = nil
+}
+
+// namesCredentials reports whether the rules data name a credential as a
+// value, as config.Config.WithoutCredentials would mask it; data that does
+// not parse names none.
+func namesCredentials(data []byte) bool {
+	var doc struct {
+		Origin struct {
+			From config.Source `yaml:"from"`
+		} `yaml:"origin"`
+		FlowRules      []config.FlowRule      `yaml:"flowRules"`
+		AuthorityRules []config.AuthorityRule `yaml:"authorityRules"`
+		ParamRules     []struct {
+			Param config.Key         `yaml:"param"`
+			Items []config.ParamItem `yaml:"items"`
+		} `yaml:"paramRules"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return false
+	}
+	cfg := config.Config{FlowRules: doc.FlowRules, AuthorityRules: doc.AuthorityRules}
+	cfg.Origin.From = doc.Origin.From
+	for _, pr := range doc.ParamRules {
+		cfg.ParamRules = append(cfg.ParamRules, config.ParamRule{Param: pr.Param, Items: pr.Items})
+	}
+	_, masked := cfg.WithoutCredentials()
+	return masked
 }
 
 // rawOf is the editor's view of a version of the rules: its text with

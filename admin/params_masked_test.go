@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"sluice/admin"
 	"sluice/config"
+	"sluice/hotparam"
 )
 
 // TestAPIParamsMasksCredentials: the top list of a param rule that reads a
@@ -16,8 +19,8 @@ import (
 // write (the token, or without one a loopback peer): the reads are open to
 // more peers than the writes, and an API key read there is a key stolen.
 // The others get each value's pk, as the client's RateLimit-Policy carries
-// it; a value asked for by &value= is the asker's own; a rule on another
-// source is shown to all. A lift of a credential logs its pk, not it.
+// it, and no answer to a peek (&value=), which would tell whether a guessed
+// key is in use; a rule on another source is shown to all. A lift of a credential logs its pk, not it.
 func TestAPIParamsMasksCredentials(t *testing.T) {
 	const key = "Bearer sk-live-0123456789"
 	for _, tc := range []struct {
@@ -32,7 +35,8 @@ func TestAPIParamsMasksCredentials(t *testing.T) {
 		{"header:X-Api-Key", "t", network, []string{"Authorization: Bearer wrong"}, "", true},
 		{"header:X-Api-Key", "t", network, []string{"Authorization: Bearer t"}, "", false},
 		{"header:X-Api-Key", "t", loopback, []string{"Authorization: Bearer t", "Sec-Fetch-Site: cross-site"}, "", true},
-		{"header:X-Api-Key", "", network, nil, "&value=" + url.QueryEscape(key), false},
+		{"header:X-Api-Key", "", network, nil, "&value=" + url.QueryEscape(key), true},
+		{"header:X-Api-Key", "", loopback, nil, "&value=" + url.QueryEscape(key), false},
 		{"header:Authorization", "", network, nil, "", true},
 		{"ip+cookie:sid", "", network, nil, "", true},
 		{"header:X-User", "", network, nil, "", false},
@@ -44,6 +48,14 @@ func TestAPIParamsMasksCredentials(t *testing.T) {
 		}
 		rec := serve(srv, "GET", "/api/params?resource=login"+tc.query, tc.peer, tc.hdr...)
 		b := decodeParams(t, rec)
+		if tc.query != "" && tc.masked {
+			// A guess gets no answer: its figures would say whether the
+			// key is in use, its pk which origin it is.
+			if len(b.Rules) != 1 || !b.Rules[0].Masked || len(b.Rules[0].Values) != 0 {
+				t.Errorf("a peek at a credential by a reader who cannot write: %s; want the rule masked, no values", rec.Body)
+			}
+			continue
+		}
 		if len(b.Rules) != 1 || len(b.Rules[0].Values) != 1 {
 			t.Fatalf("%+v: body %s", tc, rec.Body)
 		}
@@ -114,5 +126,51 @@ func TestResourcesMaskCredentialOrigins(t *testing.T) {
 		if got := body.Resources[0].Origins[0].Name; got != want {
 			t.Errorf("origin from %s, token %q, peer %s %q: listed as %q, want %q", tc.from, tc.token, tc.peer, tc.hdr, got, want)
 		}
+	}
+}
+
+// TestCredentialsTheRulesNameAreMasked: the credentials a rules file names
+// as values (a customer's API key given its own count, origins read from a
+// key in limitApp) are masked in /api/rules and in the rule of
+// /api/params for a reader who could not write, and /api/rules/raw then
+// withholds the text, which has them wherever the file put them (comments
+// and anchors included). A writer sees all.
+func TestCredentialsTheRulesNameAreMasked(t *testing.T) {
+	const file = `origin: { from: "header:X-Api-Key" }
+upstreams: { up: { targets: ["http://127.0.0.1:1"] } }
+routes: [{ path: /a, upstream: up, resource: a }]
+flowRules:
+  - { resource: a, limitApp: "sk-app-1", count: 5 } # the partner's key
+paramRules:
+  - { resource: a, param: "header:Authorization", count: 1, items: [{ value: "Bearer sk-vip-4", count: 100 }] }
+`
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(path, []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := admin.New(admin.Options{
+		Token:      "t",
+		ConfigPath: path,
+		State:      func() admin.State { return admin.State{Ready: true, Config: cfg, Path: path} },
+		Params: func(res string, _ []string, _ int) ([]hotparam.RuleState, bool) {
+			return []hotparam.RuleState{{Rule: &cfg.ParamRules[0]}}, res == "a"
+		},
+		PartitionKey: fakePK,
+	})
+	for _, target := range []string{"/api/rules", "/api/rules/raw", "/api/params?resource=a"} {
+		rec := serve(srv, "GET", target, network)
+		if rec.Code != 200 || strings.Contains(rec.Body.String(), "sk-") {
+			t.Errorf("GET %s without the token: %d %s; want 200 without the keys", target, rec.Code, rec.Body)
+		}
+		if rec := serve(srv, "GET", target, network, "Authorization: Bearer t"); rec.Code != 200 || !strings.Contains(rec.Body.String(), "sk-") {
+			t.Errorf("GET %s with the token: %d %s; want the rules as written", target, rec.Code, rec.Body)
+		}
+	}
+	if cfg.FlowRules[0].LimitApp != "sk-app-1" {
+		t.Error("a read changed the rules in force")
 	}
 }

@@ -286,6 +286,11 @@ func (s *Server) rules(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("config") == "false" {
 		st.Config = nil
 	}
+	if c, ok := st.Config.(*config.Config); ok {
+		if masked, has := c.WithoutCredentials(); has && !s.mayWrite(r) {
+			st.Config = masked // the credentials its rules name, as /api/params masks the traffic's
+		}
+	}
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Draining: st.Draining, Config: st.Config, Path: st.Path,
 		LoadedAt: timeOrNil(st.LoadedAt), LastReload: timeOrNil(st.LastReload), LastError: st.LastError,

@@ -51,3 +51,56 @@ func (k Key) Credential() bool {
 	}
 	return false
 }
+
+// WithoutCredentials is c with the credentials its rules name as values
+// masked (Mask): the values of the items of a param rule that reads a
+// credential (a customer's API key given a count of its own) and, when
+// origin.from reads one, the origins that flow and authority rules name in
+// limitApp (default and other are no origins, and stay). The admin API
+// shows it to a reader who could not write, as it shows the values the
+// traffic brings. c is not changed; masked is false, and c returned as it
+// is, when it names none.
+func (c *Config) WithoutCredentials() (out *Config, masked bool) {
+	origins := c.Origin.From.Credential()
+	named := func(limitApp string) bool {
+		return origins && limitApp != "" && limitApp != LimitAppDefault && limitApp != LimitAppOther
+	}
+	cp := *c
+	for i, pr := range c.ParamRules {
+		if len(pr.Items) == 0 || !pr.Param.Credential() {
+			continue
+		}
+		if !masked {
+			cp.ParamRules, masked = append([]ParamRule(nil), c.ParamRules...), true
+		}
+		items := append([]ParamItem(nil), pr.Items...)
+		for j := range items {
+			items[j].Value = Mask
+		}
+		cp.ParamRules[i].Items = items
+	}
+	flowCopied := false
+	for i, fr := range c.FlowRules {
+		if !named(fr.LimitApp) {
+			continue
+		}
+		if !flowCopied {
+			cp.FlowRules, flowCopied, masked = append([]FlowRule(nil), c.FlowRules...), true, true
+		}
+		cp.FlowRules[i].LimitApp = Mask
+	}
+	authCopied := false
+	for i, ar := range c.AuthorityRules {
+		if !named(ar.LimitApp) {
+			continue
+		}
+		if !authCopied {
+			cp.AuthorityRules, authCopied, masked = append([]AuthorityRule(nil), c.AuthorityRules...), true, true
+		}
+		cp.AuthorityRules[i].LimitApp = Mask
+	}
+	if !masked {
+		return c, false
+	}
+	return &cp, true
+}

@@ -43,8 +43,8 @@ function single(f) {
 // unreachable too, and the page says so rather than wait without end.
 const READ_MS = 5000;
 // tokenHeaders sends the admin token typed in: with every write, and with
-// the reads that show a credential (a param rule's values, origins) only
-// to a reader with it.
+// the reads that show a credential (a param rule's values, origins, the
+// rules that name keys) only to a reader with it.
 function tokenHeaders() {
   const tok = $("#token").value.trim();
   return tok ? { Authorization: "Bearer " + tok } : {};
@@ -524,7 +524,7 @@ let fileTried = false; // the page asked for the file by itself already
 
 async function loadFile(keepSelection) {
   const prev = $("#rule-select").value;
-  raw = await getJSON("/api/rules/raw");
+  raw = await getJSON("/api/rules/raw", tokenHeaders());
   $("#editor-path").textContent = raw.path;
   // A fleet's document is versioned 1, 2, ...; a file by its hash.
   $("#etag").textContent = raw.version ? "document version " + raw.version : "file version " + raw.etag.replaceAll('"', "").slice(0, 8);
@@ -667,7 +667,7 @@ async function save(ev) {
 // ---- polling ----
 
 const refreshRules = single(async () => {
-  try { showRules(await getJSON("/api/rules")); } catch (e) { return; /* shown by tick */ }
+  try { showRules(await getJSON("/api/rules", tokenHeaders())); } catch (e) { return; /* shown by tick */ }
   // The page may have opened while the gateway restarted: the editor gets
   // its file as soon as the rules say there is one (once: after a failure,
   // Re-read tries again, and the message stays).
