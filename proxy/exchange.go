@@ -118,6 +118,37 @@ type clientBody struct {
 	// past it. Both are the one reader's.
 	length int64
 	end    [1]byte
+	// A body must come at minBodyRate after its first bodyGrace: its read
+	// deadline is start + bodyGrace + total/minBodyRate (unix ns), at most
+	// routeEnd, the route timeout's; due is the deadline set last. All the
+	// one reader's.
+	start, routeEnd, due, total int64
+}
+
+// minBodyRate and bodyGrace are the pace a request body must keep, on
+// average from its start, once bodyGrace has passed: Kestrel's defaults.
+// The route timeout (30 s by default) alone let a client that sent a byte a
+// second hold the slots its request took (a concurrency rule's, a queue's)
+// and, streamed, an upstream connection, for all of it: five such clients
+// kept a route of five refusing everyone else for 30 s. A body under the
+// pace gets 408 as one the route timeout ends.
+const (
+	minBodyRate = 240 // bytes per second
+	bodyGrace   = 5 * time.Second
+)
+
+// paced moves the body's read deadline on after n more bytes came, by the
+// pace minBodyRate asks, never past the route timeout. A move under 50 ms
+// is left for the next, so that a body in small reads does not set a
+// deadline at each.
+func (b *clientBody) paced(n int) {
+	b.total += int64(n)
+	due := min(b.start+int64(bodyGrace)+b.total*int64(time.Second)/minBodyRate, b.routeEnd)
+	if due-b.due < int64(50*time.Millisecond) {
+		return
+	}
+	b.due = due
+	_ = http.NewResponseController(b.rw).SetReadDeadline(time.Unix(0, due))
 }
 
 // clientStall is how long the gateway must have been kept from reading the
@@ -171,6 +202,9 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	}
 	b.readAt.Store(time.Now().UnixNano())
 	b.reading.Store(false)
+	if n > 0 && err == nil && b.routeEnd != 0 {
+		b.paced(n)
+	}
 	if b.limit > 0 {
 		if b.got += int64(n); b.got > b.limit {
 			n -= int(b.got - b.limit)
@@ -266,7 +300,10 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64
 	}
 	e.body = b
 	b.limit = limit
-	_ = http.NewResponseController(e).SetReadDeadline(time.Now().Add(timeout))
+	now := time.Now()
+	b.start, b.routeEnd = now.UnixNano(), now.Add(timeout).UnixNano()
+	b.due = min(b.start+int64(bodyGrace), b.routeEnd)
+	_ = http.NewResponseController(e).SetReadDeadline(time.Unix(0, b.due))
 }
 
 // clientBodyOf returns r's body as Gateway.ServeHTTP wrapped it; nil: r
