@@ -42,6 +42,10 @@ type Server struct {
 	// cut, the upstream call cancelled and the request's slots released. A
 	// reload applies it to new connections and streams.
 	SendTimeout Duration `yaml:"sendTimeout" json:"sendTimeout"`
+	// TunnelIdleTimeout closes an upgraded connection (a WebSocket) that
+	// carries no byte either way for this long. A reload applies it to the
+	// tunnels opened after it.
+	TunnelIdleTimeout Duration `yaml:"tunnelIdleTimeout" json:"tunnelIdleTimeout"`
 	// MaxConcurrentStreams is the number of HTTP/2 streams (requests) one
 	// connection may have open at once. Read at start.
 	MaxConcurrentStreams int `yaml:"maxConcurrentStreams" json:"maxConcurrentStreams"`
@@ -90,6 +94,7 @@ const (
 	DefaultReadHeaderTimeout    = 10 * time.Second
 	DefaultIdleTimeout          = 120 * time.Second
 	DefaultSendTimeout          = 30 * time.Second
+	DefaultTunnelIdleTimeout    = 5 * time.Minute // Envoy's stream_idle_timeout
 	DefaultMaxConcurrentStreams = 100
 )
 
@@ -108,6 +113,9 @@ func (c *checker) applyServerDefaults() {
 	}
 	if !c.has("server.sendTimeout") {
 		s.SendTimeout = Duration(DefaultSendTimeout)
+	}
+	if !c.has("server.tunnelIdleTimeout") {
+		s.TunnelIdleTimeout = Duration(DefaultTunnelIdleTimeout)
 	}
 	if !c.has("server.maxConcurrentStreams") {
 		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
@@ -129,6 +137,11 @@ func (c *checker) validateServer() {
 		if t.d <= 0 || t.d.D() > maxServerTimer {
 			c.add(t.path, "must be > 0 and <= 1h, got %s", t.d)
 		}
+	}
+	// A quiet WebSocket may rightly idle for long (a dashboard left open):
+	// up to a day.
+	if d := s.TunnelIdleTimeout; d <= 0 || d.D() > 24*time.Hour {
+		c.add("server.tunnelIdleTimeout", "must be > 0 and <= 24h, got %s", d)
 	}
 	c.nonNegative("server.maxBodyBytes", float64(s.MaxBodyBytes))
 	if c.has("server.pathParameters") {

@@ -453,6 +453,7 @@ func (e *exchange) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err == nil && e.tunnel != nil {
 		e.tunnel.client.Store(&c)
 		e.tunnel.set.add(e.tunnel) // until the call ends (route.forward)
+		e.tunnel.watchIdle()
 	}
 	return c, rw, err
 }

@@ -235,6 +235,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 		}
 		if ex.tunnel != nil {
 			ex.tunnel.set.remove(ex.tunnel)
+			ex.tunnel.stopIdle()
 		}
 		end := s.clock.Now()
 		answered := end // where the response time ends

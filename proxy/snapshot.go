@@ -36,6 +36,7 @@ type Snapshot struct {
 	pkKey       *[32]byte               // the gateway's partition key secret
 	accessLog   bool
 	sendTimeout time.Duration // server.sendTimeout (see send.go)
+	tunnelIdle  time.Duration // server.tunnelIdleTimeout (tunnelEnd.watchIdle)
 	headTimeout time.Duration // server.readHeaderTimeout: how long an h2 request declared empty may take to end (h2EmptyBody)
 	clock       Clock
 	pool        *exchangePool
@@ -95,6 +96,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		pkKey:       &g.pkKey,
 		accessLog:   cfg.Log.Access,
 		sendTimeout: cfg.Server.SendTimeout.D(),
+		tunnelIdle:  cfg.Server.TunnelIdleTimeout.D(),
 		headTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		clock:       g.clock,
 		pool:        &g.pool,
