@@ -301,6 +301,13 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64
 	e.body = b
 	b.limit = limit
 	now := time.Now()
+	if isGRPC(r) {
+		// A gRPC stream's messages come when the client has them (a
+		// client-streaming call may be quiet for long): no pace, as
+		// Kestrel lifts its own for gRPC. The route timeout bounds it.
+		_ = http.NewResponseController(e).SetReadDeadline(now.Add(timeout))
+		return
+	}
 	b.start, b.routeEnd = now.UnixNano(), now.Add(timeout).UnixNano()
 	b.due = min(b.start+int64(bodyGrace), b.routeEnd)
 	_ = http.NewResponseController(e).SetReadDeadline(time.Unix(0, b.due))
