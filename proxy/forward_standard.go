@@ -428,9 +428,10 @@ func (c *stdCall) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// modifyResponse refuses a final status net/http cannot write (below 100
-// or above 999: it would panic in WriteHeader and reach the client as a
-// cut connection; an upstream failure, answered 502), and drops a
+// modifyResponse refuses a final status a client may not be sent
+// (validStatus; below 100 net/http would panic in WriteHeader, and the
+// client see a cut connection: an upstream failure, answered 502), drops a
+// trailer field no trailer may hold (dropForbiddenTrailers), and drops a
 // 502/503/504 answer that the attempts loop sends again.
 func (c *stdCall) modifyResponse(resp *http.Response) error {
 	dropLegacy(resp.Header, c.held)
@@ -473,7 +474,44 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 			return err
 		}
 	}
+	if resp.ContentLength < 0 && resp.Body != http.NoBody && code != http.StatusSwitchingProtocols {
+		// Trailers come with a body of unknown length (chunked): those
+		// announced are in resp.Trailer now, ReverseProxy announces them
+		// from it, and those not announced are added to it at the end.
+		dropForbiddenTrailers(resp.Trailer)
+		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
+	}
 	return nil
+}
+
+// trailerGuard drops, once the body has ended, the trailer fields an
+// upstream may not send as trailers: net/http's transport reads them into
+// resp.Trailer at the body's end, and ReverseProxy passes them all on.
+type trailerGuard struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (g *trailerGuard) Read(p []byte) (int, error) {
+	n, err := g.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropForbiddenTrailers(g.resp.Trailer)
+	}
+	return n, err
+}
+
+// dropForbiddenTrailers removes from trailers the fields RFC 9110 §6.5.1
+// keeps out of a trailer section (framing, routing, authentication,
+// response control: httpguts.ValidTrailerHeader's list) and Set-Cookie:
+// the standard path passed "Connection", "Content-Length" and "Set-Cookie"
+// in an answer's trailers to the client, where the fast path's fasthttp
+// refuses such an answer (upstream audit).
+func dropForbiddenTrailers(trailers http.Header) {
+	for k := range trailers {
+		if !httpguts.ValidTrailerHeader(k) || k == "Set-Cookie" {
+			delete(trailers, k)
+		}
+	}
 }
 
 // unspaceNames moves the fields of h written with white space before the

@@ -259,3 +259,32 @@ func TestUpstreamHeadersBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestForbiddenTrailersDropped: an upstream's trailer section may not hold
+// framing, routing, authentication or response-control fields (RFC 9110
+// §6.5.1): the standard path passed Connection, Content-Length and
+// Set-Cookie in the trailers to the client (upstream audit); it drops them
+// and passes the others. The fast path's fasthttp refuses such an answer
+// (the client sees it cut); either way none reaches the client.
+func TestForbiddenTrailersDropped(t *testing.T) {
+	answer := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check, Set-Cookie\r\n\r\n" +
+		"5\r\nhello\r\n0\r\nConnection: x\r\nContent-Length: 99\r\nSet-Cookie: evil=1\r\nX-Check: 50\r\n\r\n"
+	for _, fwd := range []string{"standard", "fast"} {
+		up := newRawUp(t, answer, true)
+		gw, _ := countedGateway(t, fwd, up.url(), "2s")
+		resp, err := http.Get("http://" + gw + "/x")
+		if err != nil {
+			t.Fatalf("%s: %v", fwd, err)
+		}
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, k := range []string{"Connection", "Content-Length", "Set-Cookie"} {
+			if v, ok := resp.Trailer[k]; ok {
+				t.Errorf("%s: the client got the trailer %s: %q", fwd, k, v)
+			}
+		}
+		if fwd == "standard" && (rerr != nil || string(body) != "hello" || resp.Trailer.Get("X-Check") != "50") {
+			t.Errorf("standard: body %q (%v), trailers %v; want hello whole with X-Check: 50", body, rerr, resp.Trailer)
+		}
+	}
+}
