@@ -79,28 +79,31 @@ func (c *Config) WithoutCredentials() (out *Config, masked bool) {
 		}
 		cp.ParamRules[i].Items = items
 	}
-	flowCopied := false
-	for i, fr := range c.FlowRules {
-		if !named(fr.LimitApp) {
-			continue
-		}
-		if !flowCopied {
-			cp.FlowRules, flowCopied, masked = append([]FlowRule(nil), c.FlowRules...), true, true
-		}
-		cp.FlowRules[i].LimitApp = Mask
+	var m bool
+	if cp.FlowRules, m = maskLimitApps(c.FlowRules, func(r *FlowRule) *string { return &r.LimitApp }, named); m {
+		masked = true
 	}
-	authCopied := false
-	for i, ar := range c.AuthorityRules {
-		if !named(ar.LimitApp) {
-			continue
-		}
-		if !authCopied {
-			cp.AuthorityRules, authCopied, masked = append([]AuthorityRule(nil), c.AuthorityRules...), true, true
-		}
-		cp.AuthorityRules[i].LimitApp = Mask
+	if cp.AuthorityRules, m = maskLimitApps(c.AuthorityRules, func(r *AuthorityRule) *string { return &r.LimitApp }, named); m {
+		masked = true
 	}
 	if !masked {
 		return c, false
 	}
 	return &cp, true
+}
+
+// maskLimitApps is rules with Mask for every limitApp (at) that named
+// accepts, in a copy made at the first; rules itself when none is.
+func maskLimitApps[R any](rules []R, at func(*R) *string, named func(string) bool) ([]R, bool) {
+	out := rules
+	for i := range rules {
+		if !named(*at(&rules[i])) {
+			continue
+		}
+		if &out[0] == &rules[0] {
+			out = append([]R(nil), rules...)
+		}
+		*at(&out[i]) = Mask
+	}
+	return out, len(out) > 0 && &out[0] != &rules[0]
 }

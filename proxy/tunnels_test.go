@@ -16,22 +16,21 @@ import (
 	"sluice/proxy"
 )
 
-// TestDrainWaitsForTunnels: net/http's Shutdown does not wait for a
-// hijacked connection, so a drain ended every WebSocket as soon as the
-// ordinary requests were done: the process exited under them. A drain
-// now waits for the WebSockets too, and past its deadline closes them,
-// their calls ending (slots given back) before it returns.
-func TestDrainWaitsForTunnels(t *testing.T) {
+// echoTunnels is a gateway (standard path) in front of an upstream that
+// takes every upgrade and echoes until a side closes, with one route of
+// resource r under a concurrency rule of 1, and settings before the rest.
+func echoTunnels(t *testing.T, settings string) (*proxy.Gateway, *httptest.Server) {
+	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, ok := switchTo(w, "")
 		if !ok {
 			return
 		}
 		defer conn.Close()
-		io.Copy(brw, brw) // echo, until the client closes
+		io.Copy(brw, brw)
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf(`
+	cfg, err := config.Parse("rules.yaml", []byte(settings+fmt.Sprintf(`
 upstreams: { up: { targets: [%q] } }
 routes: [{ path: /*, upstream: up, resource: r }]
 flowRules: [{ resource: r, grade: concurrency, count: 1 }]
@@ -46,6 +45,16 @@ flowRules: [{ resource: r, grade: concurrency, count: 1 }]
 	t.Cleanup(g.Close)
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+// TestDrainWaitsForTunnels: net/http's Shutdown does not wait for a
+// hijacked connection, so a drain ended every WebSocket as soon as the
+// ordinary requests were done: the process exited under them. A drain
+// now waits for the WebSockets too, and past its deadline closes them,
+// their calls ending (slots given back) before it returns.
+func TestDrainWaitsForTunnels(t *testing.T) {
+	g, srv := echoTunnels(t, "")
 	open := func(t *testing.T) (echo func(string) error, closeIt func()) {
 		t.Helper()
 		c, br, resp := askUpgrade(t, srv.URL, "/ws", "")
@@ -125,31 +134,7 @@ flowRules: [{ resource: r, grade: concurrency, count: 1 }]
 // it 1,000 WebSockets left idle held 1,000 slots, 82 MB and 4,000
 // goroutines until their clients closed them (memory audit).
 func TestIdleTunnelIsClosed(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, ok := switchTo(w, "")
-		if !ok {
-			return
-		}
-		defer conn.Close()
-		io.Copy(brw, brw) // echo, until a side closes
-	}))
-	t.Cleanup(up.Close)
-	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf(`
-server: { tunnelIdleTimeout: 300ms }
-upstreams: { up: { targets: [%q] } }
-routes: [{ path: /*, upstream: up, resource: r }]
-flowRules: [{ resource: r, grade: concurrency, count: 1 }]
-`, up.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: "standard"})
-	if err := g.Load(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
+	_, srv := echoTunnels(t, "server: { tunnelIdleTimeout: 300ms }\n")
 
 	c, br, resp := askUpgrade(t, srv.URL, "/ws", "")
 	if resp.StatusCode != 101 {
