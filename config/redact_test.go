@@ -37,6 +37,9 @@ func TestRedisRedacted(t *testing.T) {
 		{"user:s3cret@127.0.0.1:26379", "user:xxxxx@127.0.0.1:26379"},
 		{"s3cret@127.0.0.1:26379", "xxxxx@127.0.0.1:26379"},
 		{"127.0.0.1:26379", "127.0.0.1:26379"},
+		// A "?" in the password is no query (url.Parse refuses the URL).
+		{"redis://user:pa?ss@host:6379", "redis://user:xxxxx@host:6379"},
+		{"user:pa?ss@h:1", "user:xxxxx@h:1"},
 	}
 	for _, tt := range tests {
 		if got := (Cluster{RedisTarget: RedisTarget{Redis: tt.in}}).Redacted().Redis; got != tt.want {
@@ -116,6 +119,17 @@ func allStrings(v reflect.Value) string {
 		return b.String()
 	}
 	return ""
+}
+
+// TestErrorsMaskOnlySecretQueryValues: a message quoting a Redis URL with
+// a query masks the values of its secrets' names (password=) and no other
+// value: every query value was taken for a secret, and "true" and "sluice"
+// were masked in every message of the file.
+func TestErrorsMaskOnlySecretQueryValues(t *testing.T) {
+	_, err := Parse("rules.yaml", []byte("cluster:\n  redis: redis://h:6379/0?pool_fifo=true&client_name=sluice&password=hunter22\n"))
+	if err == nil || strings.Contains(err.Error(), "hunter22") || !strings.Contains(err.Error(), "pool_fifo=true&client_name=sluice") {
+		t.Errorf("%v: want the password masked and the other options shown", err)
+	}
 }
 
 // TestErrorsHideRedisPasswords: a Redis URL written where a list or a

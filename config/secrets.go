@@ -222,8 +222,11 @@ func redactURL(s string) string {
 // after any "//" and the last "@" (all of the userinfo when it has no ":"),
 // and the query's secrets (maskQuery).
 func redactLoose(s string) string {
+	// The query begins at the first "?" after the userinfo: a password may
+	// hold a "?" of its own ("user:pa?ss@host", which url.Parse refuses).
 	q := ""
-	if i := strings.IndexByte(s, '?'); i >= 0 {
+	if i := strings.IndexByte(s[strings.LastIndexByte(s, '@')+1:], '?'); i >= 0 {
+		i += strings.LastIndexByte(s, '@') + 1
 		s, q = s[:i], "?"+maskQuery(s[i+1:])
 	}
 	if from, to, ok := passwordSpan(s); ok {
@@ -325,8 +328,13 @@ func secretValues(cfg *Config) []string {
 				if pw, ok := u.User.Password(); ok {
 					out = append(out, pw)
 				}
-				for _, vs := range u.Query() {
-					out = append(out, vs...)
+				for name, vs := range u.Query() {
+					if credentialName(name) { // as maskQuery: pool_size=9 is no secret
+						out = append(out, vs...)
+					}
+				}
+				if u.Fragment != "" {
+					out = append(out, u.Fragment)
 				}
 			}
 		})
