@@ -171,26 +171,45 @@ func (s *Server) withholdCredentials(r *http.Request, out *rawJSON, data []byte)
 
 // namesCredentials reports whether the rules data name a credential as a
 // value, as config.Config.WithoutCredentials would mask it; data that does
-// not parse names none.
+// not read as rules (a file that fails to load while the rules in force
+// serve) could name one anywhere: true.
 func namesCredentials(data []byte) bool {
 	var doc struct {
 		Origin struct {
-			From config.Source `yaml:"from"`
+			From string `yaml:"from"`
 		} `yaml:"origin"`
-		FlowRules      []config.FlowRule      `yaml:"flowRules"`
-		AuthorityRules []config.AuthorityRule `yaml:"authorityRules"`
-		ParamRules     []struct {
-			Param config.Key         `yaml:"param"`
+		FlowRules []struct {
+			LimitApp string `yaml:"limitApp"`
+		} `yaml:"flowRules"`
+		AuthorityRules []struct {
+			LimitApp string `yaml:"limitApp"`
+		} `yaml:"authorityRules"`
+		ParamRules []struct {
+			Param string             `yaml:"param"`
 			Items []config.ParamItem `yaml:"items"`
 		} `yaml:"paramRules"`
 	}
 	if yaml.Unmarshal(data, &doc) != nil {
-		return false
+		// A type error leaves the rest read, but a key written twice
+		// drops its whole mapping: what does not read could name one.
+		return true
 	}
-	cfg := config.Config{FlowRules: doc.FlowRules, AuthorityRules: doc.AuthorityRules}
-	cfg.Origin.From = doc.Origin.From
+	var cfg config.Config
+	if src, err := config.ParseSource(doc.Origin.From); err == nil {
+		cfg.Origin.From = src
+	}
+	for _, fr := range doc.FlowRules {
+		cfg.FlowRules = append(cfg.FlowRules, config.FlowRule{LimitApp: fr.LimitApp})
+	}
+	for _, ar := range doc.AuthorityRules {
+		cfg.AuthorityRules = append(cfg.AuthorityRules, config.AuthorityRule{LimitApp: ar.LimitApp})
+	}
 	for _, pr := range doc.ParamRules {
-		cfg.ParamRules = append(cfg.ParamRules, config.ParamRule{Param: pr.Param, Items: pr.Items})
+		key, err := config.ParseKey(pr.Param)
+		if err != nil && len(pr.Items) > 0 {
+			return true // a param that does not parse may still read a credential
+		}
+		cfg.ParamRules = append(cfg.ParamRules, config.ParamRule{Param: key, Items: pr.Items})
 	}
 	_, masked := cfg.WithoutCredentials()
 	return masked

@@ -173,4 +173,20 @@ paramRules:
 	if cfg.FlowRules[0].LimitApp != "sk-app-1" {
 		t.Error("a read changed the rules in force")
 	}
+	// A file on disk that does not load (the rules in force stay) is read
+	// as far as it can be: a count written "lots", a key twice, a param
+	// that does not parse, or text that is not YAML.
+	for _, broken := range []string{
+		strings.Replace(file, "count: 5", "count: lots", 1),
+		file + "origin: { from: \"header:X-Other\" }\n",
+		strings.Replace(file, `param: "header:Authorization"`, `param: "header:"`, 1),
+		"paramRules: [ { items: [ value: sk-x ",
+	} {
+		if err := os.WriteFile(path, []byte(broken), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if rec := serve(srv, "GET", "/api/rules/raw", network); rec.Code != 200 || strings.Contains(rec.Body.String(), "sk-") {
+			t.Errorf("GET /api/rules/raw of a file that does not load, without the token: %d %s", rec.Code, rec.Body)
+		}
+	}
 }
