@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,10 +287,21 @@ func (s *Server) rules(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("config") == "false" {
 		st.Config = nil
 	}
-	if c, ok := st.Config.(*config.Config); ok {
-		if masked, has := c.WithoutCredentials(); has && !s.mayWrite(r) {
-			st.Config = masked // the credentials its rules name, as /api/params masks the traffic's
+	writer := s.mayWrite(r)
+	if c, ok := st.Config.(*config.Config); ok && !writer {
+		st.Config, _ = c.WithoutCredentials() // the credentials its rules name, as /api/params masks the traffic's
+	}
+	if st.LastError != "" && !writer {
+		// A failed reload's messages quote the file's values, a
+		// credential's too ("duplicate value \"Bearer sk-…\"", with the
+		// spelling a rule would need): its secrets are masked, but which
+		// values are credentials is known only of a file that loads.
+		n, what := strings.Count(st.LastError, "\n")+1, " errors"
+		if n == 1 {
+			what = " error"
 		}
+		st.LastError = "the last reload failed (" + strconv.Itoa(n) + what +
+			"); read them with the admin token (Authorization: Bearer), or in the log"
 	}
 	writeJSON(w, http.StatusOK, rulesJSON{
 		Ready: st.Ready, Draining: st.Draining, Config: st.Config, Path: st.Path,

@@ -114,7 +114,19 @@ func TestAPIRulesAndResources(t *testing.T) {
 		}
 	}
 	var rules map[string]any
+	// Without the token, lastError says that the reload failed, not what
+	// it quoted of the file (a credential, perhaps); with it, all.
 	get("/api/rules", &rules)
+	if got := rules["lastError"]; got != "the last reload failed (1 error); read them with the admin token (Authorization: Bearer), or in the log" {
+		t.Errorf("/api/rules' lastError for a reader who cannot write: %q", got)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://127.0.0.1:9090/api/rules", nil)
+	req.Header.Set("Authorization", "Bearer t")
+	srv.Handler().ServeHTTP(rec, req)
+	if err := json.Unmarshal(rec.Body.Bytes(), &rules); err != nil {
+		t.Fatal(err)
+	}
 	if rules["path"] != "/etc/sluice/rules.yaml" || rules["loadedAt"] != "2026-11-29T12:00:00Z" ||
 		rules["lastReload"] != "2026-11-29T12:01:00Z" || !strings.Contains(rules["lastError"].(string), "must be >= 0") ||
 		rules["ready"] != true || rules["tokenRequired"] != true {
