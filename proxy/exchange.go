@@ -118,9 +118,10 @@ type clientBody struct {
 	// past it. Both are the one reader's.
 	length int64
 	end    [1]byte
-	// A body must come at minBodyRate after its first bodyGrace: its read
-	// deadline is start + bodyGrace + total/minBodyRate (unix ns), at most
-	// routeEnd, the route timeout's; due is the deadline set last. All the
+	// A body must come at minBodyRate after its first bodyGrace from its
+	// first read (start): its read deadline is start + bodyGrace +
+	// total/minBodyRate (unix ns), at most routeEnd, the route timeout's
+	// (0: no pace, a gRPC call's); due is the deadline set last. All the
 	// one reader's.
 	start, routeEnd, due, total int64
 }
@@ -136,6 +137,16 @@ const (
 	minBodyRate = 240 // bytes per second
 	bodyGrace   = 5 * time.Second
 )
+
+// startPace starts the body's pace at its first read: the gateway reads
+// a streamed body only once it has a connection to the upstream, and the
+// dial, a retry on another target or a wait for a pooled connection must
+// not spend the client's grace.
+func (b *clientBody) startPace() {
+	b.start = time.Now().UnixNano()
+	b.due = min(b.start+int64(bodyGrace), b.routeEnd)
+	_ = http.NewResponseController(b.rw).SetReadDeadline(time.Unix(0, b.due))
+}
 
 // paced moves the body's read deadline on after n more bytes came, by the
 // pace minBodyRate asks, never past the route timeout. A move under 50 ms
@@ -192,6 +203,9 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if b.limit > 0 && int64(len(p)) > b.limit-b.got+1 {
 		// One byte past the cap is enough to know it was passed.
 		p = p[:b.limit-b.got+1]
+	}
+	if b.start == 0 && b.routeEnd != 0 {
+		b.startPace()
 	}
 	b.reading.Store(true)
 	n, err := b.rc.Read(p)
@@ -308,9 +322,9 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64
 		_ = http.NewResponseController(e).SetReadDeadline(now.Add(timeout))
 		return
 	}
-	b.start, b.routeEnd = now.UnixNano(), now.Add(timeout).UnixNano()
-	b.due = min(b.start+int64(bodyGrace), b.routeEnd)
-	_ = http.NewResponseController(e).SetReadDeadline(time.Unix(0, b.due))
+	// Until the pace starts, at the body's first read, the route timeout.
+	b.routeEnd = now.Add(timeout).UnixNano()
+	_ = http.NewResponseController(e).SetReadDeadline(time.Unix(0, b.routeEnd))
 }
 
 // clientBodyOf returns r's body as Gateway.ServeHTTP wrapped it; nil: r

@@ -89,6 +89,9 @@ func (t *tunnelEnd) Write(p []byte) (int, error) {
 // 130 s were all still open (memory audit). Envoy closes one idle for 5
 // minutes (stream_idle_timeout), nginx for 60 s (proxy_read_timeout).
 func (t *tunnelEnd) watchIdle() {
+	if t.idle <= 0 {
+		return // a snapshot built without the server's defaults
+	}
 	t.last.Store(time.Now().UnixNano())
 	// Made stopped, then started: checkIdle reads t.timer, which is set
 	// before it can run.
@@ -474,10 +477,11 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 			return err
 		}
 	}
-	if resp.ContentLength < 0 && resp.Body != http.NoBody && code != http.StatusSwitchingProtocols {
-		// Trailers come with a body of unknown length (chunked): those
-		// announced are in resp.Trailer now, ReverseProxy announces them
-		// from it, and those not announced are added to it at the end.
+	if (resp.ContentLength < 0 || resp.ProtoMajor >= 2) && resp.Body != http.NoBody && code != http.StatusSwitchingProtocols {
+		// Trailers come with a chunked body, or any over HTTP/2 (a
+		// content-length too): those announced are in resp.Trailer now,
+		// ReverseProxy announces them from it, and those not announced
+		// are added to it at the end.
 		dropForbiddenTrailers(resp.Trailer)
 		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
 	}
