@@ -353,3 +353,53 @@ func TestEditWhileOldRuleServes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// An edited rule carries on from its own old rule, not from another rule
+// on the same key: one key often has a rule a second and a rule a minute,
+// and paired by order a rule a second added in front took over the minute
+// rule's spent budget, while the edited minute rule started with a fresh
+// one (a reload audit: 20 passes where the spent budget left none; 40
+// where deleting the rule a second left 10).
+func TestEditedRulePairsWithItsOwn(t *testing.T) {
+	rule := func(count float64, dur int64) config.ParamRule {
+		r := seedRule()
+		r.Items, r.Count, r.DurationSec = nil, count, dur
+		return r
+	}
+	t0 := sec(1000)
+	// A rule a minute spent, then a rule a second added in front of it,
+	// the minute rule lowered: nothing left.
+	s1 := compile(t, rule(30, 60))
+	if got := drain(s1.For("get-order"), t0, "u", 100); got != 30 {
+		t.Fatalf("the minute rule passed %d, want 30", got)
+	}
+	s2 := edit(s1, t0, rule(10, 1), rule(20, 60))
+	got := 0
+	for i := range 3 { // at t0, t0+1s and t0+2s: one token a 3 s comes back
+		got += drain(s2.For("get-order"), t0+sec(float64(i)), "u", 100)
+	}
+	if got > 1 {
+		t.Errorf("a rule a second added in front, the minute rule 30 -> 20: %d passed in 2 s, want at most 1 (its 30 stay spent)", got)
+	}
+	// A rule a second and a rule a minute, the minute rule spent over 3 s;
+	// then the rule a second deleted and the minute rule raised to 40:
+	// about 10 left.
+	s1 = compile(t, rule(10, 1), rule(30, 60))
+	for i := range 3 {
+		drain(s1.For("get-order"), t0+sec(float64(i)), "u", 100)
+	}
+	s2 = edit(s1, t0+sec(3), rule(40, 60))
+	// 30 spent from t0 to t0+2s: a token and a half came back by t0+3s.
+	if got := drain(s2.For("get-order"), t0+sec(3), "u", 100); got < 10 || got > 12 {
+		t.Errorf("the rule a second deleted, the minute rule 30 -> 40: %d passed, want about 10", got)
+	}
+	// Both edited, listed the other way round: each its own.
+	s1 = compile(t, rule(10, 1), rule(30, 60))
+	for i := range 3 {
+		drain(s1.For("get-order"), t0+sec(float64(i)), "u", 100)
+	}
+	s2 = edit(s1, t0+sec(3), rule(40, 60), rule(11, 1))
+	if got := drain(s2.For("get-order"), t0+sec(3), "u", 100); got < 10 || got > 12 {
+		t.Errorf("both edited and swapped: %d passed, want about 10 (the minute rule's 30 of 40 spent)", got)
+	}
+}

@@ -157,43 +157,69 @@ func CompileWith(rules []config.ParamRule, prev *Set, opts Options) *Set {
 }
 
 // adoptState lets each changed rule in fresh carry on from what a rule of
-// prev let through: the first rule of prev that no rule kept (kept) and
-// whose values mean the same (stateID), each adopted once. A concurrency
-// rule takes the old rule's table, whose counters the calls in flight end
-// in, and sees them end: as with an edited flow concurrency rule, an
-// operator who lowers a limit in an incident lets no call in on top of the
-// calls already running. A qps rule takes over each tracked value's state
-// as it stands at opts.Now, under its new numbers (rule.carry): a bucket
-// keeps the tokens the value spent, a throttle queue its last slot, and
-// operators keep seeing who was limited. Without it a changed rule gave
-// every value a full bucket, so each value attacking in an incident got a
-// new burst the moment its count was lowered. The old rule keeps serving
-// until the swap, and its table is read as it serves: what it lets through
-// after this compile, and what calls it let in give back to it or take
-// after their answers, is not carried.
+// prev let through: a rule of prev that no rule kept (kept) and whose
+// values mean the same (stateID), each adopted once. It pairs in two
+// passes: first an old rule of the same durationSec (a count, burst or
+// item edited), then, of the rules left, one whose durationSec changed,
+// only where one old and one new rule of that stateID are left, so the
+// pair cannot be mistaken. One key often has a rule a second and a rule a
+// minute: paired by order, a rule a second added in front took over the
+// minute rule's spent budget, and the minute rule, edited, started with a
+// fresh one (a reload audit: 20 passes, where the spent budget left none).
+// A concurrency rule takes the old rule's table, whose counters the calls
+// in flight end in, and sees them end: as with an edited flow concurrency
+// rule, an operator who lowers a limit in an incident lets no call in on
+// top of the calls already running. A qps rule takes over each tracked
+// value's state as it stands at opts.Now, under its new numbers
+// (rule.carry): a bucket keeps the tokens the value spent, a throttle
+// queue its last slot, and operators keep seeing who was limited. Without
+// it a changed rule gave every value a full bucket, so each value
+// attacking in an incident got a new burst the moment its count was
+// lowered. The old rule keeps serving until the swap, and its table is
+// read as it serves: what it lets through after this compile, and what
+// calls it let in give back to it or take after their answers, is not
+// carried.
 func adoptState(fresh []*rule, prev *Set, kept map[*rule]bool, opts Options) {
-	for _, r := range fresh {
-		c := prev.byRes[r.resource]
-		if c == nil {
-			continue
+	old := func(r *rule) []*rule {
+		var out []*rule
+		if c := prev.byRes[r.resource]; c != nil {
+			id := stateID(r)
+			for _, o := range c.rules {
+				if !kept[o] && stateID(o) == id {
+					out = append(out, o)
+				}
+			}
 		}
-		id := stateID(r)
-		for _, o := range c.rules {
-			if kept[o] || stateID(o) != id {
-				continue
-			}
-			kept[o] = true
-			if r.kind == kindInFlight {
-				r.table = o.table
-				break
-			}
-			now, share, was := opts.Now, r.localShare(opts.Cluster), o.localShare(opts.Cluster)
-			r.table.Carry(o.table, func(dst, src *value) bool {
-				return r.carry(o, dst, src, now, share, was)
-			})
-			break
+		return out
+	}
+	var left []*rule
+	for _, r := range fresh {
+		os := old(r)
+		if i := slices.IndexFunc(os, func(o *rule) bool { return o.cfg.DurationSec == r.cfg.DurationSec }); i >= 0 {
+			r.adopt(os[i], kept, opts)
+		} else {
+			left = append(left, r)
 		}
 	}
+	for _, r := range left {
+		id := stateID(r)
+		if os := old(r); len(os) == 1 && len(slices.DeleteFunc(slices.Clone(left), func(n *rule) bool { return stateID(n) != id })) == 1 {
+			r.adopt(os[0], kept, opts)
+		}
+	}
+}
+
+// adopt makes r, a changed rule, carry on from o (adoptState).
+func (r *rule) adopt(o *rule, kept map[*rule]bool, opts Options) {
+	kept[o] = true
+	if r.kind == kindInFlight {
+		r.table = o.table
+		return
+	}
+	now, share, was := opts.Now, r.localShare(opts.Cluster), o.localShare(opts.Cluster)
+	r.table.Carry(o.table, func(dst, src *value) bool {
+		return r.carry(o, dst, src, now, share, was)
+	})
 }
 
 // stateID is what a rule's values mean, whatever its numbers: which values
