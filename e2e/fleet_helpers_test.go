@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,16 +150,17 @@ type flState struct {
 	}
 }
 
-func flRules(t *testing.T, g *gateway) flState {
+// flRules reads GET /api/rules, with the admin token when one is given.
+func flRules(t *testing.T, g *gateway, token ...string) flState {
 	t.Helper()
-	resp, err := http.Get(g.AdminURL + "/api/rules")
-	if err != nil {
-		t.Fatalf("GET /api/rules: %v", err)
+	var hdr []string
+	for _, tok := range token {
+		hdr = append(hdr, "Authorization: Bearer "+tok)
 	}
-	defer resp.Body.Close()
+	code, body, _ := admDo(t, "GET", g.AdminURL+"/api/rules", "", hdr...)
 	var st flState
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("GET /api/rules: %v", err)
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("GET /api/rules: %d %v", code, err)
 	}
 	return st
 }

@@ -258,9 +258,14 @@ func TestFleetRefusesWhatDoesNotValidate(t *testing.T) {
 	if code := reload("first"); code != 401 {
 		t.Errorf("the old token after the rotation: %d, want 401", code)
 	}
-	if st := flRules(t, gs[0]); st.LastError != strings.Join(wantErr, "\n") || st.Source.Version != v3 || st.count() != 7 {
+	if st := flRules(t, gs[0], "second"); st.LastError != strings.Join(wantErr, "\n") || st.Source.Version != v3 || st.count() != 7 {
 		t.Errorf("gateway 0 after the rotation: lastError %q, version %d, count %v; want the document's errors, version %d, count 7",
 			st.LastError, st.Source.Version, st.count(), v3)
+	}
+	// Now that it has a token, a reader without it is told that the
+	// document failed, not what its messages quote of it.
+	if st := flRules(t, gs[0]); !strings.HasPrefix(st.LastError, "the last reload failed (2 errors)") {
+		t.Errorf("gateway 0's lastError for a reader without the token: %q, want the count of errors only", st.LastError)
 	}
 
 	// A valid push after it clears the error everywhere.
