@@ -342,14 +342,14 @@ func (e *exchange) bodyRead() bool { return e.body != nil && e.body.read.Load() 
 
 var _ interface{ Unwrap() http.ResponseWriter } = (*exchange)(nil)
 
-// WriteHeader is where both forwarders hand the client the upstream's
-// final status and headers (and the gateway its own answers, after
-// e.failed): the param rules that count after the answer read it there,
-// and the headers they read are removed.
 // maxInterim is how many 1xx answers one request relays, as many as Go's
 // transport reads before it refuses an answer when nobody relays them.
 const maxInterim = 5
 
+// WriteHeader is where both forwarders hand the client the upstream's
+// final status and headers (and the gateway its own answers, after
+// e.failed): the param rules that count after the answer read it there,
+// and the headers they read are removed.
 func (e *exchange) WriteHeader(code int) {
 	final := e.status == 0 && code >= 200
 	switch {
