@@ -88,20 +88,6 @@ type paramValueJSON struct {
 	Cluster bool `json:"cluster"`
 }
 
-// maskedItems is pr with the values of its items masked (config.Mask): the
-// credentials a rule on an API key names.
-func maskedItems(pr *config.ParamRule) *config.ParamRule {
-	if len(pr.Items) == 0 {
-		return pr
-	}
-	out := *pr
-	out.Items = append([]config.ParamItem(nil), pr.Items...)
-	for i := range out.Items {
-		out.Items[i].Value = config.Mask
-	}
-	return &out
-}
-
 // params serves GET /api/params?resource=R[&value=V...]: who is being
 // limited now.
 func (s *Server) params(w http.ResponseWriter, r *http.Request) {
@@ -126,17 +112,16 @@ func (s *Server) params(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "admin: no route or API group has resource "+strconv.Quote(res))
 		return
 	}
-	// The values asked for are the asker's own bytes; the top list of a
-	// rule that reads credentials (an API key, a session cookie) would
+	// A rule that reads credentials (an API key, a session cookie) would
 	// hand them to anyone who can read, which the admin API lets more
-	// peers do than write.
+	// peers do than write: its values go to a reader who could write.
 	writer := s.mayWrite(r)
 	out := paramsJSON{At: s.opts.Now().UnixMilli(), Resource: res, Rules: make([]paramRuleJSON, len(rules))}
 	for i, rs := range rules {
 		masked := !writer && rs.Rule != nil && rs.Rule.Param.Credential()
 		pr := paramRuleJSON{Rule: rs.Ord, Config: rs.Rule, Tracked: rs.Tracked, Masked: masked, Values: make([]paramValueJSON, len(rs.Values))}
 		if masked {
-			pr.Config = maskedItems(rs.Rule)
+			pr.Config, _ = rs.Rule.WithoutCredentials()
 			if len(q["value"]) > 0 {
 				// A guess's figures say whether a key is in use, and
 				// its pk which origin it is: no answer to a guess.

@@ -52,6 +52,21 @@ func (k Key) Credential() bool {
 	return false
 }
 
+// WithoutCredentials is r with the values of its items masked (Mask) when
+// its param reads a credential (a customer's API key given a count of its
+// own); masked is false, and r returned as it is, when it names none.
+func (r *ParamRule) WithoutCredentials() (out *ParamRule, masked bool) {
+	if len(r.Items) == 0 || !r.Param.Credential() {
+		return r, false
+	}
+	cp := *r
+	cp.Items = append([]ParamItem(nil), r.Items...)
+	for i := range cp.Items {
+		cp.Items[i].Value = Mask
+	}
+	return &cp, true
+}
+
 // WithoutCredentials is c with the credentials its rules name as values
 // masked (Mask): the values of the items of a param rule that reads a
 // credential (a customer's API key given a count of its own) and, when
@@ -66,18 +81,15 @@ func (c *Config) WithoutCredentials() (out *Config, masked bool) {
 		return origins && limitApp != "" && limitApp != LimitAppDefault && limitApp != LimitAppOther
 	}
 	cp := *c
-	for i, pr := range c.ParamRules {
-		if len(pr.Items) == 0 || !pr.Param.Credential() {
+	for i := range c.ParamRules {
+		pr, m := c.ParamRules[i].WithoutCredentials()
+		if !m {
 			continue
 		}
 		if !masked {
 			cp.ParamRules, masked = append([]ParamRule(nil), c.ParamRules...), true
 		}
-		items := append([]ParamItem(nil), pr.Items...)
-		for j := range items {
-			items[j].Value = Mask
-		}
-		cp.ParamRules[i].Items = items
+		cp.ParamRules[i] = *pr
 	}
 	var m bool
 	if cp.FlowRules, m = maskLimitApps(c.FlowRules, func(r *FlowRule) *string { return &r.LimitApp }, named); m {
