@@ -33,7 +33,7 @@ type traffic struct {
 // in force (-listen's, if given: Options.overrides); "" opens none.
 func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*traffic, error) {
 	t := &traffic{}
-	errLog := stdlog.New(serverLog{log}, "", 0)
+	errLog := stdlog.New(newServerLog(log), "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
 		return &http.Server{
 			Handler:   h,
@@ -168,9 +168,24 @@ func (t *traffic) watchCerts(ctx context.Context, log zerolog.Logger, report fun
 // serverLog sends net/http's own log lines (a failed TLS handshake, a
 // client's bad HTTP/2 frames) to the log at debug level: a scanner could
 // otherwise fill the log, in net/http's format, one line per connection.
-type serverLog struct{ log zerolog.Logger }
+// A failed accept is the exception: it is the gateway's own trouble (out
+// of descriptors, EMFILE), every client is kept waiting while net/http
+// retries, and the operator must hear of it, at warn, at most once a second.
+type serverLog struct {
+	log    zerolog.Logger
+	accept zerolog.Logger // log, sampled
+}
+
+func newServerLog(log zerolog.Logger) serverLog {
+	return serverLog{log: log, accept: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second})}
+}
 
 func (l serverLog) Write(p []byte) (int, error) {
-	l.log.Debug().Str("component", "net/http").Msg(strings.TrimSpace(string(p)))
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: Accept error") {
+		l.accept.Warn().Str("component", "net/http").Msg(msg + " (at most one such line a second)")
+		return len(p), nil
+	}
+	l.log.Debug().Str("component", "net/http").Msg(msg)
 	return len(p), nil
 }

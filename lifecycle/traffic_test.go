@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"sluice/internal/logtest"
 	"sluice/proxy"
 )
 
@@ -124,5 +126,25 @@ func TestAdminOptionsStarChecksHost(t *testing.T) {
 	got, _ := io.ReadAll(c)
 	if !strings.HasPrefix(string(got), "HTTP/1.1 403") {
 		t.Errorf("OPTIONS * with Host evil.example: %.40q, want 403", got)
+	}
+}
+
+// A failed accept (out of descriptors) keeps every client waiting while
+// net/http retries: the operator hears of it at warn, once a second however
+// often net/http retries, while a client's own trouble (a bad handshake)
+// stays at debug.
+func TestServerLogWarnsOfFailedAccepts(t *testing.T) {
+	var buf logtest.Buffer
+	l := stdlog.New(newServerLog(zerolog.New(&buf).Level(zerolog.DebugLevel)), "", 0)
+	for range 50 {
+		l.Printf("http: Accept error: accept tcp 127.0.0.1:8080: accept4: too many open files; retrying in 5ms")
+	}
+	l.Printf("http: TLS handshake error from 10.0.0.1:5555: EOF")
+	accepts := buf.Events("Accept error")
+	if len(accepts) != 1 || accepts[0]["level"] != "warn" {
+		t.Fatalf("50 failed accepts within a second logged %d events (%v), want 1 at warn", len(accepts), accepts)
+	}
+	if ev := buf.Find("TLS handshake error", 0); ev == nil || ev["level"] != "debug" {
+		t.Fatalf("a client's failed handshake logged %v, want one event at debug", ev)
 	}
 }
