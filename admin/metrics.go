@@ -39,6 +39,7 @@ type Metrics struct {
 	circuitSeen map[string]bool        // the resources circuit has a series of
 	clusterUp   *prometheus.GaugeVec   // form, master
 	unanswered  *prometheus.CounterVec // cause
+	connRefused *prometheus.CounterVec // cap
 	redisMu     sync.Mutex             // orders ClusterRedis calls; guards redisSeen
 	redisSeen   map[[2]string]bool     // the series ClusterRedis set last
 	up          upstreamMetrics
@@ -70,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_cluster_unanswered_total",
 			Help: "Calls of cluster rules that Redis did not decide, which the rule's fallback then decided (locally, or by letting the call pass), by cause: down (the breaker is open: not sent), timeout (no answer within cluster.timeout) or error.",
 		}, []string{"cause"}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_refused_total",
+			Help: "Client connections closed as they were accepted, by the cap they would have passed: maxConnections or maxConnectionsPerIP (the server section).",
+		}, []string{"cap"}),
 		circuitSeen: map[string]bool{},
 		up:          newUpstreamMetrics(),
 	}
@@ -77,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
 	if reg != nil {
-		reg.MustRegister(m.resources, m.reloads, m.lastReload, m.circuit, m.clusterUp, m.unanswered)
+		reg.MustRegister(m.resources, m.reloads, m.lastReload, m.circuit, m.clusterUp, m.unanswered, m.connRefused)
 		reg.MustRegister(m.up.collectors()...)
 	}
 	return m
@@ -161,6 +166,21 @@ type RedisMaster struct {
 // the caller keeps it, and counts without a label lookup.
 func (m *Metrics) ClusterUnanswered(cause string) prometheus.Counter {
 	return m.unanswered.WithLabelValues(cause)
+}
+
+// ConnRefused is which cap's counter of sluice_connections_refused_total, made at
+// once (the series reads 0 before the first refusal); the caller keeps it.
+func (m *Metrics) ConnRefused(which string) prometheus.Counter {
+	return m.connRefused.WithLabelValues(which)
+}
+
+// RegisterConnections registers sluice_connections_open on reg, read from
+// open at each scrape.
+func RegisterConnections(reg prometheus.Registerer, open func() int64) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_connections_open",
+		Help: "Client connections open on the traffic listeners (plain and TLS), which server.maxConnections caps.",
+	}, func() float64 { return float64(open()) }))
 }
 
 // ClusterRedis sets sluice_cluster_redis_up: one series per master node,

@@ -153,6 +153,8 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_server.yaml:3: server.idleTimeout: must be > 0 and <= 1h, got 2h0m0s",
 			"testdata/bad_server.yaml:4: server.sendTimeout: must be > 0 and <= 1h, got -1s",
 			"testdata/bad_server.yaml:5: server.maxConcurrentStreams: must be between 1 and 2147483647 (HTTP/2 streams one connection may have open), got 0",
+			"testdata/bad_server.yaml:6: server.maxConnections: must be between 0 and 2147483647, got -1",
+			"testdata/bad_server.yaml:7: server.maxConnectionsPerIP: must be between 0 and 2147483647, got 3000000000",
 		}},
 		{"bad_route_block.yaml", []string{
 			"testdata/bad_route_block.yaml:2: server.maxBodyBytes: must be >= 0, got -1",

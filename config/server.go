@@ -49,6 +49,18 @@ type Server struct {
 	// MaxConcurrentStreams is the number of HTTP/2 streams (requests) one
 	// connection may have open at once. Read at start.
 	MaxConcurrentStreams int `yaml:"maxConcurrentStreams" json:"maxConcurrentStreams"`
+	// MaxConnections caps the client connections open on the traffic
+	// listeners together; a connection past it is closed as it is
+	// accepted. 0 (unset): half the process's open-file limit, so that
+	// every client connection can still have its upstream connection (and
+	// Redis its own) when clients take all they may. A reload applies it
+	// to the connections accepted after it.
+	MaxConnections int `yaml:"maxConnections" json:"maxConnections"`
+	// MaxConnectionsPerIP caps the connections one peer address (the TCP
+	// peer, never a header) may hold open, 0: none (nginx's limit_conn on
+	// $binary_remote_addr). Behind a load balancer every client shares its
+	// address: leave it 0 there. A reload applies it as MaxConnections.
+	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" json:"maxConnectionsPerIP"`
 	// MaxBodyBytes caps every request body, 0: none; a route's own
 	// maxBodyBytes overrides it. A body over it is answered 413 (SPEC §4).
 	// A reload applies it.
@@ -144,6 +156,14 @@ func (c *checker) validateServer() {
 		c.add("server.tunnelIdleTimeout", "must be > 0 and <= 24h, got %s", d)
 	}
 	c.nonNegative("server.maxBodyBytes", float64(s.MaxBodyBytes))
+	for _, n := range []struct {
+		path string
+		n    int
+	}{{"server.maxConnections", s.MaxConnections}, {"server.maxConnectionsPerIP", s.MaxConnectionsPerIP}} {
+		if n.n < 0 || n.n > math.MaxInt32 {
+			c.add(n.path, "must be between 0 and %d, got %d", math.MaxInt32, n.n)
+		}
+	}
 	if c.has("server.pathParameters") {
 		c.oneOf("server.pathParameters", s.PathParameters, PathParametersRefuse, PathParametersKeep)
 	}

@@ -84,9 +84,17 @@ func startGateway(t *testing.T, rules string, args ...string) *gateway {
 
 func startGatewayFile(t *testing.T, path string, args ...string) *gateway {
 	t.Helper()
+	return startGatewayCmd(t, path, exec.Command, args...)
+}
+
+// startGatewayCmd starts sluice as startGatewayFile does, with the command
+// command makes of the binary and its arguments (a shell that lowers a
+// limit, then execs it: the PID stays the gateway's).
+func startGatewayCmd(t *testing.T, path string, command func(name string, args ...string) *exec.Cmd, args ...string) *gateway {
+	t.Helper()
 	g := &gateway{t: t, Rules: path, logs: &logtest.Buffer{}, done: make(chan struct{})}
 	all := append([]string{"-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, args...)
-	g.cmd = exec.Command(binary, all...)
+	g.cmd = command(binary, all...)
 	g.cmd.Stderr = g.logs
 	g.cmd.Stdout = g.logs
 	if err := g.cmd.Start(); err != nil {

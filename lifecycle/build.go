@@ -62,12 +62,17 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 	metrics := admin.NewMetrics(reg)
 
 	cpu := system.NewProcessCPU()
+	refused := map[string]prometheus.Counter{}
+	for _, c := range []string{proxy.RefusedMaxConnections, proxy.RefusedMaxConnectionsPerIP} {
+		refused[c] = metrics.ConnRefused(c)
+	}
 	deps := proxy.Deps{
-		Log:       log,
-		Observer:  func(res string) proxy.Observer { return metrics.Resource(res) },
-		Upstreams: upstreamObserver{metrics},
-		CPU:       cpu,
-		Forwarder: o.Forwarder,
+		OnConnRefused: func(c string) { refused[c].Inc() },
+		Log:           log,
+		Observer:      func(res string) proxy.Observer { return metrics.Resource(res) },
+		Upstreams:     upstreamObserver{metrics},
+		CPU:           cpu,
+		Forwarder:     o.Forwarder,
 		OnCircuit: func(res string, from, to circuit.State) {
 			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
 			metrics.CircuitState(res, int(to))
@@ -83,6 +88,9 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 	}
 
 	inst.proxy = proxy.New(deps)
+	if err := admin.RegisterConnections(reg, inst.proxy.OpenConnections); err != nil {
+		return nil, err
+	}
 	inst.reloader = newReloader(o, inst.proxy, log, metrics)
 	inst.reloader.clusterOn = deps.Cluster != nil
 	inst.reloader.fleet = fl

@@ -82,6 +82,10 @@ type Deps struct {
 	// Upstreams receives the upstreams' events (requests per target and
 	// code, retries, ejections, panic mode); nil: none.
 	Upstreams ups.Observer
+	// OnConnRefused is told of every client connection closed as it was
+	// accepted, past server.maxConnections or maxConnectionsPerIP (the
+	// Refused* reasons); nil: none.
+	OnConnRefused func(reason string)
 	// Forwarder, when set (auto | standard | fast, see CheckForwarder),
 	// overrides every route's `forwarder:` (main passes SLUICE_FORWARDER).
 	// Empty: each route's own setting.
@@ -135,6 +139,11 @@ type Gateway struct {
 	copyBuffers   bufferPool
 	stdCalls      *stdCalls // the standard transport's ReverseProxies
 	tunnels       tunnels   // the WebSockets open, across snapshots
+	// conns counts the client connections open, across snapshots, against
+	// the caps (conncap.go); autoMaxConns is server.maxConnections' default.
+	conns        connCounts
+	autoMaxConns int
+	refusedLog   zerolog.Logger // Deps.Log, at most one refusal a second
 	// pkKey keys the hash of a param value in a RateLimit partition key
 	// (pk): random per gateway process, so that pk cannot be turned back
 	// into the value by hashing guesses.
@@ -152,6 +161,8 @@ func New(deps Deps) *Gateway {
 		g.deps.Observer = func(string) Observer { return nopObserver{} }
 	}
 	g.stdCalls = newStdCalls(&g.copyBuffers, deps.Log)
+	g.autoMaxConns = autoMaxConnections()
+	g.refusedLog = deps.Log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second})
 	g.upstreams = ups.NewPool(ups.Options{Log: deps.Log, Now: g.Now, Observer: deps.Upstreams})
 	g.forwarder = deps.Forwarder
 	if g.forwarder != "" {

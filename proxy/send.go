@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,12 +38,24 @@ type sendListener struct {
 	g *Gateway
 }
 
+// Accept returns the next connection within the caps in force
+// (conncap.go), closing those past them.
 func (l *sendListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := peerIP(c)
+		if why := l.g.conns.admit(ip, l.g.connLimits()); why != "" {
+			_ = c.Close()
+			l.g.refusedConn(why, ip)
+			continue
+		}
+		sc := newSendConn(c, l.g.sendTimeout())
+		sc.counts, sc.ip = &l.g.conns, ip
+		return sc, nil
 	}
-	return newSendConn(c, l.g.sendTimeout()), nil
 }
 
 // sendTimeout is server.sendTimeout of the snapshot in force (the default
@@ -75,6 +88,11 @@ type sendConn struct {
 	timeout time.Duration
 	born    time.Time    // the accept, the origin of until (monotonic)
 	until   atomic.Int64 // the write deadline set, as time since born; 0: none of ours
+	// counts, when set, counted this connection in from ip (conncap.go):
+	// the first Close gives it back.
+	counts *connCounts
+	ip     netip.Addr
+	closed atomic.Bool
 }
 
 // sendPiece is the most a client must take within one sendTimeout: 32 KiB,
@@ -133,6 +151,16 @@ func (c *sendConn) SetWriteDeadline(t time.Time) error {
 	}
 	c.until.Store(0)
 	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close closes the connection and, the first time, gives its place under
+// the connection caps back. net/http closes a connection more than once
+// (crypto/tls and a hijacker's Close may both reach it).
+func (c *sendConn) Close() error {
+	if c.counts != nil && c.closed.CompareAndSwap(false, true) {
+		c.counts.leave(c.ip)
+	}
+	return c.Conn.Close()
 }
 
 // CloseWrite lets net/http half-close a connection it ends after a

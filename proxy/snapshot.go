@@ -37,6 +37,7 @@ type Snapshot struct {
 	accessLog   bool
 	sendTimeout time.Duration // server.sendTimeout (see send.go)
 	tunnelIdle  time.Duration // server.tunnelIdleTimeout (tunnelEnd.watchIdle)
+	connLimits  connLimits    // server.maxConnections, maxConnectionsPerIP (conncap.go)
 	headTimeout time.Duration // server.readHeaderTimeout: how long an h2 request declared empty may take to end (h2EmptyBody)
 	clock       Clock
 	pool        *exchangePool
@@ -97,6 +98,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		accessLog:   cfg.Log.Access,
 		sendTimeout: cfg.Server.SendTimeout.D(),
 		tunnelIdle:  cfg.Server.TunnelIdleTimeout.D(),
+		connLimits:  g.connLimitsOf(cfg.Server),
 		headTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		clock:       g.clock,
 		pool:        &g.pool,

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"sluice/config"
+)
+
+// Connection caps (server.maxConnections, server.maxConnectionsPerIP). A
+// client connection costs a descriptor and about 46 KB while it idles, and
+// no rule counts it until it sends a request: without a cap, clients that
+// open connections and send nothing take the descriptors the upstream
+// dials and Redis need (the gateway then answers 502 to everyone) and the
+// memory with them. A connection past a cap is closed as it is accepted,
+// as Envoy's overload manager does, rather than left in the kernel's
+// backlog (nginx's way at worker_connections), where it would wait
+// unanswered and hold a place in the queue its peers need.
+
+// connCounts counts the open client connections of the traffic listeners,
+// in all and per peer address. Shared by every listener of a gateway and
+// kept across snapshots, so that a reload that changes a cap compares it
+// with what is open. Safe for concurrent use.
+type connCounts struct {
+	open atomic.Int64
+	mu   sync.Mutex
+	// perIP counts each peer's open connections; an address leaves it when
+	// its last connection closes, so its size is the number of peers with
+	// a connection open (which the caps bound).
+	perIP map[netip.Addr]int32
+}
+
+// connLimits are the caps in force, from a snapshot: 0 is none.
+type connLimits struct{ total, perIP int }
+
+// Why a connection was refused (Deps.OnConnRefused).
+const (
+	RefusedMaxConnections      = "maxConnections"
+	RefusedMaxConnectionsPerIP = "maxConnectionsPerIP"
+)
+
+// admit counts a connection from ip in, or reports which cap it would pass
+// ("" when admitted). A connection admitted must be given back with leave.
+func (cc *connCounts) admit(ip netip.Addr, lim connLimits) string {
+	if n := cc.open.Add(1); lim.total > 0 && n > int64(lim.total) {
+		cc.open.Add(-1)
+		return RefusedMaxConnections
+	}
+	cc.mu.Lock()
+	n := cc.perIP[ip]
+	if lim.perIP > 0 && int(n) >= lim.perIP {
+		cc.mu.Unlock()
+		cc.open.Add(-1)
+		return RefusedMaxConnectionsPerIP
+	}
+	if cc.perIP == nil {
+		cc.perIP = make(map[netip.Addr]int32)
+	}
+	cc.perIP[ip] = n + 1
+	cc.mu.Unlock()
+	return ""
+}
+
+// leave gives back a connection admit counted in.
+func (cc *connCounts) leave(ip netip.Addr) {
+	cc.open.Add(-1)
+	cc.mu.Lock()
+	if n := cc.perIP[ip] - 1; n > 0 {
+		cc.perIP[ip] = n
+	} else {
+		delete(cc.perIP, ip)
+	}
+	cc.mu.Unlock()
+}
+
+// peerIP is the TCP peer's address, IPv4-mapped IPv6 unmapped so that one
+// client counts as one whichever way it is written; the zero Addr for a
+// connection that is not TCP (tests' pipes), which all count as one peer.
+func peerIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	return netip.Addr{}
+}
+
+// OpenConnections is the number of client connections open on the
+// traffic listeners (sluice_connections_open).
+func (g *Gateway) OpenConnections() int64 { return g.conns.open.Load() }
+
+// connLimits are the caps of the snapshot in force; before the first Load,
+// the automatic total alone.
+func (g *Gateway) connLimits() connLimits {
+	if s := g.cur.Load(); s != nil {
+		return s.connLimits
+	}
+	return connLimits{total: g.autoMaxConns}
+}
+
+// connLimitsOf reads the caps of a server section: its maxConnections 0
+// is the automatic cap.
+func (g *Gateway) connLimitsOf(s config.Server) connLimits {
+	lim := connLimits{total: s.MaxConnections, perIP: s.MaxConnectionsPerIP}
+	if lim.total == 0 {
+		lim.total = g.autoMaxConns
+	}
+	return lim
+}
+
+// refusedConn reports a connection closed past a cap: to Deps.OnConnRefused
+// each time, and in the log at most once a second (a flood of them would
+// otherwise be a flood of lines), at warn level, as an operator must know
+// that clients are being turned away.
+func (g *Gateway) refusedConn(why string, ip netip.Addr) {
+	if g.deps.OnConnRefused != nil {
+		g.deps.OnConnRefused(why)
+	}
+	g.refusedLog.Warn().Str("cap", why).Str("peer", ip.String()).Int64("open", g.conns.open.Load()).
+		Msg("connection refused: past the server's connection cap (at most one such line a second)")
+}
+
+// autoMaxConnections is server.maxConnections' default: half of the
+// process's open-file limit less fdReserve, as HAProxy derives its maxconn,
+// since a proxied client connection needs a second descriptor for its
+// upstream; 0 (no cap) where the limit cannot be read or is unlimited.
+func autoMaxConnections() int {
+	return autoMaxConnectionsOf(openFileLimit())
+}
+
+func autoMaxConnectionsOf(limit uint64) int {
+	if limit == 0 || limit > 1<<32 {
+		return 0
+	}
+	if limit <= 2*fdReserve {
+		return int(limit / 4) // a limit this low has little to spare for the reserve
+	}
+	return int(limit-fdReserve) / 2
+}
+
+// fdReserve are the descriptors kept for what is not a client connection
+// or its upstream's: the listeners, the admin listener's clients, Redis's
+// pools, health probes, files read at a reload.
+const fdReserve = 128
