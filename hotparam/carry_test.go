@@ -105,6 +105,56 @@ func TestEditedBucketRuleKeepsSpentTokens(t *testing.T) {
 	}
 }
 
+// The carry holds at every start phase, not only for a bucket drained at
+// the instant of the edit: a value drained at t0 has refilled k and a half
+// tokens at the old rate when the edit comes (phases between the grid's
+// whole tokens, so the expected count is never a rounding away from the
+// next), and is drained again a quarter token and more after it, at the
+// new rate. Its tokens are those it had left under the old rule, less
+// what the new bucket cannot hold, plus what the new rate refilled since:
+// min(full1, max(full1 - spent, 0) + refilled). Swept over counts,
+// bursts and durationSec both ways.
+func TestEditedBucketRuleCarriesAtEveryPhase(t *testing.T) {
+	t0 := sec(1000)
+	for from := 1; from <= carryMaxCount; from++ {
+		for to := 1; to <= carryMaxCount; to++ {
+			for _, burst := range [][2]int64{{0, 0}, {3, 0}, {0, 2}} {
+				for _, dur := range [][2]int64{{1, 1}, {1, 2}, {2, 1}} {
+					old := seedRule()
+					old.Items = nil
+					old.Count, old.BurstCount, old.DurationSec = float64(from), burst[0], dur[0]
+					nr := old
+					nr.Count, nr.BurstCount, nr.DurationSec = float64(to), burst[1], dur[1]
+					full0, full1 := float64(from)+float64(burst[0]), float64(to)+float64(burst[1])
+					e0 := float64(dur[0]) * 1e9 / float64(from) // ns a token, old and new
+					e1 := float64(dur[1]) * 1e9 / float64(to)
+					for k := 0; float64(k) < full0+1; k++ {
+						js := []float64{0, 0.25, 0.75, 1.25, 2.75}
+						s1 := compile(t, old)
+						c1 := s1.For("get-order")
+						for i := range js {
+							if got := drain(c1, t0, fmt.Sprint(i), 100); got != int(full0) {
+								t.Fatalf("%d+%d/%ds: the old rule passed %d, want %v", from, burst[0], dur[0], got, full0)
+							}
+						}
+						te := t0 + int64((float64(k)+0.5)*e0)
+						c2 := edit(s1, te, nr).For("get-order")
+						spent := max(full0-float64(k)-0.5, 0)
+						for i, j := range js {
+							left := min(full1, max(full1-spent, 0)+j)
+							want := int(math.Floor(left))
+							if got := drain(c2, te+int64(j*e1), fmt.Sprint(i), 100); got != want {
+								t.Errorf("%d+%d/%ds -> %d+%d/%ds, edit %d.5 tokens after the drain, drained %.2f tokens after it: %d passed, want %d",
+									from, burst[0], dur[0], to, burst[1], dur[1], k, j, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // An edited throttle rule keeps each value's queue: the calls queued keep
 // their slots, and the next call queues one new spacing after the last of
 // them (it queued at once, on an empty queue). A value whose queue ran
