@@ -29,6 +29,11 @@ type Options struct {
 	Resources int
 	// Cluster decides clusterMode rules; nil checks them as local rules.
 	Cluster TokenService
+	// OriginFrom names what the origins are read from (origin.from). A
+	// Flow compiled with another than its prev's counts per origin afresh:
+	// the old origins name callers of another kind (and, read from a
+	// credential, would be listed as if they were not one).
+	OriginFrom string
 }
 
 // TokenService decides clusterMode rules across gateways (sluice/cluster on
@@ -88,6 +93,9 @@ type Flow struct {
 	states ruleid.Index[*ruleState] // for the next Compile
 	opts   Options
 	share  int // how many origins each resource's statistics track at most
+	// originsAfresh: prev read origins from elsewhere (Options.OriginFrom),
+	// so its resource nodes' per-origin statistics are not carried.
+	originsAfresh bool
 
 	mu    sync.Mutex // guards nodes, ents, oldNodes and oldEnts
 	nodes map[string]*resNode
@@ -165,6 +173,7 @@ func Compile(rules []config.FlowRule, prev *Flow, opts Options) *Flow {
 	}
 	f.share = originShare(opts, max(opts.Resources, len(named)))
 	if prev != nil {
+		f.originsAfresh = prev.opts.OriginFrom != opts.OriginFrom
 		// Copies: prev stays in force (and may still Track) until the
 		// new snapshot is swapped in, or for good if its build fails.
 		prev.mu.Lock()
@@ -226,7 +235,7 @@ func (f *Flow) resNode(resource string) *resNode {
 	if n == nil {
 		if n = f.oldNodes[resource]; n == nil {
 			n = &resNode{all: newStatNode(), share: f.share, origins: newLRU(f.share, newStatNode)}
-		} else if !keepsShare(n.share, f.share) {
+		} else if !keepsShare(n.share, f.share) || f.originsAfresh {
 			// prev goes on with its node until the swap; this snapshot's
 			// counts the same calls, per origin afresh.
 			n = &resNode{all: n.all, share: f.share, origins: newLRU(f.share, newStatNode)}

@@ -141,6 +141,46 @@ func TestOriginStatisticsShareOneBudget(t *testing.T) {
 	}
 }
 
+// Per-origin statistics name callers as origin.from reads them. A reload
+// that reads origins from elsewhere (header:X-Api-Key, then ip) counts per
+// origin afresh: the old names are callers of another kind, and read from
+// a credential they would go on being listed, as API keys, under a source
+// that is not one. The resource's own statistics carry on, and so do its
+// origins across a reload that keeps origin.from.
+func TestOriginStatisticsAfreshWhenOriginFromChanges(t *testing.T) {
+	seen := func(f *limiter.Flow) (origins []string, pass float64) {
+		for _, rs := range f.Stats(t0 + 1000) {
+			if rs.Resource == "r" {
+				for _, o := range rs.Origins {
+					origins = append(origins, o.Name)
+				}
+				return origins, rs.Node.PassQps
+			}
+		}
+		return nil, 0
+	}
+	reload := func(prev *limiter.Flow, from string) *limiter.Flow {
+		f := limiter.Compile(nil, prev, limiter.Options{OriginFrom: from})
+		f.Checker("r", "default")
+		f.Seal()
+		return f
+	}
+	f := reload(nil, "header:X-Api-Key")
+	c := f.Checker("r", "default")
+	for i := range 3 {
+		tok, _ := c.Enter(t0+int64(i), "sk-live-secret", 1)
+		tok.Exit(t0+int64(i), false)
+	}
+	f = reload(f, "header:X-Api-Key")
+	if origins, pass := seen(f); len(origins) != 1 || origins[0] != "sk-live-secret" || pass != 3 {
+		t.Fatalf("a reload keeping origin.from: origins %v, passQps %v; want the one origin kept and 3", origins, pass)
+	}
+	f = reload(f, "ip")
+	if origins, pass := seen(f); len(origins) != 0 || pass != 3 {
+		t.Fatalf("a reload reading origins from ip: origins %v, passQps %v; want none listed and the resource's 3 kept", origins, pass)
+	}
+}
+
 // An origin with a call in flight is never evicted: its concurrency limit holds.
 func TestOriginInFlightNotEvicted(t *testing.T) {
 	r := config.FlowRule{Resource: "r", LimitApp: "other", Grade: config.GradeConcurrency, Count: 1}

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"sluice/config"
 )
 
 // TestOriginStatisticsShareTheRoutes: the limiter's per-origin statistics
@@ -40,4 +42,47 @@ func TestOriginStatisticsShareTheRoutes(t *testing.T) {
 		}
 	}
 	t.Fatal("no statistics for r0")
+}
+
+// An origin read from an API key is masked on the admin API for readers
+// who could not write, as long as origin.from names a credential. A
+// reload that reads origins from ip instead does not list the keys seen
+// before it, as if they were addresses, unmasked.
+func TestOriginsOfAnotherSourceAreNotCarried(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	rules := func(from string) string {
+		return fmt.Sprintf("origin: { from: %q }\nupstreams: { up: { targets: [%q] } }\nroutes: [{ path: /r, upstream: up, resource: r }]\n", from, up.URL)
+	}
+	srv, g := rulesGatewayOf(t, rules("header:X-Api-Key"))
+	req, _ := http.NewRequest("GET", srv.URL+"/r", nil)
+	req.Header.Set("X-Api-Key", "sk-live-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	origins := func() (names []string) {
+		for _, rs := range g.Current().Flow.Stats(g.Now()) {
+			if rs.Resource == "r" {
+				for _, o := range rs.Origins {
+					names = append(names, o.Name)
+				}
+			}
+		}
+		return names
+	}
+	if got := origins(); len(got) != 1 || got[0] != "sk-live-secret" {
+		t.Fatalf("origins %v, want the key", got)
+	}
+	cfg, err := config.Parse("rules.yaml", []byte(rules("ip")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := origins(); len(got) != 0 {
+		t.Fatalf("after origin.from became ip, origins %v are listed, want none", got)
+	}
 }

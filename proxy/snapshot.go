@@ -110,7 +110,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 	if g.deps.Cluster != nil {
 		fc, pc = g.deps.Cluster, g.deps.Cluster
 	}
-	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: fc, Resources: resourceCount(cfg)})
+	s.Flow = limiter.Compile(cfg.FlowRules, pFlow, limiter.Options{Cluster: fc, Resources: resourceCount(cfg), OriginFrom: cfg.Origin.From.String()})
 	s.Params = hotparam.CompileWith(cfg.ParamRules, pParams, hotparam.Options{Cluster: pc, Now: g.clock.Now()})
 	s.Breakers = circuit.Compile(cfg.DegradeRules, pCB, g.deps.OnCircuit)
 	s.System = system.New(cfg.System, pSys, g.deps.CPU)
