@@ -307,7 +307,7 @@ func (b *clientBody) Close() error {
 // request, and the client is answered 413 (upstreamFailed). A known length
 // over the cap never gets here (route.serve answers 413 first).
 // Requests without a body cost nothing here (not even a clock read).
-func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64) {
+func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64, h2Upstream bool) {
 	b := clientBodyOf(r)
 	if b == nil {
 		return
@@ -315,10 +315,13 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64
 	e.body = b
 	b.limit = limit
 	now := time.Now()
-	if isGRPC(r) {
+	if h2Upstream && grpcStream(r) {
 		// A gRPC stream's messages come when the client has them (a
 		// client-streaming call may be quiet for long): no pace, as
 		// Kestrel lifts its own for gRPC. The route timeout bounds it.
+		// Only a call that can be a stream has it: the content-type is
+		// the client's word, and on a route to an HTTP/1.1 upstream it
+		// bought any client the slow body the pace is there to cut.
 		_ = http.NewResponseController(e).SetReadDeadline(now.Add(timeout))
 		return
 	}

@@ -18,6 +18,17 @@ func grpcContent(h http.Header) bool {
 	return len(ct) > 0 && len(ct[0]) >= 16 && strings.EqualFold(ct[0][:16], "application/grpc")
 }
 
+// grpcStream reports a call that can stream its messages: gRPC over
+// HTTP/2. gRPC-Web (application/grpc-web, over HTTP/1.1 too) sends a
+// request's messages at once: its clients have no client streaming.
+func grpcStream(r *http.Request) bool {
+	if r.ProtoMajor != 2 || !isGRPC(r) {
+		return false
+	}
+	ct := r.Header["Content-Type"][0]
+	return len(ct) < 20 || !strings.EqualFold(ct[16:20], "-web")
+}
+
 // grpcStatus8 is a blocked call's gRPC status, RESOURCE_EXHAUSTED, for every
 // reason an authority refusal included: SPEC section 8 gives one status to
 // every block, and grpc-message names the reason.

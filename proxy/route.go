@@ -223,7 +223,7 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 		dropUpgrade(r) // HTTP/2 has no Upgrade: the upstream gets a plain request
 	}
 	fwd := rt.forwarderFor(r, &ex.view)
-	ex.watchBody(r, rt.upstream.timeout, rt.maxBody)
+	ex.watchBody(r, rt.upstream.timeout, rt.maxBody, rt.upstream.protocol != config.ProtocolHTTP1)
 	finished := false
 	ex.try.now = start
 	if r.ProtoMajor == 2 {
