@@ -39,7 +39,7 @@ type Metrics struct {
 	circuitSeen map[string]bool        // the resources circuit has a series of
 	clusterUp   *prometheus.GaugeVec   // form, master
 	unanswered  *prometheus.CounterVec // cause
-	connRefused *prometheus.CounterVec // cap
+	connRefused *prometheus.CounterVec // reason
 	redisMu     sync.Mutex             // orders ClusterRedis calls; guards redisSeen
 	redisSeen   map[[2]string]bool     // the series ClusterRedis set last
 	up          upstreamMetrics
@@ -73,8 +73,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"cause"}),
 		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_connections_refused_total",
-			Help: "Client connections closed as they were accepted, by the cap they would have passed: maxConnections or maxConnectionsPerIP (the server section).",
-		}, []string{"cap"}),
+			Help: "Client connections the gateway closed, by reason: maxConnections or maxConnectionsPerIP (the server section's caps, closed as they were accepted), or prematureResets (an HTTP/2 connection most of whose streams were reset before their answer).",
+		}, []string{"reason"}),
 		circuitSeen: map[string]bool{},
 		up:          newUpstreamMetrics(),
 	}
@@ -168,10 +168,10 @@ func (m *Metrics) ClusterUnanswered(cause string) prometheus.Counter {
 	return m.unanswered.WithLabelValues(cause)
 }
 
-// ConnRefused is which cap's counter of sluice_connections_refused_total, made at
-// once (the series reads 0 before the first refusal); the caller keeps it.
-func (m *Metrics) ConnRefused(which string) prometheus.Counter {
-	return m.connRefused.WithLabelValues(which)
+// ConnRefused is reason's counter of sluice_connections_refused_total, made
+// at once (the series reads 0 before the first refusal); the caller keeps it.
+func (m *Metrics) ConnRefused(reason string) prometheus.Counter {
+	return m.connRefused.WithLabelValues(reason)
 }
 
 // RegisterConnections registers sluice_connections_open on reg, read from

@@ -64,7 +64,7 @@ routes: [{ path: /, upstream: up }]
 		if err != nil {
 			return err.Error()
 		}
-		open, refused := m["sluice_connections_open"], m[`sluice_connections_refused_total{cap="maxConnections"}`]
+		open, refused := m["sluice_connections_open"], m[`sluice_connections_refused_total{reason="maxConnections"}`]
 		if open != autoCap || refused != flood-autoCap {
 			return fmt.Sprintf("open %v, refused %v; want %d and %d", open, refused, autoCap, flood-autoCap)
 		}
@@ -99,7 +99,7 @@ routes: [{ path: /, upstream: up }]
 		t.Fatalf("answers by status %v; want %d × 200 (the connections within the cap) and %d × none (those closed at accept)",
 			statuses, autoCap, flood-autoCap)
 	}
-	if ev := g.logs.Find("connection refused", 0); ev == nil || ev["level"] != "warn" || ev["cap"] != "maxConnections" {
+	if ev := g.logs.Find("connection refused", 0); ev == nil || ev["level"] != "warn" || ev["reason"] != "maxConnections" {
 		t.Fatalf("no warn event naming the cap for the refused connections: %v", ev)
 	}
 

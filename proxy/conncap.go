@@ -35,10 +35,12 @@ type connCounts struct {
 // connLimits are the caps in force, from a snapshot: 0 is none.
 type connLimits struct{ total, perIP int }
 
-// Why a connection was refused (Deps.OnConnRefused).
+// Why a connection was refused (Deps.OnConnRefused): closed at accept,
+// past a cap, or later, for its streams' resets (resets.go).
 const (
 	RefusedMaxConnections      = "maxConnections"
 	RefusedMaxConnectionsPerIP = "maxConnectionsPerIP"
+	RefusedPrematureResets     = "prematureResets"
 )
 
 // admit counts a connection from ip in, or reports which cap it would pass
@@ -110,16 +112,19 @@ func (g *Gateway) connLimitsOf(s config.Server) connLimits {
 	return lim
 }
 
-// refusedConn reports a connection closed past a cap: to Deps.OnConnRefused
-// each time, and in the log at most once a second (a flood of them would
-// otherwise be a flood of lines), at warn level, as an operator must know
-// that clients are being turned away.
+// refusedConn reports a connection closed for why (a Refused* reason): to
+// Deps.OnConnRefused each time, and in the log at most once a second (a
+// flood of them would otherwise be a flood of lines), at warn level, as an
+// operator must know that clients are being turned away.
 func (g *Gateway) refusedConn(why string, ip netip.Addr) {
 	if g.deps.OnConnRefused != nil {
 		g.deps.OnConnRefused(why)
 	}
-	g.refusedLog.Warn().Str("cap", why).Str("peer", ip.String()).Int64("open", g.conns.open.Load()).
-		Msg("connection refused: past the server's connection cap (at most one such line a second)")
+	msg := "connection refused: past the server's connection cap (at most one such line a second)"
+	if why == RefusedPrematureResets {
+		msg = "connection closed: most of its HTTP/2 streams were reset before their answer (at most one such line a second)"
+	}
+	g.refusedLog.Warn().Str("reason", why).Str("peer", ip.String()).Int64("open", g.conns.open.Load()).Msg(msg)
 }
 
 // autoMaxConnections is server.maxConnections' default: half of the

@@ -195,11 +195,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
 		return
 	}
+	var start int64
 	if r.ProtoMajor == 2 {
 		defer boundStreamFlush(w, r, s.sendTimeout)
+		if c := streamConn(r); c != nil {
+			start = s.clock.Now()
+			defer g.endStream(c, r, start)
+		}
 	}
-	var start int64
-	if s.accessLog {
+	if s.accessLog && start == 0 {
 		start = s.clock.Now()
 	}
 	v, bad := readTarget(r, s.target)

@@ -93,6 +93,8 @@ type sendConn struct {
 	counts *connCounts
 	ip     netip.Addr
 	closed atomic.Bool
+	// streams counts an HTTP/2 connection's streams (resets.go).
+	streams streamCounts
 }
 
 // sendPiece is the most a client must take within one sendTimeout: 32 KiB,

@@ -264,6 +264,44 @@ func (c *Conn) send(id uint32, q Request) error {
 	return nil
 }
 
+// Abandon sends fields on a new stream, its request complete, then resets
+// the stream (RST_STREAM, CANCEL) at once, as a rapid-reset client does;
+// with provoke it has the server reset it instead, by a WINDOW_UPDATE of
+// 0 on the stream, a stream error (RFC 9113 6.9; "MadeYouReset"). It reads
+// nothing: the server's frames wait in the connection for Drain.
+func (c *Conn) Abandon(fields [][2]string, provoke bool) error {
+	c.id += 2
+	if c.id == 2 {
+		c.id = 1
+	}
+	if err := c.send(c.id, Request{Fields: fields}); err != nil {
+		return err
+	}
+	if provoke {
+		c.fr.AllowIllegalWrites = true
+		defer func() { c.fr.AllowIllegalWrites = false }()
+		return c.fr.WriteWindowUpdate(c.id, 0)
+	}
+	return c.fr.WriteRSTStream(c.id, http2.ErrCodeCancel)
+}
+
+// Drain reads and drops the server's frames until the connection ends or
+// the server sends GOAWAY, and returns why: io.EOF, a reset, a
+// *http2.GoAwayFrame's error code as an http2.ConnectionError, or the
+// deadline (Timeout).
+func (c *Conn) Drain() error {
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(Timeout))
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return err
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			return http2.ConnectionError(ga.ErrCode)
+		}
+	}
+}
+
 // Call sends one request on a new h2c connection to addr (Conn.Do) and
 // returns the :status, or "reset" if none came before the stream or the
 // connection was reset or closed.

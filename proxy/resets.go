@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Premature resets (HTTP/2 "rapid reset", CVE-2023-44487, and the
+// server-side resets a client provokes, "MadeYouReset", CVE-2025-8671). A
+// client that opens streams and resets them at once makes the gateway
+// route, check and forward each one (the upstream may go on serving what
+// nobody reads) for the price of two frames; Go's server sends GOAWAY only
+// once the handlers it queues pile up, and not at all for resets it makes
+// itself. So, as Envoy's premature_reset_total_stream_count and
+// premature_reset_min_stream_lifetime_seconds do, a connection is closed
+// once it has had at least prematureMinStreams streams and more than half
+// of them ended before their answer did, within prematureLifetime of their
+// start. A browser that abandons some requests (a navigation away) comes
+// nowhere near; a connection that only resets is closed at its 500th stream.
+
+// streamCounts are one connection's streams (requests) and how many of
+// them its client ended prematurely. Safe for concurrent use: a
+// connection's streams end on their own goroutines.
+type streamCounts struct {
+	ended, premature atomic.Int64
+	closed           atomic.Bool // the gateway closed the connection for its resets
+}
+
+const (
+	prematureMinStreams = 500
+	prematureLifetime   = time.Second
+)
+
+// streamConn is the connection an HTTP/2 request came on, as the traffic
+// listener accepted it (Gateway.Listener and Gateway.ConnContext); nil
+// when it was served otherwise.
+func streamConn(r *http.Request) *sendConn {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	sc, _ := c.(*sendConn)
+	return sc
+}
+
+// endStream counts the end of r, a stream of c that began at start (on
+// g's clock), and closes c when its streams have ended prematurely too
+// often.
+func (g *Gateway) endStream(c *sendConn, r *http.Request, start int64) {
+	n := c.streams.ended.Add(1)
+	if r.Context().Err() == nil || g.clock.Now()-start >= int64(prematureLifetime) {
+		return
+	}
+	p := c.streams.premature.Add(1)
+	if n < prematureMinStreams || 2*p <= n || !c.streams.closed.CompareAndSwap(false, true) {
+		return
+	}
+	_ = c.Close()
+	g.refusedConn(RefusedPrematureResets, c.ip)
+}
