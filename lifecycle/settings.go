@@ -222,11 +222,24 @@ func pendingRestart(started, cfg *config.Config) []admin.PendingSetting {
 
 // announceLive logs a reload's change to a setting that applies to what
 // opens next: server.sendTimeout bounds the connections and HTTP/2 streams
-// opened from the reload on (a connection open before keeps its socket's).
+// opened from the reload on (a connection open before keeps its socket's),
+// and the connection caps the connections accepted from then on.
 func (r *reloader) announceLive(prev, next *config.Config) {
 	if old, now := prev.Server.SendTimeout, next.Server.SendTimeout; old != now {
 		r.log.Info().Str("setting", "server.sendTimeout").Str("old", old.String()).Str("new", now.String()).
 			Msg("server.sendTimeout changed: it applies to connections and HTTP/2 streams opened from now on")
+	}
+	for _, c := range []struct {
+		name     string
+		old, now int
+	}{
+		{"server.maxConnections", prev.Server.MaxConnections, next.Server.MaxConnections},
+		{"server.maxConnectionsPerIP", prev.Server.MaxConnectionsPerIP, next.Server.MaxConnectionsPerIP},
+	} {
+		if c.old != c.now {
+			r.log.Info().Str("setting", c.name).Int("old", c.old).Int("new", c.now).
+				Msg(c.name + " changed: it applies to connections accepted from now on (0: the default); none open is closed")
+		}
 	}
 }
 
