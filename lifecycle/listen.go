@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 
+	"golang.org/x/net/netutil"
+
 	"sluice/config"
 )
 
@@ -13,6 +15,15 @@ type listeners struct {
 	traffic *traffic     // listen and tls.listen, with their servers
 	admin   net.Listener // nil: the admin listener is off
 }
+
+// adminMaxConnections caps the admin listener's connections: an admin
+// listener opened to a Prometheus elsewhere (0.0.0.0:9090) is open to
+// whoever reaches it, and its connections take descriptors from the ones
+// the traffic's upstream connections need. Past it, a connection waits in
+// the kernel's queue until one closes (readHeaderTimeout and idleTimeout
+// bound how long each is held); scrapes, the dashboard and the CLI use a
+// handful.
+const adminMaxConnections = 256
 
 // listen opens the traffic listeners (plain and TLS, see listenTraffic) and,
 // unless it is off, the admin listener; on error it closes what it opened.
@@ -27,6 +38,7 @@ func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
 			tr.close()
 			return listeners{}, fmt.Errorf("admin listen %s: %w", addr, err)
 		}
+		lns.admin = netutil.LimitListener(lns.admin, adminMaxConnections)
 	}
 	return lns, nil
 }

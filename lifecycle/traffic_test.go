@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bufio"
 	"context"
 	"io"
 	stdlog "log"
@@ -146,5 +147,58 @@ func TestServerLogWarnsOfFailedAccepts(t *testing.T) {
 	}
 	if ev := buf.Find("TLS handshake error", 0); ev == nil || ev["level"] != "debug" {
 		t.Fatalf("a client's failed handshake logged %v, want one event at debug", ev)
+	}
+}
+
+// The admin listener holds at most adminMaxConnections connections: past
+// them a connection waits in the kernel's queue, so a flood of idle admin
+// connections takes no more descriptors from the traffic's upstreams. The
+// connections it holds are served, and one that closes lets a waiting one
+// in.
+func TestAdminConnectionsAreCapped(t *testing.T) {
+	path, _ := rulesFile(t, upstream(t), "routes: [{path: /a, upstream: app}]")
+	inst, _ := running(t, Options{Config: path, Admin: "127.0.0.1:0", Log: io.Discard, Drain: time.Second})
+	_, _, admin := inst.Addrs()
+	healthz := func(c net.Conn, within time.Duration) bool {
+		_ = c.SetDeadline(time.Now().Add(within))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	conns := make([]net.Conn, adminMaxConnections)
+	for i := range conns {
+		c, err := net.Dial("tcp", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	if !healthz(conns[0], 5*time.Second) {
+		t.Fatal("a connection within the cap was not served")
+	}
+	waiting, err := net.Dial("tcp", admin) // the kernel completes the handshake; the gateway does not accept it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	if _, err := io.WriteString(waiting, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = waiting.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _ := waiting.Read(make([]byte, 1)); n != 0 {
+		t.Fatalf("connection %d past the cap of %d was served", adminMaxConnections+1, adminMaxConnections)
+	}
+	conns[1].Close()
+	_ = waiting.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(waiting), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("once a connection closed, the waiting one got %v, %v; want 200", resp, err)
 	}
 }
