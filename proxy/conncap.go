@@ -41,6 +41,7 @@ const (
 	RefusedMaxConnections      = "maxConnections"
 	RefusedMaxConnectionsPerIP = "maxConnectionsPerIP"
 	RefusedPrematureResets     = "prematureResets"
+	RefusedFlood               = "flood"
 )
 
 // admit counts a connection from ip in, or reports which cap it would pass
@@ -121,10 +122,26 @@ func (g *Gateway) refusedConn(why string, ip netip.Addr) {
 		g.deps.OnConnRefused(why)
 	}
 	msg := "connection refused: past the server's connection cap (at most one such line a second)"
-	if why == RefusedPrematureResets {
+	switch why {
+	case RefusedPrematureResets:
 		msg = "connection closed: most of its HTTP/2 streams were reset before their answer (at most one such line a second)"
+	case RefusedFlood:
+		msg = "connection closed: it sent over 8 MiB while none of its requests was being served, frames no request is made of (at most one such line a second)"
 	}
 	g.refusedLog.Warn().Str("reason", why).Str("peer", ip.String()).Int64("open", g.conns.open.Load()).Msg(msg)
+}
+
+// cut closes c for why (a client's resets or flood) and reports it, once.
+// g may be nil (a connection not accepted by Gateway.Listener).
+func (g *Gateway) cut(c *sendConn, why string) {
+	if !c.cut.CompareAndSwap(false, true) {
+		return
+	}
+	// Counted first: whoever sees the connection close finds it counted.
+	if g != nil {
+		g.refusedConn(why, c.ip)
+	}
+	_ = c.Close()
 }
 
 // autoMaxConnections is server.maxConnections' default: half of the

@@ -196,9 +196,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var start int64
+	c := serveConn(r)
+	if c != nil {
+		defer c.served()
+	}
 	if r.ProtoMajor == 2 {
 		defer boundStreamFlush(w, r, s.sendTimeout)
-		if c := streamConn(r); c != nil {
+		if c != nil {
 			start = s.clock.Now()
 			defer g.endStream(c, r, start)
 		}

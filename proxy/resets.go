@@ -26,7 +26,6 @@ import (
 // connection's streams end on their own goroutines.
 type streamCounts struct {
 	ended, premature atomic.Int64
-	closed           atomic.Bool // the gateway closed the connection for its resets
 }
 
 const (
@@ -55,9 +54,7 @@ func (g *Gateway) endStream(c *sendConn, r *http.Request, start int64) {
 		return
 	}
 	p := c.streams.premature.Add(1)
-	if n < prematureMinStreams || 2*p <= n || !c.streams.closed.CompareAndSwap(false, true) {
-		return
+	if n >= prematureMinStreams && 2*p > n {
+		g.cut(c, RefusedPrematureResets)
 	}
-	_ = c.Close()
-	g.refusedConn(RefusedPrematureResets, c.ip)
 }

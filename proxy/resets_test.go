@@ -21,18 +21,25 @@ import (
 	"sluice/proxy"
 )
 
-// resetGateway serves a gateway over h1 and h2c through its Listener and
-// ConnContext, as the traffic listener does, with one route to an
-// upstream that answers /slow after 20 ms (so a reset stream is still
-// being served when its reset comes); it counts what the gateway closed.
-func resetGateway(t *testing.T, tc *tls.Config) (addr string, refused func() int) {
+// gatewayCounting serves a gateway over h1 and h2c (or h1 and h2 over
+// TLS, with tc) through its Listener and ConnContext, as the traffic
+// listener does, with one route to an upstream that answers /slow after
+// 20 ms (so a reset stream is still being served when its reset comes)
+// and answers /count with the length of its body; refused counts the connections the
+// gateway closed, by reason.
+func gatewayCounting(t *testing.T, tc *tls.Config) (addr string, refused func(why string) int) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
+		switch r.URL.Path {
+		case "/slow":
 			select {
 			case <-time.After(20 * time.Millisecond):
 			case <-r.Context().Done():
 			}
+		case "/count":
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+			return
 		}
 		io.WriteString(w, "ok")
 	}))
@@ -42,13 +49,11 @@ func resetGateway(t *testing.T, tc *tls.Config) (addr string, refused func() int
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	n := 0
+	n := map[string]int{}
 	g := proxy.New(proxy.Deps{Log: zerolog.Nop(), OnConnRefused: func(why string) {
-		if why == proxy.RefusedPrematureResets {
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
+		mu.Lock()
+		n[why]++
+		mu.Unlock()
 	}})
 	if err := g.Load(cfg); err != nil {
 		t.Fatal(err)
@@ -67,10 +72,10 @@ func resetGateway(t *testing.T, tc *tls.Config) (addr string, refused func() int
 		go srv.Serve(g.Listener(raw))
 	}
 	t.Cleanup(func() { srv.Close() })
-	return raw.Addr().String(), func() int {
+	return raw.Addr().String(), func(why string) int {
 		mu.Lock()
 		defer mu.Unlock()
-		return n
+		return n[why]
 	}
 }
 
@@ -101,7 +106,8 @@ func TestPrematureResetsCloseTheConnection(t *testing.T) {
 }
 
 func prematureResets(t *testing.T, server, client *tls.Config) {
-	addr, refused := resetGateway(t, server)
+	addr, counted := gatewayCounting(t, server)
+	refused := func() int { return counted(proxy.RefusedPrematureResets) }
 
 	for _, provoke := range []bool{false, true} {
 		name := "every stream reset"

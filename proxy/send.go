@@ -53,7 +53,7 @@ func (l *sendListener) Accept() (net.Conn, error) {
 			continue
 		}
 		sc := newSendConn(c, l.g.sendTimeout())
-		sc.counts, sc.ip = &l.g.conns, ip
+		sc.counts, sc.ip, sc.g = &l.g.conns, ip, l.g
 		return sc, nil
 	}
 }
@@ -95,6 +95,23 @@ type sendConn struct {
 	closed atomic.Bool
 	// streams counts an HTTP/2 connection's streams (resets.go).
 	streams streamCounts
+	// active counts the connection's requests being served, idleRead the
+	// bytes read since one last began or ended (floods.go).
+	active   atomic.Int32
+	idleRead atomic.Int64
+	g        *Gateway // told of a flood; nil outside Gateway.Listener
+	cut      atomic.Bool
+}
+
+// Read reads from the client; a connection that floods the gateway with
+// bytes while none of its requests is served is closed (floods.go).
+func (c *sendConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.countIdle(n) {
+		c.g.cut(c, RefusedFlood)
+		return 0, errFlood
+	}
+	return n, err
 }
 
 // sendPiece is the most a client must take within one sendTimeout: 32 KiB,

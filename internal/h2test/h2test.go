@@ -285,6 +285,26 @@ func (c *Conn) Abandon(fields [][2]string, provoke bool) error {
 	return c.fr.WriteRSTStream(c.id, http2.ErrCodeCancel)
 }
 
+// Open sends fields on a new stream as a HEADERS frame that does not end
+// the header block, and returns the stream's id: the server waits for its
+// CONTINUATION frames, which a test then writes raw (Raw).
+func (c *Conn) Open(fields [][2]string) (uint32, error) {
+	c.id += 2
+	if c.id == 2 {
+		c.id = 1
+	}
+	c.hb.Reset()
+	for _, f := range fields {
+		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			return 0, err
+		}
+	}
+	return c.id, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: c.id, BlockFragment: c.hb.Bytes(), EndStream: true})
+}
+
+// Raw is the connection, for frames a test writes as bytes (a flood).
+func (c *Conn) Raw() net.Conn { return c.nc }
+
 // Drain reads and drops the server's frames until the connection ends or
 // the server sends GOAWAY, and returns why: io.EOF, a reset, a
 // *http2.GoAwayFrame's error code as an http2.ConnectionError, or the
