@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,15 +69,7 @@ func TestFloodsCloseTheConnection(t *testing.T) {
 					break
 				}
 			}
-			select {
-			case err := <-ended:
-				var ce http2.ConnectionError
-				if errors.As(err, &ce) {
-					t.Fatalf("the connection ended with Go's own GOAWAY %v after %d bytes, not the gateway's close", err, sent)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the connection is still open after %d bytes of flood", sent)
-			}
+			closedByGateway(t, ended, fmt.Sprintf("%d bytes of flood", sent))
 			if n := refused(proxy.RefusedFlood) - before; n != 1 {
 				t.Fatalf("%d connections closed for a flood, want 1", n)
 			}

@@ -79,6 +79,23 @@ func gatewayCounting(t *testing.T, tc *tls.Config) (addr string, refused func(wh
 	}
 }
 
+// closedByGateway waits for the end of a connection whose frames Drain
+// reads (ended), after what, and fails t unless the gateway closed it: it
+// is still open after 10 s, or Go's server ended it with a GOAWAY of its
+// own.
+func closedByGateway(t *testing.T, ended <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ended:
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			t.Fatalf("the connection ended with Go's own GOAWAY %v after %s, not the gateway's close", err, what)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the connection is still open after %s", what)
+	}
+}
+
 var (
 	resetFields = [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/slow"}}
 	quickFields = [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/x"}}
@@ -132,15 +149,7 @@ func prematureResets(t *testing.T, server, client *tls.Config) {
 					time.Sleep(10 * time.Millisecond) // below Go's own limit on queued handlers
 				}
 			}
-			select {
-			case err := <-ended:
-				var ce http2.ConnectionError
-				if errors.As(err, &ce) {
-					t.Fatalf("the connection ended with Go's own GOAWAY %v after %d streams, not the gateway's close", err, sent)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("a connection that reset all its %d streams is still open", sent)
-			}
+			closedByGateway(t, ended, fmt.Sprintf("%d streams reset", sent))
 			if n := refused() - before; n != 1 {
 				t.Fatalf("%d connections counted closed for premature resets, want 1", n)
 			}
