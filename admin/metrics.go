@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"cause"}),
 		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_connections_refused_total",
-			Help: "Client connections the gateway closed, by reason: maxConnections or maxConnectionsPerIP (the server section's caps, closed as they were accepted), prematureResets (an HTTP/2 connection most of whose streams were reset before their answer), or flood (over 8 MiB read while none of its requests was being served).",
+			Help: "Client connections the gateway closed, by reason: maxConnections or maxConnectionsPerIP (the server section's caps, closed as they were accepted), penalized (closed as they were accepted: the peer reset streams or flooded in the last 10 s), prematureResets (an HTTP/2 connection most of whose streams were reset before their answer), or flood (over 8 MiB read while none of its requests was being served).",
 		}, []string{"reason"}),
 		circuitSeen: map[string]bool{},
 		up:          newUpstreamMetrics(),

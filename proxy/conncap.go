@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"sluice/config"
 )
@@ -30,16 +31,33 @@ type connCounts struct {
 	// its last connection closes, so its size is the number of peers with
 	// a connection open (which the caps bound).
 	perIP map[netip.Addr]int32
+	// resets counts each peer's premature stream ends in its current
+	// window, and penalized holds until when a peer's new connections are
+	// refused (resets.go). Both hold only peers that reset streams, and
+	// are swept of what is over when they grow past sweepAt.
+	resets    map[netip.Addr]peerResets
+	penalized map[netip.Addr]time.Time
 }
+
+// peerResets are a peer's premature stream ends since from.
+type peerResets struct {
+	from time.Time
+	n    int
+}
+
+// sweepAt is the size past which resets and penalized are swept.
+const sweepAt = 4096
 
 // connLimits are the caps in force, from a snapshot: 0 is none.
 type connLimits struct{ total, perIP int }
 
 // Why a connection was refused (Deps.OnConnRefused): closed at accept,
-// past a cap, or later, for its streams' resets (resets.go).
+// past a cap or while its peer is penalized, or later, for its streams'
+// resets (resets.go) or a flood (floods.go).
 const (
 	RefusedMaxConnections      = "maxConnections"
 	RefusedMaxConnectionsPerIP = "maxConnectionsPerIP"
+	RefusedPenalized           = "penalized"
 	RefusedPrematureResets     = "prematureResets"
 	RefusedFlood               = "flood"
 )
@@ -52,6 +70,11 @@ func (cc *connCounts) admit(ip netip.Addr, lim connLimits) string {
 		return RefusedMaxConnections
 	}
 	cc.mu.Lock()
+	if len(cc.penalized) > 0 && time.Now().Before(cc.penalized[ip]) {
+		cc.mu.Unlock()
+		cc.open.Add(-1)
+		return RefusedPenalized
+	}
 	n := cc.perIP[ip]
 	if lim.perIP > 0 && int(n) >= lim.perIP {
 		cc.mu.Unlock()
@@ -76,6 +99,67 @@ func (cc *connCounts) leave(ip netip.Addr) {
 		delete(cc.perIP, ip)
 	}
 	cc.mu.Unlock()
+}
+
+// premature counts a premature stream end of ip at now and reports
+// whether ip is, or now becomes, penalized: its connections are then
+// closed as they end a stream prematurely, and its new ones refused. A
+// trusted peer is counted by connection only (endStream).
+func (cc *connCounts) premature(ip netip.Addr, now time.Time, trusted bool) bool {
+	if trusted {
+		return false
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if now.Before(cc.penalized[ip]) {
+		return true
+	}
+	r := cc.resets[ip]
+	if now.Sub(r.from) >= prematureWindow {
+		r = peerResets{from: now}
+	}
+	r.n++
+	if r.n < prematurePeerStreams {
+		if cc.resets == nil {
+			cc.resets = make(map[netip.Addr]peerResets)
+		}
+		cc.sweep(now)
+		cc.resets[ip] = r
+		return false
+	}
+	delete(cc.resets, ip)
+	cc.penalize(ip, now)
+	return true
+}
+
+// penalize refuses ip's new connections until penaltyFor after now. The
+// caller holds cc.mu.
+func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
+	if cc.penalized == nil {
+		cc.penalized = make(map[netip.Addr]time.Time)
+	}
+	cc.sweep(now)
+	cc.penalized[ip] = now.Add(penaltyFor)
+}
+
+// sweep drops the windows and penalties that are over, once the maps have
+// grown past sweepAt: peers that stopped resetting leave no trace. The
+// caller holds cc.mu.
+func (cc *connCounts) sweep(now time.Time) {
+	if len(cc.resets) >= sweepAt {
+		for ip, r := range cc.resets {
+			if now.Sub(r.from) >= prematureWindow {
+				delete(cc.resets, ip)
+			}
+		}
+	}
+	if len(cc.penalized) >= sweepAt {
+		for ip, until := range cc.penalized {
+			if !now.Before(until) {
+				delete(cc.penalized, ip)
+			}
+		}
+	}
 }
 
 // peerIP is the TCP peer's address, IPv4-mapped IPv6 unmapped so that one
@@ -123,6 +207,8 @@ func (g *Gateway) refusedConn(why string, ip netip.Addr) {
 	}
 	msg := "connection refused: past the server's connection cap (at most one such line a second)"
 	switch why {
+	case RefusedPenalized:
+		msg = "connection refused: its peer's connections were closed for resets or a flood in the last 10 s (at most one such line a second)"
 	case RefusedPrematureResets:
 		msg = "connection closed: most of its HTTP/2 streams were reset before their answer (at most one such line a second)"
 	case RefusedFlood:
@@ -131,8 +217,9 @@ func (g *Gateway) refusedConn(why string, ip netip.Addr) {
 	g.refusedLog.Warn().Str("reason", why).Str("peer", ip.String()).Int64("open", g.conns.open.Load()).Msg(msg)
 }
 
-// cut closes c for why (a client's resets or flood) and reports it, once.
-// g may be nil (a connection not accepted by Gateway.Listener).
+// cut closes c for why (a client's resets or flood) and reports it, once;
+// unless its peer is one of trustedProxies, the peer is penalized too (see
+// resets.go). g may be nil (a connection not accepted by Gateway.Listener).
 func (g *Gateway) cut(c *sendConn, why string) {
 	if !c.cut.CompareAndSwap(false, true) {
 		return
@@ -140,6 +227,11 @@ func (g *Gateway) cut(c *sendConn, why string) {
 	// Counted first: whoever sees the connection close finds it counted.
 	if g != nil {
 		g.refusedConn(why, c.ip)
+		if !c.trusted(g) {
+			g.conns.mu.Lock()
+			g.conns.penalize(c.ip, time.Now())
+			g.conns.mu.Unlock()
+		}
 	}
 	_ = c.Close()
 }

@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
 
 func TestAutoMaxConnections(t *testing.T) {
 	for _, tt := range []struct {
@@ -17,5 +21,59 @@ func TestAutoMaxConnections(t *testing.T) {
 		if got := autoMaxConnectionsOf(tt.limit); got != tt.want {
 			t.Errorf("open-file limit %d: automatic maxConnections %d, want %d", tt.limit, got, tt.want)
 		}
+	}
+}
+
+// A peer's penalty ends penaltyFor after it began, and what is over is
+// swept once the tables grow past sweepAt: peers that stopped resetting
+// leave no trace, however many there were.
+func TestPenaltiesEndAndAreSwept(t *testing.T) {
+	var cc connCounts
+	now := time.Now()
+	peer := netip.MustParseAddr("192.0.2.1")
+	for i := range prematurePeerStreams - 1 {
+		if cc.premature(peer, now.Add(time.Duration(i)*time.Millisecond), false) {
+			t.Fatalf("penalized after %d premature ends, want %d", i+1, prematurePeerStreams)
+		}
+	}
+	if !cc.premature(peer, now, false) {
+		t.Fatalf("not penalized after %d premature ends within %v", prematurePeerStreams, prematureWindow)
+	}
+	cc.mu.Lock()
+	until := cc.penalized[peer]
+	cc.mu.Unlock()
+	if !until.Equal(now.Add(penaltyFor)) {
+		t.Fatalf("penalized until %v, want %v after", until.Sub(now), penaltyFor)
+	}
+	if cc.premature(netip.MustParseAddr("192.0.2.2"), now, true) {
+		t.Fatal("a trusted peer was penalized")
+	}
+	// Past its window, a peer's count starts again: 400 a window, for
+	// five windows, is never 500 in one.
+	other := netip.MustParseAddr("192.0.2.3")
+	for i := range 2000 {
+		at := now.Add(time.Duration(i) * (prematureWindow / 400))
+		if cc.premature(other, at, false) {
+			t.Fatalf("a peer resetting 400 streams per %v penalized at its %dth", prematureWindow, i+1)
+		}
+	}
+	// A penalty over admits again; what is over is swept.
+	cc.mu.Lock()
+	cc.penalized[peer] = now.Add(-time.Second)
+	cc.mu.Unlock()
+	if why := cc.admit(peer, connLimits{}); why != "" {
+		t.Fatalf("a peer whose penalty is over refused: %s", why)
+	}
+	cc.leave(peer)
+	later := now.Add(time.Hour)
+	cc.mu.Lock()
+	for i := range sweepAt {
+		cc.penalize(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
+	}
+	cc.penalize(netip.MustParseAddr("192.0.2.9"), later)
+	n := len(cc.penalized)
+	cc.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d penalties kept an hour after %d ended, want the one new", n, sweepAt)
 	}
 }

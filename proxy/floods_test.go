@@ -34,7 +34,6 @@ func frames(n int, typ http2.FrameType, id uint32, payload []byte) []byte {
 // client whose bytes are requests' bodies (a 20 MiB upload over h2, and
 // over HTTP/1.1) is served.
 func TestFloodsCloseTheConnection(t *testing.T) {
-	addr, refused := gatewayCounting(t, nil)
 	unknown := make([]byte, 16<<10) // a frame type no one knows: ignored, its payload read
 	for _, tc := range []struct {
 		name  string
@@ -47,6 +46,7 @@ func TestFloodsCloseTheConnection(t *testing.T) {
 			func(uint32) []byte { return frames(4, http2.FrameType(0xbb), 0, unknown) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			addr, refused := gatewayCounting(t, nil, "")
 			before := refused(proxy.RefusedFlood)
 			c, err := h2test.Dial(addr, nil)
 			if err != nil {
@@ -81,6 +81,7 @@ func TestFloodsCloseTheConnection(t *testing.T) {
 	}
 
 	t.Run("uploads are no flood", func(t *testing.T) {
+		addr, refused := gatewayCounting(t, nil, "")
 		before := refused(proxy.RefusedFlood)
 		body := make([]byte, 20<<20)
 		rand.Read(body)

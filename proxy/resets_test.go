@@ -23,11 +23,11 @@ import (
 
 // gatewayCounting serves a gateway over h1 and h2c (or h1 and h2 over
 // TLS, with tc) through its Listener and ConnContext, as the traffic
-// listener does, with one route to an upstream that answers /slow after
+// listener does, with extra rules, and one route to an upstream that answers /slow after
 // 20 ms (so a reset stream is still being served when its reset comes)
 // and answers /count with the length of its body; refused counts the connections the
 // gateway closed, by reason.
-func gatewayCounting(t *testing.T, tc *tls.Config) (addr string, refused func(why string) int) {
+func gatewayCounting(t *testing.T, tc *tls.Config, extra string) (addr string, refused func(why string) int) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -44,7 +44,7 @@ func gatewayCounting(t *testing.T, tc *tls.Config) (addr string, refused func(wh
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf("upstreams: { up: { targets: [%q] } }\nroutes: [{ path: /*, upstream: up }]\n", up.URL)))
+	cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf("upstreams: { up: { targets: [%q] } }\nroutes: [{ path: /*, upstream: up }]\n%s", up.URL, extra)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,16 +123,13 @@ func TestPrematureResetsCloseTheConnection(t *testing.T) {
 }
 
 func prematureResets(t *testing.T, server, client *tls.Config) {
-	addr, counted := gatewayCounting(t, server)
-	refused := func() int { return counted(proxy.RefusedPrematureResets) }
-
 	for _, provoke := range []bool{false, true} {
 		name := "every stream reset"
 		if provoke {
 			name = "every stream reset by the server, provoked"
 		}
 		t.Run(name, func(t *testing.T) {
-			before := refused()
+			addr, refused := gatewayCounting(t, server, "")
 			c, err := h2test.Dial(addr, client)
 			if err != nil {
 				t.Fatal(err)
@@ -140,25 +137,28 @@ func prematureResets(t *testing.T, server, client *tls.Config) {
 			defer c.Close()
 			ended := make(chan error, 1)
 			go func() { ended <- c.Drain() }()
-			sent := 0
-			for ; sent < 2000; sent++ {
-				if err := c.Abandon(resetFields, provoke); err != nil {
-					break
-				}
-				if sent%50 == 49 {
-					time.Sleep(10 * time.Millisecond) // below Go's own limit on queued handlers
-				}
-			}
+			sent := abandon(c, 2000, provoke)
 			closedByGateway(t, ended, fmt.Sprintf("%d streams reset", sent))
-			if n := refused() - before; n != 1 {
+			if n := refused(proxy.RefusedPrematureResets); n != 1 {
 				t.Fatalf("%d connections counted closed for premature resets, want 1", n)
 			}
 			t.Logf("closed after %d streams were sent", sent)
+			// The peer comes back at once: refused for a while.
+			if again, err := h2test.Dial(addr, client); err == nil {
+				a, err := again.Do(quickFields, nil)
+				again.Close()
+				if err == nil && a.Status != "" {
+					t.Fatalf("the peer's next connection was answered %s, want it refused", a.Status)
+				}
+			}
+			if n := refused(proxy.RefusedPenalized); n != 1 {
+				t.Fatalf("%d of the peer's later connections refused, want 1", n)
+			}
 		})
 	}
 
 	t.Run("some streams abandoned, or none", func(t *testing.T) {
-		before := refused()
+		addr, refused := gatewayCounting(t, server, "")
 		for _, every := range []int{3, 0} { // every third stream reset; none
 			c, err := h2test.Dial(addr, client)
 			if err != nil {
@@ -179,8 +179,87 @@ func prematureResets(t *testing.T, server, client *tls.Config) {
 			}
 			c.Close()
 		}
-		if n := refused(); n != before {
-			t.Fatalf("%d connections closed for premature resets, want none", n-before)
+		if n := refused(proxy.RefusedPrematureResets) + refused(proxy.RefusedPenalized); n != 0 {
+			t.Fatalf("%d connections closed or refused for premature resets, want none", n)
 		}
 	})
+}
+
+// abandon opens and resets (or has the server reset) up to n streams on
+// c, paced below Go's own limit on queued handlers, and returns how many
+// it sent before a write failed.
+func abandon(c *h2test.Conn, n int, provoke bool) int {
+	sent := 0
+	for ; sent < n; sent++ {
+		if err := c.Abandon(resetFields, provoke); err != nil {
+			break
+		}
+		if sent%50 == 49 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return sent
+}
+
+// A rule per connection costs an attacker one reconnect per 500 streams.
+// A peer is judged across its connections: one that resets 500 streams
+// within 10 s, 100 on each of its connections, has the connection that
+// reset the 500th closed and its next ones refused for 10 s, while another
+// peer is served. A peer that is one of trustedProxies (a load balancer
+// many clients share) is judged by connection only.
+func TestPrematureResetsJudgedByPeer(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted %v", trusted), func(t *testing.T) {
+			extra := ""
+			if trusted {
+				extra = "trustedProxies: [127.0.0.1/32]\n"
+			}
+			addr, refused := gatewayCounting(t, nil, extra)
+			conns := 0
+			for ; conns < 12; conns++ {
+				c, err := h2test.Dial(addr, nil)
+				if err != nil {
+					break // refused at accept: the peer is penalized
+				}
+				sent := abandon(c, 100, false)
+				time.Sleep(20 * time.Millisecond) // the last handlers see their resets
+				c.Close()
+				if sent < 100 || refused(proxy.RefusedPenalized) > 0 {
+					break
+				}
+			}
+			cut, penalized := refused(proxy.RefusedPrematureResets), refused(proxy.RefusedPenalized)
+			if trusted {
+				if cut+penalized != 0 || conns != 12 {
+					t.Fatalf("a trusted peer: %d connections cut and %d refused in %d, want none of 12", cut, penalized, conns)
+				}
+				return
+			}
+			// The connection that reset the 500th, and any other of the
+			// peer's whose handlers were still seeing their resets.
+			if cut < 1 || conns > 7 {
+				t.Fatalf("%d connections cut for premature resets by connection %d, want one by about the 5th (500 resets)", cut, conns+1)
+			}
+			if a, err := h2cGetFrom(addr, "127.0.0.2"); err != nil || a != http.StatusOK {
+				t.Fatalf("another peer got %d, %v; want 200", a, err)
+			}
+			if _, err := h2cGetFrom(addr, "127.0.0.1"); err == nil || refused(proxy.RefusedPenalized) == 0 {
+				t.Fatalf("the penalized peer's new connection was served (%v)", err)
+			}
+		})
+	}
+}
+
+// h2cGetFrom sends one GET over h2c from the loopback address from and
+// returns its status.
+func h2cGetFrom(addr, from string) (int, error) {
+	tr := &http.Transport{Protocols: new(http.Protocols), DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("http://" + addr + "/x")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
