@@ -37,6 +37,11 @@ type connCounts struct {
 	// are swept of what is over when they grow past sweepAt.
 	resets    map[netip.Addr]peerResets
 	penalized map[netip.Addr]time.Time
+	// sweepResets and sweepPenalized are the sizes at which each is swept
+	// next: twice what a sweep left, at least sweepAt, so that a table
+	// of many peers still within their window is not walked at every
+	// insert.
+	sweepResets, sweepPenalized int
 }
 
 // peerResets are a peer's premature stream ends since from.
@@ -45,7 +50,7 @@ type peerResets struct {
 	n    int
 }
 
-// sweepAt is the size past which resets and penalized are swept.
+// sweepAt is the least size at which resets and penalized are swept.
 const sweepAt = 4096
 
 // connLimits are the caps in force, from a snapshot: 0 is none.
@@ -142,23 +147,26 @@ func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
 	cc.penalized[ip] = now.Add(penaltyFor)
 }
 
-// sweep drops the windows and penalties that are over, once the maps have
-// grown past sweepAt: peers that stopped resetting leave no trace. The
+// sweep drops the windows and penalties that are over, once a map has
+// grown to its sweep size: peers that stopped resetting leave no trace,
+// and each entry is walked a bounded number of times on average. The
 // caller holds cc.mu.
 func (cc *connCounts) sweep(now time.Time) {
-	if len(cc.resets) >= sweepAt {
+	if len(cc.resets) >= max(sweepAt, cc.sweepResets) {
 		for ip, r := range cc.resets {
 			if now.Sub(r.from) >= prematureWindow {
 				delete(cc.resets, ip)
 			}
 		}
+		cc.sweepResets = 2 * len(cc.resets)
 	}
-	if len(cc.penalized) >= sweepAt {
+	if len(cc.penalized) >= max(sweepAt, cc.sweepPenalized) {
 		for ip, until := range cc.penalized {
 			if !now.Before(until) {
 				delete(cc.penalized, ip)
 			}
 		}
+		cc.sweepPenalized = 2 * len(cc.penalized)
 	}
 }
 

@@ -67,13 +67,44 @@ func TestPenaltiesEndAndAreSwept(t *testing.T) {
 	cc.leave(peer)
 	later := now.Add(time.Hour)
 	cc.mu.Lock()
+	defer cc.mu.Unlock()
 	for i := range sweepAt {
 		cc.penalize(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
 	}
-	cc.penalize(netip.MustParseAddr("192.0.2.9"), later)
-	n := len(cc.penalized)
-	cc.mu.Unlock()
-	if n != 1 {
-		t.Fatalf("%d penalties kept an hour after %d ended, want the one new", n, sweepAt)
+	for i := range 2 * sweepAt {
+		cc.penalize(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), later)
+	}
+	for ip := range cc.penalized {
+		if ip.As4()[1] == 0 {
+			t.Fatalf("%v's penalty was kept an hour after it ended, through %d new ones", ip, 2*sweepAt)
+		}
+	}
+}
+
+// A table of peers all still within their window is not walked at every
+// insert: a sweep that finds nothing over waits until the table has
+// doubled (an attack from many addresses would otherwise cost a walk of
+// them all per premature end).
+func TestSweepsAreAmortized(t *testing.T) {
+	var cc connCounts
+	now := time.Now()
+	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
+	for i := range sweepAt {
+		cc.premature(peer(i), now, false)
+	}
+	cc.premature(peer(sweepAt), now, false) // the first sweep: nothing over
+	if cc.sweepResets != 2*sweepAt {
+		t.Fatalf("after a sweep of %d peers within their window, the next at %d, want %d", sweepAt, cc.sweepResets, 2*sweepAt)
+	}
+	for i := sweepAt + 1; i < 2*sweepAt-1; i++ {
+		cc.premature(peer(i), now.Add(prematureWindow), false) // all of the first are over now, yet no sweep yet
+	}
+	if n := len(cc.resets); n != 2*sweepAt-1 {
+		t.Fatalf("%d peers kept before the table doubled, want %d (no sweep)", n, 2*sweepAt-1)
+	}
+	cc.premature(peer(2*sweepAt-1), now.Add(prematureWindow), false) // the table doubled: the next insert sweeps
+	cc.premature(peer(2*sweepAt), now.Add(prematureWindow), false)
+	if n := len(cc.resets); n != sweepAt {
+		t.Fatalf("%d peers kept after the sweep at twice the size, want the %d still within their window", n, sweepAt)
 	}
 }

@@ -82,9 +82,10 @@ type Deps struct {
 	// Upstreams receives the upstreams' events (requests per target and
 	// code, retries, ejections, panic mode); nil: none.
 	Upstreams ups.Observer
-	// OnConnRefused is told of every client connection closed as it was
-	// accepted, past server.maxConnections or maxConnectionsPerIP (the
-	// Refused* reasons); nil: none.
+	// OnConnRefused is told of every client connection the gateway closed,
+	// with why (the Refused* reasons): at accept, past server.maxConnections
+	// or maxConnectionsPerIP or from a penalized peer; later, for its
+	// streams' premature resets or a flood. nil: none.
 	OnConnRefused func(reason string)
 	// Forwarder, when set (auto | standard | fast, see CheckForwarder),
 	// overrides every route's `forwarder:` (main passes SLUICE_FORWARDER).

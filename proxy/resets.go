@@ -48,9 +48,9 @@ const (
 	penaltyFor           = 10 * time.Second
 )
 
-// streamConn is the connection an HTTP/2 request came on, as the traffic
-// listener accepted it (Gateway.Listener and Gateway.ConnContext); nil
-// when it was served otherwise.
+// streamConn is the connection r came on, as the traffic listener
+// accepted it (Gateway.Listener and Gateway.ConnContext); nil when it was
+// served otherwise.
 func streamConn(r *http.Request) *sendConn {
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
 	if t, ok := c.(*tls.Conn); ok {
