@@ -75,7 +75,7 @@ func (cc *connCounts) admit(ip netip.Addr, lim connLimits) string {
 		return RefusedMaxConnections
 	}
 	cc.mu.Lock()
-	if len(cc.penalized) > 0 && time.Now().Before(cc.penalized[ip]) {
+	if len(cc.penalized) > 0 && time.Now().Before(cc.penalized[penaltyKey(ip)]) {
 		cc.mu.Unlock()
 		cc.open.Add(-1)
 		return RefusedPenalized
@@ -114,6 +114,7 @@ func (cc *connCounts) premature(ip netip.Addr, now time.Time, trusted bool) bool
 	if trusted {
 		return false
 	}
+	ip = penaltyKey(ip)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if now.Before(cc.penalized[ip]) {
@@ -137,6 +138,18 @@ func (cc *connCounts) premature(ip netip.Addr, now time.Time, trusted bool) bool
 	return true
 }
 
+// penaltyKey is the address a penalty and a peer's resets are kept under:
+// an IPv4 address, or an IPv6 address's /64, which one host is given
+// whole (RFC 6177) and could otherwise step through for a fresh address
+// at each penalty.
+func penaltyKey(ip netip.Addr) netip.Addr {
+	if ip.Is4() {
+		return ip
+	}
+	p, _ := ip.Prefix(64)
+	return p.Addr()
+}
+
 // penalize refuses ip's new connections until penaltyFor after now. The
 // caller holds cc.mu.
 func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
@@ -144,7 +157,7 @@ func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
 		cc.penalized = make(map[netip.Addr]time.Time)
 	}
 	cc.sweep(now)
-	cc.penalized[ip] = now.Add(penaltyFor)
+	cc.penalized[penaltyKey(ip)] = now.Add(penaltyFor)
 }
 
 // sweep drops the windows and penalties that are over, once a map has

@@ -108,3 +108,32 @@ func TestSweepsAreAmortized(t *testing.T) {
 		t.Fatalf("%d peers kept after the sweep at twice the size, want the %d still within their window", n, sweepAt)
 	}
 }
+
+// An IPv6 host is given a /64 whole: a penalty holds for every address of
+// it, so that stepping to another address does not shed it; an IPv4
+// penalty holds for its address alone.
+func TestPenaltyCoversAnIPv6Slash64(t *testing.T) {
+	var cc connCounts
+	now := time.Now()
+	cc.mu.Lock()
+	cc.penalize(netip.MustParseAddr("2001:db8:1:2::1"), now)
+	cc.penalize(netip.MustParseAddr("192.0.2.1"), now)
+	cc.mu.Unlock()
+	for _, tc := range []struct {
+		ip   string
+		want string
+	}{
+		{"2001:db8:1:2::1", RefusedPenalized},
+		{"2001:db8:1:2:ffff:ffff:ffff:fffe", RefusedPenalized},
+		{"2001:db8:1:3::1", ""},
+		{"192.0.2.1", RefusedPenalized},
+		{"192.0.2.2", ""},
+	} {
+		ip := netip.MustParseAddr(tc.ip)
+		if got := cc.admit(ip, connLimits{}); got != tc.want {
+			t.Errorf("%s: admit says %q, want %q", tc.ip, got, tc.want)
+		} else if got == "" {
+			cc.leave(ip)
+		}
+	}
+}
