@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sluice/config"
+	"sluice/internal/ring"
 )
 
 // Connection caps (server.maxConnections, server.maxConnectionsPerIP). A
@@ -31,23 +32,17 @@ type connCounts struct {
 	// its last connection closes, so its size is the number of peers with
 	// a connection open (which the caps bound).
 	perIP map[netip.Addr]int32
-	// resets counts each peer's premature stream ends in its current
-	// window, and penalized holds until when a peer's new connections are
+	// resets counts each peer's premature stream ends over the sliding
+	// prematureWindow, and penalized holds until when a peer's new connections are
 	// refused (resets.go). Both hold only peers that reset streams, and
 	// are swept of what is over when they grow past sweepAt.
-	resets    map[netip.Addr]peerResets
+	resets    map[netip.Addr]ring.Coarse
 	penalized map[netip.Addr]time.Time
 	// sweepResets and sweepPenalized are the sizes at which each is swept
 	// next: twice what a sweep left, at least sweepAt, so that a table
 	// of many peers still within their window is not walked at every
 	// insert.
 	sweepResets, sweepPenalized int
-}
-
-// peerResets are a peer's premature stream ends since from.
-type peerResets struct {
-	from time.Time
-	n    int
 }
 
 // sweepAt is the least size at which resets and penalized are swept.
@@ -120,14 +115,14 @@ func (cc *connCounts) premature(ip netip.Addr, now time.Time, trusted bool) bool
 	if now.Before(cc.penalized[ip]) {
 		return true
 	}
+	// The premature ends of the sliding window that ends now, as
+	// hotparam counts a value's passes and blocks of the last minute.
+	t, w := now.UnixNano(), int64(prematureWindow)
 	r := cc.resets[ip]
-	if now.Sub(r.from) >= prematureWindow {
-		r = peerResets{from: now}
-	}
-	r.n++
-	if r.n < prematurePeerStreams {
+	r.Add(t, w, 0, 1)
+	if n, _ := r.Sum(t, w); n < prematurePeerStreams {
 		if cc.resets == nil {
-			cc.resets = make(map[netip.Addr]peerResets)
+			cc.resets = make(map[netip.Addr]ring.Coarse)
 		}
 		cc.sweep(now)
 		cc.resets[ip] = r
@@ -167,7 +162,7 @@ func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
 func (cc *connCounts) sweep(now time.Time) {
 	if len(cc.resets) >= max(sweepAt, cc.sweepResets) {
 		for ip, r := range cc.resets {
-			if now.Sub(r.from) >= prematureWindow {
+			if n, _ := r.Sum(now.UnixNano(), int64(prematureWindow)); n == 0 {
 				delete(cc.resets, ip)
 			}
 		}

@@ -29,7 +29,7 @@ func TestAutoMaxConnections(t *testing.T) {
 // leave no trace, however many there were.
 func TestPenaltiesEndAndAreSwept(t *testing.T) {
 	var cc connCounts
-	now := time.Now()
+	now := time.Unix(1e9, 0) // on the grid of the window's buckets
 	peer := netip.MustParseAddr("192.0.2.1")
 	for i := range prematurePeerStreams - 1 {
 		if cc.premature(peer, now.Add(time.Duration(i)*time.Millisecond), false) {
@@ -87,7 +87,7 @@ func TestPenaltiesEndAndAreSwept(t *testing.T) {
 // them all per premature end).
 func TestSweepsAreAmortized(t *testing.T) {
 	var cc connCounts
-	now := time.Now()
+	now := time.Unix(1e9, 0) // on the grid of the window's buckets
 	peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
 	for i := range sweepAt {
 		cc.premature(peer(i), now, false)
@@ -97,13 +97,13 @@ func TestSweepsAreAmortized(t *testing.T) {
 		t.Fatalf("after a sweep of %d peers within their window, the next at %d, want %d", sweepAt, cc.sweepResets, 2*sweepAt)
 	}
 	for i := sweepAt + 1; i < 2*sweepAt-1; i++ {
-		cc.premature(peer(i), now.Add(prematureWindow), false) // all of the first are over now, yet no sweep yet
+		cc.premature(peer(i), now.Add(2*prematureWindow), false) // all of the first are over now, yet no sweep yet
 	}
 	if n := len(cc.resets); n != 2*sweepAt-1 {
 		t.Fatalf("%d peers kept before the table doubled, want %d (no sweep)", n, 2*sweepAt-1)
 	}
-	cc.premature(peer(2*sweepAt-1), now.Add(prematureWindow), false) // the table doubled: the next insert sweeps
-	cc.premature(peer(2*sweepAt), now.Add(prematureWindow), false)
+	cc.premature(peer(2*sweepAt-1), now.Add(2*prematureWindow), false) // the table doubled: the next insert sweeps
+	cc.premature(peer(2*sweepAt), now.Add(2*prematureWindow), false)
 	if n := len(cc.resets); n != sweepAt {
 		t.Fatalf("%d peers kept after the sweep at twice the size, want the %d still within their window", n, sweepAt)
 	}
@@ -134,6 +134,53 @@ func TestPenaltyCoversAnIPv6Slash64(t *testing.T) {
 			t.Errorf("%s: admit says %q, want %q", tc.ip, got, tc.want)
 		} else if got == "" {
 			cc.leave(ip)
+		}
+	}
+}
+
+// A peer is judged over the sliding window that ends at each premature
+// end, not a window of its own that it can straddle: whatever the phase of
+// its burst on the window's grid (0 to 9.9 s past a bucket's start, 100 ms
+// steps), 600 ends within a second penalize it at no sooner than the
+// 500th and no later than the 560th (the older bucket is weighed by the
+// part of it still in the window), and a peer at 450 ends per 10 s, evenly
+// spread, is never penalized over a minute.
+func TestPeerResetsSlideAtEveryPhase(t *testing.T) {
+	base := time.Unix(1e9, 0)
+	for ph := time.Duration(0); ph < prematureWindow; ph += 100 * time.Millisecond {
+		var cc connCounts
+		peer := netip.MustParseAddr("192.0.2.1")
+		start := base.Add(ph)
+		at := 0
+		for i := range 600 {
+			if cc.premature(peer, start.Add(time.Duration(i)*time.Second/600), false) {
+				at = i + 1
+				break
+			}
+		}
+		if at < prematurePeerStreams || at > 560 {
+			t.Errorf("phase %v: a burst of 600 in a second penalized at end %d, want 500..560", ph, at)
+		}
+		// One end, then 990 in the second that ends a window after it
+		// and the one after: a window counted from a peer's first end
+		// would start afresh in the middle of them.
+		var straddle connCounts
+		straddle.premature(peer, start, false)
+		penalized := false
+		for i := range 990 {
+			if straddle.premature(peer, start.Add(prematureWindow-time.Second/2+time.Duration(i)*time.Second/990), false) {
+				penalized = true
+				break
+			}
+		}
+		if !penalized {
+			t.Errorf("phase %v: 990 ends in a second that straddles the peer's own window were not penalized", ph)
+		}
+		var steady connCounts
+		for i := range 6 * 450 {
+			if steady.premature(peer, start.Add(time.Duration(i)*prematureWindow/450), false) {
+				t.Fatalf("phase %v: 450 ends per %v penalized at the %dth", ph, prematureWindow, i+1)
+			}
 		}
 	}
 }

@@ -25,8 +25,8 @@ import (
 // and one that completes every other stream, or opens a new connection
 // every 490, never meets it: measured on the binary, legitimate traffic
 // stayed at 1-7 % of what it got alone. So the peer address is judged too
-// (peerResets): one whose streams end prematurely prematurePeerStreams
-// times within prematureWindow, over however many connections, or one of
+// (connCounts.premature): one whose streams end prematurely
+// prematurePeerStreams times within the prematureWindow that ends now, over however many connections, or one of
 // whose connections was closed for its resets or a flood, is refused new
 // connections for penaltyFor, and each premature end on a connection it
 // still holds closes that connection. Legitimate clients do not reset 500

@@ -53,7 +53,7 @@ func (l *sendListener) Accept() (net.Conn, error) {
 			continue
 		}
 		sc := newSendConn(c, l.g.sendTimeout())
-		sc.counts, sc.ip, sc.g = &l.g.conns, ip, l.g
+		sc.g, sc.ip = l.g, ip
 		return sc, nil
 	}
 }
@@ -88,9 +88,10 @@ type sendConn struct {
 	timeout time.Duration
 	born    time.Time    // the accept, the origin of until (monotonic)
 	until   atomic.Int64 // the write deadline set, as time since born; 0: none of ours
-	// counts, when set, counted this connection in from ip (conncap.go):
-	// the first Close gives it back.
-	counts *connCounts
+	// g, set by Gateway.Listener, counted this connection in from ip
+	// against its caps (conncap.go): the first Close gives it back. nil
+	// for a connection made otherwise.
+	g      *Gateway
 	ip     netip.Addr
 	closed atomic.Bool
 	// streams counts an HTTP/2 connection's streams (resets.go).
@@ -99,8 +100,7 @@ type sendConn struct {
 	// bytes read since one last began or ended (floods.go).
 	active   atomic.Int32
 	idleRead atomic.Int64
-	g        *Gateway // told of a flood; nil outside Gateway.Listener
-	cut      atomic.Bool
+	cut      atomic.Bool // the gateway closed it for resets or a flood
 }
 
 // Read reads from the client; a connection that floods the gateway with
@@ -176,8 +176,8 @@ func (c *sendConn) SetWriteDeadline(t time.Time) error {
 // the connection caps back. net/http closes a connection more than once
 // (crypto/tls and a hijacker's Close may both reach it).
 func (c *sendConn) Close() error {
-	if c.counts != nil && c.closed.CompareAndSwap(false, true) {
-		c.counts.leave(c.ip)
+	if c.g != nil && c.closed.CompareAndSwap(false, true) {
+		c.g.conns.leave(c.ip)
 	}
 	return c.Conn.Close()
 }
