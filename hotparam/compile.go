@@ -203,7 +203,13 @@ func adoptState(fresh []*rule, prev *Set, kept map[*rule]bool, opts Options) {
 	}
 	for _, r := range left {
 		id := stateID(r)
-		if os := old(r); len(os) == 1 && len(slices.DeleteFunc(slices.Clone(left), func(n *rule) bool { return stateID(n) != id })) == 1 {
+		alike := 0 // the rules left of r's stateID, r among them
+		for _, n := range left {
+			if stateID(n) == id {
+				alike++
+			}
+		}
+		if os := old(r); len(os) == 1 && alike == 1 {
 			r.adopt(os[0], kept, opts)
 		}
 	}
