@@ -140,14 +140,36 @@ type ruleSpec struct {
 type period struct {
 	start, reset time.Time
 	label        string // the key's suffix: "2026-12-02", "2026-12"
-	// expireAt is when the period's keys expire (Unix ms, boxed once): a
-	// little after the reset, so that a gateway whose clock is a little
-	// behind still finds the count.
-	expireAt any
+	expiry       atomic.Pointer[expiry]
+}
+
+// expiry is when a period's keys expire on Redis's clock (Unix ms, boxed
+// once per skew): quotaGrace after the reset, so that a gateway whose
+// clock is a little behind still finds the count.
+type expiry struct {
+	skew int64 // ms, Redis's clock minus the gateway's, it was made for
+	at   any
 }
 
 // quotaGrace is how long a period's count outlives its reset.
 const quotaGrace = 10 * time.Minute
+
+// expireAt returns the Unix ms on Redis's clock at which the period's keys
+// expire, given skew, Redis's clock minus this gateway's in ms. The reset
+// is this gateway's: read on Redis's clock it is skew later, and an
+// expiry computed on the gateway's clock alone was already past on
+// Redis's for a gateway more than quotaGrace behind, which deleted the
+// count at every pass (a day behind: 20 of 20 calls passed a quota of 3).
+// The skew a heartbeat measures moves by a few ms each time: within a
+// second, the boxed value is kept.
+func (p *period) expireAt(skew int64) any {
+	if e := p.expiry.Load(); e != nil && e.skew-skew < 1000 && skew-e.skew < 1000 {
+		return e.at
+	}
+	e := &expiry{skew: skew, at: strconv.FormatInt(p.reset.Add(quotaGrace).UnixMilli()+skew, 10)}
+	p.expiry.Store(e)
+	return e.at
+}
 
 // periodAt returns the period of a quota spec that holds now.
 func (s *ruleSpec) periodAt(now time.Time) *period {
@@ -155,8 +177,7 @@ func (s *ruleSpec) periodAt(now time.Time) *period {
 		return p
 	}
 	start, reset := calendar.Bounds(now, s.loc, s.unit)
-	p := &period{start: start, reset: reset, label: calendar.Label(start, s.loc, s.unit),
-		expireAt: strconv.FormatInt(reset.Add(quotaGrace).UnixMilli(), 10)}
+	p := &period{start: start, reset: reset, label: calendar.Label(start, s.loc, s.unit)}
 	s.period.Store(p) // calls racing at a boundary may store either: both are right for their instant
 	return p
 }

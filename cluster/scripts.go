@@ -107,7 +107,14 @@ const quotaMarkLife = 2 * time.Minute
 // A calendar quota's call (avgLocal flag 'q', statIntervalMs replaced by
 // the Unix ms its key expires at, no lease) is decided on a counter of its
 // period's calls instead: it passes iff the count plus n is at most
-// K = floor(count); a pass adds n and sets the expiry. A peek (op 1) adds
+// K = floor(count); a pass adds n and moves the expiry on to the one
+// asked, or to quotaGrace from now (QGRACE) if that is later, never back:
+// the ms asked are the gateway's reset translated to Redis's clock by the
+// offset its heartbeat measured, and a gateway whose clock is behind
+// Redis's (or before its first heartbeat, one behind by more than
+// quotaGrace) asked for an instant already past, which deleted the count
+// at every pass and left the quota unlimited; of gateways whose clocks
+// disagree, the one whose period ends last keeps it. A peek (op 1) adds
 // nothing; a charge (op 2, after a countOn rule's answer) adds n whether or
 // not it fits, so the period stays overdrawn until its reset; the counter
 // stops at 2^53, so a hostile cost cannot overflow it. A give-back (op 5)
@@ -139,7 +146,7 @@ local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = tonumber(ARGV[2])
 local synthetic = now > 0
 if not synthetic then now = real end
-local NMAX, HDR, SPAN, MARKLIFE = 1024, 80, 1024, 120000
+local NMAX, HDR, SPAN, MARKLIFE, QGRACE = 1024, 80, 1024, 120000, 600000
 local gwn, gwa = tonumber(ARGV[1]), tonumber(ARGV[3])
 local out = {}
 local st = {}
@@ -500,7 +507,12 @@ local function quota(k, a, op)
   if op == '1' then return 0, K - used end
   n = math.max(0, math.min(n, QMAX - used))
   used = redis.call('INCRBY', k, string.format('%d', n))
-  redis.call('PEXPIREAT', k, ARGV[a + 2])
+  -- never sooner than QGRACE from now, nor sooner than another gateway
+  -- asked: an expiry already past on this clock deleted the count at once
+  local ms = math.floor(real / 1000)
+  local at = math.max(tonumber(ARGV[a + 2]), ms + QGRACE)
+  local ttl = redis.call('PTTL', k)
+  if ttl < 0 or ms + ttl < at then redis.call('PEXPIREAT', k, string.format('%d', at)) end
   return 0, math.max(0, K - used)
 end
 

@@ -84,6 +84,10 @@ type Service struct {
 	clock        func() time.Duration // tests only, set before use: the instant in Redis µs (as a Duration) to decide at instead of TIME
 	now          func() time.Time     // tests only, set before use: the wall clock calendar quotas read instead of time.Now
 	epoch        time.Time            // origin of blockCache's monotonic instants
+	// skew is Redis's clock minus this machine's (ms), as the last
+	// heartbeat measured it: a period's reset, on this gateway's clock, is
+	// sent to Redis as an expiry on Redis's (redisAhead).
+	skew atomic.Int64
 	quit         chan struct{}
 	wg           sync.WaitGroup
 	pool         sync.Pool // *call; a call whose caller timed out is never returned
@@ -584,6 +588,16 @@ func (s *Service) wall() time.Time {
 	return time.Now()
 }
 
+// redisAhead is how far Redis's clock is ahead of the one calendar quotas
+// read (ms; behind if negative): a test's wall clock is read against this
+// machine's, which the heartbeat measures against Redis's.
+func (s *Service) redisAhead() int64 {
+	if s.now != nil {
+		return s.skew.Load() + time.Since(s.now()).Milliseconds()
+	}
+	return s.skew.Load()
+}
+
 // Gateways is the number of live gateways in the namespace as last read
 // (by the heartbeat; kept while Redis is down), at least 1: a global rule
 // falling back to local limiting limits each gateway at count / Gateways.
@@ -658,7 +672,7 @@ func (s *Service) acquire(spec *ruleSpec, key string, n int64, p *period, reset 
 	}
 	c.slot = spec.slot
 	if p != nil {
-		c.expireAt, c.reset = p.expireAt, reset
+		c.expireAt, c.reset = p.expireAt(s.redisAhead()), reset
 	}
 	if spec.perValue {
 		suffix := ""
@@ -943,11 +957,14 @@ func (s *Service) beat(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	sent := time.Now()
 	res, err := s.scripts.beat.Run(ctx, s.rdb, []string{s.gwKey, s.liftKey}, s.opts.GatewayID, s.expiry).Int64Slice()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down, not a Redis failure
 	}
 	if err == nil && len(res) == 3 {
+		// Redis read its clock about halfway through the round trip.
+		s.skew.Store(res[1] - sent.Add(time.Since(sent)/2).UnixMilli())
 		if s.known.Load() && !s.up.Load() {
 			// Back from a failure: noted before the reading, which it keeps
 			// from falling (noteGateways).
