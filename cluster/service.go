@@ -88,9 +88,9 @@ type Service struct {
 	// heartbeat measured it: a period's reset, on this gateway's clock, is
 	// sent to Redis as an expiry on Redis's (redisAhead).
 	skew atomic.Int64
-	quit         chan struct{}
-	wg           sync.WaitGroup
-	pool         sync.Pool // *call; a call whose caller timed out is never returned
+	quit chan struct{}
+	wg   sync.WaitGroup
+	pool sync.Pool // *call; a call whose caller timed out is never returned
 
 	up     atomic.Bool
 	known  atomic.Bool  // a state has been reported; until then up is an assumption
