@@ -155,6 +155,9 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/bad_server.yaml:5: server.maxConcurrentStreams: must be between 1 and 2147483647 (HTTP/2 streams one connection may have open), got 0",
 			"testdata/bad_server.yaml:6: server.maxConnections: must be between 0 and 2147483647, got -1",
 			"testdata/bad_server.yaml:7: server.maxConnectionsPerIP: must be between 0 and 2147483647, got 3000000000",
+			"testdata/bad_server.yaml:8: server.upgrades[1]: h2c cannot be forwarded: the upgraded connection's streams would pass no route or rule (http2.h2c serves h2c itself)",
+			"testdata/bad_server.yaml:8: server.upgrades[2]: must be an Upgrade token (websocket, SPDY/3.1), got \"web socket\"",
+			"testdata/bad_server.yaml:8: server.upgrades[4]: must be an Upgrade token (websocket, SPDY/3.1), got \"tcp/\"",
 		}},
 		{"bad_route_block.yaml", []string{
 			"testdata/bad_route_block.yaml:2: server.maxBodyBytes: must be >= 0, got -1",

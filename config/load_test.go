@@ -34,7 +34,7 @@ func TestLoadFull(t *testing.T) {
 		Admin:  config.Admin{Listen: ptr("127.0.0.1:9191"), Token: "s3cret", Hosts: []string{"gateway-1.internal", "*.admin.example.com"}},
 		Log:    config.Log{Level: "debug", Format: "console", Access: true},
 		Server: config.Server{ReadHeaderTimeout: config.Duration(5 * time.Second), IdleTimeout: config.Duration(time.Minute),
-			SendTimeout: config.Duration(15 * time.Second), TunnelIdleTimeout: config.Duration(5 * time.Minute), MaxConcurrentStreams: 50, MergeSlashes: ptr(false), MaxBodyBytes: 1 << 20},
+			SendTimeout: config.Duration(15 * time.Second), TunnelIdleTimeout: config.Duration(5 * time.Minute), Upgrades: []string{"websocket"}, MaxConcurrentStreams: 50, MergeSlashes: ptr(false), MaxBodyBytes: 1 << 20},
 		HTTP2:          config.HTTP2{TLS: ptr(true)},
 		Origin:         config.OriginConfig{From: config.Source{Kind: config.SourceHeader, Name: "X-Origin"}, Strip: true},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1"},
@@ -122,7 +122,7 @@ func TestLoadDefaults(t *testing.T) {
 		Admin:  config.Admin{Listen: ptr(config.DefaultAdminListen)},
 		Log:    config.Log{Level: "info"}, // no format: JSON, or console on a terminal
 		Server: config.Server{ReadHeaderTimeout: config.Duration(10 * time.Second), IdleTimeout: config.Duration(120 * time.Second),
-			SendTimeout: config.Duration(30 * time.Second), TunnelIdleTimeout: config.Duration(5 * time.Minute), MaxConcurrentStreams: 100, MergeSlashes: ptr(true)},
+			SendTimeout: config.Duration(30 * time.Second), TunnelIdleTimeout: config.Duration(5 * time.Minute), Upgrades: []string{"websocket"}, MaxConcurrentStreams: 100, MergeSlashes: ptr(true)},
 		HTTP2:     config.HTTP2{TLS: ptr(true)},
 		Upstreams: map[string]config.Upstream{"app": upstreamDefaults(config.Duration(30*time.Second), "http://127.0.0.1:9001")},
 		Routes: []config.Route{{Path: "/api/{id}", Methods: allMethods, Upstream: "app", Resource: "/api/{id}", Entrance: "default",

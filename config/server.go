@@ -46,6 +46,14 @@ type Server struct {
 	// carries no byte either way for this long. A reload applies it to the
 	// tunnels opened after it.
 	TunnelIdleTimeout Duration `yaml:"tunnelIdleTimeout" json:"tunnelIdleTimeout"`
+	// Upgrades are the protocols a request may ask to switch to (Upgrade
+	// tokens, compared without case): a token not listed is dropped, and a
+	// request that lists none is sent as a plain one. Unset: websocket.
+	// After an upstream's 101 the connection is a tunnel no rule sees, so
+	// an upstream that answers 101 to any token (httpbin's /status/101)
+	// and then reads HTTP would serve requests no rule counted; Envoy
+	// upgrades only what its upgrade_configs name. A reload applies it.
+	Upgrades []string `yaml:"upgrades" json:"upgrades"`
 	// MaxConcurrentStreams is the number of HTTP/2 streams (requests) one
 	// connection may have open at once. Read at start.
 	MaxConcurrentStreams int `yaml:"maxConcurrentStreams" json:"maxConcurrentStreams"`
@@ -132,6 +140,20 @@ func (c *checker) applyServerDefaults() {
 	if !c.has("server.maxConcurrentStreams") {
 		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if !c.has("server.upgrades") {
+		s.Upgrades = []string{UpgradeWebSocket}
+	}
+}
+
+// UpgradeWebSocket is the one Upgrade token allowed by default: a 101 to
+// it must also carry the Sec-WebSocket-Accept its key asks for.
+const UpgradeWebSocket = "websocket"
+
+// validUpgradeToken reports an Upgrade token (RFC 9110 7.8: a token,
+// optionally "/" and a version token).
+func validUpgradeToken(t string) bool {
+	name, version, slashed := strings.Cut(t, "/")
+	return IsToken(name) && (!slashed || IsToken(version))
 }
 
 // validateServer checks the server section. A timeout of 0 is refused, not
@@ -162,6 +184,14 @@ func (c *checker) validateServer() {
 	}{{"server.maxConnections", s.MaxConnections}, {"server.maxConnectionsPerIP", s.MaxConnectionsPerIP}} {
 		if n.n < 0 || n.n > math.MaxInt32 {
 			c.add(n.path, "must be between 0 and %d, got %d", math.MaxInt32, n.n)
+		}
+	}
+	for i, u := range s.Upgrades {
+		switch {
+		case !validUpgradeToken(u):
+			c.add(idx("server.upgrades", i), "must be an Upgrade token (websocket, SPDY/3.1), got %q", u)
+		case strings.EqualFold(u, "h2c"):
+			c.add(idx("server.upgrades", i), "h2c cannot be forwarded: the upgraded connection's streams would pass no route or rule (http2.h2c serves h2c itself)")
 		}
 	}
 	if c.has("server.pathParameters") {

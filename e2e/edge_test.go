@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"crypto/sha1"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -443,14 +441,13 @@ func TestEdgeWebSocketOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	edgePair(t, ca, dir, "shop", "shop.example.com")
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
 		}
 		defer conn.Close()
 		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\nX-Seen-Proto: %s\r\n\r\n",
-			base64.StdEncoding.EncodeToString(sum[:]), r.Header.Get("X-Forwarded-Proto"))
+			wsAccept(r.Header.Get("Sec-WebSocket-Key")), r.Header.Get("X-Forwarded-Proto"))
 		brw.Flush()
 		buf := make([]byte, 1024)
 		for {

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha1"
 	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -76,14 +74,13 @@ func TestForwarderWebSocketUpgrade(t *testing.T) {
 			http.Error(w, "want an upgrade", 400)
 			return
 		}
-		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
 		}
 		defer conn.Close()
 		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-			base64.StdEncoding.EncodeToString(sum[:]))
+			wsAccept(r.Header.Get("Sec-WebSocket-Key")))
 		brw.Flush()
 		// Echo whatever arrives, upper-cased, so the answer is the server's.
 		buf := make([]byte, 1024)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -351,4 +353,12 @@ func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
+}
+
+// wsAccept is the Sec-WebSocket-Accept a WebSocket server answers a
+// client's key with (RFC 6455 4.2.2); the gateway answers 502 to a 101
+// without it.
+func wsAccept(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(sum[:])
 }

@@ -302,7 +302,8 @@ func TestShutdownWaitsForWebSockets(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			"Sec-WebSocket-Accept: "+wsAccept(r.Header.Get("Sec-WebSocket-Key"))+"\r\n\r\n")
 		brw.Flush()
 		io.Copy(brw, brw) // echo: with nothing buffered, bufio writes through
 	})

@@ -184,7 +184,7 @@ func TestCostHeaderOnAnUpgrade(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("hostile") {
 			// A 101 to a request that asked for no upgrade.
-			if conn, _, ok := switchTo(w, "X-Tokens-Used: 9\r\n"); ok {
+			if conn, _, ok := switchTo(w, r, "X-Tokens-Used: 9\r\n"); ok {
 				conn.Close()
 			}
 			return
@@ -194,7 +194,7 @@ func TestCostHeaderOnAnUpgrade(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		if conn, _, ok := switchTo(w, "X-Tokens-Used: 8\r\n"); ok {
+		if conn, _, ok := switchTo(w, r, "X-Tokens-Used: 8\r\n"); ok {
 			conn.Close()
 		}
 	}))

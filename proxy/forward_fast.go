@@ -78,6 +78,7 @@ func (p *fastCallPool) put(c *fastCall) {
 var (
 	errClientGone = errors.New("proxy: client went away")
 	errBadStatus  = errors.New("proxy: upstream answered an invalid final status")
+	errBadUpgrade = errors.New("proxy: upstream answered 101 without accepting the WebSocket handshake")
 )
 
 // validStatus reports a final status a client may be sent: RFC 9110 §15

@@ -444,6 +444,9 @@ func (c *stdCall) modifyResponse(resp *http.Response) error {
 		return fmt.Errorf("%w %d", errBadStatus, code)
 	}
 	if code == http.StatusSwitchingProtocols {
+		if resp.Request != nil && !webSocketAccepted(resp.Request, resp) {
+			return errBadUpgrade
+		}
 		if c.p.handshake != nil {
 			c.p.handshake.Stop() // the tunnel outlives the route timeout
 		}

@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"crypto/sha1"
+	"encoding/base64"
 	"net/http"
 	"slices"
 	"strings"
+
+	"sluice/config"
 )
 
 // dropH2CUpgrade turns an HTTP/1.1 request asking to upgrade to h2c
@@ -49,4 +53,49 @@ func dropUpgrade(r *http.Request, also ...string) {
 	} else {
 		r.Header.Del("Connection")
 	}
+}
+
+// keepUpgrades leaves in r's Upgrade field the tokens of allowed
+// (server.upgrades) and reports whether any is left: a request asking
+// only for others is sent as a plain one (dropUpgrade). An upstream that
+// answered 101 to any token (httpbin's /status/101) and went on reading
+// HTTP served, on the tunnel, requests no route or rule saw.
+func keepUpgrades(r *http.Request, allowed []string) bool {
+	var keep []string
+	dropped := false
+	for _, v := range r.Header["Upgrade"] {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = strings.TrimSpace(tok); tok == "" {
+				continue
+			}
+			if slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, tok) }) {
+				keep = append(keep, tok)
+			} else {
+				dropped = true
+			}
+		}
+	}
+	if dropped && len(keep) > 0 {
+		r.Header["Upgrade"] = []string{strings.Join(keep, ", ")}
+	}
+	return len(keep) > 0
+}
+
+// webSocketAccepted reports whether a 101 answering req accepts its
+// WebSocket handshake as RFC 6455 4.2.2 has a server do: with
+// Sec-WebSocket-Accept, the SHA-1 of the client's key and the protocol's
+// GUID. A browser fails a WebSocket without it; the gateway, which would
+// otherwise open a tunnel no rule sees to an upstream that answers 101
+// without having spoken WebSocket at all, answers 502. A request that did
+// not ask for websocket is not judged here.
+func webSocketAccepted(req *http.Request, resp *http.Response) bool {
+	asked := false
+	for _, v := range req.Header["Upgrade"] {
+		asked = asked || containsFold(v, config.UpgradeWebSocket)
+	}
+	if !asked {
+		return true
+	}
+	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return resp.Header.Get("Sec-WebSocket-Accept") == base64.StdEncoding.EncodeToString(sum[:])
 }

@@ -219,8 +219,10 @@ func (rt *route) forward(ex *exchange, r *http.Request, start, sent int64, origi
 	if rt.timeWrites {
 		ex.clock = s.clock
 	}
-	if rt.upstream.protocol != config.ProtocolHTTP1 && asksUpgrade(r) {
-		dropUpgrade(r) // HTTP/2 has no Upgrade: the upstream gets a plain request
+	if asksUpgrade(r) && (rt.upstream.protocol != config.ProtocolHTTP1 || !keepUpgrades(r, s.upgrades)) {
+		// HTTP/2 has no Upgrade, and a protocol not in server.upgrades is
+		// not switched to: the upstream gets a plain request.
+		dropUpgrade(r)
 	}
 	fwd := rt.forwarderFor(r, &ex.view)
 	ex.watchBody(r, rt.upstream.timeout, rt.maxBody, rt.upstream.protocol != config.ProtocolHTTP1)

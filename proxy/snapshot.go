@@ -37,6 +37,7 @@ type Snapshot struct {
 	accessLog   bool
 	sendTimeout time.Duration // server.sendTimeout (see send.go)
 	tunnelIdle  time.Duration // server.tunnelIdleTimeout (tunnelEnd.watchIdle)
+	upgrades    []string      // server.upgrades: the Upgrade tokens forwarded (keepUpgrades)
 	connLimits  connLimits    // server.maxConnections, maxConnectionsPerIP (conncap.go)
 	headTimeout time.Duration // server.readHeaderTimeout: how long an h2 request declared empty may take to end (h2EmptyBody)
 	clock       Clock
@@ -98,6 +99,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 		accessLog:   cfg.Log.Access,
 		sendTimeout: cfg.Server.SendTimeout.D(),
 		tunnelIdle:  cfg.Server.TunnelIdleTimeout.D(),
+		upgrades:    cfg.Server.Upgrades,
 		connLimits:  g.connLimitsOf(cfg.Server),
 		headTimeout: cfg.Server.ReadHeaderTimeout.D(),
 		clock:       g.clock,

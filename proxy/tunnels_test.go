@@ -22,7 +22,7 @@ import (
 func echoTunnels(t *testing.T, settings string) (*proxy.Gateway, *httptest.Server) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, ok := switchTo(w, "")
+		conn, brw, ok := switchTo(w, r, "")
 		if !ok {
 			return
 		}

@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"bufio"
+	"crypto/sha1"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -13,16 +15,17 @@ import (
 	"sluice/proxy"
 )
 
-// switchTo hijacks an upstream handler's connection and answers 101
-// Switching Protocols to websocket, with extra header lines (each ending
-// "\r\n"). The caller owns the connection; ok is false if it could not be
-// had.
-func switchTo(w http.ResponseWriter, extra string) (conn net.Conn, brw *bufio.ReadWriter, ok bool) {
+// switchTo hijacks an upstream handler's connection and answers r with
+// 101 Switching Protocols to websocket, accepting r's key, with extra
+// header lines (each ending "\r\n"). The caller owns the connection; ok
+// is false if it could not be had.
+func switchTo(w http.ResponseWriter, r *http.Request, extra string) (conn net.Conn, brw *bufio.ReadWriter, ok bool) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil, nil, false
 	}
-	io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+extra+"\r\n")
+	io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Accept: "+wsAccept(r.Header.Get("Sec-WebSocket-Key"))+"\r\n"+extra+"\r\n")
 	brw.Flush()
 	return conn, brw, true
 }
@@ -60,4 +63,10 @@ func settled(t *testing.T, g *proxy.Gateway) limiter.NodeStats {
 			t.Fatalf("a call never ended: %+v", st)
 		}
 	}
+}
+
+// wsAccept is the Sec-WebSocket-Accept a WebSocket server answers key with.
+func wsAccept(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(sum[:])
 }

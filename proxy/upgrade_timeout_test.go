@@ -29,7 +29,7 @@ func TestUpgradeOutlivesTheRouteTimeout(t *testing.T) {
 			<-r.Context().Done()
 			return
 		}
-		conn, brw, ok := switchTo(w, "")
+		conn, brw, ok := switchTo(w, r, "")
 		if !ok {
 			return
 		}
@@ -91,7 +91,7 @@ func TestTunnelLifetimeIsNoResponseTime(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		conn, brw, ok := switchTo(w, "")
+		conn, brw, ok := switchTo(w, r, "")
 		if !ok {
 			return
 		}
@@ -140,7 +140,7 @@ degradeRules:
 // take the standard path).
 func TestTunnelEndsWhenTheUpstreamCloses(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, ok := switchTo(w, "")
+		conn, brw, ok := switchTo(w, r, "")
 		if !ok {
 			return
 		}
@@ -191,7 +191,7 @@ func TestOpenTunnelsLeaveTheAdaptiveGuard(t *testing.T) {
 			http.NewResponseController(w).Flush()
 			<-r.Context().Done() // until the client leaves
 		case r.Header.Get("Upgrade") != "":
-			conn, brw, ok := switchTo(w, "")
+			conn, brw, ok := switchTo(w, r, "")
 			if !ok {
 				return
 			}
