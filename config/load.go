@@ -2,11 +2,11 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"sluice/internal/atomicfile"
 )
 
 // MaxDocumentBytes is the largest rules document sluice takes (8 MiB): a
@@ -144,37 +146,67 @@ func (c *checker) whereIs(path string) string {
 // FIFO or a file over MaxDocumentBytes is an Errors naming path; a file over
 // it is never read past its first MaxDocumentBytes+1 bytes.
 func ReadFile(path string) ([]byte, error) {
-	fail := func(msg string) ([]byte, error) {
-		return nil, Errors{{File: path, Msg: msg}}
+	data, _, err := ReadState(path)
+	return data, err
+}
+
+// ReadState is ReadFile, and the state of the file (FileState) that the
+// bytes returned are: what a reload loads and what the watch compares are
+// one read, so a write between two reads cannot leave a gateway on content
+// the file no longer holds while both say it was loaded.
+func ReadState(path string) (data []byte, state string, err error) {
+	fail := func(state, msg string) ([]byte, string, error) {
+		return nil, state, Errors{{File: path, Msg: msg}}
 	}
-	st, err := os.Stat(path)
+	// The file opened is the one judged: a Stat before a plain open left a
+	// FIFO renamed in between to block the open (atomicfile.OpenForRead).
+	f, st, err := atomicfile.OpenForRead(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fail("file does not exist")
+		return fail(stateMissing, "file does not exist")
 	case err != nil:
-		return fail("cannot read file: " + unwrapPathError(err))
-	case st.IsDir():
-		return fail("is a directory, not a file")
-	case !st.Mode().IsRegular():
-		// A FIFO or device could block or never end.
-		return fail("is not a regular file (" + fileKind(st.Mode()) + ")")
-	case st.Size() > MaxDocumentBytes:
-		return fail(TooLarge("file", st.Size()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fail("cannot read file: " + unwrapPathError(err))
+		return fail(stateUnreadable+err.Error(), "cannot read file: "+unwrapPathError(err))
 	}
 	defer f.Close()
+	switch {
+	case st.IsDir():
+		return fail(notRegular(st), "is a directory, not a file")
+	case !st.Mode().IsRegular():
+		// A FIFO or device could block or never end.
+		return fail(notRegular(st), "is not a regular file ("+fileKind(st.Mode())+")")
+	case st.Size() > MaxDocumentBytes:
+		return fail(tooLarge(st), TooLarge("file", st.Size()))
+	}
 	// The file may grow between Stat and Read: read at most one byte too many.
-	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
+	data, err = io.ReadAll(io.LimitReader(f, MaxDocumentBytes+1))
 	if err != nil {
-		return fail("cannot read file: " + unwrapPathError(err))
+		return fail(stateUnreadable+err.Error(), "cannot read file: "+unwrapPathError(err))
 	}
 	if len(data) > MaxDocumentBytes {
-		return fail(TooLarge("file", -1))
+		return fail(tooLarge(st), TooLarge("file", -1))
 	}
-	return data, nil
+	return data, ContentState(data), nil
+}
+
+// The states of a file that was not read (FileState).
+const (
+	stateMissing    = "missing"
+	stateUnreadable = "unreadable: "
+)
+
+func notRegular(st fs.FileInfo) string {
+	return fmt.Sprintf("not a regular file: %v, modified %d", st.Mode().Type(), st.ModTime().UnixNano())
+}
+
+func tooLarge(st fs.FileInfo) string {
+	return fmt.Sprintf("too large: %d bytes, modified %d", st.Size(), st.ModTime().UnixNano())
+}
+
+// ContentState is the state (FileState) of a file holding data: its
+// SHA-256.
+func ContentState(data []byte) string {
+	h := sha256.Sum256(data)
+	return string(h[:])
 }
 
 func fileKind(m fs.FileMode) string {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,11 +72,11 @@ func write(path string, data []byte, perm fs.FileMode, check bool, old []byte) (
 		return fmt.Errorf("atomicfile: %w", err)
 	}
 	if check {
-		cur, rerr := os.ReadFile(path)
+		same, rerr := holds(path, old)
 		if rerr != nil {
 			return fmt.Errorf("atomicfile: %w", rerr)
 		}
-		if !bytes.Equal(cur, old) {
+		if !same {
 			return ErrChanged
 		}
 	}
@@ -89,4 +90,19 @@ func write(path string, data []byte, perm fs.FileMode, check bool, old []byte) (
 		_ = d.Close()
 	}
 	return nil
+}
+
+// holds reports whether the regular file at path holds exactly old; a
+// FIFO or device put there holds nothing of it, and is not read.
+func holds(path string, old []byte) (bool, error) {
+	f, fi, err := OpenForRead(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if !fi.Mode().IsRegular() || fi.Size() != int64(len(old)) {
+		return false, nil
+	}
+	cur, err := io.ReadAll(io.LimitReader(f, int64(len(old))+1))
+	return err == nil && bytes.Equal(cur, old), err
 }
