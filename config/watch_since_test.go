@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -11,10 +12,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// TestWatchSinceReportsAnEarlierChange: a change made after the file
+// TestWatchLoadedReportsAnEarlierChange: a change made after the file
 // was loaded (FileState taken) and before the watch was in place is
 // reported once the watch starts; with no change, nothing is.
-func TestWatchSinceReportsAnEarlierChange(t *testing.T) {
+func TestWatchLoadedReportsAnEarlierChange(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		change bool
@@ -34,7 +35,7 @@ func TestWatchSinceReportsAnEarlierChange(t *testing.T) {
 			calls := make(chan struct{}, 4)
 			done := make(chan error, 1)
 			go func() {
-				done <- WatchSince(ctx, path, since, 20*time.Millisecond, zerolog.Nop(), func() { calls <- struct{}{} })
+				done <- WatchLoaded(ctx, path, func() string { return since }, 20*time.Millisecond, zerolog.Nop(), func() { calls <- struct{}{} })
 			}()
 			defer func() { cancel(); <-done }()
 			select {
@@ -99,4 +100,53 @@ func TestWatchSurvivesAFIFO(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch did not return after cancel: stuck on the FIFO")
 	}
+}
+
+// TestWatchLoadedConvergesAfterAWriteDuringALoad: the watch looks at the
+// file (B), the loader then reads it as another writer has just saved A
+// over it, and B lands again before the watch's next look. The watch,
+// comparing with its own last look (B), stayed silent, and the gateway ran
+// A for good while the file held B, with no error (twice in eight storms of
+// 3 MB files). Compared with what the loader read, it reports B.
+func TestWatchLoadedConvergesAfterAWriteDuringALoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	_, read, _ := ReadState(path)
+	content, first := "A", true
+	loaded := func() string { mu.Lock(); defer mu.Unlock(); return read }
+	load := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if first { // another writer saves A just as the loader reads...
+			first = false
+			_ = os.WriteFile(path, []byte("A"), 0o644)
+		}
+		data, st, _ := ReadState(path)
+		content, read = string(data), st
+		if content == "A" { // ...and the first writer's B lands again
+			_ = os.WriteFile(path, []byte("B"), 0o644)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- WatchLoaded(ctx, path, loaded, 30*time.Millisecond, zerolog.Nop(), load) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the watch in place
+	if err := os.WriteFile(path, []byte("B"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		c := content
+		mu.Unlock()
+		if c == "B" {
+			return
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Fatalf("the file holds B, the loader is left on %q", content)
 }

@@ -136,26 +136,27 @@ func cacheKey(d rulesource.Doc) string { return strconv.FormatInt(d.Version, 10)
 // close releases the Redis client.
 func (f *fleet) close() { f.rdb.Close() }
 
-// merge parses the rules file with the newest document; the reloader
-// applies the result and, if it took it, calls accepted with the document.
-func (f *fleet) merge(path string) (*config.Config, document, error) {
+// merge parses the rules file (path, data, as the reloader read it) with
+// the newest document; the reloader applies the result and, if it took it,
+// calls accepted with the document.
+func (f *fleet) merge(path string, data []byte) (*config.Config, document, error) {
 	f.mu.Lock()
 	d, noDoc := f.next, f.noDoc
 	f.mu.Unlock()
 	if noDoc != nil {
 		return nil, d, noDoc
 	}
-	cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
+	cfg, err := f.over.ParseWithDocument(path, data, d.name, d.text)
 	return cfg, d, err
 }
 
 // mergeInForce parses the rules file with the document in force, so that a
 // change to the file applies while the newest document is refused.
-func (f *fleet) mergeInForce(path string) (*config.Config, document, error) {
+func (f *fleet) mergeInForce(path string, data []byte) (*config.Config, document, error) {
 	f.mu.Lock()
 	d := f.inForce
 	f.mu.Unlock()
-	cfg, err := f.over.LoadWithDocument(path, d.name, d.text)
+	cfg, err := f.over.ParseWithDocument(path, data, d.name, d.text)
 	return cfg, d, err
 }
 
