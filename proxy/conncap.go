@@ -117,7 +117,7 @@ func (cc *connCounts) premature(ip netip.Addr, now time.Time, trusted bool) bool
 	}
 	// The premature ends of the sliding window that ends now, as
 	// hotparam counts a value's passes and blocks of the last minute.
-	t, w := now.UnixNano(), int64(prematureWindow)
+	t, w := monoOf(now), int64(prematureWindow)
 	r := cc.resets[ip]
 	r.Add(t, w, 0, 1)
 	if n, _ := r.Sum(t, w); n < prematurePeerStreams {
@@ -162,7 +162,7 @@ func (cc *connCounts) penalize(ip netip.Addr, now time.Time) {
 func (cc *connCounts) sweep(now time.Time) {
 	if len(cc.resets) >= max(sweepAt, cc.sweepResets) {
 		for ip, r := range cc.resets {
-			if n, _ := r.Sum(now.UnixNano(), int64(prematureWindow)); n == 0 {
+			if n, _ := r.Sum(monoOf(now), int64(prematureWindow)); n == 0 {
 				delete(cc.resets, ip)
 			}
 		}

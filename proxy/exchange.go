@@ -108,7 +108,7 @@ type clientBody struct {
 	// are set and read by the one reader of the body.
 	limit, got int64
 	// reading: a Read of the client's body is in progress; readAt is when
-	// the last one returned (unix ns). They tell, when the route timeout
+	// the last one returned (monoNow). They tell, when the route timeout
 	// ends a streamed upload, whether the gateway was stuck on the
 	// upstream (stalledByClient).
 	reading atomic.Bool
@@ -120,7 +120,7 @@ type clientBody struct {
 	end    [1]byte
 	// A body must come at minBodyRate after its first bodyGrace from its
 	// first read (start): its read deadline is start + bodyGrace +
-	// total/minBodyRate (unix ns), at most routeEnd, the route timeout's
+	// total/minBodyRate (monoNow), at most routeEnd, the route timeout's
 	// (0: no pace, a gRPC call's); due is the deadline set last. All the
 	// one reader's.
 	start, routeEnd, due, total int64
@@ -143,9 +143,9 @@ const (
 // dial, a retry on another target or a wait for a pooled connection must
 // not spend the client's grace.
 func (b *clientBody) startPace() {
-	b.start = time.Now().UnixNano()
+	b.start = monoNow()
 	b.due = min(b.start+int64(bodyGrace), b.routeEnd)
-	_ = http.NewResponseController(b.rw).SetReadDeadline(time.Unix(0, b.due))
+	_ = http.NewResponseController(b.rw).SetReadDeadline(monoTime(b.due))
 }
 
 // paced moves the body's read deadline on after n more bytes came, by the
@@ -159,7 +159,7 @@ func (b *clientBody) paced(n int) {
 		return
 	}
 	b.due = due
-	_ = http.NewResponseController(b.rw).SetReadDeadline(time.Unix(0, due))
+	_ = http.NewResponseController(b.rw).SetReadDeadline(monoTime(due))
 }
 
 // clientStall is how long the gateway must have been kept from reading the
@@ -185,7 +185,7 @@ func (b *clientBody) stalledByClient(now time.Time) bool {
 	if b.eof.Load() || !b.read.Load() {
 		return false
 	}
-	if !b.reading.Load() && now.UnixNano()-b.readAt.Load() > int64(clientStall) {
+	if !b.reading.Load() && monoOf(now)-b.readAt.Load() > int64(clientStall) {
 		return false
 	}
 	b.timedOut.Store(true)
@@ -214,7 +214,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 			n, err = b.ends(n)
 		}
 	}
-	b.readAt.Store(time.Now().UnixNano())
+	b.readAt.Store(monoNow())
 	b.reading.Store(false)
 	if n > 0 && err == nil && b.routeEnd != 0 {
 		b.paced(n)
@@ -326,8 +326,8 @@ func (e *exchange) watchBody(r *http.Request, timeout time.Duration, limit int64
 		return
 	}
 	// Until the pace starts, at the body's first read, the route timeout.
-	b.routeEnd = now.Add(timeout).UnixNano()
-	_ = http.NewResponseController(e).SetReadDeadline(time.Unix(0, b.routeEnd))
+	b.routeEnd = monoOf(now.Add(timeout))
+	_ = http.NewResponseController(e).SetReadDeadline(monoTime(b.routeEnd))
 }
 
 // clientBodyOf returns r's body as Gateway.ServeHTTP wrapped it; nil: r

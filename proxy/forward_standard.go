@@ -66,7 +66,7 @@ type tunnelEnd struct {
 	ended  atomic.Bool
 	set    *tunnels // where it is open while the client's side is hijacked
 	// idle closes the tunnel once no byte went either way for this long
-	// (server.tunnelIdleTimeout): last is when one last did (unix ns),
+	// (server.tunnelIdleTimeout): last is when one last did (monoNow),
 	// checked by timer.
 	idle  time.Duration
 	last  atomic.Int64
@@ -77,7 +77,7 @@ type tunnelEnd struct {
 func (t *tunnelEnd) Write(p []byte) (int, error) {
 	n, err := t.ReadWriteCloser.Write(p)
 	if n > 0 {
-		t.last.Store(time.Now().UnixNano())
+		t.last.Store(monoNow())
 	}
 	return n, err
 }
@@ -92,7 +92,7 @@ func (t *tunnelEnd) watchIdle() {
 	if t.idle <= 0 {
 		return // a snapshot built without the server's defaults
 	}
-	t.last.Store(time.Now().UnixNano())
+	t.last.Store(monoNow())
 	// Made stopped, then started: checkIdle reads t.timer, which is set
 	// before it can run.
 	t.timer = time.AfterFunc(time.Hour, t.checkIdle)
@@ -103,7 +103,7 @@ func (t *tunnelEnd) watchIdle() {
 // checkIdle ends the tunnel if it has been idle for t.idle, else looks
 // again when it would have been.
 func (t *tunnelEnd) checkIdle() {
-	quiet := time.Duration(time.Now().UnixNano() - t.last.Load())
+	quiet := time.Duration(monoNow() - t.last.Load())
 	if quiet >= t.idle {
 		t.end()
 		return
@@ -130,7 +130,7 @@ func (t *tunnelEnd) end() {
 func (t *tunnelEnd) Read(p []byte) (int, error) {
 	n, err := t.ReadWriteCloser.Read(p)
 	if n > 0 {
-		t.last.Store(time.Now().UnixNano())
+		t.last.Store(monoNow())
 	}
 	if err != nil && t.ended.CompareAndSwap(false, true) {
 		if c := t.client.Load(); c != nil {

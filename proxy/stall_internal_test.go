@@ -11,7 +11,7 @@ import (
 // clientStall); while a Read was in progress, or one returned within
 // clientStall, the body was still on its way from the client: 408.
 func TestStalledByClient(t *testing.T) {
-	now := time.Unix(1000, 0)
+	now := time.Now()
 	for _, tc := range []struct {
 		name               string
 		read, eof, reading bool
@@ -30,7 +30,7 @@ func TestStalledByClient(t *testing.T) {
 			b.read.Store(tc.read)
 			b.eof.Store(tc.eof)
 			b.reading.Store(tc.reading)
-			b.readAt.Store(now.Add(-tc.sinceRead).UnixNano())
+			b.readAt.Store(monoOf(now.Add(-tc.sinceRead)))
 			if got := b.stalledByClient(now); got != tc.want || b.failed.Load() != tc.want || b.timedOut.Load() != tc.want {
 				t.Errorf("stalledByClient = %v (failed %v, timedOut %v), want %v", got, b.failed.Load(), b.timedOut.Load(), tc.want)
 			}
