@@ -331,14 +331,11 @@ func (f *fileWatch) follow() (again bool) {
 		want[filepath.Dir(l)] = true
 	}
 	want[filepath.Dir(target)] = true
-	// The file's own directory is always watched, and Kubernetes'
-	// ..2026_xx directories inside it are replaced, not written: watching
-	// it covers them.
-	for d := range want {
-		if d == f.dir || strings.HasPrefix(d, f.dir+string(filepath.Separator)+"..") {
-			delete(want, d)
-		}
-	}
+	// The file's own directory is always watched. Kubernetes' ..2026_xx
+	// directory inside it is watched too: the kubelet replaces it, but a
+	// write through the link (vim, cat >, the admin editor) lands in it,
+	// and went unseen until the next swap.
+	delete(want, f.dir)
 	for d := range f.extra {
 		if !want[d] {
 			_ = f.w.Remove(d) // already gone with its directory is fine

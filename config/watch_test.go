@@ -157,6 +157,18 @@ func TestWatchSeesEveryKindOfSave(t *testing.T) {
 			},
 		},
 		{
+			// vim, cat > or the admin editor through the link: the
+			// write lands in ..2026_v1, which was not watched.
+			name: "kubernetes configmap written through its link",
+			setup: func(t *testing.T, dir string) string {
+				mkdirWrite(t, filepath.Join(dir, "..2026_v1"), "v1")
+				symlink(t, "..2026_v1", filepath.Join(dir, "..data"))
+				symlink(t, filepath.Join("..data", "rules.yaml"), filepath.Join(dir, "rules.yaml"))
+				return filepath.Join(dir, "rules.yaml")
+			},
+			change: func(t *testing.T, _, path string) { write(t, path, "v2") },
+		},
+		{
 			name: "release directory symlink re-pointed (old release kept)",
 			setup: func(t *testing.T, dir string) string {
 				// -config dir/current/rules.yaml, current -> r1
