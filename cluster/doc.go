@@ -19,7 +19,9 @@
 // never decreasing along the ring; so "does the window hold room for n" is
 // one look at the slot n places from the oldest, and a call costs O(1). If
 // Redis's clock steps back (a failover to a replica), passes are stamped no
-// earlier than the newest one, so they count longer, never shorter.
+// earlier than the newest one, so they count longer, never shorter; a
+// newest stamp further ahead of now than a lease reaches moves every stamp
+// back with it, so that a full window waits one interval, not the step.
 // Above 1024 tokens a slot stands for a group of g = ceil(K/1024) tokens and
 // holds the time of its newest, so it counts until that one leaves: the
 // window may count up to g-1 passes that have left (under 0.1%), so it

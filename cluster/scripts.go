@@ -430,6 +430,28 @@ local function flush(s)
   redis.call('PEXPIRE', s.k, ttl)
 end
 
+-- Redis's clock went back by about d µs (a failover to a replica whose
+-- clock is behind, an NTP step): passes are stamped no earlier than the
+-- newest, so every pass counted until the clock caught up, and a window
+-- at its limit refused every call for as long as the step (an hour back:
+-- an hour). Every stamp moves back by d, the newest to now: a pass then
+-- counts from now at most as long as it was left to (its real age is
+-- more: time went on), so no real interval holds more than K.
+local function unstep(s, d)
+  local raw = readRing(s, 0, s.S)
+  local parts = {}
+  for i = 0, s.S - 1 do
+    local v = 0
+    if #raw >= i * 8 + 8 then v = struct.unpack('<d', raw, i * 8 + 1) end
+    parts[i + 1] = struct.pack('<d', v - d)
+  end
+  writeRing(s, 0, table.concat(parts))
+  s.tn = s.tn - d
+  if s.pc ~= 0 then s.ps = s.ps - d end
+  s.c0, s.li, s.fi = nil, nil, nil
+  s.dirty = true
+end
+
 -- the window of call a's key, read once per batch, and its K; nil when K < 1
 local function window(k, a)
   local s = st[k]
@@ -443,8 +465,9 @@ local function window(k, a)
   end
   local limit = tonumber(ARGV[a])
   if ARGV[a + 3] == '1' then
-    -- the newest reading of the live gateways wins
-    if gwn > 0 and gwa > s.ga then s.gn, s.ga, s.dirty = gwn, gwa, true end
+    -- the newest reading of the live gateways wins; one from the future
+    -- (Redis's clock went back since) is no longer the newest
+    if gwn > 0 and (gwa > s.ga or s.ga > math.floor(real / 1000) + 1000) then s.gn, s.ga, s.dirty = gwn, gwa, true end
     limit = limit * math.max(1, s.gn)
   end
   local K = math.floor(limit + 1e-9)
@@ -458,6 +481,10 @@ local function window(k, a)
     s.I = s.I * m
   end
   if K < 1 then return nil, K end
+  -- a lease stamps at most I/40 ahead of now: a newest stamp further
+  -- ahead is from before a step back of the clock
+  if s.K and not s.stepped and s.tn > now + s.I / 40 + 1000 then unstep(s, s.tn - now) end
+  s.stepped = true
   if not s.K then fresh(s, K) elseif s.K ~= K then rebuild(s, K) end
   if not s.listed then
     s.listed = true
