@@ -158,7 +158,7 @@ func (r *rule) enterValue(ts TokenService, gb TokenReturner, now int64, val stri
 		// track one more without passing its cap, so it fails closed.
 		o = outcome{blocked: true}
 	} else {
-		r.turnPeriod(&e.V, now, period.reset)
+		r.turnPeriod(&e.V, now, period.reset, period.period)
 		o = r.enter(&e.V, now, n, share)
 		if period.reset > 0 {
 			// A calendar quota's fallback, as Redis answers: t (and a
@@ -261,7 +261,7 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 			}
 		}
 		switch {
-		case err == nil && ok && r.calendar && r.spentAlone(val, now, q.reset):
+		case err == nil && ok && r.calendar && r.spentAlone(val, now, q.reset, q.period):
 			// As below for a pass the period took: the check knows
 			// nothing of what this gateway charged alone.
 			return false, share, periodOf(r, &q)
@@ -310,7 +310,7 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 	}
 	switch {
 	case err == nil && ok:
-		if r.calendar && r.spentAlone(val, now, q.reset) {
+		if r.calendar && r.spentAlone(val, now, q.reset, q.period) {
 			// This period's bucket holds passes this gateway made while
 			// Redis failed, which Redis never counted: until the reset the
 			// call must also fit this gateway's share locally (the caller
@@ -321,7 +321,7 @@ func (r *rule) enterCluster(ts TokenService, gb TokenReturner, now int64, val st
 		}
 		if e, sh = r.table.Get(val, now); e != nil {
 			if r.calendar {
-				r.turnPeriod(&e.V, now, q.reset)
+				r.turnPeriod(&e.V, now, q.reset, q.period)
 			} else if now < e.V.alone.Load() {
 				// Redis answers again, but the bucket still holds passes
 				// this gateway made alone, which Redis never saw: the call
@@ -384,12 +384,18 @@ const madeAlone = 1
 
 // turnPeriod starts a calendar quota's local bucket afresh once a new
 // period has begun, reset being the time until the current one ends (0:
-// not known). The caller holds v's shard lock.
-func (r *rule) turnPeriod(v *value, now, reset int64) {
+// not known) and period its length. The bucket's end is on the monotonic
+// clock, the reset on the wall clock the service reads periods from: after
+// the wall clock stepped forward, the period ended (its Retry-After told a
+// client to come back then) before the bucket did, and a client that came
+// back was refused again and told to wait a day. A reset that ends over
+// half a period after the bucket is a new period's. The caller holds v's
+// shard lock.
+func (r *rule) turnPeriod(v *value, now, reset, period int64) {
 	if reset <= 0 {
 		return
 	}
-	if end := v.alone.Load() &^ madeAlone; end == 0 || now >= end {
+	if end := v.alone.Load() &^ madeAlone; end == 0 || now >= end || period > 0 && now+reset > end+period/2 {
 		v.state.Store(idle)
 		v.alone.Store((now + reset) &^ madeAlone)
 	}
@@ -397,13 +403,13 @@ func (r *rule) turnPeriod(v *value, now, reset int64) {
 
 // spentAlone reports that val's calendar bucket holds passes this gateway
 // made alone while Redis failed, in the period that ends reset from now.
-func (r *rule) spentAlone(val string, now, reset int64) bool {
+func (r *rule) spentAlone(val string, now, reset, period int64) bool {
 	e, sh := r.table.Get(val, now)
 	defer sh.Unlock()
 	if e == nil {
 		return false
 	}
-	r.turnPeriod(&e.V, now, reset)
+	r.turnPeriod(&e.V, now, reset, period)
 	return e.V.alone.Load()&madeAlone != 0
 }
 
