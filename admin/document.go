@@ -72,7 +72,7 @@ func (s *Server) applyDocumentEdit(ctx context.Context, section string, index in
 	if ifMatch != "*" && docVersion(ifMatch) != v {
 		return cur, editErr(http.StatusConflict, "admin: the rules document changed since it was read (ETag %s, now %s); reload it and edit again", ifMatch, cur)
 	}
-	next, err := editedRules(data, section, index, patch, "rules document", d.Validate)
+	next, err := editedRules(data, section, index, patch, d.Name(), "rules document", d.Validate)
 	if err != nil || next == nil {
 		return cur, err
 	}

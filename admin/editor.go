@@ -35,6 +35,18 @@ const maxEditBody = 1 << 20
 // (800 MB of heap) before the rules document's size limit refused it.
 const maxEditDepth = 16
 
+// maxEditNodes bounds the YAML nodes of an edit's body (keys, values,
+// list items, as config.CountNodes counts them, JSON alike), before it is
+// decoded: a rule has about twenty fields, and its longest lists (a param
+// rule's items, an authority rule's ips, an API group's match) hold tens
+// to thousands of entries; 100,000 is about 10,000 param items or 50,000
+// IPs. The 1 MiB body limit alone let "[1,1,...]" in 1 MiB, half a
+// million items, expand into a block-style document and its node trees:
+// 657 MB of heap as JSON, 756 MB as YAML, before the edited document was
+// refused. The edited document is then held to config.MaxDocumentNodes by
+// its validation.
+const maxEditNodes = 100_000
+
 var errTooDeep = fmt.Errorf("admin: the rule's fields nest more than %d levels deep, deeper than any rule field", maxEditDepth)
 
 // valueDepth is how deep decoded JSON v nests (a scalar: 0), counted up
@@ -174,6 +186,9 @@ func (s *Server) withholdCredentials(r *http.Request, out *rawJSON, data []byte)
 // not read as rules (a file that fails to load while the rules in force
 // serve) could name one anywhere: true.
 func namesCredentials(data []byte) bool {
+	if over, _ := config.CountNodes(data, config.MaxDocumentNodes); over {
+		return true // not parsed: it could name one
+	}
 	var doc struct {
 		Origin struct {
 			From string `yaml:"from"`
@@ -218,6 +233,12 @@ func namesCredentials(data []byte) bool {
 // rawOf is the editor's view of a version of the rules: its text with
 // secrets masked and the editable sections' rules by index.
 func rawOf(path, etag string, data []byte) rawJSON {
+	// Masking the text and listing the rules parse it whole: not a
+	// document config refuses unparsed.
+	if err := config.CheckNodes(path, data, "rules document"); err != nil {
+		return rawJSON{Path: path, ETag: etag, ParseError: err.Error(),
+			Text: "# The text is withheld: the document holds too many YAML nodes to be parsed and its secrets masked.\n"}
+	}
 	text, ok := redactSecrets(data)
 	if !ok {
 		text = "# The file's text is withheld: it holds a secret that could not be masked.\n"
@@ -290,6 +311,10 @@ func (s *Server) editRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	patch, err := parseEdit(r.Header.Get("Content-Type"), body)
+	if ee, ok := errors.AsType[*editError](err); ok {
+		writeError(w, ee.code, ee.msg)
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -335,7 +360,7 @@ func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch
 		return cur, editErr(http.StatusConflict, "admin: rules file changed on disk since it was read (ETag %s, now %s); reload it and edit again", ifMatch, cur)
 	}
 	// Messages name the file as configured, not a symlink's target.
-	next, err := editedRules(data, section, index, patch, "rules file", func(next []byte) error { return s.validate(s.opts.ConfigPath, next) })
+	next, err := editedRules(data, section, index, patch, s.opts.ConfigPath, "rules file", func(next []byte) error { return s.validate(s.opts.ConfigPath, next) })
 	if err != nil || next == nil {
 		return cur, err // next == nil: nothing changed, no write, no reload
 	}
@@ -356,7 +381,13 @@ func (s *Server) applyEdit(_ context.Context, section string, index int, ifMatch
 
 // editedRules applies patch to the rule at section[index] of data and
 // validates the result; nil (and no error) means the edit changes nothing.
-func editedRules(data []byte, section string, index int, patch ruleEdit, what string, validate func([]byte) error) ([]byte, error) {
+func editedRules(data []byte, section string, index int, patch ruleEdit, name, what string, validate func([]byte) error) ([]byte, error) {
+	// replaceRule parses the document whole, as config would refuse to.
+	if err := config.CheckNodes(name, data, what); err != nil {
+		ee := editErr(http.StatusUnprocessableEntity, "admin: the %s is too large to edit (config refuses it unparsed); nothing was written", what)
+		ee.lines = []string{err.Error()}
+		return nil, ee
+	}
 	next, err := replaceRule(data, section, index, patch)
 	if err != nil {
 		return nil, err
@@ -403,6 +434,14 @@ var errTooManyFields = fmt.Errorf("admin: an edit names at most %d fields (a rul
 // mapping (application/yaml, text/yaml) that replaces the rule.
 func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "":
+		// Counted before either decoder builds anything from the body.
+		if over, line := config.CountNodes(body, maxEditNodes); over {
+			return ruleEdit{}, editErr(http.StatusRequestEntityTooLarge,
+				"admin: the edit holds over %d YAML nodes (keys, values and list items) by line %d of its body, more than any rule; nothing was written", maxEditNodes, line)
+		}
+	}
 	switch mt {
 	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
 		// One document: yaml.Unmarshal reads the first and drops the rest,

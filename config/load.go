@@ -277,14 +277,19 @@ func (d *decoder) check(cfg *Config) {
 	c.validateRulesSource()
 }
 
-// parseRoot reads one YAML document whose root is a mapping; what names
-// the data in messages ("file", "document").
+// parseRoot reads one YAML document whose root is a mapping, within
+// MaxDocumentBytes and MaxDocumentNodes; what names the data in messages
+// ("file", "document").
 func parseRoot(name string, data []byte, what string) (*yaml.Node, Errors) {
 	fail := func(line int, msg string) (*yaml.Node, Errors) {
 		return nil, Errors{{File: name, Line: line, Msg: msg}}
 	}
 	if len(data) > MaxDocumentBytes {
 		return fail(0, TooLarge(what, int64(len(data))))
+	}
+	// yaml.v3 builds every node before config sees one: count them first.
+	if e := nodesOver(name, data, what); e != nil {
+		return nil, Errors{*e}
 	}
 	return decodeRoot(name, data, what)
 }
