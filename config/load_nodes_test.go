@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +98,31 @@ func TestAuditWideDocumentMemoryIsBounded(t *testing.T) {
 	t.Logf("refusing a %d-byte document allocated %d KB: %v", len(doc), got>>10, err)
 	if got > 256<<20 {
 		t.Fatalf("refusing an %d-byte document allocated %d MB", len(doc), got>>20)
+	}
+}
+
+// TestManyUnknownKeysUnderTheNodeLimit: a document under the node limit
+// that is all unknown keys is refused at the cost of its tree, not of a
+// "did you mean" for every key: past the errors kept, none is shown, and
+// 300,000 unknown keys allocated 1,086 MB for them (256 MB without).
+func TestManyUnknownKeysUnderTheNodeLimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("routes:\n  - path: /a\n    upstream: u\n")
+	for i := range 300_000 {
+		b.WriteString("k" + strconv.Itoa(i) + ": 1\n")
+	}
+	doc := []byte(b.String())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := config.Parse("rules.yaml", doc)
+	runtime.ReadMemStats(&after)
+	got := after.TotalAlloc - before.TotalAlloc
+	if err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Fatalf("300,000 unknown keys: %v, want unknown fields", err)
+	}
+	if got > 512<<20 {
+		t.Errorf("refusing 300,000 unknown keys allocated %d MB", got>>20)
 	}
 }
 
