@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"sluice/config"
 )
 
 // A document as `sluice rules pull` prints it ends with one comment line
@@ -78,7 +80,10 @@ func SplitPulled(text []byte) (doc []byte, version int64, source string, ok bool
 	// took minutes. Earlier ones stay in the document as they are.
 	found = found[max(0, len(found)-maxPullLines):]
 	var parsed yaml.Node
-	whole := yaml.Unmarshal(text, &parsed) == nil
+	// A document config refuses unparsed (too many nodes) is not parsed
+	// here either: the push's validation says why.
+	over, _ := config.CountNodes(text, config.MaxDocumentNodes)
+	whole := !over && yaml.Unmarshal(text, &parsed) == nil
 	var marks []mark
 	for _, m := range found {
 		if !whole || commentLine(&parsed, text, m.start, m.end) {

@@ -2,6 +2,7 @@ package rulesource
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -119,5 +120,24 @@ func TestSplitPulledReadsTheLastPullLines(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(doc), "a: 1\n# pulled version 1 of") || !strings.HasSuffix(string(doc), "\n\nb: 2\n") {
 		t.Errorf("the document's ends changed: %q ... %q", string(doc)[:40], string(doc)[len(doc)-20:])
+	}
+}
+
+// A pulled file too wide for config to parse (over MaxDocumentNodes) is
+// not parsed whole here either: SplitPulled still finds its line, at the
+// cost of a scan. Parsing it took a yaml.v3 tree of about 1 GB.
+func TestSplitPulledLeavesAWideDocumentUnparsed(t *testing.T) {
+	text := "extra: [" + strings.Repeat("1,", 3_000_000) + "1]\n"
+	out := Pulled(Doc{Version: 3, Text: []byte(text)}, "redis://127.0.0.1:6379/0/fleet")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, v, _, ok := SplitPulled(out)
+	runtime.ReadMemStats(&after)
+	if !ok || v != 3 {
+		t.Fatalf("SplitPulled = %d, %v; want version 3", v, ok)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("SplitPulled of a %d-byte document allocated %d MB", len(out), got>>20)
 	}
 }
