@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/alloctest"
 )
 
 // TestWideEditIsRefusedUnexpanded: an edit whose body, within the 1 MiB
@@ -29,13 +29,13 @@ func TestWideEditIsRefusedUnexpanded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := string(f.file(t))
-			var m0, m1 runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&m0)
-			code, body, _ := f.do(t, "PUT", "/api/rules/flowRules/0",
-				map[string]string{"If-Match": f.etag(t), "Content-Type": tc.contentType}, tc.body)
-			runtime.ReadMemStats(&m1)
-			alloc := m1.TotalAlloc - m0.TotalAlloc
+			etag := f.etag(t)
+			var code int
+			var body string
+			alloc := alloctest.Bytes(func() {
+				code, body, _ = f.do(t, "PUT", "/api/rules/flowRules/0",
+					map[string]string{"If-Match": etag, "Content-Type": tc.contentType}, tc.body)
+			})
 			t.Logf("%d-byte body: %d, %d MB allocated", len(tc.body), code, alloc>>20)
 			var e struct{ Error string }
 			_ = json.Unmarshal([]byte(body), &e)
@@ -106,11 +106,9 @@ func TestEditorLeavesAWideFileUnparsed(t *testing.T) {
 	line := strings.Count(orig, "\n") + 2
 	want := fmt.Sprintf("%s:%d: extra: the rules document holds over %d YAML nodes by this line", f.path, line, config.MaxDocumentNodes)
 
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	code, body, _ := f.do(t, "GET", "/api/rules/raw", nil, "")
-	runtime.ReadMemStats(&m1)
+	var code int
+	var body string
+	alloc := alloctest.Bytes(func() { code, body, _ = f.do(t, "GET", "/api/rules/raw", nil, "") })
 	var raw struct {
 		Text, ParseError string
 		Sections         map[string]any
@@ -119,7 +117,7 @@ func TestEditorLeavesAWideFileUnparsed(t *testing.T) {
 		strings.Contains(raw.Text, "extra") || raw.Sections != nil {
 		t.Errorf("GET /api/rules/raw: %d %.400s, want the text withheld and parseError %q", code, body, want)
 	}
-	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 64<<20 {
+	if alloc > 64<<20 {
 		t.Errorf("answering it allocated %d MB, want under 64", alloc>>20)
 	}
 

@@ -3,12 +3,12 @@ package config_test
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"sluice/config"
+	"sluice/internal/alloctest"
 )
 
 // fill is head followed by item repeated to make a document just under
@@ -56,12 +56,8 @@ func TestWideDocumentIsRefusedUnparsed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := []byte(tc.doc)
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err := config.Parse("rules.yaml", data)
-			runtime.ReadMemStats(&after)
-			alloc := after.TotalAlloc - before.TotalAlloc
+			var err error
+			alloc := alloctest.Bytes(func() { _, err = config.Parse("rules.yaml", data) })
 			t.Logf("%d bytes: refused with %d KB allocated", len(data), alloc>>10)
 			var es config.Errors
 			if !errors.As(err, &es) || len(es) != 1 {
@@ -89,12 +85,9 @@ func TestAuditWideDocumentMemoryIsBounded(t *testing.T) {
 	head := "routes:\n  - path: /a\n    upstream: u\nextra: ["
 	n := (config.MaxDocumentBytes - len(head) - 2) / 2
 	doc := head + strings.Repeat("1,", n-1) + "1]\n"
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	_, err := config.Parse("rules.yaml", []byte(doc))
-	runtime.ReadMemStats(&after)
-	got := after.TotalAlloc - before.TotalAlloc
+	data := []byte(doc)
+	var err error
+	got := alloctest.Bytes(func() { _, err = config.Parse("rules.yaml", data) })
 	t.Logf("refusing a %d-byte document allocated %d KB: %v", len(doc), got>>10, err)
 	if got > 256<<20 {
 		t.Fatalf("refusing an %d-byte document allocated %d MB", len(doc), got>>20)
@@ -112,12 +105,8 @@ func TestManyUnknownKeysUnderTheNodeLimit(t *testing.T) {
 		b.WriteString("k" + strconv.Itoa(i) + ": 1\n")
 	}
 	doc := []byte(b.String())
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	_, err := config.Parse("rules.yaml", doc)
-	runtime.ReadMemStats(&after)
-	got := after.TotalAlloc - before.TotalAlloc
+	var err error
+	got := alloctest.Bytes(func() { _, err = config.Parse("rules.yaml", doc) })
 	if err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("300,000 unknown keys: %v, want unknown fields", err)
 	}

@@ -20,32 +20,25 @@ import (
 func switchingUpstream(t *testing.T) (string, func() []string) {
 	var mu sync.Mutex
 	var seen []string
-	up := serveConns(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			r, err := http.ReadRequest(br)
-			if err != nil {
-				return
+	up := rawServe(t, func(r *http.Request, c net.Conn) bool {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.RequestURI+" upgrade="+r.Header.Get("Upgrade"))
+		mu.Unlock()
+		if u := r.Header.Get("Upgrade"); u != "" {
+			accept := ""
+			switch {
+			case strings.HasPrefix(r.RequestURI, "/right"):
+				accept = "Sec-WebSocket-Accept: " + wsAccept(r.Header.Get("Sec-WebSocket-Key")) + "\r\n"
+			case strings.HasPrefix(r.RequestURI, "/wrong"):
+				accept = "Sec-WebSocket-Accept: " + wsAccept("another key") + "\r\n"
 			}
-			_, _ = io.Copy(io.Discard, r.Body)
-			mu.Lock()
-			seen = append(seen, r.Method+" "+r.RequestURI+" upgrade="+r.Header.Get("Upgrade"))
-			mu.Unlock()
-			if u := r.Header.Get("Upgrade"); u != "" {
-				accept := ""
-				switch {
-				case strings.HasPrefix(r.RequestURI, "/right"):
-					accept = "Sec-WebSocket-Accept: " + wsAccept(r.Header.Get("Sec-WebSocket-Key")) + "\r\n"
-				case strings.HasPrefix(r.RequestURI, "/wrong"):
-					accept = "Sec-WebSocket-Accept: " + wsAccept("another key") + "\r\n"
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+u+"\r\n"+accept+"\r\n")
-				continue
-			}
-			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+u+"\r\n"+accept+"\r\n")
+			return true // and goes on reading HTTP
 		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
 	})
-	return "http://" + up.Addr().String(), func() []string {
+	return up, func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
