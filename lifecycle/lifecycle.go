@@ -67,10 +67,13 @@ func New(o Options) (*Instance, error) {
 	// such a token could never match (docs/admin.md).
 	blankToken := o.AdminToken != "" && strings.TrimSpace(o.AdminToken) == ""
 	o.AdminToken = strings.TrimSpace(o.AdminToken)
-	// The file as it is before it is read: Run's watch starts from it, so
-	// an edit made while the gateway starts is not lost.
-	since := config.FileState(o.Config)
-	cfg, err := o.overrides().Load(o.Config)
+	// The file's state as it is read: Run's watch starts from it, so an
+	// edit made while the gateway starts is not lost.
+	data, since, err := config.ReadState(o.Config)
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = o.overrides().Parse(o.Config, data)
+	}
 	log := newLogger(o.Log, o, cfg)
 	if blankToken {
 		log.Warn().Str("setting", EnvAdminToken).Msg(EnvAdminToken + " holds only white space: it is ignored, as if unset")
