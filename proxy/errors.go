@@ -9,6 +9,7 @@ var (
 	bodyNotFound      = []byte(`{"error":"no route"}` + "\n")
 	bodyNotAllowed    = []byte(`{"error":"method not allowed"}` + "\n")
 	bodyBadGateway    = []byte(`{"error":"upstream unreachable"}` + "\n")
+	bodyBadUpgrade    = []byte(`{"error":"upstream did not accept the WebSocket handshake"}` + "\n")
 	bodyTimeout       = []byte(`{"error":"upstream timeout"}` + "\n")
 	bodyUnavailable   = []byte(`{"error":"no rules loaded"}` + "\n")
 	bodyBadBody       = []byte(`{"error":"bad request body"}` + "\n")

@@ -654,6 +654,14 @@ func upstreamFailed(w http.ResponseWriter, r *http.Request, err error, log zerol
 		writeJSON(w, http.StatusGatewayTimeout, bodyTimeout)
 		return
 	}
+	if errors.Is(err, errBadUpgrade) {
+		// The upstream answered, but with a 101 no WebSocket server sends:
+		// not "unreachable". At debug, as every upstream failure here: a
+		// client could send such handshakes without end.
+		log.Debug().Str("path", r.URL.Path).Msg("upstream answered a WebSocket handshake 101 without its Sec-WebSocket-Accept; answered 502, no tunnel opened")
+		writeJSON(w, http.StatusBadGateway, bodyBadUpgrade)
+		return
+	}
 	log.Debug().Err(err).Str("path", r.URL.Path).Msg("upstream unreachable")
 	writeJSON(w, http.StatusBadGateway, bodyBadGateway)
 }

@@ -89,6 +89,9 @@ func TestOnlyListedUpgradesOpenATunnel(t *testing.T) {
 			if resp.StatusCode != c.status {
 				t.Fatalf("Upgrade: %s to %s: status %d, want %d", c.upgrade, c.path, resp.StatusCode, c.status)
 			}
+			if b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)); resp.StatusCode == http.StatusBadGateway && !strings.Contains(string(b), "did not accept the WebSocket handshake") {
+				t.Errorf("502 body %q, want it to say the upstream did not accept the handshake", b)
+			}
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// On the tunnel: the upstream's own business.
 				_, _ = io.WriteString(conn, "GET /through-the-tunnel HTTP/1.1\r\nHost: gw\r\n\r\n")
