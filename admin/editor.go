@@ -439,7 +439,7 @@ func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 		// Counted before either decoder builds anything from the body.
 		if over, line := config.CountNodes(body, maxEditNodes); over {
 			return ruleEdit{}, editErr(http.StatusRequestEntityTooLarge,
-				"admin: the edit holds over %d YAML nodes (keys, values and list items) by line %d of its body, more than any rule; nothing was written", maxEditNodes, line)
+				"admin: the edit holds over 100,000 YAML nodes (keys, values and list items) by line %d of its body, more than any rule; nothing was written", line)
 		}
 	}
 	switch mt {

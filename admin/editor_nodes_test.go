@@ -40,7 +40,7 @@ func TestWideEditIsRefusedUnexpanded(t *testing.T) {
 			var e struct{ Error string }
 			_ = json.Unmarshal([]byte(body), &e)
 			want := regexpish(e.Error)
-			if code != http.StatusRequestEntityTooLarge || want != "admin: the edit holds over 100000 YAML nodes (keys, values and list items) by line N of its body, more than any rule; nothing was written" {
+			if code != http.StatusRequestEntityTooLarge || want != "admin: the edit holds over 100,000 YAML nodes (keys, values and list items) by line N of its body, more than any rule; nothing was written" {
 				t.Errorf("PUT: %d %.300s, want 413 naming the 100000 nodes", code, body)
 			}
 			if alloc > 64<<20 {
@@ -104,7 +104,7 @@ func TestEditorLeavesAWideFileUnparsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := strings.Count(orig, "\n") + 2
-	want := fmt.Sprintf("%s:%d: extra: the rules document holds over %d YAML nodes by this line", f.path, line, config.MaxDocumentNodes)
+	want := fmt.Sprintf("%s:%d: extra: the rules document passes the limit of 1,000,000 YAML nodes by this line", f.path, line)
 
 	var code int
 	var body string

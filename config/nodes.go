@@ -21,11 +21,11 @@ import (
 // (unknown keys), 110 MB for one flow list.
 const MaxDocumentNodes = 1_000_000
 
-// TooManyNodes is the message for a document that countNodes puts over
-// limit nodes by the line the message is told at; what names the document
-// ("file", "rules document").
-func TooManyNodes(what string, limit int) string {
-	return fmt.Sprintf("the %s holds over %d YAML nodes by this line (keys, values and list items, counted before parsing); a rules document of 10,000 routes with their rules holds about 330,000, so it was not parsed", what, limit)
+// tooManyNodes is the message for a document that countNodes puts over
+// MaxDocumentNodes by the line the message is told at; what names the
+// document ("file", "rules document").
+func tooManyNodes(what string) string {
+	return fmt.Sprintf("the %s passes the limit of 1,000,000 YAML nodes by this line (keys, values and list items, counted before parsing), so it was not parsed; 10,000 routes with their rules hold about 330,000", what)
 }
 
 // CountNodes reports whether data holds more than limit YAML nodes, as
@@ -57,7 +57,7 @@ func nodesOver(name string, data []byte, what string) *Error {
 	if n <= MaxDocumentNodes {
 		return nil
 	}
-	return &Error{File: name, Line: line, Field: sectionAt(data, line), Msg: TooManyNodes(what, MaxDocumentNodes)}
+	return &Error{File: name, Line: line, Field: sectionAt(data, line), Msg: tooManyNodes(what)}
 }
 
 // countNodes is a cheap upper bound on the nodes yaml.v3 builds for data
