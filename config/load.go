@@ -150,10 +150,10 @@ func ReadFile(path string) ([]byte, error) {
 	return data, err
 }
 
-// ReadState is ReadFile, and the state of the file (FileState) that the
-// bytes returned are: what a reload loads and what the watch compares are
-// one read, so a write between two reads cannot leave a gateway on content
-// the file no longer holds while both say it was loaded.
+// ReadState is ReadFile, and the file's state as read: the bytes' hash,
+// or why there are none. The watch compares states; a reload that loads
+// what it read and notes that read's state cannot be left on content the
+// file no longer holds, as a write between two reads once left it.
 func ReadState(path string) (data []byte, state string, err error) {
 	fail := func(state, msg string) ([]byte, string, error) {
 		return nil, state, Errors{{File: path, Msg: msg}}
@@ -185,10 +185,10 @@ func ReadState(path string) (data []byte, state string, err error) {
 	if len(data) > MaxDocumentBytes {
 		return fail(tooLarge(st), TooLarge("file", -1))
 	}
-	return data, ContentState(data), nil
+	return data, contentState(data), nil
 }
 
-// The states of a file that was not read (FileState).
+// The states of a file that was not read (ReadState).
 const (
 	stateMissing    = "missing"
 	stateUnreadable = "unreadable: "
@@ -202,9 +202,9 @@ func tooLarge(st fs.FileInfo) string {
 	return fmt.Sprintf("too large: %d bytes, modified %d", st.Size(), st.ModTime().UnixNano())
 }
 
-// ContentState is the state (FileState) of a file holding data: its
+// contentState is the state (ReadState) of a file holding data: its
 // SHA-256.
-func ContentState(data []byte) string {
+func contentState(data []byte) string {
 	h := sha256.Sum256(data)
 	return string(h[:])
 }

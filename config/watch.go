@@ -31,12 +31,6 @@ func Watch(ctx context.Context, path string, debounce time.Duration, log zerolog
 	return watchFrom(ctx, path, debounce, log, onChange, nil, nil)
 }
 
-// FileState is what Watch compares to tell a change: the file's content
-// hash, or a marker for a file missing, unreadable or too large. Taken
-// before a Load and given to WatchLoaded, it lets no change made between
-// the two go unreported.
-func FileState(path string) string { return fileHash(path) }
-
 // WatchLoaded is Watch, comparing each look at the file with loaded(),
 // the state (ReadState) of what the caller last loaded, rather than with
 // the state the watch last saw: a reload that read a version written after

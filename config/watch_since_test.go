@@ -13,7 +13,7 @@ import (
 )
 
 // TestWatchLoadedReportsAnEarlierChange: a change made after the file
-// was loaded (FileState taken) and before the watch was in place is
+// was loaded (its state taken) and before the watch was in place is
 // reported once the watch starts; with no change, nothing is.
 func TestWatchLoadedReportsAnEarlierChange(t *testing.T) {
 	for _, tt := range []struct {
@@ -25,7 +25,7 @@ func TestWatchLoadedReportsAnEarlierChange(t *testing.T) {
 			if err := os.WriteFile(path, []byte("a: 1\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			since := FileState(path)
+			since := fileHash(path)
 			if tt.change {
 				if err := os.WriteFile(path, []byte("a: 2\n"), 0o644); err != nil {
 					t.Fatal(err)

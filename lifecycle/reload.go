@@ -37,7 +37,7 @@ type reloader struct {
 	// nil: the file alone holds the rules.
 	fleet *fleet
 
-	mu sync.Mutex // serialises reloads and guards the fields below but the status
+	mu sync.Mutex // serialises reloads; the fields below have their own locks (statMu, readMu)
 	// statMu guards the status, which state reads without waiting for a
 	// reload: /readyz and /api/rules waited for the whole of one (1.9 s
 	// for 30,000 routes; a Kubernetes probe's 1 s timeout failed 3 of 30
@@ -48,7 +48,7 @@ type reloader struct {
 	lastReload time.Time
 	lastError  string
 	now        chan struct{}
-	// since is the rules file's state (config.FileState) before New read
+	// since is the rules file's state (config.ReadState) as New read
 	// it: the watch reports any change from it, even one made before the
 	// watch was in place.
 	since string
