@@ -359,11 +359,20 @@ func (e *exchange) WriteHeader(code int) {
 	case final:
 		e.status = code
 		e.late = !e.failed && e.clientCtx.Err() != nil
+		h := e.Header()
 		if !e.failed {
-			e.call.answer(e.Header())
+			e.call.answer(h)
 		}
 		if e.netLength {
-			delete(e.Header(), "Content-Length")
+			delete(h, "Content-Length")
+		}
+		if _, typed := h["Content-Type"]; !typed {
+			// An answer the upstream left untyped stays untyped, as nginx
+			// and Envoy pass it: net/http would guess a type from the
+			// body, and an HTML body the upstream sent untyped with
+			// "X-Content-Type-Options: nosniff" reached browsers as
+			// text/html. A nil value is net/http's way to say none.
+			h["Content-Type"] = nil
 		}
 	case code < 200:
 		if e.interim == maxInterim {
