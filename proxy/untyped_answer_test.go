@@ -5,13 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-
-	"github.com/rs/zerolog"
-
-	"sluice/config"
-	"sluice/proxy"
 )
 
 // TestUntypedAnswerStaysUntyped: an upstream's answer without a
@@ -26,19 +20,7 @@ func TestUntypedAnswerStaysUntyped(t *testing.T) {
 		return true
 	})
 	for _, fwd := range []string{"standard", "fast"} {
-		cfg, err := config.Parse("rules.yaml", []byte(fmt.Sprintf("upstreams:\n  up:\n    targets: [%q]\nroutes:\n  - path: /*\n    upstream: up\n", up)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := proxy.New(proxy.Deps{Log: zerolog.Nop(), Forwarder: fwd})
-		if err := g.Load(cfg); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewUnstartedServer(g)
-		srv.Config.Protocols = new(http.Protocols)
-		srv.Config.Protocols.SetHTTP1(true)
-		srv.Config.Protocols.SetUnencryptedHTTP2(true)
-		srv.Start()
+		gw := "http://" + h2cGateway(t, fwd, fmt.Sprintf("upstreams:\n  up:\n    targets: [%q]\nroutes:\n  - path: /*\n    upstream: up\n", up))
 		for _, h2 := range []bool{false, true} {
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			if h2 {
@@ -46,7 +28,7 @@ func TestUntypedAnswerStaysUntyped(t *testing.T) {
 			} else {
 				tr.Protocols.SetHTTP1(true)
 			}
-			resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/page")
+			resp, err := (&http.Client{Transport: tr}).Get(gw + "/page")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +39,5 @@ func TestUntypedAnswerStaysUntyped(t *testing.T) {
 				t.Errorf("%s forwarder, HTTP/%d: Content-Type %q (set %v), body %q; want none and the page", fwd, resp.ProtoMajor, ct, ok, body)
 			}
 		}
-		srv.Close()
-		g.Close()
 	}
 }
