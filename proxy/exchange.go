@@ -400,15 +400,16 @@ func (e *exchange) WriteHeader(code int) {
 // trailers with its head value as well ("head, tail"; the fast path said
 // "head, tail, head").
 func dropAnnounced(h http.Header) {
-	for name := range trailerNames(h["Trailer"]) {
+	for name := range listTokens(h["Trailer"]) {
 		delete(h, http.CanonicalHeaderKey(name))
 	}
 }
 
-// trailerNames yields the names a Trailer field's lines announce, trimmed
-// as net/http trims them; empty elements are skipped. The one reading of
-// a Trailer field (dropAnnounced, unannounce).
-func trailerNames(lines []string) iter.Seq[string] {
+// listTokens yields the elements of a list field's lines (Trailer,
+// Upgrade), trimmed as net/http trims them; empty elements are skipped.
+// The one reading of a Trailer field (dropAnnounced, unannounce) and of an
+// Upgrade field (keepUpgrades).
+func listTokens(lines []string) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for _, l := range lines {
 			for name := range strings.SplitSeq(l, ",") {

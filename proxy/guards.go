@@ -282,14 +282,14 @@ func unannounce(lines, drop []string) []string {
 		return false
 	}
 	found := false
-	for name := range trailerNames(lines) {
+	for name := range listTokens(lines) {
 		found = found || named(name)
 	}
 	if !found {
 		return lines
 	}
 	var kept []string
-	for name := range trailerNames(lines) {
+	for name := range listTokens(lines) {
 		if !named(name) {
 			kept = append(kept, name)
 		}

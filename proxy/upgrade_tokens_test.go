@@ -65,6 +65,9 @@ func TestOnlyListedUpgradesOpenATunnel(t *testing.T) {
 		{"a token listed", "upgrades: [foo, websocket]", "/none", "foo", 101, "foo"},
 		{"no upgrade allowed", "upgrades: []", "/right", "websocket", 200, ""},
 		{"h2c, never", "", "/right", "h2c", 200, ""},
+		// a long s folds to s in Unicode, not in ASCII as tokens compare
+		{"websocket spelled with a long s", "", "/none", "webſocket", 200, ""},
+		{"websocket within another token", "upgrades: [not-websocket]", "/none", "not-websocket", 101, "not-websocket"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up, seen := switchingUpstream(t)

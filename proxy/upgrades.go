@@ -63,16 +63,14 @@ func dropUpgrade(r *http.Request, also ...string) {
 func keepUpgrades(r *http.Request, allowed []string) bool {
 	var keep []string
 	dropped := false
-	for _, v := range r.Header["Upgrade"] {
-		for _, tok := range strings.Split(v, ",") {
-			if tok = strings.TrimSpace(tok); tok == "" {
-				continue
-			}
-			if slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, tok) }) {
-				keep = append(keep, tok)
-			} else {
-				dropped = true
-			}
+	for tok := range listTokens(r.Header["Upgrade"]) {
+		// ASCII case only, as listedIn and net/http compare tokens:
+		// strings.EqualFold took "webſocket" (a long s) for websocket, and
+		// webSocketAccepted did not, so a 101 to it tunnelled unjudged.
+		if slices.ContainsFunc(allowed, func(a string) bool { return equalFoldASCII(a, tok) }) {
+			keep = append(keep, tok)
+		} else {
+			dropped = true
 		}
 	}
 	if dropped && len(keep) > 0 {
@@ -87,13 +85,10 @@ func keepUpgrades(r *http.Request, allowed []string) bool {
 // GUID. A browser fails a WebSocket without it; the gateway, which would
 // otherwise open a tunnel no rule sees to an upstream that answers 101
 // without having spoken WebSocket at all, answers 502. A request that did
-// not ask for websocket is not judged here.
+// not ask for websocket (a token of its Upgrade field, as keepUpgrades
+// reads them) is not judged here.
 func webSocketAccepted(req *http.Request, resp *http.Response) bool {
-	asked := false
-	for _, v := range req.Header["Upgrade"] {
-		asked = asked || containsFold(v, config.UpgradeWebSocket)
-	}
-	if !asked {
+	if !listedIn(req.Header["Upgrade"], config.UpgradeWebSocket) {
 		return true
 	}
 	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
