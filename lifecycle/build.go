@@ -63,7 +63,7 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 
 	cpu := system.NewProcessCPU()
 	refused := map[string]prometheus.Counter{}
-	for _, c := range []string{proxy.RefusedMaxConnections, proxy.RefusedMaxConnectionsPerIP, proxy.RefusedPenalized, proxy.RefusedPrematureResets, proxy.RefusedFlood} {
+	for _, c := range proxy.RefusedReasons() {
 		refused[c] = metrics.ConnRefused(c)
 	}
 	deps := proxy.Deps{

@@ -62,6 +62,12 @@ const (
 	RefusedFlood               = "flood"
 )
 
+// RefusedReasons are the Refused* reasons, each a series of its own from
+// the start (sluice_connections_refused_total).
+func RefusedReasons() []string {
+	return []string{RefusedMaxConnections, RefusedMaxConnectionsPerIP, RefusedPenalized, RefusedPrematureResets, RefusedFlood}
+}
+
 // admit counts a connection from ip in, or reports which cap it would pass
 // ("" when admitted). A connection admitted must be given back with leave.
 func (cc *connCounts) admit(ip netip.Addr, lim connLimits) string {

@@ -137,11 +137,7 @@ func (c *Conn) Send(q Request) (Answer, error) {
 		return Answer{Reset: true}, c.err
 	}
 	_ = c.nc.SetDeadline(time.Now().Add(Timeout))
-	c.id += 2
-	if c.id == 2 {
-		c.id = 1
-	}
-	id := c.id
+	id := c.nextStream()
 	if err := c.send(id, q); err != nil {
 		c.err = fmt.Errorf("h2test: writing stream %d: %w", id, err)
 		return Answer{Reset: true}, c.err
@@ -217,14 +213,33 @@ func (c *Conn) Send(q Request) (Answer, error) {
 	}
 }
 
-func (c *Conn) send(id uint32, q Request) error {
+// nextStream is the id of the connection's next client stream (odd,
+// rising).
+func (c *Conn) nextStream() uint32 {
+	c.id += 2
+	if c.id == 2 {
+		c.id = 1
+	}
+	return c.id
+}
+
+// encode is fields' header block, HPACK-encoded on the connection's
+// encoder (valid until the next encode).
+func (c *Conn) encode(fields [][2]string) ([]byte, error) {
 	c.hb.Reset()
-	for _, f := range q.Fields {
+	for _, f := range fields {
 		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	block := c.hb.Bytes()
+	return c.hb.Bytes(), nil
+}
+
+func (c *Conn) send(id uint32, q Request) error {
+	block, err := c.encode(q.Fields)
+	if err != nil {
+		return err
+	}
 	size := frameMax
 	if q.Fragment > 0 {
 		size = min(q.Fragment, frameMax)
@@ -270,10 +285,7 @@ func (c *Conn) send(id uint32, q Request) error {
 // 0 on the stream, a stream error (RFC 9113 6.9; "MadeYouReset"). It reads
 // nothing: the server's frames wait in the connection for Drain.
 func (c *Conn) Abandon(fields [][2]string, provoke bool) error {
-	c.id += 2
-	if c.id == 2 {
-		c.id = 1
-	}
+	c.nextStream()
 	if err := c.send(c.id, Request{Fields: fields}); err != nil {
 		return err
 	}
@@ -289,17 +301,12 @@ func (c *Conn) Abandon(fields [][2]string, provoke bool) error {
 // the header block, and returns the stream's id: the server waits for its
 // CONTINUATION frames, which a test then writes raw (Raw).
 func (c *Conn) Open(fields [][2]string) (uint32, error) {
-	c.id += 2
-	if c.id == 2 {
-		c.id = 1
+	id := c.nextStream()
+	block, err := c.encode(fields)
+	if err != nil {
+		return 0, err
 	}
-	c.hb.Reset()
-	for _, f := range fields {
-		if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
-			return 0, err
-		}
-	}
-	return c.id, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: c.id, BlockFragment: c.hb.Bytes(), EndStream: true})
+	return id, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true})
 }
 
 // Raw is the connection, for frames a test writes as bytes (a flood).
