@@ -7,75 +7,91 @@ import (
 
 	"sluice/cluster"
 	"sluice/config"
+	"sluice/internal/passcheck"
 )
 
 // TestWindowAfterRedisClockStepsBack: Redis's clock goes back (a failover
 // to a replica whose clock is behind, an NTP step). Passes were stamped no
 // earlier than the newest, so every pass made before the step counted until
 // the clock caught up with it: a window at its limit refused every call for
-// as long as the step (an hour back: an hour, Retry-After 59m58s), and a
-// client at the limit's pace was refused for as long. Now a window waits at
-// most one interval: a pass made before the step counts from the step on
-// for as long as it had left, never less (its real age is more), so no
-// interval holds more than the limit either.
+// as long as the step (an hour back: an hour, Retry-After 59m58s). Now a
+// pass made before the step counts from the step on for as long as it had
+// left, never less (its real age is more): swept over counts (groups of
+// slots past 1024 included), how the passes before the step were spread,
+// and where in the interval the step falls, with an overload after it, no
+// real interval holds more than the count, passes resume within one
+// interval of the step, and the overload gets the whole count an interval.
 func TestWindowAfterRedisClockStepsBack(t *testing.T) {
-	for _, step := range []time.Duration{3 * time.Second, time.Hour, 30 * 24 * time.Hour} {
-		t.Run(fmt.Sprint(step), func(t *testing.T) {
-			clock := new(synthClock)
-			s := newService(t, cluster.Options{URL: redisURL(t), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
-			s.SetClock(clock.now)
-			s.DisableLeases()
-			rule := qpsRule(5, config.ThresholdGlobal) // 5 a second
-			at := func(us int64) (bool, time.Duration) {
-				t.Helper()
-				clock.us.Store(us)
-				ok, retry, err := s.AcquireRetry(rule, "", 1)
-				if err != nil {
-					t.Fatalf("at %dµs: %v", us, err)
-				}
-				return ok, retry
-			}
-			// A full window, one pass every 100 ms.
-			for i := range int64(5) {
-				if ok, _ := at(i * 100_000); !ok {
-					t.Fatalf("pass %d of 5 refused", i+1)
+	const I = int64(time.Second / time.Microsecond)
+	for _, count := range []int64{1, 5, 100, 2500} {
+		for _, step := range []time.Duration{3 * time.Second, time.Hour} {
+			for _, spread := range []float64{0, 0.5, 0.99} { // of the interval the passes before the step took
+				for _, phase := range []float64{0.1, 0.5, 0.9} { // of the interval from the last pass to the step
+					name := fmt.Sprintf("count %d, back %v, spread %v, phase %v", count, step, spread, phase)
+					t.Run(name, func(t *testing.T) {
+						checkClockStepBack(t, count, step.Microseconds(), I, spread, phase)
+					})
 				}
 			}
-			// The clock steps back; 2 s of real time later the window is
-			// asked again: counted from the step, it is full for at most
-			// one interval.
-			now := 400_000 - step.Microseconds() + 2_000_000
-			ok, retry := at(now)
-			if !ok && retry > time.Second {
-				t.Fatalf("%v after a step back of %v: refused for %v, want at most the 1 s interval", 2*time.Second, step, retry)
+		}
+	}
+}
+
+// checkClockStepBack fills a window of count per interval I (µs) with
+// passes spread over spread x I, steps Redis's clock back by back µs at
+// phase x I after the last, then offers twice the count per interval for
+// three intervals. Calls carry n tokens so that a large count takes few.
+func checkClockStepBack(t *testing.T, count, back, I int64, spread, phase float64) {
+	clock := new(synthClock)
+	s := newService(t, cluster.Options{URL: redisURL(t), Namespace: namespace(t), Timeout: 5 * time.Second, Heartbeat: time.Hour})
+	s.SetClock(clock.now)
+	s.DisableLeases()
+	rule := qpsRule(float64(count), config.ThresholdGlobal)
+	n := max(1, count/250)
+	var real []int64 // the instant of every token passed, on the real timeline (µs)
+	offer := func(redisAt, realAt int64) bool {
+		t.Helper()
+		clock.us.Store(redisAt)
+		ok, _, err := s.AcquireRetry(rule, "", n)
+		if err != nil {
+			t.Fatalf("at %dµs: %v", redisAt, err)
+		}
+		if ok {
+			for range n {
+				real = append(real, realAt)
 			}
-			if !ok {
-				now += retry.Microseconds()
-				if ok, retry = at(now); !ok {
-					t.Fatalf("refused again after the %v it said (%v)", retry, retry)
-				}
-			}
-			// Then a client at exactly the limit's pace is never refused,
-			// and no interval holds more than 5.
-			var passes []int64
-			refused := 0
-			for i := range int64(50) {
-				us := now + 200_000*(i+1)
-				if ok, _ := at(us); ok {
-					passes = append(passes, us)
-				} else {
-					refused++
-				}
-			}
-			if refused > 0 {
-				t.Errorf("a client at 5 a second after the step: %d of 50 refused", refused)
-			}
-			for i := 5; i < len(passes); i++ {
-				if passes[i]-passes[i-5] < 1_000_000 {
-					t.Fatalf("6 passes within a second: %v", passes[i-5:i+1])
-				}
-			}
-		})
+		}
+		return ok
+	}
+	calls := count / n
+	for i := range calls {
+		at := int64(float64(i) * spread * float64(I) / float64(max(1, calls-1)))
+		if !offer(at, at) {
+			t.Fatalf("pass %d of %d before the step refused", i+1, calls)
+		}
+	}
+	stepAt := int64(spread*float64(I)) + int64(phase*float64(I))
+	before := len(real)
+	passcheck.Offer(stepAt, stepAt+3*I, float64(I)/float64(2*calls), func(_ int64, at int64) bool {
+		return offer(at-back, at)
+	})
+	if m := passcheck.MostInInterval(real, I); m > int(count) {
+		t.Errorf("%d tokens passed within one real interval, count %d", m, count)
+	}
+	if len(real) == before || real[before] > stepAt+I {
+		t.Fatalf("no pass within an interval of the step (%d after it)", len(real)-before)
+	}
+	last := 0
+	for _, at := range real[before:] {
+		if at >= stepAt+2*I {
+			last++
+		}
+	}
+	// Above 1024 a slot holds g tokens and the window may count g-1 that
+	// left (cluster's doc): the whole count, less those, in calls of n.
+	g := (count + 1023) / 1024
+	if want := int((count - (g - 1)) / n * n); last < want {
+		t.Errorf("the overload's last interval got %d tokens, want %d", last, want)
 	}
 }
 
