@@ -29,13 +29,7 @@ func TestWideEditIsRefusedUnexpanded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := string(f.file(t))
-			etag := f.etag(t)
-			var code int
-			var body string
-			alloc := alloctest.Bytes(func() {
-				code, body, _ = f.do(t, "PUT", "/api/rules/flowRules/0",
-					map[string]string{"If-Match": etag, "Content-Type": tc.contentType}, tc.body)
-			})
+			code, body, alloc := f.putRule(t, tc.contentType, tc.body)
 			t.Logf("%d-byte body: %d, %d MB allocated", len(tc.body), code, alloc>>20)
 			var e struct{ Error string }
 			_ = json.Unmarshal([]byte(body), &e)

@@ -14,7 +14,6 @@ import (
 
 	"sluice/admin"
 	"sluice/config"
-	"sluice/internal/alloctest"
 )
 
 func TestEditValidRewritesOnlyThatRule(t *testing.T) {
@@ -427,13 +426,7 @@ func TestDeeplyNestedEditIsRefusedCheaply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := string(f.file(t))
-			etag := f.etag(t)
-			var code int
-			var body string
-			alloc := alloctest.Bytes(func() {
-				code, body, _ = f.do(t, "PUT", "/api/rules/flowRules/0",
-					map[string]string{"If-Match": etag, "Content-Type": tc.contentType}, tc.body)
-			})
+			code, body, alloc := f.putRule(t, tc.contentType, tc.body)
 			if code != http.StatusBadRequest || !strings.Contains(body, "nest more than 16 levels") {
 				t.Errorf("PUT of %d nested levels: %d %.200s, want 400 naming the depth", depth, code, body)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"sluice/admin"
 	"sluice/config"
+	"sluice/internal/alloctest"
 )
 
 // validate is what main.go passes as Options.Validate: config.Parse.
@@ -86,4 +87,16 @@ func (f *fixture) etag(t *testing.T) string {
 		t.Fatalf("GET /api/rules/raw: %d, etag %q", code, etag)
 	}
 	return etag
+}
+
+// putRule edits flowRules/0 with body as contentType, on the file's
+// current ETag, and returns the answer and the bytes the server allocated
+// answering it (alloctest.Bytes).
+func (f *fixture) putRule(t *testing.T, contentType, body string) (code int, answer string, alloc uint64) {
+	t.Helper()
+	etag := f.etag(t)
+	alloc = alloctest.Bytes(func() {
+		code, answer, _ = f.do(t, "PUT", "/api/rules/flowRules/0", map[string]string{"If-Match": etag, "Content-Type": contentType}, body)
+	})
+	return code, answer, alloc
 }
