@@ -136,14 +136,8 @@ func TestWatchSeesEveryKindOfSave(t *testing.T) {
 			},
 		},
 		{
-			name: "kubernetes configmap symlink swap",
-			setup: func(t *testing.T, dir string) string {
-				// dir/..data -> ..2026_v1, dir/rules.yaml -> ..data/rules.yaml
-				mkdirWrite(t, filepath.Join(dir, "..2026_v1"), "v1")
-				symlink(t, "..2026_v1", filepath.Join(dir, "..data"))
-				symlink(t, filepath.Join("..data", "rules.yaml"), filepath.Join(dir, "rules.yaml"))
-				return filepath.Join(dir, "rules.yaml")
-			},
+			name:  "kubernetes configmap symlink swap",
+			setup: configMap,
 			change: func(t *testing.T, dir, _ string) {
 				// What the kubelet does: new timestamped dir, new symlink, atomic rename over ..data.
 				mkdirWrite(t, filepath.Join(dir, "..2026_v2"), "v2")
@@ -159,13 +153,8 @@ func TestWatchSeesEveryKindOfSave(t *testing.T) {
 		{
 			// vim, cat > or the admin editor through the link: the
 			// write lands in ..2026_v1, which was not watched.
-			name: "kubernetes configmap written through its link",
-			setup: func(t *testing.T, dir string) string {
-				mkdirWrite(t, filepath.Join(dir, "..2026_v1"), "v1")
-				symlink(t, "..2026_v1", filepath.Join(dir, "..data"))
-				symlink(t, filepath.Join("..data", "rules.yaml"), filepath.Join(dir, "rules.yaml"))
-				return filepath.Join(dir, "rules.yaml")
-			},
+			name:   "kubernetes configmap written through its link",
+			setup:  configMap,
 			change: func(t *testing.T, _, path string) { write(t, path, "v2") },
 		},
 		{
@@ -388,4 +377,13 @@ func TestFileHashTellsOversizedFilesApart(t *testing.T) {
 		}
 		seen[h] = size
 	}
+}
+
+// configMap lays dir out as a Kubernetes ConfigMap volume holding "v1":
+// dir/..data -> ..2026_v1, dir/rules.yaml -> ..data/rules.yaml.
+func configMap(t *testing.T, dir string) string {
+	mkdirWrite(t, filepath.Join(dir, "..2026_v1"), "v1")
+	symlink(t, "..2026_v1", filepath.Join(dir, "..data"))
+	symlink(t, filepath.Join("..data", "rules.yaml"), filepath.Join(dir, "rules.yaml"))
+	return filepath.Join(dir, "rules.yaml")
 }
