@@ -18,6 +18,10 @@ type TLS struct {
 	ClientCAFile string `yaml:"clientCAFile" json:"clientCAFile"`
 	// RedirectHTTP makes the plain listener answer every request 308 to https.
 	RedirectHTTP bool `yaml:"redirectHttp" json:"redirectHttp"`
+	// StrictSNI refuses the handshake of a client whose SNI names no
+	// certificate (or who sends none), and answers 421 to a request whose
+	// Host is not the connection's SNI (docs/edge.md).
+	StrictSNI bool `yaml:"strictSni" json:"strictSni"`
 	// ClientCAFileLine is the line of clientCAFile in the file, for the
 	// errors of a CA file that does not load.
 	ClientCAFileLine int `yaml:"-" json:"-"`

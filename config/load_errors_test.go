@@ -473,7 +473,8 @@ func TestLoadErrors(t *testing.T) {
 			"testdata/tls_without_listen.yaml:5: tls.clientCAFile: needs tls.listen (the HTTPS listener's address, like \":8443\")",
 			"testdata/tls_without_listen.yaml:6: tls.redirectHttp: needs tls.listen (the HTTPS listener's address, like \":8443\")",
 			"testdata/tls_without_listen.yaml:7: tls.minVersion: must be one of 1.2, 1.3, got \"1.4\"",
-			"testdata/tls_without_listen.yaml:9: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)",
+			"testdata/tls_without_listen.yaml:8: tls.strictSni: needs tls.listen (the HTTPS listener's address, like \":8443\")",
+			"testdata/tls_without_listen.yaml:10: http2.h2c: needs listen (h2c is HTTP/2 on the plain listener)",
 		}},
 		{"fractional_integers.yaml", []string{
 			"testdata/fractional_integers.yaml:7: upstreams.app.retries: expected an integer, got \"2.9\"",

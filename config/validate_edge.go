@@ -19,6 +19,7 @@ func (c *checker) validateEdge() {
 			{"tls.certificates", len(t.Certificates) > 0},
 			{"tls.clientCAFile", t.ClientCAFile != ""},
 			{"tls.redirectHttp", t.RedirectHTTP},
+			{"tls.strictSni", t.StrictSNI},
 		} {
 			if f.set {
 				c.add(f.path, "needs tls.listen (the HTTPS listener's address, like \":8443\")")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,6 +335,77 @@ routes:
 				t.Errorf("%s over %s: Host %q reached %q (%v), want %q", tt.name, proto, tt.host, body, err, tt.want)
 			}
 		}
+	}
+}
+
+// TestEdgeStrictSNI: with tls.strictSni, a connection made for one host
+// that asks for another (domain fronting) is answered 421 over HTTP/1.1
+// and h2 and never forwarded; a client whose SNI names no certificate, or
+// who sends none, gets no handshake; the hosts the certificates cover are
+// served as before.
+func TestEdgeStrictSNI(t *testing.T) {
+	t.Parallel()
+	ca := testcert.NewCA(t, "e2e CA")
+	dir := t.TempDir()
+	edgePair(t, ca, dir, "shop", "shop.example.com")
+	edgePair(t, ca, dir, "wild", "*.api.test")
+	var forwarded atomic.Int32
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		forwarded.Add(1)
+		io.WriteString(w, r.Host)
+	})
+	g := startEdge(t, dir, fmt.Sprintf(`
+tls:
+  listen: "127.0.0.1:0"
+  strictSni: true
+  certificates:
+    - { certFile: shop.crt, keyFile: shop.key }
+    - { certFile: wild.crt, keyFile: wild.key }
+upstreams:
+  app: { targets: [%q] }
+routes:
+  - path: /*
+    upstream: app
+`, up.URL))
+	url := "https://" + g.TLSAddr + "/p"
+	served := 0
+	for _, tt := range []struct {
+		sni, host string
+		status    int
+	}{
+		{"shop.example.com", "", 200},
+		{"shop.example.com", "SHOP.example.com:8443", 200},
+		{"a.api.test", "a.api.test", 200},
+		{"shop.example.com", "a.api.test", 421},
+		{"a.api.test", "b.api.test", 421}, // one wildcard certificate covers both
+		{"a.api.test", "shop.example.com", 421},
+	} {
+		for _, proto := range []string{"h1", "h2"} {
+			host := tt.host
+			if host == "" {
+				host = tt.sni
+			}
+			resp, body, err := newClient(proto, ca.Pool(), tt.sni).do(t, "GET", url, host)
+			if err != nil || resp.StatusCode != tt.status {
+				t.Errorf("over %s, SNI %s, Host %s: %v %q (%v), want %d", proto, tt.sni, host, resp, body, err, tt.status)
+			}
+			if tt.status == 200 {
+				served++
+			}
+		}
+	}
+	for _, sni := range []string{"unknown.org", "example.com", "b.a.api.test"} {
+		if resp, _, err := newClient("h1", ca.Pool(), sni).do(t, "GET", url, sni); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+			t.Errorf("SNI %s (no certificate for it): %v (%v), want the handshake refused (unrecognized_name)", sni, resp, err)
+		}
+	}
+	// An IP address is never an SNI: Go's client sends none for it.
+	noSNI := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := noSNI.Get(url); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+		t.Errorf("no SNI: %v (%v), want the handshake refused (unrecognized_name)", resp, err)
+	}
+	if n := forwarded.Load(); n != int32(served) {
+		t.Errorf("the upstream got %d requests, want the %d served ones: a misdirected or refused one was forwarded", n, served)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // (certErrors), in the log as in /api/rules.
 func loadCerts(cfg *config.Config) (*tlsedge.Store, error) {
 	tc := cfg.TLS
-	opts := tlsedge.Options{Dir: cfg.File("."), MinVersion: tls.VersionTLS12, ClientCAFile: tc.ClientCAFile}
+	opts := tlsedge.Options{Dir: cfg.File("."), MinVersion: tls.VersionTLS12, ClientCAFile: tc.ClientCAFile, StrictSNI: tc.StrictSNI}
 	if tc.MinVersion == "1.3" {
 		opts.MinVersion = tls.VersionTLS13
 	}

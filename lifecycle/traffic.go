@@ -67,7 +67,11 @@ func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*
 			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)
 		}
 		ln = gw.Listener(ln)
-		srv := server(gw, protos)
+		var h http.Handler = gw
+		if tc.StrictSNI {
+			h = tlsedge.StrictHost(gw)
+		}
+		srv := server(h, protos)
 		srv.TLSConfig = certs.TLSConfig()
 		t.certs = certs
 		t.servers, t.lns = append(t.servers, srv), append(t.lns, ln)

@@ -33,8 +33,14 @@ type Options struct {
 	// file's directory); "" is the working directory.
 	Dir string
 	// Pairs are served by SNI; the first one also to clients whose SNI
-	// matches no certificate (or who send none). At least one is needed.
+	// matches no certificate (or who send none), unless StrictSNI. At
+	// least one is needed.
 	Pairs []Pair
+	// StrictSNI refuses the handshake of a client whose SNI matches no
+	// certificate, or who sends none (tls.strictSni), with the alert
+	// unrecognized_name, as Traefik's sniStrict and nginx's
+	// ssl_reject_handshake do.
+	StrictSNI bool
 	// MinVersion is tls.VersionTLS12 or tls.VersionTLS13; 0 is TLS 1.2.
 	MinVersion uint16
 	// ClientCAFile, when set, makes clients present a certificate signed by
@@ -75,6 +81,7 @@ type Store struct {
 type generation struct {
 	certs  []loaded // by position in Options.Pairs
 	caPool *x509.CertPool
+	strict bool                        // Options.StrictSNI
 	exact  map[string]*tls.Certificate // lower-case DNS name -> first certificate with it
 	wild   map[string]*tls.Certificate // "example.com" -> first certificate for *.example.com
 	config *tls.Config
@@ -172,7 +179,7 @@ func (s *Store) Reload() error {
 // keeps prev's; without, any failure is fatal.
 func (s *Store) load(prev *generation) (*generation, error) {
 	var errs []error
-	g := &generation{certs: make([]loaded, len(s.opts.Pairs))}
+	g := &generation{certs: make([]loaded, len(s.opts.Pairs)), strict: s.opts.StrictSNI}
 	for i, p := range s.opts.Pairs {
 		l, err := s.loadPair(p)
 		if err != nil {
@@ -342,7 +349,9 @@ func (g *generation) index() {
 
 // certificate picks by SNI: the exact name, then a wildcard for its parent
 // (a TLS wildcard stands for one label, as clients check it), then the
-// first certificate.
+// first certificate; none when strict. Then the config has no
+// Certificates either, and crypto/tls refuses the handshake with the alert
+// unrecognized_name (an error returned here would be internal_error).
 func (g *generation) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := normalize(hello.ServerName)
 	if c := g.exact[name]; c != nil {
@@ -352,6 +361,9 @@ func (g *generation) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		if c := g.wild[parent]; c != nil {
 			return c, nil
 		}
+	}
+	if g.strict {
+		return nil, nil
 	}
 	return g.certs[0].cert, nil
 }

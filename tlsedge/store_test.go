@@ -92,6 +92,9 @@ func writeFile(t *testing.T, path string, b []byte) {
 	}
 }
 
+// Which certificate each SNI gets, and with tls.strictSni which are
+// refused (nil): a name no certificate covers, and no SNI at all, get the
+// alert unrecognized_name instead of the first certificate.
 func TestSNIPicksExactThenWildcardThenFirst(t *testing.T) {
 	ca := testcert.NewCA(t, "test CA")
 	dir := t.TempDir()
@@ -102,35 +105,48 @@ func TestSNIPicksExactThenWildcardThenFirst(t *testing.T) {
 	shop.Write(t, filepath.Join(dir, "shop.crt"), filepath.Join(dir, "shop.key"))
 	wild.Write(t, filepath.Join(dir, "wild.crt"), filepath.Join(dir, "wild.key"))
 	other.Write(t, filepath.Join(dir, "other.crt"), filepath.Join(dir, "other.key"))
-	s, err := New(Options{Dir: dir, Pairs: []Pair{
-		{"shop.crt", "shop.key"}, {"wild.crt", "wild.key"}, {"other.crt", "other.key"},
-	}})
-	if err != nil {
-		t.Fatal(err)
+	stores := map[bool]*Store{}
+	addrs := map[bool]string{}
+	for _, strict := range []bool{false, true} {
+		s, err := New(Options{Dir: dir, StrictSNI: strict, Pairs: []Pair{
+			{"shop.crt", "shop.key"}, {"wild.crt", "wild.key"}, {"other.crt", "other.key"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[strict], addrs[strict] = s, server(t, s)
 	}
-	addr := server(t, s)
+	s, addr := stores[false], addrs[false]
 	tests := []struct {
-		sni  string
-		want *testcert.Leaf
+		sni          string
+		want, strict *testcert.Leaf
 	}{
-		{"shop.example.com", shop},
-		{"www.shop.example.com", shop},
-		{"SHOP.Example.COM", shop},
-		{"api.example.com", wild},
-		{"a.b.example.com", shop}, // a TLS wildcard covers one label: the first certificate
-		{"example.com", shop},
-		{"other.test", other},
-		{"unknown.org", shop},
-		{"", shop}, // no SNI at all
+		{"shop.example.com", shop, shop},
+		{"www.shop.example.com", shop, shop},
+		{"SHOP.Example.COM", shop, shop},
+		{"api.example.com", wild, wild},
+		{"a.b.example.com", shop, nil}, // a TLS wildcard covers one label: the first certificate
+		{"example.com", shop, nil},
+		{"other.test", other, other},
+		{"unknown.org", shop, nil},
+		{"", shop, nil}, // no SNI at all
 	}
 	for _, tt := range tests {
-		got, err := dial(addr, tt.sni, nil)
-		if err != nil {
-			t.Errorf("SNI %q: %v", tt.sni, err)
-			continue
-		}
-		if got.SerialNumber.Cmp(tt.want.Cert.SerialNumber) != 0 {
-			t.Errorf("SNI %q: served %v, want %v", tt.sni, got.DNSNames, tt.want.Cert.DNSNames)
+		for _, strict := range []bool{false, true} {
+			want := tt.want
+			if strict {
+				want = tt.strict
+			}
+			got, err := dial(addrs[strict], tt.sni, nil)
+			switch {
+			case want == nil && (err == nil || !strings.Contains(err.Error(), "unrecognized name")):
+				t.Errorf("strict, SNI %q: got %v (%v), want the handshake refused with unrecognized_name", tt.sni, got, err)
+			case want == nil:
+			case err != nil:
+				t.Errorf("strict %v, SNI %q: %v", strict, tt.sni, err)
+			case got.SerialNumber.Cmp(want.Cert.SerialNumber) != 0:
+				t.Errorf("strict %v, SNI %q: served %v, want %v", strict, tt.sni, got.DNSNames, want.Cert.DNSNames)
+			}
 		}
 	}
 	// A client that checks the chain accepts what it is served.
