@@ -12,22 +12,39 @@ import (
 // (from the configured files), never request data. Safe for concurrent
 // use; build it with NewTLSMetrics.
 type TLSMetrics struct {
-	expiry *prometheus.GaugeVec // name
-	mu     sync.Mutex
-	names  map[string]bool // the names last served; guarded by mu
+	expiry     *prometheus.GaugeVec // name
+	handshakes map[string]prometheus.Counter
+	mu         sync.Mutex
+	names      map[string]bool // the names last served; guarded by mu
 }
 
 // NewTLSMetrics creates the collectors and registers them on reg (nil: not
-// registered).
-func NewTLSMetrics(reg prometheus.Registerer) *TLSMetrics {
+// registered). reasons are every reason a handshake may fail for
+// (tlsedge.HandshakeReasons), each shown from 0.
+func NewTLSMetrics(reg prometheus.Registerer, reasons []string) *TLSMetrics {
 	m := &TLSMetrics{expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_tls_certificate_expiry_timestamp_seconds",
 		Help: "Unix time when each served TLS certificate expires (its notAfter), by its first DNS name.",
-	}, []string{"name"})}
+	}, []string{"name"}), handshakes: make(map[string]prometheus.Counter, len(reasons))}
+	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_tls_handshake_errors_total",
+		Help: "TLS handshakes on tls.listen that failed, by reason (not_tls, closed, timeout, unknown_name, version, cipher, client_certificate, certificate_rejected, other).",
+	}, []string{"reason"})
+	for _, r := range reasons {
+		m.handshakes[r] = failed.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.expiry)
+		reg.MustRegister(m.expiry, failed)
 	}
 	return m
+}
+
+// HandshakeFailed counts a failed TLS handshake; reason is one of those
+// NewTLSMetrics was given (another is not counted).
+func (m *TLSMetrics) HandshakeFailed(reason string) {
+	if c := m.handshakes[reason]; c != nil {
+		c.Inc()
+	}
 }
 
 // CertExpiry is one served certificate's name and end.

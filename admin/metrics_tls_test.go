@@ -17,7 +17,7 @@ import (
 // show the one that expires first.
 func TestTLSExpiryFollowsTheServedCertificates(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := admin.NewTLSMetrics(reg)
+	m := admin.NewTLSMetrics(reg, nil)
 	srv := admin.New(admin.Options{Registry: reg})
 	soon, later := time.Unix(1_800_000_000, 0), time.Unix(1_900_000_000, 0)
 

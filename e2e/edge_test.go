@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -406,6 +407,19 @@ routes:
 	}
 	if n := forwarded.Load(); n != int32(served) {
 		t.Errorf("the upstream got %d requests, want the %d served ones: a misdirected or refused one was forwarded", n, served)
+	}
+	// Each refused handshake is counted by why; plain HTTP on the TLS port
+	// too (curl, a real client, gets net/http's 400).
+	if out, err := exec.Command(needTool(t, "curl", "curl"), "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", "http://"+g.TLSAddr+"/p").Output(); err != nil || string(out) != "400" {
+		t.Errorf("plain HTTP to the TLS port: curl %q (%v), want 400", out, err)
+	}
+	poll(t, 5*time.Second, "the failed handshakes were not all counted", func() bool {
+		m := metrics(t, g.gateway)
+		return m[`sluice_tls_handshake_errors_total{reason="unknown_name"}`] == 4 &&
+			m[`sluice_tls_handshake_errors_total{reason="not_tls"}`] == 1
+	})
+	if m := metrics(t, g.gateway); m[`sluice_tls_handshake_errors_total{reason="version"}`] != 0 {
+		t.Errorf("version failures counted: %v, want 0", m[`sluice_tls_handshake_errors_total{reason="version"}`])
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sluice/limiter/circuit"
 	"sluice/limiter/system"
 	"sluice/proxy"
+	"sluice/tlsedge"
 )
 
 // Instance is one gateway process's lifecycle: what New wires from the
@@ -33,8 +34,10 @@ type Instance struct {
 	reloader *reloader
 	registry *prometheus.Registry
 	metrics  *admin.Metrics
-	cpu      *system.ProcessCPU
-	admin    *admin.Server // nil: the admin listener is off
+	// tlsMetrics: the served certificates' expiry, the failed handshakes.
+	tlsMetrics *admin.TLSMetrics
+	cpu        *system.ProcessCPU
+	admin      *admin.Server // nil: the admin listener is off
 	// adminTimeouts are server.readHeaderTimeout and server.idleTimeout as
 	// the gateway started: the admin listener's connections are as bounded
 	// as the traffic listeners'.
@@ -78,7 +81,8 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 			metrics.CircuitState(res, int(to))
 		},
 	}
-	inst := &Instance{opts: o, log: log, registry: reg, metrics: metrics, cpu: cpu, fleet: fl, stopDemo: func(context.Context) {}}
+	inst := &Instance{opts: o, log: log, registry: reg, metrics: metrics, cpu: cpu, fleet: fl, stopDemo: func(context.Context) {},
+		tlsMetrics: admin.NewTLSMetrics(reg, tlsedge.HandshakeReasons())}
 	svc, err := newCluster(cfg, log, metrics)
 	if err != nil {
 		return nil, err

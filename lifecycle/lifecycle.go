@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"sluice/admin"
 	"sluice/config"
 )
 
@@ -111,7 +110,7 @@ func New(o Options) (*Instance, error) {
 		return fail(err)
 	}
 	// Before Run, so that a SIGHUP (Reload) at any time finds it.
-	inst.certs = newCertStatus(inst.lns.traffic, inst.metrics, admin.NewTLSMetrics(inst.registry), inst.log)
+	inst.certs = newCertStatus(inst.lns.traffic, inst.metrics, inst.tlsMetrics, inst.log)
 	return inst, nil
 }
 

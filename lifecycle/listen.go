@@ -28,7 +28,7 @@ const adminMaxConnections = 256
 // listen opens the traffic listeners (plain and TLS, see listenTraffic) and,
 // unless it is off, the admin listener; on error it closes what it opened.
 func listen(o Options, cfg *config.Config, inst *Instance) (listeners, error) {
-	tr, err := listenTraffic(cfg, inst.proxy, inst.log)
+	tr, err := listenTraffic(cfg, inst.proxy, inst.log, inst.tlsMetrics)
 	if err != nil {
 		return listeners{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"sluice/admin"
 	"sluice/config"
 	"sluice/proxy"
 	"sluice/tlsedge"
@@ -31,9 +32,10 @@ type traffic struct {
 
 // listenTraffic opens the listeners of cfg. Its listen is the plain address
 // in force (-listen's, if given: Options.overrides); "" opens none.
-func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger) (*traffic, error) {
+// A failed TLS handshake is counted by tlsMetrics (nil: not counted).
+func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger, tlsMetrics *admin.TLSMetrics) (*traffic, error) {
 	t := &traffic{}
-	errLog := stdlog.New(newServerLog(log), "", 0)
+	errLog := stdlog.New(newServerLog(log, tlsMetrics), "", 0)
 	server := func(h http.Handler, protos http.Protocols) *http.Server {
 		return &http.Server{
 			Handler:   h,
@@ -175,13 +177,16 @@ func (t *traffic) watchCerts(ctx context.Context, log zerolog.Logger, report fun
 // A failed accept is the exception: it is the gateway's own trouble (out
 // of descriptors, EMFILE), every client is kept waiting while net/http
 // retries, and the operator must hear of it, at warn, at most once a second.
+// A failed TLS handshake, which net/http tells of only here, is counted
+// too (sluice_tls_handshake_errors_total).
 type serverLog struct {
 	log    zerolog.Logger
-	accept zerolog.Logger // log, sampled
+	accept zerolog.Logger    // log, sampled
+	tls    *admin.TLSMetrics // nil: handshakes not counted
 }
 
-func newServerLog(log zerolog.Logger) serverLog {
-	return serverLog{log: log, accept: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second})}
+func newServerLog(log zerolog.Logger, tlsMetrics *admin.TLSMetrics) serverLog {
+	return serverLog{log: log, accept: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Second}), tls: tlsMetrics}
 }
 
 func (l serverLog) Write(p []byte) (int, error) {
@@ -189,6 +194,9 @@ func (l serverLog) Write(p []byte) (int, error) {
 	if strings.HasPrefix(msg, "http: Accept error") {
 		l.accept.Warn().Str("component", "net/http").Msg(msg + " (at most one such line a second)")
 		return len(p), nil
+	}
+	if reason, ok := tlsedge.HandshakeFailure(msg); ok && l.tls != nil {
+		l.tls.HandshakeFailed(reason)
 	}
 	l.log.Debug().Str("component", "net/http").Msg(msg)
 	return len(p), nil

@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"sluice/admin"
 	"sluice/internal/logtest"
 	"sluice/proxy"
+	"sluice/tlsedge"
 )
 
 // TestTrafficServersTakeServerSection: the traffic listeners' servers use
@@ -33,7 +36,7 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
 			cfg := rulesAs(t, tt.opts, file) // as the gateway reads it, the flags applied
-			tr, err := listenTraffic(cfg, gw, zerolog.Nop())
+			tr, err := listenTraffic(cfg, gw, zerolog.Nop(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +59,7 @@ func TestTrafficServersTakeServerSection(t *testing.T) {
 func TestAddrsNamePlainListenerWhileServing(t *testing.T) {
 	cfg := rulesWith(t, "listen: \"127.0.0.1:0\"\nhttp2: {h2c: true}\n")
 	gw := proxy.New(proxy.Deps{Log: zerolog.Nop()})
-	tr, err := listenTraffic(cfg, gw, zerolog.Nop())
+	tr, err := listenTraffic(cfg, gw, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +136,11 @@ func TestAdminOptionsStarChecksHost(t *testing.T) {
 // A failed accept (out of descriptors) keeps every client waiting while
 // net/http retries: the operator hears of it at warn, once a second however
 // often net/http retries, while a client's own trouble (a bad handshake)
-// stays at debug.
+// stays at debug, and is counted by why (sluice_tls_handshake_errors_total).
 func TestServerLogWarnsOfFailedAccepts(t *testing.T) {
 	var buf logtest.Buffer
-	l := stdlog.New(newServerLog(zerolog.New(&buf).Level(zerolog.DebugLevel)), "", 0)
+	reg := prometheus.NewRegistry()
+	l := stdlog.New(newServerLog(zerolog.New(&buf).Level(zerolog.DebugLevel), admin.NewTLSMetrics(reg, tlsedge.HandshakeReasons())), "", 0)
 	for range 50 {
 		l.Printf("http: Accept error: accept tcp 127.0.0.1:8080: accept4: too many open files; retrying in 5ms")
 	}
@@ -147,6 +151,21 @@ func TestServerLogWarnsOfFailedAccepts(t *testing.T) {
 	}
 	if ev := buf.Find("TLS handshake error", 0); ev == nil || ev["level"] != "debug" {
 		t.Fatalf("a client's failed handshake logged %v, want one event at debug", ev)
+	}
+	counted := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "sluice_tls_handshake_errors_total" {
+				counted[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(counted) != len(tlsedge.HandshakeReasons()) || counted[tlsedge.HandshakeClosed] != 1 || counted[tlsedge.HandshakeOther] != 0 {
+		t.Errorf("handshake failures counted %v, want closed 1 and every other reason at 0", counted)
 	}
 }
 
