@@ -38,10 +38,10 @@ type Instance struct {
 	tlsMetrics *admin.TLSMetrics
 	cpu        *system.ProcessCPU
 	admin      *admin.Server // nil: the admin listener is off
-	// adminTimeouts are server.readHeaderTimeout and server.idleTimeout as
-	// the gateway started: the admin listener's connections are as bounded
-	// as the traffic listeners'.
-	adminTimeouts struct{ readHeader, idle time.Duration }
+	// adminTimeouts are server.readHeaderTimeout, server.idleTimeout and
+	// server.sendTimeout as the gateway started: the admin listener's
+	// connections are as bounded as the traffic listeners'.
+	adminTimeouts struct{ readHeader, idle, send time.Duration }
 	cluster       *cluster.Service // nil: no clusterMode rule at start
 	fleet         *fleet           // nil: no rulesSource
 	// certs reports the TLS listener's certificates; set by startServers,
@@ -106,6 +106,7 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 	if cfg.AdminListen() != "" {
 		inst.admin = newAdmin(inst)
 		inst.adminTimeouts.readHeader, inst.adminTimeouts.idle = cfg.Server.ReadHeaderTimeout.D(), cfg.Server.IdleTimeout.D()
+		inst.adminTimeouts.send = cfg.Server.SendTimeout.D()
 		inst.reloader.setToken = inst.admin.SetToken
 		inst.reloader.setHosts = inst.admin.SetHosts
 	}
