@@ -149,6 +149,14 @@ func (s *Server) refusal(r *http.Request, noToken int) (int, string) {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return http.StatusForbidden, "admin: a request from another site's page refused"
 	}
+	// Browsers older than Sec-Fetch-Site (Safari before 16.4, Firefox
+	// before 90) still name the page in Referer, unless its policy hides
+	// it: that much more is refused.
+	if ref := r.Header.Get("Referer"); ref != "" {
+		if u, err := url.Parse(ref); err != nil || u.Host != r.Host {
+			return http.StatusForbidden, "admin: a request from another site's page refused"
+		}
+	}
 	if want.token == "" && !loopbackPeer(r) {
 		return http.StatusForbidden, "admin: without an admin token, writes and the profiler are accepted only from this machine (a loopback peer); set admin.token (or SLUICE_ADMIN_TOKEN)"
 	}

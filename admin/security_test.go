@@ -156,6 +156,11 @@ func TestAdminGuards(t *testing.T) {
 		{"t", "POST", "/api/reload", network, "localhost:9090", []string{"Authorization: Bearer t", "Sec-Fetch-Site: cross-site"}, 403},
 		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: same-origin"}, 202},
 		{"", "GET", "/debug/pprof/heap", loopback, "127.0.0.1:9090", []string{"Sec-Fetch-Site: none"}, 200}, // typed in the address bar
+		// A browser without Sec-Fetch-Site names the page in Referer.
+		{"", "GET", "/debug/pprof/profile?seconds=1", loopback, "127.0.0.1:9090", []string{"Referer: http://evil.example/x.html"}, 403},
+		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", []string{"Referer: http://127.0.0.1.evil.example/"}, 403},
+		{"", "POST", "/api/reload", loopback, "localhost:9090", []string{"Referer: http://127.0.0.1:9090/"}, 403}, // another origin
+		{"", "POST", "/api/reload", loopback, "127.0.0.1:9090", []string{"Referer: http://127.0.0.1:9090/#editor"}, 202},
 	}
 	want202 := int32(0)
 	for _, tc := range tests {
