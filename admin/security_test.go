@@ -383,6 +383,9 @@ func TestDashboardNotFramable(t *testing.T) {
 		{"/static/style.css", 200},
 		{"/static/../web/index.html", 404},
 		{"/static/nothing.js", 404},
+		{"/metrics", 200},
+		{"/api/rules", 200},
+		{"/api/nothing", 404},
 	} {
 		req := httptest.NewRequest("GET", "http://127.0.0.1:9090"+tt.path, nil)
 		req.RemoteAddr = loopback
@@ -391,8 +394,14 @@ func TestDashboardNotFramable(t *testing.T) {
 		if rec.Code != tt.want {
 			t.Errorf("GET %s: %d, want %d", tt.path, rec.Code, tt.want)
 		}
-		if rec.Header().Get("X-Frame-Options") != "DENY" {
+		if (tt.path == "/" || strings.HasPrefix(tt.path, "/static/")) && rec.Header().Get("X-Frame-Options") != "DENY" {
 			t.Errorf("GET %s: X-Frame-Options %q, want DENY", tt.path, rec.Header().Get("X-Frame-Options"))
+		}
+		if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff (no answer read as another type)", tt.path, got)
+		}
+		if csp := rec.Header().Get("Content-Security-Policy"); tt.path == "/" && !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("GET /: Content-Security-Policy %q, want frame-ancestors 'none'", csp)
 		}
 		if tt.path != "/" && strings.Contains(rec.Body.String(), `src="/static/app.js"`) {
 			t.Errorf("GET %s serves the dashboard page", tt.path)

@@ -168,6 +168,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
+	r.Use(noSniff)
 	r.Use(s.checkHost) // every request, reads and probes included
 	get(r, "/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -406,6 +407,16 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	s.opts.Log.Info().Str("remote", r.RemoteAddr).Msg("admin: reload requested")
 	s.opts.Reload()
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "reload requested"})
+}
+
+// noSniff keeps a browser to each answer's Content-Type: a JSON answer
+// quoting a client's bytes, or /metrics, is never run as a script or
+// shown as a page.
+func noSniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
