@@ -362,6 +362,7 @@ tls:
   certificates:
     - { certFile: shop.crt, keyFile: shop.key }
     - { certFile: wild.crt, keyFile: wild.key }
+log: { access: true }
 upstreams:
   app: { targets: [%q] }
 routes:
@@ -392,6 +393,8 @@ routes:
 			}
 			if tt.status == 200 {
 				served++
+			} else if err == nil && !strings.Contains(body, `"misdirected request"`) {
+				t.Errorf("over %s, SNI %s, Host %s: body %q, want the gateway's JSON refusal", proto, tt.sni, host, body)
 			}
 		}
 	}
@@ -408,6 +411,16 @@ routes:
 	if n := forwarded.Load(); n != int32(served) {
 		t.Errorf("the upstream got %d requests, want the %d served ones: a misdirected or refused one was forwarded", n, served)
 	}
+	// Each misdirected request is in the access log, as any refused target.
+	poll(t, 5*time.Second, "the misdirected requests are not all in the access log", func() bool {
+		n := 0
+		for _, ev := range g.logs.Events("access") {
+			if ev["status"] == 421.0 && ev["decision"] == "badRequest" {
+				n++
+			}
+		}
+		return n == 6
+	})
 	// Each refused handshake is counted by why; plain HTTP on the TLS port
 	// too (curl, a real client, gets net/http's 400).
 	if out, err := exec.Command(needTool(t, "curl", "curl"), "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", "http://"+g.TLSAddr+"/p").Output(); err != nil || string(out) != "400" {

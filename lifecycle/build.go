@@ -76,6 +76,7 @@ func build(o Options, cfg *config.Config, fl *fleet, log zerolog.Logger) (*Insta
 		Upstreams:     upstreamObserver{metrics},
 		CPU:           cpu,
 		Forwarder:     o.Forwarder,
+		StrictSNI:     cfg.TLS.StrictSNI,
 		OnCircuit: func(res string, from, to circuit.State) {
 			log.Warn().Str("resource", res).Str("from", from.String()).Str("to", to.String()).Msg("circuit breaker")
 			metrics.CircuitState(res, int(to))

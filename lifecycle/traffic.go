@@ -69,11 +69,7 @@ func listenTraffic(cfg *config.Config, gw *proxy.Gateway, log zerolog.Logger, tl
 			return nil, fmt.Errorf("tls.listen %s: %w", tc.Listen, err)
 		}
 		ln = gw.Listener(ln)
-		var h http.Handler = gw
-		if tc.StrictSNI {
-			h = tlsedge.StrictHost(gw)
-		}
-		srv := server(h, protos)
+		srv := server(gw, protos)
 		srv.TLSConfig = certs.TLSConfig()
 		t.certs = certs
 		t.servers, t.lns = append(t.servers, srv), append(t.lns, ln)

@@ -35,12 +35,17 @@ var badTargetBodies = [...][]byte{
 	badSlash:       []byte(`{"error":"bad request path","reason":"escaped slash (%2F or %5C)"}` + "\n"),
 	badConnect:     []byte(`{"error":"method not allowed","reason":"CONNECT: the gateway opens no tunnels"}` + "\n"),
 	badLongPath:    []byte(`{"error":"URI too long","reason":"a path over 8192 bytes"}` + "\n"),
+	badMisdirected: []byte(`{"error":"misdirected request","reason":"the Host is not the TLS server name (SNI) of the connection"}` + "\n"),
 }
 
 // badTargetStatus is the status of a target readTarget refuses: 400, but
-// 405 for CONNECT and 414 for a path too long (as nginx answers them).
+// 405 for CONNECT and 414 for a path too long (as nginx answers them), and
+// 421 for a Host that is not the SNI under tls.strictSni (as Caddy's
+// strict_sni_host does).
 func badTargetStatus(bad int) int {
 	switch bad {
+	case badMisdirected:
+		return http.StatusMisdirectedRequest
 	case badConnect:
 		return http.StatusMethodNotAllowed
 	case badLongPath:

@@ -91,6 +91,10 @@ type Deps struct {
 	// overrides every route's `forwarder:` (main passes SLUICE_FORWARDER).
 	// Empty: each route's own setting.
 	Forwarder string
+	// StrictSNI is tls.strictSni as the gateway started (the TLS listener
+	// reads it once, and so is it read here): a request over TLS whose
+	// Host is not its connection's SNI is 421.
+	StrictSNI bool
 }
 
 // Clock is the gateway's time. Now is ns on a monotonic timeline of any

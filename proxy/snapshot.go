@@ -92,6 +92,7 @@ func (g *Gateway) build(cfg *config.Config, prev *Snapshot) (s *Snapshot, err er
 			mergeSlashes:  cfg.Server.MergesSlashes(),
 			keepParams:    cfg.Server.PathParametersKept(),
 			refuseSlashes: cfg.Server.EncodedSlashesRefused(),
+			strictSNI:     g.deps.StrictSNI,
 		},
 		rateLimit:   &rateLimitHeaders{},
 		policies:    buildPolicyNames(cfg),

@@ -49,6 +49,7 @@ const (
 	badLength      // an h2 content-length that is no length, or not the body's
 	badConnect     // CONNECT: a tunnel, which the gateway does not open (405)
 	badLongPath    // a path over maxPathBytes (414)
+	badMisdirected // tls.strictSni: a Host that is not the connection's SNI (421)
 )
 
 // maxPathBytes bounds a request's path (414 URI Too Long past it), as
@@ -86,7 +87,13 @@ const maxQueryParams = 10000
 //     "victim.example," (RFC 3986 lets a reg-name hold sub-delims), which
 //     misses the routes of victim.example and their rules, while an
 //     upstream reading X-Forwarded-Host as a list (Express, Rails) gets
-//     victim.example.
+//     victim.example;
+//   - under tls.strictSni, a Host over TLS that is not the connection's
+//     SNI, compared as the routes compare hosts (421, RFC 9110 15.5.20): a
+//     connection made for shop.example may otherwise ask for api.example
+//     (domain fronting), past whatever was decided by the name, and a
+//     browser that coalesced two names on one HTTP/2 connection retries a
+//     421 on a connection of the Host's own.
 //
 // A target that needs no change (no escapes, no "//", no byte a path may
 // not hold raw) costs no allocation.
@@ -96,6 +103,9 @@ func readTarget(r *http.Request, rules targetRules) (v view, bad int) {
 	}
 	if !match.PlainHost(r.Host) {
 		return v, badHost
+	}
+	if rules.strictSNI && r.TLS != nil && match.Host(r.Host) != match.Host(r.TLS.ServerName) {
+		return v, badMisdirected
 	}
 	if r.ProtoMajor == 2 && !h2Length(r) {
 		return v, badLength
@@ -180,6 +190,9 @@ type targetRules struct {
 	// %5C is 400 (WSGI, gin and nginx's proxy_pass decode it before
 	// routing).
 	refuseSlashes bool
+	// strictSNI: tls.strictSni; a request over TLS whose Host is not the
+	// connection's SNI is 421 (Deps.StrictSNI).
+	strictSNI bool
 }
 
 // readTargetLong is readTarget for any target; plainTarget is its short

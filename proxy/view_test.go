@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -105,6 +106,54 @@ func TestReadTarget(t *testing.T) {
 		} else if _, bad := readTarget(r, targetRules{mergeSlashes: true, keepParams: true}); bad != badConnect {
 			t.Errorf("CONNECT %s: bad %d, want badConnect", target, bad)
 		}
+	}
+}
+
+// TestReadTargetStrictSNI: under tls.strictSni a request over TLS whose
+// Host is not its connection's SNI is refused (421), the two compared as
+// the routes compare hosts; without TLS, or without the setting, nothing
+// changes. It costs no allocation in the common case.
+func TestReadTargetStrictSNI(t *testing.T) {
+	for _, c := range []struct {
+		sni, host string
+		tls       bool
+		bad       int
+	}{
+		{"shop.example.com", "shop.example.com", true, badNone},
+		{"shop.example.com", "shop.example.com:8443", true, badNone},
+		{"shop.example.com", "SHOP.Example.com.", true, badNone},
+		{"Shop.Example.COM", "shop.example.com", true, badNone},
+		{"shop.example.com", "api.example.com", true, badMisdirected}, // domain fronting
+		{"a.example.com", "b.example.com", true, badMisdirected},      // both under one wildcard certificate
+		{"shop.example.com", "shop.example.com.evil", true, badMisdirected},
+		{"shop.example.com", "example.com", true, badMisdirected},
+		{"shop.example.com", "[::1]:8443", true, badMisdirected},
+		{"shop.example.com", "", true, badHost}, // no Host: refused as a bad Host first
+		{"", "api.example.com", false, badNone}, // the plain listener: no SNI to hold it to
+	} {
+		for _, strict := range []bool{false, true} {
+			r, _ := readRaw("GET", "/a")
+			r.Host = c.host
+			if c.tls {
+				r.TLS = &tls.ConnectionState{ServerName: c.sni}
+			}
+			want := c.bad
+			if !strict && want == badMisdirected {
+				want = badNone
+			}
+			_, bad := readTarget(r, targetRules{strictSNI: strict, keepParams: true})
+			if bad != want {
+				t.Errorf("strict %v, SNI %q, Host %q: bad %d, want %d", strict, c.sni, c.host, bad, want)
+			}
+			if want == badMisdirected && badTargetStatus(bad) != http.StatusMisdirectedRequest {
+				t.Errorf("misdirected: status %d, want 421", badTargetStatus(bad))
+			}
+		}
+	}
+	r, _ := readRaw("GET", "/a")
+	r.Host, r.TLS = "shop.example.com:8443", &tls.ConnectionState{ServerName: "shop.example.com"}
+	if n := testing.AllocsPerRun(100, func() { readTarget(r, targetRules{strictSNI: true, keepParams: true}) }); n != 0 {
+		t.Errorf("strict SNI: %v allocations", n)
 	}
 }
 
