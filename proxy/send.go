@@ -48,8 +48,11 @@ func (l *sendListener) Accept() (net.Conn, error) {
 		}
 		ip := peerIP(c)
 		if why := l.g.conns.admit(ip, l.g.connLimits()); why != "" {
-			_ = c.Close()
+			// Counted first, as cut does: whoever sees the connection
+			// close finds it counted (a test that read the count once its
+			// connection was refused found 0 on a busy machine).
 			l.g.refusedConn(why, ip)
+			_ = c.Close()
 			continue
 		}
 		sc := newSendConn(c, l.g.sendTimeout())
