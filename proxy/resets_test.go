@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // gatewayCounting serves a gateway over h1 and h2c (or h1 and h2 over
 // TLS, with tc) through its Listener and ConnContext, as the traffic
 // listener does, with extra rules, and one route to an upstream that answers /slow after
-// 20 ms (so a reset stream is still being served when its reset comes)
+// 20 ms (so a reset stream is still being served when its reset comes),
+// /late after 200 ms (lateCalls counts those in flight),
 // and answers /count with the length of its body; refused counts the connections the
 // gateway closed, by reason.
 func gatewayCounting(t *testing.T, tc *tls.Config, extra string) (addr string, refused func(why string) int) {
@@ -34,6 +36,13 @@ func gatewayCounting(t *testing.T, tc *tls.Config, extra string) (addr string, r
 		case "/slow":
 			select {
 			case <-time.After(20 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		case "/late":
+			lateCalls.Add(1)
+			defer lateCalls.Add(-1)
+			select {
+			case <-time.After(200 * time.Millisecond):
 			case <-r.Context().Done():
 			}
 		case "/count":
@@ -98,6 +107,13 @@ func closedByGateway(t *testing.T, ended <-chan error, what string) {
 
 var (
 	resetFields = [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/slow"}}
+	// lateFields asks for /late: answered 200 ms on, long after the
+	// server has read the stream's reset however busy the machine (the
+	// fast path waits for the answer, so a stream answered before its
+	// reset was read is no premature end), and well within
+	// prematureLifetime.
+	lateFields  = [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/late"}}
+	lateCalls   atomic.Int64
 	quickFields = [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "gw.test"}, {":path", "/x"}}
 )
 
@@ -189,9 +205,14 @@ func prematureResets(t *testing.T, server, client *tls.Config) {
 // c, paced below Go's own limit on queued handlers, and returns how many
 // it sent before a write failed.
 func abandon(c *h2test.Conn, n int, provoke bool) int {
+	return abandonAsking(c, n, provoke, resetFields)
+}
+
+// abandonAsking is abandon with the streams asking for fields.
+func abandonAsking(c *h2test.Conn, n int, provoke bool, fields [][2]string) int {
 	sent := 0
 	for ; sent < n; sent++ {
-		if err := c.Abandon(resetFields, provoke); err != nil {
+		if err := c.Abandon(fields, provoke); err != nil {
 			break
 		}
 		if sent%50 == 49 {
@@ -221,9 +242,18 @@ func TestPrematureResetsJudgedByPeer(t *testing.T) {
 				if err != nil {
 					break // refused at accept: the peer is penalized
 				}
-				sent := abandon(c, 100, false)
-				time.Sleep(20 * time.Millisecond) // the last handlers see their resets
+				sent := abandonAsking(c, 100, false, lateFields)
 				c.Close()
+				// Its streams end before the next connection: once the
+				// server reads the close, every stream left is cancelled,
+				// and each call ends at its answer (a sleep of 20 ms let
+				// a busy machine's handlers run connections behind).
+				time.Sleep(10 * time.Millisecond) // the last handlers start
+				for deadline := time.Now().Add(5 * time.Second); lateCalls.Load() != 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("connection %d: %d calls still in flight 5 s after it closed", conns+1, lateCalls.Load())
+					}
+				}
 				if sent < 100 || refused(proxy.RefusedPenalized) > 0 {
 					break
 				}
