@@ -322,6 +322,31 @@ func clRedisKeptUp(t *testing.T, gs []*gateway) {
 	}
 }
 
+// clLateAnswersSkip ends a test of exact fleet counts whose Redis was up
+// all along when one of its calls had no answer within the cluster's
+// timeout (20 ms by default): that call was decided by the fallback, as
+// documented, and the fleet's count is the machine's, not the cluster's
+// (a busy CI machine: a third call of a 3-a-minute fleet refused, or a
+// pass saying r=1 for r=0). No late call fails nothing: the counts are
+// then checked. Like clRedisKeptUp, it skips by default and fails with
+// SLUICE_E2E_RATES=1.
+func clLateAnswersSkip(t *testing.T, gs []*gateway) {
+	t.Helper()
+	for i, g := range gs {
+		m, err := scrapeMetrics(g.AdminURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := m[`sluice_cluster_unanswered_total{cause="timeout"}`]; n > 0 {
+			msg := fmt.Sprintf("gateway %d had %v cluster calls unanswered within the timeout: the machine is too busy to count exactly", i, n)
+			if !measuringRates() {
+				skipped.Skip(t, idleNeed, msg)
+			}
+			t.Fatal(msg)
+		}
+	}
+}
+
 // clRedisFailedSlow is clRedisKeptUp for the failing events evs of gateway
 // i, logged while its Redis was up: none, or all of them a busy machine's.
 func clRedisFailedSlow(t *testing.T, i int, evs []map[string]any) {
@@ -955,7 +980,14 @@ func TestClusterGatewayStartsWithoutRedis(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Until(alone.Add(1100 * time.Millisecond))) // the 1 s window, and a margin
-	if p := burst(); p != 5 {
+	p := burst()
+	if p != 5 || unanswered(gs[0]) != 8 || unanswered(gs[1]) != 8 {
+		// The calls of the outage were a refused dial, then the breaker
+		// open: none a timeout. One now is a busy machine's late answer,
+		// decided by the fallback and counted (9 once).
+		clLateAnswersSkip(t, gs)
+	}
+	if p != 5 {
 		t.Errorf("Redis up: %d of 16 passed, want 5 (count 5 for the cluster)", p)
 	}
 	for i, g := range gs {
