@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"sluice/internal/browsertest"
 	"sluice/internal/redistest"
 	"sluice/internal/skipped"
+	"sluice/internal/stallwatch"
 )
 
 // A push reaches every gateway within a second. Each version's
@@ -40,14 +40,14 @@ func TestFleetPushReachesEveryGateway(t *testing.T) {
 
 	const pushes = 30
 	var lat []time.Duration
-	stalls := watchStalls(t)
+	stalls := stallwatch.Start(t)
 	excused := 0
 	for i := range pushes {
-		stalls.take()
+		stalls.Take()
 		v := s.mustPush(flDoc(up.URL, 10+i))
 		pushed := s.pushedAt()
 		sts := flWait(t, gs, 3*time.Second, fmt.Sprintf("version %d in force", v), func(st flState) bool { return st.Source.Version >= v })
-		stall := stalls.take()
+		stall := stalls.Take()
 		for j, st := range sts {
 			if st.Source.Version != v || st.count() != float64(10+i) {
 				t.Fatalf("gateway %d: version %d count %v, want version %d count %d", j, st.Source.Version, st.count(), v, 10+i)
@@ -570,40 +570,6 @@ func TestFleetRefusesOversizedDocument(t *testing.T) {
 		t.Errorf("passed %d of 3 calls under count 50", n)
 	}
 }
-
-// stallWatcher tells a machine too busy to schedule this test apart from a
-// slow gateway: a 10ms ticker in the test notes how late it ran.
-type stallWatcher struct{ worst atomic.Int64 }
-
-func watchStalls(t *testing.T) *stallWatcher {
-	w := &stallWatcher{}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		const every = 10 * time.Millisecond
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				now := time.Now()
-				if late := int64(now.Sub(last) - every); late > w.worst.Load() {
-					w.worst.Store(late)
-				}
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
-	return w
-}
-
-// take returns the longest stall since the last take.
-func (w *stallWatcher) take() time.Duration { return time.Duration(w.worst.Swap(0)) }
 
 // A pull-edit-push cycle is a compare-and-set with the commands of SPEC §10
 // alone, no flag: the file pull prints names its version on its last line,
