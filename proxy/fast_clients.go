@@ -155,11 +155,6 @@ const maxStaleAttempts = 64
 // answer is a 502.
 const maxUpstreamHeaderBytes = 32 << 10
 
-// maxReplays bounds replayOnNewConn's sends of one attempt; each finds a
-// reused connection the target closed unanswered, as net/http's Transport
-// goes on doing while each failure is on a reused connection.
-const maxReplays = 8
-
 // closedUnanswered is the connection of a failed exchange (fasthttp's
 // last, from resp) if the target closed it before any byte of the answer,
 // else nil. fasthttp's EOF is such a close (over TLS, the close_notify
@@ -181,9 +176,10 @@ func closedUnanswered(resp *fasthttp.Response, err error) *probedConn {
 // answering (its watch learns the keep-alive is short, as the
 // connection's Read has if it met the end of the stream itself: a reset's
 // error may come from elsewhere) and reports whether
-// the exchange is sent once more, on another connection, as net/http's
-// Transport does and not as a retry (routes' retries and retryBudget are
-// for failing targets): a replayable body-less GET, HEAD, OPTIONS or TRACE
+// the exchange is sent once more, on a new connection (send closes the
+// idle ones first), as net/http's Transport does and not as a retry
+// (routes' retries and retryBudget are for failing targets), and once
+// only: a replayable body-less GET, HEAD, OPTIONS or TRACE
 // whose connection had carried a request before, the race of an upstream
 // closing an idle keep-alive connection under a new request. On a new
 // connection the same close is the target's answer to this request:

@@ -115,7 +115,13 @@ func (f *fastForwarder) send(p *prepared) (int, error) {
 	f.setBody(c, p.r, p.ex.try.kept)
 	resp.Header.SetNoDefaultContentType(true)
 	err := t.hc.DoDeadline(req, resp, p.deadline)
-	for i := 0; err != nil && i < maxReplays && replayOnNewConn(req, resp, err); i++ {
+	if err != nil && replayOnNewConn(req, resp, err) {
+		// The pool's other connections went idle with the one the target
+		// closed, and are closed too, so that the replay dials: a target
+		// that drops this request on any connection sees it twice, not
+		// once per pooled connection (up to 9 times, uncounted as
+		// retries: a request that kills its worker killed 9).
+		t.hc.CloseIdleConnections()
 		err = t.hc.DoDeadline(req, resp, p.deadline)
 	}
 	if err != nil {

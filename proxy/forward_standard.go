@@ -38,12 +38,23 @@ type standardForwarder struct {
 	transport http.RoundTripper
 	calls     *stdCalls
 	log       zerolog.Logger
+	// idle closes the transport's idle connections, before a replay
+	// (sentMark); nil when the transport cannot (a test's).
+	idle func()
 }
 
 func (f *standardForwarder) name() string { return "standard" }
 
-func newStandardForwarder(rt *route, transport http.RoundTripper, calls *stdCalls, log zerolog.Logger) *standardForwarder {
-	return &standardForwarder{rt: rt, transport: unspacing{transport}, calls: calls, log: log}
+// h1 says the transport speaks HTTP/1.1, whose replays sentMark bounds:
+// HTTP/2's pool asks for a connection (GetConn) holding its own lock,
+// which CloseIdleConnections takes, and sends a request again only on
+// a connection that refused it unprocessed (GOAWAY, REFUSED_STREAM).
+func newStandardForwarder(rt *route, transport http.RoundTripper, h1 bool, calls *stdCalls, log zerolog.Logger) *standardForwarder {
+	f := &standardForwarder{rt: rt, transport: unspacing{transport}, calls: calls, log: log}
+	if t, ok := transport.(interface{ CloseIdleConnections() }); ok && h1 {
+		f.idle = t.CloseIdleConnections
+	}
+	return f
 }
 
 // tunnelLinger is how long a tunnel's client may keep its side open once
@@ -239,24 +250,61 @@ func (f *standardForwarder) open(p *prepared) {
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), p.deadline)
 	p.mark = nil
-	if p.ex.call.failures {
-		m := &sentMark{}
-		m.trace.WroteHeaders = func() { m.sent.Store(true) }
+	replays := f.idle != nil && (r.Body == nil || r.Body == http.NoBody) && replayedMethod(r.Method)
+	if p.ex.call.failures || replays {
+		m := &sentMark{idle: f.idle}
+		if p.ex.call.failures {
+			m.trace.WroteHeaders = func() { m.sent.Store(true) }
+		}
+		if replays {
+			m.trace.GetConn = m.getConn
+		}
 		ctx, p.mark = httptrace.WithClientTrace(ctx, &m.trace), m
 	}
 	p.req, p.cancel = r.WithContext(ctx), cancel
 }
 
-// sentMark notes that an attempt's request head was written to a
-// connection (httptrace's WroteHeaders): a client that leaves before the
-// answer is charged by a countOn failure rule for a guess the upstream
-// got, not for one stuck in a dial (route.forward). Only such a rule's
-// calls carry it (call.failures): it costs 3 allocations. Its own allocation:
-// the Transport may call the hook after the attempt returned, when the
+// replayedMethod reports a method net/http's Transport sends again, body-less,
+// when its reused connection is closed under it before an answer.
+func replayedMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// sentMark follows an attempt through net/http's Transport:
+//   - whether its request head was written to a connection (httptrace's
+//     WroteHeaders): a client that leaves before the answer is charged by a
+//     countOn failure rule for a guess the upstream got, not for one stuck
+//     in a dial (route.forward). Only such a rule's calls note it
+//     (call.failures).
+//   - each connection it asks for (GetConn): the Transport sends a
+//     body-less GET, HEAD, OPTIONS or TRACE again, unbounded, while the
+//     reused connection it took is closed under it unanswered, the race
+//     of an upstream's keep-alive timeout; a target that drops the request
+//     (one that kills its worker) saw it once per pooled connection, 33
+//     times for one request, none counted as a retry (the upstreams
+//     audit). From the second ask on, the idle connections are closed
+//     first, so the replay dials: sent twice, as on the fast path. A third
+//     send needs another request to give back a connection within the
+//     microseconds between.
+//
+// It costs 3 allocations, for such calls only. Its own allocation: the
+// Transport may call the hooks after the attempt returned, when the
 // exchange serves another request.
 type sentMark struct {
 	sent  atomic.Bool
+	gets  atomic.Int32 // GetConn calls of the attempt (send resets it)
+	idle  func()       // the Transport's CloseIdleConnections
 	trace httptrace.ClientTrace
+}
+
+func (m *sentMark) getConn(string) {
+	if m.gets.Add(1) > 1 {
+		m.idle()
+	}
 }
 
 func (f *standardForwarder) close(p *prepared) { p.cancel() }
@@ -270,6 +318,9 @@ func (f *standardForwarder) bodyBuf(_ *prepared, n int) []byte { return make([]b
 func (f *standardForwarder) send(p *prepared) (int, error) {
 	if p.body != nil {
 		p.req.Body = io.NopCloser(bytes.NewReader(p.body))
+	}
+	if p.mark != nil {
+		p.mark.gets.Store(0)
 	}
 	c := f.calls.get()
 	c.p, c.rp.Transport = p, f.transport

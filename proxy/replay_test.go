@@ -5,9 +5,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // secondRequestUp answers the first request on each connection and fails
@@ -141,6 +143,58 @@ func TestNoReplayOnANewConnection(t *testing.T) {
 			if n := up.count("GET"); n != retries+1 {
 				t.Errorf("%s, retries %d: the target read the GET %d times, want %d", fwd, retries, n, retries+1)
 			}
+		}
+	}
+}
+
+// TestReplayOnceAcrossAPool: a target that drops one request on whatever
+// connection it comes (reads it, then resets: a request that kills its
+// worker) sees it twice per attempt however many pooled connections the
+// gateway holds to it: the replay dials a new connection. Before, each
+// pooled connection took it in turn, uncounted as retries: 9 sends on the
+// fast path, one per connection and one more on the standard.
+func TestReplayOnceAcrossAPool(t *testing.T) {
+	const pooled = 10
+	for _, fwd := range []string{"fast", "standard"} {
+		for _, retries := range []int{0, 2} {
+			var mu sync.Mutex
+			dropped := 0
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/drop" {
+					time.Sleep(100 * time.Millisecond) // so that the warm-up holds pooled connections at once
+					io.WriteString(w, "ok")
+					return
+				}
+				mu.Lock()
+				dropped++
+				mu.Unlock()
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					_ = c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+				}
+			}))
+			gw, _, _ := retryGateway(t, fwd, retries, up.URL)
+			var wg sync.WaitGroup
+			for range pooled {
+				wg.Go(func() {
+					if st, _ := send(t, "GET", gw+"/warm", "", false); st != 200 {
+						t.Errorf("%s: warm-up GET: %d", fwd, st)
+					}
+				})
+			}
+			wg.Wait()
+			if st, _ := send(t, "GET", gw+"/drop", "", false); st != 502 {
+				t.Errorf("%s, retries %d: %d, want 502", fwd, retries, st)
+			}
+			mu.Lock()
+			// The first attempt on a pooled connection and its replay on
+			// a new one; each retry on a new connection, not replayed.
+			if want := 2 + retries; dropped != want {
+				t.Errorf("%s, retries %d, %d connections pooled: the target read the GET %d times, want %d", fwd, retries, pooled, dropped, want)
+			}
+			mu.Unlock()
+			up.Close()
 		}
 	}
 }

@@ -279,7 +279,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 	if rt.blocked, err = renderBlock(br, body, res); err != nil {
 		return nil, err
 	}
-	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), g.stdCalls, g.deps.Log)
+	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), up.protocol == config.ProtocolHTTP1, g.stdCalls, g.deps.Log)
 	rt.mode = modeOf(rc.Forwarder)
 	if g.forwarder != "" {
 		rt.mode = g.forwarderMode
