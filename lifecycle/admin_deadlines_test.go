@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,27 +25,34 @@ func TestAdminCutsAClientThatWithholdsItsBody(t *testing.T) {
 	path, _ := rulesFile(t, upstream(t), "routes: [{path: /a, upstream: app}]\nserver: {readHeaderTimeout: 1s, idleTimeout: 60s, sendTimeout: 1s}\n#"+strings.Repeat("x", big))
 	inst, _ := running(t, Options{Config: path, Admin: "127.0.0.1:0", Log: io.Discard, Drain: time.Second})
 	_, _, addr := inst.Addrs()
-	for _, head := range []string{
+	heads := []string{
 		"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\nabc",
 		"PUT /api/rules/flowRules/0 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"co",
 		"POST /api/reload HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc",
 		"GET /healthz HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 100000\r\n\r\nabc", // refused by Host, drained all the same
-	} {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(c, head); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		_ = c.SetReadDeadline(start.Add(15 * time.Second))
-		_, err = io.ReadAll(c) // whatever is answered, up to the close
-		c.Close()
-		if took := time.Since(start); err != nil || took > 10*time.Second {
-			t.Errorf("%.40q: the connection was held %v (%v), want it closed about 1 s (readHeaderTimeout) after the headers", head, took.Round(time.Millisecond), err)
-		}
 	}
+	var wg sync.WaitGroup
+	for _, head := range heads { // at once: each is cut on its own clock
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, head); err != nil {
+				t.Error(err)
+				return
+			}
+			start := time.Now()
+			_ = c.SetReadDeadline(start.Add(15 * time.Second))
+			_, err = io.ReadAll(c) // whatever is answered, up to the close
+			if took := time.Since(start); err != nil || took > 10*time.Second {
+				t.Errorf("%.40q: the connection was held %v (%v), want it closed about 1 s (readHeaderTimeout) after the headers", head, took.Round(time.Millisecond), err)
+			}
+		})
+	}
+	wg.Wait()
 
 	start := time.Now()
 	resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=2")
@@ -68,10 +76,10 @@ func TestAdminCutsAClientThatWithholdsItsBody(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "GET /api/rules/raw HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-	time.Sleep(3 * time.Second) // sendTimeout 1s, and then some
+	time.Sleep(2 * time.Second) // sendTimeout 1s, and then some
 	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	n, err := io.Copy(io.Discard, c)
 	if err != nil || n >= big {
-		t.Errorf("a client that took none of a %d-byte answer for 3 s then read %d bytes (%v), want the connection cut after sendTimeout (1 s)", big, n, err)
+		t.Errorf("a client that took none of a %d-byte answer for 2 s then read %d bytes (%v), want the connection cut after sendTimeout (1 s)", big, n, err)
 	}
 }
