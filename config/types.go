@@ -75,6 +75,12 @@ type Upstream struct {
 	Targets        []Target `yaml:"targets" json:"targets"`
 	Timeout        Duration `yaml:"timeout" json:"timeout"`
 	ConnectTimeout Duration `yaml:"connectTimeout" json:"connectTimeout"`
+	// IdleTimeout closes a pooled keep-alive connection to a target idle
+	// this long, on both forwarders: set it below the target's own
+	// keep-alive timeout (Node's and uvicorn's 5 s) so that the gateway,
+	// not the target, closes an idle connection, and never sends a
+	// request on one the target is closing.
+	IdleTimeout Duration `yaml:"idleTimeout" json:"idleTimeout"`
 	// Balance is roundRobin, leastRequest or hash (on HashOn).
 	Balance string `yaml:"balance" json:"balance"`
 	HashOn  Source `yaml:"hashOn" json:"hashOn"`
@@ -438,6 +444,10 @@ type System struct {
 type Cluster struct {
 	RedisTarget `yaml:",inline"`
 	Namespace   string `yaml:"namespace" json:"namespace"`
+	// Timeout bounds one decision of a cluster rule, the Redis round
+	// trip included; past it the rule's fallback decides (Sentinel's
+	// cluster client requestTimeout, Envoy ratelimit's timeout).
+	Timeout Duration `yaml:"timeout" json:"timeout"`
 }
 
 // BlockResponse is what a blocked request gets: the top-level one, or a

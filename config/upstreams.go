@@ -59,6 +59,7 @@ const (
 // Defaults of the upstream settings (docs/upstreams.md).
 const (
 	DefaultConnectTimeout      = 2 * time.Second
+	DefaultUpstreamIdleTimeout = 30 * time.Second
 	DefaultRetryBudget         = 0.2
 	DefaultHealthInterval      = 5 * time.Second
 	DefaultHealthTimeout       = time.Second
@@ -76,7 +77,7 @@ const (
 	MaxTargets       = 256
 	MaxTargetWeight  = 1000
 	MaxRetries       = 256       // retries; each is within timeout and the budget
-	maxUpstreamTimer = time.Hour // connectTimeout, health checks, ejectFor
+	maxUpstreamTimer = time.Hour // connectTimeout, idleTimeout, health checks, ejectFor
 )
 
 func (c *checker) applyUpstreamDefaults() {
@@ -92,6 +93,9 @@ func (c *checker) applyUpstreamDefaults() {
 			if u.Timeout > 0 && u.Timeout < u.ConnectTimeout {
 				u.ConnectTimeout = u.Timeout
 			}
+		}
+		if !c.has(p + ".idleTimeout") {
+			u.IdleTimeout = Duration(DefaultUpstreamIdleTimeout)
 		}
 		if !c.has(p + ".protocol") {
 			u.Protocol = ProtocolHTTP1

@@ -16,7 +16,8 @@ import (
 // (and timeout) gets it.
 func upstreamDefaults(timeout config.Duration, urls ...string) config.Upstream {
 	u := config.Upstream{Timeout: timeout, ConnectTimeout: config.Duration(config.DefaultConnectTimeout),
-		Protocol: config.ProtocolHTTP1, Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget,
+		IdleTimeout: config.Duration(config.DefaultUpstreamIdleTimeout),
+		Protocol:    config.ProtocolHTTP1, Balance: config.BalanceRoundRobin, RetryBudget: config.DefaultRetryBudget,
 		Passive: &config.Passive{ConsecutiveFailures: config.DefaultConsecutiveFailures,
 			EjectFor: config.Duration(config.DefaultEjectFor), MaxEjectedPercent: config.DefaultMaxEjectedPercent}}
 	for _, s := range urls {
@@ -38,7 +39,8 @@ func TestLoadUpstreams(t *testing.T) {
 			Targets: []config.Target{{URL: "http://127.0.0.1:9001", Weight: 1}, {URL: "http://127.0.0.1:9002", Weight: 3},
 				{URL: "http://127.0.0.1:9003", Weight: 1}},
 			Timeout: config.Duration(10 * time.Second), ConnectTimeout: config.Duration(500 * time.Millisecond),
-			Balance: "hash", HashOn: config.Source{Kind: config.SourceHeader, Name: "X-User"}, Protocol: "http1",
+			IdleTimeout: config.Duration(4 * time.Second),
+			Balance:     "hash", HashOn: config.Source{Kind: config.SourceHeader, Name: "X-User"}, Protocol: "http1",
 			HealthCheck: &config.HealthCheck{Path: "/healthz?deep=1", Interval: config.Duration(2 * time.Second),
 				Timeout: config.Duration(500 * time.Millisecond), HealthyThreshold: 1, UnhealthyThreshold: 4},
 			Passive:     &config.Passive{ConsecutiveFailures: 2, EjectFor: config.Duration(10 * time.Second), MaxEjectedPercent: 100},
@@ -136,6 +138,7 @@ func TestUpstreamLoadErrors(t *testing.T) {
 			"testdata/upstreams/retries.yaml:10: upstreams.one.connectTimeout: must be > 0 and <= 1h, got 0s",
 			"testdata/upstreams/retries.yaml:11: upstreams.one.retries: must be >= 0, got -1",
 			"testdata/upstreams/retries.yaml:12: upstreams.one.retryBudget: must be a share in 0..1 of the requests (0.2 is a fifth), got -0.1",
+			"testdata/upstreams/retries.yaml:13: upstreams.one.idleTimeout: must be > 0 and <= 1h, got 2h0m0s",
 		}},
 	}
 	seen := map[string]bool{}

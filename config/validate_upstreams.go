@@ -25,6 +25,7 @@ func (c *checker) upstreams() {
 		if c.timer(p+".connectTimeout", u.ConnectTimeout) && u.Timeout > 0 && u.ConnectTimeout > u.Timeout {
 			c.add(p+".connectTimeout", "must be <= timeout (%s), got %s", u.Timeout, u.ConnectTimeout)
 		}
+		c.timer(p+".idleTimeout", u.IdleTimeout)
 		if c.oneOf(p+".balance", u.Balance, BalanceRoundRobin, BalanceLeastRequest, BalanceHash) {
 			c.hashOn(n, p, u)
 		}

@@ -33,15 +33,16 @@ type fastClients struct {
 }
 
 // target returns the fast target of u, whose dials are bounded by
-// connect, creating its client if needed.
-func (c *fastClients) target(u *url.URL, connect time.Duration) (*fastTarget, error) {
+// connect and whose idle connections are closed after idle, creating its
+// client if needed.
+func (c *fastClients) target(u *url.URL, connect, idle time.Duration) (*fastTarget, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, errors.New("proxy: fast forwarder: target scheme must be http or https")
 	}
 	if u.Host == "" {
 		return nil, errors.New("proxy: fast forwarder: target has no host")
 	}
-	key := u.Scheme + "://" + u.Host + " " + connect.String()
+	key := u.Scheme + "://" + u.Host + " " + connect.String() + " " + idle.String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -49,7 +50,7 @@ func (c *fastClients) target(u *url.URL, connect time.Duration) (*fastTarget, er
 	}
 	hc := c.m[key]
 	if hc == nil {
-		hc = newHostClient(u, connect)
+		hc = newHostClient(u, connect, idle)
 		c.m[key] = hc
 	}
 	return &fastTarget{
@@ -88,7 +89,7 @@ func retainPools[K comparable, P interface{ CloseIdleConnections() }](m map[K]P,
 // connectError), no User-Agent of its own, paths
 // sent as given, response bodies streamed (the forwarder decides per
 // response whether to copy or stream-and-flush).
-func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
+func newHostClient(u *url.URL, connect, idle time.Duration) *fasthttp.HostClient {
 	addr := u.Host
 	if u.Port() == "" {
 		if u.Scheme == "https" {
@@ -121,7 +122,7 @@ func newHostClient(u *url.URL, connect time.Duration) *fasthttp.HostClient {
 		},
 		MaxConns:                  4096,
 		MaxConnWaitTimeout:        5 * time.Second,
-		MaxIdleConnDuration:       30 * time.Second,
+		MaxIdleConnDuration:       idle, // upstreams.*.idleTimeout
 		MaxIdemponentCallAttempts: maxStaleAttempts,
 		RetryIfErr:                retryStale,
 		ReadBufferSize:            maxUpstreamHeaderBytes, // also the response header limit

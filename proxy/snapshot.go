@@ -200,7 +200,7 @@ func (s *Snapshot) Resources() []string {
 func (g *Gateway) fastTargets(up *upstream) ([]*fastTarget, error) {
 	out := make([]*fastTarget, len(up.targets))
 	for i, u := range up.targets {
-		t, err := g.fastClients.target(u, up.connect)
+		t, err := g.fastClients.target(u, up.connect, up.idle)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", up.name, err)
 		}
@@ -236,7 +236,7 @@ func (s *Snapshot) longestTimeout() time.Duration {
 func (s *Snapshot) transportKeys() map[transportKey]bool {
 	m := map[transportKey]bool{}
 	for _, u := range s.upstreams {
-		m[transportKey{u.protocol, u.connect}] = true
+		m[transportKey{u.protocol, u.connect, u.idle}] = true
 	}
 	return m
 }
@@ -279,7 +279,7 @@ func (s *Snapshot) newRoute(g *Gateway, rc *config.Route, up *upstream, br confi
 	if rt.blocked, err = renderBlock(br, body, res); err != nil {
 		return nil, err
 	}
-	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect), up.protocol == config.ProtocolHTTP1, g.stdCalls, g.deps.Log)
+	rt.std = newStandardForwarder(rt, g.transportFor(up.protocol, up.connect, up.idle), up.protocol == config.ProtocolHTTP1, g.stdCalls, g.deps.Log)
 	rt.mode = modeOf(rc.Forwarder)
 	if g.forwarder != "" {
 		rt.mode = g.forwarderMode

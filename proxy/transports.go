@@ -26,18 +26,18 @@ type transports struct {
 }
 
 type transportKey struct {
-	protocol string
-	connect  time.Duration
+	protocol      string
+	connect, idle time.Duration
 }
 
 // transportFor is the upstream transport for protocol with connect as its
 // dial timeout: HTTP/1.1, or HTTP/2 (h2c with prior knowledge, or h2 over
 // TLS). A test's Deps.Transport serves every upstream.
-func (g *Gateway) transportFor(protocol string, connect time.Duration) http.RoundTripper {
+func (g *Gateway) transportFor(protocol string, connect, idle time.Duration) http.RoundTripper {
 	if g.deps.Transport != nil {
 		return g.deps.Transport
 	}
-	k := transportKey{protocol, connect}
+	k := transportKey{protocol, connect, idle}
 	g.transports.mu.Lock()
 	defer g.transports.mu.Unlock()
 	if t := g.transports.m[k]; t != nil {
@@ -49,11 +49,11 @@ func (g *Gateway) transportFor(protocol string, connect time.Duration) http.Roun
 	var t *http.Transport
 	switch protocol {
 	case config.ProtocolH2C:
-		t = newH2Transport(true, connect)
+		t = newH2Transport(true, connect, idle)
 	case config.ProtocolH2:
-		t = newH2Transport(false, connect)
+		t = newH2Transport(false, connect, idle)
 	default:
-		t = newTransport(connect)
+		t = newTransport(connect, idle)
 	}
 	g.transports.m[k] = t
 	return t
@@ -85,7 +85,7 @@ func (ts *transports) retain(keep map[transportKey]bool, drain time.Duration) {
 // DisableCompression the Transport asks the upstream for gzip on behalf of
 // clients that did not, and decompresses in the gateway — a proxy passes
 // encodings through (as the fast path does).
-func newTransport(connect time.Duration) *http.Transport {
+func newTransport(connect, idle time.Duration) *http.Transport {
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy: nil,
@@ -98,7 +98,7 @@ func newTransport(connect time.Duration) *http.Transport {
 		},
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idle, // upstreams.*.idleTimeout
 		TLSHandshakeTimeout:   tlsHandshakeTimeout,
 		ExpectContinueTimeout: 1 * time.Second,
 		ForceAttemptHTTP2:     false,
@@ -113,8 +113,8 @@ func newTransport(connect time.Duration) *http.Transport {
 
 // newH2Transport is newTransport speaking only HTTP/2: with prior
 // knowledge over plain TCP (h2c), or over TLS (h2).
-func newH2Transport(h2c bool, connect time.Duration) *http.Transport {
-	t := newTransport(connect)
+func newH2Transport(h2c bool, connect, idle time.Duration) *http.Transport {
+	t := newTransport(connect, idle)
 	var p http.Protocols
 	if h2c {
 		p.SetUnencryptedHTTP2(true)

@@ -21,6 +21,7 @@ type upstream struct {
 	fast    []*fastTarget // parallel to targets; nil until the fast path is built
 	timeout time.Duration
 	connect time.Duration // connectTimeout
+	idle    time.Duration // idleTimeout: a pooled connection idle this long is closed
 	// protocol is config's: http1, h2c or h2. Only http1 can take the
 	// fast path (fasthttp speaks HTTP/1.1).
 	protocol string
@@ -33,7 +34,7 @@ func (g *Gateway) newUpstream(name string, u config.Upstream) (*upstream, error)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	up := &upstream{name: name, bal: bal, timeout: u.Timeout.D(), connect: u.ConnectTimeout.D(), protocol: u.Proto(),
+	up := &upstream{name: name, bal: bal, timeout: u.Timeout.D(), connect: u.ConnectTimeout.D(), idle: u.IdleTimeout.D(), protocol: u.Proto(),
 		hashOn: u.HashOn, retries: u.Retries}
 	if u.Balance != config.BalanceHash {
 		up.hashOn = config.Source{}

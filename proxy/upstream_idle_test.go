@@ -1,0 +1,62 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestUpstreamIdleTimeout: a pooled connection to a target idle for the
+// upstream's idleTimeout is closed by the gateway, on both forwarders, and
+// the next request dials: set below a target's own keep-alive (Node's
+// 5 s), the target never closes one under a request, the race that lost a
+// POST (502) on the standard path. Within it the connection is reused.
+func TestUpstreamIdleTimeout(t *testing.T) {
+	for _, fwd := range []string{"fast", "standard"} {
+		for _, c := range []struct {
+			idle  string
+			gap   time.Duration
+			dials int32
+		}{
+			{"200ms", 700 * time.Millisecond, 2},
+			{"10s", 700 * time.Millisecond, 1},
+		} {
+			var dials atomic.Int32
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				_, _ = io.WriteString(w, "ok")
+			}))
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					dials.Add(1)
+				}
+			}
+			up.Start()
+			g := loadedGateway(t, fwd, fmt.Sprintf(`
+upstreams:
+  up: { targets: [%q], idleTimeout: %s }
+routes:
+  - { path: /*, upstream: up }
+`, up.URL, c.idle))
+			gw := httptest.NewServer(g)
+			for i := range 2 {
+				if i > 0 {
+					time.Sleep(c.gap)
+				}
+				if st, body := send(t, "POST", gw.URL+"/p", "order=1", false); st != 200 || body != "ok" {
+					t.Errorf("%s, idleTimeout %s: POST %d: %d %q", fwd, c.idle, i+1, st, body)
+				}
+			}
+			if n := dials.Load(); n != c.dials {
+				t.Errorf("%s, idleTimeout %s: two POSTs %v apart took %d connections to the target, want %d", fwd, c.idle, c.gap, n, c.dials)
+			}
+			gw.Close()
+			up.Close()
+		}
+	}
+}
