@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/config"
 )
@@ -90,6 +91,37 @@ func TestClusterNamespaceWithoutBraces(t *testing.T) {
 			t.Errorf("namespace %q refused: %v", tc.ns, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("namespace %q: error %v, want %q", tc.ns, err, tc.want)
+		}
+	}
+}
+
+// TestClusterTimeout: cluster.timeout is how long a cluster rule's call
+// waits for Redis: 20ms unless written, more than 0 and at most 1s.
+func TestClusterTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout string // "" leaves it out
+		want    time.Duration
+		err     string
+	}{
+		{"", 20 * time.Millisecond, ""},
+		{"250ms", 250 * time.Millisecond, ""},
+		{"1s", time.Second, ""},
+		{"0s", 0, "r.yaml:2: cluster.timeout: must be > 0 and <= 1s (each call of a cluster rule waits for it), got 0s"},
+		{"2s", 0, "r.yaml:2: cluster.timeout: must be > 0 and <= 1s"},
+	} {
+		doc := "cluster: { redis: \"redis://127.0.0.1:6379/0\""
+		if tc.timeout != "" {
+			doc += ",\n  timeout: " + tc.timeout
+		}
+		doc += " }\nupstreams: {app: {targets: [\"http://127.0.0.1:9001\"]}}\nroutes: [{ path: /a, upstream: app }]\n"
+		cfg, err := config.Parse("r.yaml", []byte(doc))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("timeout %q refused: %v", tc.timeout, err)
+		case tc.err == "" && cfg.Cluster.Timeout.D() != tc.want:
+			t.Errorf("timeout %q: %v, want %v", tc.timeout, cfg.Cluster.Timeout.D(), tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("timeout %q: error %v, want %q", tc.timeout, err, tc.err)
 		}
 	}
 }

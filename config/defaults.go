@@ -26,6 +26,10 @@ const (
 	DefaultBlockContentType = "application/json"
 	DefaultBlockBody        = `{"error":"blocked","resource":"{{.Resource}}","reason":"{{.Reason}}"}`
 	DefaultClusterNamespace = "sluice"
+	// DefaultClusterTimeout is Sentinel's and Envoy ratelimit's default:
+	// a token server slower than that costs more latency than local
+	// limiting saves.
+	DefaultClusterTimeout   = 20 * time.Millisecond
 	DefaultParamDurationSec = 1
 	// DefaultMaxQueueingTimeMs is a flow rule's: Sentinel's FlowRule
 	// default, and SPEC §3's. A param rule's is 0, as Sentinel's
@@ -264,6 +268,9 @@ func (c *checker) applyDefaults() {
 	c.applyRouteDefaults()
 	if !c.has("cluster.namespace") {
 		cfg.Cluster.Namespace = DefaultClusterNamespace
+	}
+	if !c.has("cluster.timeout") {
+		cfg.Cluster.Timeout = Duration(DefaultClusterTimeout)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestLoadFull(t *testing.T) {
 				RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 102},
 		},
 		System:        config.System{MaxQps: 1000, MaxConcurrency: 200, MaxAvgRtMs: 300, MaxCpuUsage: 0.8, Adaptive: true},
-		Cluster:       config.Cluster{RedisTarget: config.RedisTarget{Redis: "redis://127.0.0.1:6379/0"}, Namespace: "shop"},
+		Cluster:       config.Cluster{RedisTarget: config.RedisTarget{Redis: "redis://127.0.0.1:6379/0"}, Namespace: "shop", Timeout: config.Duration(config.DefaultClusterTimeout)},
 		BlockResponse: fullBlock,
 		Path:          "testdata/full.yaml",
 	}
@@ -135,7 +135,7 @@ func TestLoadDefaults(t *testing.T) {
 			ClusterConfig: config.ClusterConfig{ThresholdType: "global", FallbackToLocalWhenFail: ptr(true)}, Line: 11}},
 		DegradeRules: []config.DegradeRule{{Resource: "/api/{id}", Strategy: "errorRatio", Threshold: 0.5, StatIntervalMs: 1000,
 			MinRequestAmount: 5, RetryTimeoutMs: 5000, ErrorStatuses: []string{"5xx"}, ProbeNum: 1, Line: 15}},
-		Cluster:       config.Cluster{Namespace: "sluice"},
+		Cluster:       config.Cluster{Namespace: "sluice", Timeout: config.Duration(config.DefaultClusterTimeout)},
 		BlockResponse: defaultBlock,
 		Path:          "testdata/minimal.yaml",
 	}

@@ -156,6 +156,10 @@ func (ix routeIndex) unknown() string {
 	return "no route has it"
 }
 
+// maxClusterTimeout bounds cluster.timeout: every call of a cluster rule
+// may wait that long for Redis.
+const maxClusterTimeout = time.Second
+
 func (c *checker) validate() {
 	cfg := c.cfg
 	c.listenAddr("listen", cfg.Listen, cfg.TLS.Listen != "")
@@ -186,6 +190,9 @@ func (c *checker) validate() {
 	}
 	if !c.redisTarget("cluster", cfg.Cluster.RedisTarget) && c.has("cluster") {
 		c.add("cluster", "names no Redis: set one of cluster.redis (a redis:// URL), cluster.sentinel or cluster.clusterAddrs")
+	}
+	if d := cfg.Cluster.Timeout; d <= 0 || d.D() > maxClusterTimeout {
+		c.add("cluster.timeout", "must be > 0 and <= 1s (each call of a cluster rule waits for it), got %s", d)
 	}
 	if ns := cfg.Cluster.Namespace; ns == "" {
 		c.add("cluster.namespace", "must not be empty")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/redistest"
 	"sluice/internal/skipped"
 )
 
@@ -210,6 +212,7 @@ paramRules:
 cluster:
   redis: %s
   namespace: %s
+  timeout: 250ms # exact counts: a busy machine's late answer would go to the fallback (cluster.timeout)
 `, clRedisURL(t), clNamespace(t))))
 	policy := map[string]string{"/c": `"c#flow2"`, "/k": `"k"`}
 	retryAfter := func(gw int, path string, header ...string) int {
@@ -277,6 +280,7 @@ flowRules:
 cluster:
   redis: %s
   namespace: %s
+  timeout: 250ms # exact counts: a busy machine's late answer would go to the fallback (cluster.timeout)
 `, cluster, clRedisURL(t), clNamespace(t)))
 	}
 	before := rules(false)
@@ -298,6 +302,60 @@ cluster:
 	for i, g := range gs {
 		if ev := g.logs.Events("clusterMode rule checked locally"); len(ev) != 0 {
 			t.Errorf("gateway %d warned that the rule is checked locally:\n%s", i, g.logs)
+		}
+	}
+}
+
+// TestClusterTimeoutIsHowLongRedisIsWaitedFor: a call of a cluster rule
+// waits cluster.timeout for Redis: while Redis is paused for 150 ms, a
+// gateway on the default 20ms hands the call to the fallback (counted as
+// a timeout), and one on 600ms waits and has Redis's decision.
+func TestClusterTimeoutIsHowLongRedisIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	rd := clStartRedis(t)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	ns := clNamespace(t)
+	startWith := func(timeout string) *gateway {
+		return clStartGateways(t, 1, rulesFor(up.URL, fmt.Sprintf(`
+routes:
+  - { path: /c, upstream: up, resource: c }
+flowRules:
+  - { resource: c, count: 1000, clusterMode: true }
+cluster:
+  redis: %s
+  namespace: %s
+%s`, rd.url(), ns, timeout)))[0]
+	}
+	short, long := startWith(""), startWith("  timeout: 600ms\n")
+	timeouts := func(g *gateway) float64 {
+		return metrics(t, g)[`sluice_cluster_unanswered_total{cause="timeout"}`]
+	}
+	for _, g := range []*gateway{short, long} {
+		if resp, _ := get(t, g.URL+"/c"); resp.StatusCode != 200 {
+			t.Fatalf("before the pause: %d", resp.StatusCode)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		g    *gateway
+		late bool
+	}{{"the default 20ms", short, true}, {"timeout: 600ms", long, false}} {
+		before := timeouts(c.g)
+		if _, err := redistest.DoAuth(rd.addr(), "", "CLIENT", "PAUSE", "150", "ALL"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		resp, _ := get(t, c.g.URL+"/c")
+		took := time.Since(start)
+		time.Sleep(200 * time.Millisecond) // the pause is over
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d during the pause, want 200 (count 1000)", c.name, resp.StatusCode)
+		}
+		if got := timeouts(c.g) - before; (got > 0) != c.late {
+			t.Errorf("%s: %v calls timed out during a 150 ms pause (the call took %v), want late=%v", c.name, got, took, c.late)
+		}
+		if !c.late && took < 100*time.Millisecond {
+			t.Errorf("%s: the call took %v during a 150 ms pause: it did not wait for Redis", c.name, took)
 		}
 	}
 }

@@ -186,6 +186,7 @@ func clusterOptions(cfg *config.Config, log zerolog.Logger, m *admin.Metrics) cl
 		OnUnanswered: func(c cluster.Cause) { unanswered[c].Inc() },
 		Redis:        cfg.Cluster.RedisTarget,
 		Namespace:    cfg.Cluster.Namespace,
+		Timeout:      cfg.Cluster.Timeout.D(),
 		Log:          log,
 		OnStatus: func(st cluster.Status) {
 			ms := make([]admin.RedisMaster, len(st.Masters))

@@ -94,7 +94,7 @@ log: {level: info, format: json}
 tls: {listen: ":8443", certificates: [{certFile: a.pem, keyFile: a.key}], minVersion: "1.2", clientCAFile: ca.pem, redirectHttp: false, strictSni: false}
 http2: {tls: true, h2c: false}
 server: {readHeaderTimeout: 10s, idleTimeout: 2m, maxConcurrentStreams: 100}
-cluster: {redis: "redis://u:pw@10.0.0.1:6379/0", sentinel: {masterName: m, addrs: ["10.0.0.1:26379"]}, clusterAddrs: ["10.0.0.1:7000"], namespace: a}
+cluster: {redis: "redis://u:pw@10.0.0.1:6379/0", sentinel: {masterName: m, addrs: ["10.0.0.1:26379"]}, clusterAddrs: ["10.0.0.1:7000"], namespace: a, timeout: 20ms}
 rulesSource: {redis: "redis://10.0.0.1:6379/1", sentinel: {masterName: m, addrs: ["10.0.0.1:26379"]}, clusterAddrs: ["10.0.0.1:7000"], key: k, cacheFile: c.json}
 `
 	const changed = `listen: ":8081"
@@ -103,7 +103,7 @@ log: {level: debug, format: console}
 tls: {listen: ":9443", certificates: [{certFile: b.pem, keyFile: b.key}], minVersion: "1.3", clientCAFile: ca2.pem, redirectHttp: true, strictSni: true}
 http2: {tls: false, h2c: true}
 server: {readHeaderTimeout: 5s, idleTimeout: 1m, maxConcurrentStreams: 3}
-cluster: {redis: "redis://u:pw@10.0.0.2:6379/0", sentinel: {masterName: n, addrs: ["10.0.0.2:26379"]}, clusterAddrs: ["10.0.0.2:7000"], namespace: b}
+cluster: {redis: "redis://u:pw@10.0.0.2:6379/0", sentinel: {masterName: n, addrs: ["10.0.0.2:26379"]}, clusterAddrs: ["10.0.0.2:7000"], namespace: b, timeout: 200ms}
 rulesSource: {redis: "redis://10.0.0.2:6379/1", sentinel: {masterName: n, addrs: ["10.0.0.2:26379"]}, clusterAddrs: ["10.0.0.2:7000"], key: k2, cacheFile: c2.json}
 `
 	var start, next config.Config

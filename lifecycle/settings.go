@@ -80,6 +80,8 @@ func startSettings() []startSetting {
 		{name: "cluster.clusterAddrs",
 			value: func(c *config.Config) string { return strings.Join(c.Cluster.ClusterAddrs, ",") },
 			keep:  func(d, s *config.Config) { d.Cluster.ClusterAddrs = s.Cluster.ClusterAddrs }},
+		{name: "cluster.timeout", value: func(c *config.Config) string { return c.Cluster.Timeout.String() },
+			keep: func(d, s *config.Config) { d.Cluster.Timeout = s.Cluster.Timeout }},
 		{name: "cluster.namespace",
 			value: func(c *config.Config) string { return c.Cluster.Namespace },
 			keep:  func(d, s *config.Config) { d.Cluster.Namespace = s.Cluster.Namespace }},
