@@ -3,10 +3,8 @@ package proxy_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,22 +19,15 @@ func TestUpstreamIdleTimeout(t *testing.T) {
 		for _, c := range []struct {
 			idle  string
 			gap   time.Duration
-			dials int32
+			dials int64
 		}{
 			{"200ms", 700 * time.Millisecond, 2},
 			{"10s", 700 * time.Millisecond, 1},
 		} {
-			var dials atomic.Int32
-			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := newPoolUp(t, false, func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				_, _ = io.WriteString(w, "ok")
-			}))
-			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-				if s == http.StateNew {
-					dials.Add(1)
-				}
-			}
-			up.Start()
+			})
 			g := loadedGateway(t, fwd, fmt.Sprintf(`
 upstreams:
   up: { targets: [%q], idleTimeout: %s }
@@ -52,11 +43,10 @@ routes:
 					t.Errorf("%s, idleTimeout %s: POST %d: %d %q", fwd, c.idle, i+1, st, body)
 				}
 			}
-			if n := dials.Load(); n != c.dials {
+			if n := up.dials.Load(); n != c.dials {
 				t.Errorf("%s, idleTimeout %s: two POSTs %v apart took %d connections to the target, want %d", fwd, c.idle, c.gap, n, c.dials)
 			}
 			gw.Close()
-			up.Close()
 		}
 	}
 }
