@@ -97,7 +97,7 @@ func New(o Options) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
-	inst.reloader.since = since
+	inst.reloader.read = since // no goroutine reads it yet
 	if o.Demo {
 		if inst.stopDemo, err = startDemo(log); err != nil {
 			inst.close()

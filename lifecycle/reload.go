@@ -48,14 +48,12 @@ type reloader struct {
 	lastReload time.Time
 	lastError  string
 	now        chan struct{}
-	// since is the rules file's state (config.ReadState) as New read
-	// it: the watch reports any change from it, even one made before the
-	// watch was in place.
-	since string
-	// read is the file's state when it was last read (since, at first):
-	// a watch event for a state already read asks for no reload (an admin
-	// edit both writes the file and asks for one). Guarded by readMu, not
-	// mu: the watch reads it while a reload runs.
+	// read is the file's state (config.ReadState) when it was last read,
+	// by New at first: the watch reports any change from it, even one made
+	// before the watch was in place, and a watch event for a state already
+	// read asks for no reload (an admin edit both writes the file and asks
+	// for one). Guarded by readMu, not mu: the watch reads it while a
+	// reload runs.
 	readMu sync.Mutex
 	read   string
 }
@@ -189,10 +187,6 @@ func (r *reloader) request() {
 	}
 }
 
-// fileChanged asks for a reload: the watch saw the file in a state other
-// than the one last read (loaded).
-func (r *reloader) fileChanged() { r.request() }
-
 // loaded is the file's state when it was last read, which the watch
 // compares with: the writes an admin edit makes, for which the edit has
 // asked already, are not reported again once it has been read.
@@ -204,13 +198,10 @@ func (r *reloader) loaded() string {
 
 // watch reloads on file changes and requests until ctx is done.
 func (r *reloader) watch(ctx context.Context) {
-	r.readMu.Lock()
-	if r.read == "" {
-		r.read = r.since
-	}
-	r.readMu.Unlock()
 	go func() {
-		if err := config.WatchLoaded(ctx, r.path, r.loaded, 100*time.Millisecond, r.log, r.fileChanged); err != nil && ctx.Err() == nil {
+		// A look at the file in a state other than the one last read
+		// (loaded) asks for a reload.
+		if err := config.WatchLoaded(ctx, r.path, r.loaded, 100*time.Millisecond, r.log, r.request); err != nil && ctx.Err() == nil {
 			r.log.Error().Err(err).Msg("cannot watch the rules file; reload with SIGHUP")
 		}
 	}()
