@@ -188,8 +188,7 @@ func (u unspacing) RoundTrip(r *http.Request) (*http.Response, error) {
 // requests, the body-less GET, HEAD, OPTIONS and TRACE (a PUT or DELETE is
 // sent again by the attempts loop, as a counted retry).
 func sentOnce(r *http.Request) *http.Request {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	if replayedMethod(r.Method) {
 		return r
 	}
 	_, a := r.Header["Idempotency-Key"]
