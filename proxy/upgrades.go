@@ -15,13 +15,12 @@ import (
 // would hand the client's connection to an upstream that speaks h2c, and
 // every later stream on it would pass without a route or a rule. sluice
 // answers it over HTTP/1.1, as RFC 9113 lets a server do; prior-knowledge
-// h2c is served by the listener itself (http2.h2c).
+// h2c is served by the listener itself (http2.h2c). The field is read as
+// a token list, as keepUpgrades and webSocketAccepted read it (a substring
+// took "Upgrade: not-h2c, websocket" for h2c and dropped the WebSocket).
 func dropH2CUpgrade(r *http.Request) {
-	for _, v := range r.Header["Upgrade"] {
-		if containsFold(v, "h2c") {
-			dropUpgrade(r, "Http2-Settings")
-			return
-		}
+	if listedIn(r.Header["Upgrade"], "h2c") {
+		dropUpgrade(r, "Http2-Settings")
 	}
 }
 
