@@ -432,18 +432,23 @@ var errTooManyFields = fmt.Errorf("admin: an edit names at most %d fields (a rul
 
 // parseEdit reads an edit's body: a JSON object of fields to merge, or a YAML
 // mapping (application/yaml, text/yaml) that replaces the rule.
+// editNodesOver refuses (413) an edit's body of over maxEditNodes YAML
+// nodes, counted before either decoder builds anything from it.
+func editNodesOver(body []byte) error {
+	if over, line := config.CountNodes(body, maxEditNodes); over {
+		return editErr(http.StatusRequestEntityTooLarge,
+			"admin: the edit holds over 100,000 YAML nodes (keys, values and list items) by line %d of its body, more than any rule; nothing was written", line)
+	}
+	return nil
+}
+
 func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
-	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "":
-		// Counted before either decoder builds anything from the body.
-		if over, line := config.CountNodes(body, maxEditNodes); over {
-			return ruleEdit{}, editErr(http.StatusRequestEntityTooLarge,
-				"admin: the edit holds over 100,000 YAML nodes (keys, values and list items) by line %d of its body, more than any rule; nothing was written", line)
-		}
-	}
-	switch mt {
 	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		if err := editNodesOver(body); err != nil {
+			return ruleEdit{}, err
+		}
 		// One document: yaml.Unmarshal reads the first and drops the rest,
 		// so a body with a second was applied in part, and answered 200.
 		dec := yaml.NewDecoder(bytes.NewReader(body))
@@ -465,6 +470,9 @@ func parseEdit(contentType string, body []byte) (ruleEdit, error) {
 		}
 		return ruleEdit{replace: doc.Content[0]}, nil
 	case "application/json", "":
+		if err := editNodesOver(body); err != nil {
+			return ruleEdit{}, err
+		}
 		fields, err := decodeJSONObject(body)
 		if err != nil {
 			return ruleEdit{}, err
